@@ -1,0 +1,261 @@
+/* tsopt: a tensor-program superoptimizer.  This is the only header a user
+ * includes.  Plain structs, explicit ownership, status codes; no globals. */
+#ifndef TSOPT_H
+#define TSOPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum ts_status {
+    TS_OK = 0,
+    TS_ERR_INVALID,     /* malformed graph or argument */
+    TS_ERR_UNSUPPORTED, /* valid, but tsopt does not implement it */
+    TS_ERR_IO,          /* file system */
+    TS_ERR_PARSE,       /* a file's content is not what it claims */
+    TS_ERR_NOMEM,
+} ts_status;
+
+/* Every fallible call takes an error record; the first failure fills it
+ * with one line naming what is wrong and where (node, tensor, file). */
+typedef struct ts_error {
+    ts_status code;
+    char msg[1024];
+} ts_error;
+
+ts_status ts_error_set(ts_error *err, ts_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepends "context: " to an error that is already set. */
+ts_status ts_error_prefix(ts_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------- dtypes, shapes */
+
+typedef enum ts_dtype {
+    TS_UNDEFINED = 0,
+    TS_F32,
+    TS_F64,
+    TS_I64,
+    TS_I32,
+    TS_I8,
+    TS_U8,
+    TS_BOOL,
+    TS_MODP, /* internal: integers mod 2^31-1 stored as uint32 (exact domain) */
+    TS_DTYPE_COUNT
+} ts_dtype;
+
+size_t ts_dtype_size(ts_dtype t);
+const char *ts_dtype_name(ts_dtype t); /* "float32", "int64", ... */
+bool ts_dtype_is_float(ts_dtype t);    /* F32 or F64: the types number domains replace */
+
+#define TS_MAX_RANK 8
+/* Largest tensor tsopt accepts: protects against absurd declared shapes. */
+#define TS_MAX_ELEMENTS ((int64_t)1 << 34)
+
+typedef struct ts_shape {
+    int rank;
+    int64_t dims[TS_MAX_RANK];
+} ts_shape;
+
+ts_shape ts_shape_make(int rank, const int64_t *dims);
+int64_t ts_shape_numel(const ts_shape *s);
+bool ts_shape_eq(const ts_shape *a, const ts_shape *b);
+/* "1x3x224x224" ("scalar" for rank 0); buf of at least 160 bytes. */
+const char *ts_shape_str(const ts_shape *s, char *buf, size_t n);
+/* Parses "1x3x224x224" (also accepts ','), dims >= 0. */
+ts_status ts_shape_parse(const char *text, ts_shape *out, ts_error *err);
+/* Numpy multidirectional broadcast of a and b; false if incompatible. */
+bool ts_shape_broadcast(const ts_shape *a, const ts_shape *b, ts_shape *out);
+/* Row-major element strides of s; a broadcast view of `in` onto `out`
+ * (in right-aligned, size-1 dims get stride 0) when out is given. */
+void ts_shape_strides(const ts_shape *s, int64_t strides[TS_MAX_RANK]);
+void ts_shape_bcast_strides(const ts_shape *in, const ts_shape *out, int64_t strides[TS_MAX_RANK]);
+
+/* --------------------------------------------------------------- tensors */
+
+/* Dense row-major tensor.  Reference counted so that weights are shared by
+ * graph copies (search makes thousands of copies).  `data` is owned unless
+ * the tensor was made with ts_tensor_wrap. */
+typedef struct ts_tensor {
+    ts_dtype dtype;
+    ts_shape shape;
+    void *data;
+    size_t nbytes;
+    int refcount;
+    bool owns_data;
+} ts_tensor;
+
+/* Zero-filled; NULL (with err set) when the size is absurd or memory is out. */
+ts_tensor *ts_tensor_new(ts_dtype dtype, const ts_shape *shape, ts_error *err);
+ts_tensor *ts_tensor_wrap(ts_dtype dtype, const ts_shape *shape, void *data);
+ts_tensor *ts_tensor_clone(const ts_tensor *t, ts_error *err);
+ts_tensor *ts_tensor_ref(ts_tensor *t);
+void ts_tensor_unref(ts_tensor *t);
+int64_t ts_tensor_numel(const ts_tensor *t);
+/* Element i of an integer or bool tensor as int64. */
+int64_t ts_tensor_get_i64(const ts_tensor *t, int64_t i);
+/* Element i of a float/int tensor as double (not for TS_MODP). */
+double ts_tensor_get_f64(const ts_tensor *t, int64_t i);
+void ts_tensor_set_f64(ts_tensor *t, int64_t i, double v);
+/* Fills a float tensor with uniform values in [lo, hi), integers in [lo, hi]. */
+void ts_tensor_fill_random(ts_tensor *t, uint64_t *rng_state, double lo, double hi);
+
+/* NumPy .npy files, version 1.0/2.0, C order. */
+ts_status ts_npy_load(const char *path, ts_tensor **out, ts_error *err);
+ts_status ts_npy_save(const char *path, const ts_tensor *t, ts_error *err);
+/* Tensor name -> file stem: every char outside [A-Za-z0-9._-] becomes '_'. */
+void ts_name_sanitize(const char *name, char *out, size_t n);
+
+/* ----------------------------------------------------------- attributes */
+
+/* Generic attribute, the form attributes take at the API boundary (ONNX
+ * import/export and the graph builder).  Inside the IR each operator keeps
+ * its own typed, fixed-size attribute struct parsed from these. */
+typedef enum ts_attr_kind {
+    TS_ATTR_INT,
+    TS_ATTR_FLOAT,
+    TS_ATTR_STRING,
+    TS_ATTR_INTS,
+    TS_ATTR_FLOATS,
+    TS_ATTR_TENSOR,
+} ts_attr_kind;
+
+typedef struct ts_attr {
+    const char *name;
+    ts_attr_kind kind;
+    int64_t i;
+    double f;
+    const char *s;
+    const int64_t *ints; /* n entries */
+    const float *floats; /* n entries */
+    int n;
+    const ts_tensor *t;
+} ts_attr;
+
+/* Convenience constructors for builder code. */
+ts_attr ts_attr_int(const char *name, int64_t v);
+ts_attr ts_attr_float(const char *name, double v);
+ts_attr ts_attr_string(const char *name, const char *s);
+ts_attr ts_attr_ints(const char *name, const int64_t *v, int n);
+ts_attr ts_attr_floats(const char *name, const float *v, int n);
+ts_attr ts_attr_tensor(const char *name, const ts_tensor *t);
+
+/* ---------------------------------------------------------------- graph */
+
+typedef struct ts_op_desc ts_op_desc; /* operator descriptor, src/ops/op.h */
+
+/* A value: a tensor produced by one node, a graph input, or a constant. */
+typedef struct ts_value {
+    char *name;
+    ts_dtype dtype;
+    ts_shape shape;
+    ts_tensor *constant; /* weights and folded constants; shared by copies */
+    int producer;        /* node index, -1 for graph inputs and constants */
+    int producer_slot;   /* which output of the producer */
+} ts_value;
+
+typedef struct ts_node {
+    const ts_op_desc *op;
+    char *name;
+    int ninputs, noutputs;
+    int *inputs;  /* value ids; -1 for an absent optional input */
+    int *outputs; /* value ids */
+    void *attrs;  /* op->attr_size bytes, plain data: copied with memcpy */
+    bool dead;    /* removed; dropped by ts_graph_compact */
+} ts_node;
+
+/* An SSA graph.  Values and nodes are referred to by index. */
+typedef struct ts_graph {
+    char *name;
+    int opset; /* default ONNX opset (ai.onnx domain) */
+    ts_value *values;
+    int nvalues, cap_values;
+    ts_node *nodes;
+    int nnodes, cap_nodes;
+    int *inputs; /* graph inputs (value ids), in order */
+    int ninputs;
+    int *outputs; /* graph outputs (value ids), in order */
+    int noutputs;
+} ts_graph;
+
+ts_graph *ts_graph_new(const char *name, int opset);
+void ts_graph_free(ts_graph *g);
+/* Deep copy of structure; constant tensors are shared by reference. */
+ts_graph *ts_graph_copy(const ts_graph *g);
+
+/* Builder.  Each returns a value id (>= 0) or -1 with err set. */
+int ts_graph_add_input(ts_graph *g, const char *name, ts_dtype dtype, const ts_shape *shape,
+                       ts_error *err);
+/* Takes a reference to t (the caller keeps its own). */
+int ts_graph_add_constant(ts_graph *g, const char *name, ts_tensor *t, ts_error *err);
+/* Adds a node of ONNX type `op`, parses attrs, infers its outputs' dtypes and
+ * shapes.  `name` may be NULL (a unique one is made); output value names are
+ * taken from out_names when given, else made from the node name.  Writes the
+ * output value ids to outputs[0..nout-1]. Returns the node index or -1. */
+int ts_graph_add_node(ts_graph *g, const char *op, const char *name, const int *inputs, int ninputs,
+                      const ts_attr *attrs, int nattrs, int nout, const char *const *out_names,
+                      int *outputs, ts_error *err);
+ts_status ts_graph_add_output(ts_graph *g, int value, ts_error *err);
+
+int ts_graph_find_value(const ts_graph *g, const char *name);
+/* Node indices in a topological order (inputs before users); ignores dead
+ * nodes.  Fails naming a node on a cycle.  order needs nnodes entries;
+ * *count receives how many live nodes were written. */
+ts_status ts_graph_topo_order(const ts_graph *g, int *order, int *count, ts_error *err);
+/* Checks references, single producers, acyclicity, that every output is
+ * computed, and re-infers every node to compare dtypes and shapes. */
+ts_status ts_graph_validate(const ts_graph *g, ts_error *err);
+/* Structural hash: independent of node order and value names. */
+uint64_t ts_graph_hash(const ts_graph *g);
+/* Drops dead nodes and values nothing uses any more (renumbers ids). */
+void ts_graph_compact(ts_graph *g);
+/* Evaluates every node whose inputs are all constant and replaces its
+ * outputs by constants (within a size limit); returns nodes folded or -1. */
+int ts_graph_fold_constants(ts_graph *g, ts_error *err);
+
+/* Totals for `tsopt info`. */
+typedef struct ts_graph_stats {
+    int nodes;
+    int64_t params;     /* elements in constant tensors */
+    int64_t param_bytes;
+    double flops;
+} ts_graph_stats;
+void ts_graph_stats_get(const ts_graph *g, ts_graph_stats *st);
+
+/* -------------------------------------------------------------- domains */
+
+/* Reference arithmetic: results in float32 or float64, or exact integers
+ * mod p = 2^31-1 (PET's random tests, TASO/EinNet fingerprints). */
+typedef enum ts_domain_kind { TS_DOMAIN_F32, TS_DOMAIN_F64, TS_DOMAIN_MODP } ts_domain_kind;
+#define TS_MODP_P 2147483647u
+
+/* Runs g with the reference interpreter.  inputs[i] matches g->inputs[i]
+ * (float tensors in the domain's storage type: F32, F64 or MODP); on success
+ * outputs[i] receives a new tensor per graph output. */
+ts_status ts_graph_run_reference(const ts_graph *g, ts_domain_kind domain, ts_tensor *const *inputs,
+                                 ts_tensor **outputs, ts_error *err);
+
+/* ----------------------------------------------------------------- ONNX */
+
+/* Binds a dynamic (or overrides a) dimension set of one graph input. */
+typedef struct ts_input_bind {
+    const char *name;
+    ts_shape shape;
+} ts_input_bind;
+
+ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds, ts_graph **out,
+                       ts_error *err);
+ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_dir,
+                              const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err);
+/* Writes to PATH.tmp then renames: never leaves a half-written file. */
+ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

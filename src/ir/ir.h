@@ -1,0 +1,20 @@
+/* Internal IR helpers shared by ir/, onnx/ and the optimizers. */
+#ifndef TS_IR_IR_H
+#define TS_IR_IR_H
+
+#include "ops/op.h"
+
+/* Re-runs shape inference for node n into out_dtype/out_shape. */
+ts_status ts_node_infer(const ts_graph *g, int n, ts_dtype *out_dtype, ts_shape *out_shape, ts_error *err);
+/* Evaluates one node on given tensors (domain storage), allocating outputs. */
+ts_status ts_node_eval(const ts_graph *g, int n, const ts_num *num, const ts_tensor *const *in,
+                       ts_tensor **out, ts_error *err);
+/* Converts a tensor of declared dtype into domain storage and back. */
+ts_tensor *ts_tensor_to_domain(ts_tensor *t, const ts_num *num, ts_error *err);
+ts_tensor *ts_tensor_from_domain(const ts_tensor *t, ts_dtype dtype, ts_error *err);
+/* Number of live nodes using value v (plus one per graph-output slot). */
+int ts_value_uses(const ts_graph *g, int v);
+/* Names: strdup that reports failure in err. */
+char *ts_strdup(const char *s);
+
+#endif
