@@ -28,8 +28,9 @@ def build(name):
     if name == 'resnext50_32x4d':
         return tvm.resnext50_32x4d(), (3, 224, 224)
     if name == 'inception_v3':
-        # No pretrained weights: torchvision's defaults would draw scipy
-        # truncated-normal init; aux head is training-only.
+        # init_weights=False keeps PyTorch's default init: torchvision's own
+        # (truncated normal, std 0.1, no BN statistics) makes the logits ~1e12.
+        # The aux head is training-only.
         return tvm.inception_v3(aux_logits=False, init_weights=False), (3, 299, 299)
     if name == 'transformer':
         layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,

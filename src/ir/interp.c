@@ -138,9 +138,60 @@ done:
  * larger than their inputs (ConstantOfShape, Expand) stay computed. */
 #define FOLD_FREE_BYTES (1u << 20)
 
-int ts_graph_fold_constants(ts_graph *g, ts_error *err)
+/* Returns 1 when node ni was folded, 0 when it was left, -1 on error. */
+int ts_node_fold(ts_graph *g, int ni, ts_error *err)
 {
     const ts_num *num = ts_num_get(TS_DOMAIN_F32);
+    ts_node *n = &g->nodes[ni];
+    size_t in_bytes = 0, out_bytes = 0;
+    if (n->dead || n->ninputs > 64 || n->noutputs > 64) return 0;
+    for (int j = 0; j < n->ninputs; j++)
+        if (n->inputs[j] >= 0) {
+            const ts_value *v = &g->values[n->inputs[j]];
+            if (!v->constant) return 0;
+            in_bytes += v->constant->nbytes;
+        }
+    for (int o = 0; o < n->noutputs; o++) {
+        const ts_value *v = &g->values[n->outputs[o]];
+        out_bytes += (size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype);
+    }
+    if (out_bytes > FOLD_FREE_BYTES && out_bytes > 2 * in_bytes) return 0;
+    const ts_tensor *in[64];
+    ts_tensor *out[64], *conv[64] = {0};
+    /* constants keep their declared dtype; float64 ones go through the domain */
+    bool ok = true;
+    for (int j = 0; j < n->ninputs; j++) {
+        in[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].constant : NULL;
+        if (ok && in[j] && in[j]->dtype == TS_F64) {
+            conv[j] = ts_tensor_to_domain((ts_tensor *)in[j], num, err);
+            ok = conv[j] != NULL;
+            in[j] = conv[j];
+        }
+    }
+    ts_status st = ok ? ts_node_eval(g, ni, num, in, out, err) : err->code;
+    for (int j = 0; j < n->ninputs; j++) ts_tensor_unref(conv[j]);
+    if (st) return -1;
+    ts_tensor *cst[64];
+    for (int o = 0; o < n->noutputs; o++) {
+        cst[o] = ts_tensor_from_domain(out[o], g->values[n->outputs[o]].dtype, err);
+        ts_tensor_unref(out[o]);
+        if (!cst[o]) ok = false;
+    }
+    if (!ok) {
+        for (int o = 0; o < n->noutputs; o++) ts_tensor_unref(cst[o]);
+        return -1;
+    }
+    for (int o = 0; o < n->noutputs; o++) {
+        ts_value *v = &g->values[n->outputs[o]];
+        v->constant = cst[o];
+        v->producer = -1;
+    }
+    n->dead = true;
+    return 1;
+}
+
+int ts_graph_fold_constants(ts_graph *g, ts_error *err)
+{
     int *order = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
     int cnt, folded = 0;
     if (!order) {
@@ -152,55 +203,12 @@ int ts_graph_fold_constants(ts_graph *g, ts_error *err)
         return -1;
     }
     for (int k = 0; k < cnt; k++) {
-        ts_node *n = &g->nodes[order[k]];
-        size_t in_bytes = 0, out_bytes = 0;
-        bool all_const = true;
-        for (int j = 0; j < n->ninputs; j++)
-            if (n->inputs[j] >= 0) {
-                const ts_value *v = &g->values[n->inputs[j]];
-                all_const &= v->constant != NULL;
-                if (v->constant) in_bytes += v->constant->nbytes;
-            }
-        if (!all_const) continue;
-        for (int o = 0; o < n->noutputs; o++) {
-            const ts_value *v = &g->values[n->outputs[o]];
-            out_bytes += (size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype);
-        }
-        if (out_bytes > FOLD_FREE_BYTES && out_bytes > 2 * in_bytes) continue;
-        const ts_tensor *in[64];
-        ts_tensor *out[64];
-        if (n->ninputs > 64 || n->noutputs > 64) continue;
-        for (int j = 0; j < n->ninputs; j++) in[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].constant : NULL;
-        /* constants are stored in their declared dtype; f32 storage means
-         * float64 constants would lose precision, so convert through num */
-        ts_tensor *conv[64] = {0};
-        bool ok = true;
-        for (int j = 0; j < n->ninputs && ok; j++)
-            if (in[j] && in[j]->dtype == TS_F64) {
-                conv[j] = ts_tensor_to_domain((ts_tensor *)in[j], num, err);
-                ok = conv[j] != NULL;
-                in[j] = conv[j];
-            }
-        ts_status st = ok ? ts_node_eval(g, order[k], num, in, out, err) : err->code;
-        for (int j = 0; j < n->ninputs; j++) ts_tensor_unref(conv[j]);
-        if (st) {
+        int r = ts_node_fold(g, order[k], err);
+        if (r < 0) {
             free(order);
             return -1;
         }
-        for (int o = 0; o < n->noutputs; o++) {
-            ts_value *v = &g->values[n->outputs[o]];
-            ts_tensor *c = ts_tensor_from_domain(out[o], v->dtype, err);
-            ts_tensor_unref(out[o]);
-            if (!c) {
-                for (int r = o + 1; r < n->noutputs; r++) ts_tensor_unref(out[r]);
-                free(order);
-                return -1;
-            }
-            v->constant = c;
-            v->producer = -1;
-        }
-        n->dead = true;
-        folded++;
+        folded += r;
     }
     free(order);
     if (folded) ts_graph_compact(g);

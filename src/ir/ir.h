@@ -12,6 +12,10 @@ ts_status ts_node_eval(const ts_graph *g, int n, const ts_num *num, const ts_ten
 /* Converts a tensor of declared dtype into domain storage and back. */
 ts_tensor *ts_tensor_to_domain(ts_tensor *t, const ts_num *num, ts_error *err);
 ts_tensor *ts_tensor_from_domain(const ts_tensor *t, ts_dtype dtype, ts_error *err);
+/* Folds node ni when all its inputs are constant (and its outputs are not
+ * much larger): 1 folded, 0 left alone, -1 error.  Leaves a dead node;
+ * call ts_graph_compact when done. */
+int ts_node_fold(ts_graph *g, int ni, ts_error *err);
 /* Number of live nodes using value v (plus one per graph-output slot). */
 int ts_value_uses(const ts_graph *g, int v);
 /* Names: strdup that reports failure in err. */

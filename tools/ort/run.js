@@ -87,6 +87,17 @@ function median(sorted) {
   return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
+// Peak resident set of this process. VmHWM is the high-water mark of this
+// program's own memory; getrusage's maxRSS also counts the parent's memory
+// when we were started by fork+exec from a big process (e.g. Python + torch).
+function peakRss() {
+  try {
+    const m = /VmHWM:\s*(\d+)\s*kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Number(m[1]) * 1024;
+  } catch (_) { /* not Linux: fall back */ }
+  return process.resourceUsage().maxRSS * 1024;
+}
+
 function round3(x) {
   return Math.round(x * 1000) / 1000;
 }
@@ -165,7 +176,7 @@ async function main() {
       max_ms: round3(times[times.length - 1]),
       iters: args.iters,
       threads,
-      peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+      peak_rss_bytes: peakRss(),
     };
   }
 
