@@ -1,0 +1,45 @@
+# Thin wrapper over CMake. Build dirs: build/ (RelWithDebInfo), build-asan/
+# (Debug + ASan/UBSan), build-fuzz/ (clang + libFuzzer).
+#   make demo    build, then run scripts/demo.sh
+#   make test    build, all tests, then unit + cli tests again under ASan/UBSan
+#   make fuzz    libFuzzer target build-fuzz/fuzz_import
+.DEFAULT_GOAL := build
+.PHONY: deps build test asan demo fuzz clean
+
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+CTEST_JOBS ?= 2
+MAKEFLAGS += --no-print-directory
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+
+# A build dir counts as configured once generation succeeded (a failed
+# configure leaves a CMakeCache.txt but no build files).
+configured = test -f $(1)/Makefile -o -f $(1)/build.ninja
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@$(call configured,build) || cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build -j$(NPROC)
+
+test: build
+	ctest --test-dir build --output-on-failure -j$(CTEST_JOBS)
+	@$(MAKE) --no-print-directory asan
+
+# Unit and command-line tests again, built with ASan + UBSan (leaks included).
+asan: deps
+	@$(call configured,build-asan) || cmake -S . -B build-asan -DTSOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-asan -j$(NPROC)
+	ctest --test-dir build-asan --output-on-failure -j$(CTEST_JOBS) -R '^(unit|cli)/'
+
+demo: build
+	bash scripts/demo.sh
+
+fuzz: deps
+	@$(call configured,build-fuzz) || cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang \
+	  -DTSOPT_FUZZ=ON -DTSOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-fuzz -j$(NPROC) --target fuzz_import
+	@echo "run: build-fuzz/fuzz_import -max_total_time=60 CORPUS_DIR"
+
+clean:
+	rm -rf build build-asan build-fuzz
