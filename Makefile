@@ -4,7 +4,8 @@
 #   make test    build, all tests, then unit + cli tests again under ASan/UBSan
 #   make fuzz    libFuzzer target build-fuzz/fuzz_import
 .DEFAULT_GOAL := build
-.PHONY: deps build test asan demo fuzz clean
+.PHONY: deps build test asan demo fuzz fuzz-run clean
+FUZZ_SECONDS ?= 30
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 CTEST_JOBS ?= 2
@@ -25,6 +26,7 @@ build: deps
 test: build
 	ctest --test-dir build --output-on-failure -j$(CTEST_JOBS)
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz-run
 
 # Unit and command-line tests again, built with ASan + UBSan (leaks included).
 asan: deps
@@ -40,6 +42,13 @@ fuzz: deps
 	  -DTSOPT_FUZZ=ON -DTSOPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build-fuzz -j$(NPROC) --target fuzz_import
 	@echo "run: build-fuzz/fuzz_import -max_total_time=60 CORPUS_DIR"
+
+# A short fuzzing session of the importer, seeded with tests/fuzz/corpus.
+fuzz-run: fuzz
+	@mkdir -p build-fuzz/corpus && cp -n tests/fuzz/corpus/* build-fuzz/corpus/ 2>/dev/null || true
+	@rc=0; build-fuzz/fuzz_import -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+	  -print_final_stats=1 build-fuzz/corpus > build-fuzz/fuzz.log 2>&1 || rc=$$?; \
+	  tail -n 12 build-fuzz/fuzz.log; exit $$rc
 
 clean:
 	rm -rf build build-asan build-fuzz
