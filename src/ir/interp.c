@@ -144,12 +144,14 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
     const ts_num *num = ts_num_get(TS_DOMAIN_F32);
     ts_node *n = &g->nodes[ni];
     size_t in_bytes = 0, out_bytes = 0;
+    ts_tensor shapes[64]; /* data-less stand-ins for TS_OP_SHAPE_ONLY inputs */
+    bool shape_only = n->op->flags & TS_OP_SHAPE_ONLY;
     if (n->dead || n->ninputs > 64 || n->noutputs > 64) return 0;
     for (int j = 0; j < n->ninputs; j++)
         if (n->inputs[j] >= 0) {
             const ts_value *v = &g->values[n->inputs[j]];
-            if (!v->constant) return 0;
-            in_bytes += v->constant->nbytes;
+            if (!v->constant && !shape_only) return 0;
+            if (v->constant) in_bytes += v->constant->nbytes;
         }
     for (int o = 0; o < n->noutputs; o++) {
         const ts_value *v = &g->values[n->outputs[o]];
@@ -162,7 +164,12 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
     bool ok = true;
     for (int j = 0; j < n->ninputs; j++) {
         in[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].constant : NULL;
-        if (ok && in[j] && in[j]->dtype == TS_F64) {
+        if (!in[j] && n->inputs[j] >= 0) {
+            const ts_value *v = &g->values[n->inputs[j]];
+            shapes[j] = (ts_tensor){.dtype = v->dtype, .shape = v->shape, .refcount = 1};
+            in[j] = &shapes[j];
+        }
+        if (ok && in[j] && in[j]->data && in[j]->dtype == TS_F64) {
             conv[j] = ts_tensor_to_domain((ts_tensor *)in[j], num, err);
             ok = conv[j] != NULL;
             in[j] = conv[j];

@@ -1,15 +1,62 @@
-/* Element-wise binary operators with NumPy (multidirectional) broadcasting.
- * Add/Sub/Mul are polynomial and so run in every number domain. */
-#include "ops/op.h"
+/* Element-wise binary (and variadic Max/Min) operators with NumPy
+ * multidirectional broadcasting.  Add/Sub/Mul are polynomial and so run in
+ * every number domain; Div, Pow, Max, Min are float-only.  Integer tensors
+ * (shape arithmetic from exporters) are computed in int64 whatever the
+ * domain, wrapping on overflow like the hardware rather than trapping. */
+#include <math.h>
+#include <stdint.h>
+#include "ops/elementwise.h"
 
-typedef void (*scalar_fn)(const ts_num *num, void *d, const void *a, const void *b);
+/* ------------------------------------------------------------ inference */
 
-static ts_status infer_broadcast(ts_infer_ctx *c)
+static ts_status check_numeric(ts_infer_ctx *c, int i)
 {
-    const ts_value *a = c->in[0], *b = c->in[1];
+    ts_dtype t = c->in[i]->dtype;
+    if (t == TS_BOOL || t == TS_UNDEFINED || t == TS_MODP)
+        return ts_infer_fail(c, "input %d ('%s') has type %s, expected a number type", i, c->in[i]->name,
+                             ts_dtype_name(t));
+    return TS_OK;
+}
+
+/* All present inputs share a dtype and broadcast together; out = that dtype. */
+static ts_status infer_common(ts_infer_ctx *c, bool numeric)
+{
     char sa[160], sb[160];
-    if (a->dtype != b->dtype)
-        return ts_infer_fail(c, "input types differ (%s vs %s)", ts_dtype_name(a->dtype), ts_dtype_name(b->dtype));
+    ts_shape s;
+    for (int i = 0; i < c->nin; i++)
+        if (!c->in[i]) return ts_infer_fail(c, "input %d is missing", i);
+    s = c->in[0]->shape;
+    for (int i = 0; i < c->nin; i++) {
+        if (c->in[i]->dtype != c->in[0]->dtype)
+            return ts_infer_fail(c, "input types differ (%s vs %s)", ts_dtype_name(c->in[0]->dtype),
+                                 ts_dtype_name(c->in[i]->dtype));
+        if (numeric && check_numeric(c, i)) return c->err->code;
+        ts_shape r;
+        if (!ts_shape_broadcast(&s, &c->in[i]->shape, &r))
+            return ts_infer_fail(c, "shapes %s and %s do not broadcast", ts_shape_str(&s, sa, sizeof sa),
+                                 ts_shape_str(&c->in[i]->shape, sb, sizeof sb));
+        s = r;
+    }
+    c->out_shape[0] = s;
+    c->out_dtype[0] = c->in[0]->dtype;
+    return TS_OK;
+}
+
+static ts_status infer_arith(ts_infer_ctx *c) { return infer_common(c, true); }
+
+static ts_status infer_equal(ts_infer_ctx *c)
+{
+    if (infer_common(c, false)) return c->err->code;
+    c->out_dtype[0] = TS_BOOL;
+    return TS_OK;
+}
+
+/* Pow (opset 12+) lets the exponent have its own numeric type. */
+static ts_status infer_pow(ts_infer_ctx *c)
+{
+    char sa[160], sb[160];
+    const ts_value *a = c->in[0], *b = c->in[1];
+    if (check_numeric(c, 0) || check_numeric(c, 1)) return c->err->code;
     if (!ts_shape_broadcast(&a->shape, &b->shape, &c->out_shape[0]))
         return ts_infer_fail(c, "shapes %s and %s do not broadcast", ts_shape_str(&a->shape, sa, sizeof sa),
                              ts_shape_str(&b->shape, sb, sizeof sb));
@@ -17,74 +64,200 @@ static ts_status infer_broadcast(ts_infer_ctx *c)
     return TS_OK;
 }
 
-/* Walks the output in row-major order with broadcast strides per input. */
-static void broadcast_apply(ts_kernel_ctx *k, size_t elem, void (*fn)(ts_kernel_ctx *, void *, const void *, const void *))
+/* -------------------------------------------------------------- kernels */
+
+/* One scalar operation, in each of the three representations a kernel may
+ * meet: int64 (integer tensors), the domain (exact ops only), double. */
+typedef struct binop {
+    bool (*i64)(int64_t a, int64_t b, int64_t *out); /* false: undefined (x/0); NULL: ints unsupported */
+    void (*dom)(const ts_num *num, void *d, const void *a, const void *b); /* NULL: float-only op */
+    double (*f64)(double a, double b);
+} binop;
+
+/* y = op(a, b) with a and b broadcast onto y (y may alias neither). */
+static ts_status binary_apply(ts_kernel_ctx *k, const binop *op, const ts_tensor *a, const ts_tensor *b,
+                              ts_tensor *y)
+{
+    const ts_num *num = k->num;
+    const ts_shape *shapes[2] = {&a->shape, &b->shape};
+    bcast_iter it;
+    int64_t n = ts_shape_numel(&y->shape);
+    bcast_init(&it, &y->shape, shapes, 2);
+    if (dtype_is_int(a->dtype)) {
+        if (!op->i64)
+            return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported", ts_dtype_name(a->dtype));
+        for (int64_t i = 0; i < n; i++, bcast_next(&it)) {
+            int64_t v;
+            if (!op->i64(ts_tensor_get_i64(a, it.off[0]), ts_tensor_get_i64(b, it.off[1]), &v))
+                return ts_kernel_fail(k, TS_ERR_INVALID, "integer division by zero");
+            el_set_i64(y, i, v);
+        }
+        return TS_OK;
+    }
+    if (a->dtype != num->storage)
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported", ts_dtype_name(a->dtype));
+    if (op->dom) {
+        for (int64_t i = 0; i < n; i++, bcast_next(&it))
+            op->dom(num, ts_num_at(num, y->data, i), ts_num_cat(num, a->data, it.off[0]),
+                    ts_num_cat(num, b->data, it.off[1]));
+        return TS_OK;
+    }
+    if (need_float_domain(k)) return k->err->code;
+    for (int64_t i = 0; i < n; i++, bcast_next(&it))
+        el_set(num, y, i, op->f64(num->to_f64(ts_num_cat(num, a->data, it.off[0])), el_get(num, b, it.off[1])));
+    return TS_OK;
+}
+
+/* Unsigned arithmetic: int64 overflow wraps instead of being undefined. */
+static bool add_i(int64_t a, int64_t b, int64_t *r) { *r = (int64_t)((uint64_t)a + (uint64_t)b); return true; }
+static bool sub_i(int64_t a, int64_t b, int64_t *r) { *r = (int64_t)((uint64_t)a - (uint64_t)b); return true; }
+static bool mul_i(int64_t a, int64_t b, int64_t *r) { *r = (int64_t)((uint64_t)a * (uint64_t)b); return true; }
+static bool div_i(int64_t a, int64_t b, int64_t *r)
+{
+    if (b == 0) return false;
+    /* INT64_MIN / -1 wraps; otherwise truncate toward zero, as ONNX Runtime does */
+    *r = b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+    return true;
+}
+static bool max_i(int64_t a, int64_t b, int64_t *r) { *r = a > b ? a : b; return true; }
+static bool min_i(int64_t a, int64_t b, int64_t *r) { *r = a < b ? a : b; return true; }
+static int64_t pow_i(int64_t a, int64_t b)
+{
+    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+    uint64_t r = 1, base = (uint64_t)a;
+    for (; b; b >>= 1) { /* square and multiply, wrapping like int64 */
+        if (b & 1) r *= base;
+        base *= base;
+    }
+    return (int64_t)r;
+}
+
+static void add_d(const ts_num *n, void *d, const void *a, const void *b) { n->add(d, a, b); }
+static void sub_d(const ts_num *n, void *d, const void *a, const void *b) { n->sub(d, a, b); }
+static void mul_d(const ts_num *n, void *d, const void *a, const void *b) { n->mul(d, a, b); }
+
+static double add_f(double a, double b) { return a + b; }
+static double sub_f(double a, double b) { return a - b; }
+static double mul_f(double a, double b) { return a * b; }
+static double div_f(double a, double b) { return a / b; }
+/* NaN propagates, as in ONNX Runtime's Max/Min. */
+static double max_f(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+static double min_f(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
+
+static const binop op_add = {add_i, add_d, add_f}, op_sub = {sub_i, sub_d, sub_f}, op_mul = {mul_i, mul_d, mul_f},
+                   op_div = {div_i, NULL, div_f}, op_max = {max_i, NULL, max_f}, op_min = {min_i, NULL, min_f};
+
+static ts_status add_kernel(ts_kernel_ctx *k) { return binary_apply(k, &op_add, k->in[0], k->in[1], k->out[0]); }
+static ts_status sub_kernel(ts_kernel_ctx *k) { return binary_apply(k, &op_sub, k->in[0], k->in[1], k->out[0]); }
+static ts_status mul_kernel(ts_kernel_ctx *k) { return binary_apply(k, &op_mul, k->in[0], k->in[1], k->out[0]); }
+static ts_status div_kernel(ts_kernel_ctx *k) { return binary_apply(k, &op_div, k->in[0], k->in[1], k->out[0]); }
+
+/* Pow's operands may differ in type, so each is read on its own terms. */
+static ts_status pow_kernel(ts_kernel_ctx *k)
 {
     const ts_tensor *a = k->in[0], *b = k->in[1];
     ts_tensor *y = k->out[0];
-    int64_t sa[TS_MAX_RANK], sb[TS_MAX_RANK], idx[TS_MAX_RANK] = {0};
-    ts_shape_bcast_strides(&a->shape, &y->shape, sa);
-    ts_shape_bcast_strides(&b->shape, &y->shape, sb);
-    int64_t n = ts_shape_numel(&y->shape), ia = 0, ib = 0;
-    int r = y->shape.rank;
-    for (int64_t i = 0; i < n; i++) {
-        fn(k, (char *)y->data + (size_t)i * elem, (const char *)a->data + (size_t)ia * elem,
-           (const char *)b->data + (size_t)ib * elem);
-        for (int d = r - 1; d >= 0; d--) { /* odometer increment */
-            ia += sa[d];
-            ib += sb[d];
-            if (++idx[d] < y->shape.dims[d]) break;
-            ia -= sa[d] * y->shape.dims[d];
-            ib -= sb[d] * y->shape.dims[d];
-            idx[d] = 0;
-        }
+    const ts_shape *shapes[2] = {&a->shape, &b->shape};
+    bcast_iter it;
+    int64_t n = ts_shape_numel(&y->shape);
+    bcast_init(&it, &y->shape, shapes, 2);
+    if (dtype_is_int(a->dtype) && dtype_is_int(b->dtype)) {
+        for (int64_t i = 0; i < n; i++, bcast_next(&it))
+            el_set_i64(y, i, pow_i(ts_tensor_get_i64(a, it.off[0]), ts_tensor_get_i64(b, it.off[1])));
+        return TS_OK;
     }
+    if (need_float_domain(k)) return k->err->code;
+    for (int64_t i = 0; i < n; i++, bcast_next(&it)) {
+        double v = pow(el_get(k->num, a, it.off[0]), el_get(k->num, b, it.off[1]));
+        if (dtype_is_int(y->dtype)) /* int base, float exponent: truncate, saturating */
+            el_set_i64(y, i, isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v);
+        else
+            el_set(k->num, y, i, v);
+    }
+    return TS_OK;
 }
 
-/* Integer tensors (shape arithmetic) are computed in int64 whatever the
- * domain; float tensors through the domain. */
-#define INT_OR_NUM(NAME, EXPR, NUMOP)                                                              \
-    static void NAME##_el(ts_kernel_ctx *k, void *d, const void *a, const void *b)                \
-    {                                                                                              \
-        if (k->out[0]->dtype == TS_I64) {                                                          \
-            int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;                              \
-            *(int64_t *)d = EXPR;                                                                  \
-        } else if (k->out[0]->dtype == TS_I32) {                                                   \
-            int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;                              \
-            *(int32_t *)d = EXPR;                                                                  \
-        } else                                                                                     \
-            k->num->NUMOP(d, a, b);                                                                \
-    }                                                                                              \
-    static ts_status NAME##_kernel(ts_kernel_ctx *k)                                               \
-    {                                                                                              \
-        if (k->out[0]->dtype != TS_I64 && k->out[0]->dtype != TS_I32 && k->out[0]->dtype != k->num->storage) \
-            return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported",                 \
-                                  ts_dtype_name(k->out[0]->dtype));                                \
-        broadcast_apply(k, ts_dtype_size(k->out[0]->dtype), NAME##_el);                            \
-        return TS_OK;                                                                              \
-    }
-
-INT_OR_NUM(add, x + y, add)
-INT_OR_NUM(sub, x - y, sub)
-INT_OR_NUM(mul, x * y, mul)
-
-static double binary_flops(const ts_node *n, const ts_graph *g)
+/* Variadic: y = in0 broadcast to y, then y = op(y, in_j) for each j. */
+static ts_status fold_kernel(ts_kernel_ctx *k, const binop *op)
 {
-    return (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
+    ts_tensor *y = k->out[0];
+    ts_error *err = k->err;
+    const ts_shape *shapes[1] = {&k->in[0]->shape};
+    bcast_iter it;
+    size_t es = ts_dtype_size(y->dtype);
+    int64_t n = ts_shape_numel(&y->shape);
+    bcast_init(&it, &y->shape, shapes, 1);
+    for (int64_t i = 0; i < n; i++, bcast_next(&it))
+        for (size_t b = 0; b < es; b++)
+            ((char *)y->data)[(size_t)i * es + b] = ((const char *)k->in[0]->data)[(size_t)it.off[0] * es + b];
+    for (int j = 1; j < k->nin; j++) {
+        ts_tensor *acc = ts_tensor_clone(y, err);
+        if (!acc) return err->code;
+        ts_status st = binary_apply(k, op, acc, k->in[j], y);
+        ts_tensor_unref(acc);
+        if (st) return st;
+    }
+    if (k->nin == 1 && !dtype_is_int(y->dtype) && need_float_domain(k)) return k->err->code;
+    return TS_OK;
 }
+
+static ts_status max_kernel(ts_kernel_ctx *k) { return fold_kernel(k, &op_max); }
+static ts_status min_kernel(ts_kernel_ctx *k) { return fold_kernel(k, &op_min); }
+
+/* Equal is exact on integers and bools; on floats it compares real values,
+ * which residues mod p cannot do. */
+static ts_status equal_kernel(ts_kernel_ctx *k)
+{
+    const ts_tensor *a = k->in[0], *b = k->in[1];
+    ts_tensor *y = k->out[0];
+    const ts_shape *shapes[2] = {&a->shape, &b->shape};
+    bcast_iter it;
+    int64_t n = ts_shape_numel(&y->shape);
+    bool ints = dtype_is_int(a->dtype) || a->dtype == TS_BOOL;
+    if (!ints && need_float_domain(k)) return k->err->code;
+    bcast_init(&it, &y->shape, shapes, 2);
+    for (int64_t i = 0; i < n; i++, bcast_next(&it))
+        ((uint8_t *)y->data)[i] = ints ? ts_tensor_get_i64(a, it.off[0]) == ts_tensor_get_i64(b, it.off[1])
+                                       : el_get(k->num, a, it.off[0]) == el_get(k->num, b, it.off[1]);
+    return TS_OK;
+}
+
+static double variadic_flops(const ts_node *n, const ts_graph *g)
+{
+    double out = (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
+    return out * (n->ninputs > 1 ? n->ninputs - 1 : 1);
+}
+
+#define BINARY(NAME) .name = NAME, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1
 
 const ts_op_desc ts_op_add = {
-    .name = "Add", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0, /* affine in each, linear in neither alone */
-    .expr = "L[i] A[i] + B[i]", .infer = infer_broadcast, .kernel = add_kernel, .flops = binary_flops,
+    BINARY("Add"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
+    .linear_inputs = 0, /* affine in each, linear in neither alone */
+    .expr = "L[i] A[i] + B[i]", .infer = infer_arith, .kernel = add_kernel,
 };
 const ts_op_desc ts_op_sub = {
-    .name = "Sub", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .expr = "L[i] A[i] - B[i]",
-    .infer = infer_broadcast, .kernel = sub_kernel, .flops = binary_flops,
+    BINARY("Sub"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .expr = "L[i] A[i] - B[i]",
+    .infer = infer_arith, .kernel = sub_kernel,
 };
 const ts_op_desc ts_op_mul = {
-    .name = "Mul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[i] A[i] * B[i]",
-    .infer = infer_broadcast, .kernel = mul_kernel, .flops = binary_flops,
+    BINARY("Mul"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[i] A[i] * B[i]",
+    .infer = infer_arith, .kernel = mul_kernel,
+};
+const ts_op_desc ts_op_div = {
+    BINARY("Div"), .flags = TS_OP_ELEMENTWISE, .linear_inputs = 0x1, /* linear in the dividend */
+    .expr = "L[i] A[i] / B[i]", .infer = infer_arith, .kernel = div_kernel,
+};
+const ts_op_desc ts_op_pow = {
+    BINARY("Pow"), .flags = TS_OP_ELEMENTWISE, .infer = infer_pow, .kernel = pow_kernel,
+};
+const ts_op_desc ts_op_equal = {
+    BINARY("Equal"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = infer_equal, .kernel = equal_kernel,
+};
+const ts_op_desc ts_op_max = {
+    .name = "Max", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = max_kernel, .flops = variadic_flops,
+};
+const ts_op_desc ts_op_min = {
+    .name = "Min", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = min_kernel, .flops = variadic_flops,
 };

@@ -14,6 +14,8 @@ enum {
     TS_OP_EXACT = 1 << 1,       /* has a kernel in the mod-p domain (polynomial or data movement) */
     TS_OP_MOVEMENT = 1 << 2,    /* only moves/copies elements (reshape, transpose, slice...) */
     TS_OP_SHAPE = 1 << 3,       /* computes on shapes (Shape, ConstantOfShape...) */
+    TS_OP_SHAPE_ONLY = 1 << 4,  /* reads only its inputs' shapes, never their data (Shape):
+                                   folds to a constant as soon as shapes are static */
 };
 
 /* Shape/dtype inference context.  Inputs absent in the node are NULL.  An

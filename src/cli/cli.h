@@ -1,0 +1,47 @@
+/* The tsopt command: one file per subcommand, plus shared argument and
+ * file-system helpers (args.c).  Exit codes: 0 success, 1 failure of the
+ * work itself (bad model, failed comparison), 2 usage or I/O errors. */
+#ifndef TS_CLI_CLI_H
+#define TS_CLI_CLI_H
+
+#include <stdbool.h>
+#include "tsopt.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cli_info(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_compare(int argc, char **argv);
+
+/* Prints "tsopt: <message>" on stderr (one line) and returns code. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints err's message the same way. */
+int cli_error_from(int code, const ts_error *err);
+
+/* Option parsing: argv[*i] is an option taking a value, given either as
+ * "--opt VALUE" or "--opt=VALUE".  Returns true when argv[*i] names `opt`
+ * (advancing *i past a separate value); *value is NULL when it is missing. */
+bool cli_opt(int argc, char **argv, int *i, const char *opt, const char **value);
+bool cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out);
+bool cli_parse_double(const char *opt, const char *text, double *out);
+
+/* --input NAME:DIMS bindings (the name may itself contain ':'). */
+typedef struct cli_binds {
+    ts_input_bind *b;
+    int n;
+} cli_binds;
+bool cli_binds_add(cli_binds *bs, const char *text);
+void cli_binds_free(cli_binds *bs);
+
+/* Output folder checks: the folder may be missing (it is created later by
+ * cli_dir_make), but its parent must exist.  Checked before any work so a
+ * bad path fails fast and leaves nothing behind. */
+bool cli_dir_check(const char *opt, const char *dir);
+bool cli_dir_make(const char *dir);
+/* DIR/<sanitized name>.npy into buf. */
+void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
+
+/* Loads MODEL with bindings; reports errors itself (returns NULL). */
+ts_graph *cli_load_model(const char *path, const cli_binds *bs);
+
+#endif

@@ -1,0 +1,92 @@
+/* tsopt info: what a model is (opset, inputs, outputs, operators, size, FLOPs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "ops/op.h"
+
+static const char USAGE[] = "usage: tsopt info MODEL [--input NAME:D0xD1x...]...\n";
+
+typedef struct op_count {
+    const char *name;
+    int n;
+} op_count;
+
+static int by_count(const void *a, const void *b)
+{
+    const op_count *x = a, *y = b;
+    if (x->n != y->n) return y->n - x->n;
+    return strcmp(x->name, y->name);
+}
+
+static void print_values(const ts_graph *g, const char *title, const int *ids, int n)
+{
+    printf("%s (%d):\n", title, n);
+    for (int i = 0; i < n; i++) {
+        const ts_value *v = &g->values[ids[i]];
+        char buf[160];
+        printf("  %-24s %-8s %s\n", v->name, ts_dtype_name(v->dtype), ts_shape_str(&v->shape, buf, sizeof buf));
+    }
+}
+
+int cli_info(int argc, char **argv)
+{
+    const char *model = NULL, *val;
+    cli_binds bs = {0};
+    int rc = CLI_USAGE;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(USAGE, stdout);
+            rc = CLI_OK;
+            goto done;
+        } else if (cli_opt(argc, argv, &i, "--input", &val)) {
+            if (!val || !cli_binds_add(&bs, val)) goto done;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error(CLI_USAGE, "info: unknown option '%s'", argv[i]);
+            goto done;
+        } else if (model) {
+            cli_error(CLI_USAGE, "info: more than one model given ('%s')", argv[i]);
+            goto done;
+        } else {
+            model = argv[i];
+        }
+    }
+    if (!model) {
+        fputs(USAGE, stderr);
+        goto done;
+    }
+    ts_graph *g = cli_load_model(model, &bs);
+    if (!g) {
+        rc = CLI_FAIL;
+        goto done;
+    }
+    printf("model: %s\n", model);
+    printf("opset: %d\n", g->opset);
+    print_values(g, "inputs", g->inputs, g->ninputs);
+    print_values(g, "outputs", g->outputs, g->noutputs);
+
+    op_count *counts = calloc((size_t)g->nnodes + 1, sizeof *counts);
+    int nkinds = 0;
+    for (int i = 0; counts && i < g->nnodes; i++) {
+        if (g->nodes[i].dead) continue;
+        int k = 0;
+        while (k < nkinds && strcmp(counts[k].name, g->nodes[i].op->name)) k++;
+        if (k == nkinds) counts[nkinds++].name = g->nodes[i].op->name;
+        counts[k].n++;
+    }
+    if (counts) qsort(counts, (size_t)nkinds, sizeof *counts, by_count);
+    printf("operators (%d kinds):\n", nkinds);
+    for (int k = 0; k < nkinds; k++) printf("  %-24s %d\n", counts[k].name, counts[k].n);
+    free(counts);
+
+    ts_graph_stats st;
+    ts_graph_stats_get(g, &st);
+    printf("nodes: %d\n", st.nodes);
+    printf("parameters: %lld (%.2f MB)\n", (long long)st.params, (double)st.param_bytes / 1e6);
+    printf("GFLOPs: %.3f\n", st.flops / 1e9);
+    ts_graph_free(g);
+    rc = CLI_OK;
+done:
+    cli_binds_free(&bs);
+    return rc;
+}

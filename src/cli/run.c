@@ -1,0 +1,227 @@
+/* tsopt run: runs a model on .npy (or seeded random) inputs, prints the
+ * outputs and the time per run, optionally saves inputs and outputs.
+ * For now it runs the reference interpreter in float32; the fast runtime
+ * replaces it as the default when it lands (--reference keeps this path). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli/cli.h"
+#include "ir/ir.h"
+
+static const char USAGE[] =
+    "usage: tsopt run MODEL [--input NAME:D0xD1x...]... [--inputs DIR] [--save-inputs DIR]\n"
+    "                 [--save-outputs DIR] [--iters N] [--seed S] [--reference]\n"
+    "  --inputs DIR        read each input from DIR/<name>.npy (else seeded random:\n"
+    "                      floats uniform in [-1, 1), integers in [0, 10], bools 0/1)\n"
+    "  --save-inputs DIR   write the inputs used as .npy (folder created if missing)\n"
+    "  --save-outputs DIR  write the outputs as .npy\n"
+    "  --iters N           time N runs and print the median (default 1)\n"
+    "  --seed S            seed of the random inputs (default 0)\n"
+    "  --reference         use the reference interpreter (float32; the default for now)\n";
+
+typedef struct run_args {
+    const char *model, *inputs, *save_inputs, *save_outputs;
+    long iters;
+    unsigned long long seed;
+    cli_binds binds;
+} run_args;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Returns CLI_OK, or the exit code after printing the error. */
+static int parse(int argc, char **argv, run_args *a)
+{
+    const char *val;
+    a->iters = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (!strcmp(argv[i], "--reference")) {
+        } else if (cli_opt(argc, argv, &i, "--input", &val)) {
+            if (!val || !cli_binds_add(&a->binds, val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--inputs", &val)) {
+            if (!(a->inputs = val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--save-inputs", &val)) {
+            if (!(a->save_inputs = val) || !cli_dir_check("--save-inputs", val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--save-outputs", &val)) {
+            if (!(a->save_outputs = val) || !cli_dir_check("--save-outputs", val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
+            if (!val || !cli_parse_int("--iters", val, 1, 1000000, &a->iters)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--seed", &val)) {
+            long s;
+            if (!val || !cli_parse_int("--seed", val, 0, 2147483647L, &s)) return CLI_USAGE;
+            a->seed = (unsigned long long)s;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_error(CLI_USAGE, "run: unknown option '%s' (try 'tsopt run --help')", argv[i]);
+        } else if (a->model) {
+            return cli_error(CLI_USAGE, "run: more than one model given ('%s')", argv[i]);
+        } else {
+            a->model = argv[i];
+        }
+    }
+    if (!a->model) {
+        fputs(USAGE, stderr);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* Input i from DIR, checked against the model's declaration. */
+static ts_tensor *load_input(const ts_value *v, const char *dir)
+{
+    char path[4096], a[160], b[160];
+    cli_npy_path(dir, v->name, path, sizeof path);
+    ts_tensor *t = NULL;
+    ts_error err = {0};
+    if (ts_npy_load(path, &t, &err)) {
+        cli_error(CLI_USAGE, "input '%s': %s", v->name, err.msg);
+        return NULL;
+    }
+    if (t->dtype != v->dtype || !ts_shape_eq(&t->shape, &v->shape)) {
+        cli_error(CLI_FAIL, "input '%s': the model wants %s %s, the file holds %s %s (%s)", v->name,
+                  ts_dtype_name(v->dtype), ts_shape_str(&v->shape, a, sizeof a), ts_dtype_name(t->dtype),
+                  ts_shape_str(&t->shape, b, sizeof b), path);
+        ts_tensor_unref(t);
+        return NULL;
+    }
+    return t;
+}
+
+static ts_tensor *random_input(const ts_value *v, uint64_t *rng)
+{
+    ts_error err = {0};
+    ts_tensor *t = ts_tensor_new(v->dtype, &v->shape, &err);
+    if (!t) {
+        cli_error(CLI_FAIL, "input '%s': %s", v->name, err.msg);
+        return NULL;
+    }
+    if (ts_dtype_is_float(v->dtype))
+        ts_tensor_fill_random(t, rng, -1, 1);
+    else if (v->dtype == TS_BOOL)
+        ts_tensor_fill_random(t, rng, 0, 1);
+    else
+        ts_tensor_fill_random(t, rng, 0, 10);
+    return t;
+}
+
+static bool save_all(const char *dir, const ts_graph *g, const int *ids, ts_tensor *const *ts, int n)
+{
+    if (!cli_dir_make(dir)) return false;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        ts_error err = {0};
+        cli_npy_path(dir, g->values[ids[i]].name, path, sizeof path);
+        if (ts_npy_save(path, ts[i], &err)) {
+            cli_error_from(CLI_USAGE, &err);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void print_output(const ts_value *v, const ts_tensor *t)
+{
+    char buf[160];
+    printf("output %s: %s %s [", v->name, ts_dtype_name(t->dtype), ts_shape_str(&t->shape, buf, sizeof buf));
+    int64_t n = ts_tensor_numel(t), show = n < 6 ? n : 6;
+    for (int64_t i = 0; i < show; i++) {
+        if (ts_dtype_is_float(t->dtype))
+            printf("%s%.6g", i ? ", " : "", ts_tensor_get_f64(t, i));
+        else
+            printf("%s%lld", i ? ", " : "", (long long)ts_tensor_get_i64(t, i));
+    }
+    printf("%s]\n", n > show ? ", ..." : "");
+}
+
+int cli_run(int argc, char **argv)
+{
+    run_args a = {0};
+    int rc = parse(argc, argv, &a);
+    if (rc) {
+        cli_binds_free(&a.binds);
+        return rc < 0 ? CLI_OK : rc;
+    }
+    rc = CLI_FAIL;
+    ts_graph *g = cli_load_model(a.model, &a.binds);
+    ts_tensor **in = NULL, **dom = NULL, **out = NULL;
+    double *times = NULL;
+    int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
+    if (!g) goto done;
+    in = calloc((size_t)nin + 1, sizeof *in);
+    dom = calloc((size_t)nin + 1, sizeof *dom);
+    out = calloc((size_t)nout + 1, sizeof *out);
+    times = calloc((size_t)a.iters, sizeof *times);
+    if (!in || !dom || !out || !times) {
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    const ts_num *num = ts_num_get(TS_DOMAIN_F32);
+    uint64_t rng = 0x7501u + a.seed * 0x9e3779b97f4a7c15ull;
+    ts_error err = {0};
+    for (int i = 0; i < nin; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        in[i] = a.inputs ? load_input(v, a.inputs) : random_input(v, &rng);
+        if (!in[i]) goto done;
+        if (!(dom[i] = ts_tensor_to_domain(in[i], num, &err))) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+    }
+    for (long it = 0; it < a.iters; it++) {
+        for (int o = 0; o < nout; o++) {
+            ts_tensor_unref(out[o]);
+            out[o] = NULL;
+        }
+        double t0 = now_ms();
+        if (ts_graph_run_reference(g, TS_DOMAIN_F32, dom, out, &err)) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        times[it] = now_ms() - t0;
+    }
+    /* Outputs back to their declared dtypes (float64 ran in float32). */
+    for (int o = 0; o < nout; o++) {
+        ts_tensor *c = ts_tensor_from_domain(out[o], g->values[g->outputs[o]].dtype, &err);
+        if (!c) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        ts_tensor_unref(out[o]);
+        out[o] = c;
+        print_output(&g->values[g->outputs[o]], c);
+    }
+    qsort(times, (size_t)a.iters, sizeof *times, cmp_double);
+    double med = a.iters % 2 ? times[a.iters / 2] : (times[a.iters / 2 - 1] + times[a.iters / 2]) / 2;
+    printf("time: %.3f ms per run (median of %ld, reference interpreter, float32)\n", med, a.iters);
+    if (a.save_inputs && !save_all(a.save_inputs, g, g->inputs, in, nin)) goto done;
+    if (a.save_outputs && !save_all(a.save_outputs, g, g->outputs, out, nout)) goto done;
+    rc = CLI_OK;
+done:
+    for (int i = 0; i < nin; i++) {
+        if (in) ts_tensor_unref(in[i]);
+        if (dom) ts_tensor_unref(dom[i]);
+    }
+    for (int o = 0; o < nout; o++)
+        if (out) ts_tensor_unref(out[o]);
+    free(in);
+    free(dom);
+    free(out);
+    free(times);
+    ts_graph_free(g);
+    cli_binds_free(&a.binds);
+    return rc;
+}

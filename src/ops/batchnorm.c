@@ -1,0 +1,116 @@
+/* BatchNormalization, inference form:
+ *   Y = (X - mean) / sqrt(var + epsilon) * scale + B
+ * per channel (dim 1).  Old models (opset < 9, spatial = 0) may carry
+ * per-activation parameters of shape X.shape[1:]; both layouts are taken
+ * from the parameters' size.  Training mode and the running-statistics
+ * outputs are not supported.  Needs sqrt and division: float domains only. */
+#include <math.h>
+#include <stdlib.h>
+#include "ops/window.h"
+
+typedef struct bn_attrs {
+    double epsilon, momentum;
+    int32_t training_mode;
+    int32_t spatial; /* 1 unless an old model said otherwise */
+} bn_attrs;
+
+static ts_status bn_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    bn_attrs *b = attrs;
+    int64_t tm, sp;
+    ts_status st;
+    (void)opset;
+    if ((st = ts_attr_get_float(a, na, "epsilon", 1e-5, &b->epsilon, err)) ||
+        (st = ts_attr_get_float(a, na, "momentum", 0.9, &b->momentum, err)) ||
+        (st = ts_attr_get_int(a, na, "training_mode", 0, &tm, err)) ||
+        (st = ts_attr_get_int(a, na, "spatial", 1, &sp, err)))
+        return st;
+    if (b->epsilon < 0) return ts_error_set(err, TS_ERR_INVALID, "attribute 'epsilon': must not be negative");
+    b->training_mode = tm != 0;
+    b->spatial = sp != 0;
+    return TS_OK;
+}
+
+static int bn_emit(const void *attrs, ts_attr *out, int max)
+{
+    const bn_attrs *b = attrs;
+    int n = 0;
+    if (max < 4) return -1;
+    if (b->epsilon != 1e-5) out[n++] = ts_attr_float("epsilon", b->epsilon);
+    if (b->momentum != 0.9) out[n++] = ts_attr_float("momentum", b->momentum);
+    if (b->training_mode) out[n++] = ts_attr_int("training_mode", 1);
+    if (!b->spatial) out[n++] = ts_attr_int("spatial", 0);
+    return n;
+}
+
+static ts_status bn_infer(ts_infer_ctx *c)
+{
+    const bn_attrs *a = c->attrs;
+    char s1[160], s2[160];
+    if (a->training_mode) return ts_nn_unsupported(c, "training_mode = 1 is not supported (inference form only)");
+    if (c->nout > 1)
+        return ts_nn_unsupported(c, "only the output Y is supported (running mean/var outputs are training-only)");
+    for (int i = 0; i < 5; i++)
+        if (!c->in[i]) return ts_infer_fail(c, "input %d is missing (expected X, scale, B, mean, var)", i);
+        else if (!ts_nn_float_input(c, i)) return c->err->code;
+    const ts_shape *x = &c->in[0]->shape;
+    if (x->rank < 2) return ts_infer_fail(c, "input X must have rank >= 2 (N, C, ...), got %s", ts_shape_str(x, s1, sizeof s1));
+    ts_shape per_act = {.rank = x->rank - 1};
+    for (int i = 1; i < x->rank; i++) per_act.dims[i - 1] = x->dims[i];
+    for (int i = 1; i < 5; i++) {
+        const ts_shape *p = &c->in[i]->shape;
+        bool ok = (p->rank == 1 && p->dims[0] == x->dims[1]) || (!a->spatial && ts_shape_eq(p, &per_act));
+        if (!ok)
+            return ts_infer_fail(c, "input %d ('%s') has shape %s, expected %lld (one per channel of X %s)", i,
+                                 c->in[i]->name, ts_shape_str(p, s2, sizeof s2), (long long)x->dims[1],
+                                 ts_shape_str(x, s1, sizeof s1));
+    }
+    c->out_shape[0] = *x;
+    c->out_dtype[0] = c->in[0]->dtype;
+    return TS_OK;
+}
+
+static ts_status bn_kernel(ts_kernel_ctx *k)
+{
+    const bn_attrs *a = k->attrs;
+    const ts_num *num = k->num;
+    const ts_tensor *X = k->in[0];
+    const size_t es = num->size;
+    const int64_t N = X->shape.dims[0], C = X->shape.dims[1], inner = ts_tensor_numel(X) / (N * C > 0 ? N * C : 1);
+    const int64_t np = ts_tensor_numel(k->in[1]); /* C, or C*inner for per-activation parameters */
+    const int64_t rep = np == C ? inner : 1;      /* elements sharing one parameter */
+    double *mul = malloc(sizeof(double) * (size_t)(np ? np : 1)), *add = malloc(sizeof(double) * (size_t)(np ? np : 1));
+    if (!mul || !add) {
+        free(mul);
+        free(add);
+        return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < np; i++) {
+        double scale = num->to_f64(ts_num_cat(num, k->in[1]->data, i)), bias = num->to_f64(ts_num_cat(num, k->in[2]->data, i));
+        double mean = num->to_f64(ts_num_cat(num, k->in[3]->data, i)), var = num->to_f64(ts_num_cat(num, k->in[4]->data, i));
+        mul[i] = scale / sqrt(var + a->epsilon);
+        add[i] = bias - mean * mul[i];
+    }
+    const char *x = X->data;
+    char *y = k->out[0]->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t p = 0; p < np; p++) {
+            int64_t off = (n * np + p) * rep;
+            for (int64_t i = 0; i < rep; i++)
+                num->from_f64(y + (size_t)(off + i) * es, num->to_f64(x + (size_t)(off + i) * es) * mul[p] + add[p]);
+        }
+    free(mul);
+    free(add);
+    return TS_OK;
+}
+
+static double bn_flops(const ts_node *n, const ts_graph *g)
+{
+    return 2.0 * (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
+}
+
+const ts_op_desc ts_op_batchnorm = {
+    .name = "BatchNormalization", .attr_size = sizeof(bn_attrs), .min_inputs = 5, .max_inputs = 5,
+    .min_outputs = 1, .max_outputs = 5, .flags = 0, .parse = bn_parse, .emit = bn_emit, .infer = bn_infer,
+    .kernel = bn_kernel, .flops = bn_flops,
+};

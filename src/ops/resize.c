@@ -1,0 +1,404 @@
+/* Resize (opsets 10 to 18) and Upsample (opsets 7 and 9).
+ *
+ * Supported: mode nearest (nearest_mode round_prefer_floor,
+ * round_prefer_ceil, floor, ceil) and linear (n-linear over every axis whose
+ * size or scale changes), with coordinate_transformation_mode half_pixel,
+ * pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn and
+ * half_pixel_symmetric.  Cubic and tf_crop_and_resize are refused.  Opset-10
+ * Resize and Upsample use asymmetric coordinates with ONNX Runtime's
+ * "simple" nearest rule (ceil when downscaling, else floor).
+ *
+ * Coordinates are computed in float32 as ONNX Runtime does, so that ties in
+ * nearest rounding fall the same way.  Nearest is pure data movement (every
+ * domain); linear needs real weights and so runs in the float domains only.
+ * In the mod-p domain float constants are residues, so there the scales are
+ * recovered as output/input sizes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops/op.h"
+
+enum { M_NEAREST, M_LINEAR, M_CUBIC, M_BILINEAR };
+static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear", NULL};
+enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_FOR_NN, C_TF_CROP_AND_RESIZE,
+       C_HALF_PIXEL_SYMMETRIC };
+static const char *const coords[] = {"half_pixel",        "pytorch_half_pixel", "align_corners",
+                                     "asymmetric",        "tf_half_pixel_for_nn", "tf_crop_and_resize",
+                                     "half_pixel_symmetric", NULL};
+enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL, N_SIMPLE };
+static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+enum { K_STRETCH, K_NOT_LARGER, K_NOT_SMALLER };
+static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
+
+/* Attributes given explicitly (bit per name), so export writes only those. */
+enum { G_MODE = 1, G_COORD = 2, G_NEAREST = 4, G_AXES = 8, G_POLICY = 16, G_ANTIALIAS = 32, G_CUBIC_A = 64,
+       G_EXCLUDE = 128, G_EXTRAP = 256 };
+
+typedef struct resize_attrs {
+    bool upsample; /* the Upsample operator */
+    unsigned given;
+    int mode, coord, nearest, policy;
+    int64_t antialias, exclude_outside;
+    double cubic_coeff_a, extrapolation_value;
+    int naxes;
+    int64_t axes[TS_MAX_RANK];
+    int nscales; /* Upsample-7 'scales' attribute; -1 absent */
+    float scales[TS_MAX_RANK];
+} resize_attrs;
+
+static ts_status get_choice(const ts_attr *a, int na, const char *name, const char *const *names, const char *def,
+                            int *out, unsigned bit, unsigned *given, ts_error *err)
+{
+    char s[48];
+    if (ts_attr_get_string(a, na, name, def, s, sizeof s, err)) return err->code;
+    if (ts_attr_find(a, na, name)) *given |= bit;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return TS_OK;
+        }
+    return ts_error_set(err, TS_ERR_INVALID, "attribute '%s': unknown value '%s'", name, s);
+}
+
+static ts_status common_parse(resize_attrs *p, const ts_attr *a, int na, ts_error *err)
+{
+    if (get_choice(a, na, "mode", modes, "nearest", &p->mode, G_MODE, &p->given, err)) return err->code;
+    if (p->mode == M_CUBIC)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "mode 'cubic' is not supported (nearest and linear are)");
+    return TS_OK;
+}
+
+static ts_status resize_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    resize_attrs *p = attrs;
+    p->nscales = -1;
+    if (common_parse(p, a, na, err)) return err->code;
+    if (opset < 11) { /* opset 10: no coordinate or nearest mode attributes */
+        p->coord = C_ASYMMETRIC;
+        p->nearest = N_SIMPLE;
+        p->naxes = -1;
+        return TS_OK;
+    }
+    if (get_choice(a, na, "coordinate_transformation_mode", coords, "half_pixel", &p->coord, G_COORD, &p->given,
+                   err) ||
+        get_choice(a, na, "nearest_mode", nearests, "round_prefer_floor", &p->nearest, G_NEAREST, &p->given, err) ||
+        get_choice(a, na, "keep_aspect_ratio_policy", policies, "stretch", &p->policy, G_POLICY, &p->given, err) ||
+        ts_attr_get_int(a, na, "antialias", 0, &p->antialias, err) ||
+        ts_attr_get_int(a, na, "exclude_outside", 0, &p->exclude_outside, err) ||
+        ts_attr_get_float(a, na, "cubic_coeff_a", -0.75, &p->cubic_coeff_a, err) ||
+        ts_attr_get_float(a, na, "extrapolation_value", 0.0, &p->extrapolation_value, err) ||
+        ts_attr_get_ints(a, na, "axes", p->axes, TS_MAX_RANK, &p->naxes, err))
+        return err->code;
+    if (ts_attr_find(a, na, "antialias")) p->given |= G_ANTIALIAS;
+    if (ts_attr_find(a, na, "exclude_outside")) p->given |= G_EXCLUDE;
+    if (ts_attr_find(a, na, "cubic_coeff_a")) p->given |= G_CUBIC_A;
+    if (ts_attr_find(a, na, "extrapolation_value")) p->given |= G_EXTRAP;
+    if (p->naxes >= 0) p->given |= G_AXES;
+    if (p->coord == C_TF_CROP_AND_RESIZE)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+    if (p->antialias && p->mode != M_NEAREST)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "antialias=1 is not supported");
+    return TS_OK;
+}
+
+static ts_status upsample_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    resize_attrs *p = attrs;
+    p->upsample = true;
+    p->coord = C_ASYMMETRIC;
+    p->nearest = N_SIMPLE;
+    p->naxes = -1;
+    p->nscales = -1;
+    if (common_parse(p, a, na, err)) return err->code;
+    const ts_attr *s = ts_attr_find(a, na, "scales");
+    if (s) {
+        if (s->kind != TS_ATTR_FLOATS) return ts_attr_fail(err, s, "expected a list of floats");
+        if (s->n > TS_MAX_RANK) return ts_attr_fail(err, s, "too many values");
+        for (int i = 0; i < s->n; i++) p->scales[i] = s->floats[i];
+        p->nscales = s->n;
+    }
+    if (opset < 9 && p->nscales < 0)
+        return ts_error_set(err, TS_ERR_INVALID, "attribute 'scales' is required before opset 9");
+    return TS_OK;
+}
+
+static int resize_emit(const void *attrs, ts_attr *out, int max)
+{
+    const resize_attrs *p = attrs;
+    int n = 0;
+#define PUT(x)                                                                                                     \
+    do {                                                                                                           \
+        if (n < max) out[n++] = (x);                                                                               \
+    } while (0)
+    PUT(ts_attr_string("mode", modes[p->mode]));
+    if (p->given & G_COORD) PUT(ts_attr_string("coordinate_transformation_mode", coords[p->coord]));
+    if (p->given & G_NEAREST) PUT(ts_attr_string("nearest_mode", nearests[p->nearest]));
+    if (p->given & G_POLICY) PUT(ts_attr_string("keep_aspect_ratio_policy", policies[p->policy]));
+    if (p->given & G_ANTIALIAS) PUT(ts_attr_int("antialias", p->antialias));
+    if (p->given & G_EXCLUDE) PUT(ts_attr_int("exclude_outside", p->exclude_outside));
+    if (p->given & G_CUBIC_A) PUT(ts_attr_float("cubic_coeff_a", p->cubic_coeff_a));
+    if (p->given & G_EXTRAP) PUT(ts_attr_float("extrapolation_value", p->extrapolation_value));
+    if (p->given & G_AXES) PUT(ts_attr_ints("axes", p->axes, p->naxes));
+    if (p->nscales >= 0) PUT(ts_attr_floats("scales", p->scales, p->nscales));
+#undef PUT
+    return n;
+}
+
+/* Where the scales and sizes come from, per operator form. */
+static int scales_input(const resize_attrs *p, int opset)
+{
+    if (p->upsample) return opset >= 9 ? 1 : -1;
+    return opset >= 11 ? 2 : 1;
+}
+
+/* Raw scale/size lists (n = -1 when absent) -> per-axis scale and output
+ * size.  Returns an error message or NULL. */
+static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const double *scl, int nscl,
+                              const int64_t *sizes, int nsizes, float *scale, int64_t *out, char *msg, size_t msz)
+{
+    int r = in->rank, n = nscl >= 0 ? nscl : nsizes, ax[TS_MAX_RANK];
+    int naxes = p->naxes >= 0 ? p->naxes : r;
+    if ((nscl >= 0) == (nsizes >= 0)) {
+        snprintf(msg, msz, "exactly one of scales and sizes must be given");
+        return msg;
+    }
+    if (n != naxes) {
+        snprintf(msg, msz, "%d %s given, expected %d", n, nscl >= 0 ? "scales" : "sizes", naxes);
+        return msg;
+    }
+    for (int d = 0; d < r; d++) {
+        scale[d] = 1.0f;
+        out[d] = in->dims[d];
+    }
+    for (int i = 0; i < n; i++) {
+        ax[i] = i;
+        if (p->naxes >= 0 && !ts_axis_norm(p->axes[i], r, &ax[i])) {
+            snprintf(msg, msz, "axis %lld is out of range for rank %d", (long long)p->axes[i], r);
+            return msg;
+        }
+    }
+    if (nscl >= 0) {
+        for (int i = 0; i < n; i++) {
+            int d = ax[i];
+            if (!(scl[i] > 0)) {
+                snprintf(msg, msz, "scale %g on axis %d must be positive", scl[i], d);
+                return msg;
+            }
+            scale[d] = (float)scl[i];
+            out[d] = (int64_t)(scale[d] * (float)in->dims[d]); /* float product, as ONNX Runtime */
+        }
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (sizes[i] < 0) {
+            snprintf(msg, msz, "size %lld on axis %d is negative", (long long)sizes[i], ax[i]);
+            return msg;
+        }
+    if (p->policy == K_STRETCH) {
+        for (int i = 0; i < n; i++) {
+            int d = ax[i];
+            out[d] = sizes[i];
+            scale[d] = in->dims[d] ? (float)sizes[i] / (float)in->dims[d] : 1.0f;
+        }
+        return NULL;
+    }
+    float s = p->policy == K_NOT_LARGER ? INFINITY : 0.0f; /* one scale for all axes keeps the aspect ratio */
+    for (int i = 0; i < n; i++) {
+        float t = in->dims[ax[i]] ? (float)sizes[i] / (float)in->dims[ax[i]] : 1.0f;
+        s = p->policy == K_NOT_LARGER ? fminf(s, t) : fmaxf(s, t);
+    }
+    for (int i = 0; i < n; i++) {
+        scale[ax[i]] = s;
+        out[ax[i]] = (int64_t)roundf(s * (float)in->dims[ax[i]]);
+    }
+    return NULL;
+}
+
+static ts_status resize_infer(ts_infer_ctx *c)
+{
+    const resize_attrs *p = c->attrs;
+    const ts_value *x = c->in[0];
+    double scl[TS_MAX_RANK];
+    int64_t sizes[TS_MAX_RANK], out[TS_MAX_RANK];
+    float scale[TS_MAX_RANK];
+    int nscl = -1, nsizes = -1, si = scales_input(p, c->opset);
+    char msg[200];
+    if (p->mode != M_NEAREST && !ts_dtype_is_float(x->dtype))
+        return ts_infer_fail(c, "linear mode needs float data, got %s", ts_dtype_name(x->dtype));
+    if (si < 0) {
+        nscl = p->nscales;
+        for (int i = 0; i < nscl; i++) scl[i] = p->scales[i];
+    } else {
+        if (si < c->nin && c->in[si] && ts_shape_numel(&c->in[si]->shape) > 0 &&
+            ts_infer_const_floats(c, si, scl, TS_MAX_RANK, &nscl))
+            return c->err->code;
+        if (!p->upsample && c->opset >= 11 && c->nin > 3 && c->in[3] && ts_shape_numel(&c->in[3]->shape) > 0 &&
+            ts_infer_const_ints(c, 3, sizes, TS_MAX_RANK, &nsizes))
+            return c->err->code;
+    }
+    if (plan_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
+        return ts_infer_fail(c, "%s", msg);
+    c->out_dtype[0] = x->dtype;
+    c->out_shape[0] = ts_shape_make(x->shape.rank, out);
+    return TS_OK;
+}
+
+/* Output coordinate -> input coordinate, in float32. */
+static float coord_map(int mode, float x, float scale, int64_t in_len, int64_t out_len)
+{
+    switch (mode) {
+    case C_HALF_PIXEL: return (x + 0.5f) / scale - 0.5f;
+    case C_PYTORCH_HALF_PIXEL: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+    case C_ALIGN_CORNERS: return out_len == 1 ? 0.0f : x * (float)(in_len - 1) / (float)(out_len - 1);
+    case C_TF_HALF_PIXEL_FOR_NN: return (x + 0.5f) / scale;
+    case C_HALF_PIXEL_SYMMETRIC: {
+        float adjustment = (float)out_len / (scale * (float)in_len);
+        float offset = (float)in_len / 2 * (1 - adjustment);
+        return offset + (x + 0.5f) / scale - 0.5f;
+    }
+    default: return x / scale; /* asymmetric */
+    }
+}
+
+static int64_t nearest_index(int mode, float x, float scale, int64_t in_len)
+{
+    int64_t i;
+    switch (mode) {
+    case N_ROUND_PREFER_FLOOR: i = x == (float)(int64_t)x + 0.5f ? (int64_t)floorf(x) : (int64_t)roundf(x); break;
+    case N_ROUND_PREFER_CEIL: i = (int64_t)roundf(x); break;
+    case N_FLOOR: i = (int64_t)floorf(x); break;
+    case N_CEIL: i = (int64_t)ceilf(x); break;
+    default: i = scale < 1.0f ? (int64_t)ceilf(x) : (int64_t)x; break; /* ORT's "simple" */
+    }
+    return i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
+}
+
+static ts_status resize_kernel(ts_kernel_ctx *k)
+{
+    const resize_attrs *p = k->attrs;
+    const ts_tensor *x = k->in[0];
+    ts_tensor *y = k->out[0];
+    const ts_num *num = k->num;
+    int r = x->shape.rank, si = scales_input(p, k->opset);
+    double scl[TS_MAX_RANK];
+    int64_t sizes[TS_MAX_RANK], out[TS_MAX_RANK];
+    float scale[TS_MAX_RANK];
+    int nscl = -1, nsizes = -1;
+    char msg[200];
+    if (si < 0) {
+        nscl = p->nscales;
+        for (int i = 0; i < nscl; i++) scl[i] = p->scales[i];
+    } else {
+        const ts_tensor *st = si < k->nin ? k->in[si] : NULL;
+        const ts_tensor *sz = !p->upsample && k->opset >= 11 && k->nin > 3 ? k->in[3] : NULL;
+        if (st && ts_tensor_numel(st) > 0) {
+            nscl = (int)ts_tensor_numel(st);
+            if (nscl > TS_MAX_RANK) nscl = TS_MAX_RANK;
+            for (int i = 0; i < nscl; i++)
+                scl[i] = st->dtype == num->storage ? num->to_f64(ts_num_cat(num, st->data, i)) : ts_tensor_get_f64(st, i);
+        }
+        if (sz && ts_tensor_numel(sz) > 0) {
+            nsizes = (int)ts_tensor_numel(sz);
+            if (nsizes > TS_MAX_RANK) nsizes = TS_MAX_RANK;
+            for (int i = 0; i < nsizes; i++) sizes[i] = ts_tensor_get_i64(sz, i);
+        }
+        if (num->exact && nscl >= 0 && st->dtype == num->storage) { /* residues, not scales: use the sizes */
+            int naxes = p->naxes >= 0 ? p->naxes : r;
+            for (int i = 0; i < nscl && i < naxes; i++) {
+                int d = i;
+                if (p->naxes >= 0) ts_axis_norm(p->axes[i], r, &d);
+                scl[i] = x->shape.dims[d] ? (double)((float)y->shape.dims[d] / (float)x->shape.dims[d]) : 1.0;
+            }
+        }
+    }
+    if (plan_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
+        return ts_kernel_fail(k, TS_ERR_INVALID, "%s", msg);
+    if (p->mode != M_NEAREST && num->exact)
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "linear interpolation has no kernel in the %s domain", num->name);
+    int64_t total_len = 0, n = ts_tensor_numel(y);
+    for (int d = 0; d < r; d++) total_len += y->shape.dims[d];
+    if (!n) return TS_OK;
+    /* per axis and output position: lower index, upper index, upper weight */
+    int64_t *i0 = malloc(sizeof(int64_t) * (size_t)total_len * 2 + 1);
+    float *w1 = malloc(sizeof(float) * (size_t)total_len + 1);
+    if (!i0 || !w1) {
+        free(i0);
+        free(w1);
+        return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
+    }
+    int64_t *i1 = i0 + total_len, base[TS_MAX_RANK], xs[TS_MAX_RANK], idx[TS_MAX_RANK] = {0};
+    bool active[TS_MAX_RANK] = {0};
+    ts_shape_strides(&x->shape, xs);
+    for (int d = 0, at = 0; d < r; d++) {
+        int64_t in_len = x->shape.dims[d], out_len = y->shape.dims[d];
+        base[d] = at;
+        for (int64_t o = 0; o < out_len; o++, at++) {
+            float c = coord_map(p->coord, (float)o, scale[d], in_len, out_len);
+            if (p->mode == M_NEAREST) {
+                i0[at] = i1[at] = nearest_index(p->nearest, c, scale[d], in_len);
+                w1[at] = 0;
+                continue;
+            }
+            c = c < 0 ? 0 : c > (float)(in_len - 1) ? (float)(in_len - 1) : c;
+            i0[at] = (int64_t)c;
+            i1[at] = i0[at] + 1 < in_len ? i0[at] + 1 : in_len - 1;
+            w1[at] = c - (float)i0[at];
+            if (w1[at] != 0 && i1[at] != i0[at]) active[d] = true;
+        }
+    }
+    size_t elem = ts_dtype_size(y->dtype);
+    int act[TS_MAX_RANK], na = 0;
+    for (int d = 0; d < r; d++)
+        if (active[d]) act[na++] = d;
+    for (int64_t i = 0; i < n; i++) {
+        if (!na) { /* nearest, or linear landing on whole coordinates */
+            int64_t off = 0;
+            for (int d = 0; d < r; d++) off += i0[base[d] + idx[d]] * xs[d];
+            memcpy((char *)y->data + (size_t)i * elem, (const char *)x->data + (size_t)off * elem, elem);
+        } else {
+            double acc = 0;
+            for (int m = 0; m < 1 << na; m++) { /* corners of the active axes */
+                double w = 1;
+                int64_t off = 0;
+                for (int d = 0, a = 0; d < r; d++) {
+                    int64_t at = base[d] + idx[d];
+                    bool up = a < na && act[a] == d ? (m >> a++) & 1 : false;
+                    if (active[d]) w *= up ? w1[at] : 1.0 - w1[at];
+                    off += (up ? i1[at] : i0[at]) * xs[d];
+                }
+                if (w != 0) acc += w * num->to_f64(ts_num_cat(num, x->data, off));
+            }
+            num->from_f64(ts_num_at(num, y->data, i), acc);
+        }
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < y->shape.dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    free(i0);
+    free(w1);
+    return TS_OK;
+}
+
+static double resize_flops(const ts_node *n, const ts_graph *g)
+{
+    const resize_attrs *p = n->attrs;
+    double out = (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
+    return p->mode == M_NEAREST ? 0 : 4 * out;
+}
+
+/* Linear in the data for every mode (interpolation weights do not depend on
+ * it).  TS_OP_EXACT: nearest runs in the mod-p domain; linear refuses it in
+ * the kernel with a clear message. */
+const ts_op_desc ts_op_resize = {
+    .name = "Resize", .attr_size = sizeof(resize_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
+    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = resize_parse, .emit = resize_emit,
+    .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,
+};
+const ts_op_desc ts_op_upsample = {
+    .name = "Upsample", .attr_size = sizeof(resize_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = upsample_parse, .emit = resize_emit,
+    .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,
+};
