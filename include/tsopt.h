@@ -135,6 +135,17 @@ typedef struct ts_attr {
     const float *floats; /* n entries */
     int n;
     const ts_tensor *t;
+    /* Storage for a one-element TENSOR attribute that an operator writes back
+     * from plain data (ConstantOfShape's value): t points here, so such an
+     * attribute is read where it was written, never copied. */
+    ts_tensor scalar;
+    union {
+        double f64;
+        float f32;
+        int64_t i64;
+        int32_t i32;
+        uint8_t u8;
+    } scalar_data;
 } ts_attr;
 
 /* Convenience constructors for builder code. */
@@ -144,6 +155,8 @@ ts_attr ts_attr_string(const char *name, const char *s);
 ts_attr ts_attr_ints(const char *name, const int64_t *v, int n);
 ts_attr ts_attr_floats(const char *name, const float *v, int n);
 ts_attr ts_attr_tensor(const char *name, const ts_tensor *t);
+/* Makes *a a TENSOR attribute holding one element of dtype (value v). */
+void ts_attr_set_scalar_tensor(ts_attr *a, const char *name, ts_dtype dtype, double v);
 
 /* ---------------------------------------------------------------- graph */
 

@@ -17,6 +17,20 @@ ts_attr ts_attr_floats(const char *name, const float *v, int n)
 }
 ts_attr ts_attr_tensor(const char *name, const ts_tensor *t) { return (ts_attr){.name = name, .kind = TS_ATTR_TENSOR, .t = t}; }
 
+void ts_attr_set_scalar_tensor(ts_attr *a, const char *name, ts_dtype dtype, double v)
+{
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->kind = TS_ATTR_TENSOR;
+    a->scalar.dtype = dtype;
+    a->scalar.shape = ts_shape_make(1, (const int64_t[]){1});
+    a->scalar.data = &a->scalar_data;
+    a->scalar.nbytes = ts_dtype_size(dtype);
+    a->scalar.refcount = 1;
+    ts_tensor_set_f64(&a->scalar, 0, v);
+    a->t = &a->scalar;
+}
+
 const ts_attr *ts_attr_find(const ts_attr *a, int na, const char *name)
 {
     for (int i = 0; i < na; i++)

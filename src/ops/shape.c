@@ -99,32 +99,13 @@ static ts_status cos_parse(void *attrs, const ts_attr *a, int na, int opset, ts_
     return TS_OK;
 }
 
-/* The exporter reads emitted attributes right away; a small per-thread ring
- * keeps a few nodes' value tensors alive at once. */
-#define COS_RING 16
 static int cos_emit(const void *attrs, ts_attr *out, int max)
 {
-    static _Thread_local ts_tensor ring[COS_RING];
-    static _Thread_local double store[COS_RING]; /* 8 bytes: holds any supported element */
-    static _Thread_local unsigned next;
     const cos_attrs *p = attrs;
     if (max < 1) return 0;
-    unsigned i = next++ % COS_RING;
-    ts_shape one = ts_shape_make(1, (const int64_t[]){1});
-    ts_tensor *t = &ring[i];
-    memset(t, 0, sizeof *t);
-    t->dtype = p->dtype;
-    t->shape = one;
-    t->data = &store[i];
-    t->nbytes = ts_dtype_size(p->dtype);
-    t->refcount = 1;
-    if (ts_dtype_is_float(p->dtype))
-        ts_tensor_set_f64(t, 0, p->fval);
-    else if (p->dtype == TS_I64)
-        *(int64_t *)t->data = p->ival;
-    else
-        ts_tensor_set_f64(t, 0, (double)p->ival);
-    out[0] = ts_attr_tensor("value", t);
+    /* int64 values beyond 2^53 do not survive a double: write them directly */
+    ts_attr_set_scalar_tensor(&out[0], "value", p->dtype, ts_dtype_is_float(p->dtype) ? p->fval : (double)p->ival);
+    if (p->dtype == TS_I64) out[0].scalar_data.i64 = p->ival;
     return 1;
 }
 
