@@ -268,6 +268,29 @@ ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_di
 /* Writes to PATH.tmp then renames: never leaves a half-written file. */
 ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
 
+/* ------------------------------------------------------------------ zoo */
+
+/* The seed papers' evaluation models, built through this API with seeded
+ * random weights (src/zoo/).  Zero fields take the model's defaults. */
+typedef struct ts_zoo_opts {
+    int batch;    /* default 1 */
+    int layers;   /* BERT/Longformer encoder layers, NasNet cells per stage... */
+    int steps;    /* NasRNN time steps */
+    uint64_t seed;
+    bool no_weights; /* leave weights zero: fast, for shapes/statistics only */
+} ts_zoo_opts;
+
+typedef struct ts_zoo_model {
+    const char *name;
+    const char *summary; /* one line: what it is and its input shape */
+    ts_status (*build)(const ts_zoo_opts *o, ts_graph **out, ts_error *err);
+} ts_zoo_model;
+
+/* The i-th zoo model, NULL past the last. */
+const ts_zoo_model *ts_zoo_at(int i);
+const ts_zoo_model *ts_zoo_find(const char *name);
+ts_status ts_zoo_build(const char *name, const ts_zoo_opts *o, ts_graph **out, ts_error *err);
+
 #ifdef __cplusplus
 }
 #endif

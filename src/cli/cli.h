@@ -12,6 +12,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cli_info(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_compare(int argc, char **argv);
+int cli_zoo(int argc, char **argv);
 
 /* Prints "tsopt: <message>" on stderr (one line) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -15,6 +15,8 @@ static const char USAGE[] =
     "      run the model on .npy inputs (or seeded random ones)\n"
     "  compare DIR_A DIR_B [--rtol R] [--atol A]\n"
     "      compare every .npy in DIR_A with DIR_B (exit 0 all match, 1 not, 2 error)\n"
+    "  zoo list | zoo export NAME -o FILE.onnx [--batch N]\n"
+    "      the seed papers' evaluation models, built in C\n"
     "  help [COMMAND]\n"
     "\n"
     "Tensor files are NumPy .npy, named after the tensor with every character\n"
@@ -30,6 +32,7 @@ static const command COMMANDS[] = {
     {"info", cli_info},
     {"run", cli_run},
     {"compare", cli_compare},
+    {"zoo", cli_zoo},
 };
 
 int main(int argc, char **argv)

@@ -305,8 +305,8 @@ ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err)
         /* protobuf messages are limited to 2 GiB; larger weights would need
          * external data, which export does not write */
         if (len > ((size_t)1 << 31) - 1)
-            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "cannot write '%s': model is %zu bytes, over the 2 GiB ONNX limit",
-                              path, len);
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                              "cannot write '%s': model is %zu bytes, over the 2 GiB ONNX limit", path, len);
         else if (!(buf = malloc(len ? len : 1)))
             st = oom(&ex);
         else {

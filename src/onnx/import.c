@@ -144,8 +144,8 @@ static ts_status input_shape(importer *im, const char *name, const Onnx__TypePro
     const Onnx__TensorShapeProto *sp = tt->shape;
     if (!sp) {
         if (!bind)
-            return ts_error_set(im->err, TS_ERR_INVALID, "input '%s' has no declared shape; bind it with --input %s:DIMS",
-                                name, name);
+            return ts_error_set(im->err, TS_ERR_INVALID,
+                                "input '%s' has no declared shape; bind it with --input %s:DIMS", name, name);
         *out = bind->shape;
         return TS_OK;
     }
@@ -154,8 +154,9 @@ static ts_status input_shape(importer *im, const char *name, const Onnx__TypePro
                             sp->n_dim, TS_MAX_RANK);
     int rank = (int)sp->n_dim;
     if (bind && bind->shape.rank != rank)
-        return ts_error_set(im->err, TS_ERR_INVALID, "input bind '%s': shape %s has rank %d, the model declares rank %d",
-                            name, ts_shape_str(&bind->shape, buf, sizeof buf), bind->shape.rank, rank);
+        return ts_error_set(im->err, TS_ERR_INVALID,
+                            "input bind '%s': shape %s has rank %d, the model declares rank %d", name,
+                            ts_shape_str(&bind->shape, buf, sizeof buf), bind->shape.rank, rank);
     out->rank = rank;
     for (int i = 0; i < rank; i++) {
         const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
@@ -187,12 +188,13 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
     for (size_t i = 0; i < im->gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = im->gp->input[i];
         const char *name = vi->name;
-        if (!name || !*name) return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph input %zu has no name", im->model, i);
+        if (!name || !*name)
+            return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph input %zu has no name", im->model, i);
         /* Old exporters list weights as inputs too: those are constants. */
         if (map_find(&im->values, name, NULL)) continue;
         if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
-            return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "input '%s' is not a tensor (only tensor inputs are supported)",
-                                name);
+            return ts_error_set(im->err, TS_ERR_UNSUPPORTED,
+                                "input '%s' is not a tensor (only tensor inputs are supported)", name);
         const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
         ts_dtype dt;
         int32_t et = tt->has_elem_type ? tt->elem_type : 0;
@@ -388,7 +390,8 @@ static ts_status add_constant_node(importer *im, int ni)
     ts_tensor *t = NULL;
     ts_shape shape = {0};
     if (!strcmp(an, "value")) {
-        if (!a->t) return ts_error_set(im->err, TS_ERR_PARSE, "node '%s' (Constant): attribute 'value' has no tensor", name);
+        if (!a->t)
+            return ts_error_set(im->err, TS_ERR_PARSE, "node '%s' (Constant): attribute 'value' has no tensor", name);
         char what[400];
         snprintf(what, sizeof what, "node '%s' (Constant): attribute 'value'", name);
         if (ts_onnx_tensor_decode(a->t, im->base_dir, what, &t, im->err)) return im->err->code;
@@ -412,36 +415,6 @@ static ts_status add_constant_node(importer *im, int ni)
     ts_tensor_unref(t);
     if (v < 0) return im->err->code;
     return map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
-}
-
-/* ts_node_fold needs constant inputs, but Shape (and Size) read only the
- * input's static shape: evaluate them on a data-less view so the shape
- * arithmetic behind a Reshape folds at import, as ONNX Runtime does. */
-static int fold_shape_node(importer *im, int idx)
-{
-    ts_graph *g = im->g;
-    ts_node *n = &g->nodes[idx];
-    if ((strcmp(n->op->name, "Shape") && strcmp(n->op->name, "Size")) || n->ninputs != 1 || n->noutputs != 1 ||
-        n->inputs[0] < 0 || g->values[n->inputs[0]].constant)
-        return 0;
-    const ts_value *in = &g->values[n->inputs[0]];
-    ts_tensor *view = ts_tensor_wrap(in->dtype, &in->shape, NULL), *out = NULL;
-    if (!view) return oom(im), -1;
-    const ts_tensor *ins[1] = {view};
-    ts_status st = ts_node_eval(g, idx, ts_num_get(TS_DOMAIN_F32), ins, &out, im->err);
-    ts_tensor_unref(view);
-    if (st) return -1;
-    ts_value *v = &g->values[n->outputs[0]];
-    if (out->dtype != v->dtype) { /* integer outputs keep their dtype in every domain */
-        ts_tensor_unref(out);
-        ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (%s): folded output has type %s, expected %s", n->name,
-                     n->op->name, ts_dtype_name(out->dtype), ts_dtype_name(v->dtype));
-        return -1;
-    }
-    v->constant = out;
-    v->producer = -1;
-    n->dead = true;
-    return 1;
 }
 
 static ts_status add_node(importer *im, int ni)
@@ -473,8 +446,9 @@ static ts_status add_node(importer *im, int ni)
             goto out;
         }
         if (t && *t && !map_find(&im->values, t, &ins[k])) { /* sort_nodes guarantees it; stay safe */
-            st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (%s): input '%s' is not produced by any node or graph input",
-                              name, n->op_type, t);
+            st = ts_error_set(im->err, TS_ERR_INVALID,
+                              "node '%s' (%s): input '%s' is not produced by any node or graph input", name, n->op_type,
+                              t);
             goto out;
         }
     }
@@ -493,7 +467,8 @@ static ts_status add_node(importer *im, int ni)
             st = oom(im);
             goto out;
         }
-    if (fold_shape_node(im, idx) < 0 || ts_node_fold(im->g, idx, im->err) < 0) st = im->err->code;
+    /* Shape of a static shape folds too (TS_OP_SHAPE_ONLY) */
+    if (ts_node_fold(im->g, idx, im->err) < 0) st = im->err->code;
 out:
     ts_onnx_attr_store_free(&store);
     free(ins);
@@ -507,7 +482,8 @@ static ts_status add_outputs(importer *im)
     for (size_t i = 0; i < im->gp->n_output; i++) {
         const char *name = im->gp->output[i]->name;
         int v;
-        if (!name || !*name) return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph output %zu has no name", im->model, i);
+        if (!name || !*name)
+            return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph output %zu has no name", im->model, i);
         if (!map_find(&im->values, name, &v))
             return ts_error_set(im->err, TS_ERR_INVALID, "graph output '%s' is not produced by any node or graph input",
                                 name);

@@ -118,7 +118,7 @@ static Onnx__TensorProto *mb_tensor(mb *m, const char *name, int rank, const int
     t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     t->n_dims = (size_t)rank;
     t->dims = mb_alloc(m, sizeof(int64_t) * (size_t)rank);
-    memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+    if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
     if (data) {
@@ -229,7 +229,8 @@ static ts_graph *sample_graph(void)
     ts_error err = {0};
     ts_graph *g = ts_graph_new("sample", 13);
     int x = ts_graph_add_input(g, "x", TS_F32, &(ts_shape){4, {1, 2, 5, 5}}, &err);
-    ts_tensor *w = f32_tensor(4, DIMS(4, 2, 3, 3), 1), *b = f32_tensor(1, DIMS(4), 2), *c = f32_tensor(3, DIMS(4, 1, 1), 3);
+    ts_tensor *w = f32_tensor(4, DIMS(4, 2, 3, 3), 1), *b = f32_tensor(1, DIMS(4), 2),
+              *c = f32_tensor(3, DIMS(4, 1, 1), 3);
     int vw = ts_graph_add_constant(g, "conv.weight", w, &err);
     int vb = ts_graph_add_constant(g, "conv.bias", b, &err);
     int vc = ts_graph_add_constant(g, "shift", c, &err);
@@ -284,7 +285,8 @@ static void assert_same_graph(const ts_graph *a, const ts_graph *b)
     }
     cr_assert_eq(a->ninputs, b->ninputs);
     cr_assert_eq(a->noutputs, b->noutputs);
-    for (int i = 0; i < a->noutputs; i++) cr_assert_str_eq(a->values[a->outputs[i]].name, b->values[b->outputs[i]].name);
+    for (int i = 0; i < a->noutputs; i++)
+        cr_assert_str_eq(a->values[a->outputs[i]].name, b->values[b->outputs[i]].name);
 }
 
 static uint8_t *read_all(const char *path, size_t *len)
@@ -688,7 +690,8 @@ Test(onnx, binds)
     ts_input_bind bad = {"nope", {2, {4, 3}}};
     expect_error(mb_load(&m, &bad, 1, &g, &err), &err, "input bind 'nope' does not name a graph input");
     ts_input_bind rank = {"x", {3, {4, 3, 1}}};
-    expect_error(mb_load(&m, &rank, 1, &g, &err), &err, "input bind 'x': shape 4x3x1 has rank 3, the model declares rank 2");
+    expect_error(mb_load(&m, &rank, 1, &g, &err), &err,
+                 "input bind 'x': shape 4x3x1 has rank 3, the model declares rank 2");
     ts_input_bind fixed = {"x", {2, {4, 5}}};
     expect_error(mb_load(&m, &fixed, 1, &g, &err), &err, "input bind 'x': dimension 1 is 5, the model fixes it at 3");
     mb_free(&m);
@@ -747,5 +750,45 @@ Test(onnx, required_input_without_name)
     mb_node(&m, "Conv", "conv", NAMES("", "w"), NAMES("y"));
     mb_output(&m, "y");
     expect_error(mb_load(&m, NULL, 0, &g, &err), &err, "node 'conv' (Conv): required input 0 has no name");
+    mb_free(&m);
+}
+
+static void mb_init_i64(mb *m, const char *name, int rank, const int64_t *dims, const int64_t *data)
+{
+    Onnx__TensorProto *t = mb_tensor(m, name, rank, dims, NULL);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_int64_data = (size_t)n;
+    t->int64_data = mb_alloc(m, sizeof(int64_t) * (size_t)n);
+    memcpy(t->int64_data, data, sizeof(int64_t) * (size_t)n);
+    m->graph.initializer[m->graph.n_initializer++] = t;
+}
+
+Test(onnx, shape_arithmetic_folds_after_bind)
+{
+    /* torch's flatten: Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])) */
+    ts_error err = {0};
+    ts_graph *g = NULL;
+    mb m;
+    mb_init(&m, 13);
+    mb_input(&m, "x", 3, DIMS(-1, 2, 3));
+    mb_init_i64(&m, "zero", 0, NULL, (const int64_t[]){0});
+    mb_init_i64(&m, "ax", 1, DIMS(1), (const int64_t[]){0});
+    mb_init_i64(&m, "minus1", 1, DIMS(1), (const int64_t[]){-1});
+    mb_node(&m, "Shape", "shape", NAMES("x"), NAMES("shp"));
+    mb_node(&m, "Gather", "gather", NAMES("shp", "zero"), NAMES("n"));
+    mb_node(&m, "Unsqueeze", "unsq", NAMES("n", "ax"), NAMES("n1"));
+    Onnx__NodeProto *c = mb_node(&m, "Concat", "concat", NAMES("n1", "minus1"), NAMES("newshape"));
+    Onnx__AttributeProto *a = mb_attr(&m, c, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    a->has_i = 1;
+    mb_node(&m, "Reshape", "reshape", NAMES("x", "newshape"), NAMES("y"));
+    mb_output(&m, "y");
+    ts_input_bind b = {"x", {3, {5, 2, 3}}};
+    cr_assert_eq(mb_load(&m, &b, 1, &g, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(g->nnodes, 1);
+    cr_assert_str_eq(g->nodes[0].op->name, "Reshape");
+    cr_assert(ts_shape_eq(&g->values[g->outputs[0]].shape, &(ts_shape){2, {5, 6}}));
+    ts_graph_free(g);
     mb_free(&m);
 }
