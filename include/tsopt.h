@@ -63,6 +63,7 @@ typedef struct ts_shape {
 } ts_shape;
 
 ts_shape ts_shape_make(int rank, const int64_t *dims);
+/* Element count; saturates at INT64_MAX instead of overflowing. */
 int64_t ts_shape_numel(const ts_shape *s);
 bool ts_shape_eq(const ts_shape *a, const ts_shape *b);
 /* "1x3x224x224" ("scalar" for rank 0); buf of at least 160 bytes. */
@@ -267,6 +268,35 @@ ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_di
                               const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err);
 /* Writes to PATH.tmp then renames: never leaves a half-written file. */
 ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
+
+/* -------------------------------------------------------------- runtime */
+
+/* A plan is built once per graph: schedule, fused kernels, static memory
+ * plan, pre-packed weights (src/exec/).  Running it allocates nothing. */
+typedef struct ts_plan ts_plan;
+
+typedef struct ts_plan_opts {
+    int threads;       /* 0: one per core */
+    bool no_fusion;    /* one step per node (debugging, cost measurement) */
+    bool plain_layout; /* keep every tensor in plain row-major layout */
+} ts_plan_opts;
+
+typedef struct ts_plan_stats {
+    int steps;           /* executable steps after fusion */
+    int fused_nodes;     /* graph nodes absorbed into another node's step */
+    int reorders;        /* layout conversions inserted */
+    int fallback_steps;  /* steps running a reference kernel */
+    size_t arena_bytes;  /* activations, after buffer reuse */
+    size_t naive_bytes;  /* activations if every tensor had its own buffer */
+    size_t weight_bytes; /* constants, after pre-packing */
+} ts_plan_stats;
+
+ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err);
+/* inputs[i] match g->inputs[i]; outputs[i] are caller-allocated tensors of
+ * the graph outputs' dtype and shape (plain layout). */
+ts_status ts_plan_run(ts_plan *p, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err);
+void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st);
+void ts_plan_free(ts_plan *p);
 
 /* ------------------------------------------------------------------ zoo */
 

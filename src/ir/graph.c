@@ -209,8 +209,9 @@ int ts_graph_add_node(ts_graph *g, const char *opname, const char *name, const i
         return -1;
     }
     for (int i = 0; i < ninputs; i++)
-        if (inputs[i] < -1 || inputs[i] >= g->nvalues) {
-            ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): input %d refers to no tensor", name, opname, i);
+        if (inputs[i] < -1 || inputs[i] >= g->nvalues || (inputs[i] == -1 && i < op->min_inputs)) {
+            ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): %s input %d refers to no tensor", name, opname,
+                         i < op->min_inputs ? "required" : "optional", i);
             return -1;
         }
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->nnodes + 1, sizeof *g->nodes)) {

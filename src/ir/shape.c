@@ -16,8 +16,11 @@ ts_shape ts_shape_make(int rank, const int64_t *dims)
 
 int64_t ts_shape_numel(const ts_shape *s)
 {
+    /* Saturates: shapes come from user files, and a product beyond int64
+     * must read as "too large" (> TS_MAX_ELEMENTS), never overflow. */
     int64_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= s->dims[i];
+    for (int i = 0; i < s->rank; i++)
+        if (__builtin_mul_overflow(n, s->dims[i], &n)) return INT64_MAX;
     return n;
 }
 

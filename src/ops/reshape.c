@@ -65,6 +65,9 @@ static ts_status reshape_infer(ts_infer_ctx *c)
                                      x->shape.rank);
             out.dims[i] = x->shape.dims[i];
         }
+        /* guard the product: shape inputs are user data (fuzzing found this) */
+        if (out.dims[i] > TS_MAX_ELEMENTS || (out.dims[i] && known > TS_MAX_ELEMENTS / out.dims[i]))
+            return ts_infer_fail(c, "shape entry %lld at %d makes the tensor too large", (long long)out.dims[i], i);
         known *= out.dims[i];
     }
     int64_t total = ts_shape_numel(&x->shape);

@@ -187,7 +187,12 @@ static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const d
                 return msg;
             }
             scale[d] = (float)scl[i];
-            out[d] = (int64_t)(scale[d] * (float)in->dims[d]); /* float product, as ONNX Runtime */
+            float size = scale[d] * (float)in->dims[d]; /* float product, as ONNX Runtime */
+            if (!(size <= (float)TS_MAX_ELEMENTS)) { /* also rejects inf: the cast would be undefined */
+                snprintf(msg, msz, "scale %g on axis %d makes the output too large", scl[i], d);
+                return msg;
+            }
+            out[d] = (int64_t)size;
         }
         return NULL;
     }
