@@ -4,7 +4,7 @@
 #   make test    build, all tests, then unit + cli tests again under ASan/UBSan
 #   make fuzz    libFuzzer target build-fuzz/fuzz_import
 .DEFAULT_GOAL := build
-.PHONY: deps build test asan demo fuzz fuzz-run clean
+.PHONY: deps build test test-full asan demo fuzz fuzz-run clean
 FUZZ_SECONDS ?= 30
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
@@ -27,6 +27,10 @@ test: build
 	ctest --test-dir build --output-on-failure -j$(CTEST_JOBS)
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory fuzz-run
+
+# Every zoo model at full size (and its batch-16 export) against ONNX Runtime.
+test-full: build
+	TSOPT_ZOO_FULL=1 ctest --test-dir build --output-on-failure -R '^models/zoo'
 
 # Unit and command-line tests again, built with ASan + UBSan (leaks included).
 asan: deps

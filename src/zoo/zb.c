@@ -185,7 +185,7 @@ int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int strid
     return zb_node(b, "ConvTranspose", name, ins, nin, a, out_pad ? 4 : 3);
 }
 
-int zb_bn(zb *b, const char *name, int x)
+int zb_bn_eps(zb *b, const char *name, int x, double eps)
 {
     if (!LIVE(b) || x < 0) return fail_if(b, -1);
     int64_t c = zb_shape(b, x)->dims[1];
@@ -193,9 +193,11 @@ int zb_bn(zb *b, const char *name, int x)
                   zb_uniform(b, zb_name(b, "%s.bias", name), 1, &c, -0.2, 0.2),
                   zb_uniform(b, zb_name(b, "%s.running_mean", name), 1, &c, -0.2, 0.2),
                   zb_uniform(b, zb_name(b, "%s.running_var", name), 1, &c, 0.5, 1.5)};
-    ts_attr a[1] = {ts_attr_float("epsilon", 1e-5)};
+    ts_attr a[1] = {ts_attr_float("epsilon", eps)};
     return zb_node(b, "BatchNormalization", name, ins, 5, a, 1);
 }
+
+int zb_bn(zb *b, const char *name, int x) { return zb_bn_eps(b, name, x, 1e-5); }
 
 int zb_unary(zb *b, const char *op, const char *name, int x) { return zb_node(b, op, name, &x, 1, NULL, 0); }
 int zb_relu(zb *b, const char *name, int x) { return zb_unary(b, "Relu", name, x); }

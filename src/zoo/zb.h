@@ -49,6 +49,8 @@ int zb_conv(zb *b, const char *name, int x, int cout, int k, int stride, int pad
 int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int out_pad, bool bias);
 /* Inference BatchNormalization with non-trivial statistics, so folding bugs show. */
 int zb_bn(zb *b, const char *name, int x);
+/* Same with a given epsilon (Inception and NASNet use 0.001). */
+int zb_bn_eps(zb *b, const char *name, int x, double eps);
 int zb_relu(zb *b, const char *name, int x);
 int zb_unary(zb *b, const char *op, const char *name, int x);
 int zb_binary(zb *b, const char *op, const char *name, int x, int y);
