@@ -298,6 +298,25 @@ ts_status ts_plan_run(ts_plan *p, ts_tensor *const *inputs, ts_tensor *const *ou
 void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st);
 void ts_plan_free(ts_plan *p);
 
+/* ------------------------------------------------------------ op costs */
+
+/* Measured cost model (TASO/PET): each distinct (op, attributes, input
+ * shapes, layout) is timed once on this machine and kept in an on-disk cache
+ * keyed by the CPU model; an analytic roofline estimate from FLOPs and bytes
+ * (with the machine's measured peak) is the fallback. */
+typedef struct ts_costdb ts_costdb;
+
+/* Opens (creating if missing) the cache at path, or the default
+ * ($TSOPT_CACHE_DIR or ~/.cache/tsopt)/costs-<cpu>.tsv when path is NULL. */
+ts_status ts_costdb_open(const char *path, ts_costdb **out, ts_error *err);
+ts_status ts_costdb_save(ts_costdb *db, ts_error *err); /* temp + rename */
+void ts_costdb_free(ts_costdb *db);
+/* Milliseconds for node n of g: cached measurement, else measured now when
+ * `measure` is set (and cached), else the roofline estimate. */
+double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure);
+/* Sum over live nodes. */
+double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure);
+
 /* ------------------------------------------------------------------ zoo */
 
 /* The seed papers' evaluation models, built through this API with seeded
