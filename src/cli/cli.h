@@ -13,6 +13,12 @@ int cli_info(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_compare(int argc, char **argv);
 int cli_zoo(int argc, char **argv);
+int cli_generate(int argc, char **argv);
+int cli_verify(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_optimize(int argc, char **argv);
+int cli_profile(int argc, char **argv);
+int cli_peak(int argc, char **argv);
 
 /* Prints "tsopt: <message>" on stderr (one line) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

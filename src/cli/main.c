@@ -1,7 +1,9 @@
 /* tsopt: command-line entry point; dispatches to one function per
  * subcommand (info.c, run.c, compare.c, ...). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
 
 static const char USAGE[] =
@@ -13,10 +15,22 @@ static const char USAGE[] =
     "  run MODEL [--input NAME:DIMS]... [--inputs DIR] [--save-inputs DIR]\n"
     "            [--save-outputs DIR] [--iters N] [--seed S] [--reference]\n"
     "      run the model on .npy inputs (or seeded random ones)\n"
+    "  bench MODEL [--input NAME:DIMS]... [--iters N] [--threads N] [--json]\n"
+    "      latency of the fast runtime: median/min/max of N runs, plan and memory\n"
+    "  profile MODEL [--input NAME:DIMS]... [--cache FILE] [--iters N] [--json]\n"
+    "      measure every distinct fused op group into the cost cache; sum vs end-to-end\n"
+    "  peak [--cache FILE] [--json]\n"
+    "      the machine's measured peak GFLOP/s and GB/s (kept in the cost cache)\n"
     "  compare DIR_A DIR_B [--rtol R] [--atol A]\n"
     "      compare every .npy in DIR_A with DIR_B (exit 0 all match, 1 not, 2 error)\n"
     "  zoo list | zoo export NAME -o FILE.onnx [--batch N]\n"
     "      the seed papers' evaluation models, built in C\n"
+    "  verify RULES [--timeout S] [--threads N] | verify --check-axioms | --redundancy\n"
+    "      Z3 proof of every rule from TASO's operator axioms; checks of the axioms\n"
+    "  generate -o RULES [--max-ops N] [--threads N] [--seed S]\n"
+    "      TASO's substitution generator: enumerate, fingerprint, prune, write rules\n"
+    "  optimize MODEL -o OUT.onnx [--alpha A] [--budget N] [--time-limit S] [--report R.md]\n"
+    "      TASO's cost-based search over verified substitutions; checked before it is written\n"
     "  help [COMMAND]\n"
     "\n"
     "Tensor files are NumPy .npy, named after the tensor with every character\n"
@@ -33,10 +47,31 @@ static const command COMMANDS[] = {
     {"run", cli_run},
     {"compare", cli_compare},
     {"zoo", cli_zoo},
+    {"generate", cli_generate},
+    {"verify", cli_verify},
+    {"bench", cli_bench},
+    {"optimize", cli_optimize},
+    {"profile", cli_profile},
+    {"peak", cli_peak},
 };
+
+/* OpenMP's idle threads spin by default; on a machine shared with other
+ * work the spinning threads steal the cores the working ones need, and
+ * tsopt ran 10-40x slower than with OMP_WAIT_POLICY=passive (measurements
+ * in docs/runtime.md).  libgomp reads its environment when it is loaded,
+ * before main, so the default is applied by re-executing once with it set.
+ * A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. */
+static void omp_wait_default(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* exec failed: go on with libgomp's default */
+}
 
 int main(int argc, char **argv)
 {
+    omp_wait_default(argv);
     if (argc < 2) {
         fputs(USAGE, stderr);
         return CLI_USAGE;

@@ -6,6 +6,9 @@
  *                                DIR/<case>/model.onnx, in/NAME.npy (seeded random
  *                                inputs), ref/NAME.npy (float32 reference outputs)
  *                                and tol ("RTOL ATOL") for tests/ops/ort_opcases.sh
+ *   opcases fast [FILTER]        the same checks, then the fast runtime (a plan,
+ *                                src/exec/) on the same inputs against the
+ *                                float32 reference, with the case's tolerance
  *
  * Prints one line per failing case and a final "N passed, N failed". */
 #include <errno.h>
@@ -16,6 +19,8 @@
 
 #define DEFAULT_RTOL 1e-4
 #define DEFAULT_ATOL 1e-5
+
+static bool fast_mode; /* `opcases fast` */
 
 static uint64_t seed_of(const char *name)
 {
@@ -83,6 +88,29 @@ static bool domains_agree(const ts_graph *g, ts_tensor *const *a, ts_tensor *con
     return true;
 }
 
+/* The fast runtime on the same inputs must match the reference outputs
+ * (already in declared dtypes). */
+static bool fast_agrees(const ts_graph *g, ts_tensor *const *in, ts_tensor *const *ref, double rtol, double atol,
+                        ts_error *e)
+{
+    ts_tensor *out[64] = {0};
+    ts_plan *plan = NULL;
+    bool ok = ts_plan_build(g, NULL, &plan, e) == TS_OK;
+    for (int o = 0; ok && o < g->noutputs; o++)
+        ok = (out[o] = ts_tensor_new(g->values[g->outputs[o]].dtype, &g->values[g->outputs[o]].shape, e)) != NULL;
+    if (ok && ts_plan_run(plan, in, out, e)) ok = !ts_error_prefix(e, "fast runtime");
+    for (int o = 0; ok && o < g->noutputs; o++)
+        for (int64_t i = 0; ok && i < ts_tensor_numel(ref[o]); i++) {
+            double x = ts_tensor_get_f64(out[o], i), y = ts_tensor_get_f64(ref[o], i);
+            if ((isnan(x) && isnan(y)) || x == y || fabs(x - y) <= atol + rtol * fabs(y)) continue;
+            ok = !ts_error_set(e, TS_ERR_INVALID, "output '%s'[%lld]: fast runtime %.9g vs reference %.9g",
+                               g->values[g->outputs[o]].name, (long long)i, x, y);
+        }
+    for (int o = 0; o < g->noutputs && o < 64; o++) ts_tensor_unref(out[o]);
+    ts_plan_free(plan);
+    return ok;
+}
+
 /* One case; false with e set on failure. */
 static bool run_case(const opcase *c, const char *dir, ts_error *e)
 {
@@ -118,6 +146,7 @@ static bool run_case(const opcase *c, const char *dir, ts_error *e)
         ts_tensor_unref(o32[o]);
         o32[o] = t;
     }
+    if (ok && fast_mode) ok = fast_agrees(g, in, o32, rtol, atol, e);
     if (ok && dir) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, c->name);
@@ -172,6 +201,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "opcases: %s\n", e.msg);
             return 2;
         }
+    } else if (argc > 1 && !strcmp(argv[1], "fast")) {
+        if (argc > 3) {
+            fprintf(stderr, "usage: opcases fast [FILTER]\n");
+            return 2;
+        }
+        fast_mode = true;
+        filter = argc > 2 ? argv[2] : NULL;
     } else if (argc > 2) {
         fprintf(stderr, "usage: opcases [FILTER] | opcases export DIR [FILTER]\n");
         return 2;

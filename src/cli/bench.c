@@ -1,0 +1,204 @@
+/* tsopt bench: latency of the fast runtime on one model.  The plan is built
+ * once, a few warm-up runs fill caches and let OpenMP spin up, then N timed
+ * runs (monotonic clock) give median/min/max.  --json prints exactly one
+ * JSON object (for bench/ scripts comparing with ONNX Runtime's runner). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli/cli.h"
+
+static const char USAGE[] =
+    "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--warmup N] [--threads N] [--json]\n"
+    "  --iters N     timed runs (default 20)\n"
+    "  --warmup N    untimed runs first (default 3)\n"
+    "  --threads N   OpenMP threads (default: one per core)\n"
+    "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
+    "                peak_rss_bytes and the plan's statistics\n";
+
+typedef struct bench_args {
+    const char *model;
+    long iters, warmup, threads;
+    bool json;
+    cli_binds binds;
+} bench_args;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Peak resident set (VmHWM) in bytes, 0 when /proc is unavailable. */
+static long long peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atoll(line + 6);
+    fclose(f);
+    return kb * 1024;
+}
+
+static int parse(int argc, char **argv, bench_args *a)
+{
+    const char *val;
+    a->iters = 20;
+    a->warmup = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (!strcmp(argv[i], "--json")) {
+            a->json = true;
+        } else if (cli_opt(argc, argv, &i, "--input", &val)) {
+            if (!val || !cli_binds_add(&a->binds, val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
+            if (!val || !cli_parse_int("--iters", val, 1, 1000000, &a->iters)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--warmup", &val)) {
+            if (!val || !cli_parse_int("--warmup", val, 0, 1000000, &a->warmup)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--threads", &val)) {
+            if (!val || !cli_parse_int("--threads", val, 1, 4096, &a->threads)) return CLI_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_error(CLI_USAGE, "bench: unknown option '%s' (try 'tsopt bench --help')", argv[i]);
+        } else if (a->model) {
+            return cli_error(CLI_USAGE, "bench: more than one model given ('%s')", argv[i]);
+        } else {
+            a->model = argv[i];
+        }
+    }
+    if (!a->model) {
+        fputs(USAGE, stderr);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t,
+                   double build_ms)
+{
+    long n = a->iters;
+    double med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, mean = 0;
+    for (long i = 0; i < n; i++) mean += t[i] / (double)n;
+    long long rss = peak_rss();
+    if (a->json) {
+        printf("{\"model\": ");
+        json_string(a->model);
+        printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
+               "\"warmup\": %ld, \"threads\": %d, \"peak_rss_bytes\": %lld, \"build_ms\": %.3f, \"steps\": %d, "
+               "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"arena_bytes\": %zu, "
+               "\"naive_bytes\": %zu, \"weight_bytes\": %zu}\n",
+               med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
+               st->reorders, st->fallback_steps, st->arena_bytes, st->naive_bytes, st->weight_bytes);
+        return;
+    }
+    const double mib = 1024.0 * 1024.0;
+    printf("model: %s\n", a->model);
+    printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "
+           "threads)\n",
+           med, t[0], t[n - 1], mean, n, a->warmup, o->threads);
+    printf("plan: %d steps (%d nodes fused, %d reorders, %d reference), built in %.1f ms\n", st->steps,
+           st->fused_nodes, st->reorders, st->fallback_steps, build_ms);
+    printf("memory: arena %.2f MiB (%.2f MiB without reuse), weights %.2f MiB, peak RSS %.1f MiB\n",
+           (double)st->arena_bytes / mib, (double)st->naive_bytes / mib, (double)st->weight_bytes / mib,
+           (double)rss / mib);
+}
+
+int cli_bench(int argc, char **argv)
+{
+    bench_args a = {0};
+    int rc = parse(argc, argv, &a);
+    if (rc) {
+        cli_binds_free(&a.binds);
+        return rc < 0 ? CLI_OK : rc;
+    }
+    rc = CLI_FAIL;
+    ts_graph *g = cli_load_model(a.model, &a.binds);
+    int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
+    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    double *times = calloc((size_t)a.iters, sizeof *times);
+    ts_plan *plan = NULL;
+    ts_plan_opts o = {.threads = (int)a.threads};
+    ts_error err = {0};
+    uint64_t rng = 0xbe4c;
+    if (!g) goto done;
+    if (!in || !out || !times) {
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nin; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, &err))) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        /* same ranges as `tsopt run`: indices stay valid for small tables */
+        ts_tensor_fill_random(in[i], &rng, ts_dtype_is_float(v->dtype) ? -1 : 0,
+                              ts_dtype_is_float(v->dtype) ? 1 : v->dtype == TS_BOOL ? 1 : 10);
+    }
+    for (int i = 0; i < nout; i++) {
+        const ts_value *v = &g->values[g->outputs[i]];
+        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, &err))) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+    }
+    double t0 = now_ms();
+    if (ts_plan_build(g, &o, &plan, &err)) {
+        cli_error_from(CLI_FAIL, &err);
+        goto done;
+    }
+    double build_ms = now_ms() - t0;
+    for (long i = 0; i < a.warmup + a.iters; i++) {
+        double s = now_ms();
+        if (ts_plan_run(plan, in, out, &err)) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        if (i >= a.warmup) times[i - a.warmup] = now_ms() - s;
+    }
+    qsort(times, (size_t)a.iters, sizeof *times, cmp_double);
+    ts_plan_stats st;
+    ts_plan_stats_get(plan, &st);
+    ts_plan_opts used = o;
+    if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
+    report(&a, &used, &st, times, build_ms);
+    rc = CLI_OK;
+done:
+    for (int i = 0; i < nin; i++)
+        if (in) ts_tensor_unref(in[i]);
+    for (int i = 0; i < nout; i++)
+        if (out) ts_tensor_unref(out[i]);
+    free(in);
+    free(out);
+    free(times);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+    cli_binds_free(&a.binds);
+    return rc;
+}

@@ -1,0 +1,539 @@
+/* Op-cost model: the on-disk cache, measurement of a group by the runtime,
+ * the roofline fallback and the machine's peak (see cost.h for groups).
+ *
+ * Cache file (TSV, one measurement a line):  KEY \t MEDIAN_MS \t COUNT
+ * with a header line "# cpu\t<id>".  A file whose cpu differs from this
+ * machine's is ignored (its timings describe another machine) and
+ * overwritten on save.  Peaks are stored as keys "!peak_gflops" and
+ * "!peak_gbps".  Measurements use the runtime's default options (threads =
+ * cores, fusion, blocked layouts inside the group) with plain-layout inputs
+ * and outputs at the group's boundary: the layout part of the key is
+ * implicitly "plain at the boundary". */
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "exec/cost.h"
+
+typedef struct centry {
+    char *key; /* NULL: empty slot */
+    double ms;
+    int count;
+} centry;
+
+struct ts_costdb {
+    char *path;
+    char cpu[256];
+    centry *tab;
+    size_t cap, n;
+    int measured;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static centry *lookup(const ts_costdb *db, const char *key)
+{
+    if (!db->cap) return NULL;
+    for (size_t i = str_hash(key) & (db->cap - 1);; i = (i + 1) & (db->cap - 1)) {
+        if (!db->tab[i].key) return &db->tab[i];
+        if (!strcmp(db->tab[i].key, key)) return &db->tab[i];
+    }
+}
+
+static bool grow(ts_costdb *db)
+{
+    size_t cap = db->cap ? db->cap * 2 : 256;
+    centry *nt = calloc(cap, sizeof *nt), *old = db->tab;
+    if (!nt) return false;
+    size_t ocap = db->cap;
+    db->tab = nt;
+    db->cap = cap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].key) *lookup(db, old[i].key) = old[i];
+    free(old);
+    return true;
+}
+
+/* Inserts or replaces; takes no ownership of key. */
+static bool put(ts_costdb *db, const char *key, double ms, int count)
+{
+    if ((db->n + 1) * 2 > db->cap && !grow(db)) return false;
+    centry *e = lookup(db, key);
+    if (!e->key) {
+        if (!(e->key = strdup(key))) return false;
+        db->n++;
+    }
+    e->ms = ms;
+    e->count = count;
+    return true;
+}
+
+void xcost_cpu_id(char *buf, size_t n)
+{
+    char model[200] = "unknown-cpu";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10)) continue;
+            char *c = strchr(line, ':');
+            if (!c) continue;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(model, sizeof model, "%s", c);
+            break;
+        }
+        fclose(f);
+    }
+    snprintf(buf, n, "%s x%d", model, omp_get_num_procs());
+}
+
+const char *xcost_db_path(const ts_costdb *db) { return db->path; }
+int xcost_db_measured(const ts_costdb *db) { return db->measured; }
+int xcost_db_size(const ts_costdb *db) { return (int)db->n; }
+
+static ts_status mkdir_p(char *dir, ts_error *err)
+{
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        int r = mkdir(dir, 0755);
+        *p = '/';
+        if (r && errno != EEXIST) return ts_error_set(err, TS_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+    }
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return ts_error_set(err, TS_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+    return TS_OK;
+}
+
+static ts_status default_path(const char *cpu, char **out, ts_error *err)
+{
+    const char *dir = getenv("TSOPT_CACHE_DIR"), *home = getenv("HOME");
+    char base[4096], name[300];
+    if (dir && *dir)
+        snprintf(base, sizeof base, "%s", dir);
+    else
+        snprintf(base, sizeof base, "%s/.cache/tsopt", home && *home ? home : "/tmp");
+    size_t k = 0;
+    for (const char *c = cpu; *c && k + 1 < sizeof name; c++) /* a file name made of the cpu id */
+        name[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_';
+    name[k] = 0;
+    ts_status st = mkdir_p(base, err);
+    if (st) return st;
+    size_t len = strlen(base) + strlen(name) + 32;
+    if (!(*out = malloc(len))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    snprintf(*out, len, "%s/costs-%s.tsv", base, name);
+    return TS_OK;
+}
+
+ts_status ts_costdb_open(const char *path, ts_costdb **out, ts_error *err)
+{
+    *out = NULL;
+    ts_costdb *db = calloc(1, sizeof *db);
+    if (!db) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    xcost_cpu_id(db->cpu, sizeof db->cpu);
+    ts_status st = TS_OK;
+    if (path)
+        db->path = strdup(path), st = db->path ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else
+        st = default_path(db->cpu, &db->path, err);
+    if (st || !grow(db)) {
+        ts_costdb_free(db);
+        return st ? st : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    FILE *f = fopen(db->path, "r");
+    if (!f) {
+        if (errno == ENOENT) { /* a new cache */
+            *out = db;
+            return TS_OK;
+        }
+        st = ts_error_set(err, TS_ERR_IO, "cost cache '%s': %s", db->path, strerror(errno));
+        ts_costdb_free(db);
+        return st;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0;
+    bool same_cpu = true;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!strncmp(line, "# cpu\t", 6)) {
+            same_cpu = !strcmp(line + 6, db->cpu);
+            continue;
+        }
+        if (!len || line[0] == '#' || !same_cpu) continue;
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL, *end;
+        if (!t2) {
+            st = ts_error_set(err, TS_ERR_PARSE, "cost cache '%s' line %d: want KEY<tab>MS<tab>COUNT", db->path, lineno);
+            break;
+        }
+        *t1 = 0;
+        double ms = strtod(t1 + 1, &end);
+        long count = strtol(t2 + 1, NULL, 10);
+        if (end != t2 || !(ms >= 0)) {
+            st = ts_error_set(err, TS_ERR_PARSE, "cost cache '%s' line %d: bad time", db->path, lineno);
+            break;
+        }
+        if (!put(db, line, ms, (int)count)) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    if (st) {
+        ts_costdb_free(db);
+        return st;
+    }
+    *out = db;
+    return TS_OK;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const centry *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+ts_status ts_costdb_save(ts_costdb *db, ts_error *err)
+{
+    /* sorted, so that the file is stable and diffable */
+    centry *all = malloc(sizeof *all * (db->n + 1));
+    if (!all) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < db->cap; i++)
+        if (db->tab[i].key) all[k++] = db->tab[i];
+    qsort(all, k, sizeof *all, cmp_key);
+    size_t plen = strlen(db->path) + 16;
+    char *tmp = malloc(plen);
+    FILE *f = tmp ? (snprintf(tmp, plen, "%s.tmp", db->path), fopen(tmp, "w")) : NULL;
+    ts_status st = TS_OK;
+    if (!f) {
+        st = tmp ? ts_error_set(err, TS_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno))
+                 : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    } else {
+        fprintf(f, "# tsopt op-cost cache v1: KEY<tab>MEDIAN_MS<tab>COUNT\n# cpu\t%s\n", db->cpu);
+        for (size_t i = 0; i < k; i++) fprintf(f, "%s\t%.17g\t%d\n", all[i].key, all[i].ms, all[i].count);
+        if (fclose(f) || rename(tmp, db->path)) {
+            st = ts_error_set(err, TS_ERR_IO, "cannot write '%s': %s", db->path, strerror(errno));
+            remove(tmp);
+        }
+    }
+    free(tmp);
+    free(all);
+    return st;
+}
+
+void ts_costdb_free(ts_costdb *db)
+{
+    if (!db) return;
+    for (size_t i = 0; i < db->cap; i++) free(db->tab[i].key);
+    free(db->tab);
+    free(db->path);
+    free(db);
+}
+
+/* ---------------------------------------------------------- measuring */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, double *min_ms,
+                               ts_error *err)
+{
+    int nin = g->ninputs, nout = g->noutputs;
+    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    double *t = calloc((size_t)iters + 1, sizeof *t);
+    ts_plan *plan = NULL;
+    ts_plan_opts o = {0};
+    uint64_t rng = 0xc057;
+    ts_status st = TS_OK;
+    if (!in || !out || !t) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nin && !st; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+        /* integers 0: always a valid index, whatever the table size */
+        else if (ts_dtype_is_float(v->dtype) || v->dtype == TS_BOOL)
+            ts_tensor_fill_random(in[i], &rng, v->dtype == TS_BOOL ? 0 : -1, 1);
+    }
+    for (int i = 0; i < nout && !st; i++) {
+        const ts_value *v = &g->values[g->outputs[i]];
+        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+    }
+    if (st || (st = ts_plan_build(g, &o, &plan, err))) goto done;
+    for (int i = 0; i < warmup && !st; i++) st = ts_plan_run(plan, in, out, err);
+    int n = 0;
+    double start = now_ms();
+    while (!st && n < iters) {
+        double s = now_ms();
+        if ((st = ts_plan_run(plan, in, out, err))) break;
+        t[n++] = now_ms() - s;
+        if (n >= 3 && now_ms() - start > budget_ms) break;
+    }
+    if (!st) {
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        *ms = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+        if (min_ms) *min_ms = t[0];
+    }
+done:
+    for (int i = 0; i < nin; i++)
+        if (in) ts_tensor_unref(in[i]);
+    for (int i = 0; i < nout; i++)
+        if (out) ts_tensor_unref(out[i]);
+    free(in);
+    free(out);
+    free(t);
+    ts_plan_free(plan);
+    return st;
+}
+
+ts_status xcost_time_graph(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, ts_error *err)
+{
+    return xcost_time_graph_min(g, warmup, iters, budget_ms, ms, NULL, err);
+}
+
+/* The group as a graph of its own: constants stay constants (weights are
+ * pre-packed, Reshape-like ops read them), other external inputs become
+ * graph inputs, the last member's outputs are the graph outputs. */
+static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_error *err)
+{
+    ts_graph *s = ts_graph_new("cost", g->opset);
+    int *map = s ? malloc(sizeof *map * ((size_t)g->nvalues + 1)) : NULL;
+    if (!map) {
+        ts_graph_free(s);
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int v = 0; v < g->nvalues; v++) map[v] = -1;
+    ts_status st = TS_OK;
+    for (int m = 0; m < nm && !st; m++) {
+        const ts_node *nd = &g->nodes[members[m]];
+        int ins[64], outs[64];
+        if (nd->ninputs > 64 || nd->noutputs > 64) {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': too many inputs to measure", nd->name);
+            break;
+        }
+        for (int j = 0; j < nd->ninputs && !st; j++) {
+            int v = nd->inputs[j];
+            ins[j] = -1;
+            if (v < 0) continue;
+            if (map[v] < 0) {
+                const ts_value *val = &g->values[v];
+                map[v] = val->constant ? ts_graph_add_constant(s, val->name, val->constant, err)
+                                       : ts_graph_add_input(s, val->name, val->dtype, &val->shape, err);
+                if (map[v] < 0) st = err->code;
+            }
+            ins[j] = map[v];
+        }
+        if (st) break;
+        ts_attr at[64];
+        int na = nd->op->emit ? nd->op->emit(nd->attrs, at, 64) : 0;
+        const char *names[64];
+        for (int o = 0; o < nd->noutputs; o++) names[o] = g->values[nd->outputs[o]].name;
+        if (ts_graph_add_node(s, nd->op->name, nd->name, ins, nd->ninputs, at, na, nd->noutputs, names, outs, err) < 0) {
+            st = err->code;
+            break;
+        }
+        for (int o = 0; o < nd->noutputs; o++) map[nd->outputs[o]] = outs[o];
+        if (m < nm - 1) continue;
+        /* A convolution whose result is a graph output must write plain
+         * NCHW, for which oneDNN picks a slow im2col kernel; inside a model
+         * its result stays blocked.  An Identity after it lets the group
+         * choose its blocked layout as in the model (the measurement then
+         * includes one reorder back to plain at the end). */
+        const char *hop = g->nodes[members[0]].op->name;
+        if (nd->noutputs == 1 && (!strcmp(hop, "Conv") || !strcmp(hop, "ConvTranspose"))) {
+            int id;
+            if (ts_graph_add_node(s, "Identity", "cost_sink", outs, 1, NULL, 0, 1, NULL, &id, err) < 0) {
+                st = err->code;
+                break;
+            }
+            outs[0] = id;
+        }
+        for (int o = 0; o < nd->noutputs && !st; o++) st = ts_graph_add_output(s, outs[o], err);
+    }
+    free(map);
+    if (st) {
+        ts_graph_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static ts_status measure_group(const ts_graph *g, const int *members, int nm, double *ms, ts_error *err)
+{
+    ts_graph *s = group_graph(g, members, nm, err);
+    if (!s) return err->code;
+    /* median of up to 10 runs after 2 warm-ups, at most ~50 ms of runs */
+    ts_status st = xcost_time_graph(s, 2, 10, 50, ms, err);
+    ts_graph_free(s);
+    return st;
+}
+
+/* ---------------------------------------------------------------- peak */
+
+static ts_status measure_peak_flops(double *gflops, ts_error *err)
+{
+    const int64_t N = 1024;
+    int64_t d[2] = {N, N};
+    ts_shape sh = ts_shape_make(2, d);
+    ts_graph *g = ts_graph_new("peak", 17);
+    ts_tensor *b = g ? ts_tensor_new(TS_F32, &sh, err) : NULL;
+    ts_status st = TS_OK;
+    if (!g || !b) {
+        st = g ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    uint64_t rng = 0x9e37;
+    ts_tensor_fill_random(b, &rng, -1, 1);
+    int a = ts_graph_add_input(g, "a", TS_F32, &sh, err), w = a >= 0 ? ts_graph_add_constant(g, "b", b, err) : -1, y;
+    if (w < 0 || ts_graph_add_node(g, "MatMul", "mm", (int[]){a, w}, 2, NULL, 0, 1, NULL, &y, err) < 0 ||
+        ts_graph_add_output(g, y, err)) {
+        st = err->code;
+        goto out;
+    }
+    /* the fastest of 15 runs: the peak is what the machine can do when
+     * nothing else gets in the way (a shared machine's median is not) */
+    double best = 1e30, med;
+    st = xcost_time_graph_min(g, 2, 15, 1e9, &med, &best, err);
+    if (!st) *gflops = 2.0 * (double)N * (double)N * (double)N / (best * 1e6);
+out:
+    ts_tensor_unref(b);
+    ts_graph_free(g);
+    return st;
+}
+
+static ts_status measure_peak_bw(double *gbps, ts_error *err)
+{
+    const size_t bytes = (size_t)64 << 20;
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    memset(src, 1, bytes);
+    memset(dst, 2, bytes);
+    double best = 1e30;
+    const int chunks = 64;
+    for (int r = 0; r < 6; r++) {
+        double s = now_ms();
+        /* all cores copy: one core alone does not reach the memory's bandwidth */
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < chunks; c++)
+            memcpy(dst + (size_t)c * (bytes / chunks), src + (size_t)c * (bytes / chunks), bytes / chunks);
+        double t = now_ms() - s;
+        if (r && t < best) best = t; /* the first pass faults pages in */
+    }
+    *gbps = 2.0 * (double)bytes / (best * 1e6); /* read + write */
+    free(src);
+    free(dst);
+    return TS_OK;
+}
+
+ts_status xcost_peak(ts_costdb *db, double *gflops, double *gbps, ts_error *err)
+{
+    centry *f = lookup(db, "!peak_gflops"), *b = lookup(db, "!peak_gbps");
+    ts_status st = TS_OK;
+    if (f->key && b->key) {
+        *gflops = f->ms;
+        *gbps = b->ms;
+        return TS_OK;
+    }
+    if ((st = measure_peak_flops(gflops, err)) || (st = measure_peak_bw(gbps, err))) return st;
+    if (!put(db, "!peak_gflops", *gflops, 1) || !put(db, "!peak_gbps", *gbps, 1))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    db->measured += 2;
+    return TS_OK;
+}
+
+/* ------------------------------------------------------------- costs */
+
+static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int nm)
+{
+    double gflops = 0, gbps = 0, flops, bytes;
+    ts_error e = {0};
+    xcost_group_work(g, members, nm, &flops, &bytes);
+    if (xcost_peak(db, &gflops, &gbps, &e) || gflops <= 0 || gbps <= 0) return 0;
+    double tf = flops / (gflops * 1e6), tb = bytes / (gbps * 1e6); /* ms */
+    return tf > tb ? tf : tb;
+}
+
+double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, xcost_src *src)
+{
+    int members[XCOST_MAX_GROUP];
+    const ts_node *hd = &g->nodes[head];
+    *src = XCOST_FREE;
+    if (hd->dead || group_of[head] != head) return 0;
+    const char *op = hd->op->name;
+    if (hd->noutputs == 1 && hd->ninputs >= 1 && hd->inputs[0] >= 0 &&
+        (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
+         !strcmp(op, "Identity") || (!strcmp(op, "Dropout") && (hd->ninputs < 3 || hd->inputs[2] < 0))))
+        return 0; /* views: aliases, no step */
+    int nm = xcost_members(g, group_of, head, members);
+    char *key = xcost_key(g, members, nm);
+    if (!key) return *src = XCOST_ROOFLINE, roofline(db, g, members, nm);
+    centry *e = lookup(db, key);
+    double ms;
+    if (e && e->key) {
+        ms = e->ms;
+        *src = XCOST_CACHED;
+    } else {
+        ts_error err = {0};
+        if (measure && !measure_group(g, members, nm, &ms, &err) && put(db, key, ms, 1)) {
+            db->measured++;
+            *src = XCOST_MEASURED;
+        } else {
+            ms = roofline(db, g, members, nm);
+            *src = XCOST_ROOFLINE;
+        }
+    }
+    free(key);
+    return ms;
+}
+
+double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure)
+{
+    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    double ms = 0;
+    xcost_src src;
+    if (group_of && !xcost_groups(g, group_of) && group_of[n] == n) ms = xcost_group(db, g, group_of, n, measure, &src);
+    free(group_of);
+    return ms;
+}
+
+double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
+{
+    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    double ms = 0;
+    xcost_src src;
+    if (group_of && !xcost_groups(g, group_of))
+        for (int n = 0; n < g->nnodes; n++)
+            if (group_of[n] == n) ms += xcost_group(db, g, group_of, n, measure, &src);
+    free(group_of);
+    return ms;
+}

@@ -1,0 +1,377 @@
+/* Conv and ConvTranspose on oneDNN (1-D/2-D/3-D, groups, dilations,
+ * asymmetric pads).  At plan time: the primitive is created with layouts
+ * "any" (oneDNN picks its blocked formats), weights are folded with any
+ * following BatchNormalization / per-channel Add or Mul and reordered once
+ * into the primitive's format, and a residual Add and activations become
+ * post-ops.  The output stays in the chosen (blocked) layout, so that
+ * consecutive convolutions never convert; an input in another layout is
+ * reordered inside the step into scratch.  Run time: bind pointers, execute. */
+#include <stdlib.h>
+#include <string.h>
+#include "exec/dnnl_util.h"
+#include "ops/window.h"
+
+typedef struct conv_state {
+    dnnl_primitive_t prim;
+    dnnl_stream_t stream;
+    xd_mem src, wei, bias, dst, pad;
+    bool has_bias, has_sum, reorder_in;
+    int res_in;           /* index of the residual operand among the step inputs */
+    size_t in_off;        /* scratch offset of the reordered input */
+    xd_reorder in_r, res_r;
+    dnnl_exec_arg_t args[6];
+    int nargs;
+} conv_state;
+
+static void conv_destroy(void *state)
+{
+    conv_state *c = state;
+    if (!c) return;
+    if (c->prim) dnnl_primitive_destroy(c->prim);
+    xd_mem_fini(&c->src);
+    xd_mem_fini(&c->wei);
+    xd_mem_fini(&c->bias);
+    xd_mem_fini(&c->dst);
+    xd_mem_fini(&c->pad);
+    xd_reorder_fini(&c->in_r);
+    xd_reorder_fini(&c->res_r);
+    free(c);
+}
+
+static void conv_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    conv_state *c = s->state;
+    void *src = in[0];
+    if (c->reorder_in) {
+        src = (char *)scratch + c->in_off;
+        xd_reorder_run(&c->in_r, in[0], src, c->stream);
+    }
+    /* the sum post-op accumulates onto what dst holds: put the residual there */
+    if (c->has_sum) xd_reorder_run(&c->res_r, in[c->res_in], out[0], c->stream);
+    xd_mem_bind(&c->src, src, c->stream);
+    xd_mem_bind(&c->wei, in[1], c->stream);
+    if (c->has_bias) xd_mem_bind(&c->bias, in[2], c->stream);
+    xd_mem_bind(&c->dst, out[0], c->stream);
+    xd_mem_bind(&c->pad, scratch, c->stream);
+    dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
+    dnnl_stream_wait(c->stream);
+}
+
+static bool is_graph_output(const ts_graph *g, int v)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
+/* Resolved geometry in oneDNN's terms (dilation minus one). */
+typedef struct geom {
+    int nsp;
+    dnnl_dims_t stride, dil, pl, pr;
+} geom;
+
+static ts_status conv_geom(const xplan *p, int n, bool transposed, geom *o, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    const ts_shape *x = &g->values[nd->inputs[0]].shape, *w = &g->values[nd->inputs[1]].shape,
+                   *y = &g->values[nd->outputs[0]].shape;
+    ts_attr at[16];
+    int na = xd_node_attrs(g, n, at, 16);
+    ts_window win;
+    ts_window_geom wg;
+    char why[256];
+    int nsp = x->rank - 2;
+    o->nsp = nsp;
+    if (ts_window_parse(&win, at, na, false, err)) return err->code;
+    if (!transposed) {
+        if (!ts_window_resolve(&win, nsp, x->dims + 2, w->dims + 2, &wg, why, sizeof why))
+            return ts_error_set(err, TS_ERR_INVALID, "node '%s' (Conv): %s", nd->name, why);
+        for (int i = 0; i < nsp; i++) {
+            o->stride[i] = wg.stride[i];
+            o->dil[i] = wg.dil[i] - 1;
+            o->pl[i] = wg.pad_begin[i];
+            o->pr[i] = wg.pad_end[i];
+        }
+        return TS_OK;
+    }
+    /* ConvTranspose: the output size is known (inferred); pads_end is what
+     * makes oneDNN's size formula give it, so output_padding and
+     * output_shape turn into a smaller (possibly negative) right pad. */
+    int64_t outpad[TS_WIN_MAX] = {0}, oshape[TS_WIN_MAX + 2];
+    int nop = -1, nos = -1;
+    if (ts_attr_get_ints(at, na, "output_padding", outpad, TS_WIN_MAX, &nop, err) ||
+        ts_attr_get_ints(at, na, "output_shape", oshape, TS_WIN_MAX + 2, &nos, err))
+        return err->code;
+    bool same = win.auto_pad == TS_PAD_SAME_UPPER || win.auto_pad == TS_PAD_SAME_LOWER;
+    for (int i = 0; i < nsp; i++) {
+        int64_t in = x->dims[2 + i], k = w->dims[2 + i], out = y->dims[2 + i];
+        int64_t s = win.nstrides >= 0 ? win.strides[i] : 1, d = win.ndilations >= 0 ? win.dilations[i] : 1;
+        int64_t op = nop > 0 ? outpad[i] : 0, span = (k - 1) * d + 1, pb = 0;
+        if (nos >= 0 || same) {
+            int64_t total = s * (in - 1) + op + span - out;
+            pb = win.auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+        } else if (win.auto_pad == TS_PAD_NOTSET && win.npads >= 0)
+            pb = win.pads[i];
+        o->stride[i] = s;
+        o->dil[i] = d - 1;
+        o->pl[i] = pb;
+        o->pr[i] = s * (in - 1) + span - pb - out;
+    }
+    return TS_OK;
+}
+
+/* Weights in oneDNN's logical order ([G,] O, I, spatial) as a plain md over
+ * the ONNX tensor: Conv W is (G*Fg, Cg, k) row-major; ConvTranspose W is
+ * (G*Cg, Fg, k), so O and I are swapped through strides. */
+static void weights_md(dnnl_memory_desc_t *md, const ts_shape *w, int64_t G, bool transposed, bool any)
+{
+    int nsp = w->rank - 2, nd = 0;
+    dnnl_dims_t dims, strides;
+    int64_t K = 1;
+    for (int i = 0; i < nsp; i++) K *= w->dims[2 + i];
+    int64_t O = transposed ? w->dims[1] : w->dims[0] / G, I = transposed ? w->dims[0] / G : w->dims[1];
+    if (G > 1) dims[nd] = G, strides[nd++] = O * I * K;
+    dims[nd] = O, strides[nd++] = transposed ? K : I * K;
+    dims[nd] = I, strides[nd++] = transposed ? O * K : K;
+    int64_t st = K;
+    for (int i = 0; i < nsp; i++) {
+        st /= w->dims[2 + i];
+        dims[nd] = w->dims[2 + i], strides[nd++] = st;
+    }
+    if (any)
+        dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
+    else
+        dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+/* Plain copy of W with output channel o scaled by scale[o]. */
+static float *folded_weights(const ts_tensor *W, int64_t G, bool transposed, const float *scale)
+{
+    float *w = xd_alloc(W->nbytes);
+    if (!w) return NULL;
+    memcpy(w, W->data, W->nbytes);
+    if (!scale) return w;
+    const ts_shape *s = &W->shape;
+    int64_t K = 1;
+    for (int i = 2; i < s->rank; i++) K *= s->dims[i];
+    if (!transposed) {
+        for (int64_t o = 0; o < s->dims[0]; o++)
+            for (int64_t j = 0; j < s->dims[1] * K; j++) w[o * s->dims[1] * K + j] *= scale[o];
+    } else {
+        int64_t Fg = s->dims[1], Cg = s->dims[0] / G;
+        for (int64_t c = 0; c < s->dims[0]; c++)
+            for (int64_t f = 0; f < Fg; f++)
+                for (int64_t k = 0; k < K; k++) w[(c * Fg + f) * K + k] *= scale[(c / Cg) * Fg + f];
+    }
+    return w;
+}
+
+/* Runs a reorder once at plan time (weights into the primitive's format). */
+static ts_status reorder_now(const xplan *p, int n, const dnnl_memory_desc_t *from, void *src,
+                             const dnnl_memory_desc_t *to, void *dst, ts_error *err)
+{
+    xd_reorder r;
+    ts_status st = xd_reorder_init(&r, from, to, p, n, err);
+    if (!st) {
+        xd_reorder_run(&r, src, dst, p->stream);
+        dnnl_stream_wait(p->stream);
+    }
+    xd_reorder_fini(&r);
+    return st;
+}
+
+static ts_status make_pd(const xplan *p, int n, bool transposed, const geom *ge, const dnnl_memory_desc_t *src,
+                         const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                         const xd_fuse *f, dnnl_primitive_desc_t *pd, ts_error *err)
+{
+    dnnl_primitive_attr_t attr;
+    ts_status st = xd_check(dnnl_primitive_attr_create(&attr), p, n, "attr_create", err);
+    if (st) return st;
+    st = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
+    if (!st) st = xd_fuse_attr(f, attr, p, n, err);
+    if (!st) {
+        dnnl_status_t ds;
+        if (!transposed) {
+            dnnl_convolution_desc_t d;
+            ds = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_auto, src, wei,
+                                                            bias, dst, ge->stride, ge->dil, ge->pl, ge->pr);
+            if (ds == dnnl_success) ds = dnnl_primitive_desc_create(pd, &d, attr, p->engine, NULL);
+        } else {
+            dnnl_deconvolution_desc_t d;
+            ds = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                              src, wei, bias, dst, ge->stride, ge->dil, ge->pl, ge->pr);
+            if (ds == dnnl_success) ds = dnnl_primitive_desc_create(pd, &d, attr, p->engine, NULL);
+        }
+        st = xd_check(ds, p, n, transposed ? "deconvolution" : "convolution", err);
+    }
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    int xv = nd->inputs[0], wv = nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
+    const ts_tensor *W = xplan_const(p, wv), *B = bv >= 0 ? xplan_const(p, bv) : NULL;
+    const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
+    /* runtime weights and non-f32 types are left to the reference kernel */
+    if (!W || (bv >= 0 && !B) || g->values[xv].dtype != TS_F32 || W->dtype != TS_F32 || xs->rank < 3 ||
+        xs->rank > 5)
+        return TS_ERR_UNSUPPORTED;
+    ts_attr at[16];
+    int64_t G = 1;
+    if (ts_attr_get_int(at, xd_node_attrs(g, n, at, 16), "group", 1, &G, err)) return err->code;
+    geom ge;
+    ts_status st = conv_geom(p, n, transposed, &ge, err);
+    if (st) return st;
+    const int64_t F = ys->dims[1];
+
+    xd_fuse f;
+    if ((st = xd_fuse_collect(p, yv, 1, F, &f, err))) return st;
+    bool plain_out = p->opts.plain_layout || is_graph_output(g, f.out_value);
+    int xb = xplan_value_buf(p, xv);
+    dnnl_memory_desc_t xmd, src, wei, dst, bmd, *bias = NULL;
+    xd_md_of(&p->bufs[xb], &xmd);
+    if (p->bufs[xb].blocked || p->opts.plain_layout)
+        src = xmd; /* consume the producer's layout as is (first choice) */
+    else
+        xd_md_any(&src, xs);
+    weights_md(&wei, &W->shape, G, transposed, true);
+    if (plain_out)
+        xd_md_plain(&dst, ys);
+    else
+        xd_md_any(&dst, ys);
+    bool has_bias = B || f.scale;
+    if (has_bias) {
+        ts_shape bs = {.rank = 1, .dims = {F}};
+        xd_md_plain(&bmd, &bs);
+        bias = &bmd;
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
+    if (st == TS_ERR_UNSUPPORTED && !p->opts.plain_layout && p->bufs[xb].blocked) {
+        xd_md_any(&src, xs); /* the producer's layout is not usable: convert in the step */
+        st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
+    }
+    if (st == TS_ERR_UNSUPPORTED && f.npo) { /* some post-op not supported here */
+        xd_fuse_drop_post(p, &f);
+        plain_out = p->opts.plain_layout || is_graph_output(g, f.out_value);
+        if (plain_out) xd_md_plain(&dst, ys);
+        st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
+    }
+    if (st) {
+        xd_fuse_free(&f);
+        return st;
+    }
+
+    conv_state *c = calloc(1, sizeof *c);
+    float *wplain = NULL;
+    void *wpacked = NULL;
+    if (!c) goto nomem;
+    s->state = c;
+    c->stream = p->stream;
+    const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if ((st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
+
+    /* weights: fold, reorder once, keep as a plan constant */
+    dnnl_memory_desc_t wsrc;
+    weights_md(&wsrc, &W->shape, G, transposed, false);
+    if (!(wplain = folded_weights(W, G, transposed, f.scale))) goto nomem;
+    if (!(wpacked = xd_alloc(dnnl_memory_desc_get_size(cwei)))) goto nomem;
+    if ((st = reorder_now(p, n, &wsrc, wplain, cwei, wpacked, err))) goto fail;
+    free(wplain);
+    wplain = NULL;
+    int wb = xd_const_buf(p, cwei, &W->shape, wpacked);
+    if (wb < 0) goto nomem;
+    wpacked = NULL; /* owned by the buffer now */
+    int bb = -1;
+    if (has_bias) {
+        float *b = xd_alloc(sizeof(float) * (size_t)F);
+        if (!b) goto nomem;
+        for (int64_t o = 0; o < F; o++) {
+            float v = B ? ((const float *)B->data)[o] : 0.0f;
+            b[o] = f.scale ? v * f.scale[o] + f.shift[o] : v;
+        }
+        ts_shape bs = {.rank = 1, .dims = {F}};
+        if ((bb = xd_const_buf(p, bias, &bs, b)) < 0) {
+            free(b);
+            goto nomem;
+        }
+    }
+
+    /* output: the chosen layout, bound to the last absorbed node's value */
+    int yb = xplan_value_buf(p, f.out_value);
+    if (yb < 0) goto nomem;
+    if (!plain_out) {
+        dnnl_memory_desc_t pl;
+        xd_md_plain(&pl, ys);
+        if (!dnnl_memory_desc_equal(cdst, &pl)) {
+            p->bufs[yb].blocked = true;
+            p->bufs[yb].md = *cdst;
+            p->bufs[yb].bytes = dnnl_memory_desc_get_size(cdst);
+        }
+    }
+    xd_md_of(&p->bufs[xb], &xmd);
+    size_t padsz = xd_round(dnnl_memory_desc_get_size(cpad));
+    s->scratch_bytes = padsz;
+    if (!dnnl_memory_desc_equal(&xmd, csrc)) {
+        if ((st = xd_reorder_init(&c->in_r, &xmd, csrc, p, n, err))) goto fail;
+        c->reorder_in = true;
+        c->in_off = padsz;
+        s->scratch_bytes += xd_round(dnnl_memory_desc_get_size(csrc));
+    }
+    int rb = -1;
+    if (f.sum_value >= 0) {
+        dnnl_memory_desc_t rmd;
+        rb = xplan_value_buf(p, f.sum_value);
+        xd_md_of(&p->bufs[rb], &rmd);
+        if ((st = xd_reorder_init(&c->res_r, &rmd, cdst, p, n, err))) goto fail;
+        c->has_sum = true;
+    }
+
+    int nin = 2 + (bb >= 0) + (rb >= 0), k = 0;
+    if ((st = xstep_alloc(s, nin, 1, err))) goto fail;
+    s->in[k++] = xb;
+    s->in[k++] = wb;
+    if (bb >= 0) s->in[k++] = bb;
+    if (rb >= 0) c->res_in = k, s->in[k++] = rb;
+    s->out[0] = yb;
+    c->has_bias = bb >= 0;
+
+    if ((st = xd_mem_init(&c->src, csrc, p, n, err)) || (st = xd_mem_init(&c->wei, cwei, p, n, err)) ||
+        (st = xd_mem_init(&c->dst, cdst, p, n, err)) || (st = xd_mem_init(&c->pad, cpad, p, n, err)) ||
+        (c->has_bias && (st = xd_mem_init(&c->bias, bias, p, n, err))))
+        goto fail;
+    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->src.m};
+    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, c->wei.m};
+    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->dst.m};
+    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, c->pad.m};
+    if (c->has_bias) c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, c->bias.m};
+    xd_fuse_claim(p, &f, s);
+    xd_fuse_free(&f);
+    dnnl_primitive_desc_destroy(pd);
+    return TS_OK;
+
+nomem:
+    st = ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory building the oneDNN kernel", nd->name,
+                      nd->op->name);
+fail:
+    free(wplain);
+    free(wpacked);
+    xd_fuse_free(&f);
+    dnnl_primitive_desc_destroy(pd);
+    conv_destroy(c);
+    s->state = NULL;
+    return st;
+}
+
+static ts_status conv_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, false, err); }
+static ts_status deconv_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, true, err); }
+
+const xkernel xk_dnnl_conv = {"dnnl.conv", conv_build, conv_run, conv_destroy};
+const xkernel xk_dnnl_deconv = {"dnnl.deconv", deconv_build, conv_run, conv_destroy};

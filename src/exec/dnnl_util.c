@@ -1,0 +1,338 @@
+/* Shared plumbing of the oneDNN kernels; see dnnl_util.h. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/dnnl_util.h"
+
+ts_status xd_check(dnnl_status_t st, const xplan *p, int n, const char *what, ts_error *err)
+{
+    if (st == dnnl_success) return TS_OK;
+    const ts_node *nd = &p->g->nodes[n];
+    /* unimplemented / unsupported configurations decline quietly: the next
+     * candidate kernel (at worst the reference) takes the node */
+    ts_status code = st == dnnl_unimplemented || st == dnnl_invalid_arguments ? TS_ERR_UNSUPPORTED
+                     : st == dnnl_out_of_memory                               ? TS_ERR_NOMEM
+                                                                              : TS_ERR_INVALID;
+    return ts_error_set(err, code, "node '%s' (%s): oneDNN %s failed (status %d)", nd->name, nd->op->name, what,
+                        (int)st);
+}
+
+static void md_init(dnnl_memory_desc_t *md, const ts_shape *s, bool any)
+{
+    dnnl_dims_t dims;
+    int rank = s->rank ? s->rank : 1;
+    for (int i = 0; i < rank; i++) dims[i] = s->rank ? s->dims[i] : 1;
+    if (any)
+        dnnl_memory_desc_init_by_tag(md, rank, dims, dnnl_f32, dnnl_format_tag_any);
+    else
+        dnnl_memory_desc_init_by_strides(md, rank, dims, dnnl_f32, NULL); /* NULL: dense row-major */
+}
+
+void xd_md_plain(dnnl_memory_desc_t *md, const ts_shape *s) { md_init(md, s, false); }
+void xd_md_any(dnnl_memory_desc_t *md, const ts_shape *s) { md_init(md, s, true); }
+
+void xd_md_of(const xbuf *b, dnnl_memory_desc_t *md)
+{
+    if (b->blocked)
+        *md = b->md;
+    else
+        xd_md_plain(md, &b->shape);
+}
+
+int xd_node_attrs(const ts_graph *g, int n, ts_attr *out, int max)
+{
+    const ts_node *nd = &g->nodes[n];
+    if (!nd->op->emit) return 0;
+    int k = nd->op->emit(nd->attrs, out, max);
+    return k < 0 ? 0 : k;
+}
+
+void *xd_alloc(size_t bytes) { return aligned_alloc(64, xd_round(bytes ? bytes : 1)); }
+
+/* ------------------------------------------------------------- fusion */
+
+static bool is_f32(const ts_graph *g, int v) { return g->values[v].dtype == TS_F32; }
+
+/* Constant c broadcast against out (rank r) varies at most along caxis, with
+ * size 1 or `channels` there: returns its per-channel stride (0 or 1), or -1. */
+static int per_channel(const ts_tensor *c, const ts_shape *out, int caxis, int64_t channels)
+{
+    if (!c || c->dtype != TS_F32 || c->shape.rank > out->rank) return -1;
+    int off = out->rank - c->shape.rank;
+    int stride = 0;
+    for (int i = 0; i < c->shape.rank; i++) {
+        int64_t d = c->shape.dims[i];
+        if (d == 1) continue;
+        if (i + off != caxis || d != channels) return -1;
+        stride = 1;
+    }
+    return stride;
+}
+
+static bool affine_ensure(xd_fuse *f, int64_t channels)
+{
+    if (f->scale) return true;
+    f->scale = malloc(sizeof(float) * (size_t)channels);
+    f->shift = malloc(sizeof(float) * (size_t)channels);
+    if (!f->scale || !f->shift) return false;
+    for (int64_t c = 0; c < channels; c++) f->scale[c] = 1, f->shift[c] = 0;
+    return true;
+}
+
+/* BatchNormalization with constant per-channel parameters -> affine. */
+static int try_bn(const xplan *p, int c, int caxis, int64_t channels, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    if (caxis != 1 || nd->ninputs < 5 || nd->noutputs != 1) return 0;
+    const ts_tensor *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = nd->inputs[1 + i] >= 0 ? xplan_const(p, nd->inputs[1 + i]) : NULL;
+        if (!t[i] || t[i]->dtype != TS_F32 || ts_tensor_numel(t[i]) != channels) return 0;
+    }
+    ts_attr at[8];
+    ts_error e = {0};
+    double eps;
+    if (ts_attr_get_float(at, xd_node_attrs(g, c, at, 8), "epsilon", 1e-5, &eps, &e)) return 0;
+    if (!affine_ensure(f, channels)) return -1;
+    const float *sc = t[0]->data, *b = t[1]->data, *mean = t[2]->data, *var = t[3]->data;
+    for (int64_t k = 0; k < channels; k++) {
+        float s = sc[k] / sqrtf(var[k] + (float)eps);
+        f->scale[k] *= s;
+        f->shift[k] = (f->shift[k] - mean[k]) * s + b[k];
+    }
+    return 1;
+}
+
+/* Add/Mul with a per-channel constant -> affine. */
+static int try_const_binary(const xplan *p, int c, int v, int caxis, int64_t channels, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    bool add = !strcmp(nd->op->name, "Add"), mul = !strcmp(nd->op->name, "Mul");
+    if ((!add && !mul) || nd->ninputs != 2) return 0;
+    int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
+    if (other == v) return 0;
+    const ts_tensor *t = xplan_const(p, other);
+    int st = per_channel(t, &g->values[v].shape, caxis, channels);
+    if (st < 0) return 0;
+    if (!affine_ensure(f, channels)) return -1;
+    const float *d = t->data;
+    for (int64_t k = 0; k < channels; k++) {
+        float x = d[k * st];
+        if (add)
+            f->shift[k] += x;
+        else
+            f->scale[k] *= x, f->shift[k] *= x;
+    }
+    return 1;
+}
+
+/* Add of another full-size tensor, already computed -> sum post-op. */
+static bool try_residual(const xplan *p, int c, int v, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    if (strcmp(nd->op->name, "Add") || nd->ninputs != 2 || f->sum_value >= 0) return false;
+    int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
+    if (other == v || !is_f32(g, other) || xplan_const(p, other)) return false;
+    if (!ts_shape_eq(&g->values[other].shape, &g->values[v].shape)) return false;
+    /* ready: a graph input, or produced by a step already built */
+    if (g->values[other].producer >= 0 && p->value_buf[other] < 0) return false;
+    f->sum_value = other;
+    f->po[f->npo++] = (xd_po){.kind = XD_PO_SUM};
+    return true;
+}
+
+static bool const_scalar(const xplan *p, const ts_node *nd, int i, float *out)
+{
+    if (nd->ninputs <= i || nd->inputs[i] < 0) return true; /* absent: keep default */
+    const ts_tensor *t = xplan_const(p, nd->inputs[i]);
+    if (!t || ts_tensor_numel(t) != 1) return false;
+    *out = (float)ts_tensor_get_f64(t, 0);
+    return true;
+}
+
+/* Element-wise activation -> one or two eltwise post-ops. */
+static bool try_activation(const xplan *p, int c, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    const char *op = nd->op->name;
+    ts_attr at[8];
+    int na = xd_node_attrs(g, c, at, 8);
+    ts_error e = {0};
+    double a = 0, b = 0;
+    xd_po po = {.kind = XD_PO_ELTWISE};
+    if (f->npo + 2 > XD_MAX_FUSE) return false;
+    if (!strcmp(op, "Relu"))
+        po.alg = dnnl_eltwise_relu;
+    else if (!strcmp(op, "LeakyRelu")) {
+        if (ts_attr_get_float(at, na, "alpha", 0.01, &a, &e)) return false;
+        po.alg = dnnl_eltwise_relu, po.alpha = (float)a;
+    } else if (!strcmp(op, "Sigmoid"))
+        po.alg = dnnl_eltwise_logistic;
+    else if (!strcmp(op, "Tanh"))
+        po.alg = dnnl_eltwise_tanh;
+    else if (!strcmp(op, "HardSwish"))
+        po.alg = dnnl_eltwise_hardswish;
+    else if (!strcmp(op, "HardSigmoid")) {
+        /* clamp(alpha*x + beta, 0, 1): linear then clip */
+        if (ts_attr_get_float(at, na, "alpha", 0.2, &a, &e) || ts_attr_get_float(at, na, "beta", 0.5, &b, &e))
+            return false;
+        f->po[f->npo++] = (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = (float)a, .beta = (float)b};
+        po.alg = dnnl_eltwise_clip, po.alpha = 0, po.beta = 1;
+    } else if (!strcmp(op, "Clip")) {
+        float lo = -FLT_MAX, hi = FLT_MAX;
+        if (ts_attr_get_float(at, na, "min", -FLT_MAX, &a, &e) || ts_attr_get_float(at, na, "max", FLT_MAX, &b, &e))
+            return false;
+        lo = (float)a, hi = (float)b;
+        if (!const_scalar(p, nd, 1, &lo) || !const_scalar(p, nd, 2, &hi)) return false;
+        po.alg = dnnl_eltwise_clip, po.alpha = lo, po.beta = hi;
+    } else
+        return false;
+    f->po[f->npo++] = po;
+    return true;
+}
+
+ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd_fuse *f, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    memset(f, 0, sizeof *f);
+    f->sum_value = -1;
+    f->in_value = f->out_value = v;
+    if (p->opts.no_fusion) return TS_OK;
+    while (f->nnodes < XD_MAX_FUSE) {
+        int c = xplan_sole_consumer(p, v);
+        if (c < 0) break;
+        const ts_node *nd = &g->nodes[c];
+        if (nd->noutputs != 1 || !is_f32(g, nd->outputs[0]) ||
+            !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
+            break;
+        int r = 0;
+        if (f->npo == 0) { /* affine folds only before any post-op */
+            r = !strcmp(nd->op->name, "BatchNormalization") ? try_bn(p, c, caxis, channels, f)
+                                                              : try_const_binary(p, c, v, caxis, channels, f);
+            if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);
+        }
+        if (r) f->naffine++;
+        if (!r && !try_residual(p, c, v, f) && !try_activation(p, c, f)) break;
+        f->nodes[f->nnodes++] = c;
+        v = nd->outputs[0];
+        f->out_value = v;
+    }
+    return TS_OK;
+}
+
+void xd_fuse_drop_post(const xplan *p, xd_fuse *f)
+{
+    f->nnodes = f->naffine;
+    f->npo = 0;
+    f->sum_value = -1;
+    f->out_value = f->naffine ? p->g->nodes[f->nodes[f->naffine - 1]].outputs[0] : f->in_value;
+}
+
+ts_status xd_fuse_attr(const xd_fuse *f, dnnl_primitive_attr_t attr, const xplan *p, int n, ts_error *err)
+{
+    if (!f->npo) return TS_OK;
+    dnnl_post_ops_t po;
+    ts_status st = xd_check(dnnl_post_ops_create(&po), p, n, "post_ops_create", err);
+    for (int i = 0; !st && i < f->npo; i++) {
+        const xd_po *o = &f->po[i];
+        dnnl_status_t ds = o->kind == XD_PO_SUM ? dnnl_post_ops_append_sum(po, 1.0f)
+                                                : dnnl_post_ops_append_eltwise(po, 1.0f, o->alg, o->alpha, o->beta);
+        st = xd_check(ds, p, n, "post-op", err);
+    }
+    if (!st) st = xd_check(dnnl_primitive_attr_set_post_ops(attr, po), p, n, "set_post_ops", err);
+    dnnl_post_ops_destroy(po);
+    return st;
+}
+
+void xd_fuse_free(xd_fuse *f)
+{
+    free(f->scale);
+    free(f->shift);
+    f->scale = f->shift = NULL;
+}
+
+void xd_fuse_claim(xplan *p, const xd_fuse *f, xstep *s)
+{
+    for (int i = 0; i < f->nnodes; i++) xplan_claim(p, f->nodes[i], s);
+}
+
+/* ------------------------------------------------------------ memories */
+
+ts_status xd_mem_init(xd_mem *m, const dnnl_memory_desc_t *md, const xplan *p, int n, ts_error *err)
+{
+    m->cur = NULL;
+    return xd_check(dnnl_memory_create(&m->m, md, p->engine, DNNL_MEMORY_NONE), p, n, "memory_create", err);
+}
+
+void xd_mem_bind(xd_mem *m, void *ptr, dnnl_stream_t stream)
+{
+    if (m->cur == ptr) return;
+    /* with the stream given, zero-padding of blocked layouts runs on it
+     * instead of on a temporary stream */
+    dnnl_memory_set_data_handle_v2(m->m, ptr, stream);
+    m->cur = ptr;
+}
+
+void xd_mem_fini(xd_mem *m)
+{
+    if (m->m) dnnl_memory_destroy(m->m);
+    m->m = NULL;
+}
+
+ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
+                          int n, ts_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->bytes = dnnl_memory_desc_get_size(to);
+    if (dnnl_memory_desc_equal(from, to)) return TS_OK;
+    dnnl_primitive_desc_t pd;
+    ts_status st = xd_check(dnnl_reorder_primitive_desc_create(&pd, from, p->engine, to, p->engine, NULL), p, n,
+                            "reorder", err);
+    if (st) return st;
+    st = xd_check(dnnl_primitive_create(&r->prim, pd), p, n, "reorder primitive", err);
+    dnnl_primitive_desc_destroy(pd);
+    if (!st) st = xd_mem_init(&r->src, from, p, n, err);
+    if (!st) st = xd_mem_init(&r->dst, to, p, n, err);
+    return st;
+}
+
+void xd_reorder_run(xd_reorder *r, const void *from, void *to, dnnl_stream_t stream)
+{
+    if (!r->prim) {
+        if (from != to) memcpy(to, from, r->bytes);
+        return;
+    }
+    xd_mem_bind(&r->src, (void *)from, stream);
+    xd_mem_bind(&r->dst, to, stream);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, r->src.m}, {DNNL_ARG_TO, r->dst.m}};
+    dnnl_primitive_execute(r->prim, stream, 2, args);
+}
+
+void xd_reorder_fini(xd_reorder *r)
+{
+    if (r->prim) dnnl_primitive_destroy(r->prim);
+    xd_mem_fini(&r->src);
+    xd_mem_fini(&r->dst);
+    r->prim = NULL;
+}
+
+int xd_const_buf(xplan *p, const dnnl_memory_desc_t *md, const ts_shape *shape, void *data)
+{
+    int b = xplan_new_buf(p, -1, TS_F32, shape);
+    if (b < 0) return -1;
+    xbuf *x = &p->bufs[b];
+    dnnl_memory_desc_t plain;
+    xd_md_plain(&plain, shape);
+    x->kind = XB_CONST;
+    x->data = data;
+    x->owns_data = true;
+    x->bytes = dnnl_memory_desc_get_size(md);
+    x->blocked = !dnnl_memory_desc_equal(md, &plain);
+    x->md = *md;
+    return b;
+}

@@ -1,0 +1,90 @@
+/* Shared plumbing of the oneDNN kernels (dnnl_conv.c, dnnl_matmul.c):
+ * memory descriptors from tsopt shapes, errors naming the node, the
+ * fusion walker that collects what a convolution/matmul can absorb
+ * (per-channel affine ops folded into weights, a residual Add as a sum
+ * post-op, activations as eltwise post-ops), and the run-time binding of
+ * buffer pointers to pre-built dnnl_memory objects. */
+#ifndef TS_EXEC_DNNL_UTIL_H
+#define TS_EXEC_DNNL_UTIL_H
+
+#include "exec/exec.h"
+
+/* dnnl status -> tsopt error naming node n; returns TS_OK on success. */
+ts_status xd_check(dnnl_status_t st, const xplan *p, int n, const char *what, ts_error *err);
+/* Plain row-major md for shape s (rank 0 treated as 1 element). */
+void xd_md_plain(dnnl_memory_desc_t *md, const ts_shape *s);
+void xd_md_any(dnnl_memory_desc_t *md, const ts_shape *s);
+/* The md a buffer's bytes are laid out in (plain unless blocked). */
+void xd_md_of(const xbuf *b, dnnl_memory_desc_t *md);
+/* Node n's attributes in generic form (via its descriptor's emit). */
+int xd_node_attrs(const ts_graph *g, int n, ts_attr *out, int max);
+/* 64-byte aligned, for packed weights (freed with free()). */
+void *xd_alloc(size_t bytes);
+/* Rounds up to a multiple of 64 (scratch carving). */
+static inline size_t xd_round(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* ---- fusion */
+
+#define XD_MAX_FUSE 8
+typedef enum { XD_PO_ELTWISE, XD_PO_SUM } xd_po_kind;
+typedef struct xd_po {
+    xd_po_kind kind;
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+} xd_po;
+
+typedef struct xd_fuse {
+    int nodes[XD_MAX_FUSE]; /* absorbed nodes, in order (claimed by the caller on success) */
+    int nnodes;
+    int naffine;            /* the first naffine nodes are affine folds */
+    int in_value;           /* the kernel's raw output */
+    int out_value;          /* value the step finally produces */
+    /* y*scale[c] + shift[c] applied before any post-op (folded into the
+     * weights/bias); NULL when no affine node was absorbed. */
+    float *scale, *shift;
+    xd_po po[XD_MAX_FUSE];
+    int npo;
+    int sum_value; /* residual operand of the sum post-op, or -1 */
+} xd_fuse;
+
+/* Walks the sole-consumer chain from value v (the kernel's raw output with
+ * `channels` channels on axis `caxis`) and records what can be absorbed.
+ * Never fails: anything not understood ends the chain.  Returns TS_ERR_NOMEM
+ * only when allocation fails. */
+ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd_fuse *f, ts_error *err);
+/* Keeps only the affine folds (they come first): for when the primitive
+ * does not accept the post-ops. */
+void xd_fuse_drop_post(const xplan *p, xd_fuse *f);
+/* Post-ops attribute for f (NULL when there are none); caller destroys. */
+ts_status xd_fuse_attr(const xd_fuse *f, dnnl_primitive_attr_t attr, const xplan *p, int n, ts_error *err);
+void xd_fuse_free(xd_fuse *f);
+void xd_fuse_claim(xplan *p, const xd_fuse *f, xstep *s);
+
+/* ---- run-time memory binding */
+
+/* A dnnl_memory whose handle is re-pointed only when the pointer changed. */
+typedef struct xd_mem {
+    dnnl_memory_t m;
+    void *cur;
+} xd_mem;
+ts_status xd_mem_init(xd_mem *m, const dnnl_memory_desc_t *md, const xplan *p, int n, ts_error *err);
+void xd_mem_bind(xd_mem *m, void *ptr, dnnl_stream_t stream);
+void xd_mem_fini(xd_mem *m);
+
+/* Reorder src md -> dst md, pre-built (used for inputs whose layout is not
+ * the primitive's, and for copying a residual operand into dst). */
+typedef struct xd_reorder {
+    dnnl_primitive_t prim; /* NULL: plain memcpy of `bytes` (same md) */
+    size_t bytes;
+    xd_mem src, dst;
+} xd_reorder;
+ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
+                          int n, ts_error *err);
+void xd_reorder_run(xd_reorder *r, const void *from, void *to, dnnl_stream_t stream);
+void xd_reorder_fini(xd_reorder *r);
+
+/* Buffer id holding a constant copy of `bytes` laid out as md (owned data,
+ * XB_CONST); -1 on allocation failure. */
+int xd_const_buf(xplan *p, const dnnl_memory_desc_t *md, const ts_shape *shape, void *data);
+
+#endif

@@ -1,0 +1,131 @@
+/* The fast runtime's internals.
+ *
+ * Building a plan walks the graph in topological order and lowers each node
+ * to a step: the first kernel in the node's candidate list (kernels.c) whose
+ * build() accepts it, else the reference kernel (always correct, plain
+ * layout).  A kernel may absorb following nodes (fusion: bias, activation,
+ * residual add into a convolution) by claiming them.  Then buffers get
+ * lifetimes over the step order and offsets in one arena (memplan.c), so
+ * running a plan resolves pointers and calls run() per step: no allocation.
+ *
+ * Layouts: a buffer is plain row-major unless `blocked`, in which case `md`
+ * is the oneDNN memory descriptor it holds.  Kernels that need plain inputs
+ * call xplan_plain(), which inserts a reorder step when needed. */
+#ifndef TS_EXEC_EXEC_H
+#define TS_EXEC_EXEC_H
+
+#include <oneapi/dnnl/dnnl.h>
+#include "ir/ir.h"
+
+typedef struct xplan xplan;
+
+typedef enum xbuf_kind {
+    XB_ARENA,  /* activation in the arena */
+    XB_INPUT,  /* graph input: pointer bound at run time */
+    XB_OUTPUT, /* graph output: the caller's tensor, bound at run time */
+    XB_CONST,  /* plan-owned constant (graph weight or pre-packed copy) */
+    XB_ALIAS,  /* same storage as buffer `alias_of` (reshape-like views, in-place) */
+} xbuf_kind;
+
+typedef struct xbuf {
+    ts_dtype dtype;
+    ts_shape shape; /* logical shape */
+    size_t bytes;   /* physical size (blocked layouts may pad) */
+    xbuf_kind kind;
+    int value;      /* graph value id, or -1 for plan-internal buffers */
+    int64_t offset; /* XB_ARENA: byte offset in the arena (memplan);
+                       XB_INPUT/XB_OUTPUT: index in g->inputs/g->outputs */
+    void *data;     /* XB_CONST: the data (owned when owns_data) */
+    bool owns_data;
+    int alias_of;   /* XB_ALIAS */
+    bool blocked;   /* layout is `md` (oneDNN), not plain row-major */
+    dnnl_memory_desc_t md;
+    int first_step, last_step; /* lifetime, filled by the planner */
+} xbuf;
+
+typedef struct xstep {
+    const struct xkernel *k;
+    int node;      /* first graph node covered (names in errors/profiles) */
+    int nfused;    /* further nodes absorbed into this step */
+    void *state;   /* kernel-owned, freed by k->destroy */
+    int nin, nout;
+    int *in, *out; /* buffer ids; -1 in `in` for an absent optional input (NULL at run) */
+    size_t scratch_bytes; /* per-step scratch, carved from the arena */
+    int64_t scratch_offset;
+} xstep;
+
+typedef struct xkernel {
+    const char *name; /* "dnnl.conv", "vec.binary", "ref", ... */
+    /* Plan time: lower node n into s (inputs/outputs via xplan_value_buf /
+     * xplan_new_buf / xplan_plain, state, scratch size); may claim following
+     * nodes.  Returning TS_ERR_UNSUPPORTED declines without error: the next
+     * candidate is tried. */
+    ts_status (*build)(xplan *p, int n, xstep *s, ts_error *err);
+    /* Run time: must not allocate. in/out are the step's buffers' pointers. */
+    void (*run)(const xstep *s, void *const *in, void *const *out, void *scratch);
+    void (*destroy)(void *state);
+} xkernel;
+
+struct xplan {
+    const ts_graph *g;
+    ts_plan_opts opts;
+    xbuf *bufs;
+    int nbufs, cap_bufs;
+    xstep *steps;
+    int nsteps, cap_steps;
+    int *value_buf; /* graph value id -> current buffer id (-1 none yet) */
+    bool *claimed;  /* graph node -> already lowered (fused) */
+    int *consumers; /* graph value id -> number of live consumer nodes (+1 if graph output) */
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    size_t arena_bytes;
+    void *arena;
+    void **ptrs; /* run-time pointer per buffer (resolved each run, no allocation) */
+    ts_plan_stats stats;
+};
+
+/* ---- for kernels, at plan time */
+
+/* Buffer currently holding graph value v (created on first use: graph
+ * inputs/outputs/constants/arena). */
+int xplan_value_buf(xplan *p, int v);
+/* A new buffer for graph value v (or -1 for internal), plain layout. */
+int xplan_new_buf(xplan *p, int v, ts_dtype dt, const ts_shape *shape);
+/* Makes buffer b the current holder of value v (after a kernel chose a
+ * blocked output layout, or for aliases). */
+void xplan_bind_value(xplan *p, int v, int b);
+/* Plain-layout buffer with the contents of b: b itself, or the output of a
+ * reorder step inserted now. */
+int xplan_plain(xplan *p, int b, ts_error *err);
+/* Node consuming value v when it has exactly one live consumer and is not a
+ * graph output, else -1 (fusion candidates). */
+int xplan_sole_consumer(const xplan *p, int v);
+/* Marks node n as lowered inside the current step. */
+void xplan_claim(xplan *p, int n, xstep *s);
+/* Step arrays: allocate s->in / s->out for nin/nout ids. */
+ts_status xstep_alloc(xstep *s, int nin, int nout, ts_error *err);
+/* Constant data of value v when it is a constant, else NULL. */
+const ts_tensor *xplan_const(const xplan *p, int v);
+/* True when node n may overwrite buffer b in place (make its output an
+ * XB_ALIAS of b): b's storage is plain arena memory (not a graph input,
+ * output or constant) and no value stored there is needed after n. */
+bool xplan_inplace_ok(const xplan *p, int b, int n);
+
+/* ---- kernel registry (kernels.c): candidates for one ONNX op type, best
+ * first, written to buf (XKERNELS_MAX + 1 entries) NULL-terminated; the
+ * reference kernel is the implicit last.  Family tables are arrays of
+ * {op name, kernel} ending with {NULL, NULL}. */
+#define XKERNELS_MAX 8
+typedef struct xentry {
+    const char *op;
+    const xkernel *k;
+} xentry;
+const xkernel *const *xkernels_for(const char *op, const xkernel **buf);
+extern const xkernel xk_ref;     /* reference kernel on plain float32 buffers */
+extern const xkernel xk_reorder; /* layout conversion (inserted by xplan_plain) */
+
+/* ---- memory planning (memplan.c) */
+/* Assigns arena offsets to XB_ARENA buffers and scratch; returns arena size. */
+size_t xmemplan_assign(xplan *p);
+
+#endif

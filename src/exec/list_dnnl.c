@@ -1,0 +1,17 @@
+/* Kernel table: dnnl family (see kernels.c).  oneDNN primitives for the
+ * compute-heavy ops; each declines (TS_ERR_UNSUPPORTED) what it cannot do. */
+#include "exec/exec.h"
+
+extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_dnnl_pool;
+
+const xentry xkernels_dnnl[] = {
+    {"Conv", &xk_dnnl_conv},
+    {"ConvTranspose", &xk_dnnl_deconv},
+    {"MatMul", &xk_dnnl_matmul},
+    {"Gemm", &xk_dnnl_gemm},
+    {"MaxPool", &xk_dnnl_pool},
+    {"AveragePool", &xk_dnnl_pool},
+    {"GlobalAveragePool", &xk_dnnl_pool},
+    {"GlobalMaxPool", &xk_dnnl_pool},
+    {NULL, NULL},
+};

@@ -1,0 +1,499 @@
+/* Plan building: lowers the graph to steps in topological order.
+ *
+ * For each node the registry's fast kernels are tried best first; one that
+ * declines (TS_ERR_UNSUPPORTED) is rolled back completely (steps, buffers,
+ * value bindings, claims), so a kernel may give up half way through its
+ * build.  The reference kernel is the last resort and never declines for a
+ * float32 graph.  View operators (Reshape, Flatten, ...) on plain buffers
+ * become aliases with no step at all.  Graph outputs are written straight
+ * into the caller's tensors (XB_OUTPUT); an output that is an input, a
+ * constant, a view or a duplicate gets a final copy step. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/plan_internal.h"
+
+static size_t dense_bytes(ts_dtype dt, const ts_shape *s)
+{
+    return (size_t)ts_shape_numel(s) * ts_dtype_size(dt);
+}
+
+static int slot_of(const int *ids, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == v) return i;
+    return -1;
+}
+
+static bool is_graph_output(const xplan *p, int v) { return slot_of(p->g->outputs, p->g->noutputs, v) >= 0; }
+
+static int add_buf(xplan *p, const xbuf *b)
+{
+    if (p->nbufs == p->cap_bufs) {
+        int cap = p->cap_bufs ? 2 * p->cap_bufs : 64;
+        xbuf *nb = realloc(p->bufs, sizeof *nb * (size_t)cap);
+        if (!nb) return -1;
+        p->bufs = nb;
+        p->cap_bufs = cap;
+    }
+    p->bufs[p->nbufs] = *b;
+    return p->nbufs++;
+}
+
+static xbuf plain_buf(int v, ts_dtype dt, const ts_shape *shape, xbuf_kind kind)
+{
+    return (xbuf){.dtype = dt, .shape = *shape, .bytes = dense_bytes(dt, shape), .kind = kind, .value = v,
+                  .alias_of = -1, .first_step = -1, .last_step = -1};
+}
+
+int xplan_new_buf(xplan *p, int v, ts_dtype dt, const ts_shape *shape)
+{
+    xbuf b = plain_buf(v, dt, shape, XB_ARENA);
+    return add_buf(p, &b);
+}
+
+int xplan_value_buf(xplan *p, int v)
+{
+    if (p->value_buf[v] >= 0) return p->value_buf[v];
+    const ts_graph *g = p->g;
+    const ts_value *val = &g->values[v];
+    xbuf b = plain_buf(v, val->dtype, &val->shape, XB_ARENA);
+    int slot;
+    if (val->constant) {
+        b.kind = XB_CONST;
+        b.data = val->constant->data; /* the graph outlives the plan */
+    } else if ((slot = slot_of(g->inputs, g->ninputs, v)) >= 0) {
+        b.kind = XB_INPUT;
+        b.offset = slot;
+    } else if ((slot = slot_of(g->outputs, g->noutputs, v)) >= 0) {
+        b.kind = XB_OUTPUT;
+        b.offset = slot;
+    }
+    int id = add_buf(p, &b);
+    if (id >= 0) p->value_buf[v] = id;
+    return id;
+}
+
+void xplan_bind_value(xplan *p, int v, int b) { p->value_buf[v] = b; }
+
+const ts_tensor *xplan_const(const xplan *p, int v) { return v >= 0 ? p->g->values[v].constant : NULL; }
+
+ts_status xstep_alloc(xstep *s, int nin, int nout, ts_error *err)
+{
+    s->in = malloc(sizeof(int) * (size_t)(nin + 1));
+    s->out = malloc(sizeof(int) * (size_t)(nout + 1));
+    if (!s->in || !s->out) {
+        free(s->in);
+        free(s->out);
+        s->in = s->out = NULL;
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < nin; i++) s->in[i] = -1;
+    for (int i = 0; i < nout; i++) s->out[i] = -1;
+    s->nin = nin;
+    s->nout = nout;
+    return TS_OK;
+}
+
+static bool node_uses(const ts_node *nd, int v)
+{
+    for (int j = 0; j < nd->ninputs; j++)
+        if (nd->inputs[j] == v) return true;
+    return false;
+}
+
+/* One live consumer per node however many of its slots read the value. */
+static void release_inputs(xplan *p, int n)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    for (int j = 0; j < nd->ninputs; j++) {
+        int v = nd->inputs[j];
+        bool first = v >= 0;
+        for (int i = 0; first && i < j; i++) first = nd->inputs[i] != v;
+        if (first) p->consumers[v]--;
+    }
+}
+
+int xplan_sole_consumer(const xplan *p, int v)
+{
+    if (p->consumers[v] != 1 || is_graph_output(p, v)) return -1;
+    for (int n = 0; n < p->g->nnodes; n++) {
+        const ts_node *nd = &p->g->nodes[n];
+        if (!nd->dead && !p->claimed[n] && node_uses(nd, v)) return n;
+    }
+    return -1;
+}
+
+void xplan_claim(xplan *p, int n, xstep *s)
+{
+    if (p->claimed[n]) return;
+    p->claimed[n] = true;
+    release_inputs(p, n);
+    s->nfused++;
+}
+
+bool xplan_inplace_ok(const xplan *p, int b, int n)
+{
+    int r = xbuf_root(p, b);
+    if (p->bufs[r].kind != XB_ARENA) return false;
+    const ts_node *nd = &p->g->nodes[n];
+    /* Every value stored in r's memory (r itself, its views, its plain
+     * twins) must be dead after n: its only pending reader is n. */
+    for (int c = 0; c < p->nbufs; c++) {
+        int w = p->bufs[c].value;
+        if (w < 0 || xbuf_root(p, c) != r) continue;
+        int left = p->consumers[w];
+        if (left == 0) continue;
+        if (left > 1 || is_graph_output(p, w) || !node_uses(nd, w)) return false;
+    }
+    return true;
+}
+
+ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err)
+{
+    if (p->nsteps == p->cap_steps) {
+        int cap = p->cap_steps ? 2 * p->cap_steps : 64;
+        xstep *ns = realloc(p->steps, sizeof *ns * (size_t)cap);
+        if (!ns) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        p->steps = ns;
+        p->cap_steps = cap;
+    }
+    p->steps[p->nsteps++] = *s;
+    return TS_OK;
+}
+
+static void step_clear(xstep *s)
+{
+    if (s->state && s->k && s->k->destroy) s->k->destroy(s->state);
+    free(s->in);
+    free(s->out);
+    *s = (xstep){0};
+}
+
+/* Node index to name a plan-inserted step after: the value's producer. */
+static int step_node_for(const xplan *p, int b)
+{
+    int v = p->bufs[b].value;
+    return v >= 0 ? p->g->values[v].producer : -1;
+}
+
+int xplan_plain(xplan *p, int b, ts_error *err)
+{
+    if (b < 0 || !p->bufs[b].blocked) return b;
+    /* One conversion per blocked buffer, shared by all plain readers. */
+    for (int i = 0; i < p->nsteps; i++)
+        if (p->steps[i].k == &xk_reorder && p->steps[i].in[0] == b && !p->bufs[p->steps[i].out[0]].blocked)
+            return p->steps[i].out[0];
+    xstep s = {.k = &xk_reorder, .node = step_node_for(p, b)};
+    int o = xplan_new_buf(p, p->bufs[b].value, p->bufs[b].dtype, &p->bufs[b].shape);
+    if (o < 0) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    if (xstep_alloc(&s, 1, 1, err)) return -1;
+    s.in[0] = b;
+    s.out[0] = o;
+    if (xreorder_build(p, &s, err) || xplan_push_step(p, &s, err)) {
+        step_clear(&s);
+        return -1;
+    }
+    return o;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+static void copy_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    (void)scratch;
+    size_t n = *(const size_t *)s->state;
+    if (n && out[0] != in[0]) memcpy(out[0], in[0], n);
+}
+
+const xkernel xk_copy = {"copy", NULL, copy_run, free};
+
+/* --------------------------------------------------------------- views */
+
+static bool is_view(const ts_node *nd)
+{
+    const char *op = nd->op->name;
+    if (nd->noutputs != 1 || nd->ninputs < 1 || nd->inputs[0] < 0) return false;
+    if (!strcmp(op, "Dropout")) /* inference: identity unless training_mode is given */
+        return nd->ninputs < 3 || nd->inputs[2] < 0;
+    return !strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
+           !strcmp(op, "Unsqueeze") || !strcmp(op, "Identity");
+}
+
+/* 1: node n became an alias of its input; 0: not a view here; -1: error. */
+static int try_view(xplan *p, int n, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    if (!is_view(nd)) return 0;
+    int vi = nd->inputs[0], vo = nd->outputs[0];
+    const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
+    /* A graph output must land in the caller's tensor: let a step copy it. */
+    if (is_graph_output(p, vo) || in->dtype != out->dtype ||
+        ts_shape_numel(&in->shape) != ts_shape_numel(&out->shape))
+        return 0;
+    int b = xplan_value_buf(p, vi);
+    if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+    if ((b = xplan_plain(p, b, err)) < 0) return -1;
+    xbuf a = plain_buf(vo, out->dtype, &out->shape, XB_ALIAS);
+    a.alias_of = xbuf_root(p, b);
+    int id = add_buf(p, &a);
+    if (id < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+    xplan_bind_value(p, vo, id);
+    return 1;
+}
+
+/* ------------------------------------------------------------- lowering */
+
+/* State to undo a kernel that declines after touching the plan. */
+typedef struct undo {
+    int *value_buf, *consumers;
+    bool *claimed;
+} undo;
+
+static void rollback(xplan *p, const undo *u, int nsteps, int nbufs)
+{
+    while (p->nsteps > nsteps) step_clear(&p->steps[--p->nsteps]);
+    while (p->nbufs > nbufs) {
+        xbuf *b = &p->bufs[--p->nbufs];
+        if (b->owns_data) free(b->data);
+    }
+    memcpy(p->value_buf, u->value_buf, sizeof(int) * (size_t)p->g->nvalues);
+    memcpy(p->consumers, u->consumers, sizeof(int) * (size_t)p->g->nvalues);
+    memcpy(p->claimed, u->claimed, sizeof(bool) * (size_t)p->g->nnodes);
+}
+
+/* The step's buffer ids must all exist (a kernel may have hit an
+ * out-of-memory in xplan_new_buf without noticing). */
+static bool step_valid(const xplan *p, const xstep *s)
+{
+    for (int i = 0; i < s->nin; i++)
+        if (s->in[i] < -1 || s->in[i] >= p->nbufs) return false;
+    for (int i = 0; i < s->nout; i++)
+        if (s->out[i] < 0 || s->out[i] >= p->nbufs) return false;
+    return true;
+}
+
+static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    int r = try_view(p, n, err);
+    if (r < 0) return err->code;
+    if (r > 0) {
+        p->claimed[n] = true;
+        release_inputs(p, n);
+        return TS_OK;
+    }
+    const xkernel *cand[XKERNELS_MAX + 2];
+    int nc = 0;
+    xkernels_for(nd->op->name, cand);
+    while (cand[nc]) nc++;
+    cand[nc++] = &xk_ref;
+    for (int c = 0; c < nc; c++) {
+        int nsteps = p->nsteps, nbufs = p->nbufs;
+        bool last = c == nc - 1;
+        if (!last) {
+            memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
+            memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);
+            memcpy(u->claimed, p->claimed, sizeof(bool) * (size_t)p->g->nnodes);
+        }
+        xstep s = {.k = cand[c], .node = n};
+        ts_error e = {0};
+        ts_status st = cand[c]->build(p, n, &s, &e);
+        if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
+        if (st == TS_OK) {
+            p->claimed[n] = true;
+            release_inputs(p, n);
+            if ((st = xplan_push_step(p, &s, err))) step_clear(&s);
+            return st;
+        }
+        step_clear(&s);
+        if (st != TS_ERR_UNSUPPORTED || last) {
+            *err = e;
+            if (!strstr(err->msg, nd->name))
+                ts_error_prefix(err, "node '%s' (%s), kernel %s", nd->name, nd->op->name, cand[c]->name);
+            return st;
+        }
+        rollback(p, u, nsteps, nbufs);
+    }
+    return ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): no kernel", nd->name, nd->op->name);
+}
+
+/* Each graph output slot ends in its own XB_OUTPUT buffer. */
+static ts_status bind_outputs(xplan *p, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    for (int i = 0; i < g->noutputs; i++) {
+        int v = g->outputs[i];
+        int b = xplan_value_buf(p, v);
+        if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        if (p->bufs[b].kind == XB_OUTPUT && p->bufs[b].offset == i) continue;
+        xbuf ob = plain_buf(v, g->values[v].dtype, &g->values[v].shape, XB_OUTPUT);
+        ob.offset = i;
+        int o = add_buf(p, &ob);
+        xstep s = {.k = p->bufs[b].blocked ? &xk_reorder : &xk_copy, .node = step_node_for(p, b)};
+        if (o < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        if (xstep_alloc(&s, 1, 1, err)) return err->code;
+        s.in[0] = b;
+        s.out[0] = o;
+        ts_status st = TS_OK;
+        if (s.k == &xk_reorder) {
+            st = xreorder_build(p, &s, err);
+        } else if (!(s.state = malloc(sizeof(size_t)))) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        } else {
+            *(size_t *)s.state = ob.bytes;
+        }
+        if (st || (st = xplan_push_step(p, &s, err))) {
+            step_clear(&s);
+            return ts_error_prefix(err, "output '%s'", g->values[v].name);
+        }
+    }
+    return TS_OK;
+}
+
+static void mark_use(xplan *p, int b, int i)
+{
+    for (;;) {
+        xbuf *x = &p->bufs[b];
+        if (x->first_step < 0 || i < x->first_step) x->first_step = i;
+        if (i > x->last_step) x->last_step = i;
+        if (x->kind != XB_ALIAS) return;
+        b = x->alias_of; /* a view keeps its storage alive */
+    }
+}
+
+static void compute_lifetimes(xplan *p)
+{
+    for (int b = 0; b < p->nbufs; b++) p->bufs[b].first_step = p->bufs[b].last_step = -1;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        for (int j = 0; j < s->nin; j++)
+            if (s->in[j] >= 0) mark_use(p, s->in[j], i);
+        for (int j = 0; j < s->nout; j++) mark_use(p, s->out[j], i);
+    }
+}
+
+static void fill_stats(xplan *p)
+{
+    ts_plan_stats *st = &p->stats;
+    st->steps = p->nsteps;
+    st->fused_nodes = st->reorders = st->fallback_steps = 0;
+    st->weight_bytes = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        st->fused_nodes += p->steps[i].nfused;
+        st->reorders += p->steps[i].k == &xk_reorder;
+        st->fallback_steps += p->steps[i].k == &xk_ref;
+    }
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].kind == XB_CONST && (p->bufs[b].first_step >= 0 || p->bufs[b].owns_data))
+            st->weight_bytes += p->bufs[b].bytes;
+}
+
+static void plan_destroy(xplan *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->nsteps; i++) step_clear(&p->steps[i]);
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].owns_data) free(p->bufs[b].data);
+    free(p->steps);
+    free(p->bufs);
+    free(p->value_buf);
+    free(p->claimed);
+    free(p->consumers);
+    free(p->arena);
+    free(p->ptrs);
+    if (p->stream) dnnl_stream_destroy(p->stream);
+    if (p->engine) dnnl_engine_destroy(p->engine);
+    free(p);
+}
+
+void ts_plan_free(ts_plan *p) { plan_destroy((xplan *)p); }
+
+void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st) { *st = ((const xplan *)p)->stats; }
+
+static ts_status init_plan(xplan *p, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    size_t nv = (size_t)g->nvalues + 1, nn = (size_t)g->nnodes + 1;
+    p->value_buf = malloc(sizeof(int) * nv);
+    p->consumers = calloc(nv, sizeof(int));
+    p->claimed = calloc(nn, sizeof(bool));
+    if (!p->value_buf || !p->consumers || !p->claimed) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->nvalues; v++) p->value_buf[v] = -1;
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (nd->dead) continue;
+        for (int j = 0; j < nd->ninputs; j++) {
+            int v = nd->inputs[j];
+            bool first = v >= 0;
+            for (int i = 0; first && i < j; i++) first = nd->inputs[i] != v;
+            if (first) p->consumers[v]++;
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++) p->consumers[g->outputs[i]]++;
+    if (dnnl_engine_create(&p->engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&p->stream, p->engine, dnnl_stream_default_flags) != dnnl_success)
+        return ts_error_set(err, TS_ERR_INVALID, "oneDNN: cannot create the CPU engine");
+    return TS_OK;
+}
+
+static ts_status lower_all(xplan *p, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    int *order = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), cnt = 0;
+    undo u = {malloc(sizeof(int) * ((size_t)g->nvalues + 1)), malloc(sizeof(int) * ((size_t)g->nvalues + 1)),
+              malloc(sizeof(bool) * ((size_t)g->nnodes + 1))};
+    ts_status st = TS_OK;
+    if (!order || !u.value_buf || !u.consumers || !u.claimed)
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else
+        st = ts_graph_topo_order(g, order, &cnt, err);
+    for (int k = 0; !st && k < cnt; k++)
+        if (!p->claimed[order[k]]) st = lower_node(p, order[k], &u, err);
+    free(order);
+    free(u.value_buf);
+    free(u.consumers);
+    free(u.claimed);
+    return st;
+}
+
+ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
+{
+    *out = NULL;
+    xplan *p = calloc(1, sizeof *p);
+    if (!p) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    p->g = g;
+    if (o) p->opts = *o;
+    if (p->opts.threads <= 0) p->opts.threads = omp_get_num_procs();
+    omp_set_num_threads(p->opts.threads); /* oneDNN builds for the pool it will run on */
+    ts_status st = init_plan(p, err);
+    if (!st) st = lower_all(p, err);
+    if (!st) st = bind_outputs(p, err);
+    if (st) {
+        plan_destroy(p);
+        return st;
+    }
+    compute_lifetimes(p);
+    p->arena_bytes = xmemplan_assign(p);
+    /* ptrs: one per buffer, then room for the largest step's in+out
+     * argument vectors, so that running needs no allocation. */
+    size_t args = 0;
+    for (int i = 0; i < p->nsteps; i++)
+        if ((size_t)(p->steps[i].nin + p->steps[i].nout) > args) args = (size_t)(p->steps[i].nin + p->steps[i].nout);
+    p->ptrs = calloc((size_t)p->nbufs + args + 1, sizeof(void *));
+    if (p->arena_bytes) {
+        size_t sz = (p->arena_bytes + 63) & ~(size_t)63;
+        p->arena = aligned_alloc(64, sz);
+        if (p->arena) memset(p->arena, 0, sz); /* deterministic padding, pages touched once now */
+    }
+    if (!p->ptrs || (p->arena_bytes && !p->arena)) {
+        plan_destroy(p);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
+    }
+    fill_stats(p);
+    *out = (ts_plan *)p;
+    return TS_OK;
+}

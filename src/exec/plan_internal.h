@@ -1,0 +1,29 @@
+/* Shared between the executor core's files (plan.c, memplan.c, run.c,
+ * ref_kernel.c, reorder.c); kernels use exec.h only. */
+#ifndef TS_EXEC_PLAN_INTERNAL_H
+#define TS_EXEC_PLAN_INTERNAL_H
+
+#include "exec/exec.h"
+
+/* The buffer whose storage b shares (b itself unless it is an alias). */
+static inline int xbuf_root(const xplan *p, int b)
+{
+    while (p->bufs[b].kind == XB_ALIAS) b = p->bufs[b].alias_of;
+    return b;
+}
+
+/* Plain copy between two plain buffers of equal size (graph outputs that
+ * cannot be written in place: inputs, constants, views, duplicates). */
+extern const xkernel xk_copy;
+
+/* Reference steps can fail at run time (an index out of range): the error
+ * is kept in the step's state; true (err filled) when the last run failed. */
+bool xk_ref_take_error(const xstep *s, ts_error *err);
+
+/* Builds the reorder step s whose in[0]/out[0] are already set. */
+ts_status xreorder_build(xplan *p, xstep *s, ts_error *err);
+
+/* Appends a copy of s to the plan's steps (s's arrays move with it). */
+ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err);
+
+#endif

@@ -1,0 +1,72 @@
+/* Fusion of element-wise chains: the step for an element-wise node absorbs
+ * the node consuming its result, then that node's consumer, and so on,
+ * while each is element-wise, float32, the result's sole consumer, and does
+ * not grow the shape (GELU's Div -> Erf -> Add -> Mul -> Mul becomes one
+ * pass over memory).  The program it builds runs in vec_eltwise.c. */
+#include <stdlib.h>
+#include "exec/vec_eltwise.h"
+#include "ops/op.h"
+
+/* An input of a node we may absorb must already exist when this step runs:
+ * a graph input or constant, or the output of a node lowered before. */
+static bool inputs_ready(const xplan *p, int c, int cur)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    for (int i = 0; i < nd->ninputs; i++) {
+        int v = nd->inputs[i];
+        if (v < 0 || v == cur) continue;
+        if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
+    }
+    return true;
+}
+
+/* Node c can join a chain whose result is value cur of shape `shape`. */
+static bool joinable(const xplan *p, int c, int cur, const ts_shape *shape)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || !xv_all_f32(p, c)) return false;
+    return ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape) && inputs_ready(p, c, cur);
+}
+
+static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    int ext[XV_MAXIN];
+    if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    xv_prog *pr = xv_state(sizeof *pr, err);
+    if (!pr) return err->code;
+    if (!xv_lower_node(p, n, -1, pr, ext)) {
+        free(pr);
+        return TS_ERR_UNSUPPORTED;
+    }
+    int cur = nd->outputs[0];
+    const ts_shape shape = g->values[cur].shape;
+    while (!p->opts.no_fusion) {
+        int c = xplan_sole_consumer(p, cur);
+        if (c < 0 || p->claimed[c] || !joinable(p, c, cur, &shape)) break;
+        xv_prog trial = *pr; /* lowering may fail half way */
+        int text[XV_MAXIN];
+        memcpy(text, ext, sizeof ext);
+        if (!xv_lower_node(p, c, cur, &trial, text)) break;
+        *pr = trial;
+        memcpy(ext, text, sizeof ext);
+        xplan_claim(p, c, s);
+        cur = g->nodes[c].outputs[0];
+    }
+    s->state = pr;
+    if (xstep_alloc(s, pr->next, 1, err)) return err->code;
+    const ts_shape *shapes[XV_MAXIN];
+    for (int j = 0; j < pr->next; j++) {
+        shapes[j] = &g->values[ext[j]].shape;
+        s->in[j] = xplan_plain(p, xplan_value_buf(p, ext[j]), err);
+        if (s->in[j] < 0) return err->code ? err->code : TS_ERR_INVALID;
+    }
+    s->out[0] = xplan_value_buf(p, cur);
+    if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    xv_geometry(pr, &shape, shapes);
+    pr->threads = xv_threads(p);
+    return TS_OK;
+}
+
+const xkernel xk_vec_eltwise = {"vec.eltwise", eltwise_build, xv_prog_run, free};

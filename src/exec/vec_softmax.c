@@ -1,0 +1,128 @@
+/* Softmax and LogSoftmax on float32.  The input is viewed as
+ * [outer, len, inner]: from opset 13 `len` is the one axis, before it the
+ * whole trailing block from `axis` (inner = 1), as src/ops/softmax.c says.
+ * Rows (inner = 1) are the common case: max, then exp and sum in one pass
+ * writing exp into y, then a scale, each a vector loop over a row that
+ * stays in cache.  inner > 1 runs the same passes across `inner`. */
+#include <stdlib.h>
+#include "exec/vec.h"
+#include "ops/op.h"
+
+/* Mirrors src/ops/softmax.c's private struct (size checked at build). */
+typedef struct softmax_attrs {
+    int64_t axis;
+    bool flatten;
+} softmax_attrs;
+
+typedef struct sm_state {
+    int64_t outer, len, inner;
+    bool log;
+    int threads;
+} sm_state;
+
+#define SM_CHUNK 256 /* inner positions handled together (stack arrays) */
+
+XV_CLONES static void sm_row(const float *x, float *y, int64_t n, bool lg)
+{
+    float m = -INFINITY, sum = 0;
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    if (lg) {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < n; i++) sum += xv_exp(x[i] - m);
+        float sh = m + logf(sum);
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] - sh;
+        return;
+    }
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; i++) {
+        float e = xv_exp(x[i] - m);
+        y[i] = e;
+        sum += e;
+    }
+    float r = 1.0f / sum;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] *= r;
+}
+
+/* `cn` inner positions at x (row stride `inner`) over len entries. */
+XV_CLONES static void sm_cols(const float *x, float *y, int64_t len, int64_t inner, int64_t cn, bool lg)
+{
+    float m[SM_CHUNK], s[SM_CHUNK];
+    for (int64_t i = 0; i < cn; i++) m[i] = -INFINITY, s[i] = 0;
+    for (int64_t l = 0; l < len; l++) {
+        const float *xr = x + l * inner;
+#pragma omp simd
+        for (int64_t i = 0; i < cn; i++) m[i] = xr[i] > m[i] ? xr[i] : m[i];
+    }
+    for (int64_t l = 0; l < len; l++) {
+        const float *xr = x + l * inner;
+        float *yr = y + l * inner;
+#pragma omp simd
+        for (int64_t i = 0; i < cn; i++) {
+            float e = xv_exp(xr[i] - m[i]);
+            if (!lg) yr[i] = e;
+            s[i] += e;
+        }
+    }
+    for (int64_t i = 0; i < cn; i++) s[i] = lg ? m[i] + logf(s[i]) : 1.0f / s[i];
+    for (int64_t l = 0; l < len; l++) {
+        const float *xr = x + l * inner;
+        float *yr = y + l * inner;
+        if (lg) {
+#pragma omp simd
+            for (int64_t i = 0; i < cn; i++) yr[i] = xr[i] - s[i];
+        } else {
+#pragma omp simd
+            for (int64_t i = 0; i < cn; i++) yr[i] *= s[i];
+        }
+    }
+}
+
+static void sm_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const sm_state *s = st->state;
+    const float *x = in[0];
+    float *y = out[0];
+    const int64_t nchunk = (s->inner + SM_CHUNK - 1) / SM_CHUNK, items = s->outer * nchunk;
+    (void)scratch;
+#pragma omp parallel for schedule(static) num_threads(s->threads) \
+    if (s->threads > 1 && s->outer > 1 && s->outer * s->len * s->inner >= XV_PAR_MIN / 4)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t o = it / nchunk, c0 = (it % nchunk) * SM_CHUNK;
+        int64_t off = o * s->len * s->inner + c0;
+        if (s->inner == 1)
+            sm_row(x + off, y + off, s->len, s->log);
+        else
+            sm_cols(x + off, y + off, s->len, s->inner, s->inner - c0 < SM_CHUNK ? s->inner - c0 : SM_CHUNK, s->log);
+    }
+}
+
+static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    if (nd->op->attr_size != sizeof(softmax_attrs) || !xv_all_f32(p, n) || nd->noutputs != 1)
+        return TS_ERR_UNSUPPORTED;
+    const softmax_attrs *a = nd->attrs;
+    const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
+    int axis;
+    if (!ts_axis_norm(a->axis, sh->rank, &axis)) return TS_ERR_UNSUPPORTED;
+    sm_state *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
+    s->outer = s->len = s->inner = 1;
+    for (int d = 0; d < sh->rank; d++) {
+        if (d < axis)
+            s->outer *= sh->dims[d];
+        else if (d == axis || a->flatten)
+            s->len *= sh->dims[d];
+        else
+            s->inner *= sh->dims[d];
+    }
+    s->log = !strcmp(nd->op->name, "LogSoftmax");
+    s->threads = xv_threads(p);
+    st->state = s;
+    return xv_bind_io(p, n, st, err);
+}
+
+const xkernel xk_vec_softmax = {"vec.softmax", sm_build, sm_run, free};

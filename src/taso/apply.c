@@ -1,0 +1,453 @@
+/* Applier: rewrites one match of a TASO rule into a new graph (see
+ * taso/apply.h), and the hand-written conv+batchnorm fold. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "taso/apply.h"
+
+#define MAX_BUILT 64
+
+typedef struct bstate {
+    ts_graph *g;
+    const ts_match *m;
+    int nbuilt;
+    const ts_rexpr *built[MAX_BUILT]; /* rhs subterms built so far (hash-consing) */
+    int bval[MAX_BUILT];
+    int nsplit;
+    const ts_rexpr *split_arg[MAX_BUILT]; /* Split nodes made: argument, axis, outputs */
+    int split_axis[MAX_BUILT];
+    int split_out[MAX_BUILT][2];
+    int bias_used[TS_MATCH_MAX_VARS];
+    int nconst;
+    ts_error err; /* scratch: a rejected rewrite is not an error */
+} bstate;
+
+static int onnx_axis(int rank, int a) { return rank == 3 ? a + 1 : a; }
+
+static const ts_shape *vshape(const ts_graph *g, int v) { return &g->values[v].shape; }
+
+static int node1(bstate *b, const char *op, const int *ins, int nin, const ts_attr *attrs, int na)
+{
+    int out = -1;
+    if (ts_graph_add_node(b->g, op, NULL, ins, nin, attrs, na, 1, NULL, &out, &b->err) < 0) return -1;
+    return out;
+}
+
+static int add_const(bstate *b, ts_tensor *t)
+{
+    char name[64];
+    int v;
+    do snprintf(name, sizeof name, "taso_const_%d", b->nconst++);
+    while (ts_graph_find_value(b->g, name) >= 0);
+    v = ts_graph_add_constant(b->g, name, t, &b->err);
+    ts_tensor_unref(t);
+    return v;
+}
+
+static int zeros(bstate *b, int64_t n)
+{
+    ts_shape s = ts_shape_make(1, &n);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &b->err);
+    return t ? add_const(b, t) : -1;
+}
+
+static int var_val(const ts_match *m, const char *name, int *slot)
+{
+    for (int i = 0; i < m->nvars; i++)
+        if (!strcmp(m->var[i], name)) {
+            if (slot) *slot = i;
+            return m->val[i];
+        }
+    return -1;
+}
+
+static const ts_shape *rhs_shape_of(void *ctx, const ts_rexpr *e)
+{
+    bstate *b = ctx;
+    if (e->op == TS_ROP_VAR) {
+        int v = var_val(b->m, e->var, NULL);
+        return v >= 0 ? vshape(b->g, v) : NULL;
+    }
+    for (int i = 0; i < b->nbuilt; i++)
+        if (ts_rexpr_equal(b->built[i], e)) return vshape(b->g, b->bval[i]);
+    return NULL;
+}
+
+static bool has_biased_var(const ts_match *m, const ts_rexpr *e)
+{
+    if (e->op == TS_ROP_VAR) {
+        int i = -1;
+        return var_val(m, e->var, &i) >= 0 && m->bias[i] >= 0;
+    }
+    for (int k = 0; k < e->nargs; k++)
+        if (has_biased_var(m, e->arg[k])) return true;
+    return false;
+}
+
+/* The bias that follows a conv/matmul weight expression w through the
+ * rewrite: -1 none, -2 impossible (the rewrite is rejected).  out_axis is
+ * the weight's TASO axis that indexes output channels (conv 0, matmul 1):
+ * concatenating weights there concatenates biases; concatenating along the
+ * other axis, or adding weights, adds the partial products, so biases add. */
+static int bias_of(bstate *b, const ts_rexpr *w, int wval, int out_axis, int *pending)
+{
+    const ts_match *m = b->m;
+    if (w->op == TS_ROP_VAR) {
+        int i = -1;
+        var_val(m, w->var, &i);
+        if (i < 0 || m->bias[i] < 0) return -1;
+        pending[i]++;
+        return m->bias[i];
+    }
+    bool cat = w->op == TS_ROP_CONCAT, add = w->op == TS_ROP_EWADD;
+    if (!cat && !add) return has_biased_var(m, w) ? -2 : -1;
+    int part[2];
+    const ts_shape *ws = vshape(b->g, wval);
+    for (int k = 0; k < 2; k++) {
+        const ts_shape *as = rhs_shape_of(b, w->arg[k]);
+        int av = w->arg[k]->op == TS_ROP_VAR ? var_val(m, w->arg[k]->var, NULL) : -1;
+        for (int i = 0; i < b->nbuilt; i++)
+            if (ts_rexpr_equal(b->built[i], w->arg[k])) av = b->bval[i];
+        if (!as || av < 0) return -2;
+        part[k] = bias_of(b, w->arg[k], av, out_axis, pending);
+        if (part[k] == -2) return -2;
+    }
+    if (part[0] == -1 && part[1] == -1) return -1;
+    if (cat && w->p.axis == out_axis) {
+        for (int k = 0; k < 2; k++)
+            if (part[k] == -1) {
+                const ts_shape *as = rhs_shape_of(b, w->arg[k]);
+                part[k] = zeros(b, as->dims[onnx_axis(as->rank, out_axis)]);
+                if (part[k] < 0) return -2;
+            }
+        ts_attr ax = ts_attr_int("axis", 0);
+        int v = node1(b, "Concat", part, 2, &ax, 1);
+        return v < 0 ? -2 : v;
+    }
+    (void)ws;
+    if (part[0] == -1) return part[1];
+    if (part[1] == -1) return part[0];
+    int v = node1(b, "Add", part, 2, NULL, 0);
+    return v < 0 ? -2 : v;
+}
+
+static int build(bstate *b, const ts_rexpr *e);
+
+static void commit_bias(bstate *b, const int *pending)
+{
+    for (int i = 0; i < TS_MATCH_MAX_VARS; i++) b->bias_used[i] += pending[i];
+}
+
+static int build_split(bstate *b, const ts_rexpr *e)
+{
+    int x = build(b, e->arg[0]);
+    if (x < 0) return -1;
+    int slot = e->op == TS_ROP_SPLIT1;
+    for (int i = 0; i < b->nsplit; i++)
+        if (b->split_axis[i] == e->p.axis && ts_rexpr_equal(b->split_arg[i], e->arg[0])) return b->split_out[i][slot];
+    if (b->nsplit >= MAX_BUILT) return -1;
+    const ts_shape *xs = vshape(b->g, x);
+    int axis = onnx_axis(xs->rank, e->p.axis);
+    if (axis >= xs->rank) return -1;
+    int64_t sp = ts_rexpr_split_point(e->arg[0], e->p.axis, rhs_shape_of, b);
+    if (sp <= 0 || sp >= xs->dims[axis]) return -1;
+    int64_t sizes[2] = {sp, xs->dims[axis] - sp};
+    ts_attr a[2];
+    int na = 0, ins[2] = {x, -1}, nin = 1;
+    a[na++] = ts_attr_int("axis", axis);
+    if (b->g->opset >= 13) {
+        /* opset 13 moved the sizes from an attribute to an input */
+        int64_t two = 2;
+        ts_shape s = ts_shape_make(1, &two);
+        ts_tensor *t = ts_tensor_new(TS_I64, &s, &b->err);
+        if (!t) return -1;
+        memcpy(t->data, sizes, sizeof sizes);
+        ins[1] = add_const(b, t);
+        if (ins[1] < 0) return -1;
+        nin = 2;
+    } else {
+        a[na++] = ts_attr_ints("split", sizes, 2);
+    }
+    int outs[2];
+    if (ts_graph_add_node(b->g, "Split", NULL, ins, nin, a, na, 2, NULL, outs, &b->err) < 0) return -1;
+    b->split_arg[b->nsplit] = e->arg[0];
+    b->split_axis[b->nsplit] = e->p.axis;
+    b->split_out[b->nsplit][0] = outs[0];
+    b->split_out[b->nsplit][1] = outs[1];
+    b->nsplit++;
+    return outs[slot];
+}
+
+static int build_op(bstate *b, const ts_rexpr *e)
+{
+    ts_graph *g = b->g;
+    int x[2] = {-1, -1};
+    if (e->op == TS_ROP_SPLIT0 || e->op == TS_ROP_SPLIT1) return build_split(b, e);
+    for (int k = 0; k < e->nargs; k++)
+        if ((x[k] = build(b, e->arg[k])) < 0) return -1;
+    switch (e->op) {
+    case TS_ROP_EWADD:
+    case TS_ROP_EWMUL:
+        if (!ts_shape_eq(vshape(g, x[0]), vshape(g, x[1]))) return -1;
+        return node1(b, e->op == TS_ROP_EWADD ? "Add" : "Mul", x, 2, NULL, 0);
+    case TS_ROP_SMUL:
+        if (ts_shape_numel(vshape(g, x[1])) != 1) return -1;
+        return node1(b, "Mul", x, 2, NULL, 0);
+    case TS_ROP_RELU:
+        return node1(b, "Relu", x, 1, NULL, 0);
+    case TS_ROP_TRANSPOSE: {
+        if (vshape(g, x[0])->rank != 2) return -1;
+        int64_t perm[2] = {1, 0};
+        ts_attr a = ts_attr_ints("perm", perm, 2);
+        return node1(b, "Transpose", x, 1, &a, 1);
+    }
+    case TS_ROP_MATMUL: {
+        int ra = vshape(g, x[0])->rank;
+        if (vshape(g, x[1])->rank != 2 || (ra != 2 && ra != 3)) return -1;
+        int pending[TS_MATCH_MAX_VARS] = {0};
+        int bias = bias_of(b, e->arg[1], x[1], 1, pending);
+        if (bias == -2) return -1;
+        int y = node1(b, "MatMul", x, 2, NULL, 0);
+        if (y < 0 || bias < 0) {
+            if (y >= 0) commit_bias(b, pending);
+            return y;
+        }
+        int ins[2] = {y, bias};
+        int z = node1(b, "Add", ins, 2, NULL, 0);
+        if (z >= 0) commit_bias(b, pending);
+        return z;
+    }
+    case TS_ROP_CONV: {
+        const ts_shape *xs = vshape(g, x[0]), *ws = vshape(g, x[1]);
+        if (xs->rank != 4 || ws->rank != 4 || ws->dims[1] != xs->dims[1]) return -1;
+        int64_t strides[2] = {e->p.stride, e->p.stride}, pads[4] = {0, 0, 0, 0};
+        if (e->p.pad == TS_RPAD_SAME)
+            for (int d = 0; d < 2; d++) {
+                int64_t in = xs->dims[2 + d], s = e->p.stride, out = (in + s - 1) / s;
+                int64_t total = (out - 1) * s + ws->dims[2 + d] - in;
+                if (total < 0) total = 0;
+                pads[d] = total / 2;
+                pads[d + 2] = total - total / 2;
+            }
+        ts_attr a[2] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4)};
+        int pending[TS_MATCH_MAX_VARS] = {0};
+        int bias = bias_of(b, e->arg[1], x[1], 0, pending);
+        if (bias == -2) return -1;
+        int ins[3] = {x[0], x[1], bias};
+        int y = node1(b, "Conv", ins, bias >= 0 ? 3 : 2, a, 2);
+        if (y < 0) return -1;
+        commit_bias(b, pending);
+        return e->p.act == TS_RACT_RELU ? node1(b, "Relu", &y, 1, NULL, 0) : y;
+    }
+    case TS_ROP_POOLAVG:
+    case TS_ROP_POOLMAX: {
+        const ts_shape *xs = vshape(g, x[0]);
+        if (xs->rank != 4) return -1;
+        int64_t k[2] = {e->p.kh, e->p.kw}, strides[2] = {e->p.stride, e->p.stride}, pads[4] = {0, 0, 0, 0};
+        if (e->p.pad == TS_RPAD_SAME)
+            for (int d = 0; d < 2; d++) {
+                int64_t in = xs->dims[2 + d], s = e->p.stride, out = (in + s - 1) / s;
+                int64_t total = (out - 1) * s + k[d] - in;
+                if (total < 0) total = 0;
+                pads[d] = total / 2;
+                pads[d + 2] = total - total / 2;
+            }
+        ts_attr a[4] = {ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("strides", strides, 2),
+                        ts_attr_ints("pads", pads, 4), ts_attr_int("count_include_pad", 1)};
+        bool avg = e->op == TS_ROP_POOLAVG;
+        return node1(b, avg ? "AveragePool" : "MaxPool", x, 1, a, avg && e->p.pad == TS_RPAD_SAME ? 4 : 3);
+    }
+    case TS_ROP_CONCAT: {
+        int rank = vshape(g, x[0])->rank, axis = onnx_axis(rank, e->p.axis);
+        if (axis >= rank) return -1;
+        ts_attr a = ts_attr_int("axis", axis);
+        return node1(b, "Concat", x, 2, &a, 1);
+    }
+    default:
+        return -1;
+    }
+}
+
+static int build(bstate *b, const ts_rexpr *e)
+{
+    if (e->op == TS_ROP_VAR) return var_val(b->m, e->var, NULL);
+    for (int i = 0; i < b->nbuilt; i++)
+        if (ts_rexpr_equal(b->built[i], e)) return b->bval[i];
+    int v = build_op(b, e);
+    if (v < 0 || b->nbuilt >= MAX_BUILT) return -1;
+    b->built[b->nbuilt] = e;
+    b->bval[b->nbuilt++] = v;
+    return v;
+}
+
+ts_status ts_rule_apply(const ts_graph *g0, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err)
+{
+    *out = NULL;
+    ts_graph *g = ts_graph_copy(g0);
+    bstate *b = calloc(1, sizeof *b);
+    int *uses = NULL;
+    if (!g || !b) {
+        ts_graph_free(g);
+        free(b);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory applying rule %s", r->name);
+    }
+    b->g = g;
+    b->m = m;
+    int nold = g->nnodes, newv[8];
+    bool ok = true;
+    for (int i = 0; i < r->nout && ok; i++) {
+        newv[i] = build(b, r->rhs[i]);
+        ok = newv[i] >= 0 && newv[i] != m->root[i] && ts_shape_eq(vshape(g, newv[i]), vshape(g, m->root[i])) &&
+             g->values[newv[i]].dtype == g->values[m->root[i]].dtype;
+    }
+    /* every bias the source carried must reappear exactly as often */
+    for (int i = 0; i < m->nvars && ok; i++) ok = b->bias_used[i] == m->bias_uses[i];
+    for (int j = 0; j < g->noutputs && ok; j++)
+        for (int i = 0; i < r->nout; i++)
+            if (g->outputs[j] == m->root[i] && g->values[newv[i]].producer < 0) ok = false;
+    if (!ok) goto reject;
+    for (int n = 0; n < nold; n++) {
+        ts_node *nd = &g->nodes[n];
+        if (nd->dead) continue;
+        for (int j = 0; j < nd->ninputs; j++)
+            for (int i = 0; i < r->nout; i++)
+                if (nd->inputs[j] == m->root[i]) nd->inputs[j] = newv[i];
+    }
+    for (int j = 0; j < g->noutputs; j++)
+        for (int i = 0; i < r->nout; i++)
+            if (g->outputs[j] == m->root[i]) {
+                /* a graph output keeps its name: swap it onto the new value */
+                char *t = g->values[newv[i]].name;
+                g->values[newv[i]].name = g->values[m->root[i]].name;
+                g->values[m->root[i]].name = t;
+                g->outputs[j] = newv[i];
+            }
+    /* drop the matched nodes nothing reads any more (a Split whose other
+     * half is still used stays) */
+    uses = calloc((size_t)g->nvalues + 1, sizeof(int));
+    if (!uses) goto nomem;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (g->nodes[n].dead) continue;
+        for (int j = 0; j < g->nodes[n].ninputs; j++)
+            if (g->nodes[n].inputs[j] >= 0) uses[g->nodes[n].inputs[j]]++;
+    }
+    for (int j = 0; j < g->noutputs; j++) uses[g->outputs[j]]++;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int k = 0; k < m->nnodes; k++) {
+            ts_node *nd = &g->nodes[m->node[k]];
+            if (nd->dead) continue;
+            bool used = false;
+            for (int o = 0; o < nd->noutputs; o++) used |= uses[nd->outputs[o]] > 0;
+            if (used) continue;
+            nd->dead = true;
+            changed = true;
+            for (int j = 0; j < nd->ninputs; j++)
+                if (nd->inputs[j] >= 0) uses[nd->inputs[j]]--;
+        }
+    }
+    /* a cycle shows here: ordering fails */
+    if (ts_graph_fold_constants(g, &b->err) < 0) goto reject;
+    ts_graph_compact(g);
+    if (ts_graph_validate(g, &b->err)) goto reject;
+    free(uses);
+    free(b);
+    *out = g;
+    return TS_OK;
+reject:
+    if (b->err.code == TS_ERR_NOMEM) goto nomem;
+    if (getenv("TSOPT_DEBUG_APPLY")) fprintf(stderr, "apply %s: rejected: %s\n", r->name, b->err.msg);
+    free(uses);
+    free(b);
+    ts_graph_free(g);
+    return TS_OK;
+nomem:
+    free(uses);
+    free(b);
+    ts_graph_free(g);
+    return ts_error_set(err, TS_ERR_NOMEM, "out of memory applying rule %s", r->name);
+}
+
+/* ---- conv + batchnorm */
+
+static float const_f32(const ts_tensor *t, int64_t i) { return (float)ts_tensor_get_f64(t, i); }
+
+int ts_fold_conv_bn(ts_graph *g, ts_error *err)
+{
+    int folded = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        ts_node *bn = &g->nodes[n];
+        if (bn->dead || strcmp(bn->op->name, "BatchNormalization") || bn->noutputs != 1 || bn->ninputs != 5) continue;
+        int cv = g->values[bn->inputs[0]].producer;
+        if (cv < 0 || g->nodes[cv].dead || strcmp(g->nodes[cv].op->name, "Conv")) continue;
+        ts_node *c = &g->nodes[cv];
+        if (ts_value_uses(g, bn->inputs[0]) != 1) continue;
+        bool is_out = false;
+        for (int j = 0; j < g->noutputs; j++) is_out |= g->outputs[j] == bn->outputs[0];
+        if (is_out) continue; /* keep graph output names */
+        bool consts = true;
+        for (int j = 1; j < 5; j++) consts &= bn->inputs[j] >= 0 && g->values[bn->inputs[j]].constant != NULL;
+        int wv = c->inputs[1], bv = c->ninputs > 2 ? c->inputs[2] : -1;
+        if (!consts || !g->values[wv].constant || (bv >= 0 && !g->values[bv].constant)) continue;
+        if (g->values[wv].dtype != TS_F32) continue;
+        ts_attr buf[8];
+        const ts_attr *ea = ts_node_attr(bn, "epsilon", buf, 8);
+        double eps = ea ? ea->f : 1e-5;
+        const ts_tensor *scale = g->values[bn->inputs[1]].constant, *beta = g->values[bn->inputs[2]].constant,
+                        *mean = g->values[bn->inputs[3]].constant, *var = g->values[bn->inputs[4]].constant;
+        const ts_tensor *w = g->values[wv].constant;
+        int64_t F = w->shape.dims[0], per = ts_tensor_numel(w) / (F ? F : 1);
+        if (ts_tensor_numel(scale) != F || ts_tensor_numel(beta) != F || ts_tensor_numel(mean) != F ||
+            ts_tensor_numel(var) != F)
+            continue;
+        ts_tensor *nw = ts_tensor_new(TS_F32, &w->shape, err);
+        ts_shape bs = ts_shape_make(1, &F);
+        ts_tensor *nb = nw ? ts_tensor_new(TS_F32, &bs, err) : NULL;
+        if (!nb) {
+            ts_tensor_unref(nw);
+            return -1;
+        }
+        for (int64_t f = 0; f < F; f++) {
+            double s = const_f32(scale, f) / sqrt((double)const_f32(var, f) + eps);
+            double b0 = bv >= 0 ? const_f32(g->values[bv].constant, f) : 0.0;
+            for (int64_t i = 0; i < per; i++)
+                ((float *)nw->data)[f * per + i] = (float)(const_f32(w, f * per + i) * s);
+            ((float *)nb->data)[f] = (float)((b0 - const_f32(mean, f)) * s + const_f32(beta, f));
+        }
+        char name[300];
+        snprintf(name, sizeof name, "%s.bnfold_w", c->name);
+        int nwv = ts_graph_add_constant(g, name, nw, err);
+        snprintf(name, sizeof name, "%s.bnfold_b", c->name);
+        int nbv = nwv >= 0 ? ts_graph_add_constant(g, name, nb, err) : -1;
+        ts_tensor_unref(nw);
+        ts_tensor_unref(nb);
+        if (nbv < 0) return -1;
+        c = &g->nodes[cv]; /* adding values does not move nodes, but stay safe */
+        if (c->ninputs < 3) {
+            int *ins = realloc(c->inputs, sizeof(int) * 3);
+            if (!ins) {
+                ts_error_set(err, TS_ERR_NOMEM, "out of memory folding batchnorm into '%s'", c->name);
+                return -1;
+            }
+            c->inputs = ins;
+            c->ninputs = 3;
+        }
+        c->inputs[1] = nwv;
+        c->inputs[2] = nbv;
+        /* the conv now computes the batchnorm's output: its users read the conv */
+        int from = bn->outputs[0], to = c->outputs[0];
+        for (int k = 0; k < g->nnodes; k++) {
+            ts_node *u = &g->nodes[k];
+            if (u->dead) continue;
+            for (int j = 0; j < u->ninputs; j++)
+                if (u->inputs[j] == from) u->inputs[j] = to;
+        }
+        for (int j = 0; j < g->noutputs; j++)
+            if (g->outputs[j] == from) g->outputs[j] = to;
+        bn->dead = true;
+        folded++;
+    }
+    if (folded) ts_graph_compact(g);
+    return folded;
+}

@@ -1,0 +1,82 @@
+/* Applying TASO rules to ONNX graphs: the matcher (match.c) finds every
+ * occurrence of a rule's source pattern, the applier (apply.c) rewrites one
+ * occurrence into a new graph.
+ *
+ * TASO's operator atoms stand for ONNX nodes (docs/rules.md, docs/taso.md):
+ * ewadd/ewmul -> Add/Mul on equal shapes, smul -> Mul by a one-element
+ * tensor, transpose -> 2-D Transpose, matmul -> MatMul with a 2-D right
+ * operand (optionally followed by an Add of a constant bias vector, which the
+ * runtime fuses), conv -> Conv (group 1, no dilation, SAME/VALID padding
+ * recognised from the shapes, optional constant bias) optionally followed by
+ * Relu, poolavg/poolmax -> AveragePool/MaxPool, concat -> two-input Concat,
+ * split0/split1 -> the outputs of a two-way Split.
+ *
+ * Axes: TASO's axes are those of 2-D matrices and 4-D NCHW tensors; a rank-3
+ * tensor (a batch of row blocks, B x S x K, as BERT's activations) is read as
+ * the matrix (B*S) x K with TASO axis a at ONNX axis a + 1. */
+#ifndef TS_TASO_APPLY_H
+#define TS_TASO_APPLY_H
+
+#include "taso/rule.h"
+#include "ir/ir.h"
+
+#define TS_MATCH_MAX_VARS 16
+#define TS_MATCH_MAX_NODES 48
+#define TS_MATCH_MAX_EXPRS 64
+
+/* One occurrence of a rule's source pattern in a graph. */
+typedef struct ts_match {
+    int nvars;
+    const char *var[TS_MATCH_MAX_VARS]; /* names (point into the rule) */
+    int val[TS_MATCH_MAX_VARS];         /* bound graph values */
+    int bias[TS_MATCH_MAX_VARS];        /* constant bias of the conv/matmul whose weight is this var, or -1 */
+    int bias_uses[TS_MATCH_MAX_VARS];   /* how many matched convs/matmuls carry that bias */
+    int nroots;
+    int root[8];                        /* values of the lhs outputs */
+    int nnodes;
+    int node[TS_MATCH_MAX_NODES];       /* matched nodes */
+    int nexprs;
+    const ts_rexpr *expr[TS_MATCH_MAX_EXPRS]; /* lhs subterm -> the value it matched */
+    int exval[TS_MATCH_MAX_EXPRS];
+} ts_match;
+
+/* Per-graph index reused across rules: users of every value. */
+typedef struct ts_match_index {
+    const ts_graph *g;
+    int *ustart; /* users of value v: user[ustart[v] .. ustart[v+1]) (node ids, repeated per use) */
+    int *user;
+    int *outuse; /* uses as a graph output */
+} ts_match_index;
+
+ts_status ts_match_index_build(ts_match_index *ix, const ts_graph *g, ts_error *err);
+void ts_match_index_free(ts_match_index *ix);
+
+/* Whether the rule uses only atoms the matcher/applier implement. */
+bool ts_rule_applicable(const ts_rule *r);
+
+/* Calls fn for every match of r's lhs in g (stops early when fn returns
+ * false).  Returns the number of matches visited. */
+int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts_match *m, void *ctx), void *ctx);
+
+/* Applies match m of rule r to a copy of g: builds the rhs, redirects the
+ * users of the matched outputs, drops the matched nodes, folds constant
+ * (weight-only) subgraphs, compacts.  *out receives the new graph, or NULL
+ * (with TS_OK) when the result is rejected (a cycle, shapes that the rhs
+ * cannot take, a bias that cannot follow the rewrite). */
+ts_status ts_rule_apply(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err);
+
+/* Hand-written rewrite: BatchNormalization (inference, constant statistics)
+ * after a Conv whose output has no other use is folded into the Conv's
+ * weights and bias.  Returns the number of folds, or -1 (err set). */
+int ts_fold_conv_bn(ts_graph *g, ts_error *err);
+
+/* Size of the first part when the value of e is split along TASO axis
+ * `axis`: the point where e's last concat along that axis joined its parts
+ * (TASO's split tree); -1 when e has none.  shape_of gives a subterm's shape. */
+int64_t ts_rexpr_split_point(const ts_rexpr *e, int axis, const ts_shape *(*shape_of)(void *, const ts_rexpr *),
+                             void *ctx);
+
+/* ONNX attribute of node n read through its descriptor's emit; NULL if absent. */
+const ts_attr *ts_node_attr(const ts_node *n, const char *name, ts_attr *buf, int nbuf);
+
+#endif

@@ -1,0 +1,562 @@
+/* Concrete check of the axioms (paper section 3, "validate operator
+ * properties"): every axiom is evaluated, both sides, for every combination
+ * of tensor shapes with each dimension in 1..max_dim and every parameter
+ * value, with tsopt's own reference kernels.
+ *
+ * Arithmetic.  The paper elaborates the operators into symbolic real
+ * expressions and asks Z3 for validity.  We run the real kernels (so the
+ * axioms are checked against the operators tsopt executes, not against a
+ * second implementation of them) in the float64 domain on random integer
+ * inputs in [-4, 4].  Sums and products of such integers stay far below 2^53,
+ * so every value is computed exactly: this is real arithmetic evaluated at
+ * random integer points, i.e. a Schwartz-Zippel test of the polynomial
+ * identity (relu, max: exact piecewise-linear).  The only inexact values are
+ * the 1/(kh*kw) of average pooling and Cpool, compared with a relative
+ * tolerance of 1e-9, which no wrong axiom with integer data can meet by
+ * accident (differences are multiples of 1/(kh*kw)^2).
+ *
+ * Semantics the check fixes for the rule atoms (docs/taso.md):
+ * - conv/pool "same": symmetric pads (k-1)/2, odd kernels only (an even
+ *   kernel with "same" is undefined); "valid": no padding;
+ * - poolavg counts the padding (count_include_pad = 1), as a convolution
+ *   with Cpool does;
+ * - enlarge ?w ?r: zero-pads w's kernel, centred, to r's kernel size (the
+ *   size difference must be even and >= 0);
+ * - ewadd/ewmul take same-shape operands, smul a tensor and a rank-0 scalar,
+ *   transpose and matmul rank-2 tensors, conv and pools rank-4 NCHW;
+ * - split0/split1 cut at the point of the concat they are applied to.
+ * A combination where either side is undefined (shapes do not fit) is
+ * counted as skipped, not as an obligation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops/op.h"
+#include "taso/verify.h"
+
+#define MAX_BIND 12
+#define MAX_DIMNAMES 16
+#define MAX_PVARS 8
+
+typedef struct binding {
+    char name[24]; /* variable name, or a constant's atom */
+    ts_rop cop;    /* constant op, TS_ROP_VAR for a variable */
+    char spec[64]; /* the shape template */
+    ts_shape shape;
+    ts_tensor *t;
+    int value; /* graph value id */
+} binding;
+
+typedef struct pvar {
+    char name[24];
+    unsigned slot;
+    int value; /* stride, 0 same / 1 valid, 0 none / 1 relu, axis, kernel */
+} pvar;
+
+typedef struct ctx {
+    binding b[MAX_BIND];
+    int nb;
+    pvar pv[MAX_PVARS];
+    int npv;
+    char dn[MAX_DIMNAMES][16]; /* named dimensions */
+    int dv[MAX_DIMNAMES];
+    int ndn;
+    bool uses_base, uses_e, uses_f;
+    int rmin, rmax, rank;
+    int base[TS_MAX_RANK], e, f;
+    bool tf_same;
+    ts_graph *g;
+} ctx;
+
+/* ------------------------------------------------------------ templates */
+
+static int dim_index(ctx *c, const char *name, bool add)
+{
+    for (int i = 0; i < c->ndn; i++)
+        if (!strcmp(c->dn[i], name)) return i;
+    if (!add || c->ndn == MAX_DIMNAMES) return -1;
+    snprintf(c->dn[c->ndn], sizeof c->dn[0], "%s", name);
+    return c->ndn++;
+}
+
+static pvar *find_pvar(ctx *c, const char *name)
+{
+    for (int i = 0; i < c->npv; i++)
+        if (!strcmp(c->pv[i].name, name)) return &c->pv[i];
+    return NULL;
+}
+
+static ts_status collect_pvars(ctx *c, const ts_aterm *t, ts_error *err)
+{
+    if (t->kind == TS_AT_PVAR && !find_pvar(c, t->name)) {
+        if (c->npv == MAX_PVARS) return ts_error_set(err, TS_ERR_INVALID, "too many parameter variables");
+        snprintf(c->pv[c->npv].name, sizeof c->pv[0].name, "%s", t->name);
+        c->pv[c->npv++].slot = t->slot;
+    }
+    for (int i = 0; i < t->np; i++)
+        if (collect_pvars(c, t->p[i], err)) return err->code;
+    for (int i = 0; i < t->nt; i++)
+        if (collect_pvars(c, t->t[i], err)) return err->code;
+    return TS_OK;
+}
+
+static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
+{
+    c->rmin = 1;
+    c->rmax = 4;
+    const char *s = shapes;
+    while (*s) {
+        while (*s == ' ') s++;
+        if (!*s) break;
+        char item[96];
+        size_t k = 0;
+        while (*s && *s != ' ' && k + 1 < sizeof item) item[k++] = *s++;
+        item[k] = 0;
+        if (sscanf(item, "rank=%d-%d", &c->rmin, &c->rmax) == 2) continue;
+        char *colon = strchr(item, ':');
+        if (!colon || c->nb == MAX_BIND) return ts_error_set(err, TS_ERR_PARSE, "shape item '%s' is malformed", item);
+        *colon = 0;
+        binding *b = &c->b[c->nb++];
+        snprintf(b->name, sizeof b->name, "%.23s", item);
+        snprintf(b->spec, sizeof b->spec, "%s", colon + 1);
+        ts_rop op = ts_rop_from_atom(item);
+        b->cop = op != TS_ROP_COUNT && ts_rop_info(op)->constant ? op : TS_ROP_VAR;
+        if (b->spec[0] == '@') {
+            c->uses_base = true;
+            if (strchr(b->spec + 1, 'a') || strchr(b->spec + 1, '0')) c->uses_e = true;
+            if (strchr(b->spec + 1, '1')) c->uses_f = true;
+            continue;
+        }
+        char tmp[64], *save = NULL;
+        snprintf(tmp, sizeof tmp, "%s", b->spec);
+        for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if (tok[0] != '?' && (tok[0] < '0' || tok[0] > '9') && dim_index(c, tok, true) < 0)
+                return ts_error_set(err, TS_ERR_PARSE, "too many dimension names in '%s'", shapes);
+    }
+    return TS_OK;
+}
+
+/* The shape of b under the current enumeration point; false if undefined. */
+static bool resolve_shape(ctx *c, binding *b)
+{
+    ts_shape *s = &b->shape;
+    memset(s, 0, sizeof *s);
+    if (b->spec[0] == '@') {
+        s->rank = c->rank;
+        for (int i = 0; i < c->rank; i++) s->dims[i] = c->base[i];
+        const char *m = b->spec + 1;
+        if (*m == 'a') {
+            pvar *a = find_pvar(c, "a");
+            if (!a || a->value >= c->rank) return false;
+            s->dims[a->value] = c->e;
+        } else {
+            if (strchr(m, '0')) s->dims[0] = c->e;
+            if (strchr(m, '1')) {
+                if (c->rank < 2) return false;
+                s->dims[1] = c->f;
+            }
+        }
+        return true;
+    }
+    char tmp[64], *save = NULL;
+    snprintf(tmp, sizeof tmp, "%s", b->spec);
+    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (tok[0] == '?') {
+            pvar *p = find_pvar(c, tok + 1);
+            if (!p) return false;
+            v = p->value;
+        } else if (tok[0] >= '0' && tok[0] <= '9') {
+            v = atoi(tok);
+        } else {
+            v = c->dv[dim_index(c, tok, false)];
+        }
+        s->dims[s->rank++] = v;
+    }
+    return true;
+}
+
+/* ----------------------------------------------------------- tensors */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* splitmix64: a few lines, good enough for test data */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static bool kernel_of(ctx *c, binding *b, int *kh, int *kw)
+{
+    (void)c;
+    if (b->shape.rank != 4) return false;
+    *kh = (int)b->shape.dims[2];
+    *kw = (int)b->shape.dims[3];
+    return true;
+}
+
+/* Fills a constant by its definition; false when undefined. */
+static bool fill_constant(ctx *c, binding *b)
+{
+    ts_tensor *t = b->t;
+    int64_t n = ts_tensor_numel(t);
+    double *d = t->data;
+    memset(d, 0, sizeof(double) * (size_t)n);
+    const ts_shape *s = &t->shape;
+    int kh, kw;
+    switch (b->cop) {
+    case TS_ROP_IEWMUL:
+        for (int64_t i = 0; i < n; i++) d[i] = 1;
+        return true;
+    case TS_ROP_IMATMUL:
+        if (s->rank != 2 || s->dims[0] != s->dims[1]) return false;
+        for (int64_t i = 0; i < s->dims[0]; i++) d[i * s->dims[0] + i] = 1;
+        return true;
+    case TS_ROP_CPOOL:
+    case TS_ROP_ICONV:
+        if (!kernel_of(c, b, &kh, &kw) || s->dims[0] != s->dims[1]) return false;
+        if (b->cop == TS_ROP_ICONV && (kh % 2 == 0 || kw % 2 == 0)) return false;
+        for (int64_t o = 0; o < s->dims[0]; o++) {
+            double *k = d + (o * s->dims[1] + o) * kh * kw;
+            if (b->cop == TS_ROP_ICONV) k[(kh / 2) * kw + kw / 2] = 1;
+            else
+                for (int i = 0; i < kh * kw; i++) k[i] = 1.0 / (kh * kw);
+        }
+        return true;
+    default: return false;
+    }
+}
+
+/* ------------------------------------------------------------ graphs */
+
+static int param_value(ctx *c, const ts_aterm *p)
+{
+    if (p->kind == TS_AT_PVAR) return find_pvar(c, p->name)->value;
+    int v = 0, w = 0;
+    switch (p->slot) {
+    case TS_RPARAM_KERNEL: sscanf(p->name, "k%dx%d", &v, &w); return v; /* square kernels only here */
+    case TS_RPARAM_STRIDE: sscanf(p->name, "s%d", &v); return v;
+    case TS_RPARAM_PAD: return strcmp(p->name, "same") ? 1 : 0;
+    case TS_RPARAM_ACT: return strcmp(p->name, "none") ? 1 : 0;
+    default: sscanf(p->name, "a%d", &v); return v;
+    }
+}
+
+static const ts_shape *vshape(ctx *c, int v) { return &c->g->values[v].shape; }
+
+static int node1(ctx *c, const char *op, const int *in, int nin, const ts_attr *attrs, int na)
+{
+    ts_error err = {0};
+    int out;
+    if (ts_graph_add_node(c->g, op, NULL, in, nin, attrs, na, 1, NULL, &out, &err) < 0) return -1;
+    return out;
+}
+
+/* ONNX pads [h_begin, w_begin, h_end, w_end] of a window op over input x;
+ * false when "same" has an even kernel. */
+static bool window_pads(const ctx *c, const ts_shape *x, int pad, int s, int kh, int kw, int64_t pads[4])
+{
+    for (int i = 0; i < 4; i++) pads[i] = 0;
+    if (pad != TS_RPAD_SAME) return true;
+    if (kh % 2 == 0 || kw % 2 == 0) return false;
+    int k[2] = {kh, kw};
+    for (int d = 0; d < 2; d++) {
+        if (c->tf_same) {
+            int64_t in = x->dims[2 + d], out = (in + s - 1) / s, total = (out - 1) * s + k[d] - in;
+            if (total < 0) total = 0;
+            pads[d] = total / 2;
+            pads[d + 2] = total - total / 2;
+        } else {
+            pads[d] = pads[d + 2] = (k[d] - 1) / 2;
+        }
+    }
+    return true;
+}
+
+/* Builds t into c->g; the value id, or -1 where t is undefined. */
+static int eval(ctx *c, const ts_aterm *t)
+{
+    if (t->kind == TS_AT_TVAR) {
+        for (int i = 0; i < c->nb; i++)
+            if (c->b[i].cop == TS_ROP_VAR && !strcmp(c->b[i].name, t->name)) return c->b[i].value;
+        return -1;
+    }
+    const ts_ropinfo *info = ts_rop_info(t->op);
+    if (info->constant) {
+        for (int i = 0; i < c->nb; i++)
+            if (c->b[i].cop == t->op) return c->b[i].value;
+        return -1;
+    }
+    int a[2] = {-1, -1};
+    for (int i = 0; i < t->nt; i++)
+        if ((a[i] = eval(c, t->t[i])) < 0) return -1;
+    const ts_shape *s0 = vshape(c, a[0]), *s1 = t->nt > 1 ? vshape(c, a[1]) : NULL;
+    switch (t->op) {
+    case TS_ROP_EWADD:
+    case TS_ROP_EWMUL:
+        if (!ts_shape_eq(s0, s1)) return -1;
+        return node1(c, t->op == TS_ROP_EWADD ? "Add" : "Mul", a, 2, NULL, 0);
+    case TS_ROP_SMUL:
+        if (s1->rank != 0) return -1;
+        return node1(c, "Mul", a, 2, NULL, 0);
+    case TS_ROP_TRANSPOSE: {
+        if (s0->rank != 2) return -1;
+        int64_t perm[2] = {1, 0};
+        ts_attr at = ts_attr_ints("perm", perm, 2);
+        return node1(c, "Transpose", a, 1, &at, 1);
+    }
+    case TS_ROP_MATMUL:
+        if (s0->rank != 2 || s1->rank != 2) return -1;
+        return node1(c, "MatMul", a, 2, NULL, 0);
+    case TS_ROP_RELU: return node1(c, "Relu", a, 1, NULL, 0);
+    case TS_ROP_CONV: {
+        if (s0->rank != 4 || s1->rank != 4) return -1;
+        int s = param_value(c, t->p[0]), pad = param_value(c, t->p[1]), act = param_value(c, t->p[2]);
+        int64_t pads[4], strides[2] = {s, s};
+        if (!window_pads(c, s0, pad, s, (int)s1->dims[2], (int)s1->dims[3], pads)) return -1;
+        ts_attr at[2] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4)};
+        int v = node1(c, "Conv", a, 2, at, 2);
+        return v >= 0 && act == TS_RACT_RELU ? node1(c, "Relu", &v, 1, NULL, 0) : v;
+    }
+    case TS_ROP_ENLARGE: {
+        if (s0->rank != 4 || s1->rank != 4) return -1;
+        int64_t dh = s1->dims[2] - s0->dims[2], dw = s1->dims[3] - s0->dims[3];
+        if (dh < 0 || dw < 0 || dh % 2 || dw % 2) return -1;
+        /* opset 17: the pads are a constant input */
+        ts_error err = {0};
+        ts_shape ps = {.rank = 1, .dims = {8}};
+        ts_tensor *pt = ts_tensor_new(TS_I64, &ps, &err);
+        if (!pt) return -1;
+        int64_t pads[8] = {0, 0, dh / 2, dw / 2, 0, 0, dh / 2, dw / 2};
+        memcpy(pt->data, pads, sizeof pads);
+        a[1] = ts_graph_add_constant(c->g, "pads", pt, &err);
+        ts_tensor_unref(pt);
+        return a[1] < 0 ? -1 : node1(c, "Pad", a, 2, NULL, 0);
+    }
+    case TS_ROP_POOLAVG:
+    case TS_ROP_POOLMAX: {
+        if (s0->rank != 4) return -1;
+        int k = param_value(c, t->p[0]), s = param_value(c, t->p[1]), pad = param_value(c, t->p[2]);
+        int64_t pads[4], strides[2] = {s, s}, kernel[2] = {k, k};
+        if (!window_pads(c, s0, pad, s, k, k, pads)) return -1;
+        ts_attr at[3] = {ts_attr_ints("kernel_shape", kernel, 2), ts_attr_ints("strides", strides, 2),
+                         ts_attr_ints("pads", pads, 4)};
+        if (t->op == TS_ROP_POOLMAX) return node1(c, "MaxPool", a, 1, at, 3);
+        ts_attr at4[4] = {at[0], at[1], at[2], ts_attr_int("count_include_pad", 1)};
+        return node1(c, "AveragePool", a, 1, at4, 4);
+    }
+    case TS_ROP_CONCAT: {
+        int axis = param_value(c, t->p[0]);
+        if (s0->rank != s1->rank || axis >= s0->rank) return -1;
+        ts_attr at = ts_attr_int("axis", axis);
+        return node1(c, "Concat", a, 2, &at, 1);
+    }
+    case TS_ROP_SPLIT0:
+    case TS_ROP_SPLIT1: {
+        int axis = param_value(c, t->p[0]);
+        const ts_value *v = &c->g->values[a[0]];
+        if (v->producer < 0) return -1;
+        const ts_node *n = &c->g->nodes[v->producer];
+        if (strcmp(n->op->name, "Concat") || n->ninputs != 2 || axis >= v->shape.rank) return -1;
+        /* the concat must be along the same axis */
+        const ts_shape *x = vshape(c, n->inputs[0]), *y = vshape(c, n->inputs[1]);
+        if (x->dims[axis] + y->dims[axis] != v->shape.dims[axis]) return -1;
+        for (int d = 0; d < x->rank; d++)
+            if (d != axis && x->dims[d] != v->shape.dims[d]) return -1;
+        int64_t split[2] = {x->dims[axis], y->dims[axis]};
+        ts_attr at[2] = {ts_attr_int("axis", axis), ts_attr_ints("split", split, 2)};
+        ts_error err = {0};
+        int out[2];
+        if (ts_graph_add_node(c->g, "Split", NULL, a, 1, at, 2, 2, NULL, out, &err) < 0) return -1;
+        return out[t->op == TS_ROP_SPLIT0 ? 0 : 1];
+    }
+    default: return -1;
+    }
+}
+
+/* ----------------------------------------------------------- the check */
+
+typedef struct check {
+    ctx c;
+    const ts_axiom *ax;
+    ts_aterm *lhs, *rhs;
+    int trials;
+    uint64_t rng;
+    ts_axiom_check_stats *st;
+} check;
+
+static void describe(check *k, char *buf, size_t n)
+{
+    size_t off = 0;
+    for (int i = 0; i < k->c.npv && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s=%d ", k->c.pv[i].name, k->c.pv[i].value);
+    for (int i = 0; i < k->c.nb && off < n; i++) {
+        char s[160];
+        off += (size_t)snprintf(buf + off, n - off, "%s:%s ", k->c.b[i].name,
+                                ts_shape_str(&k->c.b[i].shape, s, sizeof s));
+    }
+    if (off && off < n) buf[off - 1] = 0;
+}
+
+static void fail(check *k, const char *what)
+{
+    k->st->failures++;
+    if (k->st->first_failure[0]) return;
+    char d[400];
+    describe(k, d, sizeof d);
+    snprintf(k->st->first_failure, sizeof k->st->first_failure, "%s: %s at %s", k->ax->name, what, d);
+}
+
+/* One enumeration point: shapes resolved, graph built, trials run. */
+static ts_status one_point(check *k, ts_error *err)
+{
+    ctx *c = &k->c;
+    ts_status st = TS_OK;
+    int nin = 0;
+    ts_tensor *inputs[MAX_BIND] = {0}, *outs[2] = {0};
+    c->g = ts_graph_new("axiom", 17);
+    if (!c->g) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < c->nb; i++) c->b[i].t = NULL;
+    bool defined = true;
+    for (int i = 0; i < c->nb && defined; i++) {
+        binding *b = &c->b[i];
+        if (!resolve_shape(c, b)) {
+            defined = false;
+            break;
+        }
+        if (!(b->t = ts_tensor_new(TS_F64, &b->shape, err))) {
+            st = err->code;
+            goto done;
+        }
+        if (b->cop == TS_ROP_VAR) {
+            b->value = ts_graph_add_input(c->g, b->name, TS_F64, &b->shape, err);
+            inputs[nin++] = b->t;
+        } else {
+            defined = fill_constant(c, b);
+            b->value = defined ? ts_graph_add_constant(c->g, b->name, b->t, err) : -1;
+        }
+        if (defined && b->value < 0) {
+            st = err->code;
+            goto done;
+        }
+    }
+    int lv = defined ? eval(c, k->lhs) : -1, rv = lv >= 0 ? eval(c, k->rhs) : -1;
+    if (lv < 0 || rv < 0) {
+        k->st->skipped++;
+        goto done;
+    }
+    k->st->obligations++;
+    if (!ts_shape_eq(vshape(c, lv), vshape(c, rv))) {
+        char a[160], b[160];
+        char what[400];
+        snprintf(what, sizeof what, "shapes differ (%s vs %s)", ts_shape_str(vshape(c, lv), a, sizeof a),
+                 ts_shape_str(vshape(c, rv), b, sizeof b));
+        fail(k, what);
+        goto done;
+    }
+    if ((st = ts_graph_add_output(c->g, lv, err)) || (st = ts_graph_add_output(c->g, rv, err))) goto done;
+    for (int trial = 0; trial < k->trials; trial++) {
+        for (int i = 0; i < c->nb; i++) {
+            binding *b = &c->b[i];
+            if (b->cop != TS_ROP_VAR) continue;
+            double *d = b->t->data;
+            for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) d[j] = (double)(int)(rng_next(&k->rng) % 9) - 4;
+        }
+        if ((st = ts_graph_run_reference(c->g, TS_DOMAIN_F64, inputs, outs, err))) {
+            ts_error_prefix(err, "%s", k->ax->name);
+            goto done;
+        }
+        const double *x = outs[0]->data, *y = outs[1]->data;
+        for (int64_t j = 0; j < ts_tensor_numel(outs[0]); j++) {
+            double m = fabs(x[j]) > fabs(y[j]) ? fabs(x[j]) : fabs(y[j]);
+            if (fabs(x[j] - y[j]) > 1e-9 * (m > 1 ? m : 1)) {
+                char what[200];
+                snprintf(what, sizeof what, "element %lld: %g vs %g", (long long)j, x[j], y[j]);
+                fail(k, what);
+                trial = k->trials;
+                break;
+            }
+        }
+        ts_tensor_unref(outs[0]);
+        ts_tensor_unref(outs[1]);
+        outs[0] = outs[1] = NULL;
+    }
+done:
+    ts_tensor_unref(outs[0]);
+    ts_tensor_unref(outs[1]);
+    for (int i = 0; i < c->nb; i++) {
+        ts_tensor_unref(c->b[i].t);
+        c->b[i].t = NULL;
+    }
+    ts_graph_free(c->g);
+    c->g = NULL;
+    return st;
+}
+
+/* Parameter domains: what the rule atoms allow (docs/rules.md). */
+static int domain_size(unsigned slot) { return slot == TS_RPARAM_KERNEL ? 3 : 2; }
+static int domain_value(unsigned slot, int i)
+{
+    switch (slot) {
+    case TS_RPARAM_KERNEL: return i + 1; /* k1 k2 k3 */
+    case TS_RPARAM_STRIDE: return i + 1; /* s1 s2 */
+    default: return i;                   /* same/valid, none/relu, axis 0/1 */
+    }
+}
+
+ts_status ts_axiom_check(const ts_axiom *ax, const ts_axiom_check_opts *o, ts_axiom_check_stats *st,
+                         ts_error *err)
+{
+    int max_dim = o->max_dim < 1 ? 1 : o->max_dim, trials = o->trials;
+    uint64_t seed = o->seed;
+    check *k = calloc(1, sizeof *k);
+    if (!k) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    memset(st, 0, sizeof *st);
+    k->ax = ax;
+    k->st = st;
+    k->trials = trials < 1 ? 1 : trials;
+    k->rng = seed;
+    k->c.tf_same = o->tf_same;
+    ts_status s;
+    if ((s = ts_aterm_parse(ax->lhs, &k->lhs, err)) || (s = ts_aterm_parse(ax->rhs, &k->rhs, err)) ||
+        (s = collect_pvars(&k->c, k->lhs, err)) || (s = collect_pvars(&k->c, k->rhs, err)) ||
+        (s = parse_shapes(&k->c, ax->shapes, err))) {
+        ts_error_prefix(err, "axiom %s", ax->name);
+        goto done;
+    }
+    ctx *c = &k->c;
+    int rlo = c->uses_base ? c->rmin : 0, rhi = c->uses_base ? c->rmax : 0;
+    for (c->rank = rlo; c->rank <= rhi && !s; c->rank++) {
+        /* odometer digits: parameters, named dims, base dims, e, f */
+        int nbase = c->uses_base ? c->rank + 2 : 0;
+        int nfixed = c->uses_base ? c->rank + c->uses_e + c->uses_f : 0; /* digits that vary */
+        int nd = c->npv + c->ndn + nfixed;
+        int digit[MAX_PVARS + MAX_DIMNAMES + TS_MAX_RANK + 2] = {0};
+        for (;;) {
+            for (int i = 0; i < c->npv; i++) c->pv[i].value = domain_value(c->pv[i].slot, digit[i]);
+            for (int i = 0; i < c->ndn; i++) c->dv[i] = digit[c->npv + i] + 1;
+            for (int i = 0, j = c->npv + c->ndn; i < nbase; i++) {
+                bool varies = i < c->rank || (i == c->rank && c->uses_e) || (i == c->rank + 1 && c->uses_f);
+                int v = varies ? digit[j++] + 1 : 1;
+                if (i < c->rank) c->base[i] = v;
+                else if (i == c->rank) c->e = v;
+                else c->f = v;
+            }
+            if ((s = one_point(k, err))) break;
+            int i = 0;
+            while (i < nd) {
+                int lim = i < c->npv ? domain_size(c->pv[i].slot) : max_dim;
+                if (++digit[i] < lim) break;
+                digit[i++] = 0;
+            }
+            if (i == nd) break;
+        }
+    }
+    if (!s && !st->obligations)
+        s = ts_error_set(err, TS_ERR_INVALID, "axiom %s: no shape combination defines both sides", ax->name);
+done:
+    ts_aterm_free(k->lhs);
+    ts_aterm_free(k->rhs);
+    free(k);
+    return s;
+}

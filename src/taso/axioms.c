@@ -1,0 +1,286 @@
+/* The operator axioms: Table 2 of the TASO paper (taso-sosp19.txt), one row
+ * per axiom in the paper's order (A1..A43), then the ones we added (X..),
+ * each saying why.  Sides are written in the rule syntax of docs/rules.md;
+ * ?name in a parameter slot is a parameter variable.
+ *
+ * Differences from the paper's notation, forced by the rule format:
+ * - enlarge takes a reference tensor instead of a kernel parameter
+ *   ((enlarge ?w ?r) pads w to r's kernel size), so A21 quantifies over r;
+ * - stride "1" of A25 is the atom s1; axes 0/1 are the atoms 0/1.
+ *
+ * `shapes` drives the concrete check (axiom_check.c): a space-separated
+ * list of VAR:SHAPE, SHAPE being comma-separated dimension names (each
+ * ranging over 1..max_dim), integers, or ?k (a kernel parameter's size);
+ * "@" is a shape of every rank in 1..4 ("rank=2-4" narrows it), "@a" the
+ * same with the axis held by parameter ?a resized, "@0"/"@1"/"@01" with
+ * axis 0 / axis 1 / both resized.  A constant tensor (Imatmul...) gets its
+ * shape the same way. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include "taso/verify.h"
+
+#define CONV_X "x:n,c,h,wd"
+static const ts_axiom AXIOMS[] = {
+    /* ewadd and ewmul */
+    {"A1", "(ewadd ?x (ewadd ?y ?z))", "(ewadd (ewadd ?x ?y) ?z)", "x:@ y:@ z:@", "ewadd is associative"},
+    {"A2", "(ewadd ?x ?y)", "(ewadd ?y ?x)", "x:@ y:@", "ewadd is commutative"},
+    {"A3", "(ewmul ?x (ewmul ?y ?z))", "(ewmul (ewmul ?x ?y) ?z)", "x:@ y:@ z:@", "ewmul is associative"},
+    {"A4", "(ewmul ?x ?y)", "(ewmul ?y ?x)", "x:@ y:@", "ewmul is commutative"},
+    {"A5", "(ewmul (ewadd ?x ?y) ?z)", "(ewadd (ewmul ?x ?z) (ewmul ?y ?z))", "x:@ y:@ z:@", "distributivity"},
+    /* smul */
+    {"A6", "(smul (smul ?x ?y) ?w)", "(smul ?x (smul ?y ?w))", "x:@ y: w:", "smul is associative"},
+    {"A7", "(smul (ewadd ?x ?y) ?w)", "(ewadd (smul ?x ?w) (smul ?y ?w))", "x:@ y:@ w:", "distributivity"},
+    {"A8", "(smul (ewmul ?x ?y) ?w)", "(ewmul ?x (smul ?y ?w))", "x:@ y:@ w:", "operator commutativity"},
+    /* transpose */
+    {"A9", "(transpose (transpose ?x))", "?x", "x:m,n", "transpose is its own inverse"},
+    {"A10", "(transpose (ewadd ?x ?y))", "(ewadd (transpose ?x) (transpose ?y))", "x:m,n y:m,n",
+     "operator commutativity"},
+    {"A11", "(transpose (ewmul ?x ?y))", "(ewmul (transpose ?x) (transpose ?y))", "x:m,n y:m,n",
+     "operator commutativity"},
+    {"A12", "(smul (transpose ?x) ?w)", "(transpose (smul ?x ?w))", "x:m,n w:", "operator commutativity"},
+    /* matmul */
+    {"A13", "(matmul ?x (matmul ?y ?z))", "(matmul (matmul ?x ?y) ?z)", "x:m,n y:n,p z:p,q", "matmul is associative"},
+    {"A14", "(smul (matmul ?x ?y) ?w)", "(matmul ?x (smul ?y ?w))", "x:m,n y:n,p w:", "matmul is linear"},
+    {"A15", "(matmul ?x (ewadd ?y ?z))", "(ewadd (matmul ?x ?y) (matmul ?x ?z))", "x:m,n y:n,p z:n,p",
+     "matmul is linear"},
+    {"A16", "(transpose (matmul ?x ?y))", "(matmul (transpose ?y) (transpose ?x))", "x:m,n y:n,p",
+     "matmul and transpose"},
+    /* conv */
+    {"A17", "(conv ?s ?p ?c (smul ?x ?w) ?y)", "(conv ?s ?p ?c ?x (smul ?y ?w))", CONV_X " y:o,c,kh,kw w:",
+     "conv is bilinear"},
+    {"A18", "(smul (conv ?s ?p none ?x ?y) ?w)", "(conv ?s ?p none (smul ?x ?w) ?y)", CONV_X " y:o,c,kh,kw w:",
+     "conv is bilinear"},
+    {"A19", "(conv ?s ?p none ?x (ewadd ?y ?z))", "(ewadd (conv ?s ?p none ?x ?y) (conv ?s ?p none ?x ?z))",
+     CONV_X " y:o,c,kh,kw z:o,c,kh,kw", "conv is bilinear"},
+    {"A20", "(conv ?s ?p none (ewadd ?x ?y) ?z)", "(ewadd (conv ?s ?p none ?x ?z) (conv ?s ?p none ?y ?z))",
+     CONV_X " y:n,c,h,wd z:o,c,kh,kw", "conv is bilinear"},
+    {"A21", "(conv ?s same ?c ?x ?y)", "(conv ?s same ?c ?x (enlarge ?y ?r))", CONV_X " y:o,c,kh,kw r:1,1,rh,rw",
+     "enlarge convolution kernel"},
+    {"A22", "(conv ?s ?p relu ?x ?y)", "(relu (conv ?s ?p none ?x ?y))", CONV_X " y:o,c,kh,kw",
+     "conv with A_relu applies relu"},
+    {"A23", "(relu (transpose ?x))", "(transpose (relu ?x))", "x:m,n", "operator commutativity"},
+    {"A24", "(conv ?s ?p none ?x (Cpool ?k))", "(poolavg ?k ?s ?p ?x)", CONV_X " Cpool:c,c,?k,?k",
+     "pooling by conv. with C_pool"},
+    {"A25", "(conv s1 same none ?x (Iconv ?k))", "?x", CONV_X " Iconv:c,c,?k,?k", "identity kernel"},
+    {"A26", "(matmul ?x Imatmul)", "?x", "x:m,n Imatmul:n,n", "identity matrix"},
+    {"A27", "(ewmul ?x Iewmul)", "?x", "x:@ Iewmul:@", "ewmul identity"},
+    /* concat and split */
+    {"A28", "(split0 ?a (concat ?a ?x ?y))", "?x", "x:@ y:@a", "split definition"},
+    {"A29", "(split1 ?a (concat ?a ?x ?y))", "?y", "x:@ y:@a", "split definition"},
+    {"A30", "(concat 0 (concat 1 ?x ?y) (concat 1 ?z ?w))", "(concat 1 (concat 0 ?x ?z) (concat 0 ?y ?w))",
+     "rank=2-4 x:@ y:@1 z:@0 w:@01", "geometry of concatenation"},
+    {"A31", "(concat ?a (smul ?x ?w) (smul ?y ?w))", "(smul (concat ?a ?x ?y) ?w)", "x:@ y:@a w:",
+     "operator commutativity"},
+    {"A32", "(concat ?a (ewadd ?x ?y) (ewadd ?z ?w))", "(ewadd (concat ?a ?x ?z) (concat ?a ?y ?w))",
+     "x:@ y:@ z:@a w:@a", "operator commutativity"},
+    {"A33", "(concat ?a (ewmul ?x ?y) (ewmul ?z ?w))", "(ewmul (concat ?a ?x ?z) (concat ?a ?y ?w))",
+     "x:@ y:@ z:@a w:@a", "operator commutativity"},
+    {"A34", "(concat ?a (relu ?x) (relu ?y))", "(relu (concat ?a ?x ?y))", "x:@ y:@a", "operator commutativity"},
+    {"A35", "(concat 1 (transpose ?x) (transpose ?y))", "(transpose (concat 0 ?x ?y))", "x:m,n y:p,n",
+     "concatenation and transpose"},
+    {"A36", "(concat 1 (matmul ?x ?y) (matmul ?x ?z))", "(matmul ?x (concat 1 ?y ?z))", "x:m,n y:n,p z:n,q",
+     "concatenation and matrix mul."},
+    {"A37", "(matmul (concat 1 ?x ?z) (concat 0 ?y ?w))", "(ewadd (matmul ?x ?y) (matmul ?z ?w))",
+     "x:m,n z:m,q y:n,p w:q,p", "concatenation and matrix mul."},
+    {"A38", "(concat 0 (conv ?s ?p ?c ?x ?z) (conv ?s ?p ?c ?y ?z))", "(conv ?s ?p ?c (concat 0 ?x ?y) ?z)",
+     CONV_X " y:m,c,h,wd z:o,c,kh,kw", "concatenation and conv."},
+    {"A39", "(concat 1 (conv ?s ?p ?c ?x ?y) (conv ?s ?p ?c ?x ?z))", "(conv ?s ?p ?c ?x (concat 0 ?y ?z))",
+     CONV_X " y:o,c,kh,kw z:q,c,kh,kw", "concatenation and conv."},
+    {"A40", "(conv ?s ?p none (concat 1 ?x ?z) (concat 1 ?y ?w))",
+     "(ewadd (conv ?s ?p none ?x ?y) (conv ?s ?p none ?z ?w))", CONV_X " z:n,d,h,wd y:o,c,kh,kw w:o,d,kh,kw",
+     "concatenation and conv."},
+    {"A41", "(concat 1 (poolavg ?k ?s ?p ?x) (poolavg ?k ?s ?p ?y))", "(poolavg ?k ?s ?p (concat 1 ?x ?y))",
+     CONV_X " y:n,d,h,wd", "concatenation and pooling"},
+    {"A42", "(concat 0 (poolmax ?k ?s ?p ?x) (poolmax ?k ?s ?p ?y))", "(poolmax ?k ?s ?p (concat 0 ?x ?y))",
+     CONV_X " y:m,c,h,wd", "concatenation and pooling"},
+    {"A43", "(concat 1 (poolmax ?k ?s ?p ?x) (poolmax ?k ?s ?p ?y))", "(poolmax ?k ?s ?p (concat 1 ?x ?y))",
+     CONV_X " y:n,d,h,wd", "concatenation and pooling"},
+    /* Ours.  TASO's own verify.py adds these as "lemmas" (it checks them
+     * from the axioms, then assumes them to shorten proofs).  Both follow
+     * from A9, A16 and A26 (transpose both sides of A26: matmul(I', y) = y
+     * for every y = x', so I' = matmul(I', I) = I), but E-matching would
+     * have to invent the terms transpose(x) to find that.  TASO's third
+     * lemma (concat 0 of poolavg) is left out: E-matching derives it from
+     * A24 and A38 at once. */
+    {"X1", "(transpose Imatmul)", "Imatmul", "Imatmul:n,n", "identity matrix is symmetric (lemma)"},
+    {"X2", "(matmul Imatmul ?x)", "?x", "x:m,n Imatmul:m,m", "identity matrix on the left (lemma)"},
+};
+#undef CONV_X
+
+int ts_axioms_count(void) { return (int)(sizeof AXIOMS / sizeof AXIOMS[0]); }
+
+const ts_axiom *ts_axiom_at(int i) { return i >= 0 && i < ts_axioms_count() ? &AXIOMS[i] : NULL; }
+
+int ts_axiom_find(const char *name)
+{
+    for (int i = 0; i < ts_axioms_count(); i++)
+        if (!strcmp(AXIOMS[i].name, name)) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+const char *ts_param_canon(unsigned slot, const ts_rparams *p, char *buf, size_t n)
+{
+    switch (slot) {
+    case TS_RPARAM_KERNEL: snprintf(buf, n, "k%dx%d", p->kh, p->kw); break;
+    case TS_RPARAM_STRIDE: snprintf(buf, n, "s%d", p->stride); break;
+    case TS_RPARAM_PAD: snprintf(buf, n, "%s", p->pad == TS_RPAD_SAME ? "same" : "valid"); break;
+    case TS_RPARAM_ACT: snprintf(buf, n, "%s", p->act == TS_RACT_NONE ? "none" : "relu"); break;
+    default: snprintf(buf, n, "a%d", p->axis); break;
+    }
+    return buf;
+}
+
+typedef struct parser {
+    const char *s;
+    size_t i;
+    ts_error *err;
+} parser;
+
+static void skip_ws(parser *ps)
+{
+    while (isspace((unsigned char)ps->s[ps->i])) ps->i++;
+}
+
+/* One atom into buf; false when there is none. */
+static bool atom(parser *ps, char *buf, size_t n)
+{
+    skip_ws(ps);
+    size_t k = 0;
+    while (ps->s[ps->i] && !isspace((unsigned char)ps->s[ps->i]) && ps->s[ps->i] != '(' && ps->s[ps->i] != ')') {
+        if (k + 1 < n) buf[k++] = ps->s[ps->i];
+        ps->i++;
+    }
+    buf[k] = 0;
+    return k > 0;
+}
+
+/* A literal parameter in canonical form, checked for its slot. */
+static bool param_literal(const char *a, unsigned slot, char *out, size_t n)
+{
+    int v = 0, w = 0;
+    char extra;
+    switch (slot) {
+    case TS_RPARAM_KERNEL:
+        if (sscanf(a, "k%dx%d%c", &v, &w, &extra) == 2) return snprintf(out, n, "k%dx%d", v, w) > 0;
+        if (sscanf(a, "k%d%c", &v, &extra) == 1) return snprintf(out, n, "k%dx%d", v, v) > 0;
+        return false;
+    case TS_RPARAM_STRIDE: return sscanf(a, "s%d%c", &v, &extra) == 1 && snprintf(out, n, "s%d", v) > 0;
+    case TS_RPARAM_PAD:
+        return (!strcmp(a, "same") || !strcmp(a, "valid")) && snprintf(out, n, "%s", a) > 0;
+    case TS_RPARAM_ACT:
+        return (!strcmp(a, "none") || !strcmp(a, "relu")) && snprintf(out, n, "%s", a) > 0;
+    default: return sscanf(a, "%d%c", &v, &extra) == 1 && snprintf(out, n, "a%d", v) > 0;
+    }
+}
+
+static ts_aterm *parse_term(parser *ps, bool param, unsigned slot);
+
+static ts_aterm *new_term(parser *ps, ts_aterm_kind kind)
+{
+    ts_aterm *t = calloc(1, sizeof *t);
+    if (!t) ts_error_set(ps->err, TS_ERR_NOMEM, "out of memory");
+    else t->kind = kind;
+    return t;
+}
+
+static ts_aterm *parse_op(parser *ps, const char *name, bool paren)
+{
+    ts_rop op = ts_rop_from_atom(name);
+    if (op == TS_ROP_COUNT || op == TS_ROP_VAR) {
+        ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': unknown operator '%s'", ps->s, name);
+        return NULL;
+    }
+    const ts_ropinfo *info = ts_rop_info(op);
+    if (!paren && (info->params || info->nargs)) {
+        ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': operator '%s' needs arguments", ps->s, name);
+        return NULL;
+    }
+    ts_aterm *t = new_term(ps, TS_AT_OP);
+    if (!t) return NULL;
+    t->op = op;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    for (unsigned bit = 1; bit <= TS_RPARAM_AXIS; bit <<= 1)
+        if (info->params & bit) {
+            ts_aterm *c = parse_term(ps, true, bit);
+            if (!c) goto fail;
+            t->p[t->np++] = c;
+        }
+    for (int k = 0; k < info->nargs; k++) {
+        ts_aterm *c = parse_term(ps, false, 0);
+        if (!c) goto fail;
+        t->t[t->nt++] = c;
+    }
+    if (paren) {
+        skip_ws(ps);
+        if (ps->s[ps->i] != ')') {
+            ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': '%s' has too many arguments", ps->s, name);
+            goto fail;
+        }
+        ps->i++;
+    }
+    return t;
+fail:
+    ts_aterm_free(t);
+    return NULL;
+}
+
+static ts_aterm *parse_term(parser *ps, bool param, unsigned slot)
+{
+    skip_ws(ps);
+    char a[64];
+    if (ps->s[ps->i] == '(') {
+        ps->i++;
+        if (param || !atom(ps, a, sizeof a)) {
+            ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': expected %s at offset %zu", ps->s,
+                         param ? "a parameter" : "an operator", ps->i);
+            return NULL;
+        }
+        return parse_op(ps, a, true);
+    }
+    if (!atom(ps, a, sizeof a)) {
+        ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': unexpected end at offset %zu", ps->s, ps->i);
+        return NULL;
+    }
+    if (a[0] == '?') {
+        ts_aterm *t = new_term(ps, param ? TS_AT_PVAR : TS_AT_TVAR);
+        if (!t) return NULL;
+        t->slot = slot;
+        snprintf(t->name, sizeof t->name, "%.23s", a + 1);
+        return t;
+    }
+    if (!param) return parse_op(ps, a, false);
+    ts_aterm *t = new_term(ps, TS_AT_PLIT);
+    if (!t) return NULL;
+    t->slot = slot;
+    if (!param_literal(a, slot, t->name, sizeof t->name)) {
+        ts_error_set(ps->err, TS_ERR_PARSE, "axiom '%s': '%s' is not a valid parameter here", ps->s, a);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+ts_status ts_aterm_parse(const char *text, ts_aterm **out, ts_error *err)
+{
+    parser ps = {text, 0, err};
+    *out = parse_term(&ps, false, 0);
+    if (!*out) return err->code;
+    skip_ws(&ps);
+    if (text[ps.i]) {
+        ts_aterm_free(*out);
+        *out = NULL;
+        return ts_error_set(err, TS_ERR_PARSE, "axiom '%s': trailing text at offset %zu", text, ps.i);
+    }
+    return TS_OK;
+}
+
+void ts_aterm_free(ts_aterm *t)
+{
+    if (!t) return;
+    for (int i = 0; i < t->np; i++) ts_aterm_free(t->p[i]);
+    for (int i = 0; i < t->nt; i++) ts_aterm_free(t->t[i]);
+    free(t);
+}

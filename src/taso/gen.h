@@ -1,0 +1,145 @@
+/* TASO substitution generator (paper section 3.1 and 4; docs/taso.md).
+ *
+ * Three parts:
+ *   gen_eval.c   a small evaluator for TASO's operators on concrete tensors,
+ *                in exact integers mod p = 2^31-1 (fingerprints) and in
+ *                double (the float test).  It works on TASO's operators
+ *                directly rather than through ONNX graphs: a 4-operator
+ *                enumeration evaluates tens of millions of graphs, and
+ *                building an IR graph per step would cost more than the
+ *                arithmetic itself.  Arithmetic mod p uses the same p as the
+ *                reference interpreter's TS_DOMAIN_MODP.
+ *   gen_enum.c   depth-first enumeration of graphs and their fingerprints.
+ *   gen_prune.c  candidate pairs, float test, pruning, rules. */
+#ifndef TS_TASO_GEN_H
+#define TS_TASO_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "taso/rule.h"
+
+#define GEN_P 2147483647u /* 2^31-1, as TS_DOMAIN_MODP */
+#define GEN_MAX_ELEMS 2048
+#define GEN_SPLIT_BYTES 12 /* serialized split tree per dimension */
+#define GEN_MAX_OPS 4
+
+/* Shapes of the enumeration's tensors (after TASO's generator: activations
+ * N x C x H x W, matrices, kernels); the constants take these shapes. */
+#define GEN_N 2
+#define GEN_C 3
+#define GEN_HW 5
+#define GEN_M 4 /* matrices: x is GEN_N x GEN_M, w is GEN_M x GEN_M */
+
+typedef enum gen_domain { GEN_MODP = 0, GEN_F64 = 1 } gen_domain;
+
+/* A concrete tensor.  `split` keeps, per dimension, the tree of concat
+ * points (TASO's split info) so split0/split1 know where to cut: a node is
+ * a byte with the cut position (>0) followed by its left and right trees,
+ * a leaf is a 0 byte. */
+typedef struct gen_tensor {
+    int nd, dim[4], n;
+    uint8_t split[4][GEN_SPLIT_BYTES];
+    gen_domain dom;
+    union {
+        uint32_t u[GEN_MAX_ELEMS];
+        double f[GEN_MAX_ELEMS];
+    } v;
+} gen_tensor;
+
+/* Applies one operator; false when the inputs' shapes do not fit it (or
+ * the result would be too large).  Split writes two outputs. */
+bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b,
+               gen_tensor *out0, gen_tensor *out1);
+/* Hash of values, shape and split info (mod-p tensors). */
+uint64_t gen_tensor_hash(const gen_tensor *t);
+bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol);
+void gen_tensor_random(gen_tensor *t, gen_domain dom, int nd, const int *dim, uint64_t *rng);
+
+/* ---- the enumeration's vocabulary ---- */
+
+/* An input variable class: shape and the letter its variables start with. */
+typedef struct gen_varclass {
+    const char *prefix;
+    int nd, dim[4];
+    int count;
+} gen_varclass;
+
+typedef struct gen_var {
+    char name[8];
+    int cls;
+} gen_var;
+
+/* One operator with its parameters fixed (conv s1 same relu, concat 0...). */
+typedef struct gen_variant {
+    ts_rop op;
+    ts_rparams p;
+} gen_variant;
+
+typedef struct gen_config {
+    int max_ops;
+    int threads;
+    uint64_t seed;
+} gen_config;
+
+/* One enumerated graph: ops in order; input i of op k names a pool entry
+ * (variables first, then op outputs in order; split adds two). */
+typedef struct gen_graph {
+    uint64_t fp;
+    uint8_t nops;
+    uint8_t op[GEN_MAX_OPS][3]; /* variant, in0, in1 */
+} gen_graph;
+
+typedef struct gen_world {
+    int nclass;
+    const gen_varclass *cls;
+    int nvar;
+    gen_var var[32];
+    int nvariant;
+    gen_variant variant[96];
+    gen_tensor *var_modp; /* nvar random tensors, mod p */
+    gen_tensor *var_f64;  /* nvar random tensors in [-1,1] */
+} gen_world;
+
+void gen_world_init(gen_world *w, uint64_t seed);
+void gen_world_free(gen_world *w);
+
+/* Counts per stage (Table 3 of the paper) and timings. */
+typedef struct gen_stats {
+    uint64_t graphs;        /* graphs enumerated (fingerprinted) */
+    uint64_t classes;       /* fingerprint classes with >= 2 graphs */
+    uint64_t pairs;         /* graph pairs with equal fingerprints */
+    uint64_t same_dag;      /* of which the same graph in another order */
+    uint64_t float_fail;    /* rejected by the float test */
+    uint64_t candidates;    /* passed the float test */
+    uint64_t unbound;       /* dropped: each side has an input the other lacks */
+    uint64_t after_rename;  /* after input-renaming pruning */
+    uint64_t after_common;  /* after common-subgraph pruning */
+    double t_enum, t_test, t_rename, t_common;
+    size_t peak_bytes;      /* graph table */
+} gen_stats;
+
+/* Enumerates every graph of up to cfg->max_ops operators; *out holds *n
+ * graphs (malloc'd). */
+ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **out, size_t *n,
+                        ts_error *err);
+/* Output terms of a graph (its unconsumed tensors), as expressions; *nout
+ * of them, sorted by the mod-p hash of their values.  NULL on no memory. */
+ts_rexpr **gen_graph_terms(const gen_world *w, const gen_graph *g, int *nout);
+
+/* Evaluates expressions with variables bound to the world's tensors (or to
+ * `extra`, for fresh variables named t0, t1...).  Returns false when a
+ * shape does not fit. */
+typedef struct gen_env {
+    const gen_world *w;
+    int nextra;
+    char extra_name[4][8];
+    gen_tensor *extra_modp[4], *extra_f64[4];
+} gen_env;
+bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_tensor *out);
+
+/* The whole pipeline: enumeration, tests, pruning; rules in *rules. */
+ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, gen_stats *st,
+                           ts_error *err);
+
+#endif

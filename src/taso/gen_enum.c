@@ -1,0 +1,342 @@
+/* Depth-first enumeration of TASO graphs (Algorithm 1 of the paper).
+ *
+ * A graph is a sequence of operators; each takes its inputs from a pool of
+ * tensors: the input variables, then every operator output so far.  A graph
+ * is skipped when it computes a tensor equal to one already in the pool
+ * (duplicated computation: the same operator on the same inputs, or a
+ * result equal to an input).  The same DAG would be reached once per
+ * topological order; only orders in which two adjacent independent
+ * operators appear in increasing (variant, inputs) order are kept, which
+ * keeps at least the greedy smallest order of every DAG.  Each graph's
+ * fingerprint combines the mod-p hashes of its outputs (the tensors no
+ * operator consumes) order-independently. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "taso/gen.h"
+
+static const gen_varclass CLASSES[] = {
+    {"x", 2, {GEN_N, GEN_M}, 3},                /* activations of matmul */
+    {"w", 2, {GEN_M, GEN_M}, 3},                /* matrices */
+    {"i", 4, {GEN_N, GEN_C, GEN_HW, GEN_HW}, 3}, /* activations of conv */
+    {"k", 4, {GEN_C, GEN_C, 3, 3}, 3},          /* 3x3 kernels */
+    {"q", 4, {GEN_C, GEN_C, 1, 1}, 2},          /* 1x1 kernels (enlarge) */
+    {"s", 0, {0}, 2},                           /* scalars */
+};
+enum { CLS_X, CLS_W, CLS_I, CLS_K, CLS_Q, CLS_S };
+
+static void add_variant(gen_world *w, ts_rop op, ts_rparams p)
+{
+    w->variant[w->nvariant].op = op;
+    w->variant[w->nvariant].p = p;
+    w->nvariant++;
+}
+
+void gen_world_init(gen_world *w, uint64_t seed)
+{
+    memset(w, 0, sizeof *w);
+    w->cls = CLASSES;
+    w->nclass = (int)(sizeof CLASSES / sizeof CLASSES[0]);
+    for (int c = 0; c < w->nclass; c++)
+        for (int k = 0; k < CLASSES[c].count; k++) {
+            snprintf(w->var[w->nvar].name, sizeof w->var[0].name, "%.1s%d", CLASSES[c].prefix, (k + 1) % 10);
+            w->var[w->nvar].cls = c;
+            w->nvar++;
+        }
+    ts_rparams none = {0};
+    add_variant(w, TS_ROP_EWADD, none);
+    add_variant(w, TS_ROP_EWMUL, none);
+    add_variant(w, TS_ROP_SMUL, none);
+    add_variant(w, TS_ROP_TRANSPOSE, none);
+    add_variant(w, TS_ROP_MATMUL, none);
+    for (int s = 1; s <= 2; s++)
+        for (int pad = 0; pad < 2; pad++)
+            for (int act = 0; act < 2; act++)
+                add_variant(w, TS_ROP_CONV,
+                            (ts_rparams){.stride = s, .pad = (ts_rpad)pad, .act = (ts_ract)act});
+    add_variant(w, TS_ROP_ENLARGE, none);
+    add_variant(w, TS_ROP_RELU, none);
+    for (int avg = 0; avg < 2; avg++)
+        for (int s = 1; s <= 2; s++)
+            for (int pad = 0; pad < 2; pad++)
+                add_variant(w, avg ? TS_ROP_POOLMAX : TS_ROP_POOLAVG,
+                            (ts_rparams){.kh = 3, .kw = 3, .stride = s, .pad = (ts_rpad)pad});
+    for (int a = 0; a < 2; a++) add_variant(w, TS_ROP_CONCAT, (ts_rparams){.axis = a});
+    /* split: one operator with two outputs; written split0/split1 in rules */
+    for (int a = 0; a < 2; a++) add_variant(w, TS_ROP_SPLIT0, (ts_rparams){.axis = a});
+    add_variant(w, TS_ROP_CPOOL, (ts_rparams){.kh = 3, .kw = 3});
+    add_variant(w, TS_ROP_ICONV, (ts_rparams){.kh = 3, .kw = 3});
+    add_variant(w, TS_ROP_IMATMUL, none);
+    add_variant(w, TS_ROP_IEWMUL, none);
+
+    w->var_modp = malloc((size_t)w->nvar * sizeof *w->var_modp);
+    w->var_f64 = malloc((size_t)w->nvar * sizeof *w->var_f64);
+    uint64_t rng = seed;
+    for (int v = 0; v < w->nvar; v++) {
+        const gen_varclass *c = &CLASSES[w->var[v].cls];
+        gen_tensor_random(&w->var_modp[v], GEN_MODP, c->nd, c->dim, &rng);
+        gen_tensor_random(&w->var_f64[v], GEN_F64, c->nd, c->dim, &rng);
+    }
+}
+
+void gen_world_free(gen_world *w)
+{
+    free(w->var_modp);
+    free(w->var_f64);
+    w->var_modp = w->var_f64 = NULL;
+}
+
+/* ---- enumeration ---- */
+
+#define POOL_MAX (32 + 2 * GEN_MAX_OPS)
+
+typedef struct ctx {
+    const gen_world *w;
+    int max_ops;
+    gen_tensor *pool; /* POOL_MAX */
+    uint64_t hash[POOL_MAX];
+    int uses[POOL_MAX];
+    int npool;
+    int op_out[GEN_MAX_OPS]; /* first pool entry of each op's outputs */
+    gen_graph g;
+    gen_graph *out;
+    size_t n, cap;
+    bool oom;
+} ctx;
+
+static int nouts(ts_rop op)
+{
+    return op == TS_ROP_SPLIT0 ? 2 : 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t graph_fp(const ctx *c)
+{
+    uint64_t hs[POOL_MAX];
+    int n = 0;
+    for (int i = c->w->nvar; i < c->npool; i++)
+        if (!c->uses[i]) hs[n++] = c->hash[i];
+    qsort(hs, (size_t)n, sizeof hs[0], cmp_u64);
+    uint64_t h = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < n; i++) {
+        h ^= hs[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static void record(ctx *c)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 1 << 16;
+        gen_graph *no = realloc(c->out, nc * sizeof *no);
+        if (!no) {
+            c->oom = true;
+            return;
+        }
+        c->out = no;
+        c->cap = nc;
+    }
+    c->g.fp = graph_fp(c);
+    c->out[c->n++] = c->g;
+}
+
+static bool var_in_class(const ctx *c, int idx, int cls)
+{
+    return idx < c->w->nvar && c->w->var[idx].cls == cls;
+}
+
+static void dfs(ctx *c, int depth);
+
+/* Adds operator (v, a, b) as op number `depth` and recurses. */
+static void try_op(ctx *c, int depth, int v, int a, int b)
+{
+    const gen_variant *var = &c->w->variant[v];
+    int nargs = ts_rop_info(var->op)->nargs;
+    /* Canonical order: an operator independent of the previous one must
+     * sort after it. */
+    if (depth > 0) {
+        const uint8_t *prev = c->g.op[depth - 1];
+        int pout = c->op_out[depth - 1], pn = nouts(c->w->variant[prev[0]].op);
+        bool dep = (nargs >= 1 && a >= pout && a < pout + pn) || (nargs >= 2 && b >= pout && b < pout + pn);
+        if (!dep) {
+            int k1 = nargs >= 1 ? a : 0, k2 = nargs >= 2 ? b : 0;
+            bool less = v < prev[0] || (v == prev[0] && (k1 < prev[1] || (k1 == prev[1] && k2 < prev[2])));
+            if (less) return;
+        }
+    }
+    int no = nouts(var->op);
+    if (c->npool + no > POOL_MAX) return;
+    gen_tensor *o0 = &c->pool[c->npool], *o1 = no > 1 ? &c->pool[c->npool + 1] : NULL;
+    o0->dom = GEN_MODP;
+    if (!gen_apply(var->op, &var->p, nargs >= 1 ? &c->pool[a] : NULL, nargs >= 2 ? &c->pool[b] : NULL,
+                   o0, o1))
+        return;
+    for (int k = 0; k < no; k++) {
+        uint64_t h = gen_tensor_hash(&c->pool[c->npool + k]);
+        for (int i = 0; i < c->npool + k; i++)
+            if (c->hash[i] == h) return; /* duplicated computation */
+        c->hash[c->npool + k] = h;
+        c->uses[c->npool + k] = 0;
+    }
+    c->g.op[depth][0] = (uint8_t)v;
+    c->g.op[depth][1] = (uint8_t)(nargs >= 1 ? a : 0);
+    c->g.op[depth][2] = (uint8_t)(nargs >= 2 ? b : 0);
+    c->g.nops = (uint8_t)(depth + 1);
+    c->op_out[depth] = c->npool;
+    if (nargs >= 1) c->uses[a]++;
+    if (nargs >= 2) c->uses[b]++;
+    c->npool += no;
+    dfs(c, depth + 1);
+    c->npool -= no;
+    if (nargs >= 1) c->uses[a]--;
+    if (nargs >= 2) c->uses[b]--;
+    c->g.nops = (uint8_t)depth;
+}
+
+/* Which argument tuples an operator may take (beyond its shape checks). */
+static void for_args(ctx *c, int depth, int v)
+{
+    const gen_variant *var = &c->w->variant[v];
+    int np = c->npool;
+    switch (var->op) {
+    case TS_ROP_EWADD:
+    case TS_ROP_EWMUL: /* commutative: one order */
+        for (int a = 0; a < np; a++)
+            for (int b = a + 1; b < np; b++) try_op(c, depth, v, a, b);
+        break;
+    case TS_ROP_SMUL:
+    case TS_ROP_CONCAT:
+        for (int a = 0; a < np; a++)
+            for (int b = 0; b < np; b++)
+                if (a != b) try_op(c, depth, v, a, b);
+        break;
+    case TS_ROP_MATMUL:
+        for (int a = 0; a < np; a++)
+            for (int b = 0; b < np; b++) try_op(c, depth, v, a, b);
+        break;
+    case TS_ROP_CONV:
+        /* a kernel variable is never the data input, an activation variable
+         * never the kernel (TASO skips the first too) */
+        for (int a = 0; a < np; a++) {
+            if (var_in_class(c, a, CLS_K) || var_in_class(c, a, CLS_Q)) continue;
+            for (int b = 0; b < np; b++)
+                if (!var_in_class(c, b, CLS_I)) try_op(c, depth, v, a, b);
+        }
+        break;
+    case TS_ROP_ENLARGE: /* only on input kernels (weights fold away) */
+        for (int a = 0; a < c->w->nvar; a++) {
+            if (!var_in_class(c, a, CLS_Q) && !var_in_class(c, a, CLS_K)) continue;
+            /* the reference only lends its kernel size: an input kernel */
+            for (int b = 0; b < c->w->nvar; b++)
+                if (var_in_class(c, b, CLS_K)) try_op(c, depth, v, a, b);
+        }
+        break;
+    case TS_ROP_POOLAVG:
+    case TS_ROP_POOLMAX: /* pooling a kernel variable only finds size accidents */
+        for (int a = 0; a < np; a++)
+            if (!var_in_class(c, a, CLS_K) && !var_in_class(c, a, CLS_Q)) try_op(c, depth, v, a, 0);
+        break;
+    default:
+        if (ts_rop_info(var->op)->nargs == 0) try_op(c, depth, v, 0, 0);
+        else
+            for (int a = 0; a < np; a++) try_op(c, depth, v, a, 0);
+        break;
+    }
+}
+
+static void dfs(ctx *c, int depth)
+{
+    if (c->oom) return;
+    if (depth > 0) record(c);
+    if (depth >= c->max_ops) return;
+    for (int v = 0; v < c->w->nvariant; v++) for_args(c, depth, v);
+}
+
+static void ctx_init(ctx *c, const gen_world *w, int max_ops)
+{
+    memset(c, 0, sizeof *c);
+    c->w = w;
+    c->max_ops = max_ops;
+    c->pool = malloc(POOL_MAX * sizeof *c->pool);
+    if (!c->pool) {
+        c->oom = true;
+        return;
+    }
+    for (int i = 0; i < w->nvar; i++) {
+        c->pool[i] = w->var_modp[i];
+        c->hash[i] = gen_tensor_hash(&c->pool[i]);
+    }
+    c->npool = w->nvar;
+}
+
+/* First operators: (variant, a, b) tuples collected by a dry run of
+ * for_args at depth 0; the threads share them out. */
+typedef struct first_op {
+    int v, a, b;
+} first_op;
+
+ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **out, size_t *n,
+                        ts_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    int max_ops = cfg->max_ops < GEN_MAX_OPS ? cfg->max_ops : GEN_MAX_OPS;
+    /* Collect depth-0 choices: run the enumeration to one operator. */
+    ctx c0;
+    ctx_init(&c0, w, 1);
+    if (c0.oom) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    dfs(&c0, 0);
+    free(c0.pool);
+    if (c0.oom) {
+        free(c0.out);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    size_t nfirst = c0.n;
+    gen_graph *first = c0.out;
+
+    int threads = cfg->threads > 0 ? cfg->threads : 1;
+    ctx *cs = calloc((size_t)threads, sizeof *cs);
+    if (!cs) {
+        free(first);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    bool oom = false;
+#pragma omp parallel num_threads(threads)
+    {
+        ctx *c = &cs[omp_get_thread_num()];
+        ctx_init(c, w, max_ops);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t f = 0; f < nfirst; f++) {
+            if (c->oom) continue;
+            const uint8_t *op = first[f].op[0];
+            try_op(c, 0, op[0], op[1], op[2]);
+        }
+        free(c->pool);
+        if (c->oom) {
+#pragma omp atomic write
+            oom = true;
+        }
+    }
+    free(first);
+    size_t total = 0;
+    for (int t = 0; t < threads; t++) total += cs[t].n;
+    gen_graph *all = oom ? NULL : malloc((total ? total : 1) * sizeof *all);
+    size_t k = 0;
+    for (int t = 0; t < threads; t++) {
+        if (all) memcpy(all + k, cs[t].out, cs[t].n * sizeof *all);
+        k += cs[t].n;
+        free(cs[t].out);
+    }
+    free(cs);
+    if (!all) return ts_error_set(err, TS_ERR_NOMEM, "out of memory enumerating graphs");
+    *out = all;
+    *n = total;
+    return TS_OK;
+}

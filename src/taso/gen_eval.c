@@ -1,0 +1,493 @@
+/* TASO operators on small concrete tensors, mod p and in double.
+ *
+ * Mod p, relu is x(x+1)+1 (TASO's trick: a polynomial stand-in that keeps
+ * fingerprints exact) and max pooling takes the largest residue (any fixed
+ * selection is enough for a fingerprint; the float test and the verifier
+ * catch what only holds for it).  Average pooling counts padded positions,
+ * as TASO's axiom conv(C_pool) = pool_avg requires. */
+#include <math.h>
+#include <string.h>
+#include "taso/gen.h"
+
+static inline uint32_t madd(uint32_t a, uint32_t b)
+{
+    uint64_t s = (uint64_t)a + b;
+    return (uint32_t)(s >= GEN_P ? s - GEN_P : s);
+}
+static inline uint32_t mmul(uint32_t a, uint32_t b)
+{
+    return (uint32_t)(((uint64_t)a * b) % GEN_P);
+}
+static uint32_t minv(uint32_t a)
+{
+    uint32_t r = 1, e = GEN_P - 2;
+    while (e) {
+        if (e & 1) r = mmul(r, a);
+        a = mmul(a, a);
+        e >>= 1;
+    }
+    return r;
+}
+
+static void set_shape(gen_tensor *t, gen_domain dom, int nd, const int *dim)
+{
+    t->dom = dom;
+    t->nd = nd;
+    t->n = 1;
+    for (int i = 0; i < 4; i++) {
+        t->dim[i] = i < nd ? dim[i] : 0;
+        if (i < nd) t->n *= dim[i];
+    }
+    memset(t->split, 0, sizeof t->split);
+}
+
+static bool fits(int nd, const int *dim)
+{
+    long n = 1;
+    for (int i = 0; i < nd; i++) {
+        if (dim[i] < 1) return false;
+        n *= dim[i];
+    }
+    return n <= GEN_MAX_ELEMS;
+}
+
+/* Length of the serialized split tree starting at s. */
+static int tree_len(const uint8_t *s, int avail)
+{
+    if (avail <= 0) return -1;
+    if (s[0] == 0) return 1;
+    int l = tree_len(s + 1, avail - 1);
+    if (l < 0) return -1;
+    int r = tree_len(s + 1 + l, avail - 1 - l);
+    return r < 0 ? -1 : 1 + l + r;
+}
+
+static bool tree_join(uint8_t *out, int pos, const uint8_t *a, const uint8_t *b)
+{
+    int la = tree_len(a, GEN_SPLIT_BYTES), lb = tree_len(b, GEN_SPLIT_BYTES);
+    if (la < 0 || lb < 0 || 1 + la + lb > GEN_SPLIT_BYTES || pos > 255) return false;
+    uint8_t tmp[GEN_SPLIT_BYTES] = {0};
+    tmp[0] = (uint8_t)pos;
+    memcpy(tmp + 1, a, (size_t)la);
+    memcpy(tmp + 1 + la, b, (size_t)lb);
+    memcpy(out, tmp, GEN_SPLIT_BYTES);
+    return true;
+}
+
+static void merge_split(uint8_t *out, const uint8_t *a, const uint8_t *b)
+{
+    if (memcmp(a, b, GEN_SPLIT_BYTES) == 0) memcpy(out, a, GEN_SPLIT_BYTES);
+    else memset(out, 0, GEN_SPLIT_BYTES);
+}
+
+static inline uint32_t relu_m(uint32_t x)
+{
+    return madd(mmul(x, madd(x, 1)), 1);
+}
+
+static bool ew(ts_rop op, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+{
+    if (a->nd != b->nd || a->nd == 0 || memcmp(a->dim, b->dim, sizeof a->dim)) return false;
+    set_shape(o, a->dom, a->nd, a->dim);
+    for (int d = 0; d < a->nd; d++) merge_split(o->split[d], a->split[d], b->split[d]);
+    bool add = op == TS_ROP_EWADD;
+    if (a->dom == GEN_MODP)
+        for (int i = 0; i < a->n; i++)
+            o->v.u[i] = add ? madd(a->v.u[i], b->v.u[i]) : mmul(a->v.u[i], b->v.u[i]);
+    else
+        for (int i = 0; i < a->n; i++)
+            o->v.f[i] = add ? a->v.f[i] + b->v.f[i] : a->v.f[i] * b->v.f[i];
+    return true;
+}
+
+static bool smul(const gen_tensor *a, const gen_tensor *s, gen_tensor *o)
+{
+    if (s->nd != 0 || a->nd == 0) return false;
+    set_shape(o, a->dom, a->nd, a->dim);
+    memcpy(o->split, a->split, sizeof o->split);
+    for (int i = 0; i < a->n; i++) {
+        if (a->dom == GEN_MODP) o->v.u[i] = mmul(a->v.u[i], s->v.u[0]);
+        else o->v.f[i] = a->v.f[i] * s->v.f[0];
+    }
+    return true;
+}
+
+static bool relu(const gen_tensor *a, gen_tensor *o)
+{
+    if (a->nd == 0) return false;
+    set_shape(o, a->dom, a->nd, a->dim);
+    memcpy(o->split, a->split, sizeof o->split);
+    for (int i = 0; i < a->n; i++) {
+        if (a->dom == GEN_MODP) o->v.u[i] = relu_m(a->v.u[i]);
+        else o->v.f[i] = a->v.f[i] > 0 ? a->v.f[i] : 0;
+    }
+    return true;
+}
+
+static bool transpose(const gen_tensor *a, gen_tensor *o)
+{
+    if (a->nd != 2) return false;
+    int dim[2] = {a->dim[1], a->dim[0]};
+    set_shape(o, a->dom, 2, dim);
+    memcpy(o->split[0], a->split[1], GEN_SPLIT_BYTES);
+    memcpy(o->split[1], a->split[0], GEN_SPLIT_BYTES);
+    for (int i = 0; i < a->dim[0]; i++)
+        for (int j = 0; j < a->dim[1]; j++) {
+            int s = i * a->dim[1] + j, d = j * a->dim[0] + i;
+            if (a->dom == GEN_MODP) o->v.u[d] = a->v.u[s];
+            else o->v.f[d] = a->v.f[s];
+        }
+    return true;
+}
+
+static bool matmul(const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+{
+    if (a->nd != 2 || b->nd != 2 || a->dim[1] != b->dim[0]) return false;
+    int n = a->dim[0], k = a->dim[1], m = b->dim[1];
+    int dim[2] = {n, m};
+    if (!fits(2, dim)) return false;
+    set_shape(o, a->dom, 2, dim);
+    memcpy(o->split[0], a->split[0], GEN_SPLIT_BYTES);
+    memcpy(o->split[1], b->split[1], GEN_SPLIT_BYTES);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            if (a->dom == GEN_MODP) {
+                uint64_t acc = 0;
+                for (int t = 0; t < k; t++) acc = (acc + (uint64_t)a->v.u[i * k + t] * b->v.u[t * m + j]) % GEN_P;
+                o->v.u[i * m + j] = (uint32_t)acc;
+            } else {
+                double acc = 0;
+                for (int t = 0; t < k; t++) acc += a->v.f[i * k + t] * b->v.f[t * m + j];
+                o->v.f[i * m + j] = acc;
+            }
+        }
+    return true;
+}
+
+/* Output size and leading pad of a window op (SAME: ceil(in/s), pad split
+ * with the smaller half first, as TASO and TensorFlow do). */
+static bool window(int in, int k, int s, ts_rpad pad, int *out, int *before)
+{
+    if (pad == TS_RPAD_SAME) {
+        *out = (in + s - 1) / s;
+        int total = (*out - 1) * s + k - in;
+        if (total < 0) total = 0;
+        *before = total / 2;
+    } else {
+        if (in < k) return false;
+        *out = (in - k) / s + 1;
+        *before = 0;
+    }
+    return *out >= 1;
+}
+
+static bool conv(const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, gen_tensor *o)
+{
+    if (x->nd != 4 || w->nd != 4 || x->dim[1] % w->dim[1]) return false;
+    int groups = x->dim[1] / w->dim[1];
+    if (w->dim[0] % groups) return false;
+    int oh, ow, ph, pw;
+    if (!window(x->dim[2], w->dim[2], p->stride, p->pad, &oh, &ph)) return false;
+    if (!window(x->dim[3], w->dim[3], p->stride, p->pad, &ow, &pw)) return false;
+    int dim[4] = {x->dim[0], w->dim[0], oh, ow};
+    if (!fits(4, dim)) return false;
+    set_shape(o, x->dom, 4, dim);
+    memcpy(o->split[0], x->split[0], GEN_SPLIT_BYTES);
+    memcpy(o->split[1], w->split[0], GEN_SPLIT_BYTES);
+    int C = x->dim[1], H = x->dim[2], W = x->dim[3], cg = w->dim[1], og = w->dim[0] / groups;
+    int KH = w->dim[2], KW = w->dim[3];
+    bool m = x->dom == GEN_MODP;
+    for (int n = 0; n < dim[0]; n++)
+        for (int co = 0; co < dim[1]; co++) {
+            int g = co / og;
+            for (int y = 0; y < oh; y++)
+                for (int z = 0; z < ow; z++) {
+                    uint64_t am = 0;
+                    double af = 0;
+                    for (int ci = 0; ci < cg; ci++)
+                        for (int ky = 0; ky < KH; ky++) {
+                            int iy = y * p->stride - ph + ky;
+                            if (iy < 0 || iy >= H) continue;
+                            for (int kx = 0; kx < KW; kx++) {
+                                int ix = z * p->stride - pw + kx;
+                                if (ix < 0 || ix >= W) continue;
+                                int xi = ((n * C + g * cg + ci) * H + iy) * W + ix;
+                                int wi = ((co * cg + ci) * KH + ky) * KW + kx;
+                                if (m) am = (am + (uint64_t)x->v.u[xi] * w->v.u[wi]) % GEN_P;
+                                else af += x->v.f[xi] * w->v.f[wi];
+                            }
+                        }
+                    int oi = ((n * dim[1] + co) * oh + y) * ow + z;
+                    if (m) o->v.u[oi] = p->act == TS_RACT_RELU ? relu_m((uint32_t)am) : (uint32_t)am;
+                    else o->v.f[oi] = p->act == TS_RACT_RELU && af < 0 ? 0 : af;
+                }
+        }
+    return true;
+}
+
+static bool pool(bool avg, const ts_rparams *p, const gen_tensor *x, gen_tensor *o)
+{
+    if (x->nd != 4) return false;
+    int oh, ow, ph, pw;
+    if (!window(x->dim[2], p->kh, p->stride, p->pad, &oh, &ph)) return false;
+    if (!window(x->dim[3], p->kw, p->stride, p->pad, &ow, &pw)) return false;
+    int dim[4] = {x->dim[0], x->dim[1], oh, ow};
+    set_shape(o, x->dom, 4, dim);
+    memcpy(o->split[0], x->split[0], GEN_SPLIT_BYTES);
+    memcpy(o->split[1], x->split[1], GEN_SPLIT_BYTES);
+    int H = x->dim[2], W = x->dim[3];
+    bool m = x->dom == GEN_MODP;
+    uint32_t inv = m ? minv((uint32_t)(p->kh * p->kw)) : 0;
+    for (int nc = 0; nc < dim[0] * dim[1]; nc++)
+        for (int y = 0; y < oh; y++)
+            for (int z = 0; z < ow; z++) {
+                uint64_t am = 0;
+                double af = avg ? 0 : -INFINITY;
+                bool any = false;
+                for (int ky = 0; ky < p->kh; ky++) {
+                    int iy = y * p->stride - ph + ky;
+                    if (iy < 0 || iy >= H) continue;
+                    for (int kx = 0; kx < p->kw; kx++) {
+                        int ix = z * p->stride - pw + kx;
+                        if (ix < 0 || ix >= W) continue;
+                        int xi = (nc * H + iy) * W + ix;
+                        if (m) {
+                            uint32_t v = x->v.u[xi];
+                            if (avg) am += v;
+                            else if (!any || v > am) am = v;
+                        } else {
+                            double v = x->v.f[xi];
+                            if (avg) af += v;
+                            else if (v > af) af = v;
+                        }
+                        any = true;
+                    }
+                }
+                int oi = (nc * oh + y) * ow + z;
+                if (m) o->v.u[oi] = avg ? mmul((uint32_t)(am % GEN_P), inv) : (uint32_t)am;
+                else o->v.f[oi] = avg ? af / (p->kh * p->kw) : af;
+            }
+    return true;
+}
+
+static bool enlarge(const gen_tensor *w, const gen_tensor *ref, gen_tensor *o)
+{
+    if (w->nd != 4 || ref->nd != 4) return false;
+    int KH = ref->dim[2], KW = ref->dim[3];
+    if (w->dim[2] > KH || w->dim[3] > KW || (w->dim[2] == KH && w->dim[3] == KW)) return false;
+    int dim[4] = {w->dim[0], w->dim[1], KH, KW};
+    if (!fits(4, dim)) return false;
+    set_shape(o, w->dom, 4, dim);
+    memcpy(o->split[0], w->split[0], GEN_SPLIT_BYTES);
+    memcpy(o->split[1], w->split[1], GEN_SPLIT_BYTES);
+    int offh = (KH - w->dim[2]) / 2, offw = (KW - w->dim[3]) / 2;
+    for (int nc = 0; nc < dim[0] * dim[1]; nc++)
+        for (int y = 0; y < KH; y++)
+            for (int z = 0; z < KW; z++) {
+                int oi = (nc * KH + y) * KW + z;
+                int sy = y - offh, sz = z - offw;
+                bool in = sy >= 0 && sz >= 0 && sy < w->dim[2] && sz < w->dim[3];
+                int si = (nc * w->dim[2] + sy) * w->dim[3] + sz;
+                if (w->dom == GEN_MODP) o->v.u[oi] = in ? w->v.u[si] : 0;
+                else o->v.f[oi] = in ? w->v.f[si] : 0;
+            }
+    return true;
+}
+
+/* Copies the block of `src` into `dst` at offset `off` along `axis` (or the
+ * reverse when `gather`), for concat and split. */
+static void block_copy(const gen_tensor *big, gen_tensor *small, int axis, int off, bool to_big,
+                       gen_tensor *bigw)
+{
+    int outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++) outer *= small->dim[d];
+    for (int d = axis + 1; d < small->nd; d++) inner *= small->dim[d];
+    int sa = small->dim[axis], ba = big->dim[axis];
+    for (int o = 0; o < outer; o++)
+        for (int a = 0; a < sa; a++) {
+            int si = (o * sa + a) * inner, bi = (o * ba + a + off) * inner;
+            size_t bytes = (size_t)inner * (small->dom == GEN_MODP ? sizeof(uint32_t) : sizeof(double));
+            if (small->dom == GEN_MODP) {
+                if (to_big) memcpy(&bigw->v.u[bi], &small->v.u[si], bytes);
+                else memcpy(&small->v.u[si], &big->v.u[bi], bytes);
+            } else {
+                if (to_big) memcpy(&bigw->v.f[bi], &small->v.f[si], bytes);
+                else memcpy(&small->v.f[si], &big->v.f[bi], bytes);
+            }
+        }
+}
+
+static bool concat(int axis, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+{
+    if (a->nd != b->nd || axis >= a->nd) return false;
+    for (int d = 0; d < a->nd; d++)
+        if (d != axis && a->dim[d] != b->dim[d]) return false;
+    int dim[4];
+    memcpy(dim, a->dim, sizeof dim);
+    dim[axis] += b->dim[axis];
+    if (!fits(a->nd, dim)) return false;
+    set_shape(o, a->dom, a->nd, dim);
+    for (int d = 0; d < a->nd; d++)
+        if (d != axis) merge_split(o->split[d], a->split[d], b->split[d]);
+    if (!tree_join(o->split[axis], a->dim[axis], a->split[axis], b->split[axis])) return false;
+    block_copy(o, (gen_tensor *)a, axis, 0, true, o);
+    block_copy(o, (gen_tensor *)b, axis, a->dim[axis], true, o);
+    return true;
+}
+
+static bool split(int axis, const gen_tensor *a, gen_tensor *o0, gen_tensor *o1)
+{
+    if (axis >= a->nd || a->split[axis][0] == 0) return false;
+    const uint8_t *t = a->split[axis];
+    int pos = t[0];
+    int ll = tree_len(t + 1, GEN_SPLIT_BYTES - 1);
+    if (ll < 0 || pos >= a->dim[axis]) return false;
+    int d0[4], d1[4];
+    memcpy(d0, a->dim, sizeof d0);
+    memcpy(d1, a->dim, sizeof d1);
+    d0[axis] = pos;
+    d1[axis] = a->dim[axis] - pos;
+    gen_tensor *outs[2] = {o0, o1};
+    int *dims[2] = {d0, d1};
+    for (int k = 0; k < 2; k++) {
+        gen_tensor *o = outs[k];
+        if (!o) continue;
+        set_shape(o, a->dom, a->nd, dims[k]);
+        memcpy(o->split, a->split, sizeof o->split);
+        memset(o->split[axis], 0, GEN_SPLIT_BYTES);
+        const uint8_t *sub = k == 0 ? t + 1 : t + 1 + ll;
+        int sl = tree_len(sub, GEN_SPLIT_BYTES - (int)(sub - t));
+        if (sl < 0) return false;
+        memcpy(o->split[axis], sub, (size_t)sl);
+        block_copy(a, o, axis, k == 0 ? 0 : pos, false, NULL);
+    }
+    return true;
+}
+
+static bool constant(ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor *o)
+{
+    bool m = dom == GEN_MODP;
+    switch (op) {
+    case TS_ROP_CPOOL: {
+        int dim[4] = {GEN_C, 1, p->kh, p->kw};
+        set_shape(o, dom, 4, dim);
+        uint32_t inv = minv((uint32_t)(p->kh * p->kw));
+        for (int i = 0; i < o->n; i++) {
+            if (m) o->v.u[i] = inv;
+            else o->v.f[i] = 1.0 / (p->kh * p->kw);
+        }
+        return true;
+    }
+    case TS_ROP_ICONV: {
+        if (p->kh % 2 == 0 || p->kw % 2 == 0) return false;
+        int dim[4] = {GEN_C, GEN_C, p->kh, p->kw};
+        set_shape(o, dom, 4, dim);
+        for (int i = 0; i < o->n; i++) {
+            int kx = i % p->kw, ky = (i / p->kw) % p->kh, ci = (i / (p->kw * p->kh)) % GEN_C,
+                co = i / (p->kw * p->kh * GEN_C);
+            bool one = ci == co && ky == p->kh / 2 && kx == p->kw / 2;
+            if (m) o->v.u[i] = one;
+            else o->v.f[i] = one;
+        }
+        return true;
+    }
+    case TS_ROP_IMATMUL: {
+        int dim[2] = {GEN_M, GEN_M};
+        set_shape(o, dom, 2, dim);
+        for (int i = 0; i < o->n; i++) {
+            bool one = i / GEN_M == i % GEN_M;
+            if (m) o->v.u[i] = one;
+            else o->v.f[i] = one;
+        }
+        return true;
+    }
+    case TS_ROP_IEWMUL: {
+        int dim[4] = {GEN_N, GEN_C, GEN_HW, GEN_HW};
+        set_shape(o, dom, 4, dim);
+        for (int i = 0; i < o->n; i++) {
+            if (m) o->v.u[i] = 1;
+            else o->v.f[i] = 1;
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b,
+               gen_tensor *o0, gen_tensor *o1)
+{
+    switch (op) {
+    case TS_ROP_EWADD:
+    case TS_ROP_EWMUL: return ew(op, a, b, o0);
+    case TS_ROP_SMUL: return smul(a, b, o0);
+    case TS_ROP_TRANSPOSE: return transpose(a, o0);
+    case TS_ROP_MATMUL: return matmul(a, b, o0);
+    case TS_ROP_CONV: return conv(p, a, b, o0);
+    case TS_ROP_ENLARGE: return enlarge(a, b, o0);
+    case TS_ROP_RELU: return relu(a, o0);
+    case TS_ROP_POOLAVG: return pool(true, p, a, o0);
+    case TS_ROP_POOLMAX: return pool(false, p, a, o0);
+    case TS_ROP_CONCAT: return concat(p->axis, a, b, o0);
+    case TS_ROP_SPLIT0: return split(p->axis, a, o0, o1);
+    case TS_ROP_SPLIT1: return split(p->axis, a, o1, o0);
+    case TS_ROP_CPOOL:
+    case TS_ROP_ICONV:
+    case TS_ROP_IMATMUL:
+    case TS_ROP_IEWMUL: return constant(op, p, o0->dom, o0);
+    default: return false;
+    }
+}
+
+static inline uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+uint64_t gen_tensor_hash(const gen_tensor *t)
+{
+    uint64_t h = mix((uint64_t)t->nd + 0x9e3779b97f4a7c15ull);
+    for (int d = 0; d < t->nd; d++) {
+        h = mix(h ^ (uint64_t)t->dim[d]);
+        for (int b = 0; b < GEN_SPLIT_BYTES; b += 4) {
+            uint32_t w;
+            memcpy(&w, &t->split[d][b], 4);
+            h = mix(h ^ w);
+        }
+    }
+    for (int i = 0; i < t->n; i++) h = mix(h ^ ((uint64_t)t->v.u[i] << 1 | 1)) + (uint64_t)i;
+    return h;
+}
+
+bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol)
+{
+    if (a->nd != b->nd || memcmp(a->dim, b->dim, sizeof a->dim)) return false;
+    for (int i = 0; i < a->n; i++) {
+        double d = fabs(a->v.f[i] - b->v.f[i]);
+        double s = fmax(1.0, fmax(fabs(a->v.f[i]), fabs(b->v.f[i])));
+        if (!(d <= tol * s)) return false;
+    }
+    return true;
+}
+
+static uint64_t next(uint64_t *s)
+{
+    *s += 0x9e3779b97f4a7c15ull;
+    return mix(*s);
+}
+
+void gen_tensor_random(gen_tensor *t, gen_domain dom, int nd, const int *dim, uint64_t *rng)
+{
+    set_shape(t, dom, nd, dim);
+    for (int i = 0; i < t->n; i++) {
+        uint64_t r = next(rng);
+        if (dom == GEN_MODP) t->v.u[i] = (uint32_t)(r % GEN_P);
+        else t->v.f[i] = (double)(r >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+    }
+}

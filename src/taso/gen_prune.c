@@ -1,0 +1,635 @@
+/* From fingerprints to rules: candidate pairs, the float test, and the two
+ * pruning passes of the paper's section 4 (input renaming, common
+ * subgraphs).  A pruning step removes a rule only when a more general rule
+ * (inputs split apart, a common subgraph replaced by a fresh input, or a
+ * common top removed) is itself valid on the test inputs. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "taso/gen.h"
+
+#define TOL 1e-5
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- evaluation of expressions ---- */
+
+static const gen_tensor *lookup(const gen_env *env, const char *name, gen_domain dom)
+{
+    for (int i = 0; i < env->nextra; i++)
+        if (!strcmp(env->extra_name[i], name)) return dom == GEN_MODP ? env->extra_modp[i] : env->extra_f64[i];
+    for (int v = 0; v < env->w->nvar; v++)
+        if (!strcmp(env->w->var[v].name, name)) return dom == GEN_MODP ? &env->w->var_modp[v] : &env->w->var_f64[v];
+    return NULL;
+}
+
+bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_tensor *out)
+{
+    if (e->op == TS_ROP_VAR) {
+        const gen_tensor *t = lookup(env, e->var, dom);
+        if (!t) return false;
+        *out = *t;
+        return true;
+    }
+    gen_tensor *tmp = malloc(3 * sizeof *tmp);
+    if (!tmp) return false;
+    bool ok = true;
+    for (int i = 0; i < e->nargs && ok; i++) ok = gen_eval_expr(env, e->arg[i], dom, &tmp[i]);
+    if (ok) {
+        out->dom = dom;
+        tmp[2].dom = dom;
+        if (e->op == TS_ROP_SPLIT1) ok = gen_apply(TS_ROP_SPLIT0, &e->p, &tmp[0], NULL, &tmp[2], out);
+        else ok = gen_apply(e->op, &e->p, e->nargs > 0 ? &tmp[0] : NULL, e->nargs > 1 ? &tmp[1] : NULL,
+                            out, &tmp[2]);
+    }
+    free(tmp);
+    return ok;
+}
+
+/* ---- graphs as expressions ---- */
+
+ts_rexpr **gen_graph_terms(const gen_world *w, const gen_graph *g, int *nout)
+{
+    ts_rexpr *pool[64] = {0};
+    bool used[64] = {0};
+    int np = w->nvar;
+    for (int v = 0; v < w->nvar; v++) pool[v] = ts_rexpr_var(w->var[v].name);
+    int first_out = np;
+    for (int k = 0; k < g->nops; k++) {
+        const gen_variant *var = &w->variant[g->op[k][0]];
+        int nargs = ts_rop_info(var->op)->nargs;
+        ts_rexpr *a = nargs >= 1 ? ts_rexpr_clone(pool[g->op[k][1]]) : NULL;
+        ts_rexpr *b = nargs >= 2 ? ts_rexpr_clone(pool[g->op[k][2]]) : NULL;
+        if (nargs >= 1) used[g->op[k][1]] = true;
+        if (nargs >= 2) used[g->op[k][2]] = true;
+        if (var->op == TS_ROP_SPLIT0) {
+            pool[np++] = ts_rexpr_op(TS_ROP_SPLIT0, &var->p, a, NULL);
+            pool[np++] = ts_rexpr_op(TS_ROP_SPLIT1, &var->p, ts_rexpr_clone(a), NULL);
+        } else {
+            pool[np++] = ts_rexpr_op(var->op, &var->p, a, b);
+        }
+    }
+    ts_rexpr **outs = malloc((size_t)(np - first_out) * sizeof *outs);
+    uint64_t hs[64];
+    int n = 0;
+    gen_env env = {.w = w};
+    gen_tensor *t = malloc(sizeof *t);
+    for (int i = first_out; i < np; i++) {
+        if (used[i]) continue;
+        outs[n] = pool[i];
+        pool[i] = NULL;
+        hs[n] = t && gen_eval_expr(&env, outs[n], GEN_MODP, t) ? gen_tensor_hash(t) : 0;
+        /* insertion by hash: both sides of a pair list equal outputs in the same order */
+        for (int j = n; j > 0 && hs[j] < hs[j - 1]; j--) {
+            uint64_t th = hs[j]; hs[j] = hs[j - 1]; hs[j - 1] = th;
+            ts_rexpr *te = outs[j]; outs[j] = outs[j - 1]; outs[j - 1] = te;
+        }
+        n++;
+    }
+    free(t);
+    for (int i = 0; i < np; i++) ts_rexpr_free(pool[i]);
+    *nout = n;
+    return outs;
+}
+
+static void free_terms(ts_rexpr **t, int n)
+{
+    for (int i = 0; i < n; i++) ts_rexpr_free(t[i]);
+    free(t);
+}
+
+/* ---- validity of a rule on the test inputs ---- */
+
+static bool valid_pairs(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
+{
+    gen_tensor *t = malloc(2 * sizeof *t);
+    bool ok = t != NULL;
+    for (int i = 0; i < n && ok; i++) {
+        ok = gen_eval_expr(env, l[i], GEN_MODP, &t[0]) && gen_eval_expr(env, r[i], GEN_MODP, &t[1]) &&
+             gen_tensor_hash(&t[0]) == gen_tensor_hash(&t[1]);
+        ok = ok && gen_eval_expr(env, l[i], GEN_F64, &t[0]) && gen_eval_expr(env, r[i], GEN_F64, &t[1]) &&
+             gen_tensor_close(&t[0], &t[1], TOL);
+    }
+    free(t);
+    return ok;
+}
+
+/* Equal as multisets of tensors (outputs unordered). */
+static bool valid_multiset(const gen_env *env, ts_rexpr **l, int nl, ts_rexpr **r, int nr)
+{
+    if (nl != nr) return false;
+    if (nl == 0) return true;
+    uint64_t hl[16], hr[16];
+    int pr[16];
+    gen_tensor *t = malloc(sizeof *t);
+    bool ok = t != NULL && nl <= 16;
+    for (int i = 0; i < nl && ok; i++) {
+        ok = gen_eval_expr(env, l[i], GEN_MODP, t);
+        hl[i] = ok ? gen_tensor_hash(t) : 0;
+        ok = ok && gen_eval_expr(env, r[i], GEN_MODP, t);
+        hr[i] = ok ? gen_tensor_hash(t) : 0;
+    }
+    free(t);
+    if (!ok) return false;
+    bool taken[16] = {0};
+    for (int i = 0; i < nl; i++) {
+        pr[i] = -1;
+        for (int j = 0; j < nr; j++)
+            if (!taken[j] && hr[j] == hl[i]) {
+                pr[i] = j;
+                taken[j] = true;
+                break;
+            }
+        if (pr[i] < 0) return false;
+    }
+    ts_rexpr *rr[16];
+    for (int i = 0; i < nl; i++) rr[i] = r[pr[i]];
+    return valid_pairs(env, l, rr, nl);
+}
+
+/* ---- input renaming ---- */
+
+static int var_class(const gen_world *w, const char *name)
+{
+    for (int c = 0; c < w->nclass; c++) {
+        size_t pl = strlen(w->cls[c].prefix);
+        if (!strncmp(name, w->cls[c].prefix, pl) && name[pl] >= '0' && name[pl] <= '9') return c;
+    }
+    return -1;
+}
+
+typedef struct renaming {
+    int n;
+    char from[32][8], to[32][8];
+    int next[8];
+} renaming;
+
+static void rename_walk(const gen_world *w, ts_rexpr *e, renaming *rn, bool apply)
+{
+    if (e->op == TS_ROP_VAR) {
+        for (int i = 0; i < rn->n; i++)
+            if (!strcmp(rn->from[i], e->var)) {
+                if (apply) strcpy(e->var, rn->to[i]);
+                return;
+            }
+        int c = var_class(w, e->var);
+        if (c < 0 || rn->n >= 32) return;
+        snprintf(rn->from[rn->n], 8, "%s", e->var);
+        snprintf(rn->to[rn->n], 8, "%.1s%d", w->cls[c].prefix, ++rn->next[c] % 10);
+        if (apply) strcpy(e->var, rn->to[rn->n]);
+        rn->n++;
+        return;
+    }
+    for (int i = 0; i < e->nargs; i++) rename_walk(w, e->arg[i], rn, apply);
+}
+
+typedef struct cand {
+    int n;
+    ts_rexpr **l, **r;
+    char *key;
+    int nops;
+    bool dead;
+} cand;
+
+static char *join_terms(ts_rexpr **l, ts_rexpr **r, int n)
+{
+    size_t cap = 256, len = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int side = 0; side < 2; side++)
+        for (int i = 0; i < n; i++) {
+            const ts_rexpr *e = side ? r[i] : l[i];
+            for (;;) {
+                size_t need = ts_rexpr_format(s + len, cap - len, e);
+                if (len + need + 2 < cap) {
+                    len += need;
+                    s[len++] = side ? ';' : '|';
+                    s[len] = 0;
+                    break;
+                }
+                cap *= 2;
+                char *ns = realloc(s, cap);
+                if (!ns) {
+                    free(s);
+                    return NULL;
+                }
+                s = ns;
+            }
+        }
+    return s;
+}
+
+/* Canonical form of a rule modulo input renaming, output order and
+ * direction: the smallest text over those choices, variables renamed in
+ * order of first appearance.  Rewrites c's terms into that form. */
+static void canonicalize(const gen_world *w, cand *c)
+{
+    int n = c->n, perm[8];
+    char *best = NULL;
+    ts_rexpr **bl = NULL, **br = NULL;
+    if (n > 6) n = c->n; /* (never: at most 2 outputs per op and 4 ops) */
+    int nperm = 1;
+    for (int i = 2; i <= n; i++) nperm *= i;
+    for (int dir = 0; dir < 2; dir++)
+        for (int pi = 0; pi < nperm; pi++) {
+            /* pi-th permutation (factorial number system) */
+            int avail[8], na = n, x = pi;
+            for (int i = 0; i < n; i++) avail[i] = i;
+            for (int i = 0; i < n; i++) {
+                int f = 1;
+                for (int k = 2; k <= n - 1 - i; k++) f *= k;
+                int idx = x / f;
+                x %= f;
+                perm[i] = avail[idx];
+                memmove(&avail[idx], &avail[idx + 1], (size_t)(na - idx - 1) * sizeof avail[0]);
+                na--;
+            }
+            ts_rexpr **l = malloc((size_t)n * sizeof *l), **r = malloc((size_t)n * sizeof *r);
+            for (int i = 0; i < n; i++) {
+                l[i] = ts_rexpr_clone(dir ? c->r[perm[i]] : c->l[perm[i]]);
+                r[i] = ts_rexpr_clone(dir ? c->l[perm[i]] : c->r[perm[i]]);
+            }
+            renaming rn = {0};
+            for (int i = 0; i < n; i++) rename_walk(w, l[i], &rn, true);
+            for (int i = 0; i < n; i++) rename_walk(w, r[i], &rn, true);
+            char *s = join_terms(l, r, n);
+            if (s && (!best || strcmp(s, best) < 0)) {
+                free(best);
+                if (bl) free_terms(bl, n);
+                if (br) free_terms(br, n);
+                best = s;
+                bl = l;
+                br = r;
+            } else {
+                free(s);
+                free_terms(l, n);
+                free_terms(r, n);
+            }
+        }
+    free_terms(c->l, c->n);
+    free_terms(c->r, c->n);
+    c->l = bl;
+    c->r = br;
+    c->key = best;
+}
+
+static int count_occ(const ts_rexpr *e, const char *v)
+{
+    if (e->op == TS_ROP_VAR) return !strcmp(e->var, v);
+    int n = 0;
+    for (int i = 0; i < e->nargs; i++) n += count_occ(e->arg[i], v);
+    return n;
+}
+
+/* Renames the occurrences of v whose running index is in mask. */
+static void split_occ(ts_rexpr *e, const char *v, const char *fresh, unsigned mask, int *idx)
+{
+    if (e->op == TS_ROP_VAR) {
+        if (!strcmp(e->var, v)) {
+            if (mask >> *idx & 1) strcpy(e->var, fresh);
+            (*idx)++;
+        }
+        return;
+    }
+    for (int i = 0; i < e->nargs; i++) split_occ(e->arg[i], v, fresh, mask, idx);
+}
+
+/* A more general rule (some occurrences of one input renamed to a fresh
+ * input of its class) is valid: this one is an instance of it. */
+static bool has_rename_generalization(const gen_world *w, const cand *c)
+{
+    renaming rn = {0};
+    for (int i = 0; i < c->n; i++) rename_walk(w, c->l[i], &rn, false);
+    for (int i = 0; i < c->n; i++) rename_walk(w, c->r[i], &rn, false);
+    gen_env env = {.w = w};
+    for (int vi = 0; vi < rn.n; vi++) {
+        const char *v = rn.from[vi];
+        int cls = var_class(w, v);
+        if (rn.next[cls] >= w->cls[cls].count) continue; /* no spare input of the class */
+        char fresh[8];
+        snprintf(fresh, sizeof fresh, "%.1s%d", w->cls[cls].prefix, (rn.next[cls] + 1) % 10);
+        int m = 0;
+        for (int i = 0; i < c->n; i++) m += count_occ(c->l[i], v) + count_occ(c->r[i], v);
+        if (m < 2 || m > 10) continue;
+        for (unsigned mask = 1; mask < (1u << (m - 1)); mask++) {
+            unsigned full = mask << 1; /* the first occurrence keeps its name */
+            ts_rexpr *l[8], *r[8];
+            int idx = 0;
+            for (int i = 0; i < c->n; i++) {
+                l[i] = ts_rexpr_clone(c->l[i]);
+                split_occ(l[i], v, fresh, full, &idx);
+            }
+            for (int i = 0; i < c->n; i++) {
+                r[i] = ts_rexpr_clone(c->r[i]);
+                split_occ(r[i], v, fresh, full, &idx);
+            }
+            bool ok = valid_pairs(&env, l, r, c->n);
+            for (int i = 0; i < c->n; i++) {
+                ts_rexpr_free(l[i]);
+                ts_rexpr_free(r[i]);
+            }
+            if (ok) return true;
+        }
+    }
+    return false;
+}
+
+/* ---- common subgraphs ---- */
+
+static bool occurs(const ts_rexpr *e, const ts_rexpr *t)
+{
+    if (ts_rexpr_equal(e, t)) return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (occurs(e->arg[i], t)) return true;
+    return false;
+}
+
+static ts_rexpr *replace(const ts_rexpr *e, const ts_rexpr *t, const char *fresh)
+{
+    if (ts_rexpr_equal(e, t)) return ts_rexpr_var(fresh);
+    if (e->op == TS_ROP_VAR) return ts_rexpr_var(e->var);
+    ts_rexpr *a = e->nargs > 0 ? replace(e->arg[0], t, fresh) : NULL;
+    ts_rexpr *b = e->nargs > 1 ? replace(e->arg[1], t, fresh) : NULL;
+    return ts_rexpr_op(e->op, &e->p, a, b);
+}
+
+static void collect_ops(const ts_rexpr *e, const ts_rexpr **out, int *n)
+{
+    if (e->op == TS_ROP_VAR || *n >= 32) return;
+    out[(*n)++] = e;
+    for (int i = 0; i < e->nargs; i++) collect_ops(e->arg[i], out, n);
+}
+
+/* Form 1: an operator with the same inputs on both sides; replaced by a
+ * fresh input, the rule still holds. */
+static bool common_sub_generalizes(const gen_world *w, const cand *c, uint64_t *rng)
+{
+    const ts_rexpr *subs[32];
+    int ns = 0;
+    for (int i = 0; i < c->n; i++) collect_ops(c->l[i], subs, &ns);
+    for (int s = 0; s < ns; s++) {
+        bool in_r = false;
+        for (int i = 0; i < c->n && !in_r; i++) in_r = occurs(c->r[i], subs[s]);
+        if (!in_r) continue;
+        gen_env env = {.w = w};
+        gen_tensor *t = malloc(3 * sizeof *t);
+        if (!t) return false;
+        bool ok = gen_eval_expr(&env, subs[s], GEN_MODP, &t[0]);
+        if (ok) {
+            gen_tensor_random(&t[1], GEN_MODP, t[0].nd, t[0].dim, rng);
+            gen_tensor_random(&t[2], GEN_F64, t[0].nd, t[0].dim, rng);
+            env.nextra = 1;
+            strcpy(env.extra_name[0], "t0");
+            env.extra_modp[0] = &t[1];
+            env.extra_f64[0] = &t[2];
+            ts_rexpr *l[8], *r[8];
+            for (int i = 0; i < c->n; i++) {
+                l[i] = replace(c->l[i], subs[s], "t0");
+                r[i] = replace(c->r[i], subs[s], "t0");
+            }
+            ok = valid_pairs(&env, l, r, c->n);
+            for (int i = 0; i < c->n; i++) {
+                ts_rexpr_free(l[i]);
+                ts_rexpr_free(r[i]);
+            }
+        }
+        free(t);
+        if (ok) return true;
+    }
+    return false;
+}
+
+/* Form 2: an output operator is the same on both sides; without it (its
+ * inputs becoming outputs) the rule still holds. */
+static bool common_top_generalizes(const gen_world *w, const cand *c)
+{
+    gen_env env = {.w = w};
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->n; j++) {
+            const ts_rexpr *a = c->l[i], *b = c->r[j];
+            if (a->op != b->op || a->op == TS_ROP_VAR || a->nargs == 0) continue;
+            char pa[160], pb[160];
+            /* same operator and parameters: compare the printed heads */
+            ts_rexpr ha = *a, hb = *b;
+            ts_rexpr va = {.op = TS_ROP_VAR, .var = "_"};
+            ha.arg[0] = ha.arg[1] = hb.arg[0] = hb.arg[1] = &va;
+            ts_rexpr_format(pa, sizeof pa, &ha);
+            ts_rexpr_format(pb, sizeof pb, &hb);
+            if (strcmp(pa, pb)) continue;
+            ts_rexpr *L[16], *R[16];
+            int nl = 0, nr = 0;
+            for (int k = 0; k < c->n; k++) {
+                if (k != i) L[nl++] = c->l[k];
+                if (k != j) R[nr++] = c->r[k];
+            }
+            for (int k = 0; k < a->nargs; k++) L[nl++] = a->arg[k];
+            for (int k = 0; k < b->nargs; k++) R[nr++] = b->arg[k];
+            /* drop terms written identically on both sides */
+            for (int x = 0; x < nl; x++)
+                for (int y = 0; y < nr; y++)
+                    if (ts_rexpr_equal(L[x], R[y])) {
+                        L[x--] = L[--nl];
+                        R[y] = R[--nr];
+                        break;
+                    }
+            if (valid_multiset(&env, L, nl, R, nr)) return true;
+        }
+    return false;
+}
+
+/* ---- the pipeline ---- */
+
+static int cmp_graph(const void *pa, const void *pb)
+{
+    const gen_graph *a = pa, *b = pb;
+    if (a->fp != b->fp) return a->fp < b->fp ? -1 : 1;
+    if (a->nops != b->nops) return a->nops - b->nops;
+    return memcmp(a->op, b->op, sizeof a->op);
+}
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (a->nops != b->nops) return a->nops - b->nops;
+    return strcmp(a->key, b->key);
+}
+
+static int cand_ops(const cand *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->n; i++) n += ts_rexpr_count_ops(c->l[i]) + ts_rexpr_count_ops(c->r[i]);
+    return n;
+}
+
+static void add_weight_constraints(ts_rule *r, const ts_rexpr *e)
+{
+    if (e->op == TS_ROP_VAR) return;
+    if (e->op == TS_ROP_ENLARGE && e->arg[0]->op == TS_ROP_VAR) {
+        for (int i = 0; i < r->ncons; i++)
+            if (!strcmp(r->cons[i].var[0], e->arg[0]->var)) return;
+        ts_rcons *nc = realloc(r->cons, (size_t)(r->ncons + 1) * sizeof *nc);
+        if (!nc) return;
+        r->cons = nc;
+        nc[r->ncons].kind = TS_RCONS_WEIGHT;
+        nc[r->ncons].nvars = 1;
+        nc[r->ncons].var[0] = strdup(e->arg[0]->var);
+        nc[r->ncons].var[1] = NULL;
+        r->ncons++;
+    }
+    for (int i = 0; i < e->nargs; i++) add_weight_constraints(r, e->arg[i]);
+}
+
+ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, gen_stats *st,
+                           ts_error *err)
+{
+    *rules = NULL;
+    *nrules = 0;
+    memset(st, 0, sizeof *st);
+    gen_world w;
+    gen_world_init(&w, cfg->seed ? cfg->seed : 1);
+    double t0 = now();
+    gen_graph *gs;
+    size_t ng;
+    ts_status s = gen_enumerate(&w, cfg, &gs, &ng, err);
+    if (s) {
+        gen_world_free(&w);
+        return s;
+    }
+    qsort(gs, ng, sizeof *gs, cmp_graph);
+    st->graphs = ng;
+    st->peak_bytes = ng * sizeof *gs;
+    double t1 = now();
+    st->t_enum = t1 - t0;
+
+    /* Candidate pairs: each graph of a fingerprint class with the class's
+     * smallest graph. */
+    size_t ncand = 0, capc = 1024;
+    cand *cs = malloc(capc * sizeof *cs);
+    gen_env env = {.w = &w};
+    for (size_t i = 0; i < ng;) {
+        size_t j = i + 1;
+        while (j < ng && gs[j].fp == gs[i].fp) j++;
+        if (j - i >= 2) {
+            st->classes++;
+            int nrep;
+            ts_rexpr **rep = gen_graph_terms(&w, &gs[i], &nrep);
+            char *rkey = join_terms(rep, rep, nrep);
+            for (size_t k = i + 1; k < j; k++) {
+                st->pairs++;
+                int n2;
+                ts_rexpr **t2 = gen_graph_terms(&w, &gs[k], &n2);
+                char *k2 = join_terms(t2, t2, n2);
+                bool same = n2 == nrep && k2 && rkey && !strcmp(k2, rkey);
+                free(k2);
+                if (same) {
+                    st->same_dag++;
+                    free_terms(t2, n2);
+                    continue;
+                }
+                if (n2 != nrep || !valid_pairs(&env, rep, t2, nrep)) {
+                    st->float_fail++;
+                    free_terms(t2, n2);
+                    continue;
+                }
+                if (ncand == capc) {
+                    capc *= 2;
+                    cs = realloc(cs, capc * sizeof *cs);
+                }
+                cand *c = &cs[ncand++];
+                memset(c, 0, sizeof *c);
+                c->n = nrep;
+                c->l = malloc((size_t)nrep * sizeof *c->l);
+                for (int q = 0; q < nrep; q++) c->l[q] = ts_rexpr_clone(rep[q]);
+                c->r = t2;
+            }
+            free(rkey);
+            free_terms(rep, nrep);
+        }
+        i = j;
+    }
+    free(gs);
+    st->candidates = ncand;
+    double t2 = now();
+    st->t_test = t2 - t1;
+
+    /* Input renaming: one rule per class of renamings, then rules that are
+     * instances of a more general valid rule. */
+    for (size_t i = 0; i < ncand; i++) {
+        canonicalize(&w, &cs[i]);
+        cs[i].nops = cand_ops(&cs[i]);
+    }
+    /* A rewrite must not invent inputs: orient each rule so that rhs uses
+     * only lhs's variables; a pair where each side has an input the other
+     * lacks (it holds only because that input's values do not matter, as
+     * enlarge's size reference) is no usable rule and is dropped here. */
+    for (size_t i = 0; i < ncand; i++) {
+        cand *c = &cs[i];
+        ts_rule tmp = {.name = "x", .nout = c->n, .lhs = c->l, .rhs = c->r};
+        if (ts_rule_check(&tmp, NULL) == TS_OK) continue;
+        tmp.lhs = c->r;
+        tmp.rhs = c->l;
+        if (ts_rule_check(&tmp, NULL) == TS_OK) {
+            ts_rexpr **t = c->l;
+            c->l = c->r;
+            c->r = t;
+            continue;
+        }
+        c->dead = true;
+        st->unbound++;
+    }
+    qsort(cs, ncand, sizeof *cs, cmp_cand);
+    for (size_t i = 1; i < ncand; i++)
+        if (!strcmp(cs[i].key, cs[i - 1].key)) cs[i].dead = true;
+    int threads = cfg->threads > 0 ? cfg->threads : 1;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (size_t i = 0; i < ncand; i++)
+        if (!cs[i].dead && has_rename_generalization(&w, &cs[i])) cs[i].dead = true;
+    for (size_t i = 0; i < ncand; i++) st->after_rename += !cs[i].dead;
+    double t3 = now();
+    st->t_rename = t3 - t2;
+
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (size_t i = 0; i < ncand; i++) {
+        uint64_t rng = cfg->seed * 7919 + i;
+        if (!cs[i].dead && (common_sub_generalizes(&w, &cs[i], &rng) || common_top_generalizes(&w, &cs[i])))
+            cs[i].dead = true;
+    }
+    for (size_t i = 0; i < ncand; i++) st->after_common += !cs[i].dead;
+    st->t_common = now() - t3;
+
+    ts_rule *out = calloc(st->after_common ? st->after_common : 1, sizeof *out);
+    int nr = 0;
+    for (size_t i = 0; i < ncand; i++) {
+        cand *c = &cs[i];
+        if (!c->dead && out) {
+            ts_rule *r = &out[nr++];
+            char name[32];
+            snprintf(name, sizeof name, "taso-%04d", nr);
+            r->name = strdup(name);
+            r->nout = c->n;
+            r->lhs = c->l;
+            r->rhs = c->r;
+            c->l = c->r = NULL;
+            for (int k = 0; k < r->nout; k++) {
+                add_weight_constraints(r, r->lhs[k]);
+                add_weight_constraints(r, r->rhs[k]);
+            }
+        }
+        if (c->l) free_terms(c->l, c->n);
+        if (c->r) free_terms(c->r, c->n);
+        free(c->key);
+    }
+    free(cs);
+    gen_world_free(&w);
+    if (!out) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    *rules = out;
+    *nrules = nr;
+    return TS_OK;
+}

@@ -1,0 +1,141 @@
+/* Rewrite rules: the expression tree of a pattern, and the rule file
+ * (docs/rules.md fixes the syntax).  One library for every rule source:
+ * TASO's generator writes rules with it, the verifier, the e-graph and the
+ * fuzzer read them with it.
+ *
+ * A pattern is a tree of ts_rexpr.  Leaves are tensor variables (?x) or
+ * constant tensors (Imatmul, Iewmul, (Iconv k3), (Cpool k3)).  An operator
+ * node carries its literal parameters in `p` (only the fields its row of the
+ * operator table uses are meaningful; the others stay 0) and its tensor
+ * arguments in `arg`.  Subterms are trees, never shared: a subterm written
+ * twice in the file is two trees (identifying them is the reader's job). */
+#ifndef TS_TASO_RULE_H
+#define TS_TASO_RULE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "tsopt.h"
+
+/* Operator atoms, in the order of the table in docs/rules.md. */
+typedef enum ts_rop {
+    TS_ROP_VAR = 0, /* ?name */
+    TS_ROP_EWADD,
+    TS_ROP_EWMUL,
+    TS_ROP_SMUL,
+    TS_ROP_TRANSPOSE,
+    TS_ROP_MATMUL,
+    TS_ROP_CONV,
+    TS_ROP_ENLARGE,
+    TS_ROP_RELU,
+    TS_ROP_POOLAVG,
+    TS_ROP_POOLMAX,
+    TS_ROP_CONCAT,
+    TS_ROP_SPLIT0,
+    TS_ROP_SPLIT1,
+    TS_ROP_CPOOL,   /* constant: average-pool kernel (all 1/(kh*kw)), param kernel */
+    TS_ROP_ICONV,   /* constant: identity conv kernel, param kernel */
+    TS_ROP_IMATMUL, /* constant: identity matrix */
+    TS_ROP_IEWMUL,  /* constant: all ones */
+    TS_ROP_COUNT
+} ts_rop;
+
+/* Which literal parameters an operator takes, in the order they are
+ * written (bit order below = textual order). */
+enum {
+    TS_RPARAM_KERNEL = 1 << 0, /* k3 or k3x5: kh, kw */
+    TS_RPARAM_STRIDE = 1 << 1, /* s1, s2: stride (same in both dims) */
+    TS_RPARAM_PAD = 1 << 2,    /* same | valid */
+    TS_RPARAM_ACT = 1 << 3,    /* none | relu */
+    TS_RPARAM_AXIS = 1 << 4,   /* 0, 1, ... */
+};
+
+typedef enum ts_rpad { TS_RPAD_SAME = 0, TS_RPAD_VALID = 1 } ts_rpad;
+typedef enum ts_ract { TS_RACT_NONE = 0, TS_RACT_RELU = 1 } ts_ract;
+
+typedef struct ts_rparams {
+    int kh, kw;   /* kernel (pool, Cpool, Iconv) */
+    int stride;   /* conv, pool */
+    ts_rpad pad;  /* conv, pool */
+    ts_ract act;  /* conv */
+    int axis;     /* concat, split */
+} ts_rparams;
+
+typedef struct ts_ropinfo {
+    const char *atom; /* as written in the file */
+    unsigned params;  /* TS_RPARAM_* in textual order: kernel stride pad act axis */
+    int nargs;        /* tensor arguments */
+    bool constant;    /* a constant tensor leaf */
+} ts_ropinfo;
+
+const ts_ropinfo *ts_rop_info(ts_rop op);
+/* TS_ROP_COUNT when the atom names no operator. */
+ts_rop ts_rop_from_atom(const char *atom);
+
+typedef struct ts_rexpr {
+    ts_rop op;
+    ts_rparams p;
+    int nargs;
+    struct ts_rexpr *arg[2];
+    char *var; /* TS_ROP_VAR: the name without '?' */
+} ts_rexpr;
+
+/* Constraints checked by a matcher, (where ...) in the file. */
+typedef enum ts_rcons_kind {
+    TS_RCONS_SAME_SHAPE = 0, /* (same-shape ?a ?b) */
+    TS_RCONS_WEIGHT,         /* (weight ?w): ?w must be a constant tensor */
+    TS_RCONS_COUNT
+} ts_rcons_kind;
+
+typedef struct ts_rcons {
+    ts_rcons_kind kind;
+    int nvars;
+    char *var[2];
+} ts_rcons;
+
+typedef struct ts_rule {
+    char *name;
+    int nout;       /* outputs: lhs and rhs have nout expressions each */
+    ts_rexpr **lhs;
+    ts_rexpr **rhs;
+    int ncons;
+    ts_rcons *cons;
+    int line;       /* line of "(rule" in the file it came from; 0 if built */
+} ts_rule;
+
+/* Expressions.  Constructors return NULL only when out of memory; a NULL
+ * argument is passed through (the result is then NULL and the other
+ * arguments are freed), so nested constructor calls need one check. */
+ts_rexpr *ts_rexpr_var(const char *name);
+ts_rexpr *ts_rexpr_op(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b);
+ts_rexpr *ts_rexpr_clone(const ts_rexpr *e);
+void ts_rexpr_free(ts_rexpr *e);
+bool ts_rexpr_equal(const ts_rexpr *a, const ts_rexpr *b);
+/* Operator nodes in the tree (variables and constants not counted). */
+int ts_rexpr_count_ops(const ts_rexpr *e);
+/* S-expression text, as in the file. */
+void ts_rexpr_print(FILE *f, const ts_rexpr *e);
+/* Same into buf (truncated to n); returns the full length. */
+size_t ts_rexpr_format(char *buf, size_t n, const ts_rexpr *e);
+
+void ts_rule_free(ts_rule *r); /* frees what r owns, not r itself */
+void ts_rule_print(FILE *f, const ts_rule *r);
+/* Every variable of rhs (and of the constraints) occurs in lhs; outputs
+ * agree in number; parameters are in range. */
+ts_status ts_rule_check(const ts_rule *r, ts_error *err);
+
+/* The rule file.  parse_* check every rule with ts_rule_check; errors read
+ * "PATH:LINE: what".  *rules is an array of *n rules owned by the caller
+ * (ts_rules_free). */
+ts_status ts_rules_parse_file(const char *path, ts_rule **rules, int *n, ts_error *err);
+ts_status ts_rules_parse_string(const char *text, const char *name, ts_rule **rules, int *n,
+                                ts_error *err);
+/* Writes the header line, the optional comment lines (each prefixed by
+ * "; "; may be NULL) and the rules, to a temporary file renamed over path. */
+ts_status ts_rules_write(const char *path, const ts_rule *rules, int n, const char *comment,
+                         ts_error *err);
+void ts_rules_write_stream(FILE *f, const ts_rule *rules, int n, const char *comment);
+void ts_rules_free(ts_rule *rules, int n);
+
+#define TS_RULES_HEADER "; tsopt rules v1"
+
+#endif

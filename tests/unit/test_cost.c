@@ -1,0 +1,200 @@
+/* The op-cost model (src/exec/cost.c, cost_key.c): cache round trip, key
+ * stability, fusion groups, roofline monotonicity, measured costs, and that
+ * a graph's cost is the sum of its nodes' costs. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "exec/cost.h"
+
+static char dir[] = "/tmp/tsopt-cost-XXXXXX";
+
+static void setup(void) { cr_assert(mkdtemp(dir)); }
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+TestSuite(cost, .init = setup, .fini = teardown);
+
+static void cache_path(char *buf, size_t n) { snprintf(buf, n, "%s/costs.tsv", dir); }
+
+static int input(ts_graph *g, const char *name, const char *dims)
+{
+    ts_error e = {0};
+    ts_shape s;
+    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
+    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int weight(ts_graph *g, const char *name, const char *dims)
+{
+    ts_error e = {0};
+    ts_shape s;
+    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
+    uint64_t rng = 7;
+    ts_tensor_fill_random(t, &rng, -1, 1);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int node(ts_graph *g, const char *op, const int *in, int nin, const ts_attr *a, int na)
+{
+    ts_error e = {0};
+    int out;
+    cr_assert(ts_graph_add_node(g, op, NULL, in, nin, a, na, 1, NULL, &out, &e) >= 0, "%s", e.msg);
+    return out;
+}
+
+/* x -> MatMul(W) -> Add(b) -> Relu -> MatMul(W2) -> Softmax */
+static ts_graph *mlp(int64_t hidden)
+{
+    ts_graph *g = ts_graph_new("mlp", 17);
+    char d[64];
+    int x = input(g, "x", "8x64");
+    snprintf(d, sizeof d, "64x%lld", (long long)hidden);
+    int w = weight(g, "w", d);
+    snprintf(d, sizeof d, "%lld", (long long)hidden);
+    int b = weight(g, "b", d);
+    snprintf(d, sizeof d, "%lldx32", (long long)hidden);
+    int w2 = weight(g, "w2", d);
+    int h = node(g, "MatMul", (int[]){x, w}, 2, NULL, 0);
+    h = node(g, "Add", (int[]){h, b}, 2, NULL, 0);
+    h = node(g, "Relu", &h, 1, NULL, 0);
+    h = node(g, "MatMul", (int[]){h, w2}, 2, NULL, 0);
+    h = node(g, "Softmax", &h, 1, NULL, 0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+static ts_costdb *open_db(void)
+{
+    char p[256];
+    ts_error e = {0};
+    ts_costdb *db = NULL;
+    cache_path(p, sizeof p);
+    cr_assert_eq(ts_costdb_open(p, &db, &e), TS_OK, "%s", e.msg);
+    return db;
+}
+
+Test(cost, groups_follow_fusion)
+{
+    ts_graph *g = mlp(16);
+    int grp[5];
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    /* MatMul absorbs Add and Relu; the second MatMul and Softmax stand alone */
+    cr_assert_eq(grp[0], 0);
+    cr_assert_eq(grp[1], 0);
+    cr_assert_eq(grp[2], 0);
+    cr_assert_eq(grp[3], 3);
+    cr_assert_eq(grp[4], 4);
+    int m[XCOST_MAX_GROUP];
+    cr_assert_eq(xcost_members(g, grp, 0, m), 3);
+    cr_assert_eq(m[1], 1);
+    cr_assert_eq(m[2], 2);
+    ts_graph_free(g);
+}
+
+Test(cost, key_stable_and_attribute_sensitive)
+{
+    ts_graph *g = ts_graph_new("k", 17);
+    int x = input(g, "x", "4x10");
+    int a = node(g, "Softmax", &x, 1, (ts_attr[]){ts_attr_int("axis", 1)}, 1);
+    int b = node(g, "Softmax", &x, 1, (ts_attr[]){ts_attr_int("axis", 1)}, 1);
+    int c = node(g, "Softmax", &x, 1, (ts_attr[]){ts_attr_int("axis", 0)}, 1);
+    (void)a, (void)b, (void)c;
+    char *k0 = xcost_key(g, (int[]){0}, 1), *k0b = xcost_key(g, (int[]){0}, 1);
+    char *k1 = xcost_key(g, (int[]){1}, 1), *k2 = xcost_key(g, (int[]){2}, 1);
+    cr_assert_str_eq(k0, k0b);
+    cr_assert_str_eq(k0, k1, "same op, attributes and shapes: same key");
+    cr_assert_str_neq(k0, k2, "axis differs: keys must differ");
+    cr_assert(strstr(k0, "Softmax") && strstr(k0, "4x10"));
+    cr_assert(!strchr(k0, '\t') && !strchr(k0, '\n'));
+    free(k0), free(k0b), free(k1), free(k2);
+    ts_graph_free(g);
+}
+
+Test(cost, cache_round_trip)
+{
+    ts_graph *g = mlp(16);
+    ts_costdb *db = open_db();
+    ts_error e = {0};
+    double c = ts_cost_node(db, g, 0, true);
+    cr_assert_gt(c, 0);
+    cr_assert_gt(xcost_db_measured(db), 0);
+    cr_assert_eq(ts_costdb_save(db, &e), TS_OK, "%s", e.msg);
+    ts_costdb_free(db);
+    db = open_db();
+    double c2 = ts_cost_node(db, g, 0, false);
+    cr_assert_eq(c2, c, "cached cost %g, measured %g", c2, c);
+    cr_assert_eq(xcost_db_measured(db), 0, "nothing new to measure");
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+Test(cost, roofline_positive_and_monotone)
+{
+    ts_costdb *db = open_db();
+    double prev = 0;
+    for (int64_t hidden = 64; hidden <= 4096; hidden *= 4) {
+        ts_graph *g = mlp(hidden);
+        /* measure=false and an empty cache: the roofline estimate */
+        double c = ts_cost_node(db, g, 3, false);
+        cr_assert_gt(c, prev, "hidden %lld: %g not above %g", (long long)hidden, c, prev);
+        prev = c;
+        ts_graph_free(g);
+    }
+    double gf, gb;
+    ts_error e = {0};
+    cr_assert_eq(xcost_peak(db, &gf, &gb, &e), TS_OK, "%s", e.msg);
+    cr_assert_gt(gf, 0);
+    cr_assert_gt(gb, 0);
+    ts_costdb_free(db);
+}
+
+Test(cost, graph_cost_is_sum_of_node_costs)
+{
+    ts_graph *g = mlp(32);
+    ts_costdb *db = open_db();
+    double total = ts_cost_graph(db, g, true), sum = 0;
+    cr_assert_gt(total, 0);
+    for (int n = 0; n < g->nnodes; n++) {
+        double c = ts_cost_node(db, g, n, false);
+        cr_assert_geq(c, 0);
+        if (n == 1 || n == 2) cr_assert_eq(c, 0, "absorbed nodes cost nothing");
+        if (n == 0 || n == 3 || n == 4) cr_assert_gt(c, 0, "measured cost of node %d", n);
+        sum += c;
+    }
+    cr_assert_float_eq(total, sum, 1e-12 * total);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+Test(cost, other_cpu_cache_ignored)
+{
+    char p[256];
+    cache_path(p, sizeof p);
+    FILE *f = fopen(p, "w");
+    cr_assert(f);
+    fprintf(f, "# cpu\tsome other machine x999\nfoo\t1.5\t1\n");
+    fclose(f);
+    ts_costdb *db = open_db();
+    cr_assert_eq(xcost_db_size(db), 0);
+    ts_costdb_free(db);
+    f = fopen(p, "w");
+    fprintf(f, "no tabs here\n");
+    fclose(f);
+    ts_error e = {0};
+    ts_costdb *bad = NULL;
+    cr_assert_eq(ts_costdb_open(p, &bad, &e), TS_ERR_PARSE);
+    cr_assert(strstr(e.msg, "line 1"), "%s", e.msg);
+    cr_assert_null(bad);
+}

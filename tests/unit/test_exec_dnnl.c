@@ -1,0 +1,303 @@
+/* oneDNN kernels (src/exec/dnnl_*.c): each small graph runs through
+ * ts_plan_build/ts_plan_run and must equal the reference interpreter within
+ * 1e-4 relative; plan statistics show that fusion and layouts happened. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "tsopt.h"
+
+static ts_shape shp(const char *dims)
+{
+    ts_shape s = {0};
+    ts_error e = {0};
+    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
+    return s;
+}
+
+static uint64_t rng = 12345;
+
+static int input(ts_graph *g, const char *name, const char *dims)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+/* Random constant in [lo, hi). */
+static int cst(ts_graph *g, const char *dims, double lo, double hi)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    ts_tensor_fill_random(t, &rng, lo, hi);
+    char name[32];
+    snprintf(name, sizeof name, "c%d", g->nvalues);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
+{
+    ts_error e = {0};
+    int out;
+    int r = ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e);
+    cr_assert_geq(r, 0, "%s: %s", op, e.msg);
+    return out;
+}
+
+/* Runs g (one output) by plan and by reference on random inputs; returns
+ * the plan's stats. */
+static ts_plan_stats check(ts_graph *g, const ts_plan_opts *o)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, g->nvalues - 1, &e), TS_OK, "%s", e.msg);
+    ts_tensor *in[4] = {0}, *ref[1] = {0}, *out[1];
+    for (int i = 0; i < g->ninputs; i++) {
+        in[i] = ts_tensor_new(TS_F32, &g->values[g->inputs[i]].shape, &e);
+        ts_tensor_fill_random(in[i], &rng, -1, 1);
+    }
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
+    ts_plan *p = NULL;
+    ts_plan_opts def = {0};
+    cr_assert_eq(ts_plan_build(g, o ? o : &def, &p, &e), TS_OK, "%s", e.msg);
+    out[0] = ts_tensor_new(TS_F32, &ref[0]->shape, &e);
+    for (int rep = 0; rep < 2; rep++) { /* twice: pointer binding is cached */
+        memset(out[0]->data, 0, out[0]->nbytes);
+        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+        const float *a = out[0]->data, *b = ref[0]->data;
+        double maxref = 0;
+        int64_t n = ts_tensor_numel(ref[0]);
+        for (int64_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(b[i]));
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(a[i] - b[i]) <= 1e-4 * fmax(1.0, maxref), "element %lld: plan %g, reference %g", (long long)i,
+                      a[i], b[i]);
+    }
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    ts_plan_free(p);
+    for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
+    ts_tensor_unref(ref[0]);
+    ts_tensor_unref(out[0]);
+    return st;
+}
+
+/* Conv with the given attributes; X dims, W dims, bias or not. */
+static ts_plan_stats conv_case(const char *x, const char *w, bool bias, const ts_attr *at, int na, const char *op)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int ins[3] = {input(g, "x", x), cst(g, w, -1, 1), -1};
+    if (bias) {
+        ts_shape ws = shp(w);
+        char b[32];
+        snprintf(b, sizeof b, "%lld",
+                 (long long)(strcmp(op, "Conv") ? ws.dims[1] * (na && !strcmp(at[na - 1].name, "group") ? at[na - 1].i : 1)
+                                                : ws.dims[0]));
+        ins[2] = cst(g, b, -1, 1);
+    }
+    node(g, op, ins, bias ? 3 : 2, at, na);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0, "the oneDNN kernel declined");
+    ts_graph_free(g);
+    return st;
+}
+
+#define I(...) ((const int64_t[]){__VA_ARGS__})
+
+Test(exec_dnnl, conv2d_basic) { conv_case("1x16x10x10", "32x16x3x3", true, NULL, 0, "Conv"); }
+
+Test(exec_dnnl, conv2d_stride_asym_pads_dilation)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 1), 2), ts_attr_ints("pads", I(0, 1, 2, 0), 4),
+                    ts_attr_ints("dilations", I(2, 1), 2)};
+    conv_case("2x8x13x11", "16x8x3x3", true, at, 3, "Conv");
+}
+
+Test(exec_dnnl, conv2d_first_layer_3_channels)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(3, 3, 3, 3), 4)};
+    conv_case("1x3x32x32", "64x3x7x7", false, at, 2, "Conv");
+}
+
+Test(exec_dnnl, conv_auto_pad_same)
+{
+    ts_attr at[] = {ts_attr_string("auto_pad", "SAME_UPPER"), ts_attr_ints("strides", I(2, 2), 2)};
+    conv_case("1x16x9x9", "16x16x4x4", false, at, 2, "Conv");
+}
+
+Test(exec_dnnl, conv1d) { conv_case("1x4x20", "6x4x5", true, (ts_attr[]){ts_attr_ints("pads", I(2, 1), 2)}, 1, "Conv"); }
+
+Test(exec_dnnl, conv3d)
+{
+    ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1, 1, 1), 6)};
+    conv_case("1x4x6x7x8", "8x4x3x3x3", true, at, 1, "Conv");
+}
+
+Test(exec_dnnl, conv_group) { conv_case("1x32x8x8", "64x8x3x3", true, (ts_attr[]){ts_attr_int("group", 4)}, 1, "Conv"); }
+
+Test(exec_dnnl, conv_depthwise)
+{
+    ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_int("group", 32)};
+    conv_case("1x32x12x12", "32x1x3x3", true, at, 2, "Conv");
+}
+
+Test(exec_dnnl, deconv_output_padding)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4),
+                    ts_attr_ints("output_padding", I(1, 1), 2)};
+    conv_case("1x16x7x7", "16x8x3x3", true, at, 3, "ConvTranspose");
+}
+
+Test(exec_dnnl, deconv_group)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_int("group", 2)};
+    conv_case("1x8x5x5", "8x3x4x4", true, at, 2, "ConvTranspose");
+}
+
+/* conv -> BatchNormalization -> Relu: one step. */
+Test(exec_dnnl, conv_bn_relu_fused)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x8x8"), cst(g, "32x16x3x3", -1, 1)}, 2,
+                 (ts_attr[]){ts_attr_ints("pads", I(1, 1, 1, 1), 4)}, 1);
+    int bn = node(g, "BatchNormalization",
+                  (int[]){c, cst(g, "32", 0.5, 1.5), cst(g, "32", -1, 1), cst(g, "32", -1, 1), cst(g, "32", 0.5, 2)}, 5,
+                  NULL, 0);
+    node(g, "Relu", &bn, 1, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fused_nodes, 2);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}
+
+/* ResNet block tail: conv(conv(x)) + x -> Relu, with x produced by a conv
+ * too: the residual Add and Relu fuse; tensors stay blocked between the
+ * convolutions (one reorder: the blocked result into the plain output). */
+Test(exec_dnnl, residual_and_blocked_chain)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_attr pad[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
+    int x = node(g, "Conv", (int[]){input(g, "x", "1x32x10x10"), cst(g, "32x32x3x3", -0.2, 0.2)}, 2, pad, 1);
+    int a = node(g, "Conv", (int[]){x, cst(g, "32x32x3x3", -0.2, 0.2), cst(g, "32", -1, 1)}, 3, pad, 1);
+    a = node(g, "Relu", &a, 1, NULL, 0);
+    int b = node(g, "Conv", (int[]){a, cst(g, "32x32x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    int s = node(g, "Add", (int[]){b, x}, 2, NULL, 0);
+    node(g, "Relu", &s, 1, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fused_nodes, 3, "relu, add, relu fused: got %d", st.fused_nodes);
+    cr_assert_eq(st.fallback_steps, 0);
+    /* x enters plain (converted inside the first step), the last conv writes
+     * the plain graph output directly: no reorder step at all */
+    cr_assert_eq(st.reorders, 0, "got %d reorders", st.reorders);
+    ts_plan_opts plain = {.plain_layout = true};
+    ts_graph *g2 = ts_graph_copy(g);
+    g2->noutputs = 0;
+    st = check(g2, &plain);
+    cr_assert_eq(st.reorders, 0);
+    ts_graph_free(g2);
+    ts_graph_free(g);
+}
+
+/* A blocked conv output read by a plain kernel (Softmax over channels). */
+Test(exec_dnnl, blocked_then_plain_consumer)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x6x6"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
+    int c2 = node(g, "Conv", (int[]){c, cst(g, "16x16x1x1", -1, 1)}, 2, NULL, 0);
+    node(g, "Sigmoid", &c2, 1, NULL, 0);
+    int f = node(g, "Flatten", (int[]){g->nvalues - 1}, 1, NULL, 0);
+    node(g, "Softmax", &f, 1, NULL, 0);
+    check(g, NULL);
+    ts_graph_free(g);
+}
+
+static void mm_case(const char *a, const char *b, bool bconst)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int ins[2] = {input(g, "a", a), bconst ? cst(g, b, -1, 1) : input(g, "b", b)};
+    node(g, "MatMul", ins, 2, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}
+
+Test(exec_dnnl, matmul_2d_const) { mm_case("7x33", "33x20", true); }
+Test(exec_dnnl, matmul_batched_broadcast) { mm_case("3x1x5x6", "4x6x7", false); }
+Test(exec_dnnl, matmul_batched_const_weights) { mm_case("2x3x5x6", "6x7", true); }
+Test(exec_dnnl, matmul_vectors) { mm_case("6", "2x6x3", false); }
+
+/* MatMul + bias Add + residual Add + Relu: one step. */
+Test(exec_dnnl, matmul_bias_residual_relu)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = input(g, "x", "1x8x16");
+    int m = node(g, "MatMul", (int[]){x, cst(g, "16x16", -1, 1)}, 2, NULL, 0);
+    m = node(g, "Add", (int[]){m, cst(g, "16", -1, 1)}, 2, NULL, 0);
+    m = node(g, "Add", (int[]){x, m}, 2, NULL, 0);
+    node(g, "Relu", &m, 1, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fused_nodes, 3);
+    ts_graph_free(g);
+}
+
+static void gemm_case(int ta, int tb, double alpha, double beta, const char *c, bool bconst)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_attr at[] = {ts_attr_int("transA", ta), ts_attr_int("transB", tb), ts_attr_float("alpha", alpha),
+                    ts_attr_float("beta", beta)};
+    int ins[3] = {input(g, "a", ta ? "9x5" : "5x9"), bconst ? cst(g, tb ? "11x9" : "9x11", -1, 1) : input(g, "b", tb ? "11x9" : "9x11"),
+                  c ? cst(g, c, -1, 1) : -1};
+    node(g, "Gemm", ins, c ? 3 : 2, at, 4);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}
+
+Test(exec_dnnl, gemm_plain) { gemm_case(0, 0, 1, 1, "11", true); }
+Test(exec_dnnl, gemm_trans_alpha_beta) { gemm_case(1, 1, 0.5, 2.0, "1x11", true); }
+Test(exec_dnnl, gemm_transB_scalar_c) { gemm_case(0, 1, 1.5, 0.25, "1", true); }
+Test(exec_dnnl, gemm_runtime_b_alpha) { gemm_case(1, 0, 2.0, 1.0, NULL, false); }
+
+/* Fusion stops at a value with two consumers. */
+Test(exec_dnnl, no_fusion_across_shared_value)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = node(g, "Conv", (int[]){input(g, "x", "1x8x6x6"), cst(g, "8x8x3x3", -1, 1)}, 2, NULL, 0);
+    int r = node(g, "Relu", &c, 1, NULL, 0);
+    node(g, "Add", (int[]){r, c}, 2, NULL, 0);
+    check(g, NULL);
+    ts_graph_free(g);
+}
+
+/* conv -> MaxPool -> conv -> GlobalAveragePool: pools on the blocked layout. */
+Test(exec_dnnl, pools_keep_blocked)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x12x12"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
+    ts_attr mp[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("strides", I(2, 2), 2),
+                    ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
+    int m = node(g, "MaxPool", &c, 1, mp, 3);
+    int c2 = node(g, "Conv", (int[]){m, cst(g, "32x16x1x1", -1, 1)}, 2, NULL, 0);
+    node(g, "GlobalAveragePool", &c2, 1, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    cr_assert_eq(st.reorders, 0, "got %d", st.reorders);
+    ts_graph_free(g);
+}
+
+Test(exec_dnnl, avgpool_pads_ceil)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = input(g, "x", "1x5x9x8");
+    ts_attr ap[] = {ts_attr_ints("kernel_shape", I(3, 2), 2), ts_attr_ints("strides", I(2, 2), 2),
+                    ts_attr_ints("pads", I(1, 0, 0, 1), 4), ts_attr_int("ceil_mode", 1)};
+    node(g, "AveragePool", &x, 1, ap, 4);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}

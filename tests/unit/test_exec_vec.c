@@ -1,0 +1,357 @@
+/* The vec kernel family (src/exec/vec_*.c) through ts_plan_build/run,
+ * against the reference interpreter on the same graphs: broadcast fast
+ * paths and their edge cases, odd sizes (not multiples of the vector
+ * width or block), one and two threads, element-wise chain fusion, and
+ * the plan statistics that show which kernel ran (so a kernel that
+ * silently declines to the reference fails the test). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "tsopt.h"
+
+static ts_graph *G;
+static ts_error E;
+
+static void done(void)
+{
+    ts_graph_free(G);
+    G = NULL;
+}
+
+TestSuite(vec, .fini = done);
+
+static void graph(int opset)
+{
+    G = ts_graph_new("t", opset);
+    memset(&E, 0, sizeof E);
+}
+
+static ts_shape shp(const char *dims)
+{
+    ts_shape s = {0};
+    if (*dims) cr_assert_eq(ts_shape_parse(dims, &s, &E), TS_OK, "%s", E.msg);
+    return s;
+}
+
+static int input(const char *dims)
+{
+    char name[32];
+    ts_shape s = shp(dims);
+    snprintf(name, sizeof name, "in%d", G->ninputs);
+    int v = ts_graph_add_input(G, name, TS_F32, &s, &E);
+    cr_assert(v >= 0, "%s", E.msg);
+    return v;
+}
+
+/* n values; a single value fills the whole tensor */
+static int cst(ts_dtype dt, const char *dims, const double *v, int n)
+{
+    char name[32];
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(dt, &s, &E);
+    cr_assert(t, "%s", E.msg);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, v[n == 1 ? 0 : i]);
+    snprintf(name, sizeof name, "c%d", G->nvalues);
+    int id = ts_graph_add_constant(G, name, t, &E);
+    ts_tensor_unref(t);
+    cr_assert(id >= 0, "%s", E.msg);
+    return id;
+}
+#define NV(...) (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double))
+#define F32(dims, ...) cst(TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define I64(dims, ...) cst(TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+
+#define INS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define ATTRS(...) (const ts_attr[]){__VA_ARGS__}, (int)(sizeof((ts_attr[]){__VA_ARGS__}) / sizeof(ts_attr))
+#define NOATTR NULL, 0
+
+/* Adds a node; returns its output value. */
+static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
+{
+    int out;
+    cr_assert(ts_graph_add_node(G, name, NULL, ins, nin, at, nat, 1, NULL, &out, &E) >= 0, "%s: %s", name, E.msg);
+    return out;
+}
+
+static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
+
+/* Runs G on random inputs in [lo, hi) with the reference interpreter and
+ * with a plan at `threads`; compares every output within atol + rtol|ref|.
+ * Returns the plan's statistics. */
+static ts_plan_stats compare_at(int threads, double lo, double hi, double tol)
+{
+    ts_tensor *in[16] = {0}, *ref[16] = {0}, *got[16] = {0};
+    uint64_t rng = 12345;
+    ts_plan *plan = NULL;
+    ts_plan_stats st;
+    cr_assert_eq(ts_graph_validate(G, &E), TS_OK, "%s", E.msg);
+    for (int i = 0; i < G->ninputs; i++) {
+        in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &E);
+        ts_tensor_fill_random(in[i], &rng, lo, hi);
+    }
+    cr_assert_eq(ts_graph_run_reference(G, TS_DOMAIN_F32, in, ref, &E), TS_OK, "%s", E.msg);
+    ts_plan_opts o = {.threads = threads};
+    cr_assert_eq(ts_plan_build(G, &o, &plan, &E), TS_OK, "%s", E.msg);
+    for (int i = 0; i < G->noutputs; i++) got[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &E);
+    for (int rep = 0; rep < 2; rep++) /* a second run must not depend on state left by the first */
+        cr_assert_eq(ts_plan_run(plan, in, got, &E), TS_OK, "%s", E.msg);
+    ts_plan_stats_get(plan, &st);
+    for (int i = 0; i < G->noutputs; i++) {
+        const float *a = ref[i]->data, *b = got[i]->data;
+        int64_t n = ts_tensor_numel(ref[i]);
+        for (int64_t k = 0; k < n; k++)
+            cr_assert(fabs((double)a[k] - b[k]) <= tol + tol * fabs(a[k]) || (isnan(a[k]) && isnan(b[k])),
+                      "threads %d, output %d [%lld]: %.9g, reference %.9g", threads, i, (long long)k, b[k], a[k]);
+    }
+    for (int i = 0; i < G->ninputs; i++) ts_tensor_unref(in[i]);
+    for (int i = 0; i < G->noutputs; i++) {
+        ts_tensor_unref(ref[i]);
+        ts_tensor_unref(got[i]);
+    }
+    ts_plan_free(plan);
+    return st;
+}
+
+/* Both thread counts; the statistics must agree with the expectation. */
+static void compare(double lo, double hi, double tol, int steps, int fused, int fallback)
+{
+    for (int t = 1; t <= 2; t++) {
+        ts_plan_stats st = compare_at(t, lo, hi, tol);
+        if (steps >= 0) cr_assert_eq(st.steps, steps, "threads %d: %d steps, expected %d", t, st.steps, steps);
+        cr_assert_eq(st.fused_nodes, fused, "threads %d: %d fused nodes, expected %d", t, st.fused_nodes, fused);
+        cr_assert_eq(st.fallback_steps, fallback, "threads %d: %d reference steps, expected %d", t,
+                     st.fallback_steps, fallback);
+    }
+}
+
+/* -------------------------------------------------------- element-wise */
+
+Test(vec, binary_broadcast_patterns)
+{
+    graph(17);
+    int a = input("3x5x17"), same = input("3x5x17"), sc = input("1"), chan = input("5x1"), row = input("17");
+    int col = input("4x1"), r = input("1x17"), big = input("2x5x7x9"), pc = input("5x1x1");
+    output(op("Add", INS(a, same), NOATTR));   /* same shape */
+    output(op("Sub", INS(a, sc), NOATTR));     /* scalar input (splat) */
+    output(op("Div", INS(sc, a), NOATTR));     /* scalar first */
+    output(op("Mul", INS(a, chan), NOATTR));   /* per-channel: one value per row */
+    output(op("Max", INS(row, a), NOATTR));    /* per-row broadcast, first operand */
+    output(op("Min", INS(col, r), NOATTR));    /* both sides broadcast */
+    output(op("Add", INS(big, pc), NOATTR));   /* NCHW + per-channel bias */
+    compare(-2, 2, 1e-6, 7, 0, 0);
+}
+
+Test(vec, binary_scalar_constants)
+{
+    graph(17);
+    int a = input("2x3x1031"); /* a row longer than two blocks, not a multiple of 16 */
+    output(op("Sub", INS(F32("", 3), a), NOATTR)); /* reversed immediate */
+    output(op("Div", INS(F32("1", 2), a), NOATTR));
+    output(op("Pow", INS(a, F32("", 2)), NOATTR)); /* x*x */
+    output(op("Pow", INS(a, F32("", 3)), NOATTR)); /* powf */
+    output(op("Max", INS(a, F32("", 0.25)), NOATTR));
+    compare(0.5, 3, 1e-5, 5, 0, 0);
+}
+
+Test(vec, unary_and_activations)
+{
+    graph(13);
+    int x = input("7x61");
+    const char *ops[] = {"Relu", "Neg", "Abs", "Exp", "Reciprocal", "Erf", "Sigmoid", "Tanh", "HardSwish"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) output(op(ops[i], INS(x), NOATTR));
+    output(op("LeakyRelu", INS(x), ATTRS(ts_attr_float("alpha", 0.1))));
+    output(op("HardSigmoid", INS(x), ATTRS(ts_attr_float("alpha", 0.3), ts_attr_float("beta", 0.4))));
+    output(op("Clip", INS(x, F32("", -1), F32("", 2)), NOATTR));
+    output(op("PRelu", INS(x, F32("61", 0.5)), NOATTR)); /* slope over the last axis */
+    compare(-4, 4, 2e-6, 13, 0, 0);
+}
+
+Test(vec, transcendental_ranges)
+{
+    /* tiny, large and saturating arguments of the polynomial exp/erf/tanh */
+    graph(17);
+    int x = input("4099");
+    output(op("Exp", INS(x), NOATTR));
+    output(op("Erf", INS(x), NOATTR));
+    output(op("Tanh", INS(x), NOATTR));
+    output(op("Sigmoid", INS(x), NOATTR));
+    compare(-20, 20, 2e-6, 4, 0, 0);
+    done();
+    graph(17);
+    x = input("4099");
+    output(op("Erf", INS(x), NOATTR));
+    output(op("Tanh", INS(x), NOATTR));
+    compare(-1e-3, 1e-3, 2e-6, 2, 0, 0);
+    done();
+    graph(17);
+    x = input("1000");
+    output(op("Exp", INS(x), NOATTR));
+    output(op("Sqrt", INS(x), NOATTR));
+    output(op("Log", INS(x), NOATTR));
+    compare(1, 88, 2e-6, 3, 0, 0);
+}
+
+/* GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt 2)). */
+static int gelu(int x)
+{
+    int d = op("Div", INS(x, F32("", 1.4142135381698608)), NOATTR);
+    int e = op("Erf", INS(d), NOATTR);
+    int a = op("Add", INS(e, F32("", 1)), NOATTR);
+    int m = op("Mul", INS(x, a), NOATTR);
+    return op("Mul", INS(m, F32("", 0.5)), NOATTR);
+}
+
+Test(vec, gelu_chain_is_one_step)
+{
+    graph(17);
+    output(gelu(input("37x333")));
+    compare(-5, 5, 2e-6, 1, 4, 0);
+    done();
+    graph(17);
+    output(gelu(input("128x3072"))); /* large: threaded */
+    compare(-5, 5, 2e-6, 1, 4, 0);
+}
+
+Test(vec, fusion_with_broadcast_inputs)
+{
+    /* x + bias (row), then * scale (per-channel), then tanh, then - y */
+    graph(17);
+    int x = input("3x9x31"), bias = input("31"), sc = input("9x1"), y = input("3x9x31");
+    int t = op("Add", INS(x, bias), NOATTR);
+    t = op("Mul", INS(sc, t), NOATTR);
+    t = op("Tanh", INS(t), NOATTR);
+    output(op("Sub", INS(y, t), NOATTR));
+    compare(-2, 2, 2e-6, 1, 3, 0);
+}
+
+Test(vec, fusion_stops_at_graph_output_and_growth)
+{
+    graph(17);
+    int x = input("5x1"), r = input("5x7");
+    int a = op("Relu", INS(x), NOATTR);
+    output(a);                               /* an intermediate that is an output: no fusion across it */
+    int b = op("Exp", INS(a), NOATTR);
+    output(op("Add", INS(b, r), NOATTR));    /* grows 5x1 -> 5x7: its own step */
+    compare(-1, 1, 1e-6, 3, 0, 0);
+}
+
+Test(vec, fusion_same_value_twice_and_shared_input)
+{
+    graph(17);
+    int x = input("6x19");
+    int a = op("Sigmoid", INS(x), NOATTR);
+    int b = op("Mul", INS(a, a), NOATTR);    /* the running value on both sides */
+    int c = op("Mul", INS(b, x), NOATTR);    /* x read again */
+    output(op("Sub", INS(c, x), NOATTR));
+    compare(-3, 3, 1e-6, 1, 3, 0);
+}
+
+Test(vec, no_fusion_option)
+{
+    graph(17);
+    output(gelu(input("3x40")));
+    ts_tensor *in = ts_tensor_new(TS_F32, &G->values[G->inputs[0]].shape, &E);
+    ts_plan *p;
+    ts_plan_opts o = {.no_fusion = true};
+    ts_plan_stats st;
+    cr_assert_eq(ts_plan_build(G, &o, &p, &E), TS_OK, "%s", E.msg);
+    ts_plan_stats_get(p, &st);
+    cr_assert_eq(st.steps, 5);
+    cr_assert_eq(st.fused_nodes, 0);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_plan_free(p);
+    ts_tensor_unref(in);
+}
+
+/* ------------------------------------------------------------- softmax */
+
+Test(vec, softmax_last_axis)
+{
+    graph(13);
+    int x = input("12x128x128");
+    output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", -1))));
+    output(op("LogSoftmax", INS(x), ATTRS(ts_attr_int("axis", 2))));
+    compare(-8, 8, 1e-5, 2, 0, 0);
+}
+
+Test(vec, softmax_inner_axis_and_flatten)
+{
+    graph(13);
+    int x = input("3x37x301");
+    output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", 1)))); /* inner 301: column chunks */
+    output(op("LogSoftmax", INS(x), ATTRS(ts_attr_int("axis", 0))));
+    compare(-8, 8, 1e-5, 2, 0, 0);
+    done();
+    graph(11); /* opset < 13: the trailing block from axis is flattened */
+    x = input("3x4x5");
+    output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", 1))));
+    output(op("LogSoftmax", INS(x), NOATTR));
+    compare(-8, 8, 1e-5, 2, 0, 0);
+}
+
+/* ---------------------------------------------------------- layer norm */
+
+Test(vec, layernorm)
+{
+    graph(17);
+    int x = input("2x7x45"), s = input("45");
+    double sv[45], bv[45];
+    for (int i = 0; i < 45; i++) sv[i] = 0.5 + i * 0.01, bv[i] = i * 0.1 - 2;
+    int sc = cst(TS_F32, "45", sv, 45), bc = cst(TS_F32, "45", bv, 45);
+    output(op("LayerNormalization", INS(x, sc, bc), NOATTR));
+    output(op("LayerNormalization", INS(x, s), ATTRS(ts_attr_float("epsilon", 1e-3)))); /* scale is an input, no B */
+    output(op("LayerNormalization", INS(x, F32("1x45", 2), F32("", 0.5)), ATTRS(ts_attr_int("axis", -2))));
+    compare(-3, 5, 2e-5, 3, 0, 0);
+}
+
+/* ----------------------------------------------------------- reductions */
+
+Test(vec, reductions)
+{
+    graph(13);
+    int x = input("3x5x7"), w = input("2x130x3");
+    output(op("ReduceMean", INS(x), ATTRS(ts_attr_ints("axes", (const int64_t[]){-1}, 1))));
+    output(op("ReduceSum", INS(x, I64("1", 1)), NOATTR)); /* axes input, inner dims kept */
+    output(op("ReduceMax", INS(x), ATTRS(ts_attr_int("keepdims", 0))));
+    output(op("ReduceMax", INS(w), ATTRS(ts_attr_ints("axes", (const int64_t[]){1}, 1))));
+    output(op("ReduceMean", INS(w), ATTRS(ts_attr_ints("axes", (const int64_t[]){1, 2}, 2))));
+    compare(-3, 3, 1e-5, 5, 0, 0);
+}
+
+Test(vec, reduction_split_axes_declines)
+{
+    /* axes 0 and 2 of 3x5x7 are not one block: the reference kernel runs it */
+    graph(13);
+    int x = input("3x5x7");
+    output(op("ReduceSum", INS(x, I64("2", 0, 2)), NOATTR));
+    compare(-3, 3, 1e-5, 1, 0, 1);
+}
+
+/* ------------------------------------------------------------ movement */
+
+Test(vec, transpose)
+{
+    graph(17);
+    int x = input("3x17x5x33");
+    output(op("Transpose", INS(x), ATTRS(ts_attr_ints("perm", (const int64_t[]){0, 2, 1, 3}, 4)))); /* rows stay */
+    output(op("Transpose", INS(x), ATTRS(ts_attr_ints("perm", (const int64_t[]){0, 3, 1, 2}, 4)))); /* NCHW->NHWC-ish */
+    output(op("Transpose", INS(x), NOATTR));                                                      /* reversed */
+    output(op("Transpose", INS(input("300x301")), NOATTR));                                        /* large 2-D */
+    compare(-1, 1, 0, 4, 0, 0);
+}
+
+Test(vec, slice_concat_gather_expand)
+{
+    graph(13);
+    int x = input("4x9x23"), y = input("4x2x23"), z = input("4x1x23");
+    output(op("Slice", INS(x, I64("2", 1, 2), I64("2", 3, -1), I64("2", 1, 2)), NOATTR));
+    output(op("Slice", INS(x, I64("2", -1, 20), I64("2", -100, 2), I64("2", 1, 2), I64("2", -2, -3)), NOATTR));
+    output(op("Slice", INS(x, I64("1", 1), I64("1", 3)), NOATTR)); /* whole rows: one memcpy */
+    output(op("Concat", INS(x, y, z), ATTRS(ts_attr_int("axis", 1))));
+    output(op("Concat", INS(y, y), ATTRS(ts_attr_int("axis", -1))));
+    output(op("Gather", INS(x, I64("2x2", 0, -1, 8, 3)), ATTRS(ts_attr_int("axis", 1))));
+    output(op("Gather", INS(x, I64("", 2)), NOATTR)); /* scalar index drops the axis */
+    output(op("Expand", INS(z, I64("4", 2, 4, 3, 23)), NOATTR));
+    compare(-1, 1, 0, 8, 0, 0);
+}

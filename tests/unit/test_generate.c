@@ -1,0 +1,81 @@
+/* TASO generator: the evaluator's identities (the axioms the constants
+ * exist for), and the counts per stage pinned at 1 and 2 operators (the
+ * 3-operator counts are in docs/taso.md; they take a minute). */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "taso/gen.h"
+
+static gen_world W;
+static void setup(void) { gen_world_init(&W, 1); }
+static void teardown(void) { gen_world_free(&W); }
+
+static ts_rexpr *parse1(const char *text)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "; tsopt rules v1\n(rule r (lhs %s) (rhs %s))\n", text, text);
+    ts_rule *r;
+    int n;
+    ts_error err = {0};
+    cr_assert_eq(ts_rules_parse_string(buf, "t", &r, &n, &err), TS_OK, "%s", err.msg);
+    ts_rexpr *e = r[0].lhs[0];
+    r[0].lhs[0] = NULL;
+    ts_rules_free(r, n);
+    return e;
+}
+
+static void same(const char *a, const char *b)
+{
+    gen_env env = {.w = &W};
+    ts_rexpr *ea = parse1(a), *eb = parse1(b);
+    static gen_tensor ta, tb;
+    for (int d = 0; d < 2; d++) {
+        cr_assert(gen_eval_expr(&env, ea, (gen_domain)d, &ta), "%s", a);
+        cr_assert(gen_eval_expr(&env, eb, (gen_domain)d, &tb), "%s", b);
+        if (d == GEN_MODP) cr_assert_eq(gen_tensor_hash(&ta), gen_tensor_hash(&tb), "%s = %s", a, b);
+        else cr_assert(gen_tensor_close(&ta, &tb, 1e-9), "%s = %s", a, b);
+    }
+    ts_rexpr_free(ea);
+    ts_rexpr_free(eb);
+}
+
+TestSuite(generate, .init = setup, .fini = teardown);
+
+Test(generate, axioms_hold_in_the_evaluator)
+{
+    same("(conv s1 same none ?i1 (Iconv k3))", "?i1");
+    same("(matmul ?x1 Imatmul)", "?x1");
+    same("(ewmul ?i1 Iewmul)", "?i1");
+    same("(conv s2 valid none ?i1 (Cpool k3))", "(poolavg k3 s2 valid ?i1)");
+    same("(conv s1 same none ?i1 (Cpool k3))", "(poolavg k3 s1 same ?i1)");
+    same("(split0 1 (concat 1 ?x1 ?x2))", "?x1");
+    same("(split1 0 (concat 0 ?k1 ?k2))", "?k2");
+    same("(conv s1 same relu ?i1 ?k1)", "(relu (conv s1 same none ?i1 ?k1))");
+    same("(conv s1 same none ?i1 (enlarge ?q1 ?k1))", "(conv s1 same none ?i1 ?q1)");
+    same("(transpose (matmul ?x1 ?w1))", "(matmul (transpose ?w1) (transpose ?x1))");
+    same("(concat 1 (conv s2 same none ?i1 ?k1) (conv s2 same none ?i1 ?k2))",
+         "(conv s2 same none ?i1 (concat 0 ?k1 ?k2))");
+    same("(matmul (concat 1 ?x1 ?x2) (concat 0 ?w1 ?w2))",
+         "(ewadd (matmul ?x1 ?w1) (matmul ?x2 ?w2))");
+    same("(concat 0 (poolmax k3 s2 same ?i1) (poolmax k3 s2 same ?i2))",
+         "(poolmax k3 s2 same (concat 0 ?i1 ?i2))");
+}
+
+static void counts(int ops, uint64_t graphs, uint64_t cand, uint64_t ren, uint64_t com)
+{
+    gen_config cfg = {.max_ops = ops, .threads = 2, .seed = 1};
+    ts_rule *r;
+    int n;
+    gen_stats st;
+    ts_error err = {0};
+    cr_assert_eq(ts_taso_generate(&cfg, &r, &n, &st, &err), TS_OK, "%s", err.msg);
+    cr_expect_eq(st.graphs, graphs, "graphs %llu", (unsigned long long)st.graphs);
+    cr_expect_eq(st.candidates, cand, "candidates %llu", (unsigned long long)st.candidates);
+    cr_expect_eq(st.after_rename, ren, "after renaming %llu", (unsigned long long)st.after_rename);
+    cr_expect_eq(st.after_common, com, "after common %llu", (unsigned long long)st.after_common);
+    cr_expect_eq((uint64_t)n, com);
+    for (int i = 0; i < n; i++) cr_assert_eq(ts_rule_check(&r[i], &err), TS_OK, "%s", err.msg);
+    ts_rules_free(r, n);
+}
+
+Test(generate, counts_1_op) { counts(1, 316, 28, 4, 4); }
+Test(generate, counts_2_ops) { counts(2, 71630, 15279, 892, 212); }

@@ -1,0 +1,232 @@
+/* TASO matcher/applier (src/taso/match.c, apply.c) on small graphs: a
+ * commutation, the classic merge of two convolutions sharing an input (with
+ * the concatenated kernel folded to a constant), a rewrite that would make a
+ * cycle, and parameters that must not match. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+#include "taso/apply.h"
+
+static const char RULES[] =
+    "; tsopt rules v1\n"
+    "(rule comm (lhs (ewadd ?x ?y)) (rhs (ewadd ?y ?x)))\n"
+    "(rule convmerge\n"
+    "  (lhs (conv s1 same none ?x ?w1) (conv s1 same none ?x ?w2))\n"
+    "  (rhs (split0 1 (conv s1 same none ?x (concat 0 ?w1 ?w2)))\n"
+    "       (split1 1 (conv s1 same none ?x (concat 0 ?w1 ?w2)))))\n"
+    "(rule mmmerge\n"
+    "  (lhs (matmul ?x ?w1) (matmul ?x ?w2))\n"
+    "  (rhs (split0 1 (matmul ?x (concat 1 ?w1 ?w2))) (split1 1 (matmul ?x (concat 1 ?w1 ?w2)))))\n";
+
+static ts_rule *rules;
+static int nrules;
+
+static void setup(void)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_rules_parse_string(RULES, "test", &rules, &nrules, &e), TS_OK, "%s", e.msg);
+}
+static void teardown(void) { ts_rules_free(rules, nrules); }
+
+static const ts_rule *rule(const char *name)
+{
+    for (int i = 0; i < nrules; i++)
+        if (!strcmp(rules[i].name, name)) return &rules[i];
+    cr_assert_fail("no rule %s", name);
+    return NULL;
+}
+
+typedef struct collect {
+    ts_match m[8];
+    int n;
+} collect;
+
+static bool keep(const ts_match *m, void *ctx)
+{
+    collect *c = ctx;
+    if (c->n < 8) c->m[c->n++] = *m;
+    return true;
+}
+
+static int matches(const ts_graph *g, const ts_rule *r, collect *c)
+{
+    ts_match_index ix;
+    ts_error e = {0};
+    memset(c, 0, sizeof *c);
+    cr_assert_eq(ts_match_index_build(&ix, g, &e), TS_OK);
+    int n = ts_match_all(&ix, r, keep, c);
+    ts_match_index_free(&ix);
+    return n;
+}
+
+static ts_tensor *rand_tensor(int rank, const int64_t *dims, uint64_t *rng)
+{
+    ts_shape s = ts_shape_make(rank, dims);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, NULL);
+    ts_tensor_fill_random(t, rng, -1, 1);
+    return t;
+}
+
+/* Runs both graphs on the same random inputs with the reference interpreter. */
+static void assert_same(const ts_graph *a, const ts_graph *b)
+{
+    ts_error e = {0};
+    uint64_t rng = 7;
+    ts_tensor *in[4], *oa[4], *ob[4];
+    cr_assert_eq(a->ninputs, b->ninputs);
+    cr_assert_eq(a->noutputs, b->noutputs);
+    for (int i = 0; i < a->ninputs; i++) {
+        const ts_value *v = &a->values[a->inputs[i]];
+        in[i] = rand_tensor(v->shape.rank, v->shape.dims, &rng);
+    }
+    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, in, oa, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, in, ob, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < a->noutputs; i++) {
+        cr_assert_str_eq(a->values[a->outputs[i]].name, b->values[b->outputs[i]].name);
+        cr_assert_eq(ts_tensor_numel(oa[i]), ts_tensor_numel(ob[i]));
+        for (int64_t k = 0; k < ts_tensor_numel(oa[i]); k++)
+            cr_assert(fabs(ts_tensor_get_f64(oa[i], k) - ts_tensor_get_f64(ob[i], k)) < 1e-4, "output %d[%lld]", i,
+                      (long long)k);
+        ts_tensor_unref(oa[i]);
+        ts_tensor_unref(ob[i]);
+    }
+    for (int i = 0; i < a->ninputs; i++) ts_tensor_unref(in[i]);
+}
+
+static int count_op(const ts_graph *g, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && !strcmp(g->nodes[i].op->name, op);
+    return n;
+}
+
+Test(match, ewadd_commutes, .init = setup, .fini = teardown)
+{
+    ts_error e = {0};
+    int64_t d[2] = {3, 4};
+    ts_shape s = ts_shape_make(2, d);
+    ts_graph *g = ts_graph_new("comm", 17);
+    int in[2] = {ts_graph_add_input(g, "a", TS_F32, &s, &e), ts_graph_add_input(g, "b", TS_F32, &s, &e)}, y;
+    cr_assert(ts_graph_add_node(g, "Add", "add", in, 2, NULL, 0, 1, (const char *const[]){"y"}, &y, &e) >= 0);
+    ts_graph_add_output(g, y, &e);
+    collect c;
+    cr_assert_eq(matches(g, rule("comm"), &c), 1);
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, rule("comm"), &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    cr_assert_eq(count_op(h, "Add"), 1);
+    const ts_node *n = &h->nodes[h->values[h->outputs[0]].producer];
+    cr_assert_str_eq(h->values[n->inputs[0]].name, "b");
+    cr_assert_str_eq(h->values[n->inputs[1]].name, "a");
+    cr_assert_neq(ts_graph_hash(g), ts_graph_hash(h));
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+}
+
+/* x -> Conv(w1), Conv(w2) (3x3, pads 1, stride s) -> two outputs */
+static ts_graph *two_convs(int stride, int pad)
+{
+    ts_error e = {0};
+    uint64_t rng = 3;
+    int64_t xd[4] = {1, 4, 8, 8}, w1d[4] = {3, 4, 3, 3}, w2d[4] = {5, 4, 3, 3};
+    ts_shape xs = ts_shape_make(4, xd);
+    ts_graph *g = ts_graph_new("convs", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
+    ts_tensor *t1 = rand_tensor(4, w1d, &rng), *t2 = rand_tensor(4, w2d, &rng);
+    int w1 = ts_graph_add_constant(g, "w1", t1, &e), w2 = ts_graph_add_constant(g, "w2", t2, &e);
+    ts_tensor_unref(t1);
+    ts_tensor_unref(t2);
+    int64_t st[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad};
+    ts_attr a[2] = {ts_attr_ints("strides", st, 2), ts_attr_ints("pads", pads, 4)};
+    int y1, y2, i1[2] = {x, w1}, i2[2] = {x, w2};
+    cr_assert(ts_graph_add_node(g, "Conv", "c1", i1, 2, a, 2, 1, (const char *const[]){"y1"}, &y1, &e) >= 0, "%s",
+              e.msg);
+    cr_assert(ts_graph_add_node(g, "Conv", "c2", i2, 2, a, 2, 1, (const char *const[]){"y2"}, &y2, &e) >= 0, "%s",
+              e.msg);
+    ts_graph_add_output(g, y1, &e);
+    ts_graph_add_output(g, y2, &e);
+    return g;
+}
+
+Test(match, conv_merge_folds_weights, .init = setup, .fini = teardown)
+{
+    ts_error e = {0};
+    ts_graph *g = two_convs(1, 1);
+    collect c;
+    cr_assert_eq(matches(g, rule("convmerge"), &c), 2); /* (c1, c2) and (c2, c1) */
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, rule("convmerge"), &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    cr_assert_eq(ts_graph_validate(h, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(count_op(h, "Conv"), 1);
+    cr_assert_eq(count_op(h, "Split"), 1);
+    cr_assert_eq(count_op(h, "Concat"), 0, "the kernel concat is a weight-only subgraph: folded");
+    const ts_node *conv = NULL;
+    for (int i = 0; i < h->nnodes; i++)
+        if (!strcmp(h->nodes[i].op->name, "Conv")) conv = &h->nodes[i];
+    cr_assert_not_null(h->values[conv->inputs[1]].constant);
+    cr_assert_eq(h->values[conv->inputs[1]].shape.dims[0], 8);
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+}
+
+Test(match, parameters_must_agree, .init = setup, .fini = teardown)
+{
+    collect c;
+    ts_graph *g = two_convs(2, 1); /* stride 2: the rule says s1 */
+    cr_assert_eq(matches(g, rule("convmerge"), &c), 0);
+    ts_graph_free(g);
+    g = two_convs(1, 0); /* VALID padding: the rule says same */
+    cr_assert_eq(matches(g, rule("convmerge"), &c), 0);
+    ts_graph_free(g);
+}
+
+Test(match, cycle_rejected, .init = setup, .fini = teardown)
+{
+    /* c2 = x * relu(x * w1): merging the two MatMuls on x would make the
+     * merged MatMul read its own output through the Relu */
+    ts_error e = {0};
+    uint64_t rng = 5;
+    int64_t d[2] = {4, 4};
+    ts_shape s = ts_shape_make(2, d);
+    ts_graph *g = ts_graph_new("cyc", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &s, &e);
+    ts_tensor *t = rand_tensor(2, d, &rng);
+    int w1 = ts_graph_add_constant(g, "w1", t, &e);
+    ts_tensor_unref(t);
+    int c1, r, c2, i1[2] = {x, w1};
+    cr_assert(ts_graph_add_node(g, "MatMul", "m1", i1, 2, NULL, 0, 1, NULL, &c1, &e) >= 0);
+    cr_assert(ts_graph_add_node(g, "Relu", "r", &c1, 1, NULL, 0, 1, NULL, &r, &e) >= 0);
+    int i2[2] = {x, r};
+    cr_assert(ts_graph_add_node(g, "MatMul", "m2", i2, 2, NULL, 0, 1, (const char *const[]){"y"}, &c2, &e) >= 0);
+    ts_graph_add_output(g, c2, &e);
+    collect c;
+    cr_assert_geq(matches(g, rule("mmmerge"), &c), 1);
+    for (int i = 0; i < c.n; i++) {
+        ts_graph *h = (ts_graph *)1;
+        cr_assert_eq(ts_rule_apply(g, rule("mmmerge"), &c.m[i], &h, &e), TS_OK, "%s", e.msg);
+        cr_assert_null(h, "a rewrite that makes a cycle is rejected");
+    }
+    ts_graph_free(g);
+}
+
+Test(match, interior_value_used_outside, .init = setup, .fini = teardown)
+{
+    /* relu(conv) with the conv output also a graph output: a conv act=relu
+     * pattern must not swallow the conv */
+    ts_error e = {0};
+    const char *txt = "; tsopt rules v1\n(rule cr (lhs (conv s1 same relu ?x ?w)) (rhs (conv s1 same relu ?x ?w)))\n";
+    ts_rule *rr;
+    int nr;
+    cr_assert_eq(ts_rules_parse_string(txt, "t", &rr, &nr, &e), TS_OK, "%s", e.msg);
+    ts_graph *g = two_convs(1, 1);
+    int y1 = g->outputs[0], z;
+    cr_assert(ts_graph_add_node(g, "Relu", "relu", &y1, 1, NULL, 0, 1, NULL, &z, &e) >= 0);
+    ts_graph_add_output(g, z, &e);
+    collect c;
+    cr_assert_eq(matches(g, &rr[0], &c), 0);
+    ts_graph_free(g);
+    ts_rules_free(rr, nr);
+}
