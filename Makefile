@@ -4,7 +4,7 @@
 #   make test    build, all tests, then unit + cli tests again under ASan/UBSan
 #   make fuzz    libFuzzer target build-fuzz/fuzz_import
 .DEFAULT_GOAL := build
-.PHONY: deps build test test-full asan demo fuzz fuzz-run clean
+.PHONY: deps build test test-full asan demo fuzz fuzz-run clean bench
 FUZZ_SECONDS ?= 30
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
@@ -40,6 +40,11 @@ asan: deps
 
 demo: build
 	bash scripts/demo.sh
+
+# tsopt vs ONNX Runtime on the zoo: writes BENCHMARKS.md and bench/ratios.png
+# (BENCH_ARGS="--batch16" adds batch 16; extra ONNX files may be listed there).
+bench: build
+	/usr/bin/python3 bench/bench.py $(BENCH_ARGS)
 
 fuzz: deps
 	@$(call configured,build-fuzz) || cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang \

@@ -114,7 +114,19 @@ def profile(tsopt, path, cache):
         if m:
             rows.append((m.group(1).strip(), int(m.group(2)), float(m.group(3)), float(m.group(4))))
     r["top"] = rows[:3]
+    r["by_op"] = {}
+    for label, count, ms, share in rows:
+        if not label.startswith("("):  # views cost nothing
+            head = label.split("+")[0]
+            r["by_op"][head] = r["by_op"].get(head, 0) + ms
     return r
+
+
+def ort_by_op(a, path, inputs):
+    """ORT's per-operator ms per run (its profiler; fused kernels mapped to their first op)."""
+    out = run(["node", os.path.join(ROOT, "bench", "ort_profile.js"), path, "--inputs", inputs, "--iters", "5",
+               "--threads", str(a.threads)], 900)
+    return last_json(out)["op_ms"]
 
 
 def bench_model(a, name, batch, path, work):
@@ -128,8 +140,8 @@ def bench_model(a, name, batch, path, work):
                                 900)))
         ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters),
                                   "--threads", str(a.threads)], 900)))
-    shutil.rmtree(inputs, ignore_errors=True)
     return {
+        "inputs": inputs,
         "ts_ms": statistics.median(x["median_ms"] for x in ts),
         "ort_ms": statistics.median(x["median_ms"] for x in ort),
         "ts_rounds": [x["median_ms"] for x in ts],
@@ -216,10 +228,14 @@ def main():
             r["ratio"] = r["ts_ms"] / r["ort_ms"]
             if batch == 1 and not a.no_profile:
                 r["prof"] = profile(a.tsopt, path, cache)
+                if r["ratio"] > 1.0:
+                    r["ort_ops"] = ort_by_op(a, path, r["inputs"])
             log("   tsopt %.3f ms, ORT %.3f ms, ratio %.3f" % (r["ts_ms"], r["ort_ms"], r["ratio"]))
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             r["error"] = str(e).splitlines()[0][:200]
             log("   failed: " + r["error"])
+        if r.get("inputs"):
+            shutil.rmtree(r["inputs"], ignore_errors=True)
     elapsed = time.time() - t0
     load1 = load()
     png = os.path.join(ROOT, "bench", "ratios.png")
@@ -289,19 +305,27 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     losers = [r for r in rows if r.get("ratio", 0) > 1.0 and "prof" in r]
     if losers:
         L.append("### Where tsopt loses\n")
-        L.append("For each model slower than ORT: by how much, and tsopt's most expensive kernels (fused groups) "
-                 "from `tsopt profile` (share of the summed cost). ORT's per-kernel times are not measured "
-                 "here, so this names where tsopt spends its time, not a per-kernel comparison.\n")
+        L.append("For each model slower than ORT: by how much; tsopt's most expensive fused groups (`tsopt "
+                 "profile`, share of the summed cost); and per operator (a fused kernel counted under the op it "
+                 "starts from), tsopt's summed group costs against ORT's own profiler (`bench/ort_profile.js`, "
+                 "5 runs; profiling adds overhead to ORT, so its numbers are upper bounds), the largest "
+                 "differences first.\n")
         for r in losers:
             top = "; ".join("%s ×%d %.2f ms (%.0f%%)" % t for t in r["prof"]["top"])
             L.append("- **%s** (batch %d): %.2f× ORT (+%.3f ms). Top groups: %s" % (
                 r["name"], r["batch"], r["ratio"], r["ts_ms"] - r["ort_ms"], top))
+            if "ort_ops" in r:
+                ts_ops, ort_ops = r["prof"]["by_op"], r["ort_ops"]
+                diff = sorted(set(ts_ops) | set(ort_ops), key=lambda o: ort_ops.get(o, 0) - ts_ops.get(o, 0))
+                L.append("  - per op, tsopt vs ORT ms: " + "; ".join(
+                    "%s %.3f vs %.3f" % (o, ts_ops.get(o, 0), ort_ops.get(o, 0)) for o in diff[:4]))
         L.append("")
     prof = [r for r in rows if "prof" in r]
     if prof:
         L.append("## Cost model: sum of op costs vs end-to-end\n")
         L.append("`tsopt profile` measures each distinct fused group (op, attributes, shapes, constant inputs) "
-                 "once as a subgraph in tsopt's runtime and sums them; the end-to-end time is measured in the same "
+                 "once as a subgraph in tsopt's runtime (a convolution fed by a convolution as the pair minus the producer, "
+                 "so that it sees its input layout as in the model; docs/runtime.md) and sums them; the end-to-end time is measured in the same "
                  "process right after. Error = (sum − end-to-end) / end-to-end. The roofline column is the "
                  "analytic fallback (max of FLOPs/peak and bytes/bandwidth) summed the same way.\n")
         L.append("| model | groups sum ms | end-to-end ms | error | roofline error |")

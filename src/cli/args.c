@@ -1,5 +1,5 @@
 /* Helpers shared by the subcommands: error lines, option values,
- * --input bindings, output folders. */
+ * --input bindings, output folders, timing, random inputs. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "cli/cli.h"
 
 int cli_error(int code, const char *fmt, ...)
@@ -165,4 +166,33 @@ ts_graph *cli_load_model(const char *path, const cli_binds *bs)
         return NULL;
     }
     return g;
+}
+
+double cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_sort_median(double *t, long n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+void cli_fill_random_input(ts_tensor *t, uint64_t *rng)
+{
+    if (ts_dtype_is_float(t->dtype))
+        ts_tensor_fill_random(t, rng, -1, 1);
+    else if (t->dtype == TS_BOOL)
+        ts_tensor_fill_random(t, rng, 0, 1);
+    else
+        ts_tensor_fill_random(t, rng, 0, 10);
 }

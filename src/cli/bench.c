@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli/cli.h"
 
 static const char USAGE[] =
@@ -23,19 +22,6 @@ typedef struct bench_args {
     bool json;
     cli_binds binds;
 } bench_args;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Peak resident set (VmHWM) in bytes, 0 when /proc is unavailable. */
 static long long peak_rss(void)
@@ -99,11 +85,12 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t,
+/* t: the times sorted ascending, med their median. */
+static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, double med,
                    double build_ms)
 {
     long n = a->iters;
-    double med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, mean = 0;
+    double mean = 0;
     for (long i = 0; i < n; i++) mean += t[i] / (double)n;
     long long rss = peak_rss();
     if (a->json) {
@@ -157,9 +144,7 @@ int cli_bench(int argc, char **argv)
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        /* same ranges as `tsopt run`: indices stay valid for small tables */
-        ts_tensor_fill_random(in[i], &rng, ts_dtype_is_float(v->dtype) ? -1 : 0,
-                              ts_dtype_is_float(v->dtype) ? 1 : v->dtype == TS_BOOL ? 1 : 10);
+        cli_fill_random_input(in[i], &rng);
     }
     for (int i = 0; i < nout; i++) {
         const ts_value *v = &g->values[g->outputs[i]];
@@ -168,26 +153,26 @@ int cli_bench(int argc, char **argv)
             goto done;
         }
     }
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     if (ts_plan_build(g, &o, &plan, &err)) {
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    double build_ms = now_ms() - t0;
+    double build_ms = cli_now_ms() - t0;
     for (long i = 0; i < a.warmup + a.iters; i++) {
-        double s = now_ms();
+        double s = cli_now_ms();
         if (ts_plan_run(plan, in, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        if (i >= a.warmup) times[i - a.warmup] = now_ms() - s;
+        if (i >= a.warmup) times[i - a.warmup] = cli_now_ms() - s;
     }
-    qsort(times, (size_t)a.iters, sizeof *times, cmp_double);
+    double med = cli_sort_median(times, a.iters);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
     ts_plan_opts used = o;
     if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
-    report(&a, &used, &st, times, build_ms);
+    report(&a, &used, &st, times, med, build_ms);
     rc = CLI_OK;
 done:
     for (int i = 0; i < nin; i++)

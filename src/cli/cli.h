@@ -51,4 +51,13 @@ void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
 /* Loads MODEL with bindings; reports errors itself (returns NULL). */
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);
 
+/* Monotonic clock in milliseconds, for timing runs. */
+double cli_now_ms(void);
+/* Sorts the n > 0 times ascending (min first, max last) and returns their median. */
+double cli_sort_median(double *t, long n);
+/* Seeded random input values, the same in every subcommand that makes them
+ * up: floats uniform in [-1, 1), integers in [0, 10] (so indices stay valid
+ * for small tables), bools 0/1. */
+void cli_fill_random_input(ts_tensor *t, uint64_t *rng);
+
 #endif

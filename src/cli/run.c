@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli/cli.h"
 #include "ir/ir.h"
 
@@ -28,19 +27,6 @@ typedef struct run_args {
     bool reference;
     cli_binds binds;
 } run_args;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Returns CLI_OK, or the exit code after printing the error. */
 static int parse(int argc, char **argv, run_args *a)
@@ -111,12 +97,7 @@ static ts_tensor *random_input(const ts_value *v, uint64_t *rng)
         cli_error(CLI_FAIL, "input '%s': %s", v->name, err.msg);
         return NULL;
     }
-    if (ts_dtype_is_float(v->dtype))
-        ts_tensor_fill_random(t, rng, -1, 1);
-    else if (v->dtype == TS_BOOL)
-        ts_tensor_fill_random(t, rng, 0, 1);
-    else
-        ts_tensor_fill_random(t, rng, 0, 10);
+    cli_fill_random_input(t, rng);
     return t;
 }
 
@@ -162,9 +143,9 @@ static int run_fast(const ts_graph *g, const run_args *a, ts_tensor *const *in, 
         if (!(out[o] = ts_tensor_new(v->dtype, &v->shape, &err))) rc = cli_error_from(CLI_FAIL, &err);
     }
     for (long it = 0; it < a->iters && !rc; it++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         if (ts_plan_run(plan, in, out, &err)) rc = cli_error_from(CLI_FAIL, &err);
-        times[it] = now_ms() - t0;
+        times[it] = cli_now_ms() - t0;
     }
     ts_plan_free(plan);
     return rc;
@@ -210,12 +191,12 @@ int cli_run(int argc, char **argv)
             ts_tensor_unref(out[o]);
             out[o] = NULL;
         }
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         if (ts_graph_run_reference(g, TS_DOMAIN_F32, dom, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        times[it] = now_ms() - t0;
+        times[it] = cli_now_ms() - t0;
     }
     /* Outputs back to their declared dtypes (float64 ran in float32). */
     for (int o = 0; o < nout; o++) {
@@ -228,8 +209,7 @@ int cli_run(int argc, char **argv)
         out[o] = c;
         print_output(&g->values[g->outputs[o]], c);
     }
-    qsort(times, (size_t)a.iters, sizeof *times, cmp_double);
-    double med = a.iters % 2 ? times[a.iters / 2] : (times[a.iters / 2 - 1] + times[a.iters / 2]) / 2;
+    double med = cli_sort_median(times, a.iters);
     printf("time: %.3f ms per run (median of %ld, %s)\n", med, a.iters,
            a.reference ? "reference interpreter, float32" : "fast runtime");
     if (a.save_inputs && !save_all(a.save_inputs, g, g->inputs, in, nin)) goto done;

@@ -8,7 +8,7 @@
 #include "taso/verify.h"
 
 static const char USAGE[] =
-    "usage: tsopt verify [RULES] [--timeout S] [--threads N] [--verbose]\n"
+    "usage: tsopt verify [RULES] [--timeout S] [--threads N] [--verbose] [--mbqi]\n"
     "                    [--check-axioms [--max-dim N] [--trials N] [--seed S] [--tf-same]]\n"
     "                    [--redundancy [--redundancy-timeout S]] [--axioms]\n"
     "  RULES               prove every rule of the file from the axioms; last line\n"
@@ -16,6 +16,8 @@ static const char USAGE[] =
     "  --timeout S         Z3 time limit per rule (default 10)\n"
     "  --threads N         Z3 contexts working in parallel (default 1)\n"
     "  --verbose           one line per rule, proved ones too\n"
+    "  --mbqi              when E-matching gives up, retry with model-based\n"
+    "                      instantiation (more proofs; wrong rules use the timeout)\n"
     "  --check-axioms      evaluate both sides of every axiom on concrete tensors:\n"
     "                      all shapes with dims 1..N (default 3), all parameters;\n"
     "                      --tf-same reads 'same' as TensorFlow's (asymmetric) padding\n"
@@ -167,6 +169,8 @@ int cli_verify(int argc, char **argv)
             verbose = true;
         } else if (!strcmp(argv[i], "--check-axioms")) {
             do_check = true;
+        } else if (!strcmp(argv[i], "--mbqi")) {
+            o.mbqi = true;
         } else if (!strcmp(argv[i], "--tf-same")) {
             tf_same = true;
         } else if (!strcmp(argv[i], "--redundancy")) {

@@ -361,12 +361,13 @@ static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_e
         for (int o = 0; o < nd->noutputs; o++) map[nd->outputs[o]] = outs[o];
         if (m < nm - 1) continue;
         /* A convolution whose result is a graph output must write plain
-         * NCHW, for which oneDNN picks a slow im2col kernel; inside a model
-         * its result stays blocked.  An Identity after it lets the group
-         * choose its blocked layout as in the model (the measurement then
-         * includes one reorder back to plain at the end). */
+         * NCHW, for which oneDNN may pick a slow kernel; inside a model its
+         * result stays blocked unless it is the model's output.  An Identity
+         * after it lets the group choose its blocked layout as in the model
+         * (the measurement then includes one reorder back to plain). */
         const char *hop = g->nodes[members[0]].op->name;
-        if (nd->noutputs == 1 && (!strcmp(hop, "Conv") || !strcmp(hop, "ConvTranspose"))) {
+        if (nd->noutputs == 1 && !xcost_is_output(g, nd->outputs[0]) &&
+            (!strcmp(hop, "Conv") || !strcmp(hop, "ConvTranspose"))) {
             int id;
             if (ts_graph_add_node(s, "Identity", "cost_sink", outs, 1, NULL, 0, 1, NULL, &id, err) < 0) {
                 st = err->code;
@@ -483,9 +484,31 @@ static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int
     return tf > tb ? tf : tb;
 }
 
+static bool is_conv(const ts_node *nd)
+{
+    return !strcmp(nd->op->name, "Conv") || !strcmp(nd->op->name, "ConvTranspose");
+}
+
+/* The group producing a convolution's data input when that group is itself
+ * a convolution whose last value is that input: its blocked output layout
+ * decides which oneDNN kernel the consumer gets (a plain input lets oneDNN
+ * choose freely; the producer's layout may leave it only a reference
+ * kernel).  Returns its member count (0: none). */
+static int layout_producer(const ts_graph *g, const int *group_of, int head, int *pm)
+{
+    const ts_node *hd = &g->nodes[head];
+    if (!is_conv(hd) || hd->ninputs < 1 || hd->inputs[0] < 0) return 0;
+    int x = hd->inputs[0], pn = g->values[x].producer;
+    if (pn < 0 || group_of[pn] < 0) return 0;
+    int ph = group_of[pn];
+    if (ph == head || !is_conv(&g->nodes[ph])) return 0;
+    int np = xcost_members(g, group_of, ph, pm);
+    return g->nodes[pm[np - 1]].noutputs == 1 && g->nodes[pm[np - 1]].outputs[0] == x ? np : 0;
+}
+
 double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, xcost_src *src)
 {
-    int members[XCOST_MAX_GROUP];
+    int members[2 * XCOST_MAX_GROUP], pm[XCOST_MAX_GROUP];
     const ts_node *hd = &g->nodes[head];
     *src = XCOST_FREE;
     if (hd->dead || group_of[head] != head) return 0;
@@ -494,9 +517,30 @@ double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int he
         (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
          !strcmp(op, "Identity") || (!strcmp(op, "Dropout") && (hd->ninputs < 3 || hd->inputs[2] < 0))))
         return 0; /* views: aliases, no step */
-    int nm = xcost_members(g, group_of, head, members);
-    char *key = xcost_key(g, members, nm);
-    if (!key) return *src = XCOST_ROOFLINE, roofline(db, g, members, nm);
+    /* A convolution fed by a convolution is measured as the pair minus the
+     * producer alone, so that it sees its input in the layout it gets in
+     * the model; the key names both. */
+    int np = layout_producer(g, group_of, head, pm);
+    memcpy(members, pm, sizeof(int) * (size_t)np);
+    int nm = xcost_members(g, group_of, head, members + np);
+    char *key = xcost_key(g, members + np, nm), *pkey = np ? xcost_key(g, pm, np) : NULL;
+    if (!key || (np && !pkey)) {
+        free(key);
+        free(pkey);
+        return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
+    }
+    if (np) {
+        size_t len = strlen(pkey) + strlen(key) + 8;
+        char *both = malloc(len);
+        if (both) snprintf(both, len, "%s => %s", pkey, key);
+        free(key);
+        key = both;
+        if (!key) {
+            free(pkey);
+            return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
+        }
+    }
+    free(pkey);
     centry *e = lookup(db, key);
     double ms;
     if (e && e->key) {
@@ -504,11 +548,14 @@ double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int he
         *src = XCOST_CACHED;
     } else {
         ts_error err = {0};
-        if (measure && !measure_group(g, members, nm, &ms, &err) && put(db, key, ms, 1)) {
+        xcost_src psrc;
+        double pair = 0, prod = np ? xcost_group(db, g, group_of, pm[0], measure, &psrc) : 0;
+        if (measure && (!np || psrc == XCOST_CACHED || psrc == XCOST_MEASURED) &&
+            !measure_group(g, members, np + nm, &pair, &err) && (ms = pair - prod > 0 ? pair - prod : 0, put(db, key, ms, 1))) {
             db->measured++;
             *src = XCOST_MEASURED;
         } else {
-            ms = roofline(db, g, members, nm);
+            ms = roofline(db, g, members + np, nm);
             *src = XCOST_ROOFLINE;
         }
     }

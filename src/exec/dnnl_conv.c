@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
-#include "ops/window.h"
+#include "ops/attrs.h"
 
 typedef struct conv_state {
     dnnl_primitive_t prim;
@@ -76,16 +76,13 @@ static ts_status conv_geom(const xplan *p, int n, bool transposed, geom *o, ts_e
     const ts_node *nd = &g->nodes[n];
     const ts_shape *x = &g->values[nd->inputs[0]].shape, *w = &g->values[nd->inputs[1]].shape,
                    *y = &g->values[nd->outputs[0]].shape;
-    ts_attr at[16];
-    int na = xd_node_attrs(g, n, at, 16);
-    ts_window win;
     ts_window_geom wg;
     char why[256];
     int nsp = x->rank - 2;
     o->nsp = nsp;
-    if (ts_window_parse(&win, at, na, false, err)) return err->code;
     if (!transposed) {
-        if (!ts_window_resolve(&win, nsp, x->dims + 2, w->dims + 2, &wg, why, sizeof why))
+        const ts_conv_attrs *ca = nd->attrs;
+        if (!ts_window_resolve(&ca->win, nsp, x->dims + 2, w->dims + 2, &wg, why, sizeof why))
             return ts_error_set(err, TS_ERR_INVALID, "node '%s' (Conv): %s", nd->name, why);
         for (int i = 0; i < nsp; i++) {
             o->stride[i] = wg.stride[i];
@@ -98,21 +95,19 @@ static ts_status conv_geom(const xplan *p, int n, bool transposed, geom *o, ts_e
     /* ConvTranspose: the output size is known (inferred); pads_end is what
      * makes oneDNN's size formula give it, so output_padding and
      * output_shape turn into a smaller (possibly negative) right pad. */
-    int64_t outpad[TS_WIN_MAX] = {0}, oshape[TS_WIN_MAX + 2];
-    int nop = -1, nos = -1;
-    if (ts_attr_get_ints(at, na, "output_padding", outpad, TS_WIN_MAX, &nop, err) ||
-        ts_attr_get_ints(at, na, "output_shape", oshape, TS_WIN_MAX + 2, &nos, err))
-        return err->code;
-    bool same = win.auto_pad == TS_PAD_SAME_UPPER || win.auto_pad == TS_PAD_SAME_LOWER;
+    const ts_convt_attrs *ta = nd->attrs;
+    const ts_window *win = &ta->win;
+    int nop = ta->nout_pad, nos = ta->nout_shape;
+    bool same = win->auto_pad == TS_PAD_SAME_UPPER || win->auto_pad == TS_PAD_SAME_LOWER;
     for (int i = 0; i < nsp; i++) {
         int64_t in = x->dims[2 + i], k = w->dims[2 + i], out = y->dims[2 + i];
-        int64_t s = win.nstrides >= 0 ? win.strides[i] : 1, d = win.ndilations >= 0 ? win.dilations[i] : 1;
-        int64_t op = nop > 0 ? outpad[i] : 0, span = (k - 1) * d + 1, pb = 0;
+        int64_t s = win->nstrides >= 0 ? win->strides[i] : 1, d = win->ndilations >= 0 ? win->dilations[i] : 1;
+        int64_t op = nop > 0 ? ta->out_pad[i] : 0, span = (k - 1) * d + 1, pb = 0;
         if (nos >= 0 || same) {
             int64_t total = s * (in - 1) + op + span - out;
-            pb = win.auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-        } else if (win.auto_pad == TS_PAD_NOTSET && win.npads >= 0)
-            pb = win.pads[i];
+            pb = win->auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+        } else if (win->auto_pad == TS_PAD_NOTSET && win->npads >= 0)
+            pb = win->pads[i];
         o->stride[i] = s;
         o->dil[i] = d - 1;
         o->pl[i] = pb;
@@ -220,9 +215,8 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     if (!W || (bv >= 0 && !B) || g->values[xv].dtype != TS_F32 || W->dtype != TS_F32 || xs->rank < 3 ||
         xs->rank > 5)
         return TS_ERR_UNSUPPORTED;
-    ts_attr at[16];
-    int64_t G = 1;
-    if (ts_attr_get_int(at, xd_node_attrs(g, n, at, 16), "group", 1, &G, err)) return err->code;
+    const int64_t G =
+        transposed ? ((const ts_convt_attrs *)nd->attrs)->group : ((const ts_conv_attrs *)nd->attrs)->group;
     geom ge;
     ts_status st = conv_geom(p, n, transposed, &ge, err);
     if (st) return st;

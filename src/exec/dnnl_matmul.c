@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
+#include "ops/attrs.h"
 
 typedef struct mm_state {
     dnnl_primitive_t prim;
@@ -114,17 +115,14 @@ static bool matmul_prob(const ts_graph *g, const ts_node *nd, mm_prob *m)
     return true;
 }
 
-static bool gemm_prob(const ts_graph *g, int n, mm_prob *m, ts_error *err)
+static void gemm_prob(const ts_graph *g, int n, mm_prob *m)
 {
     const ts_node *nd = &g->nodes[n];
     const ts_shape *a = &g->values[nd->inputs[0]].shape, *b = &g->values[nd->inputs[1]].shape;
-    ts_attr at[8];
-    int na = xd_node_attrs(g, n, at, 8);
-    int64_t ta, tb;
+    const ts_gemm_attrs *ga = nd->attrs;
+    int64_t ta = ga->trans_a, tb = ga->trans_b;
     memset(m, 0, sizeof *m);
-    if (ts_attr_get_float(at, na, "alpha", 1.0, &m->alpha, err) || ts_attr_get_float(at, na, "beta", 1.0, &m->beta, err) ||
-        ts_attr_get_int(at, na, "transA", 0, &ta, err) || ts_attr_get_int(at, na, "transB", 0, &tb, err))
-        return false;
+    m->alpha = ga->alpha, m->beta = ga->beta;
     m->r = 2;
     m->ta = ta, m->tb = tb;
     m->M = a->dims[ta ? 1 : 0], m->K = a->dims[ta ? 0 : 1], m->N = b->dims[tb ? 0 : 1];
@@ -133,7 +131,6 @@ static bool gemm_prob(const ts_graph *g, int n, mm_prob *m, ts_error *err)
     m->d[0] = m->M, m->d[1] = m->N;
     m->av = nd->inputs[0], m->bv = nd->inputs[1];
     m->cv = nd->ninputs > 2 ? nd->inputs[2] : -1;
-    return true;
 }
 
 static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
@@ -165,7 +162,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     const ts_node *nd = &g->nodes[n];
     mm_prob m;
     if (g->values[nd->inputs[0]].dtype != TS_F32 || g->values[nd->inputs[1]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
-    if (gemm ? !gemm_prob(g, n, &m, err) : !matmul_prob(g, nd, &m)) return gemm ? err->code : TS_ERR_UNSUPPORTED;
+    if (gemm)
+        gemm_prob(g, n, &m);
+    else if (!matmul_prob(g, nd, &m))
+        return TS_ERR_UNSUPPORTED;
     const int r = m.r;
     const ts_tensor *Bt = xplan_const(p, m.bv), *Ct = m.cv >= 0 ? xplan_const(p, m.cv) : NULL;
     const ts_shape *ys = &g->values[nd->outputs[0]].shape;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
-#include "ops/window.h"
+#include "ops/attrs.h"
 
 typedef struct pool_state {
     dnnl_primitive_t prim;
@@ -54,18 +54,17 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     const int nsp = xs->rank - 2;
     bool global = !strncmp(op, "Global", 6), maxp = strstr(op, "Max") != NULL;
     dnnl_dims_t stride, kernel, dil, pl, pr;
-    ts_attr at[16];
-    int na = xd_node_attrs(g, n, at, 16);
     int64_t cip = 0;
     if (global) {
         for (int i = 0; i < nsp; i++) stride[i] = 1, kernel[i] = xs->dims[2 + i], dil[i] = 0, pl[i] = pr[i] = 0;
     } else {
-        ts_window win;
+        /* MaxPool / AveragePool: the Global ones have no attributes */
+        const ts_pool_attrs *pa = nd->attrs;
+        const ts_window *win = &pa->win;
         ts_window_geom wg;
         char why[256];
-        if (ts_window_parse(&win, at, na, true, err)) return err->code;
-        if (ts_attr_get_int(at, na, "count_include_pad", 0, &cip, err)) return err->code;
-        if (!ts_window_resolve(&win, nsp, xs->dims + 2, NULL, &wg, why, sizeof why))
+        cip = pa->count_include_pad;
+        if (!ts_window_resolve(win, nsp, xs->dims + 2, NULL, &wg, why, sizeof why))
             return ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): %s", nd->name, op, why);
         for (int i = 0; i < nsp; i++) {
             stride[i] = wg.stride[i], kernel[i] = wg.kernel[i], dil[i] = wg.dil[i] - 1, pl[i] = wg.pad_begin[i];
@@ -74,7 +73,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
         }
         /* ceil_mode windows starting past the padded input average over
          * fewer elements: oneDNN's include-pad divisor would differ */
-        if (!maxp && cip && win.ceil_mode) return TS_ERR_UNSUPPORTED;
+        if (!maxp && cip && win->ceil_mode) return TS_ERR_UNSUPPORTED;
     }
     dnnl_alg_kind_t alg = maxp ? dnnl_pooling_max : cip ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
     int xb = xplan_value_buf(p, xv);

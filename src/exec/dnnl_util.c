@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
+#include "ops/attrs.h"
 
 ts_status xd_check(dnnl_status_t st, const xplan *p, int n, const char *what, ts_error *err)
 {
@@ -38,14 +39,6 @@ void xd_md_of(const xbuf *b, dnnl_memory_desc_t *md)
         *md = b->md;
     else
         xd_md_plain(md, &b->shape);
-}
-
-int xd_node_attrs(const ts_graph *g, int n, ts_attr *out, int max)
-{
-    const ts_node *nd = &g->nodes[n];
-    if (!nd->op->emit) return 0;
-    int k = nd->op->emit(nd->attrs, out, max);
-    return k < 0 ? 0 : k;
 }
 
 void *xd_alloc(size_t bytes) { return aligned_alloc(64, xd_round(bytes ? bytes : 1)); }
@@ -91,10 +84,7 @@ static int try_bn(const xplan *p, int c, int caxis, int64_t channels, xd_fuse *f
         t[i] = nd->inputs[1 + i] >= 0 ? xplan_const(p, nd->inputs[1 + i]) : NULL;
         if (!t[i] || t[i]->dtype != TS_F32 || ts_tensor_numel(t[i]) != channels) return 0;
     }
-    ts_attr at[8];
-    ts_error e = {0};
-    double eps;
-    if (ts_attr_get_float(at, xd_node_attrs(g, c, at, 8), "epsilon", 1e-5, &eps, &e)) return 0;
+    double eps = ((const ts_batchnorm_attrs *)nd->attrs)->epsilon;
     if (!affine_ensure(f, channels)) return -1;
     const float *sc = t[0]->data, *b = t[1]->data, *mean = t[2]->data, *var = t[3]->data;
     for (int64_t k = 0; k < channels; k++) {
@@ -160,18 +150,13 @@ static bool try_activation(const xplan *p, int c, xd_fuse *f)
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
     const char *op = nd->op->name;
-    ts_attr at[8];
-    int na = xd_node_attrs(g, c, at, 8);
-    ts_error e = {0};
-    double a = 0, b = 0;
     xd_po po = {.kind = XD_PO_ELTWISE};
     if (f->npo + 2 > XD_MAX_FUSE) return false;
     if (!strcmp(op, "Relu"))
         po.alg = dnnl_eltwise_relu;
-    else if (!strcmp(op, "LeakyRelu")) {
-        if (ts_attr_get_float(at, na, "alpha", 0.01, &a, &e)) return false;
-        po.alg = dnnl_eltwise_relu, po.alpha = (float)a;
-    } else if (!strcmp(op, "Sigmoid"))
+    else if (!strcmp(op, "LeakyRelu"))
+        po.alg = dnnl_eltwise_relu, po.alpha = ((const ts_alpha_beta_attrs *)nd->attrs)->alpha;
+    else if (!strcmp(op, "Sigmoid"))
         po.alg = dnnl_eltwise_logistic;
     else if (!strcmp(op, "Tanh"))
         po.alg = dnnl_eltwise_tanh;
@@ -179,15 +164,14 @@ static bool try_activation(const xplan *p, int c, xd_fuse *f)
         po.alg = dnnl_eltwise_hardswish;
     else if (!strcmp(op, "HardSigmoid")) {
         /* clamp(alpha*x + beta, 0, 1): linear then clip */
-        if (ts_attr_get_float(at, na, "alpha", 0.2, &a, &e) || ts_attr_get_float(at, na, "beta", 0.5, &b, &e))
-            return false;
-        f->po[f->npo++] = (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = (float)a, .beta = (float)b};
+        const ts_alpha_beta_attrs *ab = nd->attrs;
+        f->po[f->npo++] =
+            (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = ab->alpha, .beta = ab->beta};
         po.alg = dnnl_eltwise_clip, po.alpha = 0, po.beta = 1;
     } else if (!strcmp(op, "Clip")) {
-        float lo = -FLT_MAX, hi = FLT_MAX;
-        if (ts_attr_get_float(at, na, "min", -FLT_MAX, &a, &e) || ts_attr_get_float(at, na, "max", FLT_MAX, &b, &e))
-            return false;
-        lo = (float)a, hi = (float)b;
+        /* absent bounds (and every opset-11 node, whose bounds are inputs) are unbounded */
+        const ts_clip_attrs *ca = nd->attrs;
+        float lo = ca->has_min ? ca->min : -FLT_MAX, hi = ca->has_max ? ca->max : FLT_MAX;
         if (!const_scalar(p, nd, 1, &lo) || !const_scalar(p, nd, 2, &hi)) return false;
         po.alg = dnnl_eltwise_clip, po.alpha = lo, po.beta = hi;
     } else

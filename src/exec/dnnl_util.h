@@ -16,8 +16,6 @@ void xd_md_plain(dnnl_memory_desc_t *md, const ts_shape *s);
 void xd_md_any(dnnl_memory_desc_t *md, const ts_shape *s);
 /* The md a buffer's bytes are laid out in (plain unless blocked). */
 void xd_md_of(const xbuf *b, dnnl_memory_desc_t *md);
-/* Node n's attributes in generic form (via its descriptor's emit). */
-int xd_node_attrs(const ts_graph *g, int n, ts_attr *out, int max);
 /* 64-byte aligned, for packed weights (freed with free()). */
 void *xd_alloc(size_t bytes);
 /* Rounds up to a multiple of 64 (scratch carving). */

@@ -5,7 +5,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include "exec/vec_eltwise.h"
-#include "ops/op.h"
+#include "ops/attrs.h"
 
 /* ------------------------------------------------------ family helpers */
 
@@ -80,16 +80,6 @@ static bool emit(xv_prog *pr, xv_opc opc, int a, int b, float p0, float p1)
     return true;
 }
 
-/* Attribute structs of src/ops/activation.c, mirrored here: the ops keep
- * them private.  build() checks op->attr_size before reading them. */
-typedef struct alpha_beta {
-    float alpha, beta;
-} alpha_beta;
-typedef struct clip_attrs {
-    bool has_min, has_max;
-    float min, max;
-} clip_attrs;
-
 static const struct {
     const char *name;
     xv_opc opc;
@@ -143,14 +133,12 @@ bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
             return nd->ninputs == 2 && nd->inputs[0] >= 0 && nd->inputs[1] >= 0 &&
                    lower_binary(p, nd, (int)k, cur, pr, ext);
     if (!strcmp(op, "LeakyRelu") || !strcmp(op, "HardSigmoid")) {
-        if (nd->op->attr_size != sizeof(alpha_beta)) return false;
-        const alpha_beta *ab = nd->attrs;
+        const ts_alpha_beta_attrs *ab = nd->attrs;
         return emit(pr, op[0] == 'L' ? XO_LEAKY : XO_HSIG, operand(nd->inputs[0], cur, pr, ext), 0, ab->alpha,
                     ab->beta);
     }
     if (!strcmp(op, "Clip")) {
-        if (nd->op->attr_size != sizeof(clip_attrs)) return false;
-        const clip_attrs *ca = nd->attrs;
+        const ts_clip_attrs *ca = nd->attrs;
         float lo = ca->has_min ? ca->min : -INFINITY, hi = ca->has_max ? ca->max : INFINITY;
         if (nd->ninputs > 1 && nd->inputs[1] >= 0 && !const_scalar(p, nd->inputs[1], &lo)) return false;
         if (nd->ninputs > 2 && nd->inputs[2] >= 0 && !const_scalar(p, nd->inputs[2], &hi)) return false;

@@ -6,14 +6,7 @@
  * onto the normalized shape once at plan time. */
 #include <stdlib.h>
 #include "exec/vec.h"
-#include "ops/op.h"
-
-/* Mirrors src/ops/layernorm.c's private struct (size checked at build). */
-typedef struct ln_attrs {
-    int64_t axis;
-    double epsilon;
-    int64_t stash_type;
-} ln_attrs;
+#include "ops/attrs.h"
 
 typedef struct ln_state {
     int64_t rows, d;
@@ -84,8 +77,8 @@ static float *expand(const ts_tensor *t, const ts_shape *norm, int64_t d)
 static ts_status ln_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (nd->op->attr_size != sizeof(ln_attrs) || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
-    const ln_attrs *a = nd->attrs;
+    if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    const ts_layernorm_attrs *a = nd->attrs;
     const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
     int axis;
     if (!ts_axis_norm(a->axis, sh->rank, &axis)) return TS_ERR_UNSUPPORTED;

@@ -6,20 +6,7 @@
  * of a row become row memcpys.  Rows are split over threads when large. */
 #include <stdlib.h>
 #include "exec/vec.h"
-#include "ops/op.h"
-
-/* Attribute structs mirrored from src/ops (private there; sizes checked). */
-typedef struct transpose_attrs {
-    int nperm;
-    int64_t perm[TS_MAX_RANK];
-} transpose_attrs;
-typedef struct slice_attrs {
-    int nstarts, nends, naxes;
-    int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK];
-} slice_attrs;
-typedef struct axis_attrs { /* Concat, Gather */
-    int64_t axis;
-} axis_attrs;
+#include "ops/attrs.h"
 
 /* ------------------------------------------------------- strided copy */
 
@@ -116,9 +103,9 @@ static ts_status bind_first(xplan *p, int n, xstep *st, ts_error *err)
 static ts_status transpose_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (nd->op->attr_size != sizeof(transpose_attrs) || p->g->values[nd->inputs[0]].dtype == TS_MODP)
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
         return TS_ERR_UNSUPPORTED;
-    const transpose_attrs *a = nd->attrs;
+    const ts_transpose_attrs *a = nd->attrs;
     const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
     int64_t xst[TS_MAX_RANK], stride[TS_MAX_RANK];
     ts_shape_strides(xs, xst);
@@ -148,9 +135,9 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
 static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (nd->op->attr_size != sizeof(slice_attrs) || p->g->values[nd->inputs[0]].dtype == TS_MODP)
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
         return TS_ERR_UNSUPPORTED;
-    const slice_attrs *a = nd->attrs;
+    const ts_slice_attrs *a = nd->attrs;
     const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
     int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK], steps[TS_MAX_RANK];
     int ns = a->nstarts, ne = a->nends, na = a->naxes, nst = -1;
@@ -230,8 +217,8 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     const ts_node *nd = &p->g->nodes[n];
     const ts_value *y = &p->g->values[nd->outputs[0]];
     int axis;
-    if (nd->op->attr_size != sizeof(axis_attrs) || y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
-    if (!ts_axis_norm(((const axis_attrs *)nd->attrs)->axis, y->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    if (y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
+    if (!ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, y->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
     mv_state *s = mv_new(p, n, err);
     if (!s) return err->code;
     st->state = s;
@@ -278,10 +265,10 @@ static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
     const ts_value *x = &p->g->values[nd->inputs[0]];
     const ts_tensor *idx = xplan_const(p, nd->inputs[1]);
     int axis;
-    if (nd->op->attr_size != sizeof(axis_attrs) || x->dtype == TS_MODP || !idx ||
+    if (x->dtype == TS_MODP || !idx ||
         (idx->dtype != TS_I64 && idx->dtype != TS_I32))
         return TS_ERR_UNSUPPORTED;
-    if (!ts_axis_norm(((const axis_attrs *)nd->attrs)->axis, x->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    if (!ts_axis_norm(((const ts_gather_attrs *)nd->attrs)->axis, x->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
     int64_t dim = x->shape.dims[axis], ni = ts_tensor_numel(idx);
     for (int64_t k = 0; k < ni; k++) {
         int64_t v = ts_tensor_get_i64(idx, k);

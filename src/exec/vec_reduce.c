@@ -6,15 +6,7 @@
  * Other patterns decline to the reference kernel. */
 #include <stdlib.h>
 #include "exec/vec.h"
-#include "ops/op.h"
-
-/* Mirrors src/ops/reduce.c's private struct (size checked at build). */
-typedef struct reduce_attrs {
-    int64_t axes[TS_MAX_RANK];
-    int naxes;
-    int keepdims;
-    int noop_empty;
-} reduce_attrs;
+#include "ops/attrs.h"
 
 enum { RD_SUM, RD_MEAN, RD_MAX };
 
@@ -86,10 +78,10 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
     /* X and Y float32 (the optional axes input is int64) */
-    if (nd->op->attr_size != sizeof(reduce_attrs) || nd->noutputs != 1 ||
+    if (nd->noutputs != 1 ||
         p->g->values[nd->inputs[0]].dtype != TS_F32 || p->g->values[nd->outputs[0]].dtype != TS_F32)
         return TS_ERR_UNSUPPORTED;
-    const reduce_attrs *a = nd->attrs;
+    const ts_reduce_attrs *a = nd->attrs;
     const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
     int64_t axes[TS_MAX_RANK];
     int naxes = a->naxes;

@@ -6,13 +6,7 @@
  * stays in cache.  inner > 1 runs the same passes across `inner`. */
 #include <stdlib.h>
 #include "exec/vec.h"
-#include "ops/op.h"
-
-/* Mirrors src/ops/softmax.c's private struct (size checked at build). */
-typedef struct softmax_attrs {
-    int64_t axis;
-    bool flatten;
-} softmax_attrs;
+#include "ops/attrs.h"
 
 typedef struct sm_state {
     int64_t outer, len, inner;
@@ -102,9 +96,9 @@ static void sm_run(const xstep *st, void *const *in, void *const *out, void *scr
 static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (nd->op->attr_size != sizeof(softmax_attrs) || !xv_all_f32(p, n) || nd->noutputs != 1)
+    if (!xv_all_f32(p, n) || nd->noutputs != 1)
         return TS_ERR_UNSUPPORTED;
-    const softmax_attrs *a = nd->attrs;
+    const ts_softmax_attrs *a = nd->attrs;
     const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
     int axis;
     if (!ts_axis_norm(a->axis, sh->rank, &axis)) return TS_ERR_UNSUPPORTED;

@@ -5,10 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include "ops/elementwise.h"
-
-typedef struct alpha_beta {
-    float alpha, beta;
-} alpha_beta;
+#include "ops/attrs.h"
 
 static ts_status infer_float(ts_infer_ctx *c)
 {
@@ -21,7 +18,8 @@ static ts_status infer_float(ts_infer_ctx *c)
 }
 
 /* y[i] = f(x[i], attrs) through the (float) domain. */
-static ts_status apply(ts_kernel_ctx *k, double (*f)(double, const alpha_beta *), const alpha_beta *p)
+static ts_status apply(ts_kernel_ctx *k, double (*f)(double, const ts_alpha_beta_attrs *),
+                       const ts_alpha_beta_attrs *p)
 {
     if (need_float_domain(k)) return k->err->code;
     int64_t n = ts_tensor_numel(k->out[0]);
@@ -31,7 +29,7 @@ static ts_status apply(ts_kernel_ctx *k, double (*f)(double, const alpha_beta *)
 
 static ts_status parse_ab(void *attrs, const ts_attr *a, int na, double alpha, double beta, ts_error *err)
 {
-    alpha_beta *p = attrs;
+    ts_alpha_beta_attrs *p = attrs;
     double v;
     if (ts_attr_get_float(a, na, "alpha", alpha, &v, err)) return err->code;
     p->alpha = (float)v;
@@ -50,10 +48,10 @@ static ts_status leaky_parse(void *attrs, const ts_attr *a, int na, int opset, t
 static int leaky_emit(const void *attrs, ts_attr *out, int max)
 {
     if (max < 1) return 0;
-    out[0] = ts_attr_float("alpha", ((const alpha_beta *)attrs)->alpha);
+    out[0] = ts_attr_float("alpha", ((const ts_alpha_beta_attrs *)attrs)->alpha);
     return 1;
 }
-static double leaky_f(double x, const alpha_beta *p) { return x >= 0 ? x : x * p->alpha; }
+static double leaky_f(double x, const ts_alpha_beta_attrs *p) { return x >= 0 ? x : x * p->alpha; }
 static ts_status leaky_kernel(ts_kernel_ctx *k) { return apply(k, leaky_f, k->attrs); }
 
 /* ---------------------------------------------------------- HardSigmoid */
@@ -65,18 +63,18 @@ static ts_status hsig_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 }
 static int hsig_emit(const void *attrs, ts_attr *out, int max)
 {
-    const alpha_beta *p = attrs;
+    const ts_alpha_beta_attrs *p = attrs;
     if (max < 2) return 0;
     out[0] = ts_attr_float("alpha", p->alpha);
     out[1] = ts_attr_float("beta", p->beta);
     return 2;
 }
 static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
-static double hsig_f(double x, const alpha_beta *p) { return clamp01(p->alpha * x + p->beta); }
+static double hsig_f(double x, const ts_alpha_beta_attrs *p) { return clamp01(p->alpha * x + p->beta); }
 static ts_status hsig_kernel(ts_kernel_ctx *k) { return apply(k, hsig_f, k->attrs); }
 
 /* HardSwish = x * HardSigmoid(x) with alpha 1/6, beta 0.5 (opset 14). */
-static double hswish_f(double x, const alpha_beta *p)
+static double hswish_f(double x, const ts_alpha_beta_attrs *p)
 {
     (void)p;
     return x * clamp01(x / 6 + 0.5);
@@ -87,14 +85,9 @@ static ts_status hswish_kernel(ts_kernel_ctx *k) { return apply(k, hswish_f, NUL
 
 /* Bounds are attributes before opset 11 and optional scalar inputs after;
  * either may be absent (no bound on that side). */
-typedef struct clip_attrs {
-    bool has_min, has_max;
-    float min, max;
-} clip_attrs;
-
 static ts_status clip_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    clip_attrs *p = attrs;
+    ts_clip_attrs *p = attrs;
     double v;
     if (opset >= 11) {
         const ts_attr *m = ts_attr_find(a, na, "min");
@@ -112,7 +105,7 @@ static ts_status clip_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 }
 static int clip_emit(const void *attrs, ts_attr *out, int max)
 {
-    const clip_attrs *p = attrs;
+    const ts_clip_attrs *p = attrs;
     int n = 0;
     if (p->has_min && n < max) out[n++] = ts_attr_float("min", p->min);
     if (p->has_max && n < max) out[n++] = ts_attr_float("max", p->max);
@@ -147,7 +140,7 @@ static ts_status clip_infer(ts_infer_ctx *c)
 
 static ts_status clip_kernel(ts_kernel_ctx *k)
 {
-    const clip_attrs *p = k->attrs;
+    const ts_clip_attrs *p = k->attrs;
     const ts_tensor *x = k->in[0], *lo = k->nin > 1 ? k->in[1] : NULL, *hi = k->nin > 2 ? k->in[2] : NULL;
     ts_tensor *y = k->out[0];
     int64_t n = ts_tensor_numel(y);
@@ -207,16 +200,16 @@ static ts_status prelu_kernel(ts_kernel_ctx *k)
 
 #define UNARY(NAME) .name = NAME, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1
 
-const ts_op_desc ts_op_leakyrelu = {UNARY("LeakyRelu"), .attr_size = sizeof(alpha_beta),
+const ts_op_desc ts_op_leakyrelu = {UNARY("LeakyRelu"), .attr_size = sizeof(ts_alpha_beta_attrs),
                                     .flags = TS_OP_ELEMENTWISE, .parse = leaky_parse, .emit = leaky_emit,
                                     .infer = infer_float, .kernel = leaky_kernel};
-const ts_op_desc ts_op_hardsigmoid = {UNARY("HardSigmoid"), .attr_size = sizeof(alpha_beta),
+const ts_op_desc ts_op_hardsigmoid = {UNARY("HardSigmoid"), .attr_size = sizeof(ts_alpha_beta_attrs),
                                       .flags = TS_OP_ELEMENTWISE, .parse = hsig_parse, .emit = hsig_emit,
                                       .infer = infer_float, .kernel = hsig_kernel};
 const ts_op_desc ts_op_hardswish = {UNARY("HardSwish"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
                                     .kernel = hswish_kernel};
 const ts_op_desc ts_op_clip = {
-    .name = "Clip", .attr_size = sizeof(clip_attrs), .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
+    .name = "Clip", .attr_size = sizeof(ts_clip_attrs), .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_ELEMENTWISE, .parse = clip_parse, .emit = clip_emit, .infer = clip_infer,
     .kernel = clip_kernel,
 };

@@ -7,16 +7,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include "ops/window.h"
-
-typedef struct bn_attrs {
-    double epsilon, momentum;
-    int32_t training_mode;
-    int32_t spatial; /* 1 unless an old model said otherwise */
-} bn_attrs;
+#include "ops/attrs.h"
 
 static ts_status bn_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    bn_attrs *b = attrs;
+    ts_batchnorm_attrs *b = attrs;
     int64_t tm, sp;
     ts_status st;
     (void)opset;
@@ -33,7 +28,7 @@ static ts_status bn_parse(void *attrs, const ts_attr *a, int na, int opset, ts_e
 
 static int bn_emit(const void *attrs, ts_attr *out, int max)
 {
-    const bn_attrs *b = attrs;
+    const ts_batchnorm_attrs *b = attrs;
     int n = 0;
     if (max < 4) return -1;
     if (b->epsilon != 1e-5) out[n++] = ts_attr_float("epsilon", b->epsilon);
@@ -45,7 +40,7 @@ static int bn_emit(const void *attrs, ts_attr *out, int max)
 
 static ts_status bn_infer(ts_infer_ctx *c)
 {
-    const bn_attrs *a = c->attrs;
+    const ts_batchnorm_attrs *a = c->attrs;
     char s1[160], s2[160];
     if (a->training_mode) return ts_nn_unsupported(c, "training_mode = 1 is not supported (inference form only)");
     if (c->nout > 1)
@@ -72,7 +67,7 @@ static ts_status bn_infer(ts_infer_ctx *c)
 
 static ts_status bn_kernel(ts_kernel_ctx *k)
 {
-    const bn_attrs *a = k->attrs;
+    const ts_batchnorm_attrs *a = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *X = k->in[0];
     const size_t es = num->size;
@@ -110,7 +105,7 @@ static double bn_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_batchnorm = {
-    .name = "BatchNormalization", .attr_size = sizeof(bn_attrs), .min_inputs = 5, .max_inputs = 5,
+    .name = "BatchNormalization", .attr_size = sizeof(ts_batchnorm_attrs), .min_inputs = 5, .max_inputs = 5,
     .min_outputs = 1, .max_outputs = 5, .flags = 0, .parse = bn_parse, .emit = bn_emit, .infer = bn_infer,
     .kernel = bn_kernel, .flops = bn_flops,
 };

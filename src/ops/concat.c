@@ -2,14 +2,11 @@
  * copies bytes and runs in every number domain. */
 #include <string.h>
 #include "ops/op.h"
-
-typedef struct concat_attrs {
-    int64_t axis;
-} concat_attrs;
+#include "ops/attrs.h"
 
 static ts_status concat_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    concat_attrs *p = attrs;
+    ts_concat_attrs *p = attrs;
     (void)opset;
     if (!ts_attr_find(a, na, "axis")) return ts_error_set(err, TS_ERR_INVALID, "attribute 'axis' is required");
     return ts_attr_get_int(a, na, "axis", 0, &p->axis, err);
@@ -17,7 +14,7 @@ static ts_status concat_parse(void *attrs, const ts_attr *a, int na, int opset, 
 
 static int concat_emit(const void *attrs, ts_attr *out, int max)
 {
-    const concat_attrs *p = attrs;
+    const ts_concat_attrs *p = attrs;
     if (max < 1) return 0;
     out[0] = ts_attr_int("axis", p->axis);
     return 1;
@@ -25,7 +22,7 @@ static int concat_emit(const void *attrs, ts_attr *out, int max)
 
 static ts_status concat_infer(ts_infer_ctx *c)
 {
-    const concat_attrs *p = c->attrs;
+    const ts_concat_attrs *p = c->attrs;
     const ts_value *x0 = c->in[0];
     char sa[160], sb[160];
     int axis;
@@ -56,7 +53,7 @@ static ts_status concat_infer(ts_infer_ctx *c)
 
 static ts_status concat_kernel(ts_kernel_ctx *k)
 {
-    const concat_attrs *p = k->attrs;
+    const ts_concat_attrs *p = k->attrs;
     ts_tensor *y = k->out[0];
     size_t elem = ts_dtype_size(y->dtype);
     int axis;
@@ -84,7 +81,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 /* Every output element is one element of one input: linear in each input
  * (PET treats concat as multi-linear). */
 const ts_op_desc ts_op_concat = {
-    .name = "Concat", .attr_size = sizeof(concat_attrs), .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
+    .name = "Concat", .attr_size = sizeof(ts_concat_attrs), .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0xffffffffu,
     .parse = concat_parse, .emit = concat_emit, .infer = concat_infer, .kernel = concat_kernel, .flops = no_flops,
 };

@@ -7,15 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/window.h"
-
-typedef struct conv_attrs {
-    ts_window win;
-    int64_t group;
-} conv_attrs;
+#include "ops/attrs.h"
 
 static ts_status conv_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    conv_attrs *c = attrs;
+    ts_conv_attrs *c = attrs;
     (void)opset;
     ts_status st = ts_window_parse(&c->win, a, na, false, err);
     if (st || (st = ts_attr_get_int(a, na, "group", 1, &c->group, err))) return st;
@@ -25,7 +21,7 @@ static ts_status conv_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 
 static int conv_emit(const void *attrs, ts_attr *out, int max)
 {
-    const conv_attrs *c = attrs;
+    const ts_conv_attrs *c = attrs;
     int n = ts_window_emit(&c->win, out, max);
     if (n < 0 || c->group == 1) return n;
     if (n >= max) return -1;
@@ -34,7 +30,7 @@ static int conv_emit(const void *attrs, ts_attr *out, int max)
 }
 
 /* Checks X, W, B and resolves the geometry (also used by the kernel). */
-static ts_status conv_shapes(const conv_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
+static ts_status conv_shapes(const ts_conv_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
                              ts_window_geom *g, char *why, size_t n)
 {
     char sx[160], sw[160];
@@ -74,7 +70,7 @@ static ts_status conv_shapes(const conv_attrs *a, const ts_shape *x, const ts_sh
 
 static ts_status conv_infer(ts_infer_ctx *c)
 {
-    const conv_attrs *a = c->attrs;
+    const ts_conv_attrs *a = c->attrs;
     ts_window_geom g;
     char why[512];
     if (!ts_nn_float_input(c, 0) || !ts_nn_float_input(c, 1) || (c->nin > 2 && c->in[2] && !ts_nn_float_input(c, 2)))
@@ -154,7 +150,7 @@ static bool is_pointwise(const ts_window_geom *g)
 
 static ts_status conv_kernel(ts_kernel_ctx *k)
 {
-    const conv_attrs *a = k->attrs;
+    const ts_conv_attrs *a = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *X = k->in[0], *W = k->in[1], *B = k->nin > 2 ? k->in[2] : NULL;
     ts_tensor *Y = k->out[0];
@@ -221,7 +217,7 @@ static double conv_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_conv = {
-    .name = "Conv", .attr_size = sizeof(conv_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
+    .name = "Conv", .attr_size = sizeof(ts_conv_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x3, /* bias makes it affine: linear with B absent */
     .expr = "L[n,f,h,w] Sum[c,r,s] A[n,c,h+r,w+s]*B[f,c,r,s]",
     .parse = conv_parse, .emit = conv_emit, .infer = conv_infer, .kernel = conv_kernel, .flops = conv_flops,

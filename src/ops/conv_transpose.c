@@ -10,18 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/window.h"
-
-typedef struct convt_attrs {
-    ts_window win;
-    int64_t group;
-    int32_t nout_pad, nout_shape; /* -1 when absent */
-    int64_t out_pad[TS_WIN_MAX];
-    int64_t out_shape[TS_WIN_MAX + 2];
-} convt_attrs;
+#include "ops/attrs.h"
 
 static ts_status convt_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    convt_attrs *c = attrs;
+    ts_convt_attrs *c = attrs;
     int n;
     (void)opset;
     ts_status st = ts_window_parse(&c->win, a, na, false, err);
@@ -40,7 +33,7 @@ static ts_status convt_parse(void *attrs, const ts_attr *a, int na, int opset, t
 
 static int convt_emit(const void *attrs, ts_attr *out, int max)
 {
-    const convt_attrs *c = attrs;
+    const ts_convt_attrs *c = attrs;
     int n = ts_window_emit(&c->win, out, max);
     if (n < 0 || n + 3 > max) return -1;
     if (c->group != 1) out[n++] = ts_attr_int("group", c->group);
@@ -50,7 +43,7 @@ static int convt_emit(const void *attrs, ts_attr *out, int max)
 }
 
 /* Geometry: g->in is X's spatial size, g->out Y's; pads resolved. */
-static bool convt_shapes(const convt_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
+static bool convt_shapes(const ts_convt_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
                          ts_window_geom *g, char *why, size_t n)
 {
     char sx[160], sw[160];
@@ -133,7 +126,7 @@ static bool convt_shapes(const convt_attrs *a, const ts_shape *x, const ts_shape
 
 static ts_status convt_infer(ts_infer_ctx *c)
 {
-    const convt_attrs *a = c->attrs;
+    const ts_convt_attrs *a = c->attrs;
     ts_window_geom g;
     char why[512];
     if (!ts_nn_float_input(c, 0) || !ts_nn_float_input(c, 1) || (c->nin > 2 && c->in[2] && !ts_nn_float_input(c, 2)))
@@ -205,7 +198,7 @@ static void col2im(const ts_num *num, const char *col, int64_t fg, const ts_wind
 
 static ts_status convt_kernel(ts_kernel_ctx *k)
 {
-    const convt_attrs *a = k->attrs;
+    const ts_convt_attrs *a = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *X = k->in[0], *W = k->in[1], *B = k->nin > 2 ? k->in[2] : NULL;
     ts_tensor *Y = k->out[0];
@@ -265,7 +258,7 @@ static double convt_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_conv_transpose = {
-    .name = "ConvTranspose", .attr_size = sizeof(convt_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
+    .name = "ConvTranspose", .attr_size = sizeof(ts_convt_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x3, /* linear with B absent */
     .expr = "L[n,f,h,w] Sum[c,r,s] A[n,c,h-r,w-s]*B[c,f,r,s]",
     .parse = convt_parse, .emit = convt_emit, .infer = convt_infer, .kernel = convt_kernel, .flops = convt_flops,

@@ -3,21 +3,18 @@
  * data[:axis] + indices + data[axis+1:]. */
 #include <string.h>
 #include "ops/op.h"
-
-typedef struct gather_attrs {
-    int64_t axis;
-} gather_attrs;
+#include "ops/attrs.h"
 
 static ts_status gather_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    gather_attrs *p = attrs;
+    ts_gather_attrs *p = attrs;
     (void)opset;
     return ts_attr_get_int(a, na, "axis", 0, &p->axis, err);
 }
 
 static int gather_emit(const void *attrs, ts_attr *out, int max)
 {
-    const gather_attrs *p = attrs;
+    const ts_gather_attrs *p = attrs;
     if (max < 1) return 0;
     out[0] = ts_attr_int("axis", p->axis);
     return 1;
@@ -25,7 +22,7 @@ static int gather_emit(const void *attrs, ts_attr *out, int max)
 
 static ts_status gather_infer(ts_infer_ctx *c)
 {
-    const gather_attrs *p = c->attrs;
+    const ts_gather_attrs *p = c->attrs;
     const ts_value *x = c->in[0], *ix = c->in[1];
     int axis;
     if (!ix) return ts_infer_fail(c, "indices input is missing");
@@ -55,7 +52,7 @@ static ts_status gather_infer(ts_infer_ctx *c)
 
 static ts_status gather_kernel(ts_kernel_ctx *k)
 {
-    const gather_attrs *p = k->attrs;
+    const ts_gather_attrs *p = k->attrs;
     const ts_tensor *x = k->in[0], *ix = k->in[1];
     ts_tensor *y = k->out[0];
     size_t elem = ts_dtype_size(y->dtype);
@@ -85,7 +82,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_gather = {
-    .name = "Gather", .attr_size = sizeof(gather_attrs), .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
+    .name = "Gather", .attr_size = sizeof(ts_gather_attrs), .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = gather_parse,
     .emit = gather_emit, .infer = gather_infer, .kernel = gather_kernel, .flops = no_flops,
 };

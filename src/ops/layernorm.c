@@ -6,16 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include "ops/window.h"
-
-typedef struct ln_attrs {
-    int64_t axis;
-    double epsilon;
-    int64_t stash_type;
-} ln_attrs;
+#include "ops/attrs.h"
 
 static ts_status ln_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    ln_attrs *l = attrs;
+    ts_layernorm_attrs *l = attrs;
     ts_status st;
     (void)opset;
     if ((st = ts_attr_get_int(a, na, "axis", -1, &l->axis, err)) ||
@@ -28,7 +23,7 @@ static ts_status ln_parse(void *attrs, const ts_attr *a, int na, int opset, ts_e
 
 static int ln_emit(const void *attrs, ts_attr *out, int max)
 {
-    const ln_attrs *l = attrs;
+    const ts_layernorm_attrs *l = attrs;
     int n = 0;
     if (max < 3) return -1;
     if (l->axis != -1) out[n++] = ts_attr_int("axis", l->axis);
@@ -38,7 +33,7 @@ static int ln_emit(const void *attrs, ts_attr *out, int max)
 }
 
 /* The normalized shape X.shape[axis:] and the axis resolved. */
-static bool ln_norm_shape(const ln_attrs *a, const ts_shape *x, ts_shape *norm, int *axis)
+static bool ln_norm_shape(const ts_layernorm_attrs *a, const ts_shape *x, ts_shape *norm, int *axis)
 {
     if (!ts_axis_norm(a->axis, x->rank, axis)) return false;
     norm->rank = x->rank - *axis;
@@ -48,7 +43,7 @@ static bool ln_norm_shape(const ln_attrs *a, const ts_shape *x, ts_shape *norm, 
 
 static ts_status ln_infer(ts_infer_ctx *c)
 {
-    const ln_attrs *a = c->attrs;
+    const ts_layernorm_attrs *a = c->attrs;
     ts_shape norm, out;
     int axis;
     char s1[160], s2[160];
@@ -92,7 +87,7 @@ static void expand(const ts_num *num, const ts_tensor *t, const ts_shape *norm, 
 
 static ts_status ln_kernel(ts_kernel_ctx *k)
 {
-    const ln_attrs *a = k->attrs;
+    const ts_layernorm_attrs *a = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *X = k->in[0];
     ts_shape norm;
@@ -133,7 +128,7 @@ static double ln_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_layernorm = {
-    .name = "LayerNormalization", .attr_size = sizeof(ln_attrs), .min_inputs = 2, .max_inputs = 3,
+    .name = "LayerNormalization", .attr_size = sizeof(ts_layernorm_attrs), .min_inputs = 2, .max_inputs = 3,
     .min_outputs = 1, .max_outputs = 3, .flags = 0, .parse = ln_parse, .emit = ln_emit, .infer = ln_infer,
     .kernel = ln_kernel, .flops = ln_flops,
 };

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include "ops/window.h"
+#include "ops/attrs.h"
 
 /* ------------------------------------------------------------------ MatMul */
 
@@ -126,14 +127,9 @@ const ts_op_desc ts_op_matmul = {
 
 /* -------------------------------------------------------------------- Gemm */
 
-typedef struct gemm_attrs {
-    double alpha, beta;
-    int32_t trans_a, trans_b;
-} gemm_attrs;
-
 static ts_status gemm_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    gemm_attrs *g = attrs;
+    ts_gemm_attrs *g = attrs;
     int64_t ta, tb;
     ts_status st;
     (void)opset;
@@ -150,7 +146,7 @@ static ts_status gemm_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 
 static int gemm_emit(const void *attrs, ts_attr *out, int max)
 {
-    const gemm_attrs *g = attrs;
+    const ts_gemm_attrs *g = attrs;
     int n = 0;
     if (max < 4) return -1;
     if (g->alpha != 1.0) out[n++] = ts_attr_float("alpha", g->alpha);
@@ -160,7 +156,7 @@ static int gemm_emit(const void *attrs, ts_attr *out, int max)
     return n;
 }
 
-static bool gemm_shapes(const gemm_attrs *g, const ts_shape *a, const ts_shape *b, const ts_shape *c, int64_t *M,
+static bool gemm_shapes(const ts_gemm_attrs *g, const ts_shape *a, const ts_shape *b, const ts_shape *c, int64_t *M,
                         int64_t *K, int64_t *N, char *why, size_t n)
 {
     char s1[160], s2[160];
@@ -192,7 +188,7 @@ static bool gemm_shapes(const gemm_attrs *g, const ts_shape *a, const ts_shape *
 
 static ts_status gemm_infer(ts_infer_ctx *c)
 {
-    const gemm_attrs *g = c->attrs;
+    const ts_gemm_attrs *g = c->attrs;
     int64_t M, K, N;
     char why[512];
     const ts_value *cv = c->nin > 2 ? c->in[2] : NULL;
@@ -221,7 +217,7 @@ static bool scalar_of(ts_kernel_ctx *k, double v, const char *name, ts_scalar *o
 
 static ts_status gemm_kernel(ts_kernel_ctx *k)
 {
-    const gemm_attrs *g = k->attrs;
+    const ts_gemm_attrs *g = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *A = k->in[0], *B = k->in[1], *C = k->nin > 2 ? k->in[2] : NULL;
     int64_t M, K, N;
@@ -248,14 +244,14 @@ static ts_status gemm_kernel(ts_kernel_ctx *k)
 
 static double gemm_flops(const ts_node *n, const ts_graph *g)
 {
-    const gemm_attrs *a = n->attrs;
+    const ts_gemm_attrs *a = n->attrs;
     const ts_shape *A = &g->values[n->inputs[0]].shape;
     const ts_shape *y = &g->values[n->outputs[0]].shape;
     return 2.0 * (double)ts_shape_numel(y) * (double)A->dims[a->trans_a ? 0 : 1];
 }
 
 const ts_op_desc ts_op_gemm = {
-    .name = "Gemm", .attr_size = sizeof(gemm_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
+    .name = "Gemm", .attr_size = sizeof(ts_gemm_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x3, /* linear with C absent (or beta = 0) */
     .expr = "L[i,j] Sum[k] A[i,k]*B[k,j] + C[i,j]",
     .parse = gemm_parse, .emit = gemm_emit, .infer = gemm_infer, .kernel = gemm_kernel, .flops = gemm_flops,

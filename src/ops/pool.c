@@ -10,16 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include "ops/window.h"
-
-typedef struct pool_attrs {
-    ts_window win;
-    int32_t count_include_pad; /* AveragePool */
-    int32_t storage_order;     /* MaxPool: layout of the Indices output only */
-} pool_attrs;
+#include "ops/attrs.h"
 
 static ts_status pool_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    pool_attrs *p = attrs;
+    ts_pool_attrs *p = attrs;
     int64_t cip, so;
     ts_status st;
     (void)opset;
@@ -37,7 +32,7 @@ static ts_status pool_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 
 static int pool_emit(const void *attrs, ts_attr *out, int max)
 {
-    const pool_attrs *p = attrs;
+    const ts_pool_attrs *p = attrs;
     int n = ts_window_emit(&p->win, out, max);
     if (n < 0 || n + 2 > max) return -1;
     if (p->count_include_pad) out[n++] = ts_attr_int("count_include_pad", 1);
@@ -45,7 +40,7 @@ static int pool_emit(const void *attrs, ts_attr *out, int max)
     return n;
 }
 
-static bool pool_geom(const pool_attrs *p, const ts_shape *x, ts_window_geom *g, char *why, size_t n)
+static bool pool_geom(const ts_pool_attrs *p, const ts_shape *x, ts_window_geom *g, char *why, size_t n)
 {
     char sx[160];
     if (x->rank < 3) {
@@ -150,7 +145,7 @@ static void pool_plane(const pool_walk *pw, const ts_window_geom *g, const char 
 
 static ts_status pool_run(ts_kernel_ctx *k, bool is_max)
 {
-    const pool_attrs *a = k->attrs;
+    const ts_pool_attrs *a = k->attrs;
     const ts_tensor *X = k->in[0];
     ts_window_geom g;
     char why[512];
@@ -173,19 +168,19 @@ static ts_status avgpool_kernel(ts_kernel_ctx *k) { return pool_run(k, false); }
 
 static double pool_flops(const ts_node *n, const ts_graph *g)
 {
-    const pool_attrs *a = n->attrs;
+    const ts_pool_attrs *a = n->attrs;
     double k = 1;
     for (int i = 0; i < a->win.nkernel; i++) k *= (double)a->win.kernel[i];
     return (double)ts_shape_numel(&g->values[n->outputs[0]].shape) * k;
 }
 
 const ts_op_desc ts_op_maxpool = {
-    .name = "MaxPool", .attr_size = sizeof(pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .name = "MaxPool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 2, .flags = 0, .parse = pool_parse, .emit = pool_emit, .infer = pool_infer,
     .kernel = maxpool_kernel, .flops = pool_flops,
 };
 const ts_op_desc ts_op_avgpool = {
-    .name = "AveragePool", .attr_size = sizeof(pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .name = "AveragePool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = pool_parse, .emit = pool_emit,
     .infer = pool_infer, .kernel = avgpool_kernel, .flops = pool_flops,
 };

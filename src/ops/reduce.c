@@ -8,19 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 #include "ops/elementwise.h"
-
-typedef struct reduce_attrs {
-    int64_t axes[TS_MAX_RANK];
-    int naxes;        /* -1: no axes attribute */
-    int keepdims;     /* default 1 */
-    int noop_empty;   /* noop_with_empty_axes, default 0 */
-} reduce_attrs;
+#include "ops/attrs.h"
 
 enum reduce_kind { R_SUM, R_MEAN, R_MAX };
 
 static ts_status parse_common(void *attrs, const ts_attr *a, int na, int opset, int axes_input_opset, ts_error *err)
 {
-    reduce_attrs *p = attrs;
+    ts_reduce_attrs *p = attrs;
     int64_t v;
     const ts_attr *ax = ts_attr_find(a, na, "axes");
     p->naxes = -1;
@@ -48,7 +42,7 @@ static ts_status mean_max_parse(void *at, const ts_attr *a, int na, int opset, t
 
 static int reduce_emit(const void *attrs, ts_attr *out, int max)
 {
-    const reduce_attrs *p = attrs;
+    const ts_reduce_attrs *p = attrs;
     int n = 0;
     if (max < 3) return 0;
     if (p->naxes >= 0) out[n++] = ts_attr_ints("axes", p->axes, p->naxes);
@@ -60,7 +54,7 @@ static int reduce_emit(const void *attrs, ts_attr *out, int max)
 
 /* Turns the axes list into a mask over the input's dims.  Returns NULL on
  * success or a message; *noop is set for the identity case. */
-static const char *axes_mask(const reduce_attrs *p, const int64_t *axes, int naxes, int rank, bool mask[TS_MAX_RANK],
+static const char *axes_mask(const ts_reduce_attrs *p, const int64_t *axes, int naxes, int rank, bool mask[TS_MAX_RANK],
                              bool *noop, char *msg, size_t msgn)
 {
     *noop = false;
@@ -89,7 +83,7 @@ static const char *axes_mask(const reduce_attrs *p, const int64_t *axes, int nax
 
 static ts_status reduce_infer(ts_infer_ctx *c, int axes_input_opset)
 {
-    const reduce_attrs *p = c->attrs;
+    const ts_reduce_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     int64_t axes[TS_MAX_RANK];
     int naxes = p->naxes;
@@ -121,7 +115,7 @@ static ts_status mean_max_infer(ts_infer_ctx *c) { return reduce_infer(c, 18); }
 
 static ts_status reduce_run(ts_kernel_ctx *k, enum reduce_kind kind)
 {
-    const reduce_attrs *p = k->attrs;
+    const ts_reduce_attrs *p = k->attrs;
     const ts_num *num = k->num;
     const ts_tensor *x = k->in[0];
     ts_tensor *y = k->out[0];
@@ -203,7 +197,7 @@ static double reduce_flops(const ts_node *n, const ts_graph *g)
     return (double)ts_shape_numel(&g->values[n->inputs[0]].shape);
 }
 
-#define REDUCE(NAME) .name = NAME, .attr_size = sizeof(reduce_attrs), .min_inputs = 1, .max_inputs = 2, \
+#define REDUCE(NAME) .name = NAME, .attr_size = sizeof(ts_reduce_attrs), .min_inputs = 1, .max_inputs = 2, \
                      .min_outputs = 1, .max_outputs = 1, .emit = reduce_emit, .flops = reduce_flops
 
 const ts_op_desc ts_op_reducesum = {REDUCE("ReduceSum"), .flags = TS_OP_EXACT, .linear_inputs = 0x1,

@@ -5,15 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 #include "ops/op.h"
-
-typedef struct slice_attrs {
-    int nstarts, nends, naxes; /* -1: attribute absent (opset < 10 form) */
-    int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK];
-} slice_attrs;
+#include "ops/attrs.h"
 
 static ts_status slice_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    slice_attrs *p = attrs;
+    ts_slice_attrs *p = attrs;
     if (ts_attr_get_ints(a, na, "starts", p->starts, TS_MAX_RANK, &p->nstarts, err) ||
         ts_attr_get_ints(a, na, "ends", p->ends, TS_MAX_RANK, &p->nends, err) ||
         ts_attr_get_ints(a, na, "axes", p->axes, TS_MAX_RANK, &p->naxes, err))
@@ -25,7 +21,7 @@ static ts_status slice_parse(void *attrs, const ts_attr *a, int na, int opset, t
 
 static int slice_emit(const void *attrs, ts_attr *out, int max)
 {
-    const slice_attrs *p = attrs;
+    const ts_slice_attrs *p = attrs;
     int n = 0;
     if (p->nstarts >= 0 && n < max) out[n++] = ts_attr_ints("starts", p->starts, p->nstarts);
     if (p->nends >= 0 && n < max) out[n++] = ts_attr_ints("ends", p->ends, p->nends);
@@ -90,7 +86,7 @@ static const char *plan_make(const ts_shape *s, const int64_t *starts, const int
 
 static ts_status slice_infer(ts_infer_ctx *c)
 {
-    const slice_attrs *p = c->attrs;
+    const ts_slice_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK], steps[TS_MAX_RANK];
     int n = p->nstarts, ne = p->nends, naxes = p->naxes, nsteps = -1;
@@ -127,7 +123,7 @@ static int read_ints(const ts_tensor *t, int64_t *out)
 
 static ts_status slice_kernel(ts_kernel_ctx *k)
 {
-    const slice_attrs *p = k->attrs;
+    const ts_slice_attrs *p = k->attrs;
     const ts_tensor *x = k->in[0];
     ts_tensor *y = k->out[0];
     int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK], steps[TS_MAX_RANK];
@@ -170,7 +166,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_slice = {
-    .name = "Slice", .attr_size = sizeof(slice_attrs), .min_inputs = 1, .max_inputs = 5, .min_outputs = 1,
+    .name = "Slice", .attr_size = sizeof(ts_slice_attrs), .min_inputs = 1, .max_inputs = 5, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = slice_parse,
     .emit = slice_emit, .infer = slice_infer, .kernel = slice_kernel, .flops = no_flops,
 };

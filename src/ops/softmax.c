@@ -5,15 +5,11 @@
  * keeps its meaning when copied.  Float-only. */
 #include <math.h>
 #include "ops/elementwise.h"
-
-typedef struct softmax_attrs {
-    int64_t axis;
-    bool flatten; /* opset < 13 semantics */
-} softmax_attrs;
+#include "ops/attrs.h"
 
 static ts_status softmax_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    softmax_attrs *p = attrs;
+    ts_softmax_attrs *p = attrs;
     p->flatten = opset < 13;
     return ts_attr_get_int(a, na, "axis", p->flatten ? 1 : -1, &p->axis, err);
 }
@@ -21,13 +17,13 @@ static ts_status softmax_parse(void *attrs, const ts_attr *a, int na, int opset,
 static int softmax_emit(const void *attrs, ts_attr *out, int max)
 {
     if (max < 1) return 0;
-    out[0] = ts_attr_int("axis", ((const softmax_attrs *)attrs)->axis);
+    out[0] = ts_attr_int("axis", ((const ts_softmax_attrs *)attrs)->axis);
     return 1;
 }
 
 static ts_status softmax_infer(ts_infer_ctx *c)
 {
-    const softmax_attrs *p = c->attrs;
+    const ts_softmax_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     int axis, rank = x->shape.rank;
     if (!ts_dtype_is_float(x->dtype))
@@ -44,7 +40,7 @@ static ts_status softmax_infer(ts_infer_ctx *c)
 /* Views the input as [outer, len, inner] and normalizes along len. */
 static ts_status softmax_run(ts_kernel_ctx *k, bool log_out)
 {
-    const softmax_attrs *p = k->attrs;
+    const ts_softmax_attrs *p = k->attrs;
     const ts_tensor *x = k->in[0];
     ts_tensor *y = k->out[0];
     const ts_shape *s = &x->shape;
@@ -85,12 +81,12 @@ static double softmax_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_softmax = {
-    .name = "Softmax", .attr_size = sizeof(softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .name = "Softmax", .attr_size = sizeof(ts_softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .parse = softmax_parse, .emit = softmax_emit, .infer = softmax_infer,
     .kernel = softmax_kernel, .flops = softmax_flops,
 };
 const ts_op_desc ts_op_logsoftmax = {
-    .name = "LogSoftmax", .attr_size = sizeof(softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .name = "LogSoftmax", .attr_size = sizeof(ts_softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .parse = softmax_parse, .emit = softmax_emit, .infer = softmax_infer,
     .kernel = logsoftmax_kernel, .flops = softmax_flops,
 };

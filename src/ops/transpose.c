@@ -2,35 +2,31 @@
  * in.dims[perm[i]]. */
 #include <string.h>
 #include "ops/op.h"
-
-typedef struct transpose_attrs {
-    int nperm; /* -1: absent, reverse */
-    int64_t perm[TS_MAX_RANK];
-} transpose_attrs;
+#include "ops/attrs.h"
 
 static ts_status transpose_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    transpose_attrs *p = attrs;
+    ts_transpose_attrs *p = attrs;
     (void)opset;
     return ts_attr_get_ints(a, na, "perm", p->perm, TS_MAX_RANK, &p->nperm, err);
 }
 
 static int transpose_emit(const void *attrs, ts_attr *out, int max)
 {
-    const transpose_attrs *p = attrs;
+    const ts_transpose_attrs *p = attrs;
     if (p->nperm < 0 || max < 1) return 0;
     out[0] = ts_attr_ints("perm", p->perm, p->nperm);
     return 1;
 }
 
-static void perm_get(const transpose_attrs *p, int rank, int *perm)
+static void perm_get(const ts_transpose_attrs *p, int rank, int *perm)
 {
     for (int i = 0; i < rank; i++) perm[i] = p->nperm >= 0 ? (int)p->perm[i] : rank - 1 - i;
 }
 
 static ts_status transpose_infer(ts_infer_ctx *c)
 {
-    const transpose_attrs *p = c->attrs;
+    const ts_transpose_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     int r = x->shape.rank, perm[TS_MAX_RANK];
     bool seen[TS_MAX_RANK] = {0};
@@ -79,7 +75,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_transpose = {
-    .name = "Transpose", .attr_size = sizeof(transpose_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+    .name = "Transpose", .attr_size = sizeof(ts_transpose_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = transpose_parse,
     .emit = transpose_emit, .infer = transpose_infer, .kernel = transpose_kernel, .flops = no_flops,
 };

@@ -27,10 +27,26 @@ static int onnx_axis(int rank, int a) { return rank == 3 ? a + 1 : a; }
 
 static const ts_shape *vshape(const ts_graph *g, int v) { return &g->values[v].shape; }
 
+/* Node names must be unique in an ONNX file (ONNX Runtime checks): the
+ * builder's default (op and node count) repeats once compaction has
+ * shrunk the count, so names are checked against the graph. */
+static const char *node_name(bstate *b, const char *op, char *buf, size_t n)
+{
+    for (int k = b->g->nnodes;; k++) {
+        snprintf(buf, n, "taso_%s_%d", op, k);
+        bool used = false;
+        for (int i = 0; i < b->g->nnodes && !used; i++) used = !strcmp(b->g->nodes[i].name, buf);
+        if (!used) return buf;
+    }
+}
+
 static int node1(bstate *b, const char *op, const int *ins, int nin, const ts_attr *attrs, int na)
 {
     int out = -1;
-    if (ts_graph_add_node(b->g, op, NULL, ins, nin, attrs, na, 1, NULL, &out, &b->err) < 0) return -1;
+    char name[96];
+    if (ts_graph_add_node(b->g, op, node_name(b, op, name, sizeof name), ins, nin, attrs, na, 1, NULL, &out,
+                          &b->err) < 0)
+        return -1;
     return out;
 }
 
@@ -170,7 +186,8 @@ static int build_split(bstate *b, const ts_rexpr *e)
         a[na++] = ts_attr_ints("split", sizes, 2);
     }
     int outs[2];
-    if (ts_graph_add_node(b->g, "Split", NULL, ins, nin, a, na, 2, NULL, outs, &b->err) < 0) return -1;
+    char name[96];
+    if (ts_graph_add_node(b->g, "Split", node_name(b, "Split", name, sizeof name), ins, nin, a, na, 2, NULL, outs, &b->err) < 0) return -1;
     b->split_arg[b->nsplit] = e->arg[0];
     b->split_axis[b->nsplit] = e->p.axis;
     b->split_out[b->nsplit][0] = outs[0];
@@ -356,8 +373,9 @@ ts_status ts_rule_apply(const ts_graph *g0, const ts_rule *r, const ts_match *m,
     *out = g;
     return TS_OK;
 reject:
+    /* a rewrite that does not fit here (its reason in b->err) is not an
+     * error: the caller just gets no graph */
     if (b->err.code == TS_ERR_NOMEM) goto nomem;
-    if (getenv("TSOPT_DEBUG_APPLY")) fprintf(stderr, "apply %s: rejected: %s\n", r->name, b->err.msg);
     free(uses);
     free(b);
     ts_graph_free(g);

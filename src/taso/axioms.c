@@ -105,6 +105,14 @@ static const ts_axiom AXIOMS[] = {
      * A24 and A38 at once. */
     {"X1", "(transpose Imatmul)", "Imatmul", "Imatmul:n,n", "identity matrix is symmetric (lemma)"},
     {"X2", "(matmul Imatmul ?x)", "?x", "x:m,n Imatmul:m,m", "identity matrix on the left (lemma)"},
+    /* Scalars commute.  Not in Table 2 and not derivable (smul's operands
+     * are not interchangeable in general: the first is a tensor), but the
+     * generator finds smul(smul(x,a),b) = smul(smul(x,b),a) at 2 ops. */
+    {"X3", "(smul (smul ?x ?y) ?w)", "(smul (smul ?x ?w) ?y)", "x:@ y: w:", "scalar factors commute"},
+    /* TASO's verify.py notes that this twin of A14 "is obtained using
+     * transpose" (A9, A12, A14, A16); E-matching cannot invent the
+     * transposes, so it is stated (and checked) as a lemma. */
+    {"X4", "(matmul (smul ?x ?w) ?y)", "(smul (matmul ?x ?y) ?w)", "x:m,n y:n,p w:", "matmul is linear on the left (lemma)"},
 };
 #undef CONV_X
 

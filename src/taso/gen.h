@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "taso/rule.h"
 
 #define GEN_P 2147483647u /* 2^31-1, as TS_DOMAIN_MODP */
@@ -80,6 +81,9 @@ typedef struct gen_config {
     int max_ops;
     int threads;
     uint64_t seed;
+    FILE *progress; /* when set, each stage's count and time is printed (and
+                       flushed) as it finishes: a long run that is killed
+                       still shows how far it got */
 } gen_config;
 
 /* One enumerated graph: ops in order; input i of op k names a pool entry

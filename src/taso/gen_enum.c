@@ -98,6 +98,11 @@ typedef struct ctx {
     int uses[POOL_MAX];
     int npool;
     int op_out[GEN_MAX_OPS]; /* first pool entry of each op's outputs */
+    uint32_t op_vars[GEN_MAX_OPS]; /* input variables each op reads directly */
+    uint8_t op_deps[GEN_MAX_OPS];  /* earlier ops whose outputs it reads */
+    int connected;                 /* the graph so far is one component */
+    int var_ok;                    /* its variables are prefix-closed per class */
+    bool collect_first;            /* dry run: record every first operator, stop */
     gen_graph g;
     gen_graph *out;
     size_t n, cap;
@@ -154,6 +159,53 @@ static bool var_in_class(const ctx *c, int idx, int cls)
 
 static void dfs(ctx *c, int depth);
 
+/* Which op produced pool entry idx (-1: an input variable). */
+static int owner(const ctx *c, int n, int idx)
+{
+    if (idx < c->w->nvar) return -1;
+    for (int k = n - 1; k >= 0; k--)
+        if (idx >= c->op_out[k]) return k;
+    return -1;
+}
+
+/* Components of the graph's first n ops: two ops are joined when one reads
+ * the other's output or both read one input variable. */
+static int components(const ctx *c, int n)
+{
+    int par[GEN_MAX_OPS];
+    for (int i = 0; i < n; i++) par[i] = i;
+    int comps = n;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if ((c->op_vars[i] & c->op_vars[j]) || (c->op_deps[i] >> j & 1)) {
+                int a = i, b = j;
+                while (par[a] != a) a = par[a];
+                while (par[b] != b) b = par[b];
+                if (a != b) {
+                    par[a] = b;
+                    comps--;
+                }
+            }
+    return comps;
+}
+
+/* Variables missing below the highest used one of each class: x2 used
+ * without x1 is a hole.  A graph with holes is a renaming of one without;
+ * both sides of a pair read the same variables, so enumerating only
+ * prefix-closed variable sets loses no pair up to renaming. */
+static int var_holes(const ctx *c, uint32_t used)
+{
+    int holes = 0, v = 0;
+    for (int cl = 0; cl < c->w->nclass; cl++) {
+        int cnt = c->w->cls[cl].count, top = -1;
+        for (int k = 0; k < cnt; k++)
+            if (used >> (v + k) & 1) top = k;
+        for (int k = 0; k < top; k++) holes += !(used >> (v + k) & 1);
+        v += cnt;
+    }
+    return holes;
+}
+
 /* Adds operator (v, a, b) as op number `depth` and recurses. */
 static void try_op(ctx *c, int depth, int v, int a, int b)
 {
@@ -171,6 +223,28 @@ static void try_op(ctx *c, int depth, int v, int a, int b)
             if (less) return;
         }
     }
+    /* Graphs must end connected (a graph of two unrelated parts is two
+     * smaller rules side by side) and prefix-closed in their variables;
+     * prune when the remaining operators cannot get there: each joins at
+     * most two components and brings at most two new variables.  Checked
+     * before evaluating: most tries at the last depth fail here. */
+    uint32_t vars = 0;
+    uint8_t deps = 0;
+    int args[2] = {a, b};
+    for (int k = 0; k < nargs; k++) {
+        int o = owner(c, depth, args[k]);
+        if (o < 0) vars |= 1u << args[k];
+        else deps |= (uint8_t)(1u << o);
+    }
+    c->op_vars[depth] = vars;
+    c->op_deps[depth] = deps;
+    int remaining = c->max_ops - (depth + 1);
+    int comps = components(c, depth + 1);
+    if (comps - 1 > remaining) return;
+    uint32_t used = 0;
+    for (int k = 0; k <= depth; k++) used |= c->op_vars[k];
+    int holes = var_holes(c, used);
+    if (holes > 2 * remaining) return;
     int no = nouts(var->op);
     if (c->npool + no > POOL_MAX) return;
     gen_tensor *o0 = &c->pool[c->npool], *o1 = no > 1 ? &c->pool[c->npool + 1] : NULL;
@@ -185,6 +259,9 @@ static void try_op(ctx *c, int depth, int v, int a, int b)
         c->hash[c->npool + k] = h;
         c->uses[c->npool + k] = 0;
     }
+    int save_conn = c->connected, save_vok = c->var_ok;
+    c->connected = comps == 1;
+    c->var_ok = holes == 0;
     c->g.op[depth][0] = (uint8_t)v;
     c->g.op[depth][1] = (uint8_t)(nargs >= 1 ? a : 0);
     c->g.op[depth][2] = (uint8_t)(nargs >= 2 ? b : 0);
@@ -195,6 +272,8 @@ static void try_op(ctx *c, int depth, int v, int a, int b)
     c->npool += no;
     dfs(c, depth + 1);
     c->npool -= no;
+    c->connected = save_conn;
+    c->var_ok = save_vok;
     if (nargs >= 1) c->uses[a]--;
     if (nargs >= 2) c->uses[b]--;
     c->g.nops = (uint8_t)depth;
@@ -233,9 +312,14 @@ static void for_args(ctx *c, int depth, int v)
     case TS_ROP_ENLARGE: /* only on input kernels (weights fold away) */
         for (int a = 0; a < c->w->nvar; a++) {
             if (!var_in_class(c, a, CLS_Q) && !var_in_class(c, a, CLS_K)) continue;
-            /* the reference only lends its kernel size: an input kernel */
+            /* the reference only lends its kernel size: always the first
+             * 3x3 kernel (any other would give the same tensor and only
+             * multiply the graphs) */
             for (int b = 0; b < c->w->nvar; b++)
-                if (var_in_class(c, b, CLS_K)) try_op(c, depth, v, a, b);
+                if (var_in_class(c, b, CLS_K)) {
+                    try_op(c, depth, v, a, b);
+                    break;
+                }
         }
         break;
     case TS_ROP_POOLAVG:
@@ -254,7 +338,11 @@ static void for_args(ctx *c, int depth, int v)
 static void dfs(ctx *c, int depth)
 {
     if (c->oom) return;
-    if (depth > 0) record(c);
+    if (c->collect_first && depth > 0) {
+        record(c);
+        return;
+    }
+    if (depth > 0 && c->connected && c->var_ok) record(c);
     if (depth >= c->max_ops) return;
     for (int v = 0; v < c->w->nvariant; v++) for_args(c, depth, v);
 }
@@ -290,7 +378,8 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
     int max_ops = cfg->max_ops < GEN_MAX_OPS ? cfg->max_ops : GEN_MAX_OPS;
     /* Collect depth-0 choices: run the enumeration to one operator. */
     ctx c0;
-    ctx_init(&c0, w, 1);
+    ctx_init(&c0, w, max_ops); /* the pruning bounds see the real depth */
+    c0.collect_first = true;
     if (c0.oom) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     dfs(&c0, 0);
     free(c0.pool);

@@ -14,9 +14,22 @@ static inline uint32_t madd(uint32_t a, uint32_t b)
     uint64_t s = (uint64_t)a + b;
     return (uint32_t)(s >= GEN_P ? s - GEN_P : s);
 }
+/* p = 2^31-1 is a Mersenne prime: x mod p folds as (x & p) + (x >> 31),
+ * no division.  The enumeration spends most of its time in these
+ * multiply-accumulates, and a 64-bit `%` per product cost 3x the rest. */
+static inline uint64_t fold(uint64_t x)
+{
+    return (x & GEN_P) + (x >> 31);
+}
+/* Full reduction of any 64-bit value to [0, p). */
+static inline uint32_t mred(uint64_t x)
+{
+    x = fold(fold(x));
+    return (uint32_t)(x >= GEN_P ? x - GEN_P : x);
+}
 static inline uint32_t mmul(uint32_t a, uint32_t b)
 {
-    return (uint32_t)(((uint64_t)a * b) % GEN_P);
+    return mred((uint64_t)a * b);
 }
 static uint32_t minv(uint32_t a)
 {
@@ -152,9 +165,10 @@ static bool matmul(const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < m; j++) {
             if (a->dom == GEN_MODP) {
+                /* each folded product is < 2^32: thousands fit in 64 bits */
                 uint64_t acc = 0;
-                for (int t = 0; t < k; t++) acc = (acc + (uint64_t)a->v.u[i * k + t] * b->v.u[t * m + j]) % GEN_P;
-                o->v.u[i * m + j] = (uint32_t)acc;
+                for (int t = 0; t < k; t++) acc += fold((uint64_t)a->v.u[i * k + t] * b->v.u[t * m + j]);
+                o->v.u[i * m + j] = mred(acc);
             } else {
                 double acc = 0;
                 for (int t = 0; t < k; t++) acc += a->v.f[i * k + t] * b->v.f[t * m + j];
@@ -213,12 +227,12 @@ static bool conv(const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, 
                                 if (ix < 0 || ix >= W) continue;
                                 int xi = ((n * C + g * cg + ci) * H + iy) * W + ix;
                                 int wi = ((co * cg + ci) * KH + ky) * KW + kx;
-                                if (m) am = (am + (uint64_t)x->v.u[xi] * w->v.u[wi]) % GEN_P;
+                                if (m) am += fold((uint64_t)x->v.u[xi] * w->v.u[wi]);
                                 else af += x->v.f[xi] * w->v.f[wi];
                             }
                         }
                     int oi = ((n * dim[1] + co) * oh + y) * ow + z;
-                    if (m) o->v.u[oi] = p->act == TS_RACT_RELU ? relu_m((uint32_t)am) : (uint32_t)am;
+                    if (m) o->v.u[oi] = p->act == TS_RACT_RELU ? relu_m(mred(am)) : mred(am);
                     else o->v.f[oi] = p->act == TS_RACT_RELU && af < 0 ? 0 : af;
                 }
         }
@@ -264,7 +278,7 @@ static bool pool(bool avg, const ts_rparams *p, const gen_tensor *x, gen_tensor 
                     }
                 }
                 int oi = (nc * oh + y) * ow + z;
-                if (m) o->v.u[oi] = avg ? mmul((uint32_t)(am % GEN_P), inv) : (uint32_t)am;
+                if (m) o->v.u[oi] = avg ? mmul(mred(am), inv) : (uint32_t)am;
                 else o->v.f[oi] = avg ? af / (p->kh * p->kw) : af;
             }
     return true;
@@ -461,8 +475,13 @@ uint64_t gen_tensor_hash(const gen_tensor *t)
             h = mix(h ^ w);
         }
     }
-    for (int i = 0; i < t->n; i++) h = mix(h ^ ((uint64_t)t->v.u[i] << 1 | 1)) + (uint64_t)i;
-    return h;
+    /* values: a polynomial in an odd 64-bit constant (one multiply per
+     * element; a full mix per element was a fifth of the enumeration), then
+     * one final mix.  Values are < 2^31, so distinct tensors collide only
+     * by accident of the polynomial, about 2^-60 per pair. */
+    uint64_t v = 0;
+    for (int i = 0; i < t->n; i++) v = (v + t->v.u[i] + 1) * 0x9e3779b97f4a7c15ull;
+    return mix(h ^ mix(v + (uint64_t)t->n));
 }
 
 bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol)

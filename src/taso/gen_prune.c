@@ -507,6 +507,11 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     st->peak_bytes = ng * sizeof *gs;
     double t1 = now();
     st->t_enum = t1 - t0;
+    if (cfg->progress) {
+        fprintf(cfg->progress, "graphs enumerated            %12llu  %8.1f s  (graph table %.1f MiB)\n",
+                (unsigned long long)st->graphs, st->t_enum, st->peak_bytes / 1048576.0);
+        fflush(cfg->progress);
+    }
 
     /* Candidate pairs: each graph of a fingerprint class with the class's
      * smallest graph. */
@@ -558,6 +563,16 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     st->candidates = ncand;
     double t2 = now();
     st->t_test = t2 - t1;
+    if (cfg->progress) {
+        fprintf(cfg->progress, "fingerprint classes (>= 2)   %12llu\n", (unsigned long long)st->classes);
+        fprintf(cfg->progress,
+                "pairs with equal fingerprint %12llu  (%llu same graph in another order, %llu failed the float test)\n",
+                (unsigned long long)st->pairs, (unsigned long long)st->same_dag,
+                (unsigned long long)st->float_fail);
+        fprintf(cfg->progress, "candidate substitutions      %12llu  %8.1f s\n", (unsigned long long)st->candidates,
+                st->t_test);
+        fflush(cfg->progress);
+    }
 
     /* Input renaming: one rule per class of renamings, then rules that are
      * instances of a more general valid rule. */
@@ -594,6 +609,12 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     for (size_t i = 0; i < ncand; i++) st->after_rename += !cs[i].dead;
     double t3 = now();
     st->t_rename = t3 - t2;
+    if (cfg->progress) {
+        fprintf(cfg->progress, "dropped (inputs not shared)  %12llu\n", (unsigned long long)st->unbound);
+        fprintf(cfg->progress, "after input renaming         %12llu  %8.1f s\n", (unsigned long long)st->after_rename,
+                st->t_rename);
+        fflush(cfg->progress);
+    }
 
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (size_t i = 0; i < ncand; i++) {
@@ -603,6 +624,11 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     }
     for (size_t i = 0; i < ncand; i++) st->after_common += !cs[i].dead;
     st->t_common = now() - t3;
+    if (cfg->progress) {
+        fprintf(cfg->progress, "after common subgraph        %12llu  %8.1f s\n", (unsigned long long)st->after_common,
+                st->t_common);
+        fflush(cfg->progress);
+    }
 
     ts_rule *out = calloc(st->after_common ? st->after_common : 1, sizeof *out);
     int nr = 0;

@@ -76,7 +76,8 @@ ts_prover *ts_prover_new(ts_error *err);
 void ts_prover_free(ts_prover *p);
 /* Proves lhs[i] = rhs[i] for every output from all axioms.  why (may be
  * NULL) receives Z3's reason when the result is not PROVED. */
-ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_ms, char *why, size_t n);
+ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_ms, bool mbqi, char *why,
+                              size_t n);
 /* Tries to prove the equality `lhs = rhs` (axiom syntax) from the axioms,
  * leaving out axiom `skip` (-1: none).  Redundancy check: skip = itself.
  * mbqi turns on Z3's model-based instantiation: slower, but it can answer
@@ -87,6 +88,10 @@ ts_proof ts_prover_prove_text(ts_prover *p, const char *lhs, const char *rhs, in
 typedef struct ts_verify_opts {
     unsigned timeout_ms; /* per rule */
     int threads;         /* Z3 contexts working in parallel (>= 1) */
+    /* When E-matching gives up, retry with model-based instantiation for
+     * the rest of the time: proves a few more rules, but a wrong rule then
+     * takes the whole timeout instead of milliseconds. */
+    bool mbqi;
 } ts_verify_opts;
 
 typedef struct ts_rule_result {

@@ -3,25 +3,18 @@
  * six 3x3 convolutions with dilation 2 as the back end, and a 1x1
  * convolution to a one-channel density map.  Convolutions carry biases and
  * ReLU, no BatchNorm, as in the paper. */
-#include <math.h>
 #include "zoo/zb.h"
 #include "zoo/zoo.h"
 
-/* 3x3 (or 1x1) convolution with bias.  Without BatchNorm nothing rescales
- * the activations, so weights use the ReLU gain (He-uniform, bound
- * sqrt(6/fan_in)) instead of zb_conv's sqrt(3/fan_in): with the latter the
- * signal would halve in power at each of the 16 ReLU layers. */
+/* 3x3 (or 1x1) "same" convolution with bias.  Without BatchNorm nothing
+ * rescales the activations, so weights use the ReLU gain (scale 6, see
+ * zb_conv_spec): with zb_conv's bound the signal would halve in power at
+ * each of the 16 ReLU layers. */
 static int conv(zb *b, const char *name_, int x, int cout, int k, int dil, bool relu)
 {
     ZB_KEEP(name, name_);
-    int64_t cin = zb_shape(b, x)->dims[1], wd[4] = {cout, cin, k, k}, c = cout;
-    int64_t kk[2] = {k, k}, pads[4], dd[2] = {dil, dil};
-    for (int i = 0; i < 4; i++) pads[i] = dil * (k - 1) / 2; /* "same" padding */
-    int ins[3] = {x, zb_weight(b, zb_name(b, "%s.weight", name), 4, wd, sqrt(6.0 / (double)(cin * k * k))),
-                  zb_uniform(b, zb_name(b, "%s.bias", name), 1, &c, -0.1, 0.1)};
-    ts_attr a[3] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("pads", pads, 4),
-                    ts_attr_ints("dilations", dd, 2)};
-    int y = zb_node(b, "Conv", relu ? zb_name(b, "%s.conv", name) : name, ins, 3, a, dil > 1 ? 3 : 2);
+    zb_conv_spec s = {.kh = k, .kw = k, .dil = dil, .bias = true, .scale = 6.0};
+    int y = zb_conv_same(b, relu ? zb_name(b, "%s.conv", name) : name, name, x, cout, &s);
     return relu ? zb_relu(b, name, y) : y;
 }
 

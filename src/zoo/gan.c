@@ -3,23 +3,13 @@
  * stride-1 ConvTranspose to 4x4 maps, then 4x4 stride-2 pad-1
  * ConvTransposes doubling the resolution to 64x64, BatchNorm + ReLU between,
  * Tanh on the 3-channel image.  ConvTransposes have no bias (BN follows). */
-#include <math.h>
 #include "zoo/zb.h"
 #include "zoo/zoo.h"
 
-/* zb_conv_transpose bounds weights by the kernel's full fan-in, but a
- * stride-s ConvTranspose feeds each output only Cin*k*k/s^2 taps (Cin on a
- * 1x1 input), so that bound would shrink the signal 4x per layer.  Bound
- * by the taps that reach an output, with the ReLU gain. */
+/* No bias (BatchNorm follows); the ReLU gain (scale 6, see zb_conv_spec). */
 static int deconv(zb *b, const char *name, int x, int cout, int k, int stride, int pad)
 {
-    const ts_shape *xs = zb_shape(b, x);
-    int64_t cin = xs->dims[1], wd[4] = {cin, cout, k, k};
-    double taps = xs->dims[2] == 1 ? (double)cin : (double)(cin * k * k) / (stride * stride);
-    int ins[2] = {x, zb_weight(b, zb_name(b, "%s.weight", name), 4, wd, sqrt(6.0 / taps))};
-    int64_t kk[2] = {k, k}, ss[2] = {stride, stride}, pp[4] = {pad, pad, pad, pad};
-    ts_attr a[3] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("strides", ss, 2), ts_attr_ints("pads", pp, 4)};
-    return zb_node(b, "ConvTranspose", name, ins, 2, a, 3);
+    return zb_conv_transpose(b, name, x, cout, k, stride, pad, 0, false, 6.0);
 }
 
 typedef struct gan_cfg {

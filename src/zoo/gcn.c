@@ -6,40 +6,38 @@
  * Refinement block on each stage's output, bilinear upsampling and stage-wise
  * sums back to the input resolution, and a final 1x1 convolution to 21 PASCAL
  * VOC classes.  The separable large kernels are the point of the benchmark. */
-#include <math.h>
 #include "zoo/zb.h"
 #include "zoo/zoo.h"
 
 enum { CLASSES = 21, HEAD_K = 11 };
-/* Weight gains (see conv_g): the last conv of a ResNet-GCN block's branch,
- * and a refinement block's second conv.  The GCN head's second convs take
- * 1/sqrt 2 so that the sum of its two branches keeps its input's scale. */
-#define RES_GAIN 0.25
-#define BR_GAIN 0.5
+/* Weight scales (zb_conv_spec: bound sqrt(scale / fan_in), gain
+ * sqrt(scale / 3)): plain convs take 3 (gain 1); the last conv of a
+ * ResNet-GCN block's branch 3/16 (gain 1/4), a refinement block's second
+ * conv 3/4 (gain 1/2).  The GCN head's second convs take 3/2 (gain 1/sqrt 2)
+ * so that the sum of its two branches keeps its input's scale. */
+#define PLAIN_SCALE 3.0
+#define RES_SCALE (3.0 / 16)
+#define BR_SCALE (3.0 / 4)
+#define HEAD2_SCALE 1.5
 
-/* Convolution with weights bounded by gain * sqrt(3/fan_in) (zb_conv_nd's
- * bound when gain is 1).  The gains below < 1 stand in for what training
- * does and random BatchNorm statistics do not: keep residual branches small
- * relative to their shortcut.  Inference BN here is a fixed affine map, so
- * a branch scales with its input, and 12 ResNet-GCN blocks with no ReLU
- * after the sum, then 9 refinement blocks, would otherwise grow the scores
- * to the hundreds (there float32 cancellation breaks the 1e-3 comparison
- * with ONNX Runtime). */
-static int conv_g(zb *b, const char *name, int x, int cout, int kh, int kw, int stride, bool bias, double gain)
+/* "Same" convolution with strides written.  The scales below 3 stand in for
+ * what training does and random BatchNorm statistics do not: keep residual
+ * branches small relative to their shortcut.  Inference BN here is a fixed
+ * affine map, so a branch scales with its input, and 12 ResNet-GCN blocks
+ * with no ReLU after the sum, then 9 refinement blocks, would otherwise grow
+ * the scores to the hundreds (there float32 cancellation breaks the 1e-3
+ * comparison with ONNX Runtime). */
+static int conv_g(zb *b, const char *name, int x, int cout, int kh, int kw, int stride, bool bias, double scale)
 {
-    int64_t cin = zb_shape(b, x)->dims[1], wd[4] = {cout, cin, kh, kw}, c = cout;
-    int64_t kk[2] = {kh, kw}, ss[2] = {stride, stride}, pp[4] = {kh / 2, kw / 2, kh / 2, kw / 2};
-    int ins[3] = {x, zb_weight(b, zb_name(b, "%s.weight", name), 4, wd, gain * sqrt(3.0 / (double)(cin * kh * kw))),
-                  bias ? zb_uniform(b, zb_name(b, "%s.bias", name), 1, &c, -0.1, 0.1) : -1};
-    ts_attr a[3] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("strides", ss, 2), ts_attr_ints("pads", pp, 4)};
-    return zb_node(b, "Conv", name, ins, bias ? 3 : 2, a, 3);
+    zb_conv_spec s = {.kh = kh, .kw = kw, .stride = stride, .bias = bias, .scale = scale};
+    return zb_conv_same(b, name, NULL, x, cout, &s);
 }
 
 static int conv_bn(zb *b, const char *name_, int x, int cout, int kh, int kw, int stride, bool bias, bool relu,
-                   double gain)
+                   double scale)
 {
     ZB_KEEP(name, name_);
-    int y = conv_g(b, zb_name(b, "%s.conv", name), x, cout, kh, kw, stride, bias, gain);
+    int y = conv_g(b, zb_name(b, "%s.conv", name), x, cout, kh, kw, stride, bias, scale);
     y = zb_bn(b, zb_name(b, "%s.bn", name), y);
     return relu ? zb_relu(b, zb_name(b, "%s.relu", name), y) : y;
 }
@@ -48,11 +46,11 @@ static int conv_bn(zb *b, const char *name_, int x, int cout, int kh, int kw, in
 static int bottleneck(zb *b, const char *name_, int x, int width, int cout, int stride)
 {
     ZB_KEEP(name, name_);
-    int y = conv_bn(b, zb_name(b, "%s.1", name), x, width, 1, 1, 1, false, true, 1.0);
-    y = conv_bn(b, zb_name(b, "%s.2", name), y, width, 3, 3, stride, false, true, 1.0);
-    y = conv_bn(b, zb_name(b, "%s.3", name), y, cout, 1, 1, 1, false, false, 1.0);
+    int y = conv_bn(b, zb_name(b, "%s.1", name), x, width, 1, 1, 1, false, true, PLAIN_SCALE);
+    y = conv_bn(b, zb_name(b, "%s.2", name), y, width, 3, 3, stride, false, true, PLAIN_SCALE);
+    y = conv_bn(b, zb_name(b, "%s.3", name), y, cout, 1, 1, 1, false, false, PLAIN_SCALE);
     if (stride != 1 || zb_shape(b, x)->dims[1] != cout)
-        x = conv_bn(b, zb_name(b, "%s.down", name), x, cout, 1, 1, stride, false, false, 1.0);
+        x = conv_bn(b, zb_name(b, "%s.down", name), x, cout, 1, 1, stride, false, false, PLAIN_SCALE);
     return zb_relu(b, zb_name(b, "%s.out", name), zb_binary(b, "Add", zb_name(b, "%s.add", name), y, x));
 }
 
@@ -63,14 +61,14 @@ static int bottleneck(zb *b, const char *name_, int x, int width, int cout, int 
 static int gcn_bottleneck(zb *b, const char *name_, int x, int k, int width, int cout, int stride)
 {
     ZB_KEEP(name, name_);
-    int l = conv_bn(b, zb_name(b, "%s.11", name), x, width, k, 1, 1, false, true, 1.0);
-    l = conv_bn(b, zb_name(b, "%s.12", name), l, width, 1, k, 1, false, true, 1.0);
-    int r = conv_bn(b, zb_name(b, "%s.21", name), x, width, 1, k, 1, false, true, 1.0);
-    r = conv_bn(b, zb_name(b, "%s.22", name), r, width, k, 1, 1, false, true, 1.0);
+    int l = conv_bn(b, zb_name(b, "%s.11", name), x, width, k, 1, 1, false, true, PLAIN_SCALE);
+    l = conv_bn(b, zb_name(b, "%s.12", name), l, width, 1, k, 1, false, true, PLAIN_SCALE);
+    int r = conv_bn(b, zb_name(b, "%s.21", name), x, width, 1, k, 1, false, true, PLAIN_SCALE);
+    r = conv_bn(b, zb_name(b, "%s.22", name), r, width, k, 1, 1, false, true, PLAIN_SCALE);
     int y = zb_binary(b, "Add", zb_name(b, "%s.gcn", name), l, r);
-    y = conv_bn(b, zb_name(b, "%s.1x1", name), y, cout, 1, 1, stride, false, false, RES_GAIN);
+    y = conv_bn(b, zb_name(b, "%s.1x1", name), y, cout, 1, 1, stride, false, false, RES_SCALE);
     if (stride != 1 || zb_shape(b, x)->dims[1] != cout) /* this shortcut conv has a bias in that code */
-        x = conv_bn(b, zb_name(b, "%s.down", name), x, cout, 1, 1, stride, true, false, 1.0);
+        x = conv_bn(b, zb_name(b, "%s.down", name), x, cout, 1, 1, stride, true, false, PLAIN_SCALE);
     return zb_binary(b, "Add", name, y, x);
 }
 
@@ -78,10 +76,10 @@ static int gcn_bottleneck(zb *b, const char *name_, int x, int k, int width, int
 static int gcn_head(zb *b, const char *name_, int x)
 {
     ZB_KEEP(name, name_);
-    int l = conv_g(b, zb_name(b, "%s.conv11", name), x, CLASSES, HEAD_K, 1, 1, true, 1.0);
-    l = conv_g(b, zb_name(b, "%s.conv12", name), l, CLASSES, 1, HEAD_K, 1, true, M_SQRT1_2);
-    int r = conv_g(b, zb_name(b, "%s.conv21", name), x, CLASSES, 1, HEAD_K, 1, true, 1.0);
-    r = conv_g(b, zb_name(b, "%s.conv22", name), r, CLASSES, HEAD_K, 1, 1, true, M_SQRT1_2);
+    int l = conv_g(b, zb_name(b, "%s.conv11", name), x, CLASSES, HEAD_K, 1, 1, true, PLAIN_SCALE);
+    l = conv_g(b, zb_name(b, "%s.conv12", name), l, CLASSES, 1, HEAD_K, 1, true, HEAD2_SCALE);
+    int r = conv_g(b, zb_name(b, "%s.conv21", name), x, CLASSES, 1, HEAD_K, 1, true, PLAIN_SCALE);
+    r = conv_g(b, zb_name(b, "%s.conv22", name), r, CLASSES, HEAD_K, 1, 1, true, HEAD2_SCALE);
     return zb_binary(b, "Add", name, l, r);
 }
 
@@ -89,9 +87,9 @@ static int gcn_head(zb *b, const char *name_, int x)
 static int br(zb *b, const char *name_, int x)
 {
     ZB_KEEP(name, name_);
-    int y = conv_g(b, zb_name(b, "%s.conv1", name), x, CLASSES, 3, 3, 1, true, 1.0);
+    int y = conv_g(b, zb_name(b, "%s.conv1", name), x, CLASSES, 3, 3, 1, true, PLAIN_SCALE);
     y = zb_relu(b, zb_name(b, "%s.relu", name), y);
-    y = conv_g(b, zb_name(b, "%s.conv2", name), y, CLASSES, 3, 3, 1, true, BR_GAIN);
+    y = conv_g(b, zb_name(b, "%s.conv2", name), y, CLASSES, 3, 3, 1, true, BR_SCALE);
     return zb_binary(b, "Add", name, y, x);
 }
 
@@ -114,7 +112,7 @@ ZOO_BUILDER(ts_zoo_gcn)
     const int64_t H = 224;
     int64_t in_dims[4] = {zoo_batch(o), 3, H, H};
     int x = zb_input(&b, "input", 4, in_dims);
-    x = conv_bn(&b, "stem", x, 64, 7, 7, 2, false, true, 1.0);
+    x = conv_bn(&b, "stem", x, 64, 7, 7, 2, false, true, PLAIN_SCALE);
     x = zb_maxpool(&b, "stem.pool", x, 3, 2, 1);
     int64_t pool_hw = zb_shape(&b, x)->dims[2];
     int fm[4];
@@ -142,6 +140,6 @@ ZOO_BUILDER(ts_zoo_gcn)
     }
     s = br(&b, "br8", upsample(&b, "up4", s, pool_hw, pool_hw));
     s = br(&b, "br9", upsample(&b, "up5", s, H, H));
-    int y = conv_g(&b, "final_conv", s, CLASSES, 1, 1, 1, true, 1.0);
+    int y = conv_g(&b, "final_conv", s, CLASSES, 1, 1, 1, true, PLAIN_SCALE);
     return zb_finish(&b, &y, 1, out);
 }

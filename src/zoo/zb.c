@@ -165,14 +165,40 @@ int zb_conv(zb *b, const char *name, int x, int cout, int k, int stride, int pad
     return zb_conv_nd(b, name, x, cout, kk, ss, pp, NULL, group, bias);
 }
 
-int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int out_pad, bool bias)
+int zb_conv_same(zb *b, const char *name, const char *params, int x, int cout, const zb_conv_spec *s)
+{
+    if (!LIVE(b) || x < 0) return fail_if(b, -1);
+    if (!params) params = name;
+    int64_t cin = zb_shape(b, x)->dims[1], wd[4] = {cout, cin, s->kh, s->kw}, c = cout;
+    int64_t kk[2] = {s->kh, s->kw}, ss[2] = {s->stride, s->stride}, dd[2] = {s->dil, s->dil};
+    int64_t dil = s->dil > 1 ? s->dil : 1;
+    int64_t pp[4] = {dil * (s->kh - 1) / 2, dil * (s->kw - 1) / 2, dil * (s->kh - 1) / 2, dil * (s->kw - 1) / 2};
+    char wn[300];
+    snprintf(wn, sizeof wn, "%s.weight", params);
+    int ins[3] = {x, zb_weight(b, wn, 4, wd, sqrt(s->scale / (double)(cin * s->kh * s->kw))), -1};
+    if (s->bias) {
+        snprintf(wn, sizeof wn, "%s.bias", params);
+        ins[2] = zb_uniform(b, wn, 1, &c, -0.1, 0.1);
+    }
+    ts_attr a[4];
+    int na = 0;
+    a[na++] = ts_attr_ints("kernel_shape", kk, 2);
+    if (s->stride > 0) a[na++] = ts_attr_ints("strides", ss, 2);
+    a[na++] = ts_attr_ints("pads", pp, 4);
+    if (s->dil > 1) a[na++] = ts_attr_ints("dilations", dd, 2);
+    return zb_node(b, "Conv", name, ins, s->bias ? 3 : 2, a, na);
+}
+
+int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int out_pad, bool bias,
+                      double scale)
 {
     if (!LIVE(b) || x < 0) return fail_if(b, -1);
     const ts_shape *xs = zb_shape(b, x);
-    int64_t wd[4] = {xs->dims[1], cout, k, k};
+    int64_t cin = xs->dims[1], wd[4] = {cin, cout, k, k};
+    double taps = xs->dims[2] == 1 && xs->dims[3] == 1 ? (double)cin : (double)(cin * k * k) / (stride * stride);
     char wn[300];
     snprintf(wn, sizeof wn, "%s.weight", name);
-    int ins[3] = {x, zb_weight(b, wn, 4, wd, sqrt(3.0 / (double)(xs->dims[1] * k * k))), -1};
+    int ins[3] = {x, zb_weight(b, wn, 4, wd, sqrt(scale / taps)), -1};
     int nin = 2;
     if (bias) {
         int64_t c = cout;

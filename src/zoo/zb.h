@@ -46,7 +46,28 @@ int zb_conv_nd(zb *b, const char *name, int x, int cout, const int64_t *k, const
                const int64_t *pad, const int64_t *dil, int group, bool bias);
 /* 2-D square-kernel convenience. */
 int zb_conv(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int group, bool bias);
-int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int out_pad, bool bias);
+/* Weight gains of the convolutions below: uniform weights within
+ * sqrt(scale / fan_in).  3 is zb_conv's Kaiming-uniform bound; 6 is the ReLU
+ * gain, which nets without BatchNorm need, or each ReLU layer would halve
+ * the signal's power; less than 3 keeps a residual branch small relative to
+ * its shortcut. */
+typedef struct zb_conv_spec {
+    int kh, kw;
+    int stride;   /* > 0: written as a strides attribute; 0: none (stride 1) */
+    int dil;      /* > 1: written as a dilations attribute */
+    bool bias;
+    double scale; /* weight bound sqrt(scale / fan_in) */
+} zb_conv_spec;
+/* 2-D convolution in the form an exporter writes a plain Conv2d: "same"
+ * pads dil*(k-1)/2 and only the attributes the spec asks for.  Parameters
+ * are named "<params>.weight" / "<params>.bias" (params NULL: name). */
+int zb_conv_same(zb *b, const char *name, const char *params, int x, int cout, const zb_conv_spec *s);
+/* ConvTranspose with weights within sqrt(scale / taps), taps being the
+ * inputs that reach one output: Cin*k*k/stride^2, or Cin on a 1x1 input.
+ * (The kernel's full fan-in would shrink the signal stride^2 times per
+ * layer.)  output_padding is written when out_pad is not 0. */
+int zb_conv_transpose(zb *b, const char *name, int x, int cout, int k, int stride, int pad, int out_pad, bool bias,
+                      double scale);
 /* Inference BatchNormalization with non-trivial statistics, so folding bugs show. */
 int zb_bn(zb *b, const char *name, int x);
 /* Same with a given epsilon (Inception and NASNet use 0.001). */

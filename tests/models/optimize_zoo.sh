@@ -4,13 +4,13 @@
 # runtime and through ONNX Runtime (rtol 1e-3 / atol 1e-4).  tsopt optimize
 # itself refuses to write a graph that differs; this checks the written file
 # independently, including that ONNX Runtime loads it.
-# TSOPT_OPT_TIME sets the search time limit per model (default 10 s).
+# TSOPT_OPT_TIME sets the search time limit per model (default 5 s).
 set -euo pipefail
 : "${TSOPT:?}" "${TSOPT_BUILD:?}" "${ORT_RUN:?}"
 out=$TSOPT_BUILD/optimize_zoo
 rm -rf "$out" && mkdir -p "$out"
 export TSOPT_CACHE_DIR=${TSOPT_CACHE_DIR:-$out/cache}
-limit=${TSOPT_OPT_TIME:-10}
+limit=${TSOPT_OPT_TIME:-5}
 
 pass=0 fail=0 failed=""
 names=$("$TSOPT" zoo list | tail -n +2 | awk '{print $1}')

@@ -198,3 +198,37 @@ Test(cost, other_cpu_cache_ignored)
     cr_assert(strstr(e.msg, "line 1"), "%s", e.msg);
     cr_assert_null(bad);
 }
+
+/* A convolution fed by a convolution is measured in the producer's layout:
+ * the pair minus the producer, under a key naming both. */
+Test(cost, conv_after_conv_keyed_as_pair)
+{
+    ts_graph *g = ts_graph_new("cc", 17);
+    int x = input(g, "x", "1x8x16x16");
+    int w1 = weight(g, "w1", "8x8x3x3"), w2 = weight(g, "w2", "8x8x3x3");
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    int h = node(g, "Conv", (int[]){x, w1}, 2, &pads, 1);
+    h = node(g, "Relu", &h, 1, NULL, 0);
+    h = node(g, "Conv", (int[]){h, w2}, 2, &pads, 1);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    ts_costdb *db = open_db();
+    double total = ts_cost_graph(db, g, true);
+    cr_assert_gt(total, 0);
+    cr_assert_geq(ts_cost_node(db, g, 2, false), 0);
+    cr_assert_eq(ts_cost_node(db, g, 1, false), 0, "relu is fused into the first conv");
+    cr_assert_eq(ts_costdb_save(db, &e), TS_OK, "%s", e.msg);
+    ts_costdb_free(db);
+    char p[256], line[4096];
+    cache_path(p, sizeof p);
+    FILE *f = fopen(p, "r");
+    bool pair = false, out = false;
+    while (fgets(line, sizeof line, f)) {
+        pair |= strstr(line, " => Conv") != NULL;
+        out |= strstr(line, "=out") != NULL;
+    }
+    fclose(f);
+    cr_assert(pair, "no PRODUCER => GROUP key in the cache");
+    cr_assert(out, "the model's output is not marked in its key");
+    ts_graph_free(g);
+}

@@ -118,7 +118,7 @@ Test(verify, proves_good_rejects_planted_wrong)
     cr_assert_eq(ts_rules_parse_string(RULES, "test", &rules, &n, &err), TS_OK, "%s", err.msg);
     cr_assert_eq(n, 12);
     ts_rule_result res[12];
-    ts_verify_opts o = {.timeout_ms = 10000, .threads = 2};
+    ts_verify_opts o = {.timeout_ms = 3000, .threads = 2};
     cr_assert_eq(ts_verify_rules(rules, n, &o, res, &err), TS_OK, "%s", err.msg);
     for (int i = 0; i < n; i++) {
         bool bad = !strncmp(rules[i].name, "bad-", 4);

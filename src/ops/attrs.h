@@ -1,0 +1,104 @@
+/* Typed attribute structs of the operators whose attributes are read
+ * outside their own op file (the runtime's fast kernels and fusions).
+ * They live here, not as private copies in each reader, so that a change
+ * of layout is one change the compiler sees everywhere: a mirrored struct
+ * of the same size would be misread silently.  Every other operator keeps
+ * its struct private to its file.  Each struct is filled by its op's parse
+ * (src/ops/<file>.c) and is plain data (see docs/adding-an-operator.md). */
+#ifndef TS_OPS_ATTRS_H
+#define TS_OPS_ATTRS_H
+
+#include "ops/window.h"
+
+/* LeakyRelu, HardSigmoid (activation.c).  Kept as float, the precision
+ * ONNX stores them in. */
+typedef struct ts_alpha_beta_attrs {
+    float alpha, beta;
+} ts_alpha_beta_attrs;
+
+/* Clip (activation.c).  Bounds are attributes before opset 11 and optional
+ * scalar inputs after; either may be absent (no bound on that side). */
+typedef struct ts_clip_attrs {
+    bool has_min, has_max;
+    float min, max;
+} ts_clip_attrs;
+
+/* BatchNormalization (batchnorm.c). */
+typedef struct ts_batchnorm_attrs {
+    double epsilon, momentum;
+    int32_t training_mode;
+    int32_t spatial; /* 1 unless an old model said otherwise */
+} ts_batchnorm_attrs;
+
+/* Conv (conv.c). */
+typedef struct ts_conv_attrs {
+    ts_window win;
+    int64_t group;
+} ts_conv_attrs;
+
+/* ConvTranspose (conv_transpose.c). */
+typedef struct ts_convt_attrs {
+    ts_window win;
+    int64_t group;
+    int32_t nout_pad, nout_shape; /* -1 when absent */
+    int64_t out_pad[TS_WIN_MAX];
+    int64_t out_shape[TS_WIN_MAX + 2];
+} ts_convt_attrs;
+
+/* MaxPool, AveragePool (pool.c). */
+typedef struct ts_pool_attrs {
+    ts_window win;
+    int32_t count_include_pad; /* AveragePool */
+    int32_t storage_order;     /* MaxPool: layout of the Indices output only */
+} ts_pool_attrs;
+
+/* Gemm (matmul.c). */
+typedef struct ts_gemm_attrs {
+    double alpha, beta;
+    int32_t trans_a, trans_b;
+} ts_gemm_attrs;
+
+/* LayerNormalization (layernorm.c). */
+typedef struct ts_layernorm_attrs {
+    int64_t axis;
+    double epsilon;
+    int64_t stash_type;
+} ts_layernorm_attrs;
+
+/* Softmax, LogSoftmax (softmax.c). */
+typedef struct ts_softmax_attrs {
+    int64_t axis;
+    bool flatten; /* opset < 13 semantics */
+} ts_softmax_attrs;
+
+/* ReduceSum, ReduceMean, ReduceMax (reduce.c). */
+typedef struct ts_reduce_attrs {
+    int64_t axes[TS_MAX_RANK];
+    int naxes;      /* -1: no axes attribute */
+    int keepdims;   /* default 1 */
+    int noop_empty; /* noop_with_empty_axes, default 0 */
+} ts_reduce_attrs;
+
+/* Transpose (transpose.c). */
+typedef struct ts_transpose_attrs {
+    int nperm; /* -1: absent, reverse */
+    int64_t perm[TS_MAX_RANK];
+} ts_transpose_attrs;
+
+/* Slice (slice.c). */
+typedef struct ts_slice_attrs {
+    int nstarts, nends, naxes; /* -1: attribute absent (opset < 10 form) */
+    int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK];
+} ts_slice_attrs;
+
+/* Concat (concat.c). */
+typedef struct ts_concat_attrs {
+    int64_t axis;
+} ts_concat_attrs;
+
+/* Gather (gather.c). */
+typedef struct ts_gather_attrs {
+    int64_t axis;
+} ts_gather_attrs;
+
+#endif
