@@ -286,6 +286,7 @@ typedef struct ts_plan_stats {
     int fused_nodes;     /* graph nodes absorbed into another node's step */
     int reorders;        /* layout conversions inserted */
     int fallback_steps;  /* steps running a reference kernel */
+    int ref_impls;       /* oneDNN steps on which oneDNN chose its reference implementation */
     size_t arena_bytes;  /* activations, after buffer reuse */
     size_t naive_bytes;  /* activations if every tensor had its own buffer */
     size_t weight_bytes; /* constants, after pre-packing */

@@ -98,10 +98,10 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
         json_string(a->model);
         printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
                "\"warmup\": %ld, \"threads\": %d, \"peak_rss_bytes\": %lld, \"build_ms\": %.3f, \"steps\": %d, "
-               "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"arena_bytes\": %zu, "
+               "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"ref_impls\": %d, \"arena_bytes\": %zu, "
                "\"naive_bytes\": %zu, \"weight_bytes\": %zu}\n",
                med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
-               st->reorders, st->fallback_steps, st->arena_bytes, st->naive_bytes, st->weight_bytes);
+               st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
         return;
     }
     const double mib = 1024.0 * 1024.0;
@@ -109,8 +109,8 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
     printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "
            "threads)\n",
            med, t[0], t[n - 1], mean, n, a->warmup, o->threads);
-    printf("plan: %d steps (%d nodes fused, %d reorders, %d reference), built in %.1f ms\n", st->steps,
-           st->fused_nodes, st->reorders, st->fallback_steps, build_ms);
+    printf("plan: %d steps (%d nodes fused, %d reorders, %d reference, %d on oneDNN's reference), built in %.1f ms\n",
+           st->steps, st->fused_nodes, st->reorders, st->fallback_steps, st->ref_impls, build_ms);
     printf("memory: arena %.2f MiB (%.2f MiB without reuse), weights %.2f MiB, peak RSS %.1f MiB\n",
            (double)st->arena_bytes / mib, (double)st->naive_bytes / mib, (double)st->weight_bytes / mib,
            (double)rss / mib);

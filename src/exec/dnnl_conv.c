@@ -259,6 +259,28 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
         xd_fuse_free(&f);
         return st;
     }
+    /* oneDNN quietly answers a layout combination it has no jit kernel for
+     * (a grouped conv with few channels per group reading NHWC, a
+     * deconvolution from a blocked src into a plain dst) with its reference
+     * implementation, 10-100x slower.  Retry with every activation layout
+     * free: the input is then reordered inside the step, and a graph output
+     * goes through the planner's final reorder into the caller's tensor.
+     * ref is kept only when nothing else exists. */
+    if (!p->opts.plain_layout && xd_pd_is_ref(pd)) {
+        dnnl_memory_desc_t asrc, adst;
+        dnnl_primitive_desc_t pd2 = NULL;
+        ts_error e2 = {0};
+        xd_md_any(&asrc, xs);
+        xd_md_any(&adst, ys);
+        if (!make_pd(p, n, transposed, &ge, &asrc, &wei, bias, &adst, &f, &pd2, &e2) && !xd_pd_is_ref(pd2)) {
+            dnnl_primitive_desc_destroy(pd);
+            pd = pd2;
+            plain_out = false;
+        } else if (pd2) {
+            dnnl_primitive_desc_destroy(pd2);
+        }
+    }
+    s->ref_impl = xd_pd_is_ref(pd);
 
     conv_state *c = calloc(1, sizeof *c);
     float *wplain = NULL;
@@ -299,16 +321,18 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     }
 
     /* output: the chosen layout, bound to the last absorbed node's value */
-    int yb = xplan_value_buf(p, f.out_value);
+    dnnl_memory_desc_t pl;
+    xd_md_plain(&pl, ys);
+    bool blocked_out = !plain_out && !dnnl_memory_desc_equal(cdst, &pl);
+    /* a blocked graph output lives in the arena: the caller's tensor is plain */
+    int yb = blocked_out && is_graph_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
+                                                            : xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
-    if (!plain_out) {
-        dnnl_memory_desc_t pl;
-        xd_md_plain(&pl, ys);
-        if (!dnnl_memory_desc_equal(cdst, &pl)) {
-            p->bufs[yb].blocked = true;
-            p->bufs[yb].md = *cdst;
-            p->bufs[yb].bytes = dnnl_memory_desc_get_size(cdst);
-        }
+    if (blocked_out) {
+        xplan_bind_value(p, f.out_value, yb);
+        p->bufs[yb].blocked = true;
+        p->bufs[yb].md = *cdst;
+        p->bufs[yb].bytes = dnnl_memory_desc_get_size(cdst);
     }
     xd_md_of(&p->bufs[xb], &xmd);
     size_t padsz = xd_round(dnnl_memory_desc_get_size(cpad));

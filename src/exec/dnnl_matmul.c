@@ -219,6 +219,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         xd_fuse_free(&f);
         return st;
     }
+    s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
     mm_state *c = calloc(1, sizeof *c);
     float *wplain = NULL;
     void *wpacked = NULL;

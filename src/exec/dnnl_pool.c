@@ -98,6 +98,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     if (!st) st = xd_check(dnnl_primitive_desc_create(&pd, &d, attr, p->engine, NULL), p, n, "pooling", err);
     dnnl_primitive_attr_destroy(attr);
     if (st) return st;
+    s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
     pool_state *c = calloc(1, sizeof *c);
     if (!c) {
         dnnl_primitive_desc_destroy(pd);

@@ -41,6 +41,13 @@ void xd_md_of(const xbuf *b, dnnl_memory_desc_t *md)
         xd_md_plain(md, &b->shape);
 }
 
+bool xd_pd_is_ref(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+    return strncmp(impl, "ref", 3) == 0;
+}
+
 void *xd_alloc(size_t bytes) { return aligned_alloc(64, xd_round(bytes ? bytes : 1)); }
 
 /* ------------------------------------------------------------- fusion */

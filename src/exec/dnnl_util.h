@@ -21,6 +21,11 @@ void *xd_alloc(size_t bytes);
 /* Rounds up to a multiple of 64 (scratch carving). */
 static inline size_t xd_round(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* True when oneDNN chose its reference implementation ("ref:any", ...):
+ * it accepts every layout but is 10-100x slower than the jit ones, so a
+ * kernel retries with free layouts before settling for it. */
+bool xd_pd_is_ref(const_dnnl_primitive_desc_t pd);
+
 /* ---- fusion */
 
 #define XD_MAX_FUSE 8

@@ -52,6 +52,7 @@ typedef struct xstep {
     int *in, *out; /* buffer ids; -1 in `in` for an absent optional input (NULL at run) */
     size_t scratch_bytes; /* per-step scratch, carved from the arena */
     int64_t scratch_offset;
+    bool ref_impl; /* the library primitive underneath is oneDNN's slow reference one (stats) */
 } xstep;
 
 typedef struct xkernel {

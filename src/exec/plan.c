@@ -380,12 +380,13 @@ static void fill_stats(xplan *p)
 {
     ts_plan_stats *st = &p->stats;
     st->steps = p->nsteps;
-    st->fused_nodes = st->reorders = st->fallback_steps = 0;
+    st->fused_nodes = st->reorders = st->fallback_steps = st->ref_impls = 0;
     st->weight_bytes = 0;
     for (int i = 0; i < p->nsteps; i++) {
         st->fused_nodes += p->steps[i].nfused;
         st->reorders += p->steps[i].k == &xk_reorder;
         st->fallback_steps += p->steps[i].k == &xk_ref;
+        st->ref_impls += p->steps[i].ref_impl;
     }
     for (int b = 0; b < p->nbufs; b++)
         if (p->bufs[b].kind == XB_CONST && (p->bufs[b].first_step >= 0 || p->bufs[b].owns_data))
@@ -460,7 +461,7 @@ static ts_status lower_all(xplan *p, ts_error *err)
     return st;
 }
 
-ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
+static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
 {
     *out = NULL;
     xplan *p = calloc(1, sizeof *p);
@@ -496,4 +497,14 @@ ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out,
     fill_stats(p);
     *out = (ts_plan *)p;
     return TS_OK;
+}
+
+ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
+{
+    /* the OpenMP thread count is the caller's process-wide setting: give it
+     * back as found */
+    int caller_threads = omp_get_max_threads();
+    ts_status st = plan_build(g, o, out, err);
+    omp_set_num_threads(caller_threads);
+    return st;
 }

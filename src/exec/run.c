@@ -17,7 +17,7 @@ static ts_status check_tensor(const char *what, const ts_value *v, const ts_tens
                         t ? ts_dtype_name(t->dtype) : "nothing", t ? ts_shape_str(&t->shape, b, sizeof b) : "");
 }
 
-ts_status ts_plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err)
+static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err)
 {
     xplan *p = (xplan *)plan;
     const ts_graph *g = p->g;
@@ -49,4 +49,14 @@ ts_status ts_plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const 
         if (s->k == &xk_ref && xk_ref_take_error(s, err)) return err->code;
     }
     return TS_OK;
+}
+
+ts_status ts_plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err)
+{
+    /* the OpenMP thread count is the caller's process-wide setting: give it
+     * back as found */
+    int caller_threads = omp_get_max_threads();
+    ts_status st = plan_run(plan, inputs, outputs, err);
+    omp_set_num_threads(caller_threads);
+    return st;
 }

@@ -113,6 +113,16 @@ static const ts_axiom AXIOMS[] = {
      * transpose" (A9, A12, A14, A16); E-matching cannot invent the
      * transposes, so it is stated (and checked) as a lemma. */
     {"X4", "(matmul (smul ?x ?w) ?y)", "(smul (matmul ?x ?y) ?w)", "x:m,n y:n,p w:", "matmul is linear on the left (lemma)"},
+    /* The left/transposed twins of A15, A35 and A36, which TASO's verify.py
+     * lists as "implied properties": each follows by transposing both sides
+     * (A9, A16, A10, A35), which E-matching cannot do by itself; the 3-op
+     * rules need them. */
+    {"X5", "(matmul (ewadd ?x ?y) ?z)", "(ewadd (matmul ?x ?z) (matmul ?y ?z))", "x:m,n y:m,n z:n,p",
+     "matmul is linear on the left (lemma)"},
+    {"X6", "(concat 0 (transpose ?x) (transpose ?y))", "(transpose (concat 1 ?x ?y))", "x:m,n y:m,p",
+     "concatenation and transpose, other axis (lemma)"},
+    {"X7", "(concat 0 (matmul ?x ?z) (matmul ?y ?z))", "(matmul (concat 0 ?x ?y) ?z)", "x:m,n y:p,n z:n,q",
+     "concatenation and matrix mul., rows (lemma)"},
 };
 #undef CONV_X
 

@@ -230,6 +230,11 @@ static ts_proof prove(ts_prover *p, Z3_ast goal, int skip, bool mbqi, unsigned t
     Z3_params_inc_ref(c, prm);
     Z3_params_set_uint(c, prm, Z3_mk_string_symbol(c, "timeout"), timeout_ms ? timeout_ms : 1);
     Z3_params_set_bool(c, prm, Z3_mk_string_symbol(c, "mbqi"), mbqi);
+    /* Bounds on instantiations and memory as well as on time: a few rules
+     * (conv of sums of sums) make E-matching grow the E-graph by gigabytes
+     * between two timeout checks; proofs need far fewer instances. */
+    Z3_params_set_uint(c, prm, Z3_mk_string_symbol(c, "qi.max_instances"), 50000);
+    Z3_params_set_uint(c, prm, Z3_mk_string_symbol(c, "max_memory"), 2048);
     Z3_solver_set_params(c, s, prm);
     for (int i = 0; i < p->naxioms; i++)
         if (i != skip) Z3_solver_assert(c, s, p->axioms[i]);

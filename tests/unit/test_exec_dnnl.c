@@ -191,15 +191,52 @@ Test(exec_dnnl, residual_and_blocked_chain)
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fused_nodes, 3, "relu, add, relu fused: got %d", st.fused_nodes);
     cr_assert_eq(st.fallback_steps, 0);
-    /* x enters plain (converted inside the first step), the last conv writes
-     * the plain graph output directly: no reorder step at all */
-    cr_assert_eq(st.reorders, 0, "got %d reorders", st.reorders);
+    /* x enters plain (converted inside the first step); oneDNN has only its
+     * reference kernel for a blocked src into a plain dst with a sum, so the
+     * last conv writes blocked and one reorder fills the plain output */
+    cr_assert_eq(st.reorders, 1, "got %d reorders", st.reorders);
+    cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
     ts_plan_opts plain = {.plain_layout = true};
     ts_graph *g2 = ts_graph_copy(g);
     g2->noutputs = 0;
     st = check(g2, &plain);
     cr_assert_eq(st.reorders, 0);
     ts_graph_free(g2);
+    ts_graph_free(g);
+}
+
+/* ResNeXt middle: a grouped 3x3 conv with 4 channels per group reading what
+ * a 1x1 conv left (which may be NHWC): oneDNN's jit kernels want their own
+ * blocked layout, and the reference one (100x slower) must not be chosen. */
+Test(exec_dnnl, grouped_after_1x1_not_ref)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int a = node(g, "Conv", (int[]){input(g, "x", "1x64x14x14"), cst(g, "128x64x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    a = node(g, "Relu", &a, 1, NULL, 0);
+    ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_int("group", 32)};
+    a = node(g, "Conv", (int[]){a, cst(g, "128x4x3x3", -0.5, 0.5), cst(g, "128", -1, 1)}, 3, at, 2);
+    a = node(g, "Relu", &a, 1, NULL, 0);
+    node(g, "Conv", (int[]){a, cst(g, "64x128x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
+    ts_graph_free(g);
+}
+
+/* DCGAN tail: a ConvTranspose writing the graph output from the previous
+ * ConvTranspose's blocked result.  A plain dst there has only oneDNN's
+ * reference kernel: the output is written blocked and reordered instead. */
+Test(exec_dnnl, deconv_output_after_deconv_not_ref)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
+    int a = node(g, "ConvTranspose", (int[]){input(g, "x", "1x64x8x8"), cst(g, "64x32x4x4", -0.2, 0.2)}, 2, at, 2);
+    a = node(g, "Relu", &a, 1, NULL, 0);
+    a = node(g, "ConvTranspose", (int[]){a, cst(g, "32x3x4x4", -0.2, 0.2), cst(g, "3", -1, 1)}, 3, at, 2);
+    node(g, "Tanh", &a, 1, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fallback_steps, 0);
+    cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
     ts_graph_free(g);
 }
 
