@@ -17,7 +17,7 @@ static const char USAGE[] =
     "  --budget N       graphs taken from the search queue at most (default 1000)\n"
     "  --time-limit S   search time limit in seconds (default 30)\n"
     "  --report R.md    markdown report: substitutions, costs and latencies before/after, search time\n"
-    "  --rules FILE     rule file (default: the built-in core rules, tests/rules/core.rules)\n"
+    "  --rules FILE     rule file (default: the built-in core rules, rules/core.rules)\n"
     "  --seed S         seed of the random inputs of the final check (default 1)\n"
     "  --cost-cache F   op-cost cache (default $TSOPT_CACHE_DIR or ~/.cache/tsopt)\n";
 

@@ -16,6 +16,7 @@ static const char USAGE[] =
     "  --timeout S         Z3 time limit per rule (default 10)\n"
     "  --threads N         Z3 contexts working in parallel (default 1)\n"
     "  --verbose           one line per rule, proved ones too\n"
+    "  --keep-proved FILE  also write the rules that were proved to FILE\n"
     "  --mbqi              when E-matching gives up, retry with model-based\n"
     "                      instantiation (more proofs; wrong rules use the timeout)\n"
     "  --check-axioms      evaluate both sides of every axiom on concrete tensors:\n"
@@ -101,7 +102,25 @@ static const char *proof_name(ts_proof r)
     return r == TS_PROOF_PROVED ? "proved" : r == TS_PROOF_TIMEOUT ? "timed out" : "failed";
 }
 
-static int verify_file(const char *path, const ts_verify_opts *o, bool verbose)
+/* Writes the proved subset: what tsopt ships must be proved (rules/taso.rules). */
+static bool write_proved(const char *src, const char *dst, const ts_rule *rules, const ts_rule_result *res, int n)
+{
+    ts_rule *keep = malloc(sizeof *keep * ((size_t)n + 1)); /* shallow copies: only read */
+    int k = 0;
+    if (!keep) return cli_error(CLI_FAIL, "out of memory") == CLI_OK;
+    for (int i = 0; i < n; i++)
+        if (res[i].proof == TS_PROOF_PROVED) keep[k++] = rules[i];
+    char comment[1200];
+    snprintf(comment, sizeof comment, "the %d rules of %s that tsopt verify proved (commands: docs/taso.md)", k, src);
+    ts_error err = {0};
+    ts_status st = ts_rules_write(dst, keep, k, comment, &err);
+    free(keep);
+    if (st) return cli_error_from(CLI_USAGE, &err) == CLI_OK;
+    printf("wrote %d proved rules to %s\n", k, dst);
+    return true;
+}
+
+static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, const char *keep_path)
 {
     ts_rule *rules = NULL;
     int n = 0;
@@ -131,14 +150,16 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose)
            now_s() - t0, slowest, o->timeout_ms / 1000.0, o->threads);
     printf("proved %d of %d, failed %d, timed out %d\n", cnt[TS_PROOF_PROVED], n, cnt[TS_PROOF_FAILED],
            cnt[TS_PROOF_TIMEOUT]);
+    bool wrote = !keep_path || write_proved(path, keep_path, rules, res, n);
     free(res);
     ts_rules_free(rules, n);
+    if (!wrote) return CLI_USAGE;
     return cnt[TS_PROOF_PROVED] == n ? CLI_OK : CLI_FAIL;
 }
 
 int cli_verify(int argc, char **argv)
 {
-    const char *path = NULL, *val;
+    const char *path = NULL, *keep_path = NULL, *val;
     ts_verify_opts o = {.timeout_ms = 10000, .threads = 1};
     bool verbose = false, do_check = false, do_red = false, list = false, tf_same = false;
     long max_dim = 3, trials = 2, seed = 1;
@@ -149,6 +170,9 @@ int cli_verify(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(USAGE, stdout);
             return CLI_OK;
+        } else if (cli_opt(argc, argv, &i, "--keep-proved", &val)) {
+            if (!val) return cli_error(CLI_USAGE, "verify: --keep-proved needs a file name");
+            keep_path = val;
         } else if (cli_opt(argc, argv, &i, "--timeout", &val)) {
             if (!val || !cli_parse_double("--timeout", val, &d) || d <= 0 || d > 86400)
                 return cli_error(CLI_USAGE, "verify: --timeout expects seconds in (0, 86400]");
@@ -199,7 +223,7 @@ int cli_verify(int argc, char **argv)
     if (do_check && !check_axioms(co)) rc = CLI_FAIL;
     if (do_red && !redundancy((unsigned)(red_timeout * 1000))) rc = CLI_FAIL;
     if (path) {
-        int r = verify_file(path, &o, verbose);
+        int r = verify_file(path, &o, verbose, keep_path);
         if (r != CLI_OK) rc = r;
     }
     return rc;
