@@ -16,5 +16,6 @@ const xentry xkernels_vec[] = {
     {"ReduceSum", &xk_vec_reduce},  {"ReduceMean", &xk_vec_reduce},  {"ReduceMax", &xk_vec_reduce},
     {"Transpose", &xk_vec_transpose}, {"Slice", &xk_vec_slice},     {"Expand", &xk_vec_expand},
     {"Concat", &xk_vec_concat},     {"Gather", &xk_vec_gather},
+    {"Resize", &xk_vec_resize},     {"Upsample", &xk_vec_resize},
     {NULL, NULL},
 };

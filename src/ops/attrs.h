@@ -101,4 +101,41 @@ typedef struct ts_gather_attrs {
     int64_t axis;
 } ts_gather_attrs;
 
+/* Resize, Upsample (resize.c).  The runtime's vec.resize reads these and
+ * calls the coordinate helpers below rather than copies of them, so that
+ * its precomputed indices are the reference kernel's to the bit (the
+ * helpers are the op file's own float32 arithmetic, as ONNX Runtime). */
+enum { TS_RESIZE_NEAREST, TS_RESIZE_LINEAR, TS_RESIZE_CUBIC, TS_RESIZE_BILINEAR };
+enum { TS_RESIZE_HALF_PIXEL, TS_RESIZE_PYTORCH_HALF_PIXEL, TS_RESIZE_ALIGN_CORNERS, TS_RESIZE_ASYMMETRIC,
+       TS_RESIZE_TF_HALF_PIXEL_FOR_NN, TS_RESIZE_TF_CROP_AND_RESIZE, TS_RESIZE_HALF_PIXEL_SYMMETRIC };
+/* TS_RESIZE_SIMPLE: opset-10 Resize and Upsample, ORT's rule (ceil when
+ * downscaling, else floor); no attribute spells it. */
+enum { TS_RESIZE_ROUND_PREFER_FLOOR, TS_RESIZE_ROUND_PREFER_CEIL, TS_RESIZE_FLOOR, TS_RESIZE_CEIL,
+       TS_RESIZE_SIMPLE };
+enum { TS_RESIZE_STRETCH, TS_RESIZE_NOT_LARGER, TS_RESIZE_NOT_SMALLER };
+
+typedef struct ts_resize_attrs {
+    bool upsample; /* the Upsample operator */
+    unsigned given; /* attributes given explicitly (bits private to resize.c) */
+    int mode, coord, nearest, policy;
+    int64_t antialias, exclude_outside;
+    double cubic_coeff_a, extrapolation_value;
+    int naxes;
+    int64_t axes[TS_MAX_RANK];
+    int nscales; /* Upsample-7 'scales' attribute; -1 absent */
+    float scales[TS_MAX_RANK];
+} ts_resize_attrs;
+
+/* Input index holding the scales (-1: the Upsample-7 attribute); sizes are
+ * input 3 from opset 11 on Resize. */
+int ts_resize_scales_input(const ts_resize_attrs *p, int opset);
+/* Raw scale/size lists (n = -1 when absent) -> per-axis float scale and
+ * output size.  Returns an error message (in msg) or NULL. */
+const char *ts_resize_sizes(const ts_resize_attrs *p, const ts_shape *in, const double *scl, int nscl,
+                            const int64_t *sizes, int nsizes, float *scale, int64_t *out, char *msg, size_t msz);
+/* Output coordinate -> input coordinate (coordinate mode `mode`), float32. */
+float ts_resize_coord(int mode, float x, float scale, int64_t in_len, int64_t out_len);
+/* Nearest input index for input coordinate x, clamped to [0, in_len). */
+int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len);
+
 #endif

@@ -17,35 +17,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ops/attrs.h"
 #include "ops/op.h"
 
-enum { M_NEAREST, M_LINEAR, M_CUBIC, M_BILINEAR };
 static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear", NULL};
-enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_FOR_NN, C_TF_CROP_AND_RESIZE,
-       C_HALF_PIXEL_SYMMETRIC };
 static const char *const coords[] = {"half_pixel",        "pytorch_half_pixel", "align_corners",
                                      "asymmetric",        "tf_half_pixel_for_nn", "tf_crop_and_resize",
                                      "half_pixel_symmetric", NULL};
-enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL, N_SIMPLE };
 static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
-enum { K_STRETCH, K_NOT_LARGER, K_NOT_SMALLER };
 static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
 
 /* Attributes given explicitly (bit per name), so export writes only those. */
 enum { G_MODE = 1, G_COORD = 2, G_NEAREST = 4, G_AXES = 8, G_POLICY = 16, G_ANTIALIAS = 32, G_CUBIC_A = 64,
        G_EXCLUDE = 128, G_EXTRAP = 256 };
-
-typedef struct resize_attrs {
-    bool upsample; /* the Upsample operator */
-    unsigned given;
-    int mode, coord, nearest, policy;
-    int64_t antialias, exclude_outside;
-    double cubic_coeff_a, extrapolation_value;
-    int naxes;
-    int64_t axes[TS_MAX_RANK];
-    int nscales; /* Upsample-7 'scales' attribute; -1 absent */
-    float scales[TS_MAX_RANK];
-} resize_attrs;
 
 static ts_status get_choice(const ts_attr *a, int na, const char *name, const char *const *names, const char *def,
                             int *out, unsigned bit, unsigned *given, ts_error *err)
@@ -61,22 +45,22 @@ static ts_status get_choice(const ts_attr *a, int na, const char *name, const ch
     return ts_error_set(err, TS_ERR_INVALID, "attribute '%s': unknown value '%s'", name, s);
 }
 
-static ts_status common_parse(resize_attrs *p, const ts_attr *a, int na, ts_error *err)
+static ts_status common_parse(ts_resize_attrs *p, const ts_attr *a, int na, ts_error *err)
 {
     if (get_choice(a, na, "mode", modes, "nearest", &p->mode, G_MODE, &p->given, err)) return err->code;
-    if (p->mode == M_CUBIC)
+    if (p->mode == TS_RESIZE_CUBIC)
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "mode 'cubic' is not supported (nearest and linear are)");
     return TS_OK;
 }
 
 static ts_status resize_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    resize_attrs *p = attrs;
+    ts_resize_attrs *p = attrs;
     p->nscales = -1;
     if (common_parse(p, a, na, err)) return err->code;
     if (opset < 11) { /* opset 10: no coordinate or nearest mode attributes */
-        p->coord = C_ASYMMETRIC;
-        p->nearest = N_SIMPLE;
+        p->coord = TS_RESIZE_ASYMMETRIC;
+        p->nearest = TS_RESIZE_SIMPLE;
         p->naxes = -1;
         return TS_OK;
     }
@@ -95,20 +79,20 @@ static ts_status resize_parse(void *attrs, const ts_attr *a, int na, int opset, 
     if (ts_attr_find(a, na, "cubic_coeff_a")) p->given |= G_CUBIC_A;
     if (ts_attr_find(a, na, "extrapolation_value")) p->given |= G_EXTRAP;
     if (p->naxes >= 0) p->given |= G_AXES;
-    if (p->coord == C_TF_CROP_AND_RESIZE)
+    if (p->coord == TS_RESIZE_TF_CROP_AND_RESIZE)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
-    if (p->antialias && p->mode != M_NEAREST)
+    if (p->antialias && p->mode != TS_RESIZE_NEAREST)
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "antialias=1 is not supported");
     return TS_OK;
 }
 
 static ts_status upsample_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
-    resize_attrs *p = attrs;
+    ts_resize_attrs *p = attrs;
     p->upsample = true;
-    p->coord = C_ASYMMETRIC;
-    p->nearest = N_SIMPLE;
+    p->coord = TS_RESIZE_ASYMMETRIC;
+    p->nearest = TS_RESIZE_SIMPLE;
     p->naxes = -1;
     p->nscales = -1;
     if (common_parse(p, a, na, err)) return err->code;
@@ -126,7 +110,7 @@ static ts_status upsample_parse(void *attrs, const ts_attr *a, int na, int opset
 
 static int resize_emit(const void *attrs, ts_attr *out, int max)
 {
-    const resize_attrs *p = attrs;
+    const ts_resize_attrs *p = attrs;
     int n = 0;
 #define PUT(x)                                                                                                     \
     do {                                                                                                           \
@@ -147,7 +131,7 @@ static int resize_emit(const void *attrs, ts_attr *out, int max)
 }
 
 /* Where the scales and sizes come from, per operator form. */
-static int scales_input(const resize_attrs *p, int opset)
+int ts_resize_scales_input(const ts_resize_attrs *p, int opset)
 {
     if (p->upsample) return opset >= 9 ? 1 : -1;
     return opset >= 11 ? 2 : 1;
@@ -155,7 +139,7 @@ static int scales_input(const resize_attrs *p, int opset)
 
 /* Raw scale/size lists (n = -1 when absent) -> per-axis scale and output
  * size.  Returns an error message or NULL. */
-static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const double *scl, int nscl,
+const char *ts_resize_sizes(const ts_resize_attrs *p, const ts_shape *in, const double *scl, int nscl,
                               const int64_t *sizes, int nsizes, float *scale, int64_t *out, char *msg, size_t msz)
 {
     int r = in->rank, n = nscl >= 0 ? nscl : nsizes, ax[TS_MAX_RANK];
@@ -201,7 +185,7 @@ static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const d
             snprintf(msg, msz, "size %lld on axis %d is negative", (long long)sizes[i], ax[i]);
             return msg;
         }
-    if (p->policy == K_STRETCH) {
+    if (p->policy == TS_RESIZE_STRETCH) {
         for (int i = 0; i < n; i++) {
             int d = ax[i];
             out[d] = sizes[i];
@@ -209,10 +193,10 @@ static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const d
         }
         return NULL;
     }
-    float s = p->policy == K_NOT_LARGER ? INFINITY : 0.0f; /* one scale for all axes keeps the aspect ratio */
+    float s = p->policy == TS_RESIZE_NOT_LARGER ? INFINITY : 0.0f; /* one scale for all axes keeps the aspect ratio */
     for (int i = 0; i < n; i++) {
         float t = in->dims[ax[i]] ? (float)sizes[i] / (float)in->dims[ax[i]] : 1.0f;
-        s = p->policy == K_NOT_LARGER ? fminf(s, t) : fmaxf(s, t);
+        s = p->policy == TS_RESIZE_NOT_LARGER ? fminf(s, t) : fmaxf(s, t);
     }
     for (int i = 0; i < n; i++) {
         scale[ax[i]] = s;
@@ -223,14 +207,14 @@ static const char *plan_sizes(const resize_attrs *p, const ts_shape *in, const d
 
 static ts_status resize_infer(ts_infer_ctx *c)
 {
-    const resize_attrs *p = c->attrs;
+    const ts_resize_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     double scl[TS_MAX_RANK];
     int64_t sizes[TS_MAX_RANK], out[TS_MAX_RANK];
     float scale[TS_MAX_RANK];
-    int nscl = -1, nsizes = -1, si = scales_input(p, c->opset);
+    int nscl = -1, nsizes = -1, si = ts_resize_scales_input(p, c->opset);
     char msg[200];
-    if (p->mode != M_NEAREST && !ts_dtype_is_float(x->dtype))
+    if (p->mode != TS_RESIZE_NEAREST && !ts_dtype_is_float(x->dtype))
         return ts_infer_fail(c, "linear mode needs float data, got %s", ts_dtype_name(x->dtype));
     if (si < 0) {
         nscl = p->nscales;
@@ -243,7 +227,7 @@ static ts_status resize_infer(ts_infer_ctx *c)
             ts_infer_const_ints(c, 3, sizes, TS_MAX_RANK, &nsizes))
             return c->err->code;
     }
-    if (plan_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
+    if (ts_resize_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
         return ts_infer_fail(c, "%s", msg);
     c->out_dtype[0] = x->dtype;
     c->out_shape[0] = ts_shape_make(x->shape.rank, out);
@@ -251,14 +235,14 @@ static ts_status resize_infer(ts_infer_ctx *c)
 }
 
 /* Output coordinate -> input coordinate, in float32. */
-static float coord_map(int mode, float x, float scale, int64_t in_len, int64_t out_len)
+float ts_resize_coord(int mode, float x, float scale, int64_t in_len, int64_t out_len)
 {
     switch (mode) {
-    case C_HALF_PIXEL: return (x + 0.5f) / scale - 0.5f;
-    case C_PYTORCH_HALF_PIXEL: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
-    case C_ALIGN_CORNERS: return out_len == 1 ? 0.0f : x * (float)(in_len - 1) / (float)(out_len - 1);
-    case C_TF_HALF_PIXEL_FOR_NN: return (x + 0.5f) / scale;
-    case C_HALF_PIXEL_SYMMETRIC: {
+    case TS_RESIZE_HALF_PIXEL: return (x + 0.5f) / scale - 0.5f;
+    case TS_RESIZE_PYTORCH_HALF_PIXEL: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+    case TS_RESIZE_ALIGN_CORNERS: return out_len == 1 ? 0.0f : x * (float)(in_len - 1) / (float)(out_len - 1);
+    case TS_RESIZE_TF_HALF_PIXEL_FOR_NN: return (x + 0.5f) / scale;
+    case TS_RESIZE_HALF_PIXEL_SYMMETRIC: {
         float adjustment = (float)out_len / (scale * (float)in_len);
         float offset = (float)in_len / 2 * (1 - adjustment);
         return offset + (x + 0.5f) / scale - 0.5f;
@@ -267,14 +251,14 @@ static float coord_map(int mode, float x, float scale, int64_t in_len, int64_t o
     }
 }
 
-static int64_t nearest_index(int mode, float x, float scale, int64_t in_len)
+int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len)
 {
     int64_t i;
     switch (mode) {
-    case N_ROUND_PREFER_FLOOR: i = x == (float)(int64_t)x + 0.5f ? (int64_t)floorf(x) : (int64_t)roundf(x); break;
-    case N_ROUND_PREFER_CEIL: i = (int64_t)roundf(x); break;
-    case N_FLOOR: i = (int64_t)floorf(x); break;
-    case N_CEIL: i = (int64_t)ceilf(x); break;
+    case TS_RESIZE_ROUND_PREFER_FLOOR: i = x == (float)(int64_t)x + 0.5f ? (int64_t)floorf(x) : (int64_t)roundf(x); break;
+    case TS_RESIZE_ROUND_PREFER_CEIL: i = (int64_t)roundf(x); break;
+    case TS_RESIZE_FLOOR: i = (int64_t)floorf(x); break;
+    case TS_RESIZE_CEIL: i = (int64_t)ceilf(x); break;
     default: i = scale < 1.0f ? (int64_t)ceilf(x) : (int64_t)x; break; /* ORT's "simple" */
     }
     return i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
@@ -282,11 +266,11 @@ static int64_t nearest_index(int mode, float x, float scale, int64_t in_len)
 
 static ts_status resize_kernel(ts_kernel_ctx *k)
 {
-    const resize_attrs *p = k->attrs;
+    const ts_resize_attrs *p = k->attrs;
     const ts_tensor *x = k->in[0];
     ts_tensor *y = k->out[0];
     const ts_num *num = k->num;
-    int r = x->shape.rank, si = scales_input(p, k->opset);
+    int r = x->shape.rank, si = ts_resize_scales_input(p, k->opset);
     double scl[TS_MAX_RANK];
     int64_t sizes[TS_MAX_RANK], out[TS_MAX_RANK];
     float scale[TS_MAX_RANK];
@@ -318,9 +302,9 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
             }
         }
     }
-    if (plan_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
+    if (ts_resize_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
         return ts_kernel_fail(k, TS_ERR_INVALID, "%s", msg);
-    if (p->mode != M_NEAREST && num->exact)
+    if (p->mode != TS_RESIZE_NEAREST && num->exact)
         return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "linear interpolation has no kernel in the %s domain", num->name);
     int64_t total_len = 0, n = ts_tensor_numel(y);
     for (int d = 0; d < r; d++) total_len += y->shape.dims[d];
@@ -340,9 +324,9 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
         int64_t in_len = x->shape.dims[d], out_len = y->shape.dims[d];
         base[d] = at;
         for (int64_t o = 0; o < out_len; o++, at++) {
-            float c = coord_map(p->coord, (float)o, scale[d], in_len, out_len);
-            if (p->mode == M_NEAREST) {
-                i0[at] = i1[at] = nearest_index(p->nearest, c, scale[d], in_len);
+            float c = ts_resize_coord(p->coord, (float)o, scale[d], in_len, out_len);
+            if (p->mode == TS_RESIZE_NEAREST) {
+                i0[at] = i1[at] = ts_resize_nearest(p->nearest, c, scale[d], in_len);
                 w1[at] = 0;
                 continue;
             }
@@ -389,21 +373,21 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
 
 static double resize_flops(const ts_node *n, const ts_graph *g)
 {
-    const resize_attrs *p = n->attrs;
+    const ts_resize_attrs *p = n->attrs;
     double out = (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
-    return p->mode == M_NEAREST ? 0 : 4 * out;
+    return p->mode == TS_RESIZE_NEAREST ? 0 : 4 * out;
 }
 
 /* Linear in the data for every mode (interpolation weights do not depend on
  * it).  TS_OP_EXACT: nearest runs in the mod-p domain; linear refuses it in
  * the kernel with a clear message. */
 const ts_op_desc ts_op_resize = {
-    .name = "Resize", .attr_size = sizeof(resize_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
+    .name = "Resize", .attr_size = sizeof(ts_resize_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = resize_parse, .emit = resize_emit,
     .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,
 };
 const ts_op_desc ts_op_upsample = {
-    .name = "Upsample", .attr_size = sizeof(resize_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
+    .name = "Upsample", .attr_size = sizeof(ts_resize_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = upsample_parse, .emit = resize_emit,
     .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,
 };

@@ -419,7 +419,7 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
     gen_graph *all = oom ? NULL : malloc((total ? total : 1) * sizeof *all);
     size_t k = 0;
     for (int t = 0; t < threads; t++) {
-        if (all) memcpy(all + k, cs[t].out, cs[t].n * sizeof *all);
+        if (all && cs[t].n) memcpy(all + k, cs[t].out, cs[t].n * sizeof *all); /* a thread may find none */
         k += cs[t].n;
         free(cs[t].out);
     }

@@ -355,3 +355,98 @@ Test(vec, slice_concat_gather_expand)
     output(op("Expand", INS(z, I64("4", 2, 4, 3, 23)), NOATTR));
     compare(-1, 1, 0, 8, 0, 0);
 }
+
+/* -------------------------------------------------------------- resize */
+
+static const char *const rz_coords[] = {"half_pixel",           "pytorch_half_pixel", "align_corners", "asymmetric",
+                                        "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+static const char *const rz_nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+
+/* Opset-13 Resize cases of one mode: upscale by scales, downscale by
+ * sizes, fractional scales both ways (ties in nearest rounding), a scale
+ * on the W axis only, rank 3, and one large enough to run on two threads.
+ * Nearest must be exact (tol 0): it is a copy of the reference's picks. */
+static void resize_cases(const char *mode, const char *coord, const char *nearest, double tol, int fallback)
+{
+    graph(13);
+    ts_attr at[3] = {ts_attr_string("mode", mode), ts_attr_string("coordinate_transformation_mode", coord),
+                     ts_attr_string("nearest_mode", nearest)};
+    int x1 = input("1x3x5x7"), x2 = input("1x2x9x9"), x3 = input("2x6x11"), x4 = input("1x3x64x64");
+    output(op("Resize", INS(x1, -1, F32("4", 1, 1, 2, 2)), at, 3));                /* 1x3x10x14 */
+    output(op("Resize", INS(x2, -1, -1, I64("4", 1, 2, 4, 4)), at, 3));            /* 1x2x4x4 */
+    output(op("Resize", INS(x2, -1, F32("4", 1, 1, 0.6, 1.7)), at, 3));            /* 5x15 */
+    output(op("Resize", INS(x1, -1, F32("4", 1, 1, 1, 2.5)), at, 3));              /* W only */
+    output(op("Resize", INS(x3, -1, -1, I64("3", 2, 13, 4)), at, 3));              /* rank 3 */
+    output(op("Resize", INS(x4, -1, F32("4", 1, 1, 2, 2)), at, 3));                /* parallel */
+    compare(-2, 2, tol, 6, 0, fallback);
+    done();
+}
+
+Test(vec, resize_nearest)
+{
+    for (int c = 0; c < 6; c++)
+        for (int n = 0; n < 4; n++) resize_cases("nearest", rz_coords[c], rz_nearests[n], 0, 0);
+}
+
+/* tf_half_pixel_for_nn maps channel c to c + 0.5 in the reference, which
+ * then blends two channels: linear along a leading axis declines, so in
+ * that mode only single-plane images stay off the reference kernel. */
+Test(vec, resize_linear)
+{
+    for (int c = 0; c < 6; c++) {
+        bool tf = !strcmp(rz_coords[c], "tf_half_pixel_for_nn");
+        resize_cases("linear", rz_coords[c], "round_prefer_floor", 1e-6, tf ? 6 : 0);
+        graph(13);
+        ts_attr at[2] = {ts_attr_string("mode", "linear"), ts_attr_string("coordinate_transformation_mode", rz_coords[c])};
+        int x1 = input("1x1x5x7"), x2 = input("1x1x9x9");
+        output(op("Resize", INS(x1, -1, F32("4", 1, 1, 2, 2)), at, 2));
+        output(op("Resize", INS(x2, -1, -1, I64("4", 1, 1, 4, 4)), at, 2));
+        compare(-2, 2, 1e-6, 2, 0, 0);
+        done();
+    }
+}
+
+/* Opset-10 Resize and Upsample-9 (asymmetric, ORT's "simple" nearest
+ * rule) and Upsample-7's scales attribute; "bilinear" is Upsample's
+ * spelling of linear. */
+Test(vec, resize_old_forms)
+{
+    static const char *const m[] = {"nearest", "linear"};
+    for (int i = 0; i < 2; i++) {
+        graph(10);
+        int x = input("1x3x5x7");
+        output(op("Resize", INS(x, F32("4", 1, 1, 2, 3)), ATTRS(ts_attr_string("mode", m[i]))));
+        output(op("Resize", INS(x, F32("4", 1, 1, 0.5, 0.7)), ATTRS(ts_attr_string("mode", m[i]))));
+        compare(-2, 2, i ? 1e-6 : 0, 2, 0, 0);
+        done();
+        graph(9);
+        x = input("1x3x5x7");
+        output(op("Upsample", INS(x, F32("4", 1, 1, 2, 2)), ATTRS(ts_attr_string("mode", m[i]))));
+        compare(-2, 2, i ? 1e-6 : 0, 1, 0, 0);
+        done();
+    }
+    graph(7);
+    int x = input("1x3x5x7");
+    output(op("Upsample", INS(x),
+              ATTRS(ts_attr_string("mode", "bilinear"), ts_attr_floats("scales", (const float[]){1, 1, 2, 1.5f}, 4))));
+    compare(-2, 2, 1e-6, 1, 0, 0);
+}
+
+/* Leading axes that move: a channel axis that changes size, and one that
+ * keeps its size but not its indices (5 * 1.1 rounds down to 5, yet
+ * asymmetric floor reads 0, 0, 1, 2, 3).  Nearest takes them as a table of
+ * source planes; linear along them declines to the reference kernel. */
+Test(vec, resize_leading_axes)
+{
+    graph(13);
+    int x = input("2x5x5x7");
+    ts_attr at[3] = {ts_attr_string("mode", "nearest"), ts_attr_string("coordinate_transformation_mode", "asymmetric"),
+                     ts_attr_string("nearest_mode", "floor")};
+    output(op("Resize", INS(x, -1, F32("4", 1, 2, 2, 2)), at, 3));
+    output(op("Resize", INS(x, -1, F32("4", 1, 1.1, 2, 2)), at, 3));
+    output(op("Resize", INS(x, -1, F32("4", 1.5, 0.6, 1, 2)), at, 3));
+    at[0] = ts_attr_string("mode", "linear");
+    output(op("Resize", INS(x, -1, F32("4", 1, 2, 2, 2)), at, 3));
+    output(op("Resize", INS(x, -1, F32("4", 1, 1.1, 2, 2)), at, 3));
+    compare(-2, 2, 0, 5, 0, 2);
+}
