@@ -34,3 +34,16 @@ node tools/ort/run.js "$MODEL" --inputs "$D/in" --save-outputs "$D/out_ort"
 
 step "tsopt compare tsopt vs ONNX Runtime"
 "$TSOPT" compare "$D/out_tsopt" "$D/out_ort"
+
+# The optimizer: TASO search with the proved rule set on a zoo model, the
+# result checked against the original before it is written, then both timed.
+ZOO=inception_v3
+step "tsopt zoo export $ZOO, then tsopt optimize (proved rules, 20 s search)"
+"$TSOPT" zoo export "$ZOO" -o "$D/$ZOO.onnx"
+"$TSOPT" optimize "$D/$ZOO.onnx" -o "$D/$ZOO.opt.onnx" --time-limit 20 --report "$D/$ZOO.md"
+
+step "latency before / after (tsopt bench, median of 20)"
+for m in "$D/$ZOO.onnx" "$D/$ZOO.opt.onnx"; do
+  printf '%-40s ' "$(basename "$m")"
+  "$TSOPT" bench "$m" --iters 20 --json | grep -o '"median_ms": *[0-9.]*'
+done
