@@ -361,15 +361,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     s->out[0] = yb;
     c->has_bias = bb >= 0;
 
-    if ((st = xd_mem_init(&c->src, csrc, p, n, err)) || (st = xd_mem_init(&c->wei, cwei, p, n, err)) ||
-        (st = xd_mem_init(&c->dst, cdst, p, n, err)) || (st = xd_mem_init(&c->pad, cpad, p, n, err)) ||
-        (c->has_bias && (st = xd_mem_init(&c->bias, bias, p, n, err))))
+    const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
+    if ((st = xd_weighted_init(&w, csrc, cwei, cdst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
+                               err)))
         goto fail;
-    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, c->src.m};
-    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, c->wei.m};
-    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, c->dst.m};
-    c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, c->pad.m};
-    if (c->has_bias) c->args[c->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, c->bias.m};
     xd_fuse_claim(p, &f, s);
     xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);

@@ -327,3 +327,21 @@ int xd_const_buf(xplan *p, const dnnl_memory_desc_t *md, const ts_shape *shape, 
     x->md = *md;
     return b;
 }
+
+ts_status xd_weighted_init(const xd_weighted *w, const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_md,
+                           const dnnl_memory_desc_t *dst_md, const dnnl_memory_desc_t *pad_md,
+                           const dnnl_memory_desc_t *bias_md, const xplan *p, int n, dnnl_exec_arg_t *args,
+                           int *nargs, ts_error *err)
+{
+    ts_status st;
+    if ((st = xd_mem_init(w->src, src_md, p, n, err)) || (st = xd_mem_init(w->wei, wei_md, p, n, err)) ||
+        (st = xd_mem_init(w->dst, dst_md, p, n, err)) || (st = xd_mem_init(w->pad, pad_md, p, n, err)) ||
+        (bias_md && (st = xd_mem_init(w->bias, bias_md, p, n, err))))
+        return st;
+    args[(*nargs)++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, w->src->m};
+    args[(*nargs)++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w->wei->m};
+    args[(*nargs)++] = (dnnl_exec_arg_t){DNNL_ARG_DST, w->dst->m};
+    args[(*nargs)++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, w->pad->m};
+    if (bias_md) args[(*nargs)++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, w->bias->m};
+    return TS_OK;
+}

@@ -74,6 +74,17 @@ ts_status xd_mem_init(xd_mem *m, const dnnl_memory_desc_t *md, const xplan *p, i
 void xd_mem_bind(xd_mem *m, void *ptr, dnnl_stream_t stream);
 void xd_mem_fini(xd_mem *m);
 
+/* The memories of a primitive with weights (convolution, matmul): creates
+ * them from their descriptors and writes the argument list the primitive is
+ * executed with.  bias_md NULL: no bias.  args needs room for 5 entries. */
+typedef struct xd_weighted {
+    xd_mem *src, *wei, *dst, *pad, *bias;
+} xd_weighted;
+ts_status xd_weighted_init(const xd_weighted *w, const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *wei_md,
+                           const dnnl_memory_desc_t *dst_md, const dnnl_memory_desc_t *pad_md,
+                           const dnnl_memory_desc_t *bias_md, const xplan *p, int n, dnnl_exec_arg_t *args,
+                           int *nargs, ts_error *err);
+
 /* Reorder src md -> dst md, pre-built (used for inputs whose layout is not
  * the primitive's, and for copying a residual operand into dst). */
 typedef struct xd_reorder {
