@@ -272,7 +272,9 @@ ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
 /* -------------------------------------------------------------- runtime */
 
 /* A plan is built once per graph: schedule, fused kernels, static memory
- * plan, pre-packed weights (src/exec/).  Running it allocates nothing. */
+ * plan, pre-packed weights (src/exec/).  Running it allocates nothing.
+ * The plan reads the graph's constants in place (no copy of weights that
+ * need no packing), so the graph must outlive the plan and stay unchanged. */
 typedef struct ts_plan ts_plan;
 
 typedef struct ts_plan_opts {
@@ -294,7 +296,8 @@ typedef struct ts_plan_stats {
 
 ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err);
 /* inputs[i] match g->inputs[i]; outputs[i] are caller-allocated tensors of
- * the graph outputs' dtype and shape (plain layout). */
+ * the graph outputs' dtype and shape (plain layout), distinct from each other
+ * and from the inputs (an output may be written before an input is read). */
 ts_status ts_plan_run(ts_plan *p, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err);
 void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st);
 void ts_plan_free(ts_plan *p);

@@ -397,13 +397,14 @@ static ts_status measure_group(const ts_graph *g, const int *members, int nm, do
 
 /* ---------------------------------------------------------------- peak */
 
-static ts_status measure_peak_flops(double *gflops, ts_error *err)
+/* GFLOP/s of the fastest of 15 runs of a one-node graph: op on input x
+ * (dims xd) and constant weight w (dims wd). */
+static ts_status peak_of(const char *op, int xr, const int64_t *xd, int wr, const int64_t *wd, const ts_attr *at,
+                         int na, double flops, double *gflops, ts_error *err)
 {
-    const int64_t N = 1024;
-    int64_t d[2] = {N, N};
-    ts_shape sh = ts_shape_make(2, d);
+    ts_shape xs = ts_shape_make(xr, xd), ws = ts_shape_make(wr, wd);
     ts_graph *g = ts_graph_new("peak", 17);
-    ts_tensor *b = g ? ts_tensor_new(TS_F32, &sh, err) : NULL;
+    ts_tensor *b = g ? ts_tensor_new(TS_F32, &ws, err) : NULL;
     ts_status st = TS_OK;
     if (!g || !b) {
         st = g ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -411,8 +412,8 @@ static ts_status measure_peak_flops(double *gflops, ts_error *err)
     }
     uint64_t rng = 0x9e37;
     ts_tensor_fill_random(b, &rng, -1, 1);
-    int a = ts_graph_add_input(g, "a", TS_F32, &sh, err), w = a >= 0 ? ts_graph_add_constant(g, "b", b, err) : -1, y;
-    if (w < 0 || ts_graph_add_node(g, "MatMul", "mm", (int[]){a, w}, 2, NULL, 0, 1, NULL, &y, err) < 0 ||
+    int a = ts_graph_add_input(g, "a", TS_F32, &xs, err), w = a >= 0 ? ts_graph_add_constant(g, "b", b, err) : -1, y;
+    if (w < 0 || ts_graph_add_node(g, op, "peak", (int[]){a, w}, 2, at, na, 1, NULL, &y, err) < 0 ||
         ts_graph_add_output(g, y, err)) {
         st = err->code;
         goto out;
@@ -421,11 +422,37 @@ static ts_status measure_peak_flops(double *gflops, ts_error *err)
      * nothing else gets in the way (a shared machine's median is not) */
     double best = 1e30, med;
     st = xcost_time_graph_min(g, 2, 15, 1e9, &med, &best, err);
-    if (!st) *gflops = 2.0 * (double)N * (double)N * (double)N / (best * 1e6);
+    if (!st) *gflops = flops / (best * 1e6);
 out:
     ts_tensor_unref(b);
     ts_graph_free(g);
     return st;
+}
+
+/* The best of a few large, well-shaped problems: a 1024^3 matmul alone
+ * fell below what some models reach (resnet3d18's convolutions ran at 107%
+ * of it): a larger matmul amortizes its packing, and a convolution with
+ * many channels is what the models' heaviest steps are. */
+static ts_status measure_peak_flops(double *gflops, double parts[XCOST_PEAK_PARTS], ts_error *err)
+{
+    double best = 0, r = 0;
+    ts_status st;
+    for (int64_t n = 1024, k = 0; n <= 2048; n *= 2, k++) {
+        if ((st = peak_of("MatMul", 2, (int64_t[]){n, n}, 2, (int64_t[]){n, n}, NULL, 0, 2.0 * (double)n * n * n, &r,
+                          err)))
+            return st;
+        best = r > best ? r : best;
+        if (parts) parts[k] = r;
+    }
+    /* 3x3 convolution, 256 -> 256 channels on 56x56, padding 1 */
+    const int64_t pads[4] = {1, 1, 1, 1};
+    ts_attr at[1] = {ts_attr_ints("pads", pads, 4)};
+    if ((st = peak_of("Conv", 4, (int64_t[]){1, 256, 56, 56}, 4, (int64_t[]){256, 256, 3, 3}, at, 1,
+                      2.0 * 256 * 256 * 9 * 56 * 56, &r, err)))
+        return st;
+    if (parts) parts[2] = r;
+    *gflops = r > best ? r : best;
+    return TS_OK;
 }
 
 static ts_status measure_peak_bw(double *gbps, ts_error *err)
@@ -459,13 +486,24 @@ static ts_status measure_peak_bw(double *gbps, ts_error *err)
 ts_status xcost_peak(ts_costdb *db, double *gflops, double *gbps, ts_error *err)
 {
     centry *f = lookup(db, "!peak_gflops"), *b = lookup(db, "!peak_gbps");
-    ts_status st = TS_OK;
     if (f->key && b->key) {
         *gflops = f->ms;
         *gbps = b->ms;
         return TS_OK;
     }
-    if ((st = measure_peak_flops(gflops, err)) || (st = measure_peak_bw(gbps, err))) return st;
+    return xcost_peak_measure(db, NULL, gflops, gbps, err);
+}
+
+ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], double *gflops, double *gbps,
+                             ts_error *err)
+{
+    ts_status st;
+    if ((st = measure_peak_flops(gflops, parts, err)) || (st = measure_peak_bw(gbps, err))) return st;
+    /* a peak is a maximum: a measurement disturbed by other work never
+     * lowers one taken earlier */
+    centry *f = lookup(db, "!peak_gflops"), *b = lookup(db, "!peak_gbps");
+    if (f->key && f->ms > *gflops) *gflops = f->ms;
+    if (b->key && b->ms > *gbps) *gbps = b->ms;
     if (!put(db, "!peak_gflops", *gflops, 1) || !put(db, "!peak_gbps", *gbps, 1))
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     db->measured += 2;
@@ -489,15 +527,26 @@ static bool is_conv(const ts_node *nd)
     return !strcmp(nd->op->name, "Conv") || !strcmp(nd->op->name, "ConvTranspose");
 }
 
-/* The group producing a convolution's data input when that group is itself
- * a convolution whose last value is that input: its blocked output layout
- * decides which oneDNN kernel the consumer gets (a plain input lets oneDNN
- * choose freely; the producer's layout may leave it only a reference
- * kernel).  Returns its member count (0: none). */
+/* oneDNN pooling reads a convolution's blocked output as it is; measured
+ * alone it would get a plain input and pay for plain-layout pooling
+ * (inception_v3's MaxPools: 9.5 ms alone, ~0.2 ms in the model). */
+static bool is_pool(const ts_node *nd)
+{
+    const char *op = nd->op->name;
+    return !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") || !strcmp(op, "GlobalAveragePool") ||
+           !strcmp(op, "GlobalMaxPool");
+}
+
+/* The group producing a convolution's (or pooling's) data input when that
+ * group is itself a convolution whose last value is that input: its blocked
+ * output layout decides which oneDNN kernel the consumer gets (a plain
+ * input lets oneDNN choose freely; the producer's layout may leave it only
+ * a reference kernel, or spare it a reorder).  Returns its member count
+ * (0: none). */
 static int layout_producer(const ts_graph *g, const int *group_of, int head, int *pm)
 {
     const ts_node *hd = &g->nodes[head];
-    if (!is_conv(hd) || hd->ninputs < 1 || hd->inputs[0] < 0) return 0;
+    if (!(is_conv(hd) || is_pool(hd)) || hd->ninputs < 1 || hd->inputs[0] < 0) return 0;
     int x = hd->inputs[0], pn = g->values[x].producer;
     if (pn < 0 || group_of[pn] < 0) return 0;
     int ph = group_of[pn];
@@ -506,28 +555,23 @@ static int layout_producer(const ts_graph *g, const int *group_of, int head, int
     return g->nodes[pm[np - 1]].noutputs == 1 && g->nodes[pm[np - 1]].outputs[0] == x ? np : 0;
 }
 
-double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, xcost_src *src)
+bool xcost_is_free(const ts_node *hd)
 {
-    int members[2 * XCOST_MAX_GROUP], pm[XCOST_MAX_GROUP];
-    const ts_node *hd = &g->nodes[head];
-    *src = XCOST_FREE;
-    if (hd->dead || group_of[head] != head) return 0;
     const char *op = hd->op->name;
-    if (hd->noutputs == 1 && hd->ninputs >= 1 && hd->inputs[0] >= 0 &&
-        (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
-         !strcmp(op, "Identity") || (!strcmp(op, "Dropout") && (hd->ninputs < 3 || hd->inputs[2] < 0))))
-        return 0; /* views: aliases, no step */
-    /* A convolution fed by a convolution is measured as the pair minus the
-     * producer alone, so that it sees its input in the layout it gets in
-     * the model; the key names both. */
-    int np = layout_producer(g, group_of, head, pm);
-    memcpy(members, pm, sizeof(int) * (size_t)np);
-    int nm = xcost_members(g, group_of, head, members + np);
-    char *key = xcost_key(g, members + np, nm), *pkey = np ? xcost_key(g, pm, np) : NULL;
+    return hd->noutputs == 1 && hd->ninputs >= 1 && hd->inputs[0] >= 0 &&
+           (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
+            !strcmp(op, "Identity") || (!strcmp(op, "Dropout") && (hd->ninputs < 3 || hd->inputs[2] < 0)));
+}
+
+/* Key of the group (members after the np producer members in m[]), with
+ * the producer's key in front when there is one. */
+static char *group_key(const ts_graph *g, const int *m, int np, int nm)
+{
+    char *key = xcost_key(g, m + np, nm), *pkey = np ? xcost_key(g, m, np) : NULL;
     if (!key || (np && !pkey)) {
         free(key);
         free(pkey);
-        return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
+        return NULL;
     }
     if (np) {
         size_t len = strlen(pkey) + strlen(key) + 8;
@@ -535,12 +579,63 @@ double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int he
         if (both) snprintf(both, len, "%s => %s", pkey, key);
         free(key);
         key = both;
-        if (!key) {
-            free(pkey);
-            return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
-        }
     }
     free(pkey);
+    return key;
+}
+
+char *xcost_group_key(const ts_graph *g, const int *group_of, int head)
+{
+    int members[2 * XCOST_MAX_GROUP];
+    int np = layout_producer(g, group_of, head, members);
+    int nm = xcost_members(g, group_of, head, members + np);
+    return group_key(g, members, np, nm);
+}
+
+/* The cache key of a group's in-plan time (cost_plan.c). */
+static char *plan_key(const char *key)
+{
+    size_t len = strlen(key) + sizeof XCOST_PLAN_PREFIX;
+    char *k = malloc(len);
+    if (k) snprintf(k, len, "%s%s", XCOST_PLAN_PREFIX, key);
+    return k;
+}
+
+bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count)
+{
+    char *k = plan_key(key);
+    bool ok = k && put(db, k, ms, count);
+    free(k);
+    return ok;
+}
+
+/* use_plan: an in-plan time of the group, when cached, wins over its
+ * isolated measurement (it includes the layouts and reorders of the plan). */
+static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, bool use_plan,
+                         xcost_src *src)
+{
+    int members[2 * XCOST_MAX_GROUP];
+    const ts_node *hd = &g->nodes[head];
+    *src = XCOST_FREE;
+    if (hd->dead || group_of[head] != head) return 0;
+    if (xcost_is_free(hd)) return 0; /* views: aliases, no step */
+    /* A convolution fed by a convolution is measured as the pair minus the
+     * producer alone, so that it sees its input in the layout it gets in
+     * the model; the key names both. */
+    int np = layout_producer(g, group_of, head, members);
+    int nm = xcost_members(g, group_of, head, members + np);
+    char *key = group_key(g, members, np, nm);
+    if (!key) return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
+    if (use_plan) {
+        char *pk = plan_key(key);
+        centry *e = pk ? lookup(db, pk) : NULL;
+        free(pk);
+        if (e && e->key) {
+            free(key);
+            *src = XCOST_PLAN;
+            return e->ms;
+        }
+    }
     centry *e = lookup(db, key);
     double ms;
     if (e && e->key) {
@@ -549,7 +644,8 @@ double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int he
     } else {
         ts_error err = {0};
         xcost_src psrc;
-        double pair = 0, prod = np ? xcost_group(db, g, group_of, pm[0], measure, &psrc) : 0;
+        /* the producer alone, isolated like the pair */
+        double pair = 0, prod = np ? group_cost(db, g, group_of, members[0], measure, false, &psrc) : 0;
         if (measure && (!np || psrc == XCOST_CACHED || psrc == XCOST_MEASURED) &&
             !measure_group(g, members, np + nm, &pair, &err) && (ms = pair - prod > 0 ? pair - prod : 0, put(db, key, ms, 1))) {
             db->measured++;
@@ -561,6 +657,17 @@ double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int he
     }
     free(key);
     return ms;
+}
+
+double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, xcost_src *src)
+{
+    return group_cost(db, g, group_of, head, measure, true, src);
+}
+
+double xcost_group_isolated(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
+                            xcost_src *src)
+{
+    return group_cost(db, g, group_of, head, measure, false, src);
 }
 
 double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure)

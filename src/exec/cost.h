@@ -21,6 +21,7 @@ typedef enum xcost_src {
     XCOST_CACHED,   /* found in the cache */
     XCOST_MEASURED, /* measured now (and cached) */
     XCOST_ROOFLINE, /* analytic estimate */
+    XCOST_PLAN,     /* timed inside a whole plan (cost_plan.c), cached */
 } xcost_src;
 
 /* group_of[n] = head node of n's group (n itself for a head), -1 for dead
@@ -38,16 +39,56 @@ bool xcost_is_output(const ts_graph *g, int v);
  * are graph outputs (written plain). */
 char *xcost_key(const ts_graph *g, const int *members, int nm);
 
-/* Cost of the group headed by head, in ms. */
+/* Cost of the group headed by head, in ms: its in-plan time when one is
+ * cached, else its isolated measurement (cached, or measured now when
+ * `measure`), else the roofline. */
 double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
                    xcost_src *src);
+/* Same, never using an in-plan time. */
+double xcost_group_isolated(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
+                            xcost_src *src);
+/* True for a view head (Reshape, Flatten, ...): an alias, cost 0. */
+bool xcost_is_free(const ts_node *hd);
+/* The group's cache key as xcost_group uses it (with its layout producer's
+ * key in front, "P => G"); caller frees; NULL: out of memory. */
+char *xcost_group_key(const ts_graph *g, const int *group_of, int head);
+
+/* In-plan times are cached under XCOST_PLAN_PREFIX + group key. */
+#define XCOST_PLAN_PREFIX "@plan "
+bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count);
+
+typedef struct xcost_plan_times {
+    int steps;         /* steps of the plan */
+    int groups;        /* non-view groups given an in-plan time */
+    double steps_ms;   /* median over runs of the sum of all steps */
+    double run_ms;     /* median wall time of the timed runs (whole ts_plan_run) */
+    double plain_ms;   /* median of as many untimed runs, paired with them */
+    double unowned_ms; /* steps attributed to no group (none found) */
+} xcost_plan_times;
+
+/* Builds g's plan, runs it warmup + iters times with the step timer (and
+ * iters times without, paired in random order: the end-to-end time under
+ * the same load), and caches each group's in-plan cost: the sum of its
+ * steps' medians over the runs, all step medians scaled to add up to the
+ * median run total (a planner-inserted reorder counts for the group it is
+ * named after, one converting a graph input for the step that follows it),
+ * averaged over the groups sharing a key.  A group that got no step of its
+ * own (the runtime fused it into another) costs 0 in the plan. */
+ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
+                          ts_error *err);
 
 /* FLOPs and bytes touched (external inputs + outputs) of a group. */
 void xcost_group_work(const ts_graph *g, const int *members, int nm, double *flops, double *bytes);
 
-/* Machine peak (GFLOP/s of a 1024^3 matmul in the runtime, GB/s of a
+/* Machine peak (GFLOP/s: the best of a 1024^3 and a 2048^3 matmul and a
+ * 256->256-channel 3x3 convolution on 56x56 in the runtime; GB/s of a
  * parallel memcpy), measured once and cached in db. */
 ts_status xcost_peak(ts_costdb *db, double *gflops, double *gbps, ts_error *err);
+/* Measures the peak again (parts: GFLOP/s of the three problems, may be
+ * NULL); the cached peak becomes the larger of the old and the new. */
+#define XCOST_PEAK_PARTS 3
+ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], double *gflops, double *gbps,
+                             ts_error *err);
 
 /* "Intel(R) Xeon(R) ... x16": /proc/cpuinfo model name and core count. */
 void xcost_cpu_id(char *buf, size_t n);

@@ -4,6 +4,7 @@
  * so conv -> pool -> conv chains never convert. */
 #include <stdlib.h>
 #include <string.h>
+#include "exec/dnnl_serial.h"
 #include "exec/dnnl_util.h"
 #include "ops/attrs.h"
 
@@ -12,6 +13,7 @@ typedef struct pool_state {
     dnnl_stream_t stream;
     xd_mem src, dst, pad;
     dnnl_exec_arg_t args[3];
+    bool serial; /* tiny: built and run on one thread (dnnl_serial.h) */
 } pool_state;
 
 static void pool_destroy(void *state)
@@ -28,11 +30,13 @@ static void pool_destroy(void *state)
 static void pool_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
     pool_state *c = s->state;
+    int threads = xd_serial_enter(c->serial);
     xd_mem_bind(&c->src, in[0], c->stream);
     xd_mem_bind(&c->dst, out[0], c->stream);
     xd_mem_bind(&c->pad, scratch, c->stream);
     dnnl_primitive_execute(c->prim, c->stream, 3, c->args);
     dnnl_stream_wait(c->stream);
+    xd_serial_leave(c->serial, threads);
 }
 
 static bool is_graph_output(const ts_graph *g, int v)
@@ -141,4 +145,25 @@ fail:
     return st;
 }
 
-const xkernel xk_dnnl_pool = {"dnnl.pool", pool_build, pool_run, pool_destroy};
+/* Work: one operation per window element and output element. */
+static ts_status pool_build_sized(xplan *p, int n, xstep *s, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    const ts_shape *xs = &g->values[nd->inputs[0]].shape, *ys = &g->values[nd->outputs[0]].shape;
+    double win = 1;
+    if (!strncmp(nd->op->name, "Global", 6)) {
+        for (int i = 2; i < xs->rank; i++) win *= (double)xs->dims[i];
+    } else {
+        const ts_pool_attrs *pa = nd->attrs;
+        for (int i = 0; i < pa->win.nkernel; i++) win *= (double)pa->win.kernel[i];
+    }
+    bool serial = xd_serial(p, win * (double)ts_shape_numel(ys));
+    int threads = xd_serial_enter(serial);
+    ts_status st = pool_build(p, n, s, err);
+    xd_serial_leave(serial, threads);
+    if (!st) ((pool_state *)s->state)->serial = serial;
+    return st;
+}
+
+const xkernel xk_dnnl_pool = {"dnnl.pool", pool_build_sized, pool_run, pool_destroy};

@@ -37,6 +37,11 @@ typedef struct xbuf {
                        XB_INPUT/XB_OUTPUT: index in g->inputs/g->outputs */
     void *data;     /* XB_CONST: the data (owned when owns_data) */
     bool owns_data;
+    /* XB_CONST re-laid out by a kernel: the constant's data it was made
+     * from and the kernel's layout tag, so nodes sharing a weight share one
+     * copy (NULL when not such a copy) */
+    const void *packed_from;
+    const char *packing;
     int alias_of;   /* XB_ALIAS */
     bool blocked;   /* layout is `md` (oneDNN), not plain row-major */
     dnnl_memory_desc_t md;
@@ -83,6 +88,7 @@ struct xplan {
     void *arena;
     void **ptrs; /* run-time pointer per buffer (resolved each run, no allocation) */
     ts_plan_stats stats;
+    double *step_ms; /* optional per-step timer (step_timer.h): NULL = off */
 };
 
 /* ---- for kernels, at plan time */

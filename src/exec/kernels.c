@@ -6,8 +6,9 @@
 
 extern const xentry xkernels_dnnl[]; /* oneDNN: conv, matmul, ... */
 extern const xentry xkernels_vec[];  /* tsopt's vectorized kernels */
+extern const xentry xkernels_vec_first[]; /* vec kernels that beat oneDNN where they accept */
 
-static const xentry *const tables[] = {xkernels_dnnl, xkernels_vec};
+static const xentry *const tables[] = {xkernels_vec_first, xkernels_dnnl, xkernels_vec};
 
 const xkernel *const *xkernels_for(const char *op, const xkernel **buf)
 {

@@ -3,9 +3,11 @@
 #include "exec/exec.h"
 
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_dnnl_pool;
+extern const xkernel xk_deconv_gemm; /* deconv_gemm.c: GEMM + col2im, tried first (per-shape rule inside) */
 
 const xentry xkernels_dnnl[] = {
     {"Conv", &xk_dnnl_conv},
+    {"ConvTranspose", &xk_deconv_gemm},
     {"ConvTranspose", &xk_dnnl_deconv},
     {"MatMul", &xk_dnnl_matmul},
     {"Gemm", &xk_dnnl_gemm},

@@ -15,7 +15,18 @@ const xentry xkernels_vec[] = {
     {"LayerNormalization", &xk_vec_layernorm},
     {"ReduceSum", &xk_vec_reduce},  {"ReduceMean", &xk_vec_reduce},  {"ReduceMax", &xk_vec_reduce},
     {"Transpose", &xk_vec_transpose}, {"Slice", &xk_vec_slice},     {"Expand", &xk_vec_expand},
-    {"Concat", &xk_vec_concat},     {"Gather", &xk_vec_gather},
+    {"Concat", &xk_vec_concat},     {"Gather", &xk_vec_gather},      {"Split", &xk_vec_split},
     {"Resize", &xk_vec_resize},     {"Upsample", &xk_vec_resize},
+    {"Pad", &xk_vec_pad},           {"BatchNormalization", &xk_vec_batchnorm},
+    {NULL, NULL},
+};
+
+/* Tried before the oneDNN table: small-M MatMul with constant weights
+ * (vec_gemv.c) and a MatMul reading a gathered band (vec_band.c, with the
+ * Gather it defers); they decline everything else to the tables below. */
+const xentry xkernels_vec_first[] = {
+    {"MatMul", &xk_vec_gemv},
+    {"MatMul", &xk_vec_band},
+    {"Gather", &xk_vec_band_defer},
     {NULL, NULL},
 };

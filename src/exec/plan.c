@@ -141,7 +141,11 @@ bool xplan_inplace_ok(const xplan *p, int b, int n)
      * twins) must be dead after n: its only pending reader is n. */
     for (int c = 0; c < p->nbufs; c++) {
         int w = p->bufs[c].value;
-        if (w < 0 || xbuf_root(p, c) != r) continue;
+        if (xbuf_root(p, c) != r) continue;
+        /* Split pieces are views at offsets: writing over one in place
+         * would need the piece's size and offset, not the root's */
+        if (xbuf_alias_offset(p, c)) return false;
+        if (w < 0) continue;
         int left = p->consumers[w];
         if (left == 0) continue;
         if (left > 1 || is_graph_output(p, w) || !node_uses(nd, w)) return false;
@@ -239,10 +243,121 @@ static int try_view(xplan *p, int n, ts_error *err)
     if ((b = xplan_plain(p, b, err)) < 0) return -1;
     xbuf a = plain_buf(vo, out->dtype, &out->shape, XB_ALIAS);
     a.alias_of = xbuf_root(p, b);
+    a.offset = xbuf_alias_offset(p, b); /* a view of a Split piece */
     int id = add_buf(p, &a);
     if (id < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
     xplan_bind_value(p, vo, id);
     return 1;
+}
+
+/* A Split whose pieces are contiguous in its plain input (every dimension
+ * before the axis is 1: a channel split of an N=1 NCHW tensor, a column
+ * split of a one-row matrix) needs no copy: each output is an alias at a
+ * byte offset into the input; likewise an N=1 channel-blocked conv output
+ * split at block boundaries.  1: done; 0: not contiguous here; -1: error. */
+static int try_split_view(xplan *p, int n, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    if (strcmp(nd->op->name, "Split") || nd->ninputs < 1 || nd->inputs[0] < 0 || !nd->op->emit) return 0;
+    const ts_value *in = &p->g->values[nd->inputs[0]];
+    ts_attr a[4];
+    int na = nd->op->emit(nd->attrs, a, 4), axis = -1;
+    int64_t ax = 0;
+    for (int i = 0; i < na; i++)
+        if (!strcmp(a[i].name, "axis")) ax = a[i].i;
+    axis = (int)(ax < 0 ? ax + in->shape.rank : ax);
+    if (axis < 0 || axis >= in->shape.rank) return 0;
+    for (int d = 0; d < axis; d++)
+        if (in->shape.dims[d] != 1) return 0;
+    for (int o = 0; o < nd->noutputs; o++) {
+        const ts_value *out = &p->g->values[nd->outputs[o]];
+        /* a graph output must land in the caller's tensor: let a step copy it */
+        if (nd->outputs[o] < 0 || is_graph_output(p, nd->outputs[o]) || out->dtype != in->dtype) return 0;
+    }
+    int b = xplan_value_buf(p, nd->inputs[0]);
+    if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+    /* A conv's output in oneDNN's channel-blocked layout (N=1, blocks of 8
+     * or 16 channels) splits at block boundaries into pieces that are
+     * themselves blocked tensors: views too, with no reorder either way. */
+    int block = 0;
+    if (p->bufs[b].blocked && axis == 1 && in->shape.rank == 4 && in->dtype == TS_F32) {
+        for (int k = 0; k < 2 && !block; k++) {
+            dnnl_memory_desc_t md;
+            dnnl_dims_t d = {in->shape.dims[0], in->shape.dims[1], in->shape.dims[2], in->shape.dims[3]};
+            dnnl_memory_desc_init_by_tag(&md, 4, d, dnnl_f32, k ? dnnl_aBcd8b : dnnl_aBcd16b);
+            if (dnnl_memory_desc_equal(&md, &p->bufs[b].md)) block = k ? 8 : 16;
+        }
+        for (int o = 0; o < nd->noutputs && block; o++)
+            if (p->g->values[nd->outputs[o]].shape.dims[1] % block) block = 0;
+    }
+    if (!block && (b = xplan_plain(p, b, err)) < 0) return -1;
+    int64_t off = xbuf_alias_offset(p, b);
+    int root = xbuf_root(p, b);
+    for (int o = 0; o < nd->noutputs; o++) {
+        const ts_value *out = &p->g->values[nd->outputs[o]];
+        xbuf v = plain_buf(nd->outputs[o], out->dtype, &out->shape, XB_ALIAS);
+        if (block) {
+            dnnl_dims_t d = {out->shape.dims[0], out->shape.dims[1], out->shape.dims[2], out->shape.dims[3]};
+            dnnl_memory_desc_init_by_tag(&v.md, 4, d, dnnl_f32, block == 8 ? dnnl_aBcd8b : dnnl_aBcd16b);
+            v.blocked = true;
+            v.bytes = dnnl_memory_desc_get_size(&v.md);
+        }
+        v.alias_of = root;
+        v.offset = off;
+        int id = add_buf(p, &v);
+        if (id < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+        xplan_bind_value(p, nd->outputs[o], id);
+        off += (int64_t)v.bytes;
+    }
+    return 1;
+}
+
+/* True when a step wrote another value into the storage of buffer b (an
+ * in-place kernel reusing it after v's last reader): v is gone from it. */
+static bool overwritten(const xplan *p, int b, int v)
+{
+    int r = xbuf_root(p, b);
+    for (int i = 0; i < p->nsteps; i++)
+        for (int j = 0; j < p->steps[i].nout; j++) {
+            int c = p->steps[i].out[j];
+            if (c >= 0 && xbuf_root(p, c) == r && p->bufs[c].value != v) return true;
+        }
+    return false;
+}
+
+/* An element-wise node computing what an already lowered node computed
+ * (same operator, inputs and attributes) reuses that result: NASNet-A
+ * applies a separate Relu to a cell input in every branch reading it, 60
+ * duplicates of 192.  The output becomes an alias of the earlier result's
+ * buffer (any layout), so no step runs.  Only results that exist in a
+ * buffer qualify (not a value fused away inside another step), and not
+ * graph outputs (the caller's tensor must be written).  1: done; 0: none. */
+static int try_cse(xplan *p, int n, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || is_graph_output(p, nd->outputs[0])) return 0;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *o = &g->nodes[m];
+        if (m == n || o->dead || !p->claimed[m] || o->op != nd->op || o->noutputs != 1 || o->ninputs != nd->ninputs ||
+            memcmp(o->inputs, nd->inputs, sizeof(int) * (size_t)nd->ninputs) ||
+            (nd->op->attr_size && memcmp(o->attrs, nd->attrs, nd->op->attr_size)))
+            continue;
+        int b = p->value_buf[o->outputs[0]];
+        if (b < 0 || overwritten(p, b, o->outputs[0])) continue;
+        xbuf a = p->bufs[b];
+        a.kind = XB_ALIAS;
+        a.value = nd->outputs[0];
+        a.alias_of = xbuf_root(p, b);
+        a.offset = p->bufs[b].kind == XB_ALIAS ? p->bufs[b].offset : 0; /* b may be a view at an offset */
+        a.data = NULL;
+        a.owns_data = false;
+        int id = add_buf(p, &a);
+        if (id < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+        xplan_bind_value(p, nd->outputs[0], id);
+        return 1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------- lowering */
@@ -280,6 +395,8 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
     int r = try_view(p, n, err);
+    if (!r) r = try_split_view(p, n, err);
+    if (!r) r = try_cse(p, n, err);
     if (r < 0) return err->code;
     if (r > 0) {
         p->claimed[n] = true;

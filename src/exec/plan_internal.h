@@ -12,6 +12,13 @@ static inline int xbuf_root(const xplan *p, int b)
     return b;
 }
 
+/* Byte offset of alias b in its root's storage (0 but for Split pieces,
+ * plan.c); an alias always names its root directly, so one step suffices. */
+static inline int64_t xbuf_alias_offset(const xplan *p, int b)
+{
+    return p->bufs[b].kind == XB_ALIAS ? p->bufs[b].offset : 0;
+}
+
 /* Plain copy between two plain buffers of equal size (graph outputs that
  * cannot be written in place: inputs, constants, views, duplicates). */
 extern const xkernel xk_copy;

@@ -5,6 +5,7 @@
  * with the inputs. */
 #include <omp.h>
 #include "exec/plan_internal.h"
+#include "exec/step_timer.h"
 
 static ts_status check_tensor(const char *what, const ts_value *v, const ts_tensor *t, ts_error *err)
 {
@@ -38,14 +39,17 @@ static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *co
         }
     }
     for (int b = 0; b < p->nbufs; b++)
-        if (p->bufs[b].kind == XB_ALIAS) p->ptrs[b] = p->ptrs[xbuf_root(p, b)];
+        if (p->bufs[b].kind == XB_ALIAS) p->ptrs[b] = (char *)p->ptrs[xbuf_root(p, b)] + p->bufs[b].offset;
     void **args = p->ptrs + p->nbufs;
     for (int i = 0; i < p->nsteps; i++) {
         const xstep *s = &p->steps[i];
         void **in = args, **out = args + s->nin;
         for (int j = 0; j < s->nin; j++) in[j] = s->in[j] >= 0 ? p->ptrs[s->in[j]] : NULL;
         for (int j = 0; j < s->nout; j++) out[j] = p->ptrs[s->out[j]];
+        /* the optional timer costs one test per step when off */
+        double t0 = p->step_ms ? xstep_timer_now() : 0;
         s->k->run(s, in, out, s->scratch_bytes ? arena + s->scratch_offset : NULL);
+        if (p->step_ms) p->step_ms[i] = xstep_timer_now() - t0;
         if (s->k == &xk_ref && xk_ref_take_error(s, err)) return err->code;
     }
     return TS_OK;

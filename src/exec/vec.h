@@ -125,6 +125,8 @@ XV_INLINE float xv_sigmoid(float x) { return 1.0f / (1.0f + xv_exp(-x)); }
 
 /* Kernels of the family (listed in list_vec.c). */
 extern const xkernel xk_vec_eltwise, xk_vec_softmax, xk_vec_layernorm, xk_vec_reduce, xk_vec_transpose,
-    xk_vec_concat, xk_vec_slice, xk_vec_gather, xk_vec_expand, xk_vec_resize;
+    xk_vec_concat, xk_vec_slice, xk_vec_gather, xk_vec_expand, xk_vec_resize, xk_vec_gemv, xk_vec_split,
+    xk_vec_band, xk_vec_band_defer;
+extern const xkernel xk_vec_pad, xk_vec_batchnorm; /* vec_pad.c, vec_batchnorm.c */
 
 #endif

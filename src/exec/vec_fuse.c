@@ -5,6 +5,7 @@
  * pass over memory).  The program it builds runs in vec_eltwise.c. */
 #include <stdlib.h>
 #include "exec/vec_eltwise.h"
+#include "exec/vec_layout.h"
 #include "ops/op.h"
 
 /* An input of a node we may absorb must already exist when this step runs:
@@ -26,6 +27,26 @@ static bool joinable(const xplan *p, int c, int cur, const ts_shape *shape)
     const ts_node *nd = &p->g->nodes[c];
     if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || !xv_all_f32(p, c)) return false;
     return ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape) && inputs_ready(p, c, cur);
+}
+
+/* The chain may run on its inputs' own layout when they all have the
+ * result's shape (no broadcast: element i of every operand is the same
+ * logical element) and one dense permuted layout, like the channels-last
+ * outputs of convolutions; the result then keeps that layout.  Saves a
+ * conversion to plain per input and one back before the next conv. */
+static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, const ts_shape *shape, int *order)
+{
+    for (int i = 0; i < p->g->noutputs; i++)
+        if (p->g->outputs[i] == cur) return false; /* the caller's tensor is plain */
+    for (int j = 0; j < pr->next; j++) {
+        int o[TS_MAX_RANK], b = xplan_value_buf(p, ext[j]);
+        if (b < 0 || !ts_shape_eq(&p->g->values[ext[j]].shape, shape) || !xv_dense_order(&p->bufs[b], o)) return false;
+        if (j == 0)
+            memcpy(order, o, sizeof o);
+        else if (memcmp(order, o, sizeof o))
+            return false;
+    }
+    return pr->next > 0 && shape->rank > 0 && !xv_order_plain(order, shape->rank);
 }
 
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
@@ -57,13 +78,16 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = pr;
     if (xstep_alloc(s, pr->next, 1, err)) return err->code;
     const ts_shape *shapes[XV_MAXIN];
+    int order[TS_MAX_RANK];
+    bool keep = keep_order(p, pr, ext, cur, &shape, order);
     for (int j = 0; j < pr->next; j++) {
         shapes[j] = &g->values[ext[j]].shape;
-        s->in[j] = xplan_plain(p, xplan_value_buf(p, ext[j]), err);
+        s->in[j] = keep ? xplan_value_buf(p, ext[j]) : xplan_plain(p, xplan_value_buf(p, ext[j]), err);
         if (s->in[j] < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
     s->out[0] = xplan_value_buf(p, cur);
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (keep) xv_set_order(p, s->out[0], order);
     xv_geometry(pr, &shape, shapes);
     pr->threads = xv_threads(p);
     return TS_OK;

@@ -6,6 +6,7 @@
  * of a row become row memcpys.  Rows are split over threads when large. */
 #include <stdlib.h>
 #include "exec/vec.h"
+#include "exec/vec_layout.h"
 #include "ops/attrs.h"
 
 /* ------------------------------------------------------- strided copy */
@@ -132,6 +133,35 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
     return true;
 }
 
+static bool is_graph_output(const xplan *p, int v)
+{
+    for (int i = 0; i < p->g->noutputs; i++)
+        if (p->g->outputs[i] == v) return true;
+    return false;
+}
+
+/* The dense permuted layout (vec_layout.h) that input 0 of node nd and
+ * every further input in [1, nshared) have in common, for a result that may
+ * keep it (not a graph output, float32): false when it is plain or they
+ * differ. */
+static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
+{
+    const ts_value *y = &p->g->values[nd->outputs[0]];
+    if (y->dtype != TS_F32 || y->shape.rank < 2 || is_graph_output(p, nd->outputs[0])) return false;
+    for (int j = 0; j < nshared; j++) {
+        int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
+        if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xv_dense_order(&p->bufs[b], o))
+            return false;
+        if (j == 0)
+            memcpy(order, o, sizeof o);
+        else if (memcmp(order, o, sizeof o))
+            return false;
+    }
+    return !xv_order_plain(order, y->shape.rank);
+}
+
+/* A dense permuted input (vec_layout.h) is sliced in its own order and the
+ * result keeps it. */
 static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
@@ -158,7 +188,14 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return TS_ERR_UNSUPPORTED;
     int64_t xst[TS_MAX_RANK], stride[TS_MAX_RANK], base = 0;
-    ts_shape_strides(xs, xst);
+    int order[TS_MAX_RANK];
+    bool keep = common_order(p, nd, 1, order);
+    if (keep) {
+        int64_t e = 1;
+        for (int k = xs->rank - 1; k >= 0; k--) xst[order[k]] = e, e *= xs->dims[order[k]];
+    } else {
+        ts_shape_strides(xs, xst);
+    }
     for (int d = 0; d < xs->rank; d++) stride[d] = xst[d];
     for (int i = 0; i < ns; i++) { /* the same clamping as src/ops/slice.c */
         int d;
@@ -177,8 +214,21 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     if (!s) return err->code;
     st->state = s;
     s->base = base;
-    strided_setup(s, ys, stride);
-    return bind_first(p, n, st, err);
+    if (!keep) {
+        strided_setup(s, ys, stride);
+        return bind_first(p, n, st, err);
+    }
+    /* walk the output in its physical order */
+    ts_shape yp = *ys;
+    int64_t sp[TS_MAX_RANK];
+    for (int k = 0; k < ys->rank; k++) yp.dims[k] = ys->dims[order[k]], sp[k] = stride[order[k]];
+    strided_setup(s, &yp, sp);
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = xplan_value_buf(p, nd->inputs[0]);
+    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
+    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    xv_set_order(p, st->out[0], order);
+    return TS_OK;
 }
 
 static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
@@ -212,6 +262,9 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     }
 }
 
+/* Inputs in one dense permuted layout (channels-last conv outputs) are
+ * concatenated in it: the same block copies over the physical dims, with
+ * the concat axis at its physical position; the result keeps the layout. */
 static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
@@ -219,6 +272,12 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     int axis;
     if (y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
     if (!ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, y->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    int order[TS_MAX_RANK], pax = axis;
+    bool keep = common_order(p, nd, nd->ninputs, order);
+    if (!keep)
+        for (int d = 0; d < y->shape.rank; d++) order[d] = d;
+    for (int k = 0; k < y->shape.rank; k++)
+        if (order[k] == axis) pax = k;
     mv_state *s = mv_new(p, n, err);
     if (!s) return err->code;
     st->state = s;
@@ -226,20 +285,22 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     if (!(s->blk = calloc((size_t)s->nin + 1, sizeof *s->blk)))
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
     s->outer = 1;
-    for (int d = 0; d < axis; d++) s->outer *= y->shape.dims[d];
+    for (int k = 0; k < pax; k++) s->outer *= y->shape.dims[order[k]];
     int64_t inner = (int64_t)s->es;
-    for (int d = axis + 1; d < y->shape.rank; d++) inner *= y->shape.dims[d];
+    for (int k = pax + 1; k < y->shape.rank; k++) inner *= y->shape.dims[order[k]];
     s->inner_bytes = inner * y->shape.dims[axis];
     s->bytes = s->outer * s->inner_bytes;
     if (xstep_alloc(st, nd->ninputs, 1, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
         if (nd->inputs[j] < 0) return TS_ERR_UNSUPPORTED;
         s->blk[j] = inner * p->g->values[nd->inputs[j]].shape.dims[axis];
-        if ((st->in[j] = xplan_plain(p, xplan_value_buf(p, nd->inputs[j]), err)) < 0)
-            return err->code ? err->code : TS_ERR_INVALID;
+        int b = xplan_value_buf(p, nd->inputs[j]);
+        if ((st->in[j] = keep ? b : xplan_plain(p, b, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
     st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    return st->out[0] < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer") : TS_OK;
+    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (keep) xv_set_order(p, st->out[0], order);
+    return TS_OK;
 }
 
 /* -------------------------------------------------------------- Gather */

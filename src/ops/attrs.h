@@ -52,6 +52,16 @@ typedef struct ts_pool_attrs {
     int32_t storage_order;     /* MaxPool: layout of the Indices output only */
 } ts_pool_attrs;
 
+/* Pad (pad.c).  npads -1: the opset >= 11 form (pads, constant_value and
+ * axes are inputs). */
+enum { TS_PAD_CONSTANT, TS_PAD_REFLECT, TS_PAD_EDGE };
+typedef struct ts_pad_attrs {
+    int mode; /* TS_PAD_* */
+    int npads;
+    int64_t pads[2 * TS_MAX_RANK];
+    double value;
+} ts_pad_attrs;
+
 /* Gemm (matmul.c). */
 typedef struct ts_gemm_attrs {
     double alpha, beta;

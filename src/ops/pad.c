@@ -4,17 +4,14 @@
  * crop. */
 #include <stdio.h>
 #include <string.h>
+#include "ops/attrs.h"
 #include "ops/op.h"
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
+/* the struct is in attrs.h: the runtime's vec.pad kernel reads it */
+enum { PAD_CONSTANT = TS_PAD_CONSTANT, PAD_REFLECT = TS_PAD_REFLECT, PAD_EDGE = TS_PAD_EDGE };
 static const char *const mode_names[] = {"constant", "reflect", "edge"};
 
-typedef struct pad_attrs {
-    int mode;
-    int npads; /* -1: absent (opset >= 11 form) */
-    int64_t pads[2 * TS_MAX_RANK];
-    double value;
-} pad_attrs;
+typedef ts_pad_attrs pad_attrs;
 
 static ts_status pad_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {

@@ -41,6 +41,7 @@ typedef struct sctx {
     int cur_rule;
     ts_error *err;
     bool failed, out_of_time;
+    ts_const_cache *cc; /* concatenated weights, shared by all candidates */
 } sctx;
 
 static double now_s(void)
@@ -174,17 +175,9 @@ static bool time_up(sctx *s)
     return s->out_of_time;
 }
 
-static bool on_match(const ts_match *m, void *ctx)
+/* Queues candidate ng (owned) made from the current graph by rule cur_rule. */
+static bool consider(sctx *s, ts_graph *ng)
 {
-    sctx *s = ctx;
-    ts_graph *ng = NULL;
-    s->matches++;
-    if (time_up(s)) return false;
-    if (ts_rule_apply(s->cur, &s->o->rules[s->cur_rule], m, &ng, s->err)) {
-        s->failed = true;
-        return false;
-    }
-    if (!ng) return true;
     if (!seen_add(s, ts_graph_hash(ng))) {
         ts_graph_free(ng);
         return true;
@@ -223,38 +216,169 @@ static bool on_match(const ts_match *m, void *ctx)
     return !s->failed;
 }
 
+static bool on_match(const ts_match *m, void *ctx)
+{
+    sctx *s = ctx;
+    ts_graph *ng = NULL;
+    s->matches++;
+    if (time_up(s)) return false;
+    if (ts_rule_apply_cached(s->cur, &s->o->rules[s->cur_rule], m, s->cc, &ng, s->err)) {
+        s->failed = true;
+        return false;
+    }
+    if (!ng) return true;
+    return consider(s, ng);
+}
+
+/* Hand-written moves: whole-graph rewrites, each an exhaustive application
+ * of a proved rule (taso/apply.h).  Numbered -1 - k in the history. */
+enum { MOVE_BN, MOVE_CSE, MOVE_SUMS, MOVE_SIBLINGS, MOVE_SUMS_SIBLINGS, MOVE_STACK, NMOVES };
+static const char *const HAND_NAMES[] = {"fold-conv-batchnorm", "cse", "merge-matmul-sums", "merge-siblings",
+                                         "merge-matmul-sums+siblings", "stack-shared-weight-matmuls"};
+
+static int apply_move(sctx *s, int k, ts_graph *g, int value)
+{
+    switch (k) {
+    case MOVE_BN: {
+        int n = ts_fold_conv_bn(g, s->err);
+        if (n > 0 && ts_graph_fold_constants(g, s->err) < 0) return -1;
+        return n;
+    }
+    case MOVE_CSE: return ts_cse(g, s->err);
+    case MOVE_SUMS: return ts_merge_matmul_sums(g, s->cc, s->err);
+    case MOVE_SUMS_SIBLINGS: {
+        /* merging the sums pays mostly through the sibling merge it enables
+         * (the Concat [x h] becomes the shared input) */
+        int n = ts_merge_matmul_sums(g, s->cc, s->err), m = n > 0 ? ts_merge_siblings(g, -1, s->cc, s->err) : 0;
+        return n < 0 || m < 0 ? -1 : m > 0 ? n + m : 0;
+    }
+    case MOVE_STACK: return ts_merge_shared_weights(g, s->cc, s->err);
+    default: return ts_merge_siblings(g, value, s->cc, s->err);
+    }
+}
+
+/* Greedy phase: each move applied to the whole graph is kept when the cost
+ * model says the graph got cheaper; repeated until nothing improves.  One
+ * whole-graph move stands for many rule applications (merging 8 MatMuls is
+ * 7 pairwise merges, each of which Algorithm 2 would have had to cost and
+ * queue), so the backtracking search starts from a much better graph. */
+static ts_status greedy(sctx *s, ts_graph **cur, double *cost, hist **h)
+{
+    for (int round = 0; round < 8; round++) {
+        /* each round keeps the cheapest move (moves overlap: the sums
+         * merge and the sibling merge compete for the same MatMuls) */
+        ts_graph *best = NULL;
+        double best_c = *cost;
+        int best_k = -1, best_n = 0;
+        for (int k = 0; k < NMOVES && !time_up(s); k++) {
+            ts_graph *ng = ts_graph_copy(*cur);
+            if (!ng) {
+                ts_graph_free(best);
+                return ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
+            }
+            int n = apply_move(s, k, ng, -1);
+            if (n < 0) {
+                ts_graph_free(ng);
+                /* a move that does not fit (a shape it cannot take) is skipped */
+                if (s->err->code == TS_ERR_NOMEM) {
+                    ts_graph_free(best);
+                    return s->err->code;
+                }
+                *s->err = (ts_error){0};
+                continue;
+            }
+            double c = n > 0 ? ts_cost_graph(s->o->db, ng, true) : 0;
+            if (getenv("TSOPT_SEARCH_DEBUG")) {
+                /* a debugging aid: each move's graph, for `tsopt profile` */
+                fprintf(stderr, "greedy: %s x%d: cost %.3f -> %.3f ms\n", HAND_NAMES[k], n, *cost, c);
+                char path[512];
+                ts_error e2 = {0};
+                snprintf(path, sizeof path, "%s.r%d.%s.onnx", getenv("TSOPT_SEARCH_DEBUG"), round, HAND_NAMES[k]);
+                if (n > 0 && strlen(getenv("TSOPT_SEARCH_DEBUG")) > 1) ts_onnx_save(ng, path, &e2);
+            }
+            if (n == 0 || !(c < best_c)) {
+                ts_graph_free(ng);
+                continue;
+            }
+            ts_graph_free(best);
+            best = ng;
+            best_c = c;
+            best_k = k;
+            best_n = n;
+        }
+        if (!best) break;
+        seen_add(s, ts_graph_hash(best));
+        for (int i = 0; i < best_n; i++) {
+            hist *nh = hist_push(*h, -1 - best_k);
+            if (!nh) {
+                ts_graph_free(best);
+                return ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
+            }
+            hist_unref(*h);
+            *h = nh;
+        }
+        ts_graph_free(*cur);
+        *cur = best;
+        *cost = best_c;
+    }
+    return TS_OK;
+}
+
+/* Per-value sibling merges as candidates of Algorithm 2: where merging
+ * everything at once was not cheaper, merging at one input may be. */
+static void sibling_moves(sctx *s, const ts_graph *g)
+{
+    int vals[256];
+    int nv = ts_merge_candidates(g, vals, 256);
+    s->cur_rule = -1 - MOVE_SIBLINGS;
+    for (int i = 0; i < nv && !s->failed && !time_up(s); i++) {
+        ts_graph *ng = ts_graph_copy(g);
+        if (!ng) {
+            s->failed = true;
+            ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
+            return;
+        }
+        int n = ts_merge_siblings(ng, vals[i], s->cc, s->err);
+        if (n <= 0) {
+            ts_graph_free(ng);
+            if (n < 0 && s->err->code == TS_ERR_NOMEM) s->failed = true;
+            else *s->err = (ts_error){0};
+            continue;
+        }
+        consider(s, ng);
+    }
+}
+
 static int cmp_applied(const void *a, const void *b)
 {
     const ts_search_applied *x = a, *y = b;
     return x->count != y->count ? y->count - x->count : strcmp(x->name, y->name);
 }
 
-static const char *const HAND_NAMES[] = {"fold-conv-batchnorm"};
-
 ts_status ts_search_run(const ts_graph *g0, const ts_search_opts *o, ts_search_result *res, ts_error *err)
 {
     memset(res, 0, sizeof *res);
-    sctx s = {.o = o, .err = err, .t0 = now_s()};
+    sctx s = {.o = o, .err = err, .t0 = now_s(), .cc = ts_const_cache_new()};
     s.max = o->max_queue > 0 ? o->max_queue : 4096;
     ts_status st = TS_OK;
     res->cost_before = ts_cost_graph(o->db, g0, true);
 
-    /* hand-written rewrites first: they never make a graph slower */
     ts_graph *start = ts_graph_copy(g0);
-    if (!start) return ts_error_set(err, TS_ERR_NOMEM, "out of memory copying the graph");
-    hist *h0 = NULL;
-    int nbn = ts_fold_conv_bn(start, err);
-    if (nbn < 0 || ts_graph_fold_constants(start, err) < 0) {
+    if (!start || !s.cc) {
         ts_graph_free(start);
+        ts_const_cache_free(s.cc);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory copying the graph");
+    }
+    hist *h0 = NULL;
+    s.cost0 = res->cost_before;
+    double c0 = res->cost_before;
+    if (greedy(&s, &start, &c0, &h0)) {
+        ts_graph_free(start);
+        hist_unref(h0);
+        ts_const_cache_free(s.cc);
         return err->code;
     }
-    for (int i = 0; i < nbn; i++) {
-        hist *h = hist_push(h0, -1);
-        hist_unref(h0);
-        h0 = h;
-    }
-    s.cost0 = res->cost_before;
-    double c0 = ts_cost_graph(o->db, start, true);
+    res->greedy_seconds = now_s() - s.t0;
     s.best = ts_graph_copy(start);
     s.best_cost = c0;
     s.best_h = h0;
@@ -277,6 +401,7 @@ ts_status ts_search_run(const ts_graph *g0, const ts_search_opts *o, ts_search_r
         } else {
             s.cur = e.g;
             s.cur_h = e.h;
+            sibling_moves(&s, e.g);
             for (int r = 0; r < o->nrules && !s.failed && !s.out_of_time; r++) {
                 s.cur_rule = r;
                 ts_match_all(&ix, &o->rules[r], on_match, &s);
@@ -296,6 +421,7 @@ done:
     }
     free(s.heap);
     free(s.seen);
+    ts_const_cache_free(s.cc);
     res->explored = s.explored;
     res->generated = s.generated;
     res->matches = s.matches;

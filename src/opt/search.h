@@ -31,13 +31,16 @@ typedef struct ts_search_result {
     int generated; /* distinct graphs made by substitutions */
     int matches;   /* rule matches tried */
     double seconds;
+    double greedy_seconds; /* of which the greedy phase of whole-graph moves */
     int napplied;
     ts_search_applied *applied;
     int nsteps; /* substitutions on the path (hand-written ones included) */
 } ts_search_result;
 
-/* Runs the hand-written rewrites (conv+batchnorm fold) and then Algorithm 2
- * from g.  g is not modified. */
+/* Runs the greedy phase of whole-graph moves (conv+batchnorm fold, CSE,
+ * merging MatMul sums and sibling MatMuls/Convs; each kept only when the
+ * cost model says it is cheaper) and then Algorithm 2 from its result, with
+ * per-input sibling merges as extra candidates.  g is not modified. */
 ts_status ts_search_run(const ts_graph *g, const ts_search_opts *o, ts_search_result *res, ts_error *err);
 void ts_search_result_free(ts_search_result *res);
 
@@ -48,6 +51,7 @@ typedef struct ts_opt_report {
     const ts_search_result *res;
     int rules_loaded, rules_usable;
     double latency_before, latency_after; /* ms, median of plan runs */
+    double fastest_before, fastest_after; /* ms, fastest run (what decides; 0: not timed alternately) */
     int nodes_before, nodes_after;
     double max_err; /* largest scaled difference in the check */
     bool kept_original; /* the optimized graph measured slower: the original was written */

@@ -20,6 +20,7 @@ typedef struct bstate {
     int split_out[MAX_BUILT][2];
     int bias_used[TS_MATCH_MAX_VARS];
     int nconst;
+    ts_const_cache *cc; /* memo of constant concatenations, may be NULL */
     ts_error err; /* scratch: a rejected rewrite is not an error */
 } bstate;
 
@@ -278,6 +279,11 @@ static int build_op(bstate *b, const ts_rexpr *e)
     case TS_ROP_CONCAT: {
         int rank = vshape(g, x[0])->rank, axis = onnx_axis(rank, e->p.axis);
         if (axis >= rank) return -1;
+        if (g->values[x[0]].constant && g->values[x[1]].constant) {
+            /* concatenated weights: made here (memoized), not folded later */
+            ts_tensor *parts[2] = {g->values[x[0]].constant, g->values[x[1]].constant};
+            return ts_graph_const_value(g, ts_const_concat(b->cc, parts, 2, axis, &b->err), &b->err);
+        }
         ts_attr a = ts_attr_int("axis", axis);
         return node1(b, "Concat", x, 2, &a, 1);
     }
@@ -300,6 +306,12 @@ static int build(bstate *b, const ts_rexpr *e)
 
 ts_status ts_rule_apply(const ts_graph *g0, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err)
 {
+    return ts_rule_apply_cached(g0, r, m, NULL, out, err);
+}
+
+ts_status ts_rule_apply_cached(const ts_graph *g0, const ts_rule *r, const ts_match *m, ts_const_cache *cc,
+                               ts_graph **out, ts_error *err)
+{
     *out = NULL;
     ts_graph *g = ts_graph_copy(g0);
     bstate *b = calloc(1, sizeof *b);
@@ -311,6 +323,7 @@ ts_status ts_rule_apply(const ts_graph *g0, const ts_rule *r, const ts_match *m,
     }
     b->g = g;
     b->m = m;
+    b->cc = cc;
     int nold = g->nnodes, newv[8];
     bool ok = true;
     for (int i = 0; i < r->nout && ok; i++) {

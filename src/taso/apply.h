@@ -65,6 +65,50 @@ int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts
  * cannot take, a bias that cannot follow the rewrite). */
 ts_status ts_rule_apply(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err);
 
+/* Memo of constant concatenations (merge.c): the search builds the same
+ * concatenated weights for many candidate graphs.  Holds references to the
+ * parts and the result; not thread-safe. */
+typedef struct ts_const_cache ts_const_cache;
+ts_const_cache *ts_const_cache_new(void);
+void ts_const_cache_free(ts_const_cache *c);
+/* Concatenation of n constant tensors along axis (new reference), through
+ * the memo when c is not NULL; NULL when shapes do not fit or on error. */
+ts_tensor *ts_const_concat(ts_const_cache *c, ts_tensor *const *parts, int n, int axis, ts_error *err);
+
+/* Value holding constant t (consumes the caller's reference): an existing
+ * value with that very tensor, else a new constant. -1 on error. */
+int ts_graph_const_value(ts_graph *g, ts_tensor *t, ts_error *err);
+
+/* As ts_rule_apply, with concatenations of constants built through cc. */
+ts_status ts_rule_apply_cached(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_const_cache *cc,
+                               ts_graph **out, ts_error *err);
+
+/* Whole-graph moves of the search (merge.c), in place; each returns how
+ * many rewrites it made (0: g untouched) or -1 (err set).  A graph that
+ * changed is compacted and validated.
+ * - ts_merge_siblings: every MatMul with a constant 2-D weight (optionally
+ *   followed by an Add of a constant bias vector) reading value `value`
+ *   becomes one MatMul on the concatenated weights and a Split; likewise
+ *   group-1 Convs with equal attributes and kernel size (optionally each
+ *   followed by a Relu).  value -1: at every value.  (core-matmul-merge /
+ *   core-conv-merge-* applied to all siblings at once.)
+ * - ts_merge_matmul_sums: Add(MatMul(x, W1), MatMul(y, W2)), constant
+ *   weights, -> MatMul(Concat(x, y), [W1; W2]), one Concat per (x, y)
+ *   (core-matmul-sum everywhere).
+ * - ts_cse: nodes with the same operator, attributes and inputs (constants
+ *   holding the same tensor count as the same input) are merged;
+ *   nondeterministic operators and graph outputs are left alone. */
+int ts_merge_siblings(ts_graph *g, int value, ts_const_cache *cc, ts_error *err);
+int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err);
+int ts_cse(ts_graph *g, ts_error *err);
+/* MatMuls with the same constant weight and independent 2-D left operands
+ * (none reachable from another's output): MatMul(Concat(x1..xn, axis 0), W)
+ * and a Split of the rows (TASO's concat-0 matmul identity, A-axiom
+ * matmul(concat0(x, y), w) = concat0(matmul(x, w), matmul(y, w))). */
+int ts_merge_shared_weights(ts_graph *g, ts_const_cache *cc, ts_error *err);
+/* Values where ts_merge_siblings would merge something (up to max). */
+int ts_merge_candidates(const ts_graph *g, int *values, int max);
+
 /* Hand-written rewrite: BatchNormalization (inference, constant statistics)
  * after a Conv whose output has no other use is folded into the Conv's
  * weights and bias.  Returns the number of folds, or -1 (err set). */

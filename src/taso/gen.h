@@ -21,7 +21,9 @@
 #include "taso/rule.h"
 
 #define GEN_P 2147483647u /* 2^31-1, as TS_DOMAIN_MODP */
-#define GEN_MAX_ELEMS 2048
+/* Storage per tensor: room for the second (larger) shape set; each shape
+ * set has its own limit on a result's size (gen_shapes.max_elems). */
+#define GEN_MAX_ELEMS 16384
 #define GEN_SPLIT_BYTES 12 /* serialized split tree per dimension */
 #define GEN_MAX_OPS 4
 
@@ -33,6 +35,22 @@
 #define GEN_M 4 /* matrices: x is GEN_N x GEN_M, w is GEN_M x GEN_M */
 
 typedef enum gen_domain { GEN_MODP = 0, GEN_F64 = 1 } gen_domain;
+
+/* A set of concrete sizes for the variable classes and the constants.
+ * Set 0 (GEN_N, GEN_C, GEN_HW, GEN_M; 1x1 `q` kernels) is the one the
+ * enumeration fingerprints; set 1 is larger and gives every dimension its
+ * own size (batch 3, channels 4, images 9x10, matrices 3x5 and 5x5, `q`
+ * kernels 1x3), so an equality that holds only because two sizes happen to
+ * agree in set 0 (conv same = conv valid for 1x1 kernels, ...) fails there.
+ * A pair is a candidate only when it holds in both sets. */
+typedef struct gen_shapes {
+    int n, c, h, w; /* activations of conv: n x c x h x w */
+    int m;          /* matrices: x is n x m (batch n), w is m x m */
+    int xn;         /* rows of the `x` matrices */
+    int qh, qw;     /* small kernels (enlarged to 3x3) */
+    int max_elems;  /* largest result an operator may produce */
+} gen_shapes;
+extern const gen_shapes gen_shape_sets[2];
 
 /* A concrete tensor.  `split` keeps, per dimension, the tree of concat
  * points (TASO's split info) so split0/split1 know where to cut: a node is
@@ -52,6 +70,11 @@ typedef struct gen_tensor {
  * the result would be too large).  Split writes two outputs. */
 bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b,
                gen_tensor *out0, gen_tensor *out1);
+/* The same in a given shape set (the constants take its sizes). */
+bool gen_apply_in(const gen_shapes *sh, ts_rop op, const ts_rparams *p, const gen_tensor *a,
+                  const gen_tensor *b, gen_tensor *out0, gen_tensor *out1);
+/* Copies shape, split info and the n values in use (not the whole buffer). */
+void gen_tensor_copy(gen_tensor *dst, const gen_tensor *src);
 /* Hash of values, shape and split info (mod-p tensors). */
 uint64_t gen_tensor_hash(const gen_tensor *t);
 bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol);
@@ -101,8 +124,9 @@ typedef struct gen_world {
     gen_var var[32];
     int nvariant;
     gen_variant variant[96];
-    gen_tensor *var_modp; /* nvar random tensors, mod p */
-    gen_tensor *var_f64;  /* nvar random tensors in [-1,1] */
+    gen_tensor *var_modp; /* nvar random tensors, mod p (shape set 0) */
+    gen_tensor *var_f64;  /* nvar random tensors in [-1,1] (shape set 0) */
+    gen_tensor *var2_modp, *var2_f64; /* the same in shape set 1 */
 } gen_world;
 
 void gen_world_init(gen_world *w, uint64_t seed);
@@ -112,9 +136,10 @@ void gen_world_free(gen_world *w);
 typedef struct gen_stats {
     uint64_t graphs;        /* graphs enumerated (fingerprinted) */
     uint64_t classes;       /* fingerprint classes with >= 2 graphs */
-    uint64_t pairs;         /* graph pairs with equal fingerprints */
+    uint64_t pairs1;        /* graph pairs with equal fingerprints in shape set 0 */
+    uint64_t pairs;         /* graph pairs with equal fingerprints in both sets */
     uint64_t same_dag;      /* of which the same graph in another order */
-    uint64_t float_fail;    /* rejected by the float test */
+    uint64_t float_fail;    /* rejected by the float test (either set) */
     uint64_t candidates;    /* passed the float test */
     uint64_t unbound;       /* dropped: each side has an input the other lacks */
     uint64_t after_rename;  /* after input-renaming pruning */
@@ -130,17 +155,27 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
 /* Output terms of a graph (its unconsumed tensors), as expressions; *nout
  * of them, sorted by the mod-p hash of their values.  NULL on no memory. */
 ts_rexpr **gen_graph_terms(const gen_world *w, const gen_graph *g, int *nout);
+/* Fingerprint of a graph's outputs replayed on shape set 1 (mod p); a
+ * fixed value when an operator's shapes do not fit there. */
+uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g);
 
 /* Evaluates expressions with variables bound to the world's tensors (or to
  * `extra`, for fresh variables named t0, t1...).  Returns false when a
  * shape does not fit. */
 typedef struct gen_env {
     const gen_world *w;
+    int set; /* shape set 0 or 1 */
     int nextra;
     char extra_name[4][8];
-    gen_tensor *extra_modp[4], *extra_f64[4];
+    gen_tensor *extra_modp[4], *extra_f64[4];   /* shape set 0 */
+    gen_tensor *extra2_modp[4], *extra2_f64[4]; /* shape set 1 */
 } gen_env;
 bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_tensor *out);
+
+/* Whether l[i] = r[i] for every i holds on the test inputs, mod p and in
+ * floats: in shape set `set` (0 or 1), or in both when set < 0 (the
+ * generator's test for candidates and pruning). */
+bool gen_rule_valid(const gen_world *w, int set, ts_rexpr *const *l, ts_rexpr *const *r, int n);
 
 /* The whole pipeline: enumeration, tests, pruning; rules in *rules. */
 ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, gen_stats *st,

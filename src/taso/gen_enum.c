@@ -25,6 +25,19 @@ static const gen_varclass CLASSES[] = {
 };
 enum { CLS_X, CLS_W, CLS_I, CLS_K, CLS_Q, CLS_S };
 
+/* The shape of a class's variables in a shape set (CLASSES holds set 0). */
+static int class_dims(int cls, const gen_shapes *sh, int *dim)
+{
+    switch (cls) {
+    case CLS_X: dim[0] = sh->xn; dim[1] = sh->m; return 2;
+    case CLS_W: dim[0] = sh->m; dim[1] = sh->m; return 2;
+    case CLS_I: dim[0] = sh->n; dim[1] = sh->c; dim[2] = sh->h; dim[3] = sh->w; return 4;
+    case CLS_K: dim[0] = sh->c; dim[1] = sh->c; dim[2] = 3; dim[3] = 3; return 4;
+    case CLS_Q: dim[0] = sh->c; dim[1] = sh->c; dim[2] = sh->qh; dim[3] = sh->qw; return 4;
+    default: return 0;
+    }
+}
+
 static void add_variant(gen_world *w, ts_rop op, ts_rparams p)
 {
     w->variant[w->nvariant].op = op;
@@ -71,11 +84,21 @@ void gen_world_init(gen_world *w, uint64_t seed)
 
     w->var_modp = malloc((size_t)w->nvar * sizeof *w->var_modp);
     w->var_f64 = malloc((size_t)w->nvar * sizeof *w->var_f64);
+    w->var2_modp = malloc((size_t)w->nvar * sizeof *w->var2_modp);
+    w->var2_f64 = malloc((size_t)w->nvar * sizeof *w->var2_f64);
     uint64_t rng = seed;
     for (int v = 0; v < w->nvar; v++) {
         const gen_varclass *c = &CLASSES[w->var[v].cls];
         gen_tensor_random(&w->var_modp[v], GEN_MODP, c->nd, c->dim, &rng);
         gen_tensor_random(&w->var_f64[v], GEN_F64, c->nd, c->dim, &rng);
+    }
+    /* shape set 1 from its own stream: set 0's values do not depend on it */
+    uint64_t rng2 = seed * 0x2545f4914f6cdd1dull + 1;
+    for (int v = 0; v < w->nvar; v++) {
+        int dim[4] = {0};
+        int nd = class_dims(w->var[v].cls, &gen_shape_sets[1], dim);
+        gen_tensor_random(&w->var2_modp[v], GEN_MODP, nd, dim, &rng2);
+        gen_tensor_random(&w->var2_f64[v], GEN_F64, nd, dim, &rng2);
     }
 }
 
@@ -83,7 +106,9 @@ void gen_world_free(gen_world *w)
 {
     free(w->var_modp);
     free(w->var_f64);
-    w->var_modp = w->var_f64 = NULL;
+    free(w->var2_modp);
+    free(w->var2_f64);
+    w->var_modp = w->var_f64 = w->var2_modp = w->var2_f64 = NULL;
 }
 
 /* ---- enumeration ---- */
@@ -96,6 +121,7 @@ typedef struct ctx {
     gen_tensor *pool; /* POOL_MAX */
     uint64_t hash[POOL_MAX];
     int uses[POOL_MAX];
+    bool act[POOL_MAX]; /* computed from an activation variable (class i) */
     int npool;
     int op_out[GEN_MAX_OPS]; /* first pool entry of each op's outputs */
     uint32_t op_vars[GEN_MAX_OPS]; /* input variables each op reads directly */
@@ -120,12 +146,9 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static uint64_t graph_fp(const ctx *c)
+/* Order-independent combination of the hashes of a graph's outputs. */
+static uint64_t combine_outputs(uint64_t *hs, int n)
 {
-    uint64_t hs[POOL_MAX];
-    int n = 0;
-    for (int i = c->w->nvar; i < c->npool; i++)
-        if (!c->uses[i]) hs[n++] = c->hash[i];
     qsort(hs, (size_t)n, sizeof hs[0], cmp_u64);
     uint64_t h = 0x243f6a8885a308d3ull;
     for (int i = 0; i < n; i++) {
@@ -134,6 +157,51 @@ static uint64_t graph_fp(const ctx *c)
         h ^= h >> 29;
     }
     return h;
+}
+
+static uint64_t graph_fp(const ctx *c)
+{
+    uint64_t hs[POOL_MAX];
+    int n = 0;
+    for (int i = c->w->nvar; i < c->npool; i++)
+        if (!c->uses[i]) hs[n++] = c->hash[i];
+    return combine_outputs(hs, n);
+}
+
+uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g)
+{
+    const gen_shapes *sh = &gen_shape_sets[1];
+    gen_tensor *pool = malloc((size_t)(2 * GEN_MAX_OPS) * sizeof *pool);
+    if (!pool) return 0;
+    uint64_t hs[2 * GEN_MAX_OPS];
+    bool used[2 * GEN_MAX_OPS] = {0};
+    int np = 0;
+    uint64_t fp = 0x5bd1e9955bd1e995ull; /* an operator does not fit set 1 */
+    for (int k = 0; k < g->nops; k++) {
+        const gen_variant *var = &w->variant[g->op[k][0]];
+        int nargs = ts_rop_info(var->op)->nargs;
+        const gen_tensor *args[2] = {NULL, NULL};
+        for (int a = 0; a < nargs; a++) {
+            int idx = g->op[k][1 + a];
+            if (idx < w->nvar) args[a] = &w->var2_modp[idx];
+            else {
+                args[a] = &pool[idx - w->nvar];
+                used[idx - w->nvar] = true;
+            }
+        }
+        int no = nouts(var->op);
+        pool[np].dom = GEN_MODP;
+        if (!gen_apply_in(sh, var->op, &var->p, args[0], args[1], &pool[np], no > 1 ? &pool[np + 1] : NULL))
+            goto done;
+        np += no;
+    }
+    int n = 0;
+    for (int i = 0; i < np; i++)
+        if (!used[i]) hs[n++] = gen_tensor_hash(&pool[i]);
+    fp = combine_outputs(hs, n);
+done:
+    free(pool);
+    return fp;
 }
 
 static void record(ctx *c)
@@ -206,6 +274,22 @@ static int var_holes(const ctx *c, uint32_t used)
     return holes;
 }
 
+/* Constants are read only by the operators they are identities or
+ * kernels for: anything else (the transpose of Imatmul, pooling Cpool,
+ * Imatmul masking a matrix) computes facts about their fixed sizes and
+ * values, not rules about the operators. */
+static bool const_use_ok(ts_rop cst, ts_rop user, int argi)
+{
+    switch (cst) {
+    case TS_ROP_IMATMUL: return user == TS_ROP_MATMUL;
+    case TS_ROP_IEWMUL: return user == TS_ROP_EWMUL;
+    case TS_ROP_ICONV:
+    case TS_ROP_CPOOL:
+        return (user == TS_ROP_CONV && argi == 1) || user == TS_ROP_EWADD || user == TS_ROP_CONCAT;
+    default: return true;
+    }
+}
+
 /* Adds operator (v, a, b) as op number `depth` and recurses. */
 static void try_op(ctx *c, int depth, int v, int a, int b)
 {
@@ -235,6 +319,7 @@ static void try_op(ctx *c, int depth, int v, int a, int b)
         int o = owner(c, depth, args[k]);
         if (o < 0) vars |= 1u << args[k];
         else deps |= (uint8_t)(1u << o);
+        if (o >= 0 && !const_use_ok(c->w->variant[c->g.op[o][0]].op, var->op, k)) return;
     }
     c->op_vars[depth] = vars;
     c->op_deps[depth] = deps;
@@ -258,6 +343,7 @@ static void try_op(ctx *c, int depth, int v, int a, int b)
             if (c->hash[i] == h) return; /* duplicated computation */
         c->hash[c->npool + k] = h;
         c->uses[c->npool + k] = 0;
+        c->act[c->npool + k] = (nargs >= 1 && c->act[a]) || (nargs >= 2 && c->act[b]);
     }
     int save_conn = c->connected, save_vok = c->var_ok;
     c->connected = comps == 1;
@@ -301,12 +387,15 @@ static void for_args(ctx *c, int depth, int v)
             for (int b = 0; b < np; b++) try_op(c, depth, v, a, b);
         break;
     case TS_ROP_CONV:
-        /* a kernel variable is never the data input, an activation variable
-         * never the kernel (TASO skips the first too) */
+        /* the data input is computed from an activation (TASO skips kernel
+         * variables as data; a convolution of kernels or constants with
+         * each other only finds identities of their fixed sizes, e.g. a
+         * valid conv of two equal-sized kernels is 1x1 at any stride), an
+         * activation variable is never the kernel */
         for (int a = 0; a < np; a++) {
-            if (var_in_class(c, a, CLS_K) || var_in_class(c, a, CLS_Q)) continue;
+            if (!c->act[a]) continue;
             for (int b = 0; b < np; b++)
-                if (!var_in_class(c, b, CLS_I)) try_op(c, depth, v, a, b);
+                if (!c->act[b]) try_op(c, depth, v, a, b);
         }
         break;
     case TS_ROP_ENLARGE: /* only on input kernels (weights fold away) */
@@ -323,9 +412,9 @@ static void for_args(ctx *c, int depth, int v)
         }
         break;
     case TS_ROP_POOLAVG:
-    case TS_ROP_POOLMAX: /* pooling a kernel variable only finds size accidents */
+    case TS_ROP_POOLMAX: /* pooling kernels or constants only finds size accidents */
         for (int a = 0; a < np; a++)
-            if (!var_in_class(c, a, CLS_K) && !var_in_class(c, a, CLS_Q)) try_op(c, depth, v, a, 0);
+            if (c->act[a]) try_op(c, depth, v, a, 0);
         break;
     default:
         if (ts_rop_info(var->op)->nargs == 0) try_op(c, depth, v, 0, 0);
@@ -359,6 +448,7 @@ static void ctx_init(ctx *c, const gen_world *w, int max_ops)
     }
     for (int i = 0; i < w->nvar; i++) {
         c->pool[i] = w->var_modp[i];
+        c->act[i] = w->var[i].cls == CLS_I;
         c->hash[i] = gen_tensor_hash(&c->pool[i]);
     }
     c->npool = w->nvar;

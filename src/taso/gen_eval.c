@@ -54,14 +54,31 @@ static void set_shape(gen_tensor *t, gen_domain dom, int nd, const int *dim)
     memset(t->split, 0, sizeof t->split);
 }
 
-static bool fits(int nd, const int *dim)
+const gen_shapes gen_shape_sets[2] = {
+    {.n = GEN_N, .c = GEN_C, .h = GEN_HW, .w = GEN_HW, .m = GEN_M, .xn = GEN_N, .qh = 1, .qw = 1,
+     .max_elems = 2048},
+    {.n = 3, .c = 4, .h = 9, .w = 10, .m = 5, .xn = 3, .qh = 1, .qw = 3, .max_elems = GEN_MAX_ELEMS},
+};
+
+void gen_tensor_copy(gen_tensor *dst, const gen_tensor *src)
+{
+    dst->nd = src->nd;
+    memcpy(dst->dim, src->dim, sizeof dst->dim);
+    dst->n = src->n;
+    memcpy(dst->split, src->split, sizeof dst->split);
+    dst->dom = src->dom;
+    size_t bytes = (size_t)src->n * (src->dom == GEN_MODP ? sizeof(uint32_t) : sizeof(double));
+    if (bytes) memcpy(&dst->v, &src->v, bytes);
+}
+
+static bool fits(const gen_shapes *sh, int nd, const int *dim)
 {
     long n = 1;
     for (int i = 0; i < nd; i++) {
         if (dim[i] < 1) return false;
         n *= dim[i];
     }
-    return n <= GEN_MAX_ELEMS;
+    return n <= sh->max_elems;
 }
 
 /* Length of the serialized split tree starting at s. */
@@ -153,12 +170,12 @@ static bool transpose(const gen_tensor *a, gen_tensor *o)
     return true;
 }
 
-static bool matmul(const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+static bool matmul(const gen_shapes *sh, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
 {
     if (a->nd != 2 || b->nd != 2 || a->dim[1] != b->dim[0]) return false;
     int n = a->dim[0], k = a->dim[1], m = b->dim[1];
     int dim[2] = {n, m};
-    if (!fits(2, dim)) return false;
+    if (!fits(sh, 2, dim)) return false;
     set_shape(o, a->dom, 2, dim);
     memcpy(o->split[0], a->split[0], GEN_SPLIT_BYTES);
     memcpy(o->split[1], b->split[1], GEN_SPLIT_BYTES);
@@ -178,15 +195,16 @@ static bool matmul(const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
     return true;
 }
 
-/* Output size and leading pad of a window op (SAME: ceil(in/s), pad split
- * with the smaller half first, as TASO and TensorFlow do). */
+/* Output size and leading pad of a window op.  SAME: ceil(in/s) outputs,
+ * (k-1)/2 padding before, as the verifier's axioms mean it (docs/taso.md,
+ * "Semantics the axioms fix"); TensorFlow's split of the total padding
+ * differs for stride 2 and even sizes, which shape set 1 has. */
 static bool window(int in, int k, int s, ts_rpad pad, int *out, int *before)
 {
     if (pad == TS_RPAD_SAME) {
         *out = (in + s - 1) / s;
-        int total = (*out - 1) * s + k - in;
-        if (total < 0) total = 0;
-        *before = total / 2;
+        if (k % 2 == 0) return false;
+        *before = (k - 1) / 2;
     } else {
         if (in < k) return false;
         *out = (in - k) / s + 1;
@@ -195,25 +213,25 @@ static bool window(int in, int k, int s, ts_rpad pad, int *out, int *before)
     return *out >= 1;
 }
 
-static bool conv(const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, gen_tensor *o)
+static bool conv(const gen_shapes *sh, const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, gen_tensor *o)
 {
-    if (x->nd != 4 || w->nd != 4 || x->dim[1] % w->dim[1]) return false;
-    int groups = x->dim[1] / w->dim[1];
-    if (w->dim[0] % groups) return false;
+    /* group 1 only: the axioms (A39, A40) and the matcher mean ordinary
+     * convolution; inferring groups from shapes made rules that hold only
+     * for grouped convolutions */
+    if (x->nd != 4 || w->nd != 4 || x->dim[1] != w->dim[1]) return false;
     int oh, ow, ph, pw;
     if (!window(x->dim[2], w->dim[2], p->stride, p->pad, &oh, &ph)) return false;
     if (!window(x->dim[3], w->dim[3], p->stride, p->pad, &ow, &pw)) return false;
     int dim[4] = {x->dim[0], w->dim[0], oh, ow};
-    if (!fits(4, dim)) return false;
+    if (!fits(sh, 4, dim)) return false;
     set_shape(o, x->dom, 4, dim);
     memcpy(o->split[0], x->split[0], GEN_SPLIT_BYTES);
     memcpy(o->split[1], w->split[0], GEN_SPLIT_BYTES);
-    int C = x->dim[1], H = x->dim[2], W = x->dim[3], cg = w->dim[1], og = w->dim[0] / groups;
+    int C = x->dim[1], H = x->dim[2], W = x->dim[3], cg = C;
     int KH = w->dim[2], KW = w->dim[3];
     bool m = x->dom == GEN_MODP;
     for (int n = 0; n < dim[0]; n++)
         for (int co = 0; co < dim[1]; co++) {
-            int g = co / og;
             for (int y = 0; y < oh; y++)
                 for (int z = 0; z < ow; z++) {
                     uint64_t am = 0;
@@ -225,7 +243,7 @@ static bool conv(const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, 
                             for (int kx = 0; kx < KW; kx++) {
                                 int ix = z * p->stride - pw + kx;
                                 if (ix < 0 || ix >= W) continue;
-                                int xi = ((n * C + g * cg + ci) * H + iy) * W + ix;
+                                int xi = ((n * C + ci) * H + iy) * W + ix;
                                 int wi = ((co * cg + ci) * KH + ky) * KW + kx;
                                 if (m) am += fold((uint64_t)x->v.u[xi] * w->v.u[wi]);
                                 else af += x->v.f[xi] * w->v.f[wi];
@@ -284,13 +302,13 @@ static bool pool(bool avg, const ts_rparams *p, const gen_tensor *x, gen_tensor 
     return true;
 }
 
-static bool enlarge(const gen_tensor *w, const gen_tensor *ref, gen_tensor *o)
+static bool enlarge(const gen_shapes *sh, const gen_tensor *w, const gen_tensor *ref, gen_tensor *o)
 {
     if (w->nd != 4 || ref->nd != 4) return false;
     int KH = ref->dim[2], KW = ref->dim[3];
     if (w->dim[2] > KH || w->dim[3] > KW || (w->dim[2] == KH && w->dim[3] == KW)) return false;
     int dim[4] = {w->dim[0], w->dim[1], KH, KW};
-    if (!fits(4, dim)) return false;
+    if (!fits(sh, 4, dim)) return false;
     set_shape(o, w->dom, 4, dim);
     memcpy(o->split[0], w->split[0], GEN_SPLIT_BYTES);
     memcpy(o->split[1], w->split[1], GEN_SPLIT_BYTES);
@@ -331,7 +349,7 @@ static void block_copy(const gen_tensor *big, gen_tensor *small, int axis, int o
         }
 }
 
-static bool concat(int axis, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+static bool concat(const gen_shapes *sh, int axis, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
 {
     if (a->nd != b->nd || axis >= a->nd) return false;
     for (int d = 0; d < a->nd; d++)
@@ -339,7 +357,7 @@ static bool concat(int axis, const gen_tensor *a, const gen_tensor *b, gen_tenso
     int dim[4];
     memcpy(dim, a->dim, sizeof dim);
     dim[axis] += b->dim[axis];
-    if (!fits(a->nd, dim)) return false;
+    if (!fits(sh, a->nd, dim)) return false;
     set_shape(o, a->dom, a->nd, dim);
     for (int d = 0; d < a->nd; d++)
         if (d != axis) merge_split(o->split[d], a->split[d], b->split[d]);
@@ -378,27 +396,30 @@ static bool split(int axis, const gen_tensor *a, gen_tensor *o0, gen_tensor *o1)
     return true;
 }
 
-static bool constant(ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor *o)
+static bool constant(const gen_shapes *sh, ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor *o)
 {
     bool m = dom == GEN_MODP;
     switch (op) {
     case TS_ROP_CPOOL: {
-        int dim[4] = {GEN_C, 1, p->kh, p->kw};
+        /* C x C x k x k, 1/k^2 on the channel diagonal: with group-1
+         * convolution, conv(Cpool) is average pooling (A24) */
+        int dim[4] = {sh->c, sh->c, p->kh, p->kw};
         set_shape(o, dom, 4, dim);
         uint32_t inv = minv((uint32_t)(p->kh * p->kw));
         for (int i = 0; i < o->n; i++) {
-            if (m) o->v.u[i] = inv;
-            else o->v.f[i] = 1.0 / (p->kh * p->kw);
+            int ci = (i / (p->kw * p->kh)) % sh->c, co = i / (p->kw * p->kh * sh->c);
+            if (m) o->v.u[i] = ci == co ? inv : 0;
+            else o->v.f[i] = ci == co ? 1.0 / (p->kh * p->kw) : 0;
         }
         return true;
     }
     case TS_ROP_ICONV: {
         if (p->kh % 2 == 0 || p->kw % 2 == 0) return false;
-        int dim[4] = {GEN_C, GEN_C, p->kh, p->kw};
+        int dim[4] = {sh->c, sh->c, p->kh, p->kw};
         set_shape(o, dom, 4, dim);
         for (int i = 0; i < o->n; i++) {
-            int kx = i % p->kw, ky = (i / p->kw) % p->kh, ci = (i / (p->kw * p->kh)) % GEN_C,
-                co = i / (p->kw * p->kh * GEN_C);
+            int kx = i % p->kw, ky = (i / p->kw) % p->kh, ci = (i / (p->kw * p->kh)) % sh->c,
+                co = i / (p->kw * p->kh * sh->c);
             bool one = ci == co && ky == p->kh / 2 && kx == p->kw / 2;
             if (m) o->v.u[i] = one;
             else o->v.f[i] = one;
@@ -406,17 +427,17 @@ static bool constant(ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor 
         return true;
     }
     case TS_ROP_IMATMUL: {
-        int dim[2] = {GEN_M, GEN_M};
+        int dim[2] = {sh->m, sh->m};
         set_shape(o, dom, 2, dim);
         for (int i = 0; i < o->n; i++) {
-            bool one = i / GEN_M == i % GEN_M;
+            bool one = i / sh->m == i % sh->m;
             if (m) o->v.u[i] = one;
             else o->v.f[i] = one;
         }
         return true;
     }
     case TS_ROP_IEWMUL: {
-        int dim[4] = {GEN_N, GEN_C, GEN_HW, GEN_HW};
+        int dim[4] = {sh->n, sh->c, sh->h, sh->w};
         set_shape(o, dom, 4, dim);
         for (int i = 0; i < o->n; i++) {
             if (m) o->v.u[i] = 1;
@@ -432,24 +453,30 @@ static bool constant(ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor 
 bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b,
                gen_tensor *o0, gen_tensor *o1)
 {
+    return gen_apply_in(&gen_shape_sets[0], op, p, a, b, o0, o1);
+}
+
+bool gen_apply_in(const gen_shapes *sh, ts_rop op, const ts_rparams *p, const gen_tensor *a,
+                  const gen_tensor *b, gen_tensor *o0, gen_tensor *o1)
+{
     switch (op) {
     case TS_ROP_EWADD:
     case TS_ROP_EWMUL: return ew(op, a, b, o0);
     case TS_ROP_SMUL: return smul(a, b, o0);
     case TS_ROP_TRANSPOSE: return transpose(a, o0);
-    case TS_ROP_MATMUL: return matmul(a, b, o0);
-    case TS_ROP_CONV: return conv(p, a, b, o0);
-    case TS_ROP_ENLARGE: return enlarge(a, b, o0);
+    case TS_ROP_MATMUL: return matmul(sh, a, b, o0);
+    case TS_ROP_CONV: return conv(sh, p, a, b, o0);
+    case TS_ROP_ENLARGE: return enlarge(sh, a, b, o0);
     case TS_ROP_RELU: return relu(a, o0);
     case TS_ROP_POOLAVG: return pool(true, p, a, o0);
     case TS_ROP_POOLMAX: return pool(false, p, a, o0);
-    case TS_ROP_CONCAT: return concat(p->axis, a, b, o0);
+    case TS_ROP_CONCAT: return concat(sh, p->axis, a, b, o0);
     case TS_ROP_SPLIT0: return split(p->axis, a, o0, o1);
     case TS_ROP_SPLIT1: return split(p->axis, a, o1, o0);
     case TS_ROP_CPOOL:
     case TS_ROP_ICONV:
     case TS_ROP_IMATMUL:
-    case TS_ROP_IEWMUL: return constant(op, p, o0->dom, o0);
+    case TS_ROP_IEWMUL: return constant(sh, op, p, o0->dom, o0);
     default: return false;
     }
 }

@@ -22,10 +22,18 @@ static double now(void)
 
 static const gen_tensor *lookup(const gen_env *env, const char *name, gen_domain dom)
 {
+    bool m = dom == GEN_MODP;
     for (int i = 0; i < env->nextra; i++)
-        if (!strcmp(env->extra_name[i], name)) return dom == GEN_MODP ? env->extra_modp[i] : env->extra_f64[i];
-    for (int v = 0; v < env->w->nvar; v++)
-        if (!strcmp(env->w->var[v].name, name)) return dom == GEN_MODP ? &env->w->var_modp[v] : &env->w->var_f64[v];
+        if (!strcmp(env->extra_name[i], name)) {
+            if (env->set) return m ? env->extra2_modp[i] : env->extra2_f64[i];
+            return m ? env->extra_modp[i] : env->extra_f64[i];
+        }
+    const gen_world *w = env->w;
+    for (int v = 0; v < w->nvar; v++)
+        if (!strcmp(w->var[v].name, name)) {
+            if (env->set) return m ? &w->var2_modp[v] : &w->var2_f64[v];
+            return m ? &w->var_modp[v] : &w->var_f64[v];
+        }
     return NULL;
 }
 
@@ -34,7 +42,7 @@ bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_te
     if (e->op == TS_ROP_VAR) {
         const gen_tensor *t = lookup(env, e->var, dom);
         if (!t) return false;
-        *out = *t;
+        gen_tensor_copy(out, t);
         return true;
     }
     gen_tensor *tmp = malloc(3 * sizeof *tmp);
@@ -42,11 +50,12 @@ bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_te
     bool ok = true;
     for (int i = 0; i < e->nargs && ok; i++) ok = gen_eval_expr(env, e->arg[i], dom, &tmp[i]);
     if (ok) {
+        const gen_shapes *sh = &gen_shape_sets[env->set ? 1 : 0];
         out->dom = dom;
         tmp[2].dom = dom;
-        if (e->op == TS_ROP_SPLIT1) ok = gen_apply(TS_ROP_SPLIT0, &e->p, &tmp[0], NULL, &tmp[2], out);
-        else ok = gen_apply(e->op, &e->p, e->nargs > 0 ? &tmp[0] : NULL, e->nargs > 1 ? &tmp[1] : NULL,
-                            out, &tmp[2]);
+        if (e->op == TS_ROP_SPLIT1) ok = gen_apply_in(sh, TS_ROP_SPLIT0, &e->p, &tmp[0], NULL, &tmp[2], out);
+        else ok = gen_apply_in(sh, e->op, &e->p, e->nargs > 0 ? &tmp[0] : NULL, e->nargs > 1 ? &tmp[1] : NULL,
+                               out, &tmp[2]);
     }
     free(tmp);
     return ok;
@@ -106,7 +115,8 @@ static void free_terms(ts_rexpr **t, int n)
 
 /* ---- validity of a rule on the test inputs ---- */
 
-static bool valid_pairs(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
+/* Equal in one shape set, mod p and in floats. */
+static bool valid_pairs_in(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
 {
     gen_tensor *t = malloc(2 * sizeof *t);
     bool ok = t != NULL;
@@ -118,6 +128,17 @@ static bool valid_pairs(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const 
     }
     free(t);
     return ok;
+}
+
+/* Valid: equal in both shape sets (a rule that holds only for set 0's
+ * sizes is a shape accident, false in general). */
+static bool valid_pairs(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
+{
+    gen_env e = *env;
+    e.set = 0;
+    if (!valid_pairs_in(&e, l, r, n)) return false;
+    e.set = 1;
+    return valid_pairs_in(&e, l, r, n);
 }
 
 /* Equal as multisets of tensors (outputs unordered). */
@@ -151,6 +172,12 @@ static bool valid_multiset(const gen_env *env, ts_rexpr **l, int nl, ts_rexpr **
     ts_rexpr *rr[16];
     for (int i = 0; i < nl; i++) rr[i] = r[pr[i]];
     return valid_pairs(env, l, rr, nl);
+}
+
+bool gen_rule_valid(const gen_world *w, int set, ts_rexpr *const *l, ts_rexpr *const *r, int n)
+{
+    gen_env env = {.w = w, .set = set};
+    return set < 0 ? valid_pairs(&env, l, r, n) : valid_pairs_in(&env, l, r, n);
 }
 
 /* ---- input renaming ---- */
@@ -379,16 +406,26 @@ static bool common_sub_generalizes(const gen_world *w, const cand *c, uint64_t *
         for (int i = 0; i < c->n && !in_r; i++) in_r = occurs(c->r[i], subs[s]);
         if (!in_r) continue;
         gen_env env = {.w = w};
-        gen_tensor *t = malloc(3 * sizeof *t);
+        gen_tensor *t = malloc(5 * sizeof *t);
         if (!t) return false;
+        /* the fresh input takes the subterm's shape in each shape set */
         bool ok = gen_eval_expr(&env, subs[s], GEN_MODP, &t[0]);
         if (ok) {
             gen_tensor_random(&t[1], GEN_MODP, t[0].nd, t[0].dim, rng);
             gen_tensor_random(&t[2], GEN_F64, t[0].nd, t[0].dim, rng);
+            env.set = 1;
+            ok = gen_eval_expr(&env, subs[s], GEN_MODP, &t[0]);
+            env.set = 0;
+        }
+        if (ok) {
+            gen_tensor_random(&t[3], GEN_MODP, t[0].nd, t[0].dim, rng);
+            gen_tensor_random(&t[4], GEN_F64, t[0].nd, t[0].dim, rng);
             env.nextra = 1;
             strcpy(env.extra_name[0], "t0");
             env.extra_modp[0] = &t[1];
             env.extra_f64[0] = &t[2];
+            env.extra2_modp[0] = &t[3];
+            env.extra2_f64[0] = &t[4];
             ts_rexpr *l[8], *r[8];
             for (int i = 0; i < c->n; i++) {
                 l[i] = replace(c->l[i], subs[s], "t0");
@@ -513,8 +550,55 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         fflush(cfg->progress);
     }
 
-    /* Candidate pairs: each graph of a fingerprint class with the class's
-     * smallest graph. */
+    /* Second shape set: the graphs of each fingerprint class are replayed on
+     * set 1 and the class is split by that fingerprint, so that a graph is
+     * paired only with graphs equal to it in both sets (pairing with the
+     * class's smallest graph alone would lose a true pair whenever that
+     * graph equals the others only in set 0). */
+    int threads = cfg->threads > 0 ? cfg->threads : 1;
+    size_t nseg = 0;
+    size_t *seg = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        nseg = 0;
+        for (size_t i = 0; i < ng;) {
+            size_t j = i + 1;
+            while (j < ng && gs[j].fp == gs[i].fp) j++;
+            if (j - i >= 2) {
+                if (pass) {
+                    seg[2 * nseg] = i;
+                    seg[2 * nseg + 1] = j;
+                }
+                else st->pairs1 += j - i - 1;
+                nseg++;
+            }
+            i = j;
+        }
+        if (!pass) {
+            seg = malloc((2 * nseg + 1) * sizeof *seg); /* [start, end) of each class */
+            if (!seg) {
+                free(gs);
+                gen_world_free(&w);
+                return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+    for (size_t q = 0; q < nseg; q++) {
+        /* bounds from the serial pass: other threads rewrite neighbouring
+         * classes' fingerprints meanwhile */
+        size_t i = seg[2 * q], j = seg[2 * q + 1];
+        for (size_t k = i; k < j; k++) {
+            uint64_t h = gs[k].fp ^ (gen_graph_fp2(&w, &gs[k]) * 0x9e3779b97f4a7c15ull);
+            h ^= h >> 31;
+            h *= 0xbf58476d1ce4e5b9ull;
+            gs[k].fp = h ^ (h >> 29);
+        }
+        qsort(gs + i, j - i, sizeof *gs, cmp_graph);
+    }
+    free(seg);
+
+    /* Candidate pairs: each graph of a fingerprint class (both sets) with
+     * the class's smallest graph. */
     size_t ncand = 0, capc = 1024;
     cand *cs = malloc(capc * sizeof *cs);
     gen_env env = {.w = &w};
@@ -564,6 +648,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     double t2 = now();
     st->t_test = t2 - t1;
     if (cfg->progress) {
+        fprintf(cfg->progress, "pairs, shape set 0 only      %12llu\n", (unsigned long long)st->pairs1);
         fprintf(cfg->progress, "fingerprint classes (>= 2)   %12llu\n", (unsigned long long)st->classes);
         fprintf(cfg->progress,
                 "pairs with equal fingerprint %12llu  (%llu same graph in another order, %llu failed the float test)\n",
@@ -602,7 +687,6 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     qsort(cs, ncand, sizeof *cs, cmp_cand);
     for (size_t i = 1; i < ncand; i++)
         if (!strcmp(cs[i].key, cs[i - 1].key)) cs[i].dead = true;
-    int threads = cfg->threads > 0 ? cfg->threads : 1;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (size_t i = 0; i < ncand; i++)
         if (!cs[i].dead && has_rename_generalization(&w, &cs[i])) cs[i].dead = true;

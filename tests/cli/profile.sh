@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tsopt profile / peak on a tiny model with the cost cache in a temp dir:
-# the first run measures every group, the second measures nothing new and
-# predicts the same sum; peak prints positive numbers; errors are one line.
+# the first run measures every group (isolated) and times every group in the
+# plan, the second measures nothing new in isolation and gives the same
+# isolated sum; peak prints positive numbers and --remeasure never lowers
+# it; errors are one line.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}"
 T=$(mktemp -d)
@@ -15,23 +17,41 @@ grep -qE '^cache: .* [1-9][0-9]* new measurements' "$T/1.txt" || fail "first run
 grep -q '^prediction error: ' "$T/1.txt" || fail "no prediction error line"
 [ -s "$T/c.tsv" ] || fail "no cache file written"
 grep -q $'^# cpu\t' "$T/c.tsv" || fail "cache lacks its cpu line"
+grep -q '^@plan ' "$T/c.tsv" || fail "no in-plan costs cached"
+grep -qE '^in-plan: [1-9][0-9]* steps' "$T/1.txt" || fail "no in-plan line"
+# every non-view group has an in-plan cost: "G groups (... F free views; P timed in the plan)" with P = G - F
+/usr/bin/python3 - "$T/1.txt" <<'PY' || fail "groups without an in-plan cost: $(grep '^groups' "$T/1.txt")"
+import re, sys
+m = re.search(r"^groups: (\d+) \(.* (\d+) free views; (\d+) timed in the plan\)", open(sys.argv[1]).read(), re.M)
+assert m and int(m.group(3)) == int(m.group(1)) - int(m.group(2)) > 0, m and m.groups()
+PY
 
 "$TSOPT" profile "$T/m.onnx" --cache "$T/c.tsv" --iters 3 >"$T/2.txt"
 grep -q '(.* 0 new measurements)' "$T/2.txt" || fail "second run measured again: $(grep '^cache' "$T/2.txt")"
 grep -qE '^groups: [0-9]+ \(0 measured now' "$T/2.txt" || fail "second run: $(grep '^groups' "$T/2.txt")"
-s1=$(grep '^sum of costs' "$T/1.txt" | awk '{print $4}')
-s2=$(grep '^sum of costs' "$T/2.txt" | awk '{print $4}')
-[ "$s1" = "$s2" ] || fail "sum changed from $s1 to $s2 with nothing new measured"
+s1=$(grep '^isolated sum' "$T/1.txt" | awk '{print $3}')
+s2=$(grep '^isolated sum' "$T/2.txt" | awk '{print $3}')
+[ -n "$s1" ] && [ "$s1" = "$s2" ] || fail "isolated sum changed from $s1 to $s2 with nothing new measured"
 
 "$TSOPT" profile "$T/m.onnx" --cache "$T/c.tsv" --iters 3 --json | /usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
-assert d["measured"] == 0 and d["sum_ms"] > 0 and d["e2e_ms"] > 0, d'
+assert d["measured"] == 0 and d["sum_ms"] > 0 and d["e2e_ms"] > 0, d
+assert d["in_plan"] > 0 and d["isolated_sum_ms"] > 0 and d["plan_steps_ms"] > 0 and d["plan_unowned_ms"] == 0, d
+# the prediction is the sum of the in-plan costs: all steps belong to a group
+assert abs(d["sum_ms"] - d["plan_steps_ms"]) <= 1e-3 * d["sum_ms"] + 2e-4, d'
 
 "$TSOPT" peak --cache "$T/c.tsv" --json | /usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
 assert d["peak_gflops"] > 0 and d["peak_gbps"] > 0, d'
+p1=$("$TSOPT" peak --cache "$T/c.tsv" --json)
+"$TSOPT" peak --cache "$T/c.tsv" --remeasure --json | /usr/bin/python3 -c '
+import json, sys
+old = json.loads(sys.argv[1])
+d = json.loads(sys.stdin.read())
+parts = [d["matmul1024_gflops"], d["matmul2048_gflops"], d["conv_gflops"]]
+assert min(parts) > 0 and d["peak_gflops"] >= max(parts) and d["peak_gflops"] >= old["peak_gflops"], (old, d)' "$p1"
 
 rc=0
 "$TSOPT" profile "$T/missing.onnx" 2>"$T/err" >/dev/null || rc=$?

@@ -1,12 +1,14 @@
 /* The op-cost model (src/exec/cost.c, cost_key.c): cache round trip, key
  * stability, fusion groups, roofline monotonicity, measured costs, and that
- * a graph's cost is the sum of its nodes' costs. */
+ * a graph's cost is the sum of its nodes' costs; the per-step timer and
+ * in-plan costs; the peak. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "exec/cost.h"
+#include "exec/step_timer.h"
 
 static char dir[] = "/tmp/tsopt-cost-XXXXXX";
 
@@ -231,4 +233,162 @@ Test(cost, conv_after_conv_keyed_as_pair)
     cr_assert(pair, "no PRODUCER => GROUP key in the cache");
     cr_assert(out, "the model's output is not marked in its key");
     ts_graph_free(g);
+}
+
+/* A pooling fed by a convolution reads its blocked output in the model:
+ * measured as the pair minus the convolution, like a conv after a conv. */
+Test(cost, pool_after_conv_keyed_as_pair)
+{
+    ts_graph *g = ts_graph_new("cp", 17);
+    int x = input(g, "x", "1x8x16x16");
+    int w = weight(g, "w", "16x8x3x3");
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    int h = node(g, "Conv", (int[]){x, w}, 2, &pads, 1);
+    ts_attr pool[2] = {ts_attr_ints("kernel_shape", (int64_t[]){2, 2}, 2), ts_attr_ints("strides", (int64_t[]){2, 2}, 2)};
+    h = node(g, "MaxPool", &h, 1, pool, 2);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    int grp[2];
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    char *k = xcost_group_key(g, grp, 1), *k2 = xcost_group_key(g, grp, 1), *k0 = xcost_group_key(g, grp, 0);
+    cr_assert(k && k2 && k0);
+    cr_assert(strstr(k, "Conv") && strstr(k, " => MaxPool"), "%s", k);
+    cr_assert_str_eq(k, k2, "keys are stable");
+    cr_assert_null(strstr(k0, "=>"), "a conv on a graph input has no layout producer: %s", k0);
+    free(k), free(k2), free(k0);
+    ts_graph_free(g);
+}
+
+/* x[64x256] -> MatMul+Relu -> MatMul -> Softmax: a few steps heavy enough
+ * that the time between them is small. */
+static ts_graph *heavy_mlp(void)
+{
+    ts_graph *g = ts_graph_new("heavy", 17);
+    int x = input(g, "x", "64x256");
+    int w = weight(g, "w", "256x512"), w2 = weight(g, "w2", "512x256");
+    int h = node(g, "MatMul", (int[]){x, w}, 2, NULL, 0);
+    h = node(g, "Relu", &h, 1, NULL, 0);
+    h = node(g, "MatMul", (int[]){h, w2}, 2, NULL, 0);
+    h = node(g, "Softmax", &h, 1, NULL, 0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+Test(cost, step_timer_sums_to_the_run)
+{
+    ts_graph *g = heavy_mlp();
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {0};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    int ns = xplan_step_count(p);
+    cr_assert_geq(ns, 3);
+    double *ms = malloc(sizeof *ms * (size_t)ns);
+    for (int i = 0; i < ns; i++) {
+        ms[i] = -1;
+        cr_assert(xplan_step_kernel(p, i) != NULL);
+        cr_assert_lt(xplan_step_node(p, i), g->nnodes);
+    }
+    ts_tensor *x = ts_tensor_new(TS_F32, &g->values[g->inputs[0]].shape, &e);
+    ts_tensor *y = ts_tensor_new(TS_F32, &g->values[g->outputs[0]].shape, &e);
+    uint64_t rng = 3;
+    ts_tensor_fill_random(x, &rng, -1, 1);
+    cr_assert_eq(ts_plan_run(p, &x, &y, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < ns; i++) cr_assert_eq(ms[i], -1, "timer off: nothing written");
+    /* the sum of steps never exceeds the run, and is most of it (the best
+     * of a few runs: a preemption between two steps is not the timer's) */
+    xplan_step_timer(p, ms);
+    double best = 1;
+    for (int r = 0; r < 5; r++) {
+        double t0 = xstep_timer_now();
+        cr_assert_eq(ts_plan_run(p, &x, &y, &e), TS_OK, "%s", e.msg);
+        double run = xstep_timer_now() - t0, sum = 0;
+        for (int i = 0; i < ns; i++) {
+            cr_assert_geq(ms[i], 0);
+            sum += ms[i];
+        }
+        cr_assert_leq(sum, run * (1 + 1e-9), "steps %g ms > run %g ms", sum, run);
+        double gap = (run - sum) / run;
+        best = gap < best ? gap : best;
+    }
+    cr_assert_lt(best, 0.5, "at best %.0f%% of a run is outside its steps", 100 * best);
+    xplan_step_timer(p, NULL);
+    ms[0] = -1;
+    cr_assert_eq(ts_plan_run(p, &x, &y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ms[0], -1, "timer switched off again");
+    ts_tensor_unref(x);
+    ts_tensor_unref(y);
+    free(ms);
+    ts_plan_free(p);
+    ts_graph_free(g);
+}
+
+/* In-plan costs: every non-view group gets one, they add up to the timed
+ * steps, the graph's cost then uses them, and they survive a save/open. */
+Test(cost, plan_times_cached_and_summed)
+{
+    ts_graph *g = heavy_mlp();
+    ts_costdb *db = open_db();
+    ts_error e = {0};
+    xcost_plan_times r;
+    cr_assert_eq(xcost_time_plan(db, g, 1, 5, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_geq(r.steps, 3);
+    cr_assert_eq(r.groups, 3, "MatMul+Relu, MatMul, Softmax");
+    cr_assert_gt(r.steps_ms, 0);
+    cr_assert_gt(r.plain_ms, 0);
+    cr_assert_eq(r.unowned_ms, 0);
+    cr_assert_eq(xcost_db_measured(db), 0, "no isolated measurement");
+    cr_assert_eq(xcost_db_size(db), 3);
+    int grp[4];
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    double sum = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (grp[n] != n) continue;
+        xcost_src src;
+        sum += xcost_group(db, g, grp, n, false, &src);
+        cr_assert_eq(src, XCOST_PLAN, "node %d", n);
+    }
+    cr_assert_float_eq(sum, r.steps_ms, 1e-9 * r.steps_ms);
+    double total = ts_cost_graph(db, g, false);
+    cr_assert_float_eq(total, sum, 1e-9 * sum);
+    /* isolated costs are still there to be measured and do not change the
+     * in-plan one */
+    xcost_src src;
+    double iso = xcost_group_isolated(db, g, grp, 0, true, &src);
+    cr_assert_eq(src, XCOST_MEASURED);
+    cr_assert_gt(iso, 0);
+    cr_assert_float_eq(ts_cost_graph(db, g, false), total, 1e-9 * total);
+    cr_assert_eq(ts_costdb_save(db, &e), TS_OK, "%s", e.msg);
+    ts_costdb_free(db);
+    db = open_db();
+    cr_assert_eq(xcost_db_size(db), 4);
+    double again = ts_cost_graph(db, g, false);
+    cr_assert_float_eq(again, total, 1e-9 * total, "round trip: %g vs %g", again, total);
+    cr_assert_eq(xcost_db_measured(db), 0);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+/* A peak is a maximum: measuring again under load never lowers it. */
+Test(cost, peak_never_lowered)
+{
+    char p[256];
+    cache_path(p, sizeof p);
+    char cpu[256];
+    xcost_cpu_id(cpu, sizeof cpu);
+    FILE *f = fopen(p, "w");
+    cr_assert(f);
+    fprintf(f, "# cpu\t%s\n!peak_gflops\t1000000\t1\n!peak_gbps\t0.001\t1\n", cpu);
+    fclose(f);
+    ts_costdb *db = open_db();
+    double gf, gb, parts[XCOST_PEAK_PARTS];
+    ts_error e = {0};
+    cr_assert_eq(xcost_peak(db, &gf, &gb, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(gf, 1e6, "cached peak used");
+    cr_assert_eq(xcost_peak_measure(db, parts, &gf, &gb, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(gf, 1e6, "a lower measurement kept the higher peak");
+    cr_assert_gt(gb, 0.001, "a higher measurement replaces the old one");
+    for (int i = 0; i < XCOST_PEAK_PARTS; i++) cr_assert_gt(parts[i], 0, "part %d", i);
+    ts_costdb_free(db);
 }

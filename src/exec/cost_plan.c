@@ -1,0 +1,200 @@
+/* In-plan costs of the op-cost model: every fused group's time measured
+ * inside the whole model's plan with the per-step timer (step_timer.h).
+ *
+ * Why: a group measured as a graph of its own sees plain inputs at its
+ * boundary, while in the model its input may arrive blocked from a
+ * convolution (inception_v3's MaxPools cost 9.5 ms isolated, a fraction of
+ * that in the plan: the isolated run pays a reorder and plain-layout
+ * pooling the plan never runs), and its neighbours leave caches warm or
+ * cold.  Timing each step of the real plan charges each group exactly what
+ * the runtime spends on it, whatever kernels and layouts the runtime picks
+ * today.  Isolated measurement stays for groups never run inside a plan
+ * (the optimizer's new candidates). */
+#include <stdlib.h>
+#include <string.h>
+#include "exec/cost.h"
+#include "exec/step_timer.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct kms {
+    char *key;
+    double ms;
+} kms;
+
+static int cmp_kms(const void *a, const void *b) { return strcmp(((const kms *)a)->key, ((const kms *)b)->key); }
+
+/* Group head a step's time belongs to (-1: none).  A step named after a
+ * view (the copy of a graph output that is a view) belongs to the group
+ * producing the viewed value. */
+static int owner_of(const ts_graph *g, const int *group_of, int node)
+{
+    for (int hops = 0; node >= 0 && hops < g->nnodes; hops++) {
+        int h = group_of[node];
+        if (h < 0) return -1;
+        const ts_node *hd = &g->nodes[h];
+        if (!xcost_is_free(hd)) return h;
+        node = g->values[hd->inputs[0]].producer;
+    }
+    return -1;
+}
+
+ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
+                          ts_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (iters < 1) iters = 1;
+    int nin = g->ninputs, nout = g->noutputs, nn = g->nnodes;
+    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    int *group_of = malloc(sizeof *group_of * ((size_t)nn + 1));
+    int *owner = NULL, *slot = NULL;
+    double *t = NULL, *gt = NULL, *run = calloc((size_t)iters, sizeof *run), *col = NULL,
+           *plain = calloc((size_t)iters, sizeof *plain);
+    kms *keys = NULL;
+    double *sm = NULL; /* per-step medians */
+    int nkeys = 0;
+    ts_plan *plan = NULL;
+    ts_plan_opts o = {0};
+    uint64_t rng = 0xc057;
+    ts_status st = TS_OK;
+    if (!in || !out || !group_of || !run || !plain) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (xcost_groups(g, group_of)) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nin && !st; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+        /* integers 0: always a valid index, as in the isolated measurement */
+        else if (ts_dtype_is_float(v->dtype) || v->dtype == TS_BOOL)
+            ts_tensor_fill_random(in[i], &rng, v->dtype == TS_BOOL ? 0 : -1, 1);
+    }
+    for (int i = 0; i < nout && !st; i++) {
+        const ts_value *v = &g->values[g->outputs[i]];
+        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+    }
+    if (st || (st = ts_plan_build(g, &o, &plan, err))) goto done;
+    int ns = xplan_step_count(plan);
+    r->steps = ns;
+    t = calloc((size_t)iters * (size_t)ns + 1, sizeof *t);
+    owner = malloc(sizeof *owner * ((size_t)ns + 1));
+    slot = malloc(sizeof *slot * ((size_t)nn + 1));
+    gt = calloc((size_t)nn + 1, sizeof *gt);
+    sm = calloc((size_t)ns + 1, sizeof *sm);
+    col = malloc(sizeof *col * ((size_t)iters + 1));
+    keys = calloc((size_t)nn + 1, sizeof *keys);
+    if (!t || !owner || !slot || !gt || !col || !keys || !sm) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* step -> group; a step converting a graph input (node -1) is charged
+     * to the next step that has an owner: the one it was inserted for */
+    for (int i = ns - 1, next = -1; i >= 0; i--) {
+        int w = owner_of(g, group_of, xplan_step_node(plan, i));
+        owner[i] = w >= 0 ? w : next;
+        if (owner[i] >= 0) next = owner[i];
+    }
+    for (int i = 0; i < warmup && !st; i++) st = ts_plan_run(plan, in, out, err);
+    /* Timed and plain runs in pairs, so that both see the same load, in a
+     * random order within each pair: on a loaded machine the first and the
+     * second run of a fixed pattern fall into different phases of the
+     * scheduler's time slices (medians 2 ms vs 30 ms for nasrnn at load
+     * 28, whichever run was timed). */
+    uint64_t coin = 0x2545f4914f6cdd1dull;
+    for (int it = 0; it < iters && !st; it++) {
+        coin ^= coin << 13, coin ^= coin >> 7, coin ^= coin << 17;
+        for (int half = 0; half < 2 && !st; half++) {
+            bool timed = (half == 0) == (bool)(coin & 1);
+            xplan_step_timer(plan, timed ? t + (size_t)it * (size_t)ns : NULL);
+            double s0 = xstep_timer_now();
+            st = ts_plan_run(plan, in, out, err);
+            (timed ? run : plain)[it] = xstep_timer_now() - s0;
+        }
+    }
+    xplan_step_timer(plan, NULL);
+    if (st) goto done;
+    /* Each step's median is robust to the preemptions of a loaded machine,
+     * but the medians do not add up to a typical run (each drops the
+     * preemptions that every whole run suffers somewhere; a mean, even a
+     * trimmed one, is pulled up by the long tail).  So the step medians are
+     * scaled to add up to the median run total: a typical run's time,
+     * shared among the steps in proportion to their typical times. */
+    double sum_med = 0;
+    for (int it = 0; it < iters; it++) {
+        double tot = 0;
+        for (int i = 0; i < ns; i++) tot += t[(size_t)it * (size_t)ns + (size_t)i];
+        col[it] = tot;
+    }
+    r->steps_ms = median(col, iters);
+    for (int i = 0; i < ns; i++) {
+        for (int it = 0; it < iters; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
+        sm[i] = median(col, iters);
+        sum_med += sm[i];
+    }
+    double scale = sum_med > 0 ? r->steps_ms / sum_med : 1;
+    r->run_ms = median(run, iters);
+    r->plain_ms = median(plain, iters);
+    for (int n = 0; n < nn; n++) slot[n] = -1;
+    int ng = 0;
+    for (int n = 0; n < nn; n++)
+        if (group_of[n] == n && !g->nodes[n].dead && !xcost_is_free(&g->nodes[n])) slot[n] = ng++;
+    for (int i = 0; i < ns; i++) {
+        double ms = sm[i] * scale;
+        if (owner[i] < 0 || slot[owner[i]] < 0)
+            r->unowned_ms += ms;
+        else
+            gt[slot[owner[i]]] += ms;
+    }
+    for (int n = 0; n < nn; n++) {
+        if (slot[n] < 0) continue;
+        if (!(keys[nkeys].key = xcost_group_key(g, group_of, n))) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        keys[nkeys++].ms = gt[slot[n]];
+    }
+    r->groups = nkeys;
+    /* groups sharing a key (ResNet's repeated blocks) get their mean */
+    qsort(keys, (size_t)nkeys, sizeof *keys, cmp_kms);
+    for (int a = 0, b; a < nkeys; a = b) {
+        double sum = 0;
+        for (b = a; b < nkeys && !strcmp(keys[a].key, keys[b].key); b++) sum += keys[b].ms;
+        if (!xcost_put_plan(db, keys[a].key, sum / (b - a), b - a)) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+done:
+    for (int i = 0; i < nin; i++)
+        if (in) ts_tensor_unref(in[i]);
+    for (int i = 0; i < nout; i++)
+        if (out) ts_tensor_unref(out[i]);
+    for (int k = 0; k < nkeys; k++) free(keys[k].key);
+    free(keys);
+    free(in);
+    free(out);
+    free(group_of);
+    free(owner);
+    free(slot);
+    free(t);
+    free(gt);
+    free(run);
+    free(plain);
+    free(col);
+    free(sm);
+    ts_plan_free(plan);
+    return st;
+}

@@ -1,0 +1,41 @@
+/* Tiny oneDNN steps run on one thread.
+ *
+ * A parallel region costs a wake-up of the sleeping OpenMP workers (the
+ * tsopt binary waits passively, docs/runtime.md) and a join: several
+ * microseconds, more on a loaded machine, where the second thread often is
+ * not scheduled at all.  Models made of many small convolutions (NASNet-A:
+ * 356 convs, most under 4 MFLOP and 5-30 us on one core) spend more on
+ * that than they gain from the second core.  Per-step minima of nasnet_a's
+ * steps (load ~15, 20 runs): convs under 4 MFLOP 5.1 ms on one thread vs
+ * 8.1 ms on two; larger ones 3.4 vs 3.8 ms.  So a step below
+ * XD_SERIAL_FLOPS is built with one OpenMP thread (oneDNN sizes its work
+ * split at primitive creation) and run with one (no parallel region is
+ * opened: oneDNN calls the body inline for one thread). */
+#ifndef TS_EXEC_DNNL_SERIAL_H
+#define TS_EXEC_DNNL_SERIAL_H
+
+#include <omp.h>
+#include "exec/exec.h"
+
+#define XD_SERIAL_FLOPS 4e6
+
+/* True when a step of `flops` work should be built and run on one thread. */
+static inline bool xd_serial(const xplan *p, double flops)
+{
+    return p->opts.threads != 1 && flops < XD_SERIAL_FLOPS;
+}
+
+/* Sets one thread when serial; returns what to restore. */
+static inline int xd_serial_enter(bool serial)
+{
+    int t = omp_get_max_threads();
+    if (serial) omp_set_num_threads(1);
+    return t;
+}
+
+static inline void xd_serial_leave(bool serial, int t)
+{
+    if (serial) omp_set_num_threads(t);
+}
+
+#endif

@@ -1,0 +1,36 @@
+/* Optional per-step timer of a plan run (off by default).
+ *
+ * The op-cost model wants each fused group's cost *in the plan it runs in*:
+ * the layouts its inputs arrive in, the reorders the planner inserted
+ * around it, the caches its neighbours left warm.  Measuring a group as a
+ * graph of its own reproduces that context only partly (a MaxPool fed by a
+ * blocked convolution is measured on a plain input, with a reorder the
+ * real plan never runs).  So a plan can record, for each step of a run,
+ * the wall time of its kernel call; when the timer is off a run pays one
+ * pointer test per step. */
+#ifndef TS_EXEC_STEP_TIMER_H
+#define TS_EXEC_STEP_TIMER_H
+
+#include <time.h>
+#include "tsopt.h"
+
+static inline double xstep_timer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Number of steps of the plan (the length ms must have below). */
+int xplan_step_count(const ts_plan *p);
+/* From now on every ts_plan_run writes step i's milliseconds to ms[i]
+ * (caller-owned, xplan_step_count entries); NULL turns the timer off. */
+void xplan_step_timer(ts_plan *p, double *ms);
+/* Graph node step i is named after: the first node it lowers, or for a
+ * planner-inserted reorder/copy the producer of the value it converts
+ * (-1: a graph input or constant). */
+int xplan_step_node(const ts_plan *p, int i);
+/* Kernel name of step i ("dnnl.conv", "reorder", ...). */
+const char *xplan_step_kernel(const ts_plan *p, int i);
+
+#endif

@@ -1,0 +1,247 @@
+/* MatMul with a few rows and constant weights (GEMV-like: RNN cells such
+ * as nasrnn's 1x512 @ 512x512), plus the element-wise chain after it.
+ *
+ * Why not oneDNN here: at M = 1 the multiply is a single pass over the
+ * weights, a few microseconds, and oneDNN's per-call cost is of the same
+ * order; it also pre-packs a private copy of the weights per node, so a
+ * weight shared by five nodes is read from five places.  This kernel packs
+ * each constant once per plan (shared by every node using it), streams it
+ * in panels of XG_NB columns with up to four rows' accumulators in
+ * registers, and applies the fused element-wise program (vec_eltwise.h)
+ * to the result while it is in cache.  Larger M stays on oneDNN
+ * (dnnl_matmul.c).  Measurements: docs/runtime.md. */
+#include <omp.h>
+#include <stdlib.h>
+#include "exec/vec_eltwise.h"
+#include "ops/op.h"
+
+/* Largest number of rows (product of A's leading dims) taken here: at 16
+ * rows (16x512x512) this kernel and oneDNN measured even. */
+#define XG_MAX_ROWS 16
+/* Below this many multiply-adds the step runs on one thread: waking the
+ * OpenMP team (passive waiting, a loaded machine) cost more than it saved
+ * on a 512x512 product (one thread 9.5 us, two 19 us, best of 3000). */
+#define XG_PAR_MIN (1 << 22)
+#define XG_NB 64 /* columns per panel: four 16-float vectors */
+
+typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned loads/stores */
+
+typedef struct xg_state {
+    int64_t rows, K, N;
+    int threads;
+    xv_prog epi; /* fused element-wise chain; epi.nins == 0: none */
+} xg_state;
+
+/* Weights are re-laid out once at plan time as panels of XG_NB columns,
+ * each panel K rows of XG_NB contiguous floats (the last panel padded with
+ * zero columns): the kernel then streams memory strictly in order, which
+ * measured 1.6x faster than walking the row-major constant (a 512x512
+ * product, one thread, weights cycling through 16 matrices as in nasrnn:
+ * 9.3 vs 15 us; oneDNN ~18 us). */
+
+XV_INLINE void store(float *y, xg_v16 a0, xg_v16 a1, xg_v16 a2, xg_v16 a3, int64_t nb)
+{
+    xg_v16 t[4] = {a0, a1, a2, a3};
+    if (nb == XG_NB)
+        for (int q = 0; q < 4; q++) *(xg_v16 *)(y + 16 * q) = t[q];
+    else
+        memcpy(y, t, (size_t)nb * sizeof(float));
+}
+
+/* The accumulators are named variables, not arrays, and the row loop is
+ * unrolled by hand: GCC at -O2 kept arrays of vectors in memory. */
+#define XG_ACC(r) xg_v16 r##0 = {0}, r##1 = {0}, r##2 = {0}, r##3 = {0}
+#define XG_FMA(r, xv)                                                                                            \
+    do {                                                                                                         \
+        const float x_ = (xv);                                                                                   \
+        r##0 += x_ * w0, r##1 += x_ * w1, r##2 += x_ * w2, r##3 += x_ * w3;                                      \
+    } while (0)
+#define XG_LOADW(w)                                                                                              \
+    const xg_v16 w0 = *(const xg_v16 *)(w), w1 = *(const xg_v16 *)((w) + 16), w2 = *(const xg_v16 *)((w) + 32),  \
+                 w3 = *(const xg_v16 *)((w) + 48)
+
+/* Rows m0..m0+MR-1 (MR a constant 1..4) of the product for panel P,
+ * written to y at columns j0..j0+nb-1. */
+#define XG_ROWS(MR)                                                                                              \
+    do {                                                                                                         \
+        XG_ACC(a);                                                                                               \
+        XG_ACC(b);                                                                                               \
+        XG_ACC(c);                                                                                               \
+        XG_ACC(d);                                                                                               \
+        const float *x0 = x + m0 * K, *w = P;                                                                    \
+        for (int64_t k = 0; k < K; k++, w += XG_NB) {                                                            \
+            XG_LOADW(w);                                                                                         \
+            XG_FMA(a, x0[k]);                                                                                    \
+            if (MR > 1) XG_FMA(b, x0[K + k]);                                                                    \
+            if (MR > 2) XG_FMA(c, x0[2 * K + k]);                                                                \
+            if (MR > 3) XG_FMA(d, x0[3 * K + k]);                                                                \
+        }                                                                                                        \
+        float *y0 = y + m0 * N + j0;                                                                             \
+        store(y0, a0, a1, a2, a3, nb);                                                                           \
+        if (MR > 1) store(y0 + N, b0, b1, b2, b3, nb);                                                           \
+        if (MR > 2) store(y0 + 2 * N, c0, c1, c2, c3, nb);                                                       \
+        if (MR > 3) store(y0 + 3 * N, d0, d1, d2, d3, nb);                                                       \
+    } while (0)
+
+/* One panel (columns [j0, j0+nb)) for every row.  fp-contract: the
+ * multiply-adds become FMAs (ISO C mode leaves them separate). */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast"))) static void
+panel(const float *x, const float *P, float *y, int64_t rows, int64_t K, int64_t N, int64_t j0, int64_t nb)
+{
+    if (rows == 1) { /* two k at a time: eight independent accumulators hide the FMA latency */
+        XG_ACC(a);
+        XG_ACC(b);
+        const float *w = P;
+        int64_t k = 0;
+        for (; k + 2 <= K; k += 2, w += 2 * XG_NB) {
+            {
+                XG_LOADW(w);
+                XG_FMA(a, x[k]);
+            }
+            {
+                XG_LOADW(w + XG_NB);
+                XG_FMA(b, x[k + 1]);
+            }
+        }
+        if (k < K) {
+            XG_LOADW(w);
+            XG_FMA(a, x[k]);
+        }
+        store(y + j0, a0 + b0, a1 + b1, a2 + b2, a3 + b3, nb);
+        return;
+    }
+    int64_t m0 = 0;
+    for (; m0 + 4 <= rows; m0 += 4) XG_ROWS(4);
+    switch (rows - m0) {
+    case 3: XG_ROWS(3); break;
+    case 2: XG_ROWS(2); break;
+    case 1: XG_ROWS(1); break;
+    default: break;
+    }
+}
+
+static void gemv_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    const xg_state *c = s->state;
+    const float *x = in[0], *W = in[1]; /* W: the packed panels */
+    float *y = out[0];
+    const int64_t rows = c->rows, K = c->K, N = c->N, npanel = (N + XG_NB - 1) / XG_NB;
+    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= XG_PAR_MIN;
+#pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
+    for (int64_t p = 0; p < npanel; p++) {
+        int64_t j0 = p * XG_NB;
+        panel(x, W + p * K * XG_NB, y, rows, K, N, j0, N - j0 < XG_NB ? N - j0 : XG_NB);
+    }
+    if (c->epi.nins) { /* the chain reads the product as its running result (acc = y) */
+        const xstep es = {.state = (void *)&c->epi};
+        xv_prog_run(&es, in + 2, out, scratch);
+    }
+}
+
+/* Node c's inputs other than cur exist when this step runs (a graph input
+ * or constant, or the output of a node lowered before). */
+static bool inputs_ready(const xplan *p, int c, int cur)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    for (int i = 0; i < nd->ninputs; i++) {
+        int v = nd->inputs[i];
+        if (v < 0 || v == cur) continue;
+        if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
+    }
+    return true;
+}
+
+/* Buffer holding B (K x N) as panels; one per constant, shared by every
+ * node that multiplies by it (nasrnn uses each weight 5 times); -1 when
+ * out of memory. */
+static int packed_weights(xplan *p, const ts_tensor *B)
+{
+    static const char tag[] = "vec.gemv panels";
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].kind == XB_CONST && p->bufs[b].packed_from == B->data && p->bufs[b].packing == tag) return b;
+    const int64_t K = B->shape.dims[0], N = B->shape.dims[1], npanel = (N + XG_NB - 1) / XG_NB;
+    const ts_shape ps = {.rank = 1, .dims = {npanel * K * XG_NB}};
+    float *d = aligned_alloc(64, sizeof(float) * (size_t)ps.dims[0]);
+    if (!d) return -1;
+    const float *w = B->data;
+    for (int64_t pn = 0; pn < npanel; pn++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < XG_NB; j++) {
+                int64_t col = pn * XG_NB + j;
+                d[(pn * K + k) * XG_NB + j] = col < N ? w[k * N + col] : 0.0f;
+            }
+    int b = xplan_new_buf(p, -1, TS_F32, &ps);
+    if (b < 0) {
+        free(d);
+        return -1;
+    }
+    xbuf *x = &p->bufs[b];
+    x->kind = XB_CONST;
+    x->data = d;
+    x->owns_data = true;
+    x->packed_from = B->data;
+    x->packing = tag;
+    return b;
+}
+
+static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (nd->ninputs != 2 || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    const ts_shape *a = &g->values[nd->inputs[0]].shape;
+    const ts_tensor *B = xplan_const(p, nd->inputs[1]);
+    /* constant 2-D weights (1-D B changes the output rank: left to oneDNN) */
+    if (!B || B->shape.rank != 2 || a->rank < 1) return TS_ERR_UNSUPPORTED;
+    int64_t K = B->shape.dims[0], N = B->shape.dims[1], rows = 1;
+    if (a->dims[a->rank - 1] != K || K < 1 || N < 1) return TS_ERR_UNSUPPORTED;
+    for (int i = 0; i < a->rank - 1; i++) rows *= a->dims[i];
+    if (rows > XG_MAX_ROWS || rows < 1) return TS_ERR_UNSUPPORTED;
+
+    xg_state *c = xv_state(sizeof *c, err);
+    if (!c) return err->code;
+    s->state = c;
+    c->rows = rows, c->K = K, c->N = N;
+    c->threads = xv_threads(p);
+
+    /* absorb the element-wise chain after the product (as vec_fuse.c does
+     * after an element-wise node), lowered with the product as acc */
+    int cur = nd->outputs[0], ext[XV_MAXIN] = {0};
+    const ts_shape shape = g->values[cur].shape;
+    while (!p->opts.no_fusion) {
+        int k = xplan_sole_consumer(p, cur);
+        if (k < 0 || p->claimed[k]) break;
+        const ts_node *cn = &g->nodes[k];
+        if (!(cn->op->flags & TS_OP_ELEMENTWISE) || cn->noutputs != 1 || !xv_all_f32(p, k) ||
+            !ts_shape_eq(&g->values[cn->outputs[0]].shape, &shape) || !inputs_ready(p, k, cur))
+            break;
+        xv_prog trial = c->epi; /* lowering may fail half way */
+        int text[XV_MAXIN];
+        memcpy(text, ext, sizeof ext);
+        if (!xv_lower_node(p, k, cur, &trial, text)) break;
+        c->epi = trial;
+        memcpy(ext, text, sizeof ext);
+        xplan_claim(p, k, s);
+        cur = cn->outputs[0];
+    }
+
+    if (xstep_alloc(s, 2 + c->epi.next, 1, err)) return err->code;
+    s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
+    s->in[1] = packed_weights(p, B);
+    if (s->in[0] < 0 || s->in[1] < 0) return err->code ? err->code : TS_ERR_INVALID;
+    const ts_shape *shapes[XV_MAXIN];
+    for (int j = 0; j < c->epi.next; j++) {
+        shapes[j] = &g->values[ext[j]].shape;
+        s->in[2 + j] = xplan_plain(p, xplan_value_buf(p, ext[j]), err);
+        if (s->in[2 + j] < 0) return err->code ? err->code : TS_ERR_INVALID;
+    }
+    s->out[0] = xplan_value_buf(p, cur);
+    if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (c->epi.nins) {
+        xv_geometry(&c->epi, &shape, shapes);
+        c->epi.threads = c->threads;
+    }
+    return TS_OK;
+}
+
+const xkernel xk_vec_gemv = {"vec.gemv", gemv_build, gemv_run, free};

@@ -1,0 +1,207 @@
+/* Layout choice of the oneDNN convolutions (src/exec/dnnl_conv.c,
+ * dnnl_layout.c): a grouped conv in a channels-last network stays
+ * channels-last (before, it got 4- or 8-channel blocks, and the 1x1 convs
+ * after it were pinned to those blocks and ran on a half-speed kernel);
+ * results equal the reference interpreter, including channel counts that
+ * are not multiples of the blocks. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "exec/dnnl_layout.h"
+#include "exec/exec.h"
+#include "tsopt.h"
+
+static uint64_t rng = 4242;
+
+static ts_shape shp(const char *dims)
+{
+    ts_shape s = {0};
+    ts_error e = {0};
+    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
+    return s;
+}
+
+static int input(ts_graph *g, const char *dims)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    int v = ts_graph_add_input(g, "x", TS_F32, &s, &e);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+static int cst(ts_graph *g, const char *dims, double lo, double hi)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    ts_tensor_fill_random(t, &rng, lo, hi);
+    char name[32];
+    snprintf(name, sizeof name, "c%d", g->nvalues);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
+{
+    ts_error e = {0};
+    int out;
+    cr_assert_geq(ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e), 0, "%s: %s", op, e.msg);
+    return out;
+}
+
+/* Conv (+ Relu) with F output channels, kernel k x k, stride s, groups G. */
+static int conv(ts_graph *g, int x, int C, int F, int k, int s, int G)
+{
+    char w[64], b[16];
+    snprintf(w, sizeof w, "%dx%dx%dx%d", F, C / G, k, k);
+    snprintf(b, sizeof b, "%d", F);
+    int p = k / 2;
+    ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){p, p, p, p}, 4), ts_attr_ints("strides", (int64_t[]){s, s}, 2),
+                    ts_attr_int("group", G)};
+    int y = node(g, "Conv", (int[]){x, cst(g, w, -0.3, 0.3), cst(g, b, -0.5, 0.5)}, 3, at, 3);
+    return node(g, "Relu", &y, 1, NULL, 0);
+}
+
+/* Plans g (last value is the output) and checks it against the reference
+ * twice; returns the plan for inspection (caller frees). */
+static ts_plan *check(ts_graph *g)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, g->nvalues - 1, &e), TS_OK, "%s", e.msg);
+    ts_tensor *in[1], *ref[1] = {0}, *out[1];
+    in[0] = ts_tensor_new(TS_F32, &g->values[g->inputs[0]].shape, &e);
+    ts_tensor_fill_random(in[0], &rng, -1, 1);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
+    ts_plan *p = NULL;
+    ts_plan_opts o = {0};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    out[0] = ts_tensor_new(TS_F32, &ref[0]->shape, &e);
+    for (int rep = 0; rep < 2; rep++) {
+        memset(out[0]->data, 0, out[0]->nbytes);
+        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+        const float *a = out[0]->data, *b = ref[0]->data;
+        double maxref = 0;
+        int64_t n = ts_tensor_numel(ref[0]);
+        for (int64_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(b[i]));
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(a[i] - b[i]) <= 1e-4 * fmax(1.0, maxref), "element %lld: plan %g, reference %g",
+                      (long long)i, a[i], b[i]);
+    }
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    cr_assert_eq(st.fallback_steps, 0);
+    cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
+    ts_tensor_unref(in[0]);
+    ts_tensor_unref(ref[0]);
+    ts_tensor_unref(out[0]);
+    return p;
+}
+
+/* Every conv step after the first reads its input in the layout it writes
+ * (no conversion inside the step): the grouped conv kept the layout of the
+ * 1x1 conv before it, and the 1x1 conv after it kept the grouped conv's. */
+static void assert_one_layout(const ts_plan *plan)
+{
+    const xplan *p = (const xplan *)plan;
+    int nconv = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        if (strcmp(s->k->name, "dnnl.conv") != 0) continue;
+        const xbuf *x = &p->bufs[s->in[0]], *y = &p->bufs[s->out[0]];
+        if (nconv++ == 0 || y->kind == XB_OUTPUT) continue; /* first: reads the plain input */
+        cr_assert(x->blocked && y->blocked, "conv step %d: input or output not in a oneDNN layout", i);
+        dnnl_memory_desc_t same;
+        cr_assert(xd_md_same_layout(&x->md, &x->shape, &y->shape, &same), "conv step %d: unknown layout", i);
+        cr_assert(dnnl_memory_desc_equal(&same, &y->md), "conv step %d: output layout differs from its input's", i);
+    }
+    cr_assert_geq(nconv, 3);
+}
+
+/* The ResNeXt bottleneck: 1x1, grouped 3x3 (32 groups of 4 or 8), 1x1. */
+static void resnext_block(int C, int width, int hw, int stride)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char dims[32];
+    snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
+    int a = conv(g, input(g, dims), C, width, 1, 1, 1);
+    a = conv(g, a, width, width, 3, stride, 32);
+    a = conv(g, a, width, 2 * width, 1, 1, 1);
+    conv(g, a, 2 * width, C, 1, 1, 1);
+    ts_plan *p = check(g);
+    assert_one_layout(p);
+    ts_plan_free(p);
+    ts_graph_free(g);
+}
+
+Test(conv_layout, resnext_4_per_group) { resnext_block(64, 128, 14, 1); }
+Test(conv_layout, resnext_8_per_group_stride2) { resnext_block(128, 256, 14, 2); }
+Test(conv_layout, resnext_16_per_group) { resnext_block(256, 512, 7, 1); }
+
+/* Channel counts that are not multiples of 16, 8 or 4: 24 channels in 8
+ * groups of 3, 15 channels in 3 groups of 5 (stride 2, odd size), 6 groups
+ * of 2; checked against the reference only (any layout may win there). */
+Test(conv_layout, odd_channels)
+{
+    static const int cfg[][5] = {
+        /* C, F, G, stride, hw */
+        {24, 24, 8, 1, 9},
+        {15, 15, 3, 2, 11},
+        {12, 18, 6, 1, 7},
+        {40, 40, 5, 1, 6},
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        int C = cfg[i][0], F = cfg[i][1], G = cfg[i][2], s = cfg[i][3], hw = cfg[i][4];
+        ts_graph *g = ts_graph_new("t", 17);
+        char dims[32];
+        snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
+        int a = conv(g, input(g, dims), C, C, 1, 1, 1);
+        a = conv(g, a, C, F, 3, s, G);
+        a = conv(g, a, F, F, 1, 1, 1);
+        ts_plan_free(check(g));
+        ts_graph_free(g);
+    }
+}
+
+/* 3x3 stride-1 convolutions with 32+ channels run on Winograd (16-channel
+ * blocks): a chain of them with a residual Add, channel counts that are not
+ * multiples of 16 (33, 40) and an odd spatial size, against the reference
+ * within the same 1e-4 relative bound; the layout is the 16-channel block
+ * after the first conv. */
+static void wino_chain(int C, int F, int hw)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char dims[32];
+    snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
+    int x = conv(g, input(g, dims), C, F, 3, 1, 1);
+    int a = conv(g, x, F, F, 3, 1, 1);
+    char w[64];
+    snprintf(w, sizeof w, "%dx%dx3x3", F, F);
+    ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)};
+    a = node(g, "Conv", (int[]){a, cst(g, w, -0.1, 0.1)}, 2, at, 1);
+    a = node(g, "Add", (int[]){a, x}, 2, NULL, 0);
+    a = node(g, "Relu", &a, 1, NULL, 0);
+    conv(g, a, F, F, 1, 1, 1);
+    ts_plan *plan = check(g);
+    const xplan *p = (const xplan *)plan;
+    int blocked16 = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        if (strcmp(s->k->name, "dnnl.conv") != 0 || p->bufs[s->out[0]].kind == XB_OUTPUT) continue;
+        const xbuf *y = &p->bufs[s->out[0]];
+        dnnl_memory_desc_t md;
+        dnnl_memory_desc_init_by_tag(&md, 4, (dnnl_dims_t){1, F, hw, hw}, dnnl_f32, dnnl_aBcd16b);
+        blocked16 += y->blocked && dnnl_memory_desc_equal(&md, &y->md);
+    }
+    cr_assert_geq(blocked16, 2, "Winograd layout (16-channel blocks) on %d conv outputs", blocked16);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+Test(conv_layout, winograd_64) { wino_chain(64, 64, 28); }
+Test(conv_layout, winograd_odd_channels) { wino_chain(33, 40, 29); }
+Test(conv_layout, winograd_large_tile) { wino_chain(128, 128, 28); }

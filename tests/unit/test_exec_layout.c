@@ -1,0 +1,271 @@
+/* Pad and standalone BatchNormalization kernels (vec_pad.c,
+ * vec_batchnorm.c), and the kernels that work on a convolution's dense
+ * permuted (channels-last) output in place (vec_layout.h: element-wise
+ * chains, Concat, Slice, Pad, BatchNormalization), through
+ * ts_plan_build/run against the reference interpreter.  The plan
+ * statistics show that no node fell back to the reference kernel. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "tsopt.h"
+
+static ts_graph *G;
+static ts_error E;
+
+static void done(void)
+{
+    ts_graph_free(G);
+    G = NULL;
+}
+
+TestSuite(layout, .fini = done);
+
+static void graph(int opset)
+{
+    G = ts_graph_new("t", opset);
+    memset(&E, 0, sizeof E);
+}
+
+static ts_shape shp(const char *dims)
+{
+    ts_shape s = {0};
+    if (*dims) cr_assert_eq(ts_shape_parse(dims, &s, &E), TS_OK, "%s", E.msg);
+    return s;
+}
+
+static int input(const char *dims)
+{
+    char name[32];
+    ts_shape s = shp(dims);
+    snprintf(name, sizeof name, "in%d", G->ninputs);
+    int v = ts_graph_add_input(G, name, TS_F32, &s, &E);
+    cr_assert(v >= 0, "%s", E.msg);
+    return v;
+}
+
+static int add_const(ts_tensor *t)
+{
+    char name[32];
+    snprintf(name, sizeof name, "c%d", G->nvalues);
+    int id = ts_graph_add_constant(G, name, t, &E);
+    ts_tensor_unref(t);
+    cr_assert(id >= 0, "%s", E.msg);
+    return id;
+}
+
+/* n values; a single value fills the whole tensor */
+static int cst(ts_dtype dt, const char *dims, const double *v, int n)
+{
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(dt, &s, &E);
+    cr_assert(t, "%s", E.msg);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, v[n == 1 ? 0 : i]);
+    return add_const(t);
+}
+#define NV(...) (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double))
+#define F32(dims, ...) cst(TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define I64(dims, ...) cst(TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+
+/* Random float32 constant in [lo, hi) (weights, BN parameters). */
+static int rnd(const char *dims, double lo, double hi)
+{
+    static uint64_t rng = 777;
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &E);
+    cr_assert(t, "%s", E.msg);
+    ts_tensor_fill_random(t, &rng, lo, hi);
+    return add_const(t);
+}
+
+#define INS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define ATTRS(...) (const ts_attr[]){__VA_ARGS__}, (int)(sizeof((ts_attr[]){__VA_ARGS__}) / sizeof(ts_attr))
+#define NOATTR NULL, 0
+
+static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
+{
+    int out;
+    cr_assert(ts_graph_add_node(G, name, NULL, ins, nin, at, nat, 1, NULL, &out, &E) >= 0, "%s: %s", name, E.msg);
+    return out;
+}
+
+static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
+
+/* Runs G on random inputs with the reference interpreter and with plans
+ * at one and two threads; every output within tol + tol|ref|, and no
+ * reference steps when fallback is 0. */
+static void compare(double tol, int fallback)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_tensor *in[32] = {0}, *ref[32] = {0}, *got[32] = {0};
+        uint64_t rng = 12345;
+        ts_plan *plan = NULL;
+        ts_plan_stats st;
+        cr_assert_eq(ts_graph_validate(G, &E), TS_OK, "%s", E.msg);
+        cr_assert(G->ninputs <= 32 && G->noutputs <= 32);
+        for (int i = 0; i < G->ninputs; i++) {
+            in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &E);
+            ts_tensor_fill_random(in[i], &rng, -1, 1);
+        }
+        cr_assert_eq(ts_graph_run_reference(G, TS_DOMAIN_F32, in, ref, &E), TS_OK, "%s", E.msg);
+        ts_plan_opts o = {.threads = threads};
+        cr_assert_eq(ts_plan_build(G, &o, &plan, &E), TS_OK, "%s", E.msg);
+        for (int i = 0; i < G->noutputs; i++) got[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &E);
+        for (int rep = 0; rep < 2; rep++)
+            cr_assert_eq(ts_plan_run(plan, in, got, &E), TS_OK, "%s", E.msg);
+        ts_plan_stats_get(plan, &st);
+        for (int i = 0; i < G->noutputs; i++) {
+            const float *a = ref[i]->data, *b = got[i]->data;
+            cr_assert(ts_shape_eq(&ref[i]->shape, &got[i]->shape), "output %d: shapes differ (rank %d %d, %lld %lld)", i, ref[i]->shape.rank, got[i]->shape.rank, (long long)ref[i]->shape.dims[0], (long long)got[i]->shape.dims[0]);
+            for (int64_t k = 0; k < ts_tensor_numel(ref[i]); k++)
+                cr_assert(fabs((double)a[k] - b[k]) <= tol + tol * fabs(a[k]),
+                          "threads %d, output %d [%lld]: %.9g, reference %.9g", threads, i, (long long)k, b[k], a[k]);
+        }
+        if (fallback >= 0)
+            cr_assert_eq(st.fallback_steps, fallback, "threads %d: %d reference steps, expected %d", threads,
+                         st.fallback_steps, fallback);
+        for (int i = 0; i < G->ninputs; i++) ts_tensor_unref(in[i]);
+        for (int i = 0; i < G->noutputs; i++) {
+            ts_tensor_unref(ref[i]);
+            ts_tensor_unref(got[i]);
+        }
+        ts_plan_free(plan);
+    }
+}
+
+static int pad11(int x, const char *mode, int pads)
+{
+    return op("Pad", INS(x, pads), ATTRS(ts_attr_string("mode", mode)));
+}
+
+/* ----------------------------------------------------------------- Pad */
+
+Test(layout, pad_modes_ranks_negative)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    graph(13);
+    int x1 = input("7"), x2 = input("5x6"), x3 = input("3x4x5"), x4 = input("2x3x5x6"), x5 = input("2x2x3x4x5");
+    for (int m = 0; m < 3; m++) {
+        output(pad11(x1, modes[m], I64("2", 2, 3)));
+        output(pad11(x2, modes[m], I64("4", 1, 0, 2, 4)));
+        output(pad11(x2, modes[m], I64("4", -2, 1, 3, -4))); /* crop one side, pad the other */
+        output(pad11(x3, modes[m], I64("6", 0, 2, -1, 1, 0, 3)));
+        output(pad11(x4, modes[m], I64("8", 0, 0, 1, 2, 0, 0, 2, 1))); /* NCHW spatial */
+        output(pad11(x4, modes[m], I64("8", 1, -1, 0, 0, 0, 2, 0, -3)));
+        output(pad11(x5, modes[m], I64("10", 0, 1, 1, 2, 3, 1, 0, 2, 1, 3)));
+    }
+    compare(0, 0);
+}
+
+Test(layout, pad_constant_value_and_axes)
+{
+    graph(18);
+    int x = input("3x4x5");
+    output(op("Pad", INS(x, I64("6", 1, 2, 0, 0, 1, 3), F32("", 2.5)), NOATTR));
+    output(op("Pad", INS(x, I64("4", 2, -1, 1, 3), F32("", -1), I64("2", -1, 0)), NOATTR)); /* axes 2 and 0 */
+    output(op("Pad", INS(x, I64("2", 1, 2), -1, I64("1", 1)), ATTRS(ts_attr_string("mode", "reflect"))));
+    compare(0, 0);
+}
+
+Test(layout, pad_opset2_attributes)
+{
+    graph(2);
+    int x = input("2x3x4");
+    output(op("Pad", INS(x), ATTRS(ts_attr_ints("pads", (const int64_t[]){0, 1, 2, 1, -1, 3}, 6),
+                                   ts_attr_float("value", 0.75))));
+    output(op("Pad", INS(x), ATTRS(ts_attr_ints("pads", (const int64_t[]){1, 2, 0, 0, 1, 3}, 6),
+                                   ts_attr_string("mode", "edge"))));
+    output(op("Pad", INS(x), ATTRS(ts_attr_ints("pads", (const int64_t[]){0, 2, 1, 1, 1, 2}, 6),
+                                   ts_attr_string("mode", "reflect"))));
+    compare(0, 0);
+}
+
+/* ---------------------------------------------------- channels-last */
+
+static int conv1x1(int x, int cin, int cout)
+{
+    char w[32];
+    snprintf(w, sizeof w, "%dx%dx1x1", cout, cin);
+    return op("Conv", INS(x, rnd(w, -0.5, 0.5)), NOATTR);
+}
+
+static int bn(int x, int c)
+{
+    char d[16];
+    snprintf(d, sizeof d, "%d", c);
+    return op("BatchNormalization", INS(x, rnd(d, 0.5, 1.5), rnd(d, -1, 1), rnd(d, -1, 1), rnd(d, 0.5, 2)),
+              ATTRS(ts_attr_float("epsilon", 1e-3)));
+}
+
+/* NASNet's patterns on conv outputs: Relu, Add of two convs, Concat, the
+ * shifted Pad + Slice, BatchNormalization after Concat, and convs reading
+ * the results; plus mixed layouts (a conv output with a graph input). */
+Test(layout, conv_output_consumers)
+{
+    graph(17);
+    int x = input("1x8x9x11"), other = input("1x16x9x11");
+    int a = conv1x1(x, 8, 16), b = conv1x1(x, 8, 16);
+    int r = op("Relu", INS(a), NOATTR);
+    int s = op("Add", INS(r, b), NOATTR);
+    int cat = op("Concat", INS(s, a, b), ATTRS(ts_attr_int("axis", 1)));
+    int n1 = bn(cat, 48);
+    int pd = op("Pad", INS(n1, I64("8", 0, 0, 1, 0, 0, 0, 0, 1)), NOATTR);
+    int sl = op("Slice", INS(pd, I64("2", 1, 1), I64("2", 1000000, 1000000), I64("2", 2, 3)), NOATTR);
+    int refl = op("Pad", INS(sl, I64("8", 0, 0, 2, 1, 0, 0, 1, 2)), ATTRS(ts_attr_string("mode", "reflect")));
+    int y = conv1x1(refl, 48, 8);
+    output(y);
+    output(op("Add", INS(conv1x1(sl, 48, 16), other), NOATTR)); /* blocked + plain */
+    output(op("Slice", INS(cat, I64("1", 5), I64("1", 40), I64("1", 1)), NOATTR)); /* channel slice as output */
+    output(bn(conv1x1(x, 8, 5), 5)); /* fused into the conv */
+    compare(1e-4, 0);
+}
+
+Test(layout, batchnorm_standalone_plain)
+{
+    graph(15);
+    int x4 = input("2x6x5x7"), x2 = input("3x6"), x3 = input("2x6x9");
+    output(bn(x4, 6));
+    output(bn(x2, 6));
+    output(op("Relu", INS(bn(x3, 6)), NOATTR));
+    compare(1e-5, 0);
+}
+
+/* ------------------------------------------- common subexpressions */
+
+static int plan_steps(void)
+{
+    ts_plan *plan = NULL;
+    ts_plan_stats st;
+    cr_assert_eq(ts_plan_build(G, NULL, &plan, &E), TS_OK, "%s", E.msg);
+    ts_plan_stats_get(plan, &st);
+    ts_plan_free(plan);
+    return st.steps;
+}
+
+/* NASNet's per-branch Relu of a shared input: the second Relu reuses the
+ * first's result (no step), a duplicate that is a graph output or with
+ * other attributes does not.  The plan must have as many steps as the same
+ * graph written with the Relu shared. */
+static void dup_graph(bool dup)
+{
+    graph(17);
+    int x = input("1x8x6x7");
+    int c = conv1x1(x, 8, 8);
+    int r1 = op("Relu", INS(c), NOATTR), r2 = dup ? op("Relu", INS(c), NOATTR) : r1;
+    int r3 = op("Relu", INS(c), NOATTR);
+    output(conv1x1(r1, 8, 4));
+    output(conv1x1(r2, 8, 4));
+    output(r3);
+    output(op("LeakyRelu", INS(c), ATTRS(ts_attr_float("alpha", 0.5))));
+    output(op("LeakyRelu", INS(c), ATTRS(ts_attr_float("alpha", 0.25))));
+}
+
+Test(layout, duplicate_elementwise_reused)
+{
+    dup_graph(false);
+    int shared = plan_steps();
+    done();
+    dup_graph(true);
+    compare(1e-4, 0);
+    cr_assert_eq(plan_steps(), shared, "%d steps, %d with the Relu shared", plan_steps(), shared);
+}
