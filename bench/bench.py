@@ -335,9 +335,12 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     prof = [r for r in rows if "prof" in r]
     if prof:
         L.append("## Cost model: sum of op costs vs end-to-end\n")
-        L.append("`tsopt profile` times each fused group inside the model's plan (per-step timer, the central "
-                 "third of the runs; docs/runtime.md) and sums them; the end-to-end time is the median of untimed runs "
-                 "alternating with the timed ones. Error = (sum − end-to-end) / end-to-end. The isolated column sums "
+        L.append("`tsopt profile` times each fused group inside the model's plan (per-step timer: each step's median "
+                 "over the timed runs, scaled so the steps add up to the median timed run; docs/runtime.md) and sums "
+                 "them; the end-to-end time is the median of untimed runs alternating with the timed ones. "
+                 "Error = (sum − end-to-end) / end-to-end. By construction the in-plan sum is a timed run, so its "
+                 "error only shows what the timer and the run-to-run spread change; the prediction that matters for "
+                 "a graph the runtime has never run is the isolated column, which sums "
                  "each distinct group measured as a subgraph of its own (a convolution or pooling fed by a convolution "
                  "as the pair minus the producer), what the optimizer uses for groups never timed in a plan; the "
                  "roofline column is the analytic fallback (max of FLOPs/peak and bytes/bandwidth) summed the same way.\n")

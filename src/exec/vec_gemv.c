@@ -39,14 +39,17 @@ typedef struct xg_state {
  * product, one thread, weights cycling through 16 matrices as in nasrnn:
  * 9.3 vs 15 us; oneDNN ~18 us). */
 
-XV_INLINE void store(float *y, xg_v16 a0, xg_v16 a1, xg_v16 a2, xg_v16 a3, int64_t nb)
-{
-    xg_v16 t[4] = {a0, a1, a2, a3};
-    if (nb == XG_NB)
-        for (int q = 0; q < 4; q++) *(xg_v16 *)(y + 16 * q) = t[q];
-    else
-        memcpy(y, t, (size_t)nb * sizeof(float));
-}
+/* A macro, not a function: 64-byte vectors passed by value would change
+ * the calling convention of a function compiled without AVX-512 (clang
+ * refuses it). */
+#define XG_STORE(y, v0, v1, v2, v3, nb)                                                                          \
+    do {                                                                                                         \
+        xg_v16 t_[4] = {v0, v1, v2, v3};                                                                         \
+        if ((nb) == XG_NB)                                                                                       \
+            for (int q_ = 0; q_ < 4; q_++) *(xg_v16 *)((y) + 16 * q_) = t_[q_];                                  \
+        else                                                                                                     \
+            memcpy((y), t_, (size_t)(nb) * sizeof(float));                                                       \
+    } while (0)
 
 /* The accumulators are named variables, not arrays, and the row loop is
  * unrolled by hand: GCC at -O2 kept arrays of vectors in memory. */
@@ -77,15 +80,22 @@ XV_INLINE void store(float *y, xg_v16 a0, xg_v16 a1, xg_v16 a2, xg_v16 a3, int64
             if (MR > 3) XG_FMA(d, x0[3 * K + k]);                                                                \
         }                                                                                                        \
         float *y0 = y + m0 * N + j0;                                                                             \
-        store(y0, a0, a1, a2, a3, nb);                                                                           \
-        if (MR > 1) store(y0 + N, b0, b1, b2, b3, nb);                                                           \
-        if (MR > 2) store(y0 + 2 * N, c0, c1, c2, c3, nb);                                                       \
-        if (MR > 3) store(y0 + 3 * N, d0, d1, d2, d3, nb);                                                       \
+        XG_STORE(y0, a0, a1, a2, a3, nb);                                                                        \
+        if (MR > 1) XG_STORE(y0 + N, b0, b1, b2, b3, nb);                                                        \
+        if (MR > 2) XG_STORE(y0 + 2 * N, c0, c1, c2, c3, nb);                                                    \
+        if (MR > 3) XG_STORE(y0 + 3 * N, d0, d1, d2, d3, nb);                                                    \
     } while (0)
 
-/* One panel (columns [j0, j0+nb)) for every row.  fp-contract: the
- * multiply-adds become FMAs (ISO C mode leaves them separate). */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast"))) static void
+/* GCC in ISO C mode leaves a*b+c as two operations; clang (the fuzz build)
+ * has no optimize attribute and contracts within an expression anyway. */
+#ifdef __clang__
+#define XG_FP_CONTRACT
+#else
+#define XG_FP_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#endif
+
+/* One panel (columns [j0, j0+nb)) for every row; the multiply-adds become FMAs. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) XG_FP_CONTRACT static void
 panel(const float *x, const float *P, float *y, int64_t rows, int64_t K, int64_t N, int64_t j0, int64_t nb)
 {
     if (rows == 1) { /* two k at a time: eight independent accumulators hide the FMA latency */
@@ -107,7 +117,7 @@ panel(const float *x, const float *P, float *y, int64_t rows, int64_t K, int64_t
             XG_LOADW(w);
             XG_FMA(a, x[k]);
         }
-        store(y + j0, a0 + b0, a1 + b1, a2 + b2, a3 + b3, nb);
+        XG_STORE(y + j0, a0 + b0, a1 + b1, a2 + b2, a3 + b3, nb);
         return;
     }
     int64_t m0 = 0;
