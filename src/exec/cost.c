@@ -259,6 +259,26 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Seeded random inputs and output tensors for timing g (in/out: arrays of
+ * g's input/output count, zeroed; filled even on error, for the caller to
+ * free).  Integer inputs stay 0: always a valid index, whatever the table
+ * size. */
+ts_status xcost_io_new(const ts_graph *g, ts_tensor **in, ts_tensor **out, ts_error *err)
+{
+    uint64_t rng = 0xc057;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, err))) return err->code;
+        if (ts_dtype_is_float(v->dtype) || v->dtype == TS_BOOL)
+            ts_tensor_fill_random(in[i], &rng, v->dtype == TS_BOOL ? 0 : -1, 1);
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        const ts_value *v = &g->values[g->outputs[i]];
+        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) return err->code;
+    }
+    return TS_OK;
+}
+
 ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, double *min_ms,
                                ts_error *err)
 {
@@ -267,23 +287,12 @@ ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double 
     double *t = calloc((size_t)iters + 1, sizeof *t);
     ts_plan *plan = NULL;
     ts_plan_opts o = {0};
-    uint64_t rng = 0xc057;
     ts_status st = TS_OK;
     if (!in || !out || !t) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < nin && !st; i++) {
-        const ts_value *v = &g->values[g->inputs[i]];
-        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
-        /* integers 0: always a valid index, whatever the table size */
-        else if (ts_dtype_is_float(v->dtype) || v->dtype == TS_BOOL)
-            ts_tensor_fill_random(in[i], &rng, v->dtype == TS_BOOL ? 0 : -1, 1);
-    }
-    for (int i = 0; i < nout && !st; i++) {
-        const ts_value *v = &g->values[g->outputs[i]];
-        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
-    }
+    if (!st) st = xcost_io_new(g, in, out, err);
     if (st || (st = ts_plan_build(g, &o, &plan, err))) goto done;
     for (int i = 0; i < warmup && !st; i++) st = ts_plan_run(plan, in, out, err);
     int n = 0;

@@ -27,6 +27,7 @@ typedef enum xcost_src {
 /* group_of[n] = head node of n's group (n itself for a head), -1 for dead
  * nodes.  Returns TS_ERR_NOMEM or TS_OK. */
 ts_status xcost_groups(const ts_graph *g, int *group_of);
+ts_status xcost_io_new(const ts_graph *g, ts_tensor **in, ts_tensor **out, ts_error *err);
 
 /* Members of the group headed by `head`, in chain order; returns count. */
 int xcost_members(const ts_graph *g, const int *group_of, int head, int *members);

@@ -65,7 +65,6 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     int nkeys = 0;
     ts_plan *plan = NULL;
     ts_plan_opts o = {0};
-    uint64_t rng = 0xc057;
     ts_status st = TS_OK;
     if (!in || !out || !group_of || !run || !plain) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -75,17 +74,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < nin && !st; i++) {
-        const ts_value *v = &g->values[g->inputs[i]];
-        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
-        /* integers 0: always a valid index, as in the isolated measurement */
-        else if (ts_dtype_is_float(v->dtype) || v->dtype == TS_BOOL)
-            ts_tensor_fill_random(in[i], &rng, v->dtype == TS_BOOL ? 0 : -1, 1);
-    }
-    for (int i = 0; i < nout && !st; i++) {
-        const ts_value *v = &g->values[g->outputs[i]];
-        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
-    }
+    if (!st) st = xcost_io_new(g, in, out, err); /* the same inputs as the isolated measurement */
     if (st || (st = ts_plan_build(g, &o, &plan, err))) goto done;
     int ns = xplan_step_count(plan);
     r->steps = ns;
