@@ -23,7 +23,7 @@ static const char USAGE[] =
 typedef struct row {
     char label[160];
     int count;
-    double ms;
+    double ms, iso_ms;
     int measured, cached, roofline, plan;
 } row;
 
@@ -73,6 +73,7 @@ int cli_profile(int argc, char **argv)
     ts_costdb *db = NULL;
     int *group_of = NULL;
     xcost_src *isrc_of = NULL;
+    double *iso_of = NULL;
     row *rows = NULL;
     int nrows = 0;
     ts_graph *g = cli_load_model(model, &binds);
@@ -84,7 +85,8 @@ int cli_profile(int argc, char **argv)
     group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
     rows = calloc((size_t)g->nnodes + 1, sizeof *rows);
     isrc_of = calloc((size_t)g->nnodes + 1, sizeof *isrc_of);
-    if (!group_of || !rows || !isrc_of || xcost_groups(g, group_of)) {
+    iso_of = calloc((size_t)g->nnodes + 1, sizeof *iso_of);
+    if (!group_of || !rows || !isrc_of || !iso_of || xcost_groups(g, group_of)) {
         cli_error(CLI_FAIL, "out of memory");
         goto done;
     }
@@ -102,6 +104,7 @@ int cli_profile(int argc, char **argv)
         xcost_src src;
         double ms = xcost_group_isolated(db, g, group_of, n, true, &src);
         isrc_of[n] = src;
+        iso_of[n] = ms;
         sum_iso += ms;
         nmeas += src == XCOST_MEASURED, ncached += src == XCOST_CACHED, nroof += src == XCOST_ROOFLINE;
         nfree += src == XCOST_FREE;
@@ -130,8 +133,10 @@ int cli_profile(int argc, char **argv)
         int r = 0;
         while (r < nrows && strcmp(rows[r].label, label)) r++;
         if (r == nrows) snprintf(rows[nrows++].label, sizeof rows[r].label, "%s", label);
+        if (getenv("TSOPT_OPTDBG")) fprintf(stderr, "G %s %s %.4f %.4f\n", g->nodes[n].name, label, ms, iso_of[n]); /*OPTDBG*/
         rows[r].count++;
         rows[r].ms += ms;
+        rows[r].iso_ms += iso_of[n];
         rows[r].measured += isrc == XCOST_MEASURED;
         rows[r].cached += src == XCOST_CACHED;
         rows[r].roofline += src == XCOST_ROOFLINE;
@@ -153,17 +158,19 @@ int cli_profile(int argc, char **argv)
                "\"sum_ms\": %.4f, \"roofline_sum_ms\": %.4f, \"e2e_ms\": %.4f, \"error_pct\": %.2f, "
                "\"roofline_error_pct\": %.2f, \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"in_plan\": %d, "
                "\"isolated_sum_ms\": %.4f, \"isolated_error_pct\": %.2f, \"plan_steps\": %d, "
-               "\"plan_steps_ms\": %.4f, \"plan_run_ms\": %.4f, \"plan_unowned_ms\": %.4f}\n",
+               "\"plan_steps_ms\": %.4f, \"plan_medians_ms\": %.4f, \"plan_run_ms\": %.4f, \"plan_unowned_ms\": %.4f}\n",
                model, groups, nmeas, ncached, nroof, nfree, sum, sum_roof, e2e, errp, errr, gflops, gbps, nplan,
-               sum_iso, erri, pt.steps, pt.steps_ms, pt.run_ms, pt.unowned_ms);
+               sum_iso, erri, pt.steps, pt.steps_ms, pt.medians_ms, pt.run_ms, pt.unowned_ms);
     } else {
         printf("model: %s\ncache: %s (%d entries, %d new measurements)\n", model, xcost_db_path(db),
                xcost_db_size(db), xcost_db_measured(db));
         printf("peak: %.1f GFLOP/s, %.1f GB/s\n", gflops, gbps);
-        printf("%-48s %6s %10s %6s  %s\n", "group (fused ops)", "count", "total ms", "share", "source");
+        printf("%-48s %6s %10s %6s %12s  %s\n", "group (fused ops)", "count", "total ms", "share", "isolated ms",
+               "source");
         for (int r = 0; r < nrows; r++)
-            printf("%-48.48s %6d %10.3f %5.1f%%  %d measured, %d cached, %d roofline, %d in-plan\n", rows[r].label,
-                   rows[r].count, rows[r].ms, sum > 0 ? 100 * rows[r].ms / sum : 0, rows[r].measured,
+            printf("%-48.48s %6d %10.3f %5.1f%% %12.3f  %d measured, %d cached, %d roofline, %d in-plan\n",
+                   rows[r].label, rows[r].count, rows[r].ms, sum > 0 ? 100 * rows[r].ms / sum : 0, rows[r].iso_ms,
+                   rows[r].measured,
                    rows[r].cached, rows[r].roofline, rows[r].plan);
         printf("groups: %d (%d measured now, %d cached, %d roofline, %d free views; %d timed in the plan)\n", groups,
                nmeas, ncached, nroof, nfree, nplan);
@@ -178,6 +185,7 @@ int cli_profile(int argc, char **argv)
 done:
     free(group_of);
     free(isrc_of);
+    free(iso_of);
     free(rows);
     ts_costdb_free(db);
     ts_graph_free(g);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "exec/cost.h"
+#include "exec/step_timer.h"
 
 typedef struct centry {
     char *key; /* NULL: empty slot */
@@ -101,7 +102,10 @@ void xcost_cpu_id(char *buf, size_t n)
         }
         fclose(f);
     }
-    snprintf(buf, n, "%s x%d", model, omp_get_num_procs());
+    /* the tag after ';' names what a cached time means: bump it when that
+     * changes, so that old caches are ignored (m2: isolated times count
+     * only the group's own steps) */
+    snprintf(buf, n, "%s x%d; m2", model, omp_get_num_procs());
 }
 
 const char *xcost_db_path(const ts_costdb *db) { return db->path; }
@@ -279,12 +283,16 @@ ts_status xcost_io_new(const ts_graph *g, ts_tensor **in, ts_tensor **out, ts_er
     return TS_OK;
 }
 
-ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, double *min_ms,
-                               ts_error *err)
+/* Median (and fastest) of up to iters timed runs of g after warmup runs,
+ * at least 3, stopping once budget_ms is spent.  lo < 0 times whole runs;
+ * else a run's time is the sum of its steps named after nodes lo..hi-1,
+ * leaving out conversions at the graph's boundary (step_timer.h). */
+static ts_status time_graph(const ts_graph *g, int warmup, int iters, double budget_ms, int lo, int hi, double *ms,
+                            double *min_ms, ts_error *err)
 {
     int nin = g->ninputs, nout = g->noutputs;
     ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
-    double *t = calloc((size_t)iters + 1, sizeof *t);
+    double *t = calloc((size_t)iters + 1, sizeof *t), *steps = NULL;
     ts_plan *plan = NULL;
     ts_plan_opts o = {0};
     ts_status st = TS_OK;
@@ -294,13 +302,29 @@ ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double 
     }
     if (!st) st = xcost_io_new(g, in, out, err);
     if (st || (st = ts_plan_build(g, &o, &plan, err))) goto done;
+    int ns = xplan_step_count(plan);
+    if (lo >= 0) {
+        if (!(steps = calloc((size_t)ns + 1, sizeof *steps))) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        xplan_step_timer(plan, steps);
+    }
     for (int i = 0; i < warmup && !st; i++) st = ts_plan_run(plan, in, out, err);
     int n = 0;
     double start = now_ms();
     while (!st && n < iters) {
         double s = now_ms();
         if ((st = ts_plan_run(plan, in, out, err))) break;
-        t[n++] = now_ms() - s;
+        t[n] = now_ms() - s;
+        if (lo >= 0) {
+            t[n] = 0;
+            for (int i = 0; i < ns; i++) {
+                int nd = xplan_step_node(plan, i);
+                if (nd >= lo && nd < hi && !xplan_step_is_boundary(plan, i)) t[n] += steps[i];
+            }
+        }
+        n++;
         if (n >= 3 && now_ms() - start > budget_ms) break;
     }
     if (!st) {
@@ -316,13 +340,20 @@ done:
     free(in);
     free(out);
     free(t);
+    free(steps);
     ts_plan_free(plan);
     return st;
 }
 
+ts_status xcost_time_graph_min(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, double *min_ms,
+                               ts_error *err)
+{
+    return time_graph(g, warmup, iters, budget_ms, -1, 0, ms, min_ms, err);
+}
+
 ts_status xcost_time_graph(const ts_graph *g, int warmup, int iters, double budget_ms, double *ms, ts_error *err)
 {
-    return xcost_time_graph_min(g, warmup, iters, budget_ms, ms, NULL, err);
+    return time_graph(g, warmup, iters, budget_ms, -1, 0, ms, NULL, err);
 }
 
 /* The group as a graph of its own: constants stay constants (weights are
@@ -394,12 +425,17 @@ static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_e
     return s;
 }
 
-static ts_status measure_group(const ts_graph *g, const int *members, int nm, double *ms, ts_error *err)
+/* The group members[np..nm-1] as a graph of its own, after its layout
+ * producer members[0..np-1]; only the group's own steps are timed (not the
+ * producer, not the conversions at the cut-out graph's boundary, which the
+ * model does not run).  The nodes of the cut-out graph are the members in
+ * order, so the group's steps are those named after nodes np..nm-1. */
+static ts_status measure_group(const ts_graph *g, const int *members, int np, int nm, double *ms, ts_error *err)
 {
     ts_graph *s = group_graph(g, members, nm, err);
     if (!s) return err->code;
     /* median of up to 10 runs after 2 warm-ups, at most ~50 ms of runs */
-    ts_status st = xcost_time_graph(s, 2, 10, 50, ms, err);
+    ts_status st = time_graph(s, 2, 10, 50, np, nm, ms, NULL, err);
     ts_graph_free(s);
     return st;
 }
@@ -628,9 +664,9 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
     *src = XCOST_FREE;
     if (hd->dead || group_of[head] != head) return 0;
     if (xcost_is_free(hd)) return 0; /* views: aliases, no step */
-    /* A convolution fed by a convolution is measured as the pair minus the
-     * producer alone, so that it sees its input in the layout it gets in
-     * the model; the key names both. */
+    /* A convolution fed by a convolution is measured after that producer,
+     * so that it sees its input in the layout it gets in the model; the key
+     * names both. */
     int np = layout_producer(g, group_of, head, members);
     int nm = xcost_members(g, group_of, head, members + np);
     char *key = group_key(g, members, np, nm);
@@ -652,11 +688,7 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
         *src = XCOST_CACHED;
     } else {
         ts_error err = {0};
-        xcost_src psrc;
-        /* the producer alone, isolated like the pair */
-        double pair = 0, prod = np ? group_cost(db, g, group_of, members[0], measure, false, &psrc) : 0;
-        if (measure && (!np || psrc == XCOST_CACHED || psrc == XCOST_MEASURED) &&
-            !measure_group(g, members, np + nm, &pair, &err) && (ms = pair - prod > 0 ? pair - prod : 0, put(db, key, ms, 1))) {
+        if (measure && !measure_group(g, members, np, np + nm, &ms, &err) && put(db, key, ms, 1)) {
             db->measured++;
             *src = XCOST_MEASURED;
         } else {

@@ -62,6 +62,7 @@ typedef struct xcost_plan_times {
     int steps;         /* steps of the plan */
     int groups;        /* non-view groups given an in-plan time */
     double steps_ms;   /* median over runs of the sum of all steps */
+    double medians_ms; /* sum over the steps of each one's median (the prediction) */
     double run_ms;     /* median wall time of the timed runs (whole ts_plan_run) */
     double plain_ms;   /* median of as many untimed runs, paired with them */
     double unowned_ms; /* steps attributed to no group (none found) */
@@ -70,10 +71,9 @@ typedef struct xcost_plan_times {
 /* Builds g's plan, runs it warmup + iters times with the step timer (and
  * iters times without, paired in random order: the end-to-end time under
  * the same load), and caches each group's in-plan cost: the sum of its
- * steps' medians over the runs, all step medians scaled to add up to the
- * median run total (a planner-inserted reorder counts for the group it is
- * named after, one converting a graph input for the step that follows it),
- * averaged over the groups sharing a key.  A group that got no step of its
+ * steps' medians over the runs, unscaled (a planner-inserted reorder
+ * counts for the group it is named after, one converting a graph input for
+ * the step that follows it), averaged over the groups sharing a key.  A group that got no step of its
  * own (the runtime fused it into another) costs 0 in the plan. */
 ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
                           ts_error *err);

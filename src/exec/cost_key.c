@@ -7,7 +7,8 @@
  *    BatchNormalization, Add, Mul (per-channel constants or a residual) and
  *    activations (dnnl_util.c, xd_fuse_collect);
  *  - element-wise chains: an element-wise node absorbs the element-wise
- *    consumers of its result (vec_fuse.c).
+ *    consumers of its result (vec_fuse.c);
+ *  - a Gather by constant indices read by a MatMul (vec_band.c).
  * A node joins only through a value that it alone consumes (not a graph
  * output), with one float32 output of the same shape. */
 #include <stdarg.h>
@@ -74,8 +75,20 @@ ts_status xcost_groups(const ts_graph *g, int *group_of)
         if (is_view(hd) || hd->noutputs != 1) continue;
         bool compute = is_compute(hd->op->name);
         bool elt = (hd->op->flags & TS_OP_ELEMENTWISE) && all_f32(g, hd);
-        if (!compute && !elt) continue;
         int v = hd->outputs[0], size = 1;
+        /* Rows gathered by a constant index table for a MatMul: the runtime
+         * reads them through the index (vec_band.c) and never writes the
+         * gathered tensor, so the two are one cost (with the MatMul's
+         * post-ops after it). */
+        if (!strcmp(hd->op->name, "Gather") && hd->ninputs == 2 && hd->inputs[1] >= 0 &&
+            g->values[hd->inputs[1]].constant && uses[v] == 1 && group_of[user[v]] < 0 &&
+            !strcmp(g->nodes[user[v]].op->name, "MatMul") && all_f32(g, &g->nodes[user[v]])) {
+            group_of[user[v]] = h;
+            v = g->nodes[user[v]].outputs[0];
+            size++;
+            compute = true;
+        }
+        if (!compute && !elt) continue;
         while (size < XCOST_MAX_GROUP && uses[v] == 1) {
             int c = user[v];
             const ts_node *cd = &g->nodes[c];

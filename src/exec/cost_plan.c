@@ -115,13 +115,10 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     }
     xplan_step_timer(plan, NULL);
     if (st) goto done;
-    /* Each step's median is robust to the preemptions of a loaded machine,
-     * but the medians do not add up to a typical run (each drops the
-     * preemptions that every whole run suffers somewhere; a mean, even a
-     * trimmed one, is pulled up by the long tail).  So the step medians are
-     * scaled to add up to the median run total: a typical run's time,
-     * shared among the steps in proportion to their typical times. */
-    double sum_med = 0;
+    /* Each step's cost is its median over the runs: robust to the
+     * preemptions of a loaded machine.  They are not scaled to add up to
+     * the end-to-end time: their sum is the model's prediction, checked
+     * against the untimed runs (`tsopt profile`, bench.py). */
     for (int it = 0; it < iters; it++) {
         double tot = 0;
         for (int i = 0; i < ns; i++) tot += t[(size_t)it * (size_t)ns + (size_t)i];
@@ -131,9 +128,8 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     for (int i = 0; i < ns; i++) {
         for (int it = 0; it < iters; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
         sm[i] = median(col, iters);
-        sum_med += sm[i];
+        r->medians_ms += sm[i];
     }
-    double scale = sum_med > 0 ? r->steps_ms / sum_med : 1;
     r->run_ms = median(run, iters);
     r->plain_ms = median(plain, iters);
     for (int n = 0; n < nn; n++) slot[n] = -1;
@@ -141,7 +137,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     for (int n = 0; n < nn; n++)
         if (group_of[n] == n && !g->nodes[n].dead && !xcost_is_free(&g->nodes[n])) slot[n] = ng++;
     for (int i = 0; i < ns; i++) {
-        double ms = sm[i] * scale;
+        double ms = sm[i];
         if (owner[i] < 0 || slot[owner[i]] < 0)
             r->unowned_ms += ms;
         else

@@ -32,5 +32,9 @@ void xplan_step_timer(ts_plan *p, double *ms);
 int xplan_step_node(const ts_plan *p, int i);
 /* Kernel name of step i ("dnnl.conv", "reorder", ...). */
 const char *xplan_step_kernel(const ts_plan *p, int i);
+/* True when step i is a planner-inserted conversion at the graph's boundary
+ * (a reorder/copy of a graph input or into a graph output): work a graph
+ * cut out of a model does that the model itself may not. */
+bool xplan_step_is_boundary(const ts_plan *p, int i);
 
 #endif
