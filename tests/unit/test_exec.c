@@ -1,39 +1,10 @@
 /* The executor core (src/exec/plan.c, memplan.c, run.c, ref_kernel.c):
  * plans of small graphs against the reference interpreter, memory plan
  * invariants, views, outputs that are inputs or constants, run-time errors. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <string.h>
-#include "exec/exec.h"
+#include "exec_check.h"
 #include "ir/ir.h"
 
-static ts_shape sh(const char *s)
-{
-    ts_shape r = {0};
-    ts_error e = {0};
-    if (!*s) return r;
-    cr_assert_eq(ts_shape_parse(s, &r, &e), TS_OK, "%s", e.msg);
-    return r;
-}
-
-static int input(ts_graph *g, const char *name, const char *dims)
-{
-    ts_error e = {0};
-    ts_shape s = sh(dims);
-    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
-    cr_assert(v >= 0, "%s", e.msg);
-    return v;
-}
-
-static int node(ts_graph *g, const char *op, const int *in, int nin, const ts_attr *a, int na)
-{
-    ts_error e = {0};
-    int out;
-    cr_assert(ts_graph_add_node(g, op, NULL, in, nin, a, na, 1, NULL, &out, &e) >= 0, "%s", e.msg);
-    return out;
-}
-
-static int unary(ts_graph *g, const char *op, int x) { return node(g, op, &x, 1, NULL, 0); }
+static int unary(ts_graph *g, const char *op, int x) { return xt_node(g, op, &x, 1, NULL, 0); }
 
 static void output(ts_graph *g, int v)
 {
@@ -57,7 +28,7 @@ static int const_i64(ts_graph *g, const char *name, int n, const int64_t *vals)
 static int const_f32(ts_graph *g, const char *name, const char *dims, uint64_t seed)
 {
     ts_error e = {0};
-    ts_shape s = sh(dims);
+    ts_shape s = xt_shape(dims);
     ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
     ts_tensor_fill_random(t, &seed, -1, 1);
     int v = ts_graph_add_constant(g, name, t, &e);
@@ -109,30 +80,6 @@ static void assert_close(const ts_tensor *got, const ts_tensor *want, const char
     }
 }
 
-/* Every memory-plan invariant: arena buffers whose lifetimes overlap do
- * not overlap in memory; each lies inside the arena; aliases point at roots
- * that exist.  Returns the plan's internals for further checks. */
-static const xplan *check_memplan(const ts_plan *plan)
-{
-    const xplan *p = (const xplan *)plan;
-    for (int a = 0; a < p->nbufs; a++) {
-        const xbuf *x = &p->bufs[a];
-        if (x->kind == XB_ALIAS) cr_assert(x->alias_of >= 0 && x->alias_of < p->nbufs);
-        if (x->kind != XB_ARENA || x->first_step < 0 || !x->bytes) continue;
-        cr_assert(x->offset % 64 == 0, "buffer %d offset %lld not 64-aligned", a, (long long)x->offset);
-        cr_assert((size_t)x->offset + x->bytes <= p->arena_bytes, "buffer %d past the arena", a);
-        for (int b = a + 1; b < p->nbufs; b++) {
-            const xbuf *y = &p->bufs[b];
-            if (y->kind != XB_ARENA || y->first_step < 0 || !y->bytes) continue;
-            bool live = x->first_step <= y->last_step && y->first_step <= x->last_step;
-            bool mem = x->offset < y->offset + (int64_t)y->bytes && y->offset < x->offset + (int64_t)x->bytes;
-            cr_assert(!(live && mem), "buffers %d [%d,%d]@%lld and %d [%d,%d]@%lld overlap", a, x->first_step,
-                      x->last_step, (long long)x->offset, b, y->first_step, y->last_step, (long long)y->offset);
-        }
-    }
-    return p;
-}
-
 /* Builds a plan for g, runs it (twice: results must not change) and
  * compares every output with the reference interpreter. */
 static void check_against_reference(ts_graph *g, const ts_plan_opts *o)
@@ -144,7 +91,7 @@ static void check_against_reference(ts_graph *g, const ts_plan_opts *o)
     cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
     ts_plan *plan = NULL;
     cr_assert_eq(ts_plan_build(g, o, &plan, &e), TS_OK, "%s", e.msg);
-    check_memplan(plan);
+    xt_check_memplan(plan);
     cr_assert_eq(ts_plan_run(plan, in, out, &e), TS_OK, "%s", e.msg);
     for (int i = 0; i < g->noutputs; i++) assert_close(out[i], ref[i], g->values[g->outputs[i]].name);
     ts_tensor **again = new_outputs(g);
@@ -162,21 +109,21 @@ static int transpose(ts_graph *g, int x)
 {
     int64_t perm[2] = {1, 0};
     ts_attr a = ts_attr_ints("perm", perm, 2);
-    return node(g, "Transpose", &x, 1, &a, 1);
+    return xt_node(g, "Transpose", &x, 1, &a, 1);
 }
 
 Test(exec, small_graph_matches_reference)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int a = input(g, "a", "2x3"), b = input(g, "b", "3");
+    int a = xt_input(g, "a", "2x3"), b = xt_input(g, "b", "3");
     int ab[2] = {a, b};
-    int s = node(g, "Add", ab, 2, NULL, 0);
+    int s = xt_node(g, "Add", ab, 2, NULL, 0);
     int sb[2] = {s, b};
-    int m = node(g, "Mul", sb, 2, NULL, 0);
+    int m = xt_node(g, "Mul", sb, 2, NULL, 0);
     int t = unary(g, "Tanh", m);
     int64_t ax = 1;
     ts_attr axis = ts_attr_int("axis", ax);
-    int sm = node(g, "Softmax", &t, 1, &axis, 1);
+    int sm = xt_node(g, "Softmax", &t, 1, &axis, 1);
     output(g, sm);
     output(g, s); /* an intermediate that is also an output */
     check_against_reference(g, NULL);
@@ -188,18 +135,18 @@ Test(exec, small_graph_matches_reference)
 Test(exec, conv_graph_matches_reference)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "1x4x9x9");
+    int x = xt_input(g, "x", "1x4x9x9");
     int w = const_f32(g, "w", "8x4x3x3", 1), bias = const_f32(g, "bias", "8", 2);
     int64_t pads[4] = {1, 1, 1, 1};
     ts_attr pa = ts_attr_ints("pads", pads, 4);
     int cin[3] = {x, w, bias};
-    int c = node(g, "Conv", cin, 3, &pa, 1);
+    int c = xt_node(g, "Conv", cin, 3, &pa, 1);
     int r = unary(g, "Relu", c);
     int w2 = const_f32(g, "w2", "8x8x3x3", 3);
     int cin2[2] = {r, w2};
-    int c2 = node(g, "Conv", cin2, 2, &pa, 1);
+    int c2 = xt_node(g, "Conv", cin2, 2, &pa, 1);
     int add[2] = {c2, r}; /* residual */
-    int y = unary(g, "Relu", node(g, "Add", add, 2, NULL, 0));
+    int y = unary(g, "Relu", xt_node(g, "Add", add, 2, NULL, 0));
     int f = unary(g, "Flatten", y);
     output(g, f);
     check_against_reference(g, NULL);
@@ -212,7 +159,7 @@ Test(exec, conv_graph_matches_reference)
 Test(exec, memory_plan_reuses_buffers)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "8x16");
+    int x = xt_input(g, "x", "8x16");
     int t = x;
     for (int i = 0; i < 6; i++) t = transpose(g, t);
     output(g, t);
@@ -221,7 +168,7 @@ Test(exec, memory_plan_reuses_buffers)
     cr_assert_eq(ts_plan_build(g, NULL, &plan, &e), TS_OK, "%s", e.msg);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
-    check_memplan(plan);
+    xt_check_memplan(plan);
     cr_assert_eq(st.naive_bytes, 5 * 8 * 16 * 4, "naive %zu", st.naive_bytes); /* t1..t5; t6 is the output */
     cr_assert(st.arena_bytes < st.naive_bytes, "arena %zu, naive %zu", st.arena_bytes, st.naive_bytes);
     cr_assert_eq(st.arena_bytes, 2 * 8 * 16 * 4, "arena %zu", st.arena_bytes);
@@ -235,20 +182,20 @@ Test(exec, memory_plan_reuses_buffers)
 Test(exec, views_are_aliases)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "2x3x4");
+    int x = xt_input(g, "x", "2x3x4");
     int a = transpose(g, unary(g, "Flatten", x)); /* 2x12 -> 12x2 */
     int shape[1];
     shape[0] = const_i64(g, "shape", 3, (int64_t[]){4, 3, 2});
     int rin[2] = {a, shape[0]};
-    int r = node(g, "Reshape", rin, 2, NULL, 0);
+    int r = xt_node(g, "Reshape", rin, 2, NULL, 0);
     int id = unary(g, "Identity", r);
-    int u = node(g, "Unsqueeze", (int[]){id, const_i64(g, "axes", 1, (int64_t[]){0})}, 2, NULL, 0);
+    int u = xt_node(g, "Unsqueeze", (int[]){id, const_i64(g, "axes", 1, (int64_t[]){0})}, 2, NULL, 0);
     int y = transpose(g, unary(g, "Flatten", u));
     output(g, y);
     ts_error e = {0};
     ts_plan *plan = NULL;
     cr_assert_eq(ts_plan_build(g, NULL, &plan, &e), TS_OK, "%s", e.msg);
-    const xplan *p = check_memplan(plan);
+    const xplan *p = xt_check_memplan(plan);
     cr_assert_eq(p->nsteps, 2, "steps %d: only the transposes run", p->nsteps);
     cr_assert_eq(p->bufs[p->value_buf[r]].kind, XB_ALIAS);
     cr_assert_eq(p->bufs[p->value_buf[u]].kind, XB_ALIAS);
@@ -262,7 +209,7 @@ Test(exec, views_are_aliases)
 Test(exec, view_as_output)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "2x3");
+    int x = xt_input(g, "x", "2x3");
     int t = transpose(g, x);
     int f = unary(g, "Flatten", t);
     int i = unary(g, "Identity", x); /* a view of a graph input */
@@ -276,7 +223,7 @@ Test(exec, view_as_output)
 Test(exec, output_is_input_or_constant_or_duplicate)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "2x3");
+    int x = xt_input(g, "x", "2x3");
     int c = const_f32(g, "c", "4", 7);
     int y = unary(g, "Neg", x);
     output(g, x);
@@ -305,12 +252,12 @@ Test(exec, output_is_input_or_constant_or_duplicate)
 Test(exec, in_place_respects_later_readers)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "4x5");
+    int x = xt_input(g, "x", "4x5");
     int x1 = transpose(g, x);
     int e1 = unary(g, "Exp", x1);
     int s1 = unary(g, "Sigmoid", e1);
     int add[2] = {s1, x1};
-    int y = transpose(g, node(g, "Add", add, 2, NULL, 0));
+    int y = transpose(g, xt_node(g, "Add", add, 2, NULL, 0));
     output(g, y);
     check_against_reference(g, NULL);
     ts_plan_opts o = {.no_fusion = true};
@@ -321,12 +268,12 @@ Test(exec, in_place_respects_later_readers)
 Test(exec, wrong_input_is_refused)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "2x3");
+    int x = xt_input(g, "x", "2x3");
     output(g, unary(g, "Relu", x));
     ts_error e = {0};
     ts_plan *plan = NULL;
     cr_assert_eq(ts_plan_build(g, NULL, &plan, &e), TS_OK, "%s", e.msg);
-    ts_shape bad = sh("3x2");
+    ts_shape bad = xt_shape("3x2");
     ts_tensor **outs = new_outputs(g);
     ts_tensor *in = ts_tensor_new(TS_F32, &bad, &e), *out = outs[0];
     cr_assert_eq(ts_plan_run(plan, &in, &out, &e), TS_ERR_INVALID);
@@ -346,12 +293,12 @@ Test(exec, wrong_input_is_refused)
 Test(exec, run_time_kernel_error)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "4x3");
+    int x = xt_input(g, "x", "4x3");
     ts_error e = {0};
-    ts_shape s2 = sh("2");
+    ts_shape s2 = xt_shape("2");
     int idx = ts_graph_add_input(g, "idx", TS_I64, &s2, &e);
     int gin[2] = {x, idx};
-    output(g, node(g, "Gather", gin, 2, NULL, 0));
+    output(g, xt_node(g, "Gather", gin, 2, NULL, 0));
     ts_plan *plan = NULL;
     cr_assert_eq(ts_plan_build(g, NULL, &plan, &e), TS_OK, "%s", e.msg);
     ts_tensor **in = random_inputs(g, 1), **out = new_outputs(g);
@@ -397,7 +344,7 @@ void *realloc(void *p, size_t n)
 Test(exec, running_allocates_nothing)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "6x5");
+    int x = xt_input(g, "x", "6x5");
     int t = transpose(g, transpose(g, x));
     int f = unary(g, "Flatten", t);
     output(g, transpose(g, f));

@@ -4,55 +4,14 @@
  * after it were pinned to those blocks and ran on a half-speed kernel);
  * results equal the reference interpreter, including channel counts that
  * are not multiples of the blocks. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
 #include "exec/dnnl_layout.h"
 #include "exec/exec.h"
-#include "tsopt.h"
+#include "exec_check.h"
 
 static uint64_t rng = 4242;
 
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    ts_error e = {0};
-    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
-    return s;
-}
-
-static int input(ts_graph *g, const char *dims)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    int v = ts_graph_add_input(g, "x", TS_F32, &s, &e);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
-
-static int cst(ts_graph *g, const char *dims, double lo, double hi)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    ts_tensor_fill_random(t, &rng, lo, hi);
-    char name[32];
-    snprintf(name, sizeof name, "c%d", g->nvalues);
-    int v = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
-
-static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
-{
-    ts_error e = {0};
-    int out;
-    cr_assert_geq(ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e), 0, "%s: %s", op, e.msg);
-    return out;
-}
+/* Random constant in [lo, hi). */
+static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
 /* Conv (+ Relu) with F output channels, kernel k x k, stride s, groups G. */
 static int conv(ts_graph *g, int x, int C, int F, int k, int s, int G)
@@ -63,42 +22,22 @@ static int conv(ts_graph *g, int x, int C, int F, int k, int s, int G)
     int p = k / 2;
     ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){p, p, p, p}, 4), ts_attr_ints("strides", (int64_t[]){s, s}, 2),
                     ts_attr_int("group", G)};
-    int y = node(g, "Conv", (int[]){x, cst(g, w, -0.3, 0.3), cst(g, b, -0.5, 0.5)}, 3, at, 3);
-    return node(g, "Relu", &y, 1, NULL, 0);
+    int y = xt_node(g, "Conv", (int[]){x, cst(g, w, -0.3, 0.3), cst(g, b, -0.5, 0.5)}, 3, at, 3);
+    return xt_node(g, "Relu", &y, 1, NULL, 0);
 }
 
 /* Plans g (last value is the output) and checks it against the reference
- * twice; returns the plan for inspection (caller frees). */
+ * twice; no reference kernels; returns the plan for inspection (caller
+ * frees). */
 static ts_plan *check(ts_graph *g)
 {
     ts_error e = {0};
     cr_assert_eq(ts_graph_add_output(g, g->nvalues - 1, &e), TS_OK, "%s", e.msg);
-    ts_tensor *in[1], *ref[1] = {0}, *out[1];
-    in[0] = ts_tensor_new(TS_F32, &g->values[g->inputs[0]].shape, &e);
-    ts_tensor_fill_random(in[0], &rng, -1, 1);
-    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
-    ts_plan *p = NULL;
-    ts_plan_opts o = {0};
-    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
-    out[0] = ts_tensor_new(TS_F32, &ref[0]->shape, &e);
-    for (int rep = 0; rep < 2; rep++) {
-        memset(out[0]->data, 0, out[0]->nbytes);
-        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
-        const float *a = out[0]->data, *b = ref[0]->data;
-        double maxref = 0;
-        int64_t n = ts_tensor_numel(ref[0]);
-        for (int64_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(b[i]));
-        for (int64_t i = 0; i < n; i++)
-            cr_assert(fabs(a[i] - b[i]) <= 1e-4 * fmax(1.0, maxref), "element %lld: plan %g, reference %g",
-                      (long long)i, a[i], b[i]);
-    }
+    ts_plan *p = xt_plan_check(g, NULL, rng++, -1, 1, 1e-4, XT_TOL_MAX);
     ts_plan_stats st;
     ts_plan_stats_get(p, &st);
     cr_assert_eq(st.fallback_steps, 0);
     cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
-    ts_tensor_unref(in[0]);
-    ts_tensor_unref(ref[0]);
-    ts_tensor_unref(out[0]);
     return p;
 }
 
@@ -128,7 +67,7 @@ static void resnext_block(int C, int width, int hw, int stride)
     ts_graph *g = ts_graph_new("t", 17);
     char dims[32];
     snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
-    int a = conv(g, input(g, dims), C, width, 1, 1, 1);
+    int a = conv(g, xt_input(g, "x", dims), C, width, 1, 1, 1);
     a = conv(g, a, width, width, 3, stride, 32);
     a = conv(g, a, width, 2 * width, 1, 1, 1);
     conv(g, a, 2 * width, C, 1, 1, 1);
@@ -159,7 +98,7 @@ Test(conv_layout, odd_channels)
         ts_graph *g = ts_graph_new("t", 17);
         char dims[32];
         snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
-        int a = conv(g, input(g, dims), C, C, 1, 1, 1);
+        int a = conv(g, xt_input(g, "x", dims), C, C, 1, 1, 1);
         a = conv(g, a, C, F, 3, s, G);
         a = conv(g, a, F, F, 1, 1, 1);
         ts_plan_free(check(g));
@@ -177,14 +116,14 @@ static void wino_chain(int C, int F, int hw)
     ts_graph *g = ts_graph_new("t", 17);
     char dims[32];
     snprintf(dims, sizeof dims, "1x%dx%dx%d", C, hw, hw);
-    int x = conv(g, input(g, dims), C, F, 3, 1, 1);
+    int x = conv(g, xt_input(g, "x", dims), C, F, 3, 1, 1);
     int a = conv(g, x, F, F, 3, 1, 1);
     char w[64];
     snprintf(w, sizeof w, "%dx%dx3x3", F, F);
     ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)};
-    a = node(g, "Conv", (int[]){a, cst(g, w, -0.1, 0.1)}, 2, at, 1);
-    a = node(g, "Add", (int[]){a, x}, 2, NULL, 0);
-    a = node(g, "Relu", &a, 1, NULL, 0);
+    a = xt_node(g, "Conv", (int[]){a, cst(g, w, -0.1, 0.1)}, 2, at, 1);
+    a = xt_node(g, "Add", (int[]){a, x}, 2, NULL, 0);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
     conv(g, a, F, F, 1, 1, 1);
     ts_plan *plan = check(g);
     const xplan *p = (const xplan *)plan;

@@ -1,71 +1,16 @@
 /* ConvTranspose as GEMM + col2im (src/exec/deconv_gemm.c): each small
  * graph runs through the plan and must equal the reference interpreter
  * within 1e-4 relative; the plan's steps show which kernel ran. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include "exec/exec.h"
-#include "tsopt.h"
-
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    ts_error e = {0};
-    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
-    return s;
-}
+#include "exec_check.h"
 
 static uint64_t rng = 777;
 
-static int input(ts_graph *g, const char *name, const char *dims)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
+/* Random constant in [lo, hi). */
+static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int cst(ts_graph *g, const char *dims, double lo, double hi)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    ts_tensor_fill_random(t, &rng, lo, hi);
-    char name[32];
-    snprintf(name, sizeof name, "c%d", g->nvalues);
-    int v = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
-
-static int scalar(ts_graph *g, float v)
-{
-    ts_error e = {0};
-    ts_shape s = {.rank = 0};
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    *(float *)t->data = v;
-    char name[32];
-    snprintf(name, sizeof name, "s%d", g->nvalues);
-    int id = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert_geq(id, 0, "%s", e.msg);
-    return id;
-}
-
-static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
-{
-    ts_error e = {0};
-    int out;
-    int r = ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e);
-    cr_assert_geq(r, 0, "%s: %s", op, e.msg);
-    return out;
-}
+static int scalar(ts_graph *g, float v) { return xt_const_values(g, TS_F32, "", (const double[]){v}, 1); }
 
 /* Runs g (its last value is the output) by plan and by reference on random
  * inputs; returns how many steps ran kernel `kname`. */
@@ -73,32 +18,11 @@ static int check(ts_graph *g, const ts_plan_opts *o, const char *kname)
 {
     ts_error e = {0};
     cr_assert_eq(ts_graph_add_output(g, g->nvalues - 1, &e), TS_OK, "%s", e.msg);
-    ts_tensor *in[1] = {0}, *ref[1] = {0}, *out[1];
-    in[0] = ts_tensor_new(TS_F32, &g->values[g->inputs[0]].shape, &e);
-    ts_tensor_fill_random(in[0], &rng, -1, 1);
-    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
-    ts_plan *p = NULL;
-    ts_plan_opts def = {0};
-    cr_assert_eq(ts_plan_build(g, o ? o : &def, &p, &e), TS_OK, "%s", e.msg);
-    out[0] = ts_tensor_new(TS_F32, &ref[0]->shape, &e);
-    for (int rep = 0; rep < 2; rep++) { /* twice: pointer binding is cached */
-        memset(out[0]->data, 0, out[0]->nbytes);
-        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
-        const float *a = out[0]->data, *b = ref[0]->data;
-        double maxref = 0;
-        int64_t n = ts_tensor_numel(ref[0]);
-        for (int64_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(b[i]));
-        for (int64_t i = 0; i < n; i++)
-            cr_assert(fabs(a[i] - b[i]) <= 1e-4 * fmax(1.0, maxref), "element %lld: plan %g, reference %g", (long long)i,
-                      a[i], b[i]);
-    }
+    ts_plan *p = xt_plan_check(g, o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
     const xplan *xp = (const xplan *)p;
     int hits = 0;
     for (int i = 0; i < xp->nsteps; i++) hits += !strcmp(xp->steps[i].k->name, kname);
     ts_plan_free(p);
-    ts_tensor_unref(in[0]);
-    ts_tensor_unref(ref[0]);
-    ts_tensor_unref(out[0]);
     return hits;
 }
 
@@ -109,13 +33,13 @@ static int check(ts_graph *g, const ts_plan_opts *o, const char *kname)
 static void deconv_case(const char *x, const char *w, bool bias, const ts_attr *at, int na)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int ins[3] = {input(g, "x", x), cst(g, w, -1, 1), -1};
+    int ins[3] = {xt_input(g, "x", x), cst(g, w, -1, 1), -1};
     if (bias) {
         char b[32];
-        snprintf(b, sizeof b, "%lld", (long long)shp(w).dims[1]);
+        snprintf(b, sizeof b, "%lld", (long long)xt_shape(w).dims[1]);
         ins[2] = cst(g, b, -1, 1);
     }
-    node(g, "ConvTranspose", ins, bias ? 3 : 2, at, na);
+    xt_node(g, "ConvTranspose", ins, bias ? 3 : 2, at, na);
     cr_assert_eq(check(g, NULL, "deconv.gemm"), 1, "deconv.gemm did not run");
     ts_graph_free(g);
 }
@@ -179,7 +103,7 @@ Test(exec_deconv, group2_declined)
 {
     ts_graph *g = ts_graph_new("t", 17);
     ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_int("group", 2)};
-    node(g, "ConvTranspose", (int[]){input(g, "x", "1x8x5x5"), cst(g, "8x3x4x4", -1, 1)}, 2, at, 2);
+    xt_node(g, "ConvTranspose", (int[]){xt_input(g, "x", "1x8x5x5"), cst(g, "8x3x4x4", -1, 1)}, 2, at, 2);
     cr_assert_eq(check(g, NULL, "deconv.gemm"), 0);
     ts_graph_free(g);
 }
@@ -191,18 +115,18 @@ static void generator(const char *z, const ts_plan_opts *o)
 {
     ts_graph *g = ts_graph_new("t", 17);
     ts_attr s2[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    int a = node(g, "ConvTranspose", (int[]){input(g, "z", z), cst(g, "20x32x4x4", -0.3, 0.3)}, 2, NULL, 0);
-    a = node(g, "BatchNormalization",
+    int a = xt_node(g, "ConvTranspose", (int[]){xt_input(g, "z", z), cst(g, "20x32x4x4", -0.3, 0.3)}, 2, NULL, 0);
+    a = xt_node(g, "BatchNormalization",
              (int[]){a, cst(g, "32", 0.5, 1.5), cst(g, "32", -1, 1), cst(g, "32", -1, 1), cst(g, "32", 0.5, 2)}, 5,
              NULL, 0);
-    a = node(g, "Relu", &a, 1, NULL, 0);
-    a = node(g, "ConvTranspose", (int[]){a, cst(g, "32x16x4x4", -0.3, 0.3)}, 2, s2, 2);
-    a = node(g, "BatchNormalization",
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    a = xt_node(g, "ConvTranspose", (int[]){a, cst(g, "32x16x4x4", -0.3, 0.3)}, 2, s2, 2);
+    a = xt_node(g, "BatchNormalization",
              (int[]){a, cst(g, "16", 0.5, 1.5), cst(g, "16", -1, 1), cst(g, "16", -1, 1), cst(g, "16", 0.5, 2)}, 5,
              NULL, 0);
-    a = node(g, "Relu", &a, 1, NULL, 0);
-    a = node(g, "ConvTranspose", (int[]){a, cst(g, "16x3x4x4", -0.3, 0.3), cst(g, "3", -1, 1)}, 3, s2, 2);
-    node(g, "Tanh", &a, 1, NULL, 0);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    a = xt_node(g, "ConvTranspose", (int[]){a, cst(g, "16x3x4x4", -0.3, 0.3), cst(g, "3", -1, 1)}, 3, s2, 2);
+    xt_node(g, "Tanh", &a, 1, NULL, 0);
     cr_assert_eq(check(g, o, "deconv.gemm"), 3);
     ts_graph_free(g);
 }
@@ -220,12 +144,12 @@ Test(exec_deconv, generator_plain_layout)
 Test(exec_deconv, blocked_input_unfused_activation)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int a = node(g, "Conv", (int[]){input(g, "x", "2x16x6x6"), cst(g, "32x16x3x3", -0.3, 0.3)}, 2,
+    int a = xt_node(g, "Conv", (int[]){xt_input(g, "x", "2x16x6x6"), cst(g, "32x16x3x3", -0.3, 0.3)}, 2,
                  (ts_attr[]){ts_attr_ints("pads", I(1, 1, 1, 1), 4)}, 1);
     ts_attr s2[] = {ts_attr_ints("strides", I(2, 2), 2)};
-    a = node(g, "ConvTranspose", (int[]){a, cst(g, "32x24x3x3", -0.3, 0.3), cst(g, "24", -1, 1)}, 3, s2, 1);
-    a = node(g, "HardSwish", &a, 1, NULL, 0);
-    node(g, "Sigmoid", &a, 1, NULL, 0);
+    a = xt_node(g, "ConvTranspose", (int[]){a, cst(g, "32x24x3x3", -0.3, 0.3), cst(g, "24", -1, 1)}, 3, s2, 1);
+    a = xt_node(g, "HardSwish", &a, 1, NULL, 0);
+    xt_node(g, "Sigmoid", &a, 1, NULL, 0);
     cr_assert_eq(check(g, NULL, "deconv.gemm"), 1);
     ts_graph_free(g);
 }
@@ -237,13 +161,13 @@ Test(exec_deconv, fused_leaky_clip_sigmoid)
     for (int i = 0; i < 3; i++) {
         ts_graph *g = ts_graph_new("t", 17);
         ts_attr s2[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-        int a = node(g, "ConvTranspose", (int[]){input(g, "x", "1x16x4x4"), cst(g, "16x32x4x4", -0.5, 0.5)}, 2, s2, 2);
+        int a = xt_node(g, "ConvTranspose", (int[]){xt_input(g, "x", "1x16x4x4"), cst(g, "16x32x4x4", -0.5, 0.5)}, 2, s2, 2);
         if (i == 0)
-            node(g, "LeakyRelu", &a, 1, (ts_attr[]){ts_attr_float("alpha", 0.2)}, 1);
+            xt_node(g, "LeakyRelu", &a, 1, (ts_attr[]){ts_attr_float("alpha", 0.2)}, 1);
         else if (i == 1)
-            node(g, "Clip", (int[]){a, scalar(g, -0.5f), scalar(g, 0.7f)}, 3, NULL, 0);
+            xt_node(g, "Clip", (int[]){a, scalar(g, -0.5f), scalar(g, 0.7f)}, 3, NULL, 0);
         else
-            node(g, "Sigmoid", &a, 1, NULL, 0);
+            xt_node(g, "Sigmoid", &a, 1, NULL, 0);
         cr_assert_eq(check(g, NULL, "deconv.gemm"), 1);
         ts_graph_free(g);
     }
@@ -254,7 +178,7 @@ Test(exec_deconv, env_forces_dnnl)
 {
     setenv("TSOPT_DECONV", "dnnl", 1);
     ts_graph *g = ts_graph_new("t", 17);
-    node(g, "ConvTranspose", (int[]){input(g, "x", "1x8x5x5"), cst(g, "8x16x3x3", -1, 1)}, 2, NULL, 0);
+    xt_node(g, "ConvTranspose", (int[]){xt_input(g, "x", "1x8x5x5"), cst(g, "8x16x3x3", -1, 1)}, 2, NULL, 0);
     int hits = check(g, NULL, "deconv.gemm");
     unsetenv("TSOPT_DECONV");
     cr_assert_eq(hits, 0);

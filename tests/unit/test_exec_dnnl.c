@@ -1,106 +1,37 @@
 /* oneDNN kernels (src/exec/dnnl_*.c): each small graph runs through
  * ts_plan_build/ts_plan_run and must equal the reference interpreter within
  * 1e-4 relative; plan statistics show that fusion and layouts happened. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
+#include "exec_check.h"
 #include "tsopt.h"
-
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    ts_error e = {0};
-    cr_assert_eq(ts_shape_parse(dims, &s, &e), TS_OK, "%s", e.msg);
-    return s;
-}
 
 static uint64_t rng = 12345;
 
-static int input(ts_graph *g, const char *name, const char *dims)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
-
 /* Random constant in [lo, hi). */
-static int cst(ts_graph *g, const char *dims, double lo, double hi)
-{
-    ts_error e = {0};
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    ts_tensor_fill_random(t, &rng, lo, hi);
-    char name[32];
-    snprintf(name, sizeof name, "c%d", g->nvalues);
-    int v = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert_geq(v, 0, "%s", e.msg);
-    return v;
-}
+static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
-{
-    ts_error e = {0};
-    int out;
-    int r = ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e);
-    cr_assert_geq(r, 0, "%s: %s", op, e.msg);
-    return out;
-}
-
-/* Runs g (one output) by plan and by reference on random inputs; returns
- * the plan's stats. */
+/* Runs g (its last value is the output) by plan and by reference on random
+ * inputs; returns the plan's stats. */
 static ts_plan_stats check(ts_graph *g, const ts_plan_opts *o)
 {
     ts_error e = {0};
     cr_assert_eq(ts_graph_add_output(g, g->nvalues - 1, &e), TS_OK, "%s", e.msg);
-    ts_tensor *in[4] = {0}, *ref[1] = {0}, *out[1];
-    for (int i = 0; i < g->ninputs; i++) {
-        in[i] = ts_tensor_new(TS_F32, &g->values[g->inputs[i]].shape, &e);
-        ts_tensor_fill_random(in[i], &rng, -1, 1);
-    }
-    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, ref, &e), TS_OK, "%s", e.msg);
-    ts_plan *p = NULL;
-    ts_plan_opts def = {0};
-    cr_assert_eq(ts_plan_build(g, o ? o : &def, &p, &e), TS_OK, "%s", e.msg);
-    out[0] = ts_tensor_new(TS_F32, &ref[0]->shape, &e);
-    for (int rep = 0; rep < 2; rep++) { /* twice: pointer binding is cached */
-        memset(out[0]->data, 0, out[0]->nbytes);
-        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
-        const float *a = out[0]->data, *b = ref[0]->data;
-        double maxref = 0;
-        int64_t n = ts_tensor_numel(ref[0]);
-        for (int64_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(b[i]));
-        for (int64_t i = 0; i < n; i++)
-            cr_assert(fabs(a[i] - b[i]) <= 1e-4 * fmax(1.0, maxref), "element %lld: plan %g, reference %g", (long long)i,
-                      a[i], b[i]);
-    }
-    ts_plan_stats st;
-    ts_plan_stats_get(p, &st);
-    ts_plan_free(p);
-    for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
-    ts_tensor_unref(ref[0]);
-    ts_tensor_unref(out[0]);
-    return st;
+    return xt_plan_stats(g, o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
 }
 
 /* Conv with the given attributes; X dims, W dims, bias or not. */
 static ts_plan_stats conv_case(const char *x, const char *w, bool bias, const ts_attr *at, int na, const char *op)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int ins[3] = {input(g, "x", x), cst(g, w, -1, 1), -1};
+    int ins[3] = {xt_input(g, "x", x), cst(g, w, -1, 1), -1};
     if (bias) {
-        ts_shape ws = shp(w);
+        ts_shape ws = xt_shape(w);
         char b[32];
         snprintf(b, sizeof b, "%lld",
                  (long long)(strcmp(op, "Conv") ? ws.dims[1] * (na && !strcmp(at[na - 1].name, "group") ? at[na - 1].i : 1)
                                                 : ws.dims[0]));
         ins[2] = cst(g, b, -1, 1);
     }
-    node(g, op, ins, bias ? 3 : 2, at, na);
+    xt_node(g, op, ins, bias ? 3 : 2, at, na);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0, "the oneDNN kernel declined");
     ts_graph_free(g);
@@ -163,12 +94,12 @@ Test(exec_dnnl, deconv_group)
 Test(exec_dnnl, conv_bn_relu_fused)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x8x8"), cst(g, "32x16x3x3", -1, 1)}, 2,
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x16x8x8"), cst(g, "32x16x3x3", -1, 1)}, 2,
                  (ts_attr[]){ts_attr_ints("pads", I(1, 1, 1, 1), 4)}, 1);
-    int bn = node(g, "BatchNormalization",
+    int bn = xt_node(g, "BatchNormalization",
                   (int[]){c, cst(g, "32", 0.5, 1.5), cst(g, "32", -1, 1), cst(g, "32", -1, 1), cst(g, "32", 0.5, 2)}, 5,
                   NULL, 0);
-    node(g, "Relu", &bn, 1, NULL, 0);
+    xt_node(g, "Relu", &bn, 1, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fused_nodes, 2);
     cr_assert_eq(st.fallback_steps, 0);
@@ -182,12 +113,12 @@ Test(exec_dnnl, residual_and_blocked_chain)
 {
     ts_graph *g = ts_graph_new("t", 17);
     ts_attr pad[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    int x = node(g, "Conv", (int[]){input(g, "x", "1x32x10x10"), cst(g, "32x32x3x3", -0.2, 0.2)}, 2, pad, 1);
-    int a = node(g, "Conv", (int[]){x, cst(g, "32x32x3x3", -0.2, 0.2), cst(g, "32", -1, 1)}, 3, pad, 1);
-    a = node(g, "Relu", &a, 1, NULL, 0);
-    int b = node(g, "Conv", (int[]){a, cst(g, "32x32x1x1", -0.2, 0.2)}, 2, NULL, 0);
-    int s = node(g, "Add", (int[]){b, x}, 2, NULL, 0);
-    node(g, "Relu", &s, 1, NULL, 0);
+    int x = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x32x10x10"), cst(g, "32x32x3x3", -0.2, 0.2)}, 2, pad, 1);
+    int a = xt_node(g, "Conv", (int[]){x, cst(g, "32x32x3x3", -0.2, 0.2), cst(g, "32", -1, 1)}, 3, pad, 1);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    int b = xt_node(g, "Conv", (int[]){a, cst(g, "32x32x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    int s = xt_node(g, "Add", (int[]){b, x}, 2, NULL, 0);
+    xt_node(g, "Relu", &s, 1, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fused_nodes, 3, "relu, add, relu fused: got %d", st.fused_nodes);
     cr_assert_eq(st.fallback_steps, 0);
@@ -211,12 +142,12 @@ Test(exec_dnnl, residual_and_blocked_chain)
 Test(exec_dnnl, grouped_after_1x1_not_ref)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int a = node(g, "Conv", (int[]){input(g, "x", "1x64x14x14"), cst(g, "128x64x1x1", -0.2, 0.2)}, 2, NULL, 0);
-    a = node(g, "Relu", &a, 1, NULL, 0);
+    int a = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x64x14x14"), cst(g, "128x64x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
     ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_int("group", 32)};
-    a = node(g, "Conv", (int[]){a, cst(g, "128x4x3x3", -0.5, 0.5), cst(g, "128", -1, 1)}, 3, at, 2);
-    a = node(g, "Relu", &a, 1, NULL, 0);
-    node(g, "Conv", (int[]){a, cst(g, "64x128x1x1", -0.2, 0.2)}, 2, NULL, 0);
+    a = xt_node(g, "Conv", (int[]){a, cst(g, "128x4x3x3", -0.5, 0.5), cst(g, "128", -1, 1)}, 3, at, 2);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    xt_node(g, "Conv", (int[]){a, cst(g, "64x128x1x1", -0.2, 0.2)}, 2, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
@@ -230,10 +161,10 @@ Test(exec_dnnl, deconv_output_after_deconv_not_ref)
 {
     ts_graph *g = ts_graph_new("t", 17);
     ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    int a = node(g, "ConvTranspose", (int[]){input(g, "x", "1x64x8x8"), cst(g, "64x32x4x4", -0.2, 0.2)}, 2, at, 2);
-    a = node(g, "Relu", &a, 1, NULL, 0);
-    a = node(g, "ConvTranspose", (int[]){a, cst(g, "32x3x4x4", -0.2, 0.2), cst(g, "3", -1, 1)}, 3, at, 2);
-    node(g, "Tanh", &a, 1, NULL, 0);
+    int a = xt_node(g, "ConvTranspose", (int[]){xt_input(g, "x", "1x64x8x8"), cst(g, "64x32x4x4", -0.2, 0.2)}, 2, at, 2);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    a = xt_node(g, "ConvTranspose", (int[]){a, cst(g, "32x3x4x4", -0.2, 0.2), cst(g, "3", -1, 1)}, 3, at, 2);
+    xt_node(g, "Tanh", &a, 1, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
@@ -244,11 +175,11 @@ Test(exec_dnnl, deconv_output_after_deconv_not_ref)
 Test(exec_dnnl, blocked_then_plain_consumer)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x6x6"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
-    int c2 = node(g, "Conv", (int[]){c, cst(g, "16x16x1x1", -1, 1)}, 2, NULL, 0);
-    node(g, "Sigmoid", &c2, 1, NULL, 0);
-    int f = node(g, "Flatten", (int[]){g->nvalues - 1}, 1, NULL, 0);
-    node(g, "Softmax", &f, 1, NULL, 0);
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x16x6x6"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
+    int c2 = xt_node(g, "Conv", (int[]){c, cst(g, "16x16x1x1", -1, 1)}, 2, NULL, 0);
+    xt_node(g, "Sigmoid", &c2, 1, NULL, 0);
+    int f = xt_node(g, "Flatten", (int[]){g->nvalues - 1}, 1, NULL, 0);
+    xt_node(g, "Softmax", &f, 1, NULL, 0);
     check(g, NULL);
     ts_graph_free(g);
 }
@@ -256,8 +187,8 @@ Test(exec_dnnl, blocked_then_plain_consumer)
 static void mm_case(const char *a, const char *b, bool bconst)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int ins[2] = {input(g, "a", a), bconst ? cst(g, b, -1, 1) : input(g, "b", b)};
-    node(g, "MatMul", ins, 2, NULL, 0);
+    int ins[2] = {xt_input(g, "a", a), bconst ? cst(g, b, -1, 1) : xt_input(g, "b", b)};
+    xt_node(g, "MatMul", ins, 2, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     ts_graph_free(g);
@@ -272,11 +203,11 @@ Test(exec_dnnl, matmul_vectors) { mm_case("6", "2x6x3", false); }
 Test(exec_dnnl, matmul_bias_residual_relu)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "1x8x16");
-    int m = node(g, "MatMul", (int[]){x, cst(g, "16x16", -1, 1)}, 2, NULL, 0);
-    m = node(g, "Add", (int[]){m, cst(g, "16", -1, 1)}, 2, NULL, 0);
-    m = node(g, "Add", (int[]){x, m}, 2, NULL, 0);
-    node(g, "Relu", &m, 1, NULL, 0);
+    int x = xt_input(g, "x", "1x8x16");
+    int m = xt_node(g, "MatMul", (int[]){x, cst(g, "16x16", -1, 1)}, 2, NULL, 0);
+    m = xt_node(g, "Add", (int[]){m, cst(g, "16", -1, 1)}, 2, NULL, 0);
+    m = xt_node(g, "Add", (int[]){x, m}, 2, NULL, 0);
+    xt_node(g, "Relu", &m, 1, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fused_nodes, 3);
     ts_graph_free(g);
@@ -287,9 +218,9 @@ static void gemm_case(int ta, int tb, double alpha, double beta, const char *c, 
     ts_graph *g = ts_graph_new("t", 17);
     ts_attr at[] = {ts_attr_int("transA", ta), ts_attr_int("transB", tb), ts_attr_float("alpha", alpha),
                     ts_attr_float("beta", beta)};
-    int ins[3] = {input(g, "a", ta ? "9x5" : "5x9"), bconst ? cst(g, tb ? "11x9" : "9x11", -1, 1) : input(g, "b", tb ? "11x9" : "9x11"),
+    int ins[3] = {xt_input(g, "a", ta ? "9x5" : "5x9"), bconst ? cst(g, tb ? "11x9" : "9x11", -1, 1) : xt_input(g, "b", tb ? "11x9" : "9x11"),
                   c ? cst(g, c, -1, 1) : -1};
-    node(g, "Gemm", ins, c ? 3 : 2, at, 4);
+    xt_node(g, "Gemm", ins, c ? 3 : 2, at, 4);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     ts_graph_free(g);
@@ -304,9 +235,9 @@ Test(exec_dnnl, gemm_runtime_b_alpha) { gemm_case(1, 0, 2.0, 1.0, NULL, false); 
 Test(exec_dnnl, no_fusion_across_shared_value)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int c = node(g, "Conv", (int[]){input(g, "x", "1x8x6x6"), cst(g, "8x8x3x3", -1, 1)}, 2, NULL, 0);
-    int r = node(g, "Relu", &c, 1, NULL, 0);
-    node(g, "Add", (int[]){r, c}, 2, NULL, 0);
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x8x6x6"), cst(g, "8x8x3x3", -1, 1)}, 2, NULL, 0);
+    int r = xt_node(g, "Relu", &c, 1, NULL, 0);
+    xt_node(g, "Add", (int[]){r, c}, 2, NULL, 0);
     check(g, NULL);
     ts_graph_free(g);
 }
@@ -315,12 +246,12 @@ Test(exec_dnnl, no_fusion_across_shared_value)
 Test(exec_dnnl, pools_keep_blocked)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int c = node(g, "Conv", (int[]){input(g, "x", "1x16x12x12"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x16x12x12"), cst(g, "16x16x3x3", -1, 1)}, 2, NULL, 0);
     ts_attr mp[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("strides", I(2, 2), 2),
                     ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    int m = node(g, "MaxPool", &c, 1, mp, 3);
-    int c2 = node(g, "Conv", (int[]){m, cst(g, "32x16x1x1", -1, 1)}, 2, NULL, 0);
-    node(g, "GlobalAveragePool", &c2, 1, NULL, 0);
+    int m = xt_node(g, "MaxPool", &c, 1, mp, 3);
+    int c2 = xt_node(g, "Conv", (int[]){m, cst(g, "32x16x1x1", -1, 1)}, 2, NULL, 0);
+    xt_node(g, "GlobalAveragePool", &c2, 1, NULL, 0);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     cr_assert_eq(st.reorders, 0, "got %d", st.reorders);
@@ -330,10 +261,10 @@ Test(exec_dnnl, pools_keep_blocked)
 Test(exec_dnnl, avgpool_pads_ceil)
 {
     ts_graph *g = ts_graph_new("t", 17);
-    int x = input(g, "x", "1x5x9x8");
+    int x = xt_input(g, "x", "1x5x9x8");
     ts_attr ap[] = {ts_attr_ints("kernel_shape", I(3, 2), 2), ts_attr_ints("strides", I(2, 2), 2),
                     ts_attr_ints("pads", I(1, 0, 0, 1), 4), ts_attr_int("ceil_mode", 1)};
-    node(g, "AveragePool", &x, 1, ap, 4);
+    xt_node(g, "AveragePool", &x, 1, ap, 4);
     ts_plan_stats st = check(g, NULL);
     cr_assert_eq(st.fallback_steps, 0);
     ts_graph_free(g);

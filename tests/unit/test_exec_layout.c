@@ -4,11 +4,7 @@
  * chains, Concat, Slice, Pad, BatchNormalization), through
  * ts_plan_build/run against the reference interpreter.  The plan
  * statistics show that no node fell back to the reference kernel. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
-#include "tsopt.h"
+#include "exec_check.h"
 
 static ts_graph *G;
 static ts_error E;
@@ -27,66 +23,22 @@ static void graph(int opset)
     memset(&E, 0, sizeof E);
 }
 
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    if (*dims) cr_assert_eq(ts_shape_parse(dims, &s, &E), TS_OK, "%s", E.msg);
-    return s;
-}
-
-static int input(const char *dims)
-{
-    char name[32];
-    ts_shape s = shp(dims);
-    snprintf(name, sizeof name, "in%d", G->ninputs);
-    int v = ts_graph_add_input(G, name, TS_F32, &s, &E);
-    cr_assert(v >= 0, "%s", E.msg);
-    return v;
-}
-
-static int add_const(ts_tensor *t)
-{
-    char name[32];
-    snprintf(name, sizeof name, "c%d", G->nvalues);
-    int id = ts_graph_add_constant(G, name, t, &E);
-    ts_tensor_unref(t);
-    cr_assert(id >= 0, "%s", E.msg);
-    return id;
-}
+static int input(const char *dims) { return xt_input(G, NULL, dims); }
 
 /* n values; a single value fills the whole tensor */
-static int cst(ts_dtype dt, const char *dims, const double *v, int n)
-{
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(dt, &s, &E);
-    cr_assert(t, "%s", E.msg);
-    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, v[n == 1 ? 0 : i]);
-    return add_const(t);
-}
-#define NV(...) (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double))
-#define F32(dims, ...) cst(TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-#define I64(dims, ...) cst(TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define F32(dims, ...) xt_const_values(G, TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define I64(dims, ...) xt_const_values(G, TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
 
 /* Random float32 constant in [lo, hi) (weights, BN parameters). */
 static int rnd(const char *dims, double lo, double hi)
 {
     static uint64_t rng = 777;
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &E);
-    cr_assert(t, "%s", E.msg);
-    ts_tensor_fill_random(t, &rng, lo, hi);
-    return add_const(t);
+    return xt_const_random(G, dims, lo, hi, &rng);
 }
-
-#define INS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define ATTRS(...) (const ts_attr[]){__VA_ARGS__}, (int)(sizeof((ts_attr[]){__VA_ARGS__}) / sizeof(ts_attr))
-#define NOATTR NULL, 0
 
 static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
 {
-    int out;
-    cr_assert(ts_graph_add_node(G, name, NULL, ins, nin, at, nat, 1, NULL, &out, &E) >= 0, "%s: %s", name, E.msg);
-    return out;
+    return xt_node(G, name, ins, nin, at, nat);
 }
 
 static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
@@ -97,39 +49,11 @@ static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "
 static void compare(double tol, int fallback)
 {
     for (int threads = 1; threads <= 2; threads++) {
-        ts_tensor *in[32] = {0}, *ref[32] = {0}, *got[32] = {0};
-        uint64_t rng = 12345;
-        ts_plan *plan = NULL;
-        ts_plan_stats st;
-        cr_assert_eq(ts_graph_validate(G, &E), TS_OK, "%s", E.msg);
-        cr_assert(G->ninputs <= 32 && G->noutputs <= 32);
-        for (int i = 0; i < G->ninputs; i++) {
-            in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &E);
-            ts_tensor_fill_random(in[i], &rng, -1, 1);
-        }
-        cr_assert_eq(ts_graph_run_reference(G, TS_DOMAIN_F32, in, ref, &E), TS_OK, "%s", E.msg);
         ts_plan_opts o = {.threads = threads};
-        cr_assert_eq(ts_plan_build(G, &o, &plan, &E), TS_OK, "%s", E.msg);
-        for (int i = 0; i < G->noutputs; i++) got[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &E);
-        for (int rep = 0; rep < 2; rep++)
-            cr_assert_eq(ts_plan_run(plan, in, got, &E), TS_OK, "%s", E.msg);
-        ts_plan_stats_get(plan, &st);
-        for (int i = 0; i < G->noutputs; i++) {
-            const float *a = ref[i]->data, *b = got[i]->data;
-            cr_assert(ts_shape_eq(&ref[i]->shape, &got[i]->shape), "output %d: shapes differ (rank %d %d, %lld %lld)", i, ref[i]->shape.rank, got[i]->shape.rank, (long long)ref[i]->shape.dims[0], (long long)got[i]->shape.dims[0]);
-            for (int64_t k = 0; k < ts_tensor_numel(ref[i]); k++)
-                cr_assert(fabs((double)a[k] - b[k]) <= tol + tol * fabs(a[k]),
-                          "threads %d, output %d [%lld]: %.9g, reference %.9g", threads, i, (long long)k, b[k], a[k]);
-        }
+        ts_plan_stats st = xt_plan_stats(G, &o, 12345, -1, 1, tol, XT_TOL_ELEM);
         if (fallback >= 0)
             cr_assert_eq(st.fallback_steps, fallback, "threads %d: %d reference steps, expected %d", threads,
                          st.fallback_steps, fallback);
-        for (int i = 0; i < G->ninputs; i++) ts_tensor_unref(in[i]);
-        for (int i = 0; i < G->noutputs; i++) {
-            ts_tensor_unref(ref[i]);
-            ts_tensor_unref(got[i]);
-        }
-        ts_plan_free(plan);
     }
 }
 

@@ -4,11 +4,7 @@
  * width or block), one and two threads, element-wise chain fusion, and
  * the plan statistics that show which kernel ran (so a kernel that
  * silently declines to the reference fails the test). */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
-#include "tsopt.h"
+#include "exec_check.h"
 
 static ts_graph *G;
 static ts_error E;
@@ -27,90 +23,26 @@ static void graph(int opset)
     memset(&E, 0, sizeof E);
 }
 
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    if (*dims) cr_assert_eq(ts_shape_parse(dims, &s, &E), TS_OK, "%s", E.msg);
-    return s;
-}
-
-static int input(const char *dims)
-{
-    char name[32];
-    ts_shape s = shp(dims);
-    snprintf(name, sizeof name, "in%d", G->ninputs);
-    int v = ts_graph_add_input(G, name, TS_F32, &s, &E);
-    cr_assert(v >= 0, "%s", E.msg);
-    return v;
-}
+static int input(const char *dims) { return xt_input(G, NULL, dims); }
 
 /* n values; a single value fills the whole tensor */
-static int cst(ts_dtype dt, const char *dims, const double *v, int n)
-{
-    char name[32];
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(dt, &s, &E);
-    cr_assert(t, "%s", E.msg);
-    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, v[n == 1 ? 0 : i]);
-    snprintf(name, sizeof name, "c%d", G->nvalues);
-    int id = ts_graph_add_constant(G, name, t, &E);
-    ts_tensor_unref(t);
-    cr_assert(id >= 0, "%s", E.msg);
-    return id;
-}
-#define NV(...) (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double))
-#define F32(dims, ...) cst(TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-#define I64(dims, ...) cst(TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-
-#define INS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define ATTRS(...) (const ts_attr[]){__VA_ARGS__}, (int)(sizeof((ts_attr[]){__VA_ARGS__}) / sizeof(ts_attr))
-#define NOATTR NULL, 0
+#define F32(dims, ...) xt_const_values(G, TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define I64(dims, ...) xt_const_values(G, TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
 
 /* Adds a node; returns its output value. */
 static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
 {
-    int out;
-    cr_assert(ts_graph_add_node(G, name, NULL, ins, nin, at, nat, 1, NULL, &out, &E) >= 0, "%s: %s", name, E.msg);
-    return out;
+    return xt_node(G, name, ins, nin, at, nat);
 }
 
 static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
 
-/* Runs G on random inputs in [lo, hi) with the reference interpreter and
- * with a plan at `threads`; compares every output within atol + rtol|ref|.
- * Returns the plan's statistics. */
+/* G by a plan at `threads` against the reference on inputs in [lo, hi),
+ * every output within tol + tol|ref|; returns the plan's statistics. */
 static ts_plan_stats compare_at(int threads, double lo, double hi, double tol)
 {
-    ts_tensor *in[16] = {0}, *ref[16] = {0}, *got[16] = {0};
-    uint64_t rng = 12345;
-    ts_plan *plan = NULL;
-    ts_plan_stats st;
-    cr_assert_eq(ts_graph_validate(G, &E), TS_OK, "%s", E.msg);
-    for (int i = 0; i < G->ninputs; i++) {
-        in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &E);
-        ts_tensor_fill_random(in[i], &rng, lo, hi);
-    }
-    cr_assert_eq(ts_graph_run_reference(G, TS_DOMAIN_F32, in, ref, &E), TS_OK, "%s", E.msg);
     ts_plan_opts o = {.threads = threads};
-    cr_assert_eq(ts_plan_build(G, &o, &plan, &E), TS_OK, "%s", E.msg);
-    for (int i = 0; i < G->noutputs; i++) got[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &E);
-    for (int rep = 0; rep < 2; rep++) /* a second run must not depend on state left by the first */
-        cr_assert_eq(ts_plan_run(plan, in, got, &E), TS_OK, "%s", E.msg);
-    ts_plan_stats_get(plan, &st);
-    for (int i = 0; i < G->noutputs; i++) {
-        const float *a = ref[i]->data, *b = got[i]->data;
-        int64_t n = ts_tensor_numel(ref[i]);
-        for (int64_t k = 0; k < n; k++)
-            cr_assert(fabs((double)a[k] - b[k]) <= tol + tol * fabs(a[k]) || (isnan(a[k]) && isnan(b[k])),
-                      "threads %d, output %d [%lld]: %.9g, reference %.9g", threads, i, (long long)k, b[k], a[k]);
-    }
-    for (int i = 0; i < G->ninputs; i++) ts_tensor_unref(in[i]);
-    for (int i = 0; i < G->noutputs; i++) {
-        ts_tensor_unref(ref[i]);
-        ts_tensor_unref(got[i]);
-    }
-    ts_plan_free(plan);
-    return st;
+    return xt_plan_stats(G, &o, 12345, lo, hi, tol, XT_TOL_ELEM);
 }
 
 /* Both thread counts; the statistics must agree with the expectation. */
@@ -298,7 +230,7 @@ Test(vec, layernorm)
     int x = input("2x7x45"), s = input("45");
     double sv[45], bv[45];
     for (int i = 0; i < 45; i++) sv[i] = 0.5 + i * 0.01, bv[i] = i * 0.1 - 2;
-    int sc = cst(TS_F32, "45", sv, 45), bc = cst(TS_F32, "45", bv, 45);
+    int sc = xt_const_values(G, TS_F32, "45", sv, 45), bc = xt_const_values(G, TS_F32, "45", bv, 45);
     output(op("LayerNormalization", INS(x, sc, bc), NOATTR));
     output(op("LayerNormalization", INS(x, s), ATTRS(ts_attr_float("epsilon", 1e-3)))); /* scale is an input, no B */
     output(op("LayerNormalization", INS(x, F32("1x45", 2), F32("", 0.5)), ATTRS(ts_attr_int("axis", -2))));

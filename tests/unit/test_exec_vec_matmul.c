@@ -14,11 +14,7 @@
  * the threaded path; the arena stays smaller than the gathered band (it is
  * never materialized), and a Gather with other readers, or no_fusion, takes
  * the ordinary path. */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
-#include "tsopt.h"
+#include "exec_check.h"
 
 static ts_graph *G;
 static ts_error E;
@@ -40,81 +36,20 @@ static void graph(void)
     memset(&E, 0, sizeof E);
 }
 
-static ts_shape shp(const char *dims)
-{
-    ts_shape s = {0};
-    cr_assert_eq(ts_shape_parse(dims, &s, &E), TS_OK, "%s", E.msg);
-    return s;
-}
-
-static int input(const char *dims)
-{
-    char name[32];
-    ts_shape s = shp(dims);
-    snprintf(name, sizeof name, "in%d", G->ninputs);
-    int v = ts_graph_add_input(G, name, TS_F32, &s, &E);
-    cr_assert(v >= 0, "%s", E.msg);
-    return v;
-}
+static int input(const char *dims) { return xt_input(G, NULL, dims); }
 
 /* random constant in [-1, 1) */
-static int weight(const char *dims)
-{
-    char name[32];
-    ts_shape s = shp(dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, &E);
-    cr_assert(t, "%s", E.msg);
-    ts_tensor_fill_random(t, &Rng, -1, 1);
-    snprintf(name, sizeof name, "w%d", G->nvalues);
-    int id = ts_graph_add_constant(G, name, t, &E);
-    ts_tensor_unref(t);
-    cr_assert(id >= 0, "%s", E.msg);
-    return id;
-}
+static int weight(const char *dims) { return xt_const_random(G, dims, -1, 1, &Rng); }
 
-static int op(const char *name, const int *ins, int nin)
-{
-    int out;
-    cr_assert(ts_graph_add_node(G, name, NULL, ins, nin, NULL, 0, 1, NULL, &out, &E) >= 0, "%s: %s", name, E.msg);
-    return out;
-}
-#define OP(name, ...) op(name, (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)))
+#define OP(name, ...) xt_node(G, name, INS(__VA_ARGS__), NULL, 0)
 
 static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
 
 /* Reference vs plan at `threads` on inputs in [-1, 1); returns the stats. */
 static ts_plan_stats compare_opts(int threads, bool no_fusion)
 {
-    ts_tensor *in[8] = {0}, *ref[8] = {0}, *got[8] = {0};
-    uint64_t rng = 4242;
-    ts_plan *plan = NULL;
-    ts_plan_stats st;
-    cr_assert_eq(ts_graph_validate(G, &E), TS_OK, "%s", E.msg);
-    for (int i = 0; i < G->ninputs; i++) {
-        in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &E);
-        ts_tensor_fill_random(in[i], &rng, -1, 1);
-    }
-    cr_assert_eq(ts_graph_run_reference(G, TS_DOMAIN_F32, in, ref, &E), TS_OK, "%s", E.msg);
     ts_plan_opts o = {.threads = threads, .no_fusion = no_fusion};
-    cr_assert_eq(ts_plan_build(G, &o, &plan, &E), TS_OK, "%s", E.msg);
-    for (int i = 0; i < G->noutputs; i++) got[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &E);
-    for (int rep = 0; rep < 2; rep++)
-        cr_assert_eq(ts_plan_run(plan, in, got, &E), TS_OK, "%s", E.msg);
-    ts_plan_stats_get(plan, &st);
-    for (int i = 0; i < G->noutputs; i++) {
-        const float *a = ref[i]->data, *b = got[i]->data;
-        int64_t n = ts_tensor_numel(ref[i]);
-        for (int64_t k = 0; k < n; k++)
-            cr_assert(fabs((double)a[k] - b[k]) <= 1e-4 + 1e-4 * fabs(a[k]), "threads %d, output %d [%lld]: %.9g, reference %.9g",
-                      threads, i, (long long)k, b[k], a[k]);
-    }
-    for (int i = 0; i < G->ninputs; i++) ts_tensor_unref(in[i]);
-    for (int i = 0; i < G->noutputs; i++) {
-        ts_tensor_unref(ref[i]);
-        ts_tensor_unref(got[i]);
-    }
-    ts_plan_free(plan);
-    return st;
+    return xt_plan_stats(G, &o, 4242, -1, 1, 1e-4, XT_TOL_ELEM);
 }
 
 static ts_plan_stats compare_at(int threads) { return compare_opts(threads, false); }
