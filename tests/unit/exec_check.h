@@ -177,4 +177,38 @@ static inline ts_plan_stats xt_plan_stats(const ts_graph *g, const ts_plan_opts 
     return st;
 }
 
+/* The one-graph-per-test style (define XT_GLOBAL_GRAPH before the include):
+ * graph(opset) starts G, the suite's .fini = xt_done frees it, and
+ * input/op/output/F32/I64 build it. */
+#ifdef XT_GLOBAL_GRAPH
+static ts_graph *G;
+static ts_error E;
+
+static inline void xt_done(void)
+{
+    ts_graph_free(G);
+    G = NULL;
+}
+
+static inline void graph(int opset)
+{
+    ts_graph_free(G);
+    G = ts_graph_new("t", opset);
+    memset(&E, 0, sizeof E);
+}
+
+static inline int input(const char *dims) { return xt_input(G, NULL, dims); }
+
+static inline int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
+{
+    return xt_node(G, name, ins, nin, at, nat);
+}
+
+static inline void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
+
+/* n values; a single value fills the whole tensor */
+#define F32(dims, ...) xt_const_values(G, TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#define I64(dims, ...) xt_const_values(G, TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+#endif
+
 #endif

@@ -4,30 +4,10 @@
  * chains, Concat, Slice, Pad, BatchNormalization), through
  * ts_plan_build/run against the reference interpreter.  The plan
  * statistics show that no node fell back to the reference kernel. */
+#define XT_GLOBAL_GRAPH
 #include "exec_check.h"
 
-static ts_graph *G;
-static ts_error E;
-
-static void done(void)
-{
-    ts_graph_free(G);
-    G = NULL;
-}
-
-TestSuite(layout, .fini = done);
-
-static void graph(int opset)
-{
-    G = ts_graph_new("t", opset);
-    memset(&E, 0, sizeof E);
-}
-
-static int input(const char *dims) { return xt_input(G, NULL, dims); }
-
-/* n values; a single value fills the whole tensor */
-#define F32(dims, ...) xt_const_values(G, TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-#define I64(dims, ...) xt_const_values(G, TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
+TestSuite(layout, .fini = xt_done);
 
 /* Random float32 constant in [lo, hi) (weights, BN parameters). */
 static int rnd(const char *dims, double lo, double hi)
@@ -35,13 +15,6 @@ static int rnd(const char *dims, double lo, double hi)
     static uint64_t rng = 777;
     return xt_const_random(G, dims, lo, hi, &rng);
 }
-
-static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
-{
-    return xt_node(G, name, ins, nin, at, nat);
-}
-
-static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
 
 /* Runs G on random inputs with the reference interpreter and with plans
  * at one and two threads; every output within tol + tol|ref|, and no
@@ -188,7 +161,7 @@ Test(layout, duplicate_elementwise_reused)
 {
     dup_graph(false);
     int shared = plan_steps();
-    done();
+    xt_done();
     dup_graph(true);
     compare(1e-4, 0);
     cr_assert_eq(plan_steps(), shared, "%d steps, %d with the Relu shared", plan_steps(), shared);

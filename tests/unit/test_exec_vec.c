@@ -4,38 +4,10 @@
  * width or block), one and two threads, element-wise chain fusion, and
  * the plan statistics that show which kernel ran (so a kernel that
  * silently declines to the reference fails the test). */
+#define XT_GLOBAL_GRAPH
 #include "exec_check.h"
 
-static ts_graph *G;
-static ts_error E;
-
-static void done(void)
-{
-    ts_graph_free(G);
-    G = NULL;
-}
-
-TestSuite(vec, .fini = done);
-
-static void graph(int opset)
-{
-    G = ts_graph_new("t", opset);
-    memset(&E, 0, sizeof E);
-}
-
-static int input(const char *dims) { return xt_input(G, NULL, dims); }
-
-/* n values; a single value fills the whole tensor */
-#define F32(dims, ...) xt_const_values(G, TS_F32, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-#define I64(dims, ...) xt_const_values(G, TS_I64, dims, (const double[]){__VA_ARGS__}, NV(__VA_ARGS__))
-
-/* Adds a node; returns its output value. */
-static int op(const char *name, const int *ins, int nin, const ts_attr *at, int nat)
-{
-    return xt_node(G, name, ins, nin, at, nat);
-}
-
-static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
+TestSuite(vec, .fini = xt_done);
 
 /* G by a plan at `threads` against the reference on inputs in [lo, hi),
  * every output within tol + tol|ref|; returns the plan's statistics. */
@@ -109,13 +81,13 @@ Test(vec, transcendental_ranges)
     output(op("Tanh", INS(x), NOATTR));
     output(op("Sigmoid", INS(x), NOATTR));
     compare(-20, 20, 2e-6, 4, 0, 0);
-    done();
+    xt_done();
     graph(17);
     x = input("4099");
     output(op("Erf", INS(x), NOATTR));
     output(op("Tanh", INS(x), NOATTR));
     compare(-1e-3, 1e-3, 2e-6, 2, 0, 0);
-    done();
+    xt_done();
     graph(17);
     x = input("1000");
     output(op("Exp", INS(x), NOATTR));
@@ -139,7 +111,7 @@ Test(vec, gelu_chain_is_one_step)
     graph(17);
     output(gelu(input("37x333")));
     compare(-5, 5, 2e-6, 1, 4, 0);
-    done();
+    xt_done();
     graph(17);
     output(gelu(input("128x3072"))); /* large: threaded */
     compare(-5, 5, 2e-6, 1, 4, 0);
@@ -214,7 +186,7 @@ Test(vec, softmax_inner_axis_and_flatten)
     output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", 1)))); /* inner 301: column chunks */
     output(op("LogSoftmax", INS(x), ATTRS(ts_attr_int("axis", 0))));
     compare(-8, 8, 1e-5, 2, 0, 0);
-    done();
+    xt_done();
     graph(11); /* opset < 13: the trailing block from axis is flattened */
     x = input("3x4x5");
     output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", 1))));
@@ -311,7 +283,7 @@ static void resize_cases(const char *mode, const char *coord, const char *neares
     output(op("Resize", INS(x3, -1, -1, I64("3", 2, 13, 4)), at, 3));              /* rank 3 */
     output(op("Resize", INS(x4, -1, F32("4", 1, 1, 2, 2)), at, 3));                /* parallel */
     compare(-2, 2, tol, 6, 0, fallback);
-    done();
+    xt_done();
 }
 
 Test(vec, resize_nearest)
@@ -334,7 +306,7 @@ Test(vec, resize_linear)
         output(op("Resize", INS(x1, -1, F32("4", 1, 1, 2, 2)), at, 2));
         output(op("Resize", INS(x2, -1, -1, I64("4", 1, 1, 4, 4)), at, 2));
         compare(-2, 2, 1e-6, 2, 0, 0);
-        done();
+        xt_done();
     }
 }
 
@@ -350,12 +322,12 @@ Test(vec, resize_old_forms)
         output(op("Resize", INS(x, F32("4", 1, 1, 2, 3)), ATTRS(ts_attr_string("mode", m[i]))));
         output(op("Resize", INS(x, F32("4", 1, 1, 0.5, 0.7)), ATTRS(ts_attr_string("mode", m[i]))));
         compare(-2, 2, i ? 1e-6 : 0, 2, 0, 0);
-        done();
+        xt_done();
         graph(9);
         x = input("1x3x5x7");
         output(op("Upsample", INS(x, F32("4", 1, 1, 2, 2)), ATTRS(ts_attr_string("mode", m[i]))));
         compare(-2, 2, i ? 1e-6 : 0, 1, 0, 0);
-        done();
+        xt_done();
     }
     graph(7);
     int x = input("1x3x5x7");

@@ -14,36 +14,18 @@
  * the threaded path; the arena stays smaller than the gathered band (it is
  * never materialized), and a Gather with other readers, or no_fusion, takes
  * the ordinary path. */
+#define XT_GLOBAL_GRAPH
 #include "exec_check.h"
 
-static ts_graph *G;
-static ts_error E;
 static uint64_t Rng = 777;
 
-static void done(void)
-{
-    ts_graph_free(G);
-    G = NULL;
-}
-
-TestSuite(gemv, .fini = done);
-TestSuite(band, .fini = done);
-
-static void graph(void)
-{
-    ts_graph_free(G);
-    G = ts_graph_new("t", 17);
-    memset(&E, 0, sizeof E);
-}
-
-static int input(const char *dims) { return xt_input(G, NULL, dims); }
+TestSuite(gemv, .fini = xt_done);
+TestSuite(band, .fini = xt_done);
 
 /* random constant in [-1, 1) */
 static int weight(const char *dims) { return xt_const_random(G, dims, -1, 1, &Rng); }
 
 #define OP(name, ...) xt_node(G, name, INS(__VA_ARGS__), NULL, 0)
-
-static void output(int v) { cr_assert_eq(ts_graph_add_output(G, v, &E), TS_OK, "%s", E.msg); }
 
 /* Reference vs plan at `threads` on inputs in [-1, 1); returns the stats. */
 static ts_plan_stats compare_opts(int threads, bool no_fusion)
@@ -74,7 +56,7 @@ static void check(int steps, int fused, long weights)
 static void mm_case(const char *a, int64_t K, int64_t N)
 {
     char w[32];
-    graph();
+    graph(17);
     snprintf(w, sizeof w, "%lldx%lld", (long long)K, (long long)N);
     output(OP("MatMul", input(a), weight(w)));
     check(1, 0, (long)packed_bytes(K, N));
@@ -102,7 +84,7 @@ Test(gemv, threaded) { mm_case("16x512", 512, 640); }
 /* Above the row limit oneDNN takes the node (no panels: other byte count) */
 Test(gemv, above_row_limit_goes_to_onednn)
 {
-    graph();
+    graph(17);
     output(OP("MatMul", input("17x40"), weight("40x64")));
     ts_plan_stats st = compare_at(1);
     cr_assert_eq(st.steps, 1);
@@ -113,7 +95,7 @@ Test(gemv, above_row_limit_goes_to_onednn)
  * absorbs the Add (the first product is ready), Sigmoid, Mul and Tanh. */
 Test(gemv, fused_chain)
 {
-    graph();
+    graph(17);
     int x = input("1x48"), h = input("1x48"), wx = weight("48x48"), wh = weight("48x48"), b = weight("48");
     int t = OP("MatMul", x, wx);
     int u = OP("MatMul", h, wh);
@@ -128,7 +110,7 @@ Test(gemv, fused_chain)
 /* The chain stops where the shape grows (broadcast Add to 2x...) */
 Test(gemv, chain_stops_at_growth)
 {
-    graph();
+    graph(17);
     int y = OP("MatMul", input("1x20"), weight("20x30"));
     y = OP("Relu", y);
     output(OP("Add", y, input("2x30")));
@@ -138,7 +120,7 @@ Test(gemv, chain_stops_at_growth)
 /* One weight used by three MatMuls is packed once. */
 Test(gemv, shared_weight_packed_once)
 {
-    graph();
+    graph(17);
     int w = weight("64x96");
     int a = OP("MatMul", input("1x64"), w);
     int b = OP("MatMul", input("3x64"), w);
@@ -152,7 +134,7 @@ Test(gemv, shared_weight_packed_once)
 /* Runtime weights (not a constant) are not this kernel's: still correct. */
 Test(gemv, runtime_weights_decline)
 {
-    graph();
+    graph(17);
     output(OP("MatMul", input("1x16"), input("16x8")));
     ts_plan_stats st = compare_at(1);
     cr_assert_eq(st.fallback_steps, 0);
@@ -192,7 +174,7 @@ static int gather(int x, int idx, int64_t axis)
 static void band_case(int side, const char *xdims, const char *odims, int64_t L, int64_t J, int64_t S, int64_t axis,
                       size_t band_bytes)
 {
-    graph();
+    graph(17);
     int x = input(xdims), o = input(odims);
     int gb = gather(x, band_index(L, J, S, 3), axis);
     output(side == 0 ? OP("MatMul", gb, o) : OP("MatMul", o, gb));
@@ -217,7 +199,7 @@ Test(band, threaded_sizes)
 /* The band is also a graph output: it must exist, the Gather runs for real. */
 Test(band, gather_with_other_reader)
 {
-    graph();
+    graph(17);
     int x = input("1x2x12x4"), q = input("1x2x12x4x1");
     int gb = gather(x, band_index(12, 3, 12, 1), 2);
     output(OP("MatMul", gb, q));
@@ -228,7 +210,7 @@ Test(band, gather_with_other_reader)
 
 Test(band, no_fusion_materializes)
 {
-    graph();
+    graph(17);
     int x = input("1x2x12x4"), q = input("1x2x12x4x1");
     output(OP("MatMul", gather(x, band_index(12, 3, 12, 1), 2), q));
     ts_plan_stats st = compare_opts(1, true);
@@ -238,7 +220,7 @@ Test(band, no_fusion_materializes)
 /* Shapes outside the two forms: an ordinary Gather and MatMul. */
 Test(band, other_shapes_decline)
 {
-    graph();
+    graph(17);
     int x = input("1x2x12x4"), w = input("1x2x12x4x2"); /* two columns: not a vector per row */
     output(OP("MatMul", gather(x, band_index(12, 3, 12, 1), 2), w));
     ts_plan_stats st = compare_at(1);
