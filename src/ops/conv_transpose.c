@@ -129,10 +129,7 @@ static ts_status convt_infer(ts_infer_ctx *c)
     const ts_convt_attrs *a = c->attrs;
     ts_window_geom g;
     char why[512];
-    if (!ts_nn_float_input(c, 0) || !ts_nn_float_input(c, 1) || (c->nin > 2 && c->in[2] && !ts_nn_float_input(c, 2)))
-        return c->err->code;
-    if (c->in[1]->dtype != c->in[0]->dtype)
-        return ts_infer_fail(c, "W is %s but X is %s", ts_dtype_name(c->in[1]->dtype), ts_dtype_name(c->in[0]->dtype));
+    if (!ts_nn_conv_operands(c)) return c->err->code;
     const ts_shape *b = c->nin > 2 && c->in[2] ? &c->in[2]->shape : NULL;
     if (!convt_shapes(a, &c->in[0]->shape, &c->in[1]->shape, b, &g, why, sizeof why)) return ts_infer_fail(c, "%s", why);
     ts_shape *y = &c->out_shape[0];

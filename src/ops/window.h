@@ -60,6 +60,16 @@ static inline bool ts_nn_float_input(ts_infer_ctx *c, int i)
     return false;
 }
 
+/* Conv/ConvTranspose operands: X and W float of one type, B (optional) float. */
+static inline bool ts_nn_conv_operands(ts_infer_ctx *c)
+{
+    if (!ts_nn_float_input(c, 0) || !ts_nn_float_input(c, 1) || (c->nin > 2 && c->in[2] && !ts_nn_float_input(c, 2)))
+        return false;
+    if (c->in[1]->dtype == c->in[0]->dtype) return true;
+    ts_infer_fail(c, "W is %s but X is %s", ts_dtype_name(c->in[1]->dtype), ts_dtype_name(c->in[0]->dtype));
+    return false;
+}
+
 /* Copies n elements of es bytes from a strided source to a contiguous run. */
 static inline void ts_nn_copy_strided(size_t es, int64_t n, const void *src, int64_t incs, void *dst)
 {
