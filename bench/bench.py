@@ -287,7 +287,9 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     L.append("Latency: median of the %d per-round medians (each of %d timed runs after warm-up). "
              "Peak RSS: VmHWM of each process (/proc/self/status), the largest over the rounds, measured "
              "the same way by `tsopt bench` and `run.js`. GFLOP/s = the model's FLOPs (`tsopt info`, a "
-             "multiply-add counts 2) / median latency; %%peak = that / the measured peak.\n" % (a.rounds, a.iters))
+             "multiply-add counts 2, convolutions counted as direct convolution) / median latency; %%peak = that / "
+             "the measured peak. Winograd convolutions (3x3, stride 1) do fewer multiplications than the direct "
+             "count, so a model made of them can show more than 100%%.\n" % (a.rounds, a.iters))
     L.append("## Results\n")
     L.append("| model | batch | GFLOP | tsopt ms | ORT ms | tsopt/ORT | tsopt GFLOP/s | %peak | ORT GFLOP/s "
              "| tsopt RSS MiB | ORT RSS MiB |")
