@@ -133,7 +133,6 @@ int cli_profile(int argc, char **argv)
         int r = 0;
         while (r < nrows && strcmp(rows[r].label, label)) r++;
         if (r == nrows) snprintf(rows[nrows++].label, sizeof rows[r].label, "%s", label);
-        if (getenv("TSOPT_OPTDBG")) fprintf(stderr, "G %s %s %.4f %.4f\n", g->nodes[n].name, label, ms, iso_of[n]); /*OPTDBG*/
         rows[r].count++;
         rows[r].ms += ms;
         rows[r].iso_ms += iso_of[n];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_layout.h"
+#include "exec/dnnl_residual.h"
 #include "exec/dnnl_serial.h"
 #include "exec/dnnl_util.h"
 #include "ops/attrs.h"
@@ -50,7 +51,8 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
         src = (char *)scratch + c->in_off;
         xd_reorder_run(&c->in_r, in[0], src, c->stream);
     }
-    /* the sum post-op accumulates onto what dst holds: put the residual there */
+    /* the sum post-op accumulates onto what dst holds: put the residual
+     * there (unless dst is the residual's own storage) */
     if (c->has_sum) xd_reorder_run(&c->res_r, in[c->res_in], out[0], c->stream);
     xd_mem_bind(&c->src, src, c->stream);
     xd_mem_bind(&c->wei, in[1], c->stream);
@@ -221,10 +223,15 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
     for (int i = 0; i < 2; i++)
         if (ge->stride[i] != 1 || ge->dil[i] != 0) return false;
     /* Winograd's transformed weights are 16/9 (F(2,3)) or 4x (F(4,3)) the
-     * direct ones; at batch 1 a small image makes the layer stream its
-     * weights rather than compute (ResNet-18's 14x14 and 7x7 layers got
-     * slower), so only images of 28x28 and more qualify */
-    return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 28 * 28;
+     * direct ones, streamed from memory at batch 1 on small images; still,
+     * ResNet's 14x14 and 7x7 layers (256 and 512 channels) gain from it:
+     * one layer repeated, 2 threads, best of 200: 256ch 14x14 0.52 ms vs
+     * 1.10 (jit, 16-channel blocks) and 0.92 (brgconv, NHWC); 512ch 7x7
+     * 0.61 vs 0.77 / 0.89.  In the models (sum of per-step minima over 20
+     * runs, load ~15, three rounds): resnet18 16.5-16.9 -> 13.0-13.4 ms
+     * with 7x7 and up, 14.9-15.4 with 14x14 and up; resnet50 40.7-41.4 ->
+     * 36.9-37.0; inception_v3 unchanged.  So images from 7x7 qualify. */
+    return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 7 * 7;
 }
 
 static bool is_wino(const_dnnl_primitive_desc_t pd)
@@ -399,11 +406,21 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     dnnl_memory_desc_t pl;
     xd_md_plain(&pl, ys);
     bool blocked_out = !plain_out && !dnnl_memory_desc_equal(cdst, &pl);
+    /* a residual that dies at the fused Add and is laid out as dst is
+     * accumulated onto where it lies (dnnl_residual.h): no copy into dst */
+    int rb = f.sum_value >= 0 ? xplan_value_buf(p, f.sum_value) : -1, yb = -1;
+    if (rb >= 0) {
+        dnnl_memory_desc_t rmd;
+        xd_md_of(&p->bufs[rb], &rmd);
+        if (dnnl_memory_desc_equal(&rmd, cdst)) yb = xd_residual_dst(p, &f, rb, &xb, 1);
+    }
+    bool res_inplace = yb >= 0;
     /* a blocked graph output lives in the arena: the caller's tensor is plain */
-    int yb = blocked_out && is_graph_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
+    if (!res_inplace)
+        yb = blocked_out && is_graph_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
                                                             : xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
-    if (blocked_out) {
+    if (blocked_out && !res_inplace) {
         xplan_bind_value(p, f.out_value, yb);
         p->bufs[yb].blocked = true;
         p->bufs[yb].md = *cdst;
@@ -418,10 +435,9 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
         c->in_off = padsz;
         s->scratch_bytes += xd_round(dnnl_memory_desc_get_size(csrc));
     }
-    int rb = -1;
-    if (f.sum_value >= 0) {
+    if (res_inplace) rb = -1; /* read through dst */
+    if (rb >= 0) {
         dnnl_memory_desc_t rmd;
-        rb = xplan_value_buf(p, f.sum_value);
         xd_md_of(&p->bufs[rb], &rmd);
         if ((st = xd_reorder_init(&c->res_r, &rmd, cdst, p, n, err))) goto fail;
         c->has_sum = true;

@@ -4,6 +4,7 @@
 
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_dnnl_pool;
 extern const xkernel xk_deconv_gemm; /* deconv_gemm.c: GEMM + col2im, tried first (per-shape rule inside) */
+extern const xkernel xk_dnnl_concat; /* dnnl_concat.c: only inputs in mixed layouts (else vec.concat) */
 
 const xentry xkernels_dnnl[] = {
     {"Conv", &xk_dnnl_conv},
@@ -15,5 +16,6 @@ const xentry xkernels_dnnl[] = {
     {"AveragePool", &xk_dnnl_pool},
     {"GlobalAveragePool", &xk_dnnl_pool},
     {"GlobalMaxPool", &xk_dnnl_pool},
+    {"Concat", &xk_dnnl_concat},
     {NULL, NULL},
 };

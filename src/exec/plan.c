@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/plan_internal.h"
+#include "exec/vec_layout.h"
 
 static size_t dense_bytes(ts_dtype dt, const ts_shape *s)
 {
@@ -289,6 +290,15 @@ static int try_split_view(xplan *p, int n, ts_error *err)
         }
         for (int o = 0; o < nd->noutputs && block; o++)
             if (p->g->values[nd->outputs[o]].shape.dims[1] % block) block = 0;
+    }
+    if (!block && p->bufs[b].blocked && in->dtype == TS_F32) {
+        /* a channels-last conv output (acdb): its channel pieces are not
+         * contiguous, and making them views would convert the whole tensor
+         * to plain and each piece back for the convs that read it (NasNet-A
+         * after merge-siblings: 136 reorders a run against 1); vec.split
+         * copies the pieces in the physical order instead */
+        int order[TS_MAX_RANK];
+        if (xv_dense_order(&p->bufs[b], order) && !xv_order_plain(order, in->shape.rank)) return 0;
     }
     if (!block && (b = xplan_plain(p, b, err)) < 0) return -1;
     int64_t off = xbuf_alias_offset(p, b);

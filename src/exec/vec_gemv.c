@@ -23,13 +23,24 @@
  * on a 512x512 product (one thread 9.5 us, two 19 us, best of 3000). */
 #define XG_PAR_MIN (1 << 22)
 #define XG_NB 64 /* columns per panel: four 16-float vectors */
+/* Products by one weight are stacked into one step (stack_rows) only from
+ * this many weight elements (128 KiB): the gain is the passes over the
+ * weights saved, which come from memory for nasrnn's 1 MiB matrices; a
+ * smaller weight stays in cache between separate steps. */
+#define XG_STACK_MIN (1 << 15)
 
 typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned loads/stores */
 
 typedef struct xg_state {
-    int64_t rows, K, N;
+    int64_t rows, K, N; /* rows: all stacked products' rows together */
     int threads;
-    xv_prog epi; /* fused element-wise chain; epi.nins == 0: none */
+    xv_prog epi; /* fused element-wise chain (the first product's); epi.nins == 0: none */
+    /* Stacked products (see stack_members): nstack > 1 products by the
+     * same weights, product i reading in[ain[i]] and writing out[i], with
+     * mrows[i] rows; rows gathered into scratch, multiplied once, scattered */
+    int nstack;
+    int ain[XG_MAX_ROWS];
+    int64_t mrows[XG_MAX_ROWS];
 } xg_state;
 
 /* Weights are re-laid out once at plan time as panels of XG_NB columns,
@@ -63,14 +74,18 @@ typedef struct xg_state {
     const xg_v16 w0 = *(const xg_v16 *)(w), w1 = *(const xg_v16 *)((w) + 16), w2 = *(const xg_v16 *)((w) + 32),  \
                  w3 = *(const xg_v16 *)((w) + 48)
 
-/* Rows m0..m0+MR-1 (MR a constant 1..4) of the product for panel P,
- * written to y at columns j0..j0+nb-1. */
+/* Rows m0..m0+MR-1 (MR a constant 1..6) of the product for panel P,
+ * written to y at columns j0..j0+nb-1.  Six rows: 24 accumulators and 4
+ * weight vectors of the 32 AVX-512 registers, so five or six stacked
+ * rows (nasrnn's five time steps) read each panel once, not 4 + 1 times. */
 #define XG_ROWS(MR)                                                                                              \
     do {                                                                                                         \
         XG_ACC(a);                                                                                               \
         XG_ACC(b);                                                                                               \
         XG_ACC(c);                                                                                               \
         XG_ACC(d);                                                                                               \
+        XG_ACC(e);                                                                                               \
+        XG_ACC(f);                                                                                               \
         const float *x0 = x + m0 * K, *w = P;                                                                    \
         for (int64_t k = 0; k < K; k++, w += XG_NB) {                                                            \
             XG_LOADW(w);                                                                                         \
@@ -78,12 +93,16 @@ typedef struct xg_state {
             if (MR > 1) XG_FMA(b, x0[K + k]);                                                                    \
             if (MR > 2) XG_FMA(c, x0[2 * K + k]);                                                                \
             if (MR > 3) XG_FMA(d, x0[3 * K + k]);                                                                \
+            if (MR > 4) XG_FMA(e, x0[4 * K + k]);                                                                \
+            if (MR > 5) XG_FMA(f, x0[5 * K + k]);                                                                \
         }                                                                                                        \
         float *y0 = y + m0 * N + j0;                                                                             \
         XG_STORE(y0, a0, a1, a2, a3, nb);                                                                        \
         if (MR > 1) XG_STORE(y0 + N, b0, b1, b2, b3, nb);                                                        \
         if (MR > 2) XG_STORE(y0 + 2 * N, c0, c1, c2, c3, nb);                                                    \
         if (MR > 3) XG_STORE(y0 + 3 * N, d0, d1, d2, d3, nb);                                                    \
+        if (MR > 4) XG_STORE(y0 + 4 * N, e0, e1, e2, e3, nb);                                                    \
+        if (MR > 5) XG_STORE(y0 + 5 * N, f0, f1, f2, f3, nb);                                                    \
     } while (0)
 
 /* GCC in ISO C mode leaves a*b+c as two operations; clang (the fuzz build)
@@ -121,8 +140,10 @@ panel(const float *x, const float *P, float *y, int64_t rows, int64_t K, int64_t
         return;
     }
     int64_t m0 = 0;
-    for (; m0 + 4 <= rows; m0 += 4) XG_ROWS(4);
+    for (; m0 + 6 <= rows; m0 += 6) XG_ROWS(6);
     switch (rows - m0) {
+    case 5: XG_ROWS(5); break;
+    case 4: XG_ROWS(4); break;
     case 3: XG_ROWS(3); break;
     case 2: XG_ROWS(2); break;
     case 1: XG_ROWS(1); break;
@@ -136,12 +157,21 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     const float *x = in[0], *W = in[1]; /* W: the packed panels */
     float *y = out[0];
     const int64_t rows = c->rows, K = c->K, N = c->N, npanel = (N + XG_NB - 1) / XG_NB;
+    if (c->nstack > 1) { /* rows of every stacked product, contiguous */
+        float *xs = scratch, *ys = xs + rows * K;
+        for (int i = 0, r = 0; i < c->nstack; r += (int)c->mrows[i], i++)
+            memcpy(xs + r * K, in[c->ain[i]], sizeof(float) * (size_t)(c->mrows[i] * K));
+        x = xs, y = ys;
+    }
     const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= XG_PAR_MIN;
 #pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
     for (int64_t p = 0; p < npanel; p++) {
         int64_t j0 = p * XG_NB;
         panel(x, W + p * K * XG_NB, y, rows, K, N, j0, N - j0 < XG_NB ? N - j0 : XG_NB);
     }
+    if (c->nstack > 1)
+        for (int i = 0, r = 0; i < c->nstack; r += (int)c->mrows[i], i++)
+            memcpy(out[i], y + r * N, sizeof(float) * (size_t)(c->mrows[i] * N));
     if (c->epi.nins) { /* the chain reads the product as its running result (acc = y) */
         const xstep es = {.state = (void *)&c->epi};
         xv_prog_run(&es, in + 2, out, scratch);
@@ -159,6 +189,22 @@ static bool inputs_ready(const xplan *p, int c, int cur)
         if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
     }
     return true;
+}
+
+/* Rows of node m's product (A's leading dims) when m is a MatMul by the
+ * same weights value as node n (K x N) that could run now; 0 otherwise. */
+static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n], *o = &g->nodes[m];
+    if (m == n || o->dead || p->claimed[m] || o->op != nd->op || o->ninputs != 2 || o->noutputs != 1 ||
+        o->inputs[1] != nd->inputs[1] || !xv_all_f32(p, m) || !inputs_ready(p, m, -1))
+        return 0;
+    const ts_shape *a = &g->values[o->inputs[0]].shape;
+    if (a->rank < 1 || a->dims[a->rank - 1] != K) return 0;
+    int64_t rows = 1;
+    for (int i = 0; i < a->rank - 1; i++) rows *= a->dims[i];
+    return rows;
 }
 
 /* Buffer holding B (K x N) as panels; one per constant, shared by every
@@ -214,6 +260,23 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
 
+    /* Stacking: other MatMuls by the same constant whose inputs exist now
+     * (nasrnn multiplies each of x0..x4 by the same eight weights, all
+     * ready at the start) join this step as extra rows, so the weights are
+     * streamed once for all of them instead of once per product: measured
+     * in docs/runtime.md.  Their results are computed early (they live a
+     * little longer); no element-wise chain is fused after them. */
+    int members[XG_MAX_ROWS];
+    c->nstack = 1, c->mrows[0] = rows;
+    for (int m = 0; m < g->nnodes && !p->opts.no_fusion && K * N >= XG_STACK_MIN; m++) {
+        int64_t r = stack_rows(p, n, m, K);
+        if (r < 1 || c->rows + r > XG_MAX_ROWS) continue;
+        members[c->nstack] = m;
+        c->mrows[c->nstack++] = r;
+        c->rows += r;
+        xplan_claim(p, m, s);
+    }
+
     /* absorb the element-wise chain after the product (as vec_fuse.c does
      * after an element-wise node), lowered with the product as acc */
     int cur = nd->outputs[0], ext[XV_MAXIN] = {0};
@@ -235,7 +298,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
         cur = cn->outputs[0];
     }
 
-    if (xstep_alloc(s, 2 + c->epi.next, 1, err)) return err->code;
+    if (xstep_alloc(s, 2 + c->epi.next + c->nstack - 1, c->nstack, err)) return err->code;
     s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
     s->in[1] = packed_weights(p, B);
     if (s->in[0] < 0 || s->in[1] < 0) return err->code ? err->code : TS_ERR_INVALID;
@@ -247,6 +310,15 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     }
     s->out[0] = xplan_value_buf(p, cur);
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    c->ain[0] = 0;
+    for (int i = 1; i < c->nstack; i++) {
+        const ts_node *o = &g->nodes[members[i]];
+        int ai = c->ain[i] = 2 + c->epi.next + i - 1;
+        s->in[ai] = xplan_plain(p, xplan_value_buf(p, o->inputs[0]), err);
+        s->out[i] = xplan_value_buf(p, o->outputs[0]);
+        if (s->in[ai] < 0 || s->out[i] < 0) return err->code ? err->code : TS_ERR_NOMEM;
+    }
+    if (c->nstack > 1) s->scratch_bytes = sizeof(float) * (size_t)(c->rows * (K + N));
     if (c->epi.nins) {
         xv_geometry(&c->epi, &shape, shapes);
         c->epi.threads = c->threads;

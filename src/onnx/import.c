@@ -537,12 +537,20 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     return TS_OK;
 }
 
+/* *owned (when owned is not NULL) is the caller's malloc'ed copy of data:
+ * freed (and set NULL) right after unpacking, which copies every tensor's
+ * bytes, so that file, unpacked message and graph tensors are never all
+ * in memory at once (BERT's 340 MB of weights: peak 1030 -> ~700 MB). */
 static ts_status load_buffer(const void *data, size_t size, const char *base_dir, const char *model,
-                             const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
+                             const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err, char **owned)
 {
     *out = NULL;
     if (!size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    if (owned) {
+        free(*owned);
+        *owned = NULL;
+    }
     if (!mp)
         return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
     ts_status st = import_model(mp, base_dir, model, binds, nbinds, out, err);
@@ -553,7 +561,7 @@ static ts_status load_buffer(const void *data, size_t size, const char *base_dir
 ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_dir, const ts_input_bind *binds,
                               int nbinds, ts_graph **out, ts_error *err)
 {
-    return load_buffer(data, size, base_dir, "model", binds, nbinds, out, err);
+    return load_buffer(data, size, base_dir, "model", binds, nbinds, out, err, NULL);
 }
 
 ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
@@ -593,7 +601,7 @@ ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds,
         else
             strcpy(dir, ".");
         snprintf(model, mlen, "model '%s'", path);
-        st = load_buffer(data, size, dir, model, binds, nbinds, out, err);
+        st = load_buffer(data, size, dir, model, binds, nbinds, out, err, &data);
     }
     free(dir);
     free(model);

@@ -36,6 +36,7 @@
 #define MAX_BIND 12
 #define MAX_DIMNAMES 16
 #define MAX_PVARS 8
+#define WIDE_EXTRA 3
 
 typedef struct binding {
     char name[24]; /* variable name, or a constant's atom */
@@ -44,6 +45,10 @@ typedef struct binding {
     ts_shape shape;
     ts_tensor *t;
     int value; /* graph value id */
+    /* spec "kernel": a constant kernel (Iconv, Cpool) built per use, C x C
+     * x k x k for the C channels of the conv input it is applied to, so one
+     * axiom can use it at several channel counts (W14) */
+    bool per_use;
 } binding;
 
 typedef struct pvar {
@@ -59,11 +64,18 @@ typedef struct ctx {
     int npv;
     char dn[MAX_DIMNAMES][16]; /* named dimensions */
     int dv[MAX_DIMNAMES];
+    /* "wide=h,wd": these dims range over 1..max_dim+WIDE_EXTRA (window
+     * geometry needs images larger than the kernel: borders, stride parity) */
+    bool wide[MAX_DIMNAMES];
     int ndn;
     bool uses_base, uses_e, uses_f;
     int rmin, rmax, rank;
     int base[TS_MAX_RANK], e, f;
     bool tf_same;
+    /* "guard=shape": the axiom holds where both sides are defined AND have
+     * the same shape (a window axiom whose kernel sizes must agree, which
+     * the shape-free theory cannot say); other points are skipped. */
+    bool guard_shape;
     ts_graph *g;
 } ctx;
 
@@ -112,6 +124,19 @@ static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
         while (*s && *s != ' ' && k + 1 < sizeof item) item[k++] = *s++;
         item[k] = 0;
         if (sscanf(item, "rank=%d-%d", &c->rmin, &c->rmax) == 2) continue;
+        if (!strncmp(item, "wide=", 5)) {
+            char *save = NULL;
+            for (char *tok = strtok_r(item + 5, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int d = dim_index(c, tok, true);
+                if (d < 0) return ts_error_set(err, TS_ERR_PARSE, "too many dimension names in '%s'", shapes);
+                c->wide[d] = true;
+            }
+            continue;
+        }
+        if (!strcmp(item, "guard=shape")) {
+            c->guard_shape = true;
+            continue;
+        }
         char *colon = strchr(item, ':');
         if (!colon || c->nb == MAX_BIND) return ts_error_set(err, TS_ERR_PARSE, "shape item '%s' is malformed", item);
         *colon = 0;
@@ -120,6 +145,12 @@ static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
         snprintf(b->spec, sizeof b->spec, "%s", colon + 1);
         ts_rop op = ts_rop_from_atom(item);
         b->cop = op != TS_ROP_COUNT && ts_rop_info(op)->constant ? op : TS_ROP_VAR;
+        if (!strcmp(b->spec, "kernel")) {
+            if (b->cop != TS_ROP_ICONV && b->cop != TS_ROP_CPOOL)
+                return ts_error_set(err, TS_ERR_PARSE, "'%s:kernel': only Iconv and Cpool", item);
+            b->per_use = true;
+            continue;
+        }
         if (b->spec[0] == '@') {
             c->uses_base = true;
             if (strchr(b->spec + 1, 'a') || strchr(b->spec + 1, '0')) c->uses_e = true;
@@ -140,6 +171,7 @@ static bool resolve_shape(ctx *c, binding *b)
 {
     ts_shape *s = &b->shape;
     memset(s, 0, sizeof *s);
+    if (b->per_use) return true;
     if (b->spec[0] == '@') {
         s->rank = c->rank;
         for (int i = 0; i < c->rank; i++) s->dims[i] = c->base[i];
@@ -273,6 +305,32 @@ static bool window_pads(const ctx *c, const ts_shape *x, int pad, int s, int kh,
     return true;
 }
 
+static const binding *per_use_binding(const ctx *c, const ts_aterm *t)
+{
+    if (t->kind != TS_AT_OP || !ts_rop_info(t->op)->constant) return NULL;
+    for (int i = 0; i < c->nb; i++)
+        if (c->b[i].cop == t->op && c->b[i].per_use) return &c->b[i];
+    return NULL;
+}
+
+/* The kernel constant t (Iconv k / Cpool k) for conv input x: C x C x k x k
+ * with C = x's channels; its value id, -1 where undefined. */
+static int per_use_kernel(ctx *c, const binding *pu, const ts_aterm *t, int x)
+{
+    const ts_shape *xs = vshape(c, x);
+    if (xs->rank != 4 || t->np < 1) return -1;
+    int k = param_value(c, t->p[0]);
+    ts_error err = {0};
+    binding b = *pu;
+    b.shape = (ts_shape){.rank = 4, .dims = {xs->dims[1], xs->dims[1], k, k}};
+    if (!(b.t = ts_tensor_new(TS_F64, &b.shape, &err))) return -1;
+    char name[48]; /* value names are unique within a graph */
+    snprintf(name, sizeof name, "%s.%d", b.name, c->g->nvalues);
+    int v = fill_constant(c, &b) ? ts_graph_add_constant(c->g, name, b.t, &err) : -1;
+    ts_tensor_unref(b.t);
+    return v;
+}
+
 /* Builds t into c->g; the value id, or -1 where t is undefined. */
 static int eval(ctx *c, const ts_aterm *t)
 {
@@ -284,12 +342,16 @@ static int eval(ctx *c, const ts_aterm *t)
     const ts_ropinfo *info = ts_rop_info(t->op);
     if (info->constant) {
         for (int i = 0; i < c->nb; i++)
-            if (c->b[i].cop == t->op) return c->b[i].value;
+            if (c->b[i].cop == t->op && !c->b[i].per_use) return c->b[i].value;
         return -1;
     }
     int a[2] = {-1, -1};
-    for (int i = 0; i < t->nt; i++)
-        if ((a[i] = eval(c, t->t[i])) < 0) return -1;
+    for (int i = 0; i < t->nt; i++) {
+        const binding *pu = t->op == TS_ROP_CONV && i == 1 ? per_use_binding(c, t->t[1]) : NULL;
+        if (pu) a[1] = per_use_kernel(c, pu, t->t[1], a[0]);
+        else a[i] = eval(c, t->t[i]);
+        if (a[i] < 0) return -1;
+    }
     const ts_shape *s0 = vshape(c, a[0]), *s1 = t->nt > 1 ? vshape(c, a[1]) : NULL;
     switch (t->op) {
     case TS_ROP_EWADD:
@@ -420,6 +482,8 @@ static ts_status one_point(check *k, ts_error *err)
     bool defined = true;
     for (int i = 0; i < c->nb && defined; i++) {
         binding *b = &c->b[i];
+        b->value = -1;
+        if (b->per_use) continue;
         if (!resolve_shape(c, b)) {
             defined = false;
             break;
@@ -443,6 +507,11 @@ static ts_status one_point(check *k, ts_error *err)
     int lv = defined ? eval(c, k->lhs) : -1, rv = lv >= 0 ? eval(c, k->rhs) : -1;
     if (lv < 0 || rv < 0) {
         k->st->skipped++;
+        goto done;
+    }
+    if (c->guard_shape && !ts_shape_eq(vshape(c, lv), vshape(c, rv))) {
+        k->st->skipped++;
+        k->st->shape_guarded++;
         goto done;
     }
     k->st->obligations++;
@@ -545,7 +614,9 @@ ts_status ts_axiom_check(const ts_axiom *ax, const ts_axiom_check_opts *o, ts_ax
             if ((s = one_point(k, err))) break;
             int i = 0;
             while (i < nd) {
-                int lim = i < c->npv ? domain_size(c->pv[i].slot) : max_dim;
+                int lim = i < c->npv                                     ? domain_size(c->pv[i].slot)
+                          : i < c->npv + c->ndn && c->wide[i - c->npv] ? max_dim + WIDE_EXTRA
+                                                                       : max_dim;
                 if (++digit[i] < lim) break;
                 digit[i++] = 0;
             }

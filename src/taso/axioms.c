@@ -14,7 +14,10 @@
  * "@" is a shape of every rank in 1..4 ("rank=2-4" narrows it), "@a" the
  * same with the axis held by parameter ?a resized, "@0"/"@1"/"@01" with
  * axis 0 / axis 1 / both resized.  A constant tensor (Imatmul...) gets its
- * shape the same way. */
+ * shape the same way, or "Iconv:kernel" / "Cpool:kernel": built for each
+ * conv that reads it, at that conv input's channel count.  "wide=h,wd"
+ * lets the named dims range up to max_dim+3; "guard=shape" marks an axiom
+ * that holds where both sides are defined with the same shape. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +126,61 @@ static const ts_axiom AXIOMS[] = {
      "concatenation and transpose, other axis (lemma)"},
     {"X7", "(concat 0 (matmul ?x ?z) (matmul ?y ?z))", "(matmul (concat 0 ?x ?y) ?z)", "x:m,n y:p,n z:n,q",
      "concatenation and matrix mul., rows (lemma)"},
+    /* Window geometry (not in Table 2, whose axioms treat a window as
+     * opaque).  conv with Iconv k selects: with "same" it reads x[s*u]
+     * (subsampling), with "valid" x[s*u + (k-1)/2] (a crop, then
+     * subsampling).  Selections commute with pointwise ops, compose with
+     * window ops by moving the stride, and valid windows commute.  The
+     * generator finds these at 2-3 operators (docs/taso.md).  Images are
+     * "wide" (up to max_dim+3) so borders and stride parity are exercised.
+     * "guard=shape": true wherever both sides are defined with the same
+     * shape, i.e. when the two windows have the same size (a fact the
+     * shape-free theory cannot state; the matcher checks output shapes). */
+    {"W1", "(conv ?s ?p none (relu ?x) (Iconv ?k))", "(conv ?s ?p relu ?x (Iconv ?k))",
+     "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd", "selection commutes with relu (relu 0 = 0)"},
+    {"W2", "(conv ?s same none (conv s1 ?p ?c ?x ?y) (Iconv ?k))", "(conv ?s ?p ?c ?x ?y)",
+     "x:1,c,h,wd y:o,c,kh,kw Iconv:o,o,?k,?k wide=h,wd", "subsampling a stride-1 conv gives the strided conv"},
+    {"W3", "(conv ?s same none (poolmax ?j s1 ?p ?x) (Iconv ?k))", "(poolmax ?j ?s ?p ?x)",
+     "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd", "subsampling a stride-1 max pool gives the strided pool"},
+    {"W4", "(conv ?s valid none (conv s1 same ?c ?x ?y) (Iconv ?k))", "(conv ?s valid ?c ?x ?y)",
+     "x:1,c,h,wd y:o,c,kh,kw Iconv:o,o,?k,?k wide=h,wd guard=shape",
+     "cropping a same conv by its half kernel gives the valid conv"},
+    {"W5", "(conv ?s valid none (poolmax ?k s1 same ?x) (Iconv ?k))", "(poolmax ?k ?s valid ?x)",
+     "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd", "cropping a same max pool gives the valid pool"},
+    {"W6", "(conv ?s valid ?c (conv s1 valid none ?x (Iconv ?k)) ?y)",
+     "(conv ?s valid none (conv s1 valid ?c ?x ?y) (Iconv ?k))", "x:1,c,h,wd y:c,c,kh,kw Iconv:c,c,?k,?k wide=h,wd",
+     "a crop commutes with a valid conv (the stride moves out)"},
+    {"W7", "(conv s1 valid none (conv s2 same none ?x (Iconv ?k)) (Iconv ?k))",
+     "(conv s2 valid none (conv s1 valid none ?x (Iconv ?k)) (Iconv ?k))", "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd",
+     "crop after subsampling by 2 = crop, then subsample the crop"},
+    {"W8", "(conv ?s valid none (poolmax ?j s1 valid ?x) (Iconv ?k))",
+     "(poolmax ?j ?s valid (conv s1 valid none ?x (Iconv ?k)))", "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd",
+     "a crop commutes with a valid max pool"},
+    {"W9", "(conv ?s valid none (poolavg ?k s1 valid ?x) ?y)", "(poolavg ?k ?s valid (conv s1 valid none ?x ?y))",
+     "x:1,c,h,wd y:o,c,kh,kw wide=h,wd", "valid conv and valid average pool commute"},
+    {"W10", "(conv ?s valid none (poolavg ?k s1 same ?x) ?y)", "(poolavg ?k ?s valid (conv s1 same none ?x ?y))",
+     "x:1,c,h,wd y:o,c,kh,kw wide=h,wd guard=shape", "conv and average pool of one size read one padded window"},
+    {"W11", "(poolmax ?k ?s same (poolmax ?j s1 valid ?x))", "(poolmax ?j ?s valid (poolmax ?k s1 same ?x))",
+     "x:n,c,h,wd wide=h,wd", "max ignores padding: same and valid max pools swap"},
+    {"W12", "(poolmax ?k s1 same (poolmax k3 s2 same ?x))",
+     "(poolmax k3 s2 same (poolmax ?k s1 same (poolmax ?k s1 same ?x)))", "x:n,c,h,wd wide=h,wd",
+     "a max pool after a stride-2 3x3 max pool covers the same window as two before it"},
+    {"W13", "(poolmax k3 s1 valid (poolmax k3 s2 same ?x))",
+     "(poolmax k3 s2 valid (poolmax k3 s1 same (poolmax k3 s1 valid ?x)))", "x:n,c,h,wd wide=h,wd",
+     "W12 with the outer pool valid"},
+    /* Selection works channel by channel (Iconv is diagonal in channels),
+     * so it commutes with a channel concat, as A41/A43 say for pooling;
+     * "Iconv:kernel" builds Iconv for each conv at its input's channels. */
+    {"W14", "(concat 1 (conv ?s ?p ?c ?x (Iconv ?k)) (conv ?s ?p ?c ?y (Iconv ?k)))",
+     "(conv ?s ?p ?c (concat 1 ?x ?y) (Iconv ?k))", "x:n,c,h,wd y:n,d,h,wd Iconv:kernel wide=h,wd",
+     "selection commutes with a channel concat"},
+    /* Found by the 4-operator rules: selection reads one element (or a
+     * padded 0) per output, so it distributes over ewmul as A20 has it
+     * distribute over ewadd; and Iconv's entries are 0 or 1. */
+    {"W15", "(ewmul (Iconv ?k) (Iconv ?k))", "(Iconv ?k)", "Iconv:c,c,?k,?k", "Iconv's entries are 0 or 1"},
+    {"W16", "(conv ?s ?p none (ewmul ?x ?y) (Iconv ?k))",
+     "(ewmul (conv ?s ?p none ?x (Iconv ?k)) (conv ?s ?p none ?y (Iconv ?k)))",
+     "x:n,c,h,wd y:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd", "selection distributes over ewmul"},
 };
 #undef CONV_X
 

@@ -1,6 +1,6 @@
 /* TASO substitution generator (paper section 3.1 and 4; docs/taso.md).
  *
- * Three parts:
+ * Four parts:
  *   gen_eval.c   a small evaluator for TASO's operators on concrete tensors,
  *                in exact integers mod p = 2^31-1 (fingerprints) and in
  *                double (the float test).  It works on TASO's operators
@@ -10,7 +10,9 @@
  *                arithmetic itself.  Arithmetic mod p uses the same p as the
  *                reference interpreter's TS_DOMAIN_MODP.
  *   gen_enum.c   depth-first enumeration of graphs and their fingerprints.
- *   gen_prune.c  candidate pairs, float test, pruning, rules. */
+ *   gen_pairs.c  candidate pairs from the graph records (second shape set,
+ *                TASO's syntactic rejections, float test).
+ *   gen_prune.c  trees for the candidates, pruning, rules. */
 #ifndef TS_TASO_GEN_H
 #define TS_TASO_GEN_H
 
@@ -50,7 +52,7 @@ typedef struct gen_shapes {
     int qh, qw;     /* small kernels (enlarged to 3x3) */
     int max_elems;  /* largest result an operator may produce */
 } gen_shapes;
-extern const gen_shapes gen_shape_sets[2];
+extern const gen_shapes gen_shape_sets[3];
 
 /* A concrete tensor.  `split` keeps, per dimension, the tree of concat
  * points (TASO's split info) so split0/split1 know where to cut: a node is
@@ -113,9 +115,15 @@ typedef struct gen_config {
  * (variables first, then op outputs in order; split adds two). */
 typedef struct gen_graph {
     uint64_t fp;
-    uint8_t nops;
+    /* position in the enumeration (depth-first: graphs next to each other
+     * in this order share their first operators, so replays on other
+     * inputs reuse the prefix) and the number of operators; packed so a
+     * record stays 24 bytes (~4.5e7 of them at 4 operators) */
+    uint32_t seq : 29, nops : 3;
     uint8_t op[GEN_MAX_OPS][3]; /* variant, in0, in1 */
 } gen_graph;
+/* Order of graph records: fingerprint, then fewer operators, then ops. */
+int gen_graph_cmp(const void *a, const void *b);
 
 typedef struct gen_world {
     int nclass;
@@ -127,6 +135,7 @@ typedef struct gen_world {
     gen_tensor *var_modp; /* nvar random tensors, mod p (shape set 0) */
     gen_tensor *var_f64;  /* nvar random tensors in [-1,1] (shape set 0) */
     gen_tensor *var2_modp, *var2_f64; /* the same in shape set 1 */
+    gen_tensor *var3_modp, *var3_f64; /* and in shape set 2 (the last check) */
 } gen_world;
 
 void gen_world_init(gen_world *w, uint64_t seed);
@@ -135,21 +144,27 @@ void gen_world_free(gen_world *w);
 /* Counts per stage (Table 3 of the paper) and timings. */
 typedef struct gen_stats {
     uint64_t graphs;        /* graphs enumerated (fingerprinted) */
-    uint64_t classes;       /* fingerprint classes with >= 2 graphs */
     uint64_t pairs1;        /* graph pairs with equal fingerprints in shape set 0 */
     uint64_t pairs;         /* graph pairs with equal fingerprints in both sets */
-    uint64_t same_dag;      /* of which the same graph in another order */
+    uint64_t same_dag;      /* graphs dropped: the same DAG as another graph of their
+                               shape-set-0 class (another topological order or
+                               commuted ewadd/ewmul inputs) */
+    uint64_t replayed;      /* graphs left in classes, replayed on shape set 1 */
+    uint64_t syntactic;     /* pairs rejected by TASO's syntactic checks (an operator on
+                               the same input variables on both sides, or the same
+                               last operator with at most one input differing) */
     uint64_t float_fail;    /* rejected by the float test (either set) */
     uint64_t candidates;    /* passed the float test */
     uint64_t unbound;       /* dropped: each side has an input the other lacks */
     uint64_t after_rename;  /* after input-renaming pruning */
     uint64_t after_common;  /* after common-subgraph pruning */
+    uint64_t third_fail;    /* of those, failed on shape set 2 (dropped) */
     double t_enum, t_test, t_rename, t_common;
     size_t peak_bytes;      /* graph table */
 } gen_stats;
 
 /* Enumerates every graph of up to cfg->max_ops operators; *out holds *n
- * graphs (malloc'd). */
+ * graphs (malloc'd), sorted by gen_graph_cmp, each with its seq. */
 ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **out, size_t *n,
                         ts_error *err);
 /* Output terms of a graph (its unconsumed tensors), as expressions; *nout
@@ -159,12 +174,20 @@ ts_rexpr **gen_graph_terms(const gen_world *w, const gen_graph *g, int *nout);
  * fixed value when an operator's shapes do not fit there. */
 uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g);
 
+/* Candidate pairs from the sorted records (fingerprint classes of both
+ * shape sets, duplicate DAGs and TASO's syntactic rejections removed, the
+ * float test passed): pair k is (gs[pair[2k]], gs[pair[2k+1]]), the first
+ * the smallest graph of its class.  Compacts gs (*ng shrinks to the graphs
+ * left in classes).  Counts go into st (gen_pairs.c). */
+ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gs, size_t *ng, size_t **pair,
+                    size_t *npair, gen_stats *st, ts_error *err);
+
 /* Evaluates expressions with variables bound to the world's tensors (or to
  * `extra`, for fresh variables named t0, t1...).  Returns false when a
  * shape does not fit. */
 typedef struct gen_env {
     const gen_world *w;
-    int set; /* shape set 0 or 1 */
+    int set; /* shape set 0, 1 or 2 (set 2: no extra inputs) */
     int nextra;
     char extra_name[4][8];
     gen_tensor *extra_modp[4], *extra_f64[4];   /* shape set 0 */

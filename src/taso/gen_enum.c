@@ -86,6 +86,8 @@ void gen_world_init(gen_world *w, uint64_t seed)
     w->var_f64 = malloc((size_t)w->nvar * sizeof *w->var_f64);
     w->var2_modp = malloc((size_t)w->nvar * sizeof *w->var2_modp);
     w->var2_f64 = malloc((size_t)w->nvar * sizeof *w->var2_f64);
+    w->var3_modp = malloc((size_t)w->nvar * sizeof *w->var3_modp);
+    w->var3_f64 = malloc((size_t)w->nvar * sizeof *w->var3_f64);
     uint64_t rng = seed;
     for (int v = 0; v < w->nvar; v++) {
         const gen_varclass *c = &CLASSES[w->var[v].cls];
@@ -100,6 +102,13 @@ void gen_world_init(gen_world *w, uint64_t seed)
         gen_tensor_random(&w->var2_modp[v], GEN_MODP, nd, dim, &rng2);
         gen_tensor_random(&w->var2_f64[v], GEN_F64, nd, dim, &rng2);
     }
+    uint64_t rng3 = seed * 0x9e3779b97f4a7c15ull + 3;
+    for (int v = 0; v < w->nvar; v++) {
+        int dim[4] = {0};
+        int nd = class_dims(w->var[v].cls, &gen_shape_sets[2], dim);
+        gen_tensor_random(&w->var3_modp[v], GEN_MODP, nd, dim, &rng3);
+        gen_tensor_random(&w->var3_f64[v], GEN_F64, nd, dim, &rng3);
+    }
 }
 
 void gen_world_free(gen_world *w)
@@ -108,7 +117,9 @@ void gen_world_free(gen_world *w)
     free(w->var_f64);
     free(w->var2_modp);
     free(w->var2_f64);
-    w->var_modp = w->var_f64 = w->var2_modp = w->var2_f64 = NULL;
+    free(w->var3_modp);
+    free(w->var3_f64);
+    w->var_modp = w->var_f64 = w->var2_modp = w->var2_f64 = w->var3_modp = w->var3_f64 = NULL;
 }
 
 /* ---- enumeration ---- */
@@ -130,10 +141,18 @@ typedef struct ctx {
     int var_ok;                    /* its variables are prefix-closed per class */
     bool collect_first;            /* dry run: record every first operator, stop */
     gen_graph g;
-    gen_graph *out;
-    size_t n, cap;
+    /* records in chunks of CHUNK (no realloc doubling: at 4 operators the
+     * records are ~1 GiB, and a doubling realloc would briefly need 2-3x) */
+    gen_graph **chunk;
+    size_t nchunk, capchunk, n; /* n: records in all chunks */
     bool oom;
 } ctx;
+
+/* 48 MB: above glibc's largest mmap threshold (32 MiB), so every chunk is
+ * its own mapping and goes back to the system when freed during the
+ * scatter below (smaller chunks came from the heap and stayed resident:
+ * 2.5 GB peak instead of ~1.5 at 4 operators) */
+#define CHUNK ((size_t)1 << 21)
 
 static int nouts(ts_rop op)
 {
@@ -168,56 +187,50 @@ static uint64_t graph_fp(const ctx *c)
     return combine_outputs(hs, n);
 }
 
-uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g)
-{
-    const gen_shapes *sh = &gen_shape_sets[1];
-    gen_tensor *pool = malloc((size_t)(2 * GEN_MAX_OPS) * sizeof *pool);
-    if (!pool) return 0;
-    uint64_t hs[2 * GEN_MAX_OPS];
-    bool used[2 * GEN_MAX_OPS] = {0};
-    int np = 0;
-    uint64_t fp = 0x5bd1e9955bd1e995ull; /* an operator does not fit set 1 */
-    for (int k = 0; k < g->nops; k++) {
-        const gen_variant *var = &w->variant[g->op[k][0]];
-        int nargs = ts_rop_info(var->op)->nargs;
-        const gen_tensor *args[2] = {NULL, NULL};
-        for (int a = 0; a < nargs; a++) {
-            int idx = g->op[k][1 + a];
-            if (idx < w->nvar) args[a] = &w->var2_modp[idx];
-            else {
-                args[a] = &pool[idx - w->nvar];
-                used[idx - w->nvar] = true;
-            }
-        }
-        int no = nouts(var->op);
-        pool[np].dom = GEN_MODP;
-        if (!gen_apply_in(sh, var->op, &var->p, args[0], args[1], &pool[np], no > 1 ? &pool[np + 1] : NULL))
-            goto done;
-        np += no;
-    }
-    int n = 0;
-    for (int i = 0; i < np; i++)
-        if (!used[i]) hs[n++] = gen_tensor_hash(&pool[i]);
-    fp = combine_outputs(hs, n);
-done:
-    free(pool);
-    return fp;
-}
-
 static void record(ctx *c)
 {
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 1 << 16;
-        gen_graph *no = realloc(c->out, nc * sizeof *no);
-        if (!no) {
+    if (c->n == c->nchunk * CHUNK) {
+        if (c->nchunk == c->capchunk) {
+            size_t nc = c->capchunk ? c->capchunk * 2 : 64;
+            gen_graph **no = realloc(c->chunk, nc * sizeof *no);
+            if (!no) {
+                c->oom = true;
+                return;
+            }
+            c->chunk = no;
+            c->capchunk = nc;
+        }
+        c->chunk[c->nchunk] = malloc(CHUNK * sizeof **c->chunk);
+        if (!c->chunk[c->nchunk]) {
             c->oom = true;
             return;
         }
-        c->out = no;
-        c->cap = nc;
+        c->nchunk++;
     }
     c->g.fp = graph_fp(c);
-    c->out[c->n++] = c->g;
+    c->chunk[c->n / CHUNK][c->n % CHUNK] = c->g;
+    c->n++;
+}
+
+static void free_chunks(ctx *c)
+{
+    for (size_t i = 0; i < c->nchunk; i++) free(c->chunk[i]);
+    free(c->chunk);
+    c->chunk = NULL;
+    c->nchunk = c->capchunk = 0;
+}
+
+static const gen_graph *rec_at(const ctx *c, size_t i)
+{
+    return &c->chunk[i / CHUNK][i % CHUNK];
+}
+
+int gen_graph_cmp(const void *pa, const void *pb)
+{
+    const gen_graph *a = pa, *b = pb;
+    if (a->fp != b->fp) return a->fp < b->fp ? -1 : 1;
+    if (a->nops != b->nops) return (int)a->nops - (int)b->nops;
+    return memcmp(a->op, b->op, sizeof a->op);
 }
 
 static bool var_in_class(const ctx *c, int idx, int cls)
@@ -474,11 +487,14 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
     dfs(&c0, 0);
     free(c0.pool);
     if (c0.oom) {
-        free(c0.out);
+        free_chunks(&c0);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
     size_t nfirst = c0.n;
-    gen_graph *first = c0.out;
+    gen_graph *first = malloc((nfirst ? nfirst : 1) * sizeof *first);
+    for (size_t f = 0; first && f < nfirst; f++) first[f] = *rec_at(&c0, f);
+    free_chunks(&c0);
+    if (!first) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
 
     int threads = cfg->threads > 0 ? cfg->threads : 1;
     ctx *cs = calloc((size_t)threads, sizeof *cs);
@@ -504,17 +520,48 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
         }
     }
     free(first);
-    size_t total = 0;
+    /* Sort by fingerprint without a second full copy: count the records
+     * per bucket of the fingerprint's top bits, scatter the chunks into one
+     * array (freeing each chunk as it is emptied), sort each bucket.  seq
+     * numbers the records in enumeration order (thread by thread, each
+     * thread's records in depth-first order). */
+    enum { BBITS = 16 };
+    size_t nb = (size_t)1 << BBITS, total = 0;
+    size_t *start = oom ? NULL : calloc(nb + 1, sizeof *start);
+    if (start)
+        for (int t = 0; t < threads; t++)
+            for (size_t i = 0; i < cs[t].n; i++) start[(rec_at(&cs[t], i)->fp >> (64 - BBITS)) + 1]++;
     for (int t = 0; t < threads; t++) total += cs[t].n;
-    gen_graph *all = oom ? NULL : malloc((total ? total : 1) * sizeof *all);
-    size_t k = 0;
+    gen_graph *all = start && total < ((size_t)1 << 29) ? malloc((total ? total : 1) * sizeof *all) : NULL;
+    size_t *pos = all ? malloc(nb * sizeof *pos) : NULL;
+    if (pos) {
+        for (size_t b = 0; b < nb; b++) start[b + 1] += start[b];
+        memcpy(pos, start, nb * sizeof *pos);
+    }
+    uint32_t seq = 0;
     for (int t = 0; t < threads; t++) {
-        if (all && cs[t].n) memcpy(all + k, cs[t].out, cs[t].n * sizeof *all); /* a thread may find none */
-        k += cs[t].n;
-        free(cs[t].out);
+        for (size_t ch = 0; ch < cs[t].nchunk; ch++) {
+            size_t m = cs[t].n - ch * CHUNK < CHUNK ? cs[t].n - ch * CHUNK : CHUNK;
+            for (size_t i = 0; pos && i < m; i++) {
+                gen_graph g = cs[t].chunk[ch][i];
+                g.seq = seq++ & ((1u << 29) - 1);
+                all[pos[g.fp >> (64 - BBITS)]++] = g;
+            }
+            free(cs[t].chunk[ch]);
+        }
+        free(cs[t].chunk);
     }
     free(cs);
-    if (!all) return ts_error_set(err, TS_ERR_NOMEM, "out of memory enumerating graphs");
+    if (!pos) {
+        free(all);
+        free(start);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory enumerating graphs (%zu graphs)", total);
+    }
+    free(pos);
+#pragma omp parallel for schedule(dynamic, 256) num_threads(threads)
+    for (size_t b = 0; b < nb; b++)
+        if (start[b + 1] - start[b] > 1) qsort(all + start[b], start[b + 1] - start[b], sizeof *all, gen_graph_cmp);
+    free(start);
     *out = all;
     *n = total;
     return TS_OK;

@@ -110,6 +110,7 @@ ts_status ts_verify_rules(const ts_rule *rules, int n, const ts_verify_opts *o, 
 typedef struct ts_axiom_check_stats {
     long obligations; /* shape and parameter combinations where both sides are defined */
     long skipped;     /* combinations where a side is undefined (shapes do not fit) */
+    long shape_guarded; /* of those, both sides defined but shaped differently ("guard=shape") */
     long failures;
     char first_failure[512];
 } ts_axiom_check_stats;

@@ -128,6 +128,57 @@ static bool is_var(Z3_context c, Z3_ast a, const varmap *vm)
     return false;
 }
 
+/* Does term a contain v? */
+static bool contains(Z3_context c, Z3_ast a, Z3_ast v)
+{
+    if (Z3_is_eq_ast(c, a, v)) return true;
+    if (Z3_get_ast_kind(c, a) != Z3_APP_AST) return false;
+    Z3_app ap = Z3_to_app(c, a);
+    for (unsigned k = 0; k < Z3_get_app_num_args(c, ap); k++)
+        if (contains(c, Z3_get_app_arg(c, ap, k), v)) return true;
+    return false;
+}
+
+/* The application in `a` whose direct arguments include v (the smallest
+ * term that mentions v), NULL if none. */
+static Z3_ast parent_of(Z3_context c, Z3_ast a, Z3_ast v)
+{
+    if (Z3_get_ast_kind(c, a) != Z3_APP_AST) return NULL;
+    Z3_app ap = Z3_to_app(c, a);
+    for (unsigned k = 0; k < Z3_get_app_num_args(c, ap); k++)
+        if (Z3_is_eq_ast(c, Z3_get_app_arg(c, ap, k), v)) return a;
+    for (unsigned k = 0; k < Z3_get_app_num_args(c, ap); k++) {
+        Z3_ast r = parent_of(c, Z3_get_app_arg(c, ap, k), v);
+        if (r) return r;
+    }
+    return NULL;
+}
+
+/* A multi-pattern for a side that lacks some bound variables: the side plus,
+ * for each missing variable, the smallest term of the other side holding it.
+ * The window axioms need it: in conv(s, same, none, conv(s1, p, c, x, y),
+ * Iconv k) = conv(s, p, c, x, y) the right side has no k, yet a proof must
+ * rewrite right to left; {conv(s, p, c, x, y), Iconv k} fires for each
+ * Iconv term present (A21's enlarge gets the same).  0 when none. */
+static unsigned multi_pattern(Z3_context c, Z3_ast side, Z3_ast other, const varmap *vm, Z3_pattern *out)
+{
+    Z3_ast terms[8];
+    unsigned n = 0;
+    terms[n++] = side;
+    for (int i = 0; i < vm->n; i++) {
+        Z3_ast v = Z3_app_to_ast(c, vm->app[i]);
+        bool have = false;
+        for (unsigned t = 0; t < n && !have; t++) have = contains(c, terms[t], v);
+        if (have) continue;
+        Z3_ast p = parent_of(c, other, v);
+        if (!p || n == 8 || Z3_is_eq_ast(c, p, other)) return 0;
+        terms[n++] = p;
+    }
+    if (n == 1) return 0;
+    *out = Z3_mk_pattern(c, n, terms);
+    return 1;
+}
+
 /* forall vars. lhs = rhs, triggered by either side.  NULL on a parse error. */
 static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_text, ts_error *err)
 {
@@ -148,9 +199,11 @@ static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_
     Z3_pattern pats[2];
     unsigned np = 0;
     Z3_ast sides[2] = {l, r};
-    for (int i = 0; i < 2; i++)
-        if (!is_var(p->ctx, sides[i], &vm) && covers(p->ctx, sides[i], &vm))
-            pats[np++] = Z3_mk_pattern(p->ctx, 1, &sides[i]);
+    for (int i = 0; i < 2; i++) {
+        if (is_var(p->ctx, sides[i], &vm)) continue;
+        if (covers(p->ctx, sides[i], &vm)) pats[np++] = Z3_mk_pattern(p->ctx, 1, &sides[i]);
+        else np += multi_pattern(p->ctx, sides[i], sides[1 - i], &vm, &pats[np]);
+    }
     if (!np) {
         ts_error_set(err, TS_ERR_INVALID, "axiom %s = %s: no side can serve as a trigger", lhs_text, rhs_text);
         goto done;

@@ -109,6 +109,23 @@ static inline const xplan *xt_check_memplan(const ts_plan *plan)
     return p;
 }
 
+static inline void xt_output(ts_graph *g, int v)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, v, &e), TS_OK, "%s", e.msg);
+}
+
+/* 3x3 convolution (pads 1) C -> C with a bias, weights in [-0.1, 0.1). */
+static inline int xt_conv3x3(ts_graph *g, int x, int C, uint64_t *rng)
+{
+    char w[64], b[16];
+    snprintf(w, sizeof w, "%dx%dx3x3", C, C);
+    snprintf(b, sizeof b, "%d", C);
+    ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)};
+    int ins[] = {x, xt_const_random(g, w, -0.1, 0.1, rng), xt_const_random(g, b, -0.5, 0.5, rng)};
+    return xt_node(g, "Conv", ins, 3, at, 1);
+}
+
 /* How outputs are compared: |plan - ref| <= tol + tol |ref| per element
  * (XT_TOL_ELEM), or <= tol * max(1, max |ref|) (XT_TOL_MAX: sums of many
  * products, where small elements carry the largest one's rounding). */

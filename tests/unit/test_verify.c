@@ -10,7 +10,7 @@
 
 ParameterizedTestParameters(axiom, concrete_check)
 {
-    static int idx[64];
+    static int idx[128];
     int n = ts_axioms_count();
     for (int i = 0; i < n; i++) idx[i] = i;
     return cr_make_param_array(int, idx, (size_t)n);
@@ -22,6 +22,7 @@ ParameterizedTest(int *i, axiom, concrete_check)
     ts_axiom_check_stats st;
     ts_error err = {0};
     ts_axiom_check_opts o = {.max_dim = 3, .trials = 2, .seed = 1};
+    cr_assert_lt(ts_axioms_count(), 128);
     cr_assert_eq(ts_axiom_check(ax, &o, &st, &err), TS_OK, "%s: %s", ax->name, err.msg);
     cr_assert_gt(st.obligations, 0, "%s: nothing checked", ax->name);
     cr_assert_eq(st.failures, 0, "%s: %s", ax->name, st.first_failure);
@@ -67,6 +68,83 @@ Test(axiom, wrong_axioms_fail_concretely)
     expect_wrong("(concat 0 (transpose ?x) (transpose ?y))", "(transpose (concat 0 ?x ?y))", "x:m,m y:m,m");
     /* max pooling does not commute with smul (negative scalars) */
     expect_wrong("(smul (poolmax ?k ?s ?p ?x) ?w)", "(poolmax ?k ?s ?p (smul ?x ?w))", "x:n,c,h,wd w:");
+}
+
+/* One wrong twin per window axiom (W1..W13 in axioms.c): each differs from
+ * the true axiom in one detail a careless statement could get wrong, and
+ * the concrete check (wide images) must catch it.  The guarded ones
+ * (guard=shape) must still fail on values where the shapes agree. */
+Test(axiom, wrong_window_axioms_fail_concretely)
+{
+    const char *X = "x:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd";
+    /* W1: averaging (Cpool) does not commute with relu, selection does */
+    expect_wrong("(conv ?s ?p none (relu ?x) (Cpool ?k))", "(conv ?s ?p relu ?x (Cpool ?k))",
+                 "x:n,c,h,wd Cpool:c,c,?k,?k wide=h,wd");
+    /* W2: subsampling a stride-2 conv subsamples twice */
+    expect_wrong("(conv ?s same none (conv s2 ?p ?c ?x ?y) (Iconv ?k))", "(conv ?s ?p ?c ?x ?y)",
+                 "x:1,c,h,wd y:o,c,kh,kw Iconv:o,o,?k,?k wide=h,wd");
+    /* W3: the inner pool's padding is not the outer's */
+    expect_wrong("(conv ?s same none (poolmax ?j s1 ?p ?x) (Iconv ?k))", "(poolmax ?j ?s same ?x)", X);
+    /* W4: a crop with an averaging kernel is no crop (guarded like W4) */
+    expect_wrong("(conv ?s valid none (conv s1 same ?c ?x ?y) (Cpool ?k))", "(conv ?s valid ?c ?x ?y)",
+                 "x:1,c,h,wd y:o,c,kh,kw Cpool:o,o,?k,?k wide=h,wd guard=shape");
+    /* W5: cropping a stride-2 pool crops the subsampled grid */
+    expect_wrong("(conv s1 valid none (poolmax ?k s2 same ?x) (Iconv ?k))", "(poolmax ?k s2 valid ?x)", X);
+    /* W6: the stride must move out of the crop */
+    expect_wrong("(conv ?s valid ?c (conv s1 valid none ?x (Iconv ?k)) ?y)",
+                 "(conv s1 valid none (conv ?s valid ?c ?x ?y) (Iconv ?k))",
+                 "x:1,c,h,wd y:c,c,kh,kw Iconv:c,c,?k,?k wide=h,wd");
+    /* W7: holds for stride 2 only (stride 1 crops once vs twice) */
+    expect_wrong("(conv s1 valid none (conv ?s same none ?x (Iconv ?k)) (Iconv ?k))",
+                 "(conv ?s valid none (conv s1 valid none ?x (Iconv ?k)) (Iconv ?k))", X);
+    /* W8: a same inner pool reads the border differently */
+    expect_wrong("(conv ?s valid none (poolmax ?j s1 same ?x) (Iconv ?k))",
+                 "(poolmax ?j ?s same (conv s1 valid none ?x (Iconv ?k)))", X);
+    /* W9: max pooling is not linear, so it does not commute with conv */
+    expect_wrong("(conv ?s valid none (poolmax ?k s1 valid ?x) ?y)", "(poolmax ?k ?s valid (conv s1 valid none ?x ?y))",
+                 "x:1,c,h,wd y:o,c,kh,kw wide=h,wd");
+    /* W10: the same with same padding, guarded */
+    expect_wrong("(conv ?s valid none (poolmax ?k s1 same ?x) ?y)", "(poolmax ?k ?s valid (conv s1 same none ?x ?y))",
+                 "x:1,c,h,wd y:o,c,kh,kw wide=h,wd guard=shape");
+    /* W11: average pools count the padding, so they do not swap */
+    expect_wrong("(poolavg ?k ?s same (poolavg ?j s1 valid ?x))", "(poolavg ?j ?s valid (poolavg ?k s1 same ?x))",
+                 "x:n,c,h,wd wide=h,wd");
+    /* W12: a 1x1 stride-2 pool leaves gaps a later window does not cover */
+    expect_wrong("(poolmax ?k s1 same (poolmax ?j s2 same ?x))",
+                 "(poolmax ?j s2 same (poolmax ?k s1 same (poolmax ?k s1 same ?x)))", "x:n,c,h,wd wide=h,wd");
+    /* W14: the halves must stay in order */
+    expect_wrong("(concat 1 (conv ?s ?p ?c ?y (Iconv ?k)) (conv ?s ?p ?c ?x (Iconv ?k)))",
+                 "(conv ?s ?p ?c (concat 1 ?x ?y) (Iconv ?k))", "x:n,c,h,wd y:n,d,h,wd Iconv:kernel wide=h,wd");
+    /* W15: Cpool's entries 1/k^2 are not idempotent */
+    expect_wrong("(ewmul (Cpool ?k) (Cpool ?k))", "(Cpool ?k)", "Cpool:c,c,?k,?k");
+    /* W16: averaging does not distribute over ewmul */
+    expect_wrong("(conv ?s ?p none (ewmul ?x ?y) (Cpool ?k))",
+                 "(ewmul (conv ?s ?p none ?x (Cpool ?k)) (conv ?s ?p none ?y (Cpool ?k)))",
+                 "x:n,c,h,wd y:n,c,h,wd Cpool:c,c,?k,?k wide=h,wd");
+    /* W13: only for 3x3 windows */
+    expect_wrong("(poolmax ?k s1 valid (poolmax k3 s2 same ?x))",
+                 "(poolmax k3 s2 valid (poolmax ?k s1 same (poolmax ?k s1 valid ?x)))", "x:n,c,h,wd wide=h,wd");
+}
+
+Test(axiom, shape_guard_skips_only_mismatched_shapes)
+{
+    /* W4 without its guard fails on shapes (a 1x1 conv cropped by a 3x3
+     * Iconv is smaller than the valid 1x1 conv); with it, no failure, and
+     * the mismatched points are counted as skipped. */
+    const ts_axiom *w4 = ts_axiom_at(ts_axiom_find("W4"));
+    cr_assert(w4);
+    ts_axiom unguarded = *w4;
+    unguarded.shapes = "x:1,c,h,wd y:o,c,kh,kw Iconv:o,o,?k,?k wide=h,wd";
+    ts_axiom_check_opts o = {.max_dim = 3, .trials = 1, .seed = 5};
+    ts_axiom_check_stats st;
+    ts_error err = {0};
+    cr_assert_eq(ts_axiom_check(&unguarded, &o, &st, &err), TS_OK, "%s", err.msg);
+    cr_assert_gt(st.failures, 0);
+    cr_assert(strstr(st.first_failure, "shapes differ"), "%s", st.first_failure);
+    cr_assert_eq(ts_axiom_check(w4, &o, &st, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(st.failures, 0, "%s", st.first_failure);
+    cr_assert_gt(st.shape_guarded, 0);
+    cr_assert_gt(st.obligations, 0);
 }
 
 Test(axiom, enlarge_needs_symmetric_same)

@@ -1,0 +1,54 @@
+/* Residual sum post-op written over the residual's storage (dnnl_residual.h). */
+#include <stdlib.h>
+#include "exec/dnnl_residual.h"
+#include "exec/plan_internal.h"
+
+static bool is_graph_output(const ts_graph *g, int v)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
+/* The fused Add reading the residual (the node the residual must die at). */
+static int sum_node(const xplan *p, const xd_fuse *f)
+{
+    for (int i = f->naffine; i < f->nnodes; i++) {
+        const ts_node *nd = &p->g->nodes[f->nodes[i]];
+        for (int j = 0; j < nd->ninputs; j++)
+            if (nd->inputs[j] == f->sum_value) return f->nodes[i];
+    }
+    return -1;
+}
+
+int xd_residual_dst(xplan *p, const xd_fuse *f, int rb, const int *reads, int nreads)
+{
+    const char *off = getenv("TSOPT_NO_RESIDUAL_INPLACE");
+    if ((off && *off && *off != '0') || f->sum_value < 0 || rb < 0 || is_graph_output(p->g, f->out_value))
+        return -1;
+    int add = sum_node(p, f);
+    /* xplan_inplace_ok: the storage is arena memory (not a graph input,
+     * output or constant), not a piece at an offset, and every value kept
+     * there (the residual, its views, twins in another layout) has the Add
+     * as its last pending reader; a value still read later, by another
+     * node or as a graph output, keeps its copy */
+    if (add < 0 || !xplan_inplace_ok(p, rb, add)) return -1;
+    int root = xbuf_root(p, rb);
+    /* the step must not read what it overwrites (a conv's own input in the
+     * same storage: xplan_inplace_ok already refuses it while the conv is
+     * still a pending reader; checked again, cheaply) */
+    for (int i = 0; i < nreads; i++)
+        if (reads[i] >= 0 && xbuf_root(p, reads[i]) == root) return -1;
+    const ts_value *v = &p->g->values[f->out_value];
+    int b = xplan_new_buf(p, f->out_value, v->dtype, &v->shape);
+    if (b < 0) return -1;
+    xbuf *x = &p->bufs[b];
+    x->kind = XB_ALIAS;
+    x->alias_of = root;
+    x->offset = 0;
+    x->blocked = p->bufs[rb].blocked;
+    x->md = p->bufs[rb].md;
+    x->bytes = p->bufs[rb].bytes;
+    xplan_bind_value(p, f->out_value, b);
+    return b;
+}

@@ -1,0 +1,103 @@
+/* vec.gemv stacking (src/exec/vec_gemv.c, stack_rows): MatMuls by the same
+ * constant weights whose inputs exist when the first is lowered run as one
+ * step, their rows gathered, multiplied in one pass over the weights and
+ * scattered back (nasrnn: x0..x4 each times the same eight weights).
+ * Checked against the reference interpreter at one and two threads; the
+ * plan statistics tell what was stacked (one step, the others counted as
+ * fused) and that the weights were packed once.  Covers: five one-row
+ * products (the 5-row register block), mixed row counts and batch dims up
+ * to the 16-row limit (6 + 6 + 4 blocks), more products than the limit
+ * (two steps), a product whose input is computed later (not stacked), the
+ * first product keeping its fused element-wise chain, no_fusion and small
+ * weights (no stacking). */
+#define XT_GLOBAL_GRAPH
+#include "exec_check.h"
+
+static uint64_t Rng = 9001;
+
+TestSuite(gemv_stack, .fini = xt_done);
+
+static size_t packed_bytes(int64_t K, int64_t N) { return (size_t)((N + 63) / 64 * 64 * K) * sizeof(float); }
+
+/* Both thread counts (and no_fusion when nf_steps > 0): outputs match the
+ * reference; steps, fused nodes and weight bytes as expected. */
+static void check(int steps, int fused, size_t weights, int nf_steps)
+{
+    for (int t = 1; t <= 2; t++) {
+        ts_plan_opts o = {.threads = t};
+        ts_plan_stats st = xt_plan_stats(G, &o, 31 + (uint64_t)t, -1, 1, 1e-4, XT_TOL_MAX);
+        cr_assert_eq(st.steps, steps, "threads %d: %d steps, expected %d", t, st.steps, steps);
+        cr_assert_eq(st.fused_nodes, fused, "threads %d: %d fused, expected %d", t, st.fused_nodes, fused);
+        cr_assert_eq(st.fallback_steps, 0);
+        cr_assert_eq(st.weight_bytes, weights, "threads %d: weight bytes %zu, expected %zu", t, st.weight_bytes,
+                     weights);
+    }
+    if (nf_steps > 0) {
+        ts_plan_opts o = {.threads = 1, .no_fusion = true};
+        ts_plan_stats st = xt_plan_stats(G, &o, 5, -1, 1, 1e-4, XT_TOL_MAX);
+        cr_assert_eq(st.steps, nf_steps, "no_fusion: %d steps, expected %d", st.steps, nf_steps);
+    }
+}
+
+/* nasrnn's input side: five time steps, one weight; the results feed Adds
+ * with a second product (as the cell does), so they are not graph outputs. */
+Test(gemv_stack, five_steps_one_weight)
+{
+    graph(17);
+    int w = xt_const_random(G, "512x512", -1, 1, &Rng), wh = xt_const_random(G, "512x512", -1, 1, &Rng);
+    int h = xt_input(G, "h", "1x512");
+    int hw = xt_node(G, "MatMul", INS(h, wh), NOATTR);
+    for (int i = 0; i < 5; i++) {
+        int x = xt_input(G, NULL, "1x512");
+        output(xt_node(G, "Add", INS(xt_node(G, "MatMul", INS(x, w), NOATTR), hw), NOATTR));
+    }
+    /* h@wh (five readers: nothing fused after it), one stacked step for
+     * the five products which also absorbs the first Add (its chain), and
+     * the other four Adds as element-wise steps */
+    check(1 + 1 + 4, 5, 2 * packed_bytes(512, 512), 11);
+}
+
+/* Row counts 1, 2x3 (batch dims), 4, 5: 16 rows, the limit; ragged N */
+Test(gemv_stack, mixed_rows_up_to_limit)
+{
+    graph(17);
+    int w = xt_const_random(G, "256x200", -1, 1, &Rng);
+    const char *dims[] = {"1x256", "2x3x256", "4x256", "5x256"};
+    for (int i = 0; i < 4; i++) output(xt_node(G, "MatMul", INS(xt_input(G, NULL, dims[i]), w), NOATTR));
+    check(1, 3, packed_bytes(256, 200), 4);
+}
+
+/* Twenty one-row products: 16 in the first step, the last 4 in a second */
+Test(gemv_stack, more_than_the_row_limit)
+{
+    graph(17);
+    int w = xt_const_random(G, "192x192", -1, 1, &Rng);
+    for (int i = 0; i < 20; i++) output(xt_node(G, "MatMul", INS(xt_input(G, NULL, "1x192"), w), NOATTR));
+    check(2, 18, packed_bytes(192, 192), 20);
+}
+
+/* The first product keeps its fused chain (bias, Tanh); a product whose
+ * input is computed by a later node is not stacked (its own step). */
+Test(gemv_stack, chain_kept_and_late_input_not_stacked)
+{
+    graph(17);
+    int w = xt_const_random(G, "256x256", -1, 1, &Rng), b = xt_const_random(G, "256", -1, 1, &Rng);
+    int x0 = xt_input(G, NULL, "1x256"), x1 = xt_input(G, NULL, "3x256"), x2 = xt_input(G, NULL, "1x256");
+    int y0 = xt_node(G, "MatMul", INS(x0, w), NOATTR);
+    y0 = xt_node(G, "Tanh", INS(xt_node(G, "Add", INS(y0, b), NOATTR)), NOATTR);
+    output(y0);
+    output(xt_node(G, "MatMul", INS(x1, w), NOATTR));
+    int r = xt_node(G, "Relu", INS(x2), NOATTR);
+    output(xt_node(G, "MatMul", INS(r, w), NOATTR));
+    /* steps: stacked (x0 with chain, x1), Relu, MatMul(r); fused: Add, Tanh, x1's MatMul */
+    check(3, 3, packed_bytes(256, 256) + 256 * sizeof(float), 0);
+}
+
+/* Small weights (below XG_STACK_MIN) stay one step per product */
+Test(gemv_stack, small_weights_not_stacked)
+{
+    graph(17);
+    int w = xt_const_random(G, "64x96", -1, 1, &Rng);
+    for (int i = 0; i < 3; i++) output(xt_node(G, "MatMul", INS(xt_input(G, NULL, "2x64"), w), NOATTR));
+    check(3, 0, packed_bytes(64, 96), 0);
+}
