@@ -5,6 +5,7 @@
 #include <criterion/parameterized.h>
 #include <string.h>
 #include "taso/verify.h"
+#include "verify_check.h"
 
 /* ------------------------------------------------ axioms, concretely */
 
@@ -50,6 +51,17 @@ static void expect_wrong(const char *lhs, const char *rhs, const char *shapes)
     cr_assert_eq(ts_axiom_check(&ax, &o, &st, &err), TS_OK, "%s", err.msg);
     cr_assert_gt(st.failures, 0, "%s = %s passed the concrete check", lhs, rhs);
     cr_assert(strstr(st.first_failure, "wrong: "), "%s", st.first_failure);
+}
+
+/* A bad shape specification is refused with a message naming it. */
+Test(axiom, bad_kernel_binding_refused)
+{
+    ts_axiom ax = {"bad", "(matmul ?x Imatmul)", "?x", "x:m,m Imatmul:kernel", "planted"};
+    ts_axiom_check_stats st;
+    ts_error err = {0};
+    ts_axiom_check_opts o = {.max_dim = 3, .trials = 1, .seed = 1};
+    cr_assert_eq(ts_axiom_check(&ax, &o, &st, &err), TS_ERR_PARSE);
+    cr_assert(strstr(err.msg, "'Imatmul:kernel': only Iconv and Cpool"), "%s", err.msg);
 }
 
 Test(axiom, wrong_axioms_fail_concretely)
@@ -190,22 +202,7 @@ static const char RULES[] =
 
 Test(verify, proves_good_rejects_planted_wrong)
 {
-    ts_rule *rules = NULL;
-    int n = 0;
-    ts_error err = {0};
-    cr_assert_eq(ts_rules_parse_string(RULES, "test", &rules, &n, &err), TS_OK, "%s", err.msg);
-    cr_assert_eq(n, 12);
-    ts_rule_result res[12];
-    ts_verify_opts o = {.timeout_ms = 3000, .threads = 2};
-    cr_assert_eq(ts_verify_rules(rules, n, &o, res, &err), TS_OK, "%s", err.msg);
-    for (int i = 0; i < n; i++) {
-        bool bad = !strncmp(rules[i].name, "bad-", 4);
-        if (bad)
-            cr_expect_neq(res[i].proof, TS_PROOF_PROVED, "planted wrong rule %s was proved", rules[i].name);
-        else
-            cr_expect_eq(res[i].proof, TS_PROOF_PROVED, "%s not proved: %s", rules[i].name, res[i].why);
-    }
-    ts_rules_free(rules, n);
+    vt_proves_good_rejects_bad(RULES, 12, 3000);
 }
 
 Test(verify, axioms_prove_themselves_and_lemmas_follow)

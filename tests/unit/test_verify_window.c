@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 #include "taso/verify.h"
+#include "verify_check.h"
 
 static const char RULES[] =
     "; tsopt rules v1\n"
@@ -83,22 +84,7 @@ static const char RULES[] =
 
 Test(verify_window, proves_window_rules_rejects_near_misses)
 {
-    ts_rule *rules = NULL;
-    int n = 0;
-    ts_error err = {0};
-    cr_assert_eq(ts_rules_parse_string(RULES, "test", &rules, &n, &err), TS_OK, "%s", err.msg);
-    cr_assert_eq(n, 31);
-    ts_rule_result res[31];
-    ts_verify_opts o = {.timeout_ms = 5000, .threads = 2};
-    cr_assert_eq(ts_verify_rules(rules, n, &o, res, &err), TS_OK, "%s", err.msg);
-    for (int i = 0; i < n; i++) {
-        bool bad = !strncmp(rules[i].name, "bad-", 4);
-        if (bad)
-            cr_expect_neq(res[i].proof, TS_PROOF_PROVED, "planted wrong rule %s was proved", rules[i].name);
-        else
-            cr_expect_eq(res[i].proof, TS_PROOF_PROVED, "%s not proved: %s", rules[i].name, res[i].why);
-    }
-    ts_rules_free(rules, n);
+    vt_proves_good_rejects_bad(RULES, 31, 5000);
 }
 
 Test(verify_window, table2_alone_does_not_prove_them)
