@@ -100,12 +100,7 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     s->bytes = ts_shape_numel(&x->shape) * 4;
     s->threads = xv_threads(p);
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xb;
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    xv_set_order(p, st->out[0], order);
-    return TS_OK;
+    return xv_step_unary(p, n, st, xb, order, err);
 }
 
 const xkernel xk_vec_batchnorm = {"vec.batchnorm", bn_build, bn_run, bn_free};

@@ -39,6 +39,17 @@ bool xv_dense_order(const xbuf *b, int *order)
     return true;
 }
 
+ts_status xv_step_unary(xplan *p, int n, xstep *st, int xb, const int *order, ts_error *err)
+{
+    if (xb < 0) return err->code ? err->code : TS_ERR_INVALID;
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = xb;
+    st->out[0] = xplan_value_buf(p, p->g->nodes[n].outputs[0]);
+    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (order) xv_set_order(p, st->out[0], order);
+    return TS_OK;
+}
+
 void xv_set_order(xplan *p, int b, const int *order)
 {
     xbuf *x = &p->bufs[b];

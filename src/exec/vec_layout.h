@@ -23,4 +23,9 @@ bool xv_order_plain(const int *order, int rank);
  * identity. */
 void xv_set_order(xplan *p, int b, const int *order);
 
+/* Wires a one-input, one-output step: input buffer xb (< 0: resolving it
+ * failed, err says why), output = node n's output value in the dense
+ * layout `order` (NULL: plain). */
+ts_status xv_step_unary(xplan *p, int n, xstep *st, int xb, const int *order, ts_error *err);
+
 #endif

@@ -94,11 +94,7 @@ static mv_state *mv_new(xplan *p, int n, ts_error *err)
 static ts_status bind_first(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    if ((st->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err)) < 0)
-        return err->code ? err->code : TS_ERR_INVALID;
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    return st->out[0] < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer") : TS_OK;
+    return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
 }
 
 static ts_status transpose_build(xplan *p, int n, xstep *st, ts_error *err)
@@ -223,12 +219,7 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     int64_t sp[TS_MAX_RANK];
     for (int k = 0; k < ys->rank; k++) yp.dims[k] = ys->dims[order[k]], sp[k] = stride[order[k]];
     strided_setup(s, &yp, sp);
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xplan_value_buf(p, nd->inputs[0]);
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    xv_set_order(p, st->out[0], order);
-    return TS_OK;
+    return xv_step_unary(p, n, st, xplan_value_buf(p, nd->inputs[0]), order, err);
 }
 
 static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)

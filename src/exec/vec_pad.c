@@ -181,13 +181,7 @@ static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
     for (int d = 0; d < r - 1; d++) s->rows *= s->out[d];
     if (s->out[r - 1] == 0) s->rows = 0;
     s->bytes = ts_shape_numel(&y->shape) * (int64_t)es;
-
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xb;
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    xv_set_order(p, st->out[0], order);
-    return TS_OK;
+    return xv_step_unary(p, n, st, xb, order, err);
 }
 
 const xkernel xk_vec_pad = {"vec.pad", pad_build, pad_run, free};

@@ -6,6 +6,7 @@
  * Other patterns decline to the reference kernel. */
 #include <stdlib.h>
 #include "exec/vec.h"
+#include "exec/vec_layout.h"
 #include "ops/attrs.h"
 
 enum { RD_SUM, RD_MEAN, RD_MAX };
@@ -127,11 +128,7 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
     s->inner = inner;
     s->threads = xv_threads(p);
     /* only X is read at run time: bind it and Y (the axes stay constant) */
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
-    if (st->in[0] < 0) return err->code ? err->code : TS_ERR_INVALID;
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    return st->out[0] < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer") : TS_OK;
+    return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
 }
 
 const xkernel xk_vec_reduce = {"vec.reduce", rd_build, rd_run, free};

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include "exec/vec.h"
+#include "exec/vec_layout.h"
 #include "ops/attrs.h"
 
 typedef struct rz_state {
@@ -264,12 +265,7 @@ static ts_status rz_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     free(wi);
 
-    if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
-    if (st->in[0] < 0) return err->code ? err->code : TS_ERR_INVALID;
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
-    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    return TS_OK;
+    return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
 }
 
 const xkernel xk_vec_resize = {"vec.resize", rz_build, rz_run, rz_free};

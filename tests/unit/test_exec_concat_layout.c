@@ -32,7 +32,6 @@ static ts_plan *check(ts_graph *g)
     return p;
 }
 
-
 static int conv1x1(ts_graph *g, int x, int C, int F)
 {
     ts_error e = {0};
