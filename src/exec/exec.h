@@ -117,6 +117,10 @@ const ts_tensor *xplan_const(const xplan *p, int v);
  * XB_ALIAS of b): b's storage is plain arena memory (not a graph input,
  * output or constant) and no value stored there is needed after n. */
 bool xplan_inplace_ok(const xplan *p, int b, int n);
+/* True when every input of node c other than value cur exists when the
+ * current step runs (a graph input or constant, or the output of a node
+ * lowered before): c may join the step (fusion, stacking). */
+bool xplan_inputs_ready(const xplan *p, int c, int cur);
 
 /* ---- kernel registry (kernels.c): candidates for one ONNX op type, best
  * first, written to buf (XKERNELS_MAX + 1 entries) NULL-terminated; the

@@ -133,6 +133,17 @@ void xplan_claim(xplan *p, int n, xstep *s)
     s->nfused++;
 }
 
+bool xplan_inputs_ready(const xplan *p, int c, int cur)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    for (int i = 0; i < nd->ninputs; i++) {
+        int v = nd->inputs[i];
+        if (v < 0 || v == cur) continue;
+        if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
+    }
+    return true;
+}
+
 bool xplan_inplace_ok(const xplan *p, int b, int n)
 {
     int r = xbuf_root(p, b);

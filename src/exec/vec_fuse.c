@@ -8,25 +8,12 @@
 #include "exec/vec_layout.h"
 #include "ops/op.h"
 
-/* An input of a node we may absorb must already exist when this step runs:
- * a graph input or constant, or the output of a node lowered before. */
-static bool inputs_ready(const xplan *p, int c, int cur)
-{
-    const ts_node *nd = &p->g->nodes[c];
-    for (int i = 0; i < nd->ninputs; i++) {
-        int v = nd->inputs[i];
-        if (v < 0 || v == cur) continue;
-        if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
-    }
-    return true;
-}
-
 /* Node c can join a chain whose result is value cur of shape `shape`. */
 static bool joinable(const xplan *p, int c, int cur, const ts_shape *shape)
 {
     const ts_node *nd = &p->g->nodes[c];
     if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || !xv_all_f32(p, c)) return false;
-    return ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape) && inputs_ready(p, c, cur);
+    return ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape) && xplan_inputs_ready(p, c, cur);
 }
 
 /* The chain may run on its inputs' own layout when they all have the

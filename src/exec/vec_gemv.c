@@ -178,19 +178,6 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
 }
 
-/* Node c's inputs other than cur exist when this step runs (a graph input
- * or constant, or the output of a node lowered before). */
-static bool inputs_ready(const xplan *p, int c, int cur)
-{
-    const ts_node *nd = &p->g->nodes[c];
-    for (int i = 0; i < nd->ninputs; i++) {
-        int v = nd->inputs[i];
-        if (v < 0 || v == cur) continue;
-        if (p->g->values[v].producer >= 0 && p->value_buf[v] < 0) return false;
-    }
-    return true;
-}
-
 /* Rows of node m's product (A's leading dims) when m is a MatMul by the
  * same weights value as node n (K x N) that could run now; 0 otherwise. */
 static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
@@ -198,7 +185,7 @@ static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n], *o = &g->nodes[m];
     if (m == n || o->dead || p->claimed[m] || o->op != nd->op || o->ninputs != 2 || o->noutputs != 1 ||
-        o->inputs[1] != nd->inputs[1] || !xv_all_f32(p, m) || !inputs_ready(p, m, -1))
+        o->inputs[1] != nd->inputs[1] || !xv_all_f32(p, m) || !xplan_inputs_ready(p, m, -1))
         return 0;
     const ts_shape *a = &g->values[o->inputs[0]].shape;
     if (a->rank < 1 || a->dims[a->rank - 1] != K) return 0;
@@ -286,7 +273,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
         if (k < 0 || p->claimed[k]) break;
         const ts_node *cn = &g->nodes[k];
         if (!(cn->op->flags & TS_OP_ELEMENTWISE) || cn->noutputs != 1 || !xv_all_f32(p, k) ||
-            !ts_shape_eq(&g->values[cn->outputs[0]].shape, &shape) || !inputs_ready(p, k, cur))
+            !ts_shape_eq(&g->values[cn->outputs[0]].shape, &shape) || !xplan_inputs_ready(p, k, cur))
             break;
         xv_prog trial = c->epi; /* lowering may fail half way */
         int text[XV_MAXIN];
