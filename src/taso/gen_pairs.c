@@ -19,16 +19,6 @@ static int nouts(ts_rop op)
     return op == TS_ROP_SPLIT0 ? 2 : 1;
 }
 
-static uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -40,7 +30,7 @@ static uint64_t combine(uint64_t *hs, int n)
 {
     qsort(hs, (size_t)n, sizeof hs[0], cmp_u64);
     uint64_t h = 0x243f6a8885a308d3ull;
-    for (int i = 0; i < n; i++) h = mix64(h ^ hs[i]) + (uint64_t)i;
+    for (int i = 0; i < n; i++) h = gen_mix64(h ^ hs[i]) + (uint64_t)i;
     return h;
 }
 
@@ -145,7 +135,7 @@ uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g)
 static uint64_t dag_hash(const gen_world *w, const gen_graph *g)
 {
     uint64_t h[64 + RPOOL];
-    for (int v = 0; v < w->nvar; v++) h[v] = mix64((uint64_t)v + 0x1234567ull);
+    for (int v = 0; v < w->nvar; v++) h[v] = gen_mix64((uint64_t)v + 0x1234567ull);
     int np = w->nvar;
     for (int k = 0; k < g->nops; k++) {
         const gen_variant *var = &w->variant[g->op[k][0]];
@@ -156,11 +146,11 @@ static uint64_t dag_hash(const gen_world *w, const gen_graph *g)
             a = b;
             b = t;
         }
-        uint64_t x = mix64(mix64((uint64_t)g->op[k][0] * 0x9e3779b97f4a7c15ull + 7) ^ a);
-        x = mix64(x + b * 0xbf58476d1ce4e5b9ull);
+        uint64_t x = gen_mix64(gen_mix64((uint64_t)g->op[k][0] * 0x9e3779b97f4a7c15ull + 7) ^ a);
+        x = gen_mix64(x + b * 0xbf58476d1ce4e5b9ull);
         if (nouts(var->op) > 1) {
-            h[np++] = mix64(x ^ 1);
-            h[np++] = mix64(x ^ 2);
+            h[np++] = gen_mix64(x ^ 1);
+            h[np++] = gen_mix64(x ^ 2);
         } else {
             h[np++] = x;
         }
@@ -454,7 +444,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
             for (size_t q = lo; q < hi; q++) {
                 size_t i = (size_t)(order[q] & 0xffffffffu);
                 /* written in place: other threads read other records only */
-                gs[i].fp = mix64(gs[i].fp ^ (replay_fp(&r, &gs[i]) * 0x9e3779b97f4a7c15ull));
+                gs[i].fp = gen_mix64(gs[i].fp ^ (replay_fp(&r, &gs[i]) * 0x9e3779b97f4a7c15ull));
             }
         }
         free(r.pool);
