@@ -15,6 +15,7 @@ end-to-end latency.  Writes BENCHMARKS.md and bench/ratios.png (gnuplot).
 Every number in BENCHMARKS.md comes from this script's run.
 """
 import argparse
+import collections
 import datetime
 import json
 import math
@@ -150,6 +151,7 @@ def bench_model(a, name, batch, path, work):
         "ts_rss": max(x["peak_rss_bytes"] for x in ts),
         "ort_rss": max(x["peak_rss_bytes"] for x in ort),
         "fallback": ts[0].get("fallback_steps", 0),
+        "ts_wait": [x.get("wait_policy", "?") for x in ts],
     }
 
 
@@ -271,8 +273,11 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     L.append("- load average (1/5/15 min) before: %s, after: %s. The machine is shared; with a load above "
              "its core count every number here is noisy (tsopt and ORT alternate, so both see the same noise)."
              % (load0, load1))
-    L.append("- environment: tsopt runs OpenMP with OMP_WAIT_POLICY=passive (its default, see docs/runtime.md); "
-             "ORT runs with its own defaults (`graphOptimizationLevel: 'all'`, intra-op threads = --threads).\n")
+    waits = collections.Counter(w for r in rows for w in r.get("ts_wait", []))
+    L.append("- environment: tsopt chooses its OpenMP wait policy at start (brief spinning when no other task is "
+             "runnable, else passive; docs/runtime.md); in this run: %s. "
+             "ORT runs with its own defaults (`graphOptimizationLevel: 'all'`, intra-op threads = --threads).\n"
+             % (", ".join("%s in %d runs" % kv for kv in sorted(waits.items())) or "no runs"))
     L.append("## Commands\n")
     L.append("```")
     L.append("bench/bench.py " + " ".join(sys.argv[1:]))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "util/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--warmup N] [--threads N] [--json]\n"
@@ -14,7 +15,9 @@ static const char USAGE[] =
     "  --warmup N    untimed runs first (default 3)\n"
     "  --threads N   OpenMP threads (default: one per core)\n"
     "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
-    "                peak_rss_bytes and the plan's statistics\n";
+    "                peak_rss_bytes, the plan's statistics and the OpenMP wait policy\n"
+    "The OpenMP threads spin briefly between steps when no other task was runnable at\n"
+    "start, else sleep (OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n";
 
 typedef struct bench_args {
     const char *model;
@@ -99,16 +102,18 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
         printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
                "\"warmup\": %ld, \"threads\": %d, \"peak_rss_bytes\": %lld, \"build_ms\": %.3f, \"steps\": %d, "
                "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"ref_impls\": %d, \"arena_bytes\": %zu, "
-               "\"naive_bytes\": %zu, \"weight_bytes\": %zu}\n",
+               "\"naive_bytes\": %zu, \"weight_bytes\": %zu, \"wait_policy\": ",
                med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
                st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
+        json_string(ts_wait_policy_name());
+        printf("}\n");
         return;
     }
     const double mib = 1024.0 * 1024.0;
     printf("model: %s\n", a->model);
     printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "
-           "threads)\n",
-           med, t[0], t[n - 1], mean, n, a->warmup, o->threads);
+           "threads, OpenMP wait %s)\n",
+           med, t[0], t[n - 1], mean, n, a->warmup, o->threads, ts_wait_policy_name());
     printf("plan: %d steps (%d nodes fused, %d reorders, %d reference, %d on oneDNN's reference), built in %.1f ms\n",
            st->steps, st->fused_nodes, st->reorders, st->fallback_steps, st->ref_impls, build_ms);
     printf("memory: arena %.2f MiB (%.2f MiB without reuse), weights %.2f MiB, peak RSS %.1f MiB\n",

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "util/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt COMMAND [ARGS]\n"
@@ -55,18 +56,17 @@ static const command COMMANDS[] = {
     {"peak", cli_peak},
 };
 
-/* OpenMP's idle threads spin by default; on a machine shared with other
- * work the spinning threads steal the cores the working ones need, and
- * tsopt ran 10-40x slower than with OMP_WAIT_POLICY=passive (measurements
- * in docs/runtime.md).  libgomp reads its environment when it is loaded,
- * before main, so the default is applied by re-executing once with it set.
- * A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. */
+/* How OpenMP's idle threads wait is decided from the machine's load
+ * (src/util/wait_policy.c: spin briefly when no other task is runnable,
+ * else sleep).  libgomp reads its environment when it is loaded, before
+ * main, so the choice is applied by re-executing once with it set.  A
+ * user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. */
 static void omp_wait_default(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    if (!ts_wait_policy_choose()) return;
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY"); /* exec failed: go on with libgomp's default */
+    unsetenv("GOMP_SPINCOUNT");
 }
 
 int main(int argc, char **argv)

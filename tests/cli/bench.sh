@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tsopt bench: the JSON object has the fields the benchmark script reads
+# (median/min/max consistent, the iteration and thread counts asked for,
+# the peak RSS, the OpenMP wait policy it ran with), the text form says the
+# same, a user's wait policy is kept, and bad arguments get one error line.
+set -euo pipefail
+: "${TSOPT:?TSOPT not set}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$TSOPT" zoo export nasrnn -o "$T/m.onnx" >/dev/null
+"$TSOPT" bench "$T/m.onnx" --iters 4 --threads 1 --json >"$T/b.json"
+cat "$T/b.json"
+/usr/bin/python3 - "$T/b.json" <<'PY' || fail "bad bench JSON"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+for k in ("median_ms", "min_ms", "max_ms", "iters", "threads", "peak_rss_bytes", "steps", "arena_bytes", "wait_policy"):
+    assert k in d, k
+assert 0 < d["min_ms"] <= d["median_ms"] <= d["max_ms"], d
+assert d["iters"] == 4 and d["threads"] == 1, d
+assert d["peak_rss_bytes"] > 1 << 20 and d["steps"] > 0 and d["fallback_steps"] == 0, d
+# the test environment asks for passive waiting (tests/CMakeLists.txt)
+assert d["wait_policy"] == "passive", d["wait_policy"]
+PY
+
+# a user's GOMP_SPINCOUNT is kept (no OMP_WAIT_POLICY added on top)
+env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=100 "$TSOPT" bench "$T/m.onnx" --iters 2 --json | grep -q '"wait_policy": "spin"' \
+    || fail "user's GOMP_SPINCOUNT not kept"
+# without either, tsopt chooses one of its two
+w=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$TSOPT" bench "$T/m.onnx" --iters 2 --json | sed 's/.*"wait_policy": "\([a-z]*\)".*/\1/')
+[ "$w" = spin ] || [ "$w" = passive ] || fail "chosen wait policy '$w'"
+
+"$TSOPT" bench "$T/m.onnx" --iters 3 >"$T/b.txt"
+grep -qE '^latency: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms.*\(3 runs after 3 warm-up, [0-9]+ threads, OpenMP wait passive\)$' "$T/b.txt" \
+    || fail "latency line: $(grep latency "$T/b.txt")"
+grep -q '^memory: arena ' "$T/b.txt" || fail "no memory line"
+
+# errors: one line, non-zero exit
+for args in "--iters 0" "--iters x" "--threads 0" "--bogus"; do
+    set +e
+    "$TSOPT" bench "$T/m.onnx" $args >/dev/null 2>"$T/e.txt"
+    rc=$?
+    set -e
+    [ $rc -ne 0 ] || fail "bench $args exited 0"
+    [ "$(wc -l <"$T/e.txt")" -eq 1 ] || fail "bench $args: $(cat "$T/e.txt")"
+done
+set +e
+"$TSOPT" bench "$T/missing.onnx" >/dev/null 2>"$T/e.txt"
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ "$(wc -l <"$T/e.txt")" -eq 1 ] && grep -q 'missing.onnx' "$T/e.txt" || fail "missing model: rc $rc, $(cat "$T/e.txt")"
+echo "bench cli OK"
