@@ -18,6 +18,7 @@
 #include <time.h>
 #include "exec/cost.h"
 #include "exec/step_timer.h"
+#include "util/wait_policy.h"
 
 typedef struct centry {
     char *key; /* NULL: empty slot */
@@ -104,8 +105,11 @@ void xcost_cpu_id(char *buf, size_t n)
     }
     /* the tag after ';' names what a cached time means: bump it when that
      * changes, so that old caches are ignored (m2: isolated times count
-     * only the group's own steps) */
-    snprintf(buf, n, "%s x%d; m2", model, omp_get_num_procs());
+     * only the group's own steps).  The OpenMP wait policy is part of it:
+     * a step's time includes waking the pool's threads when they sleep
+     * (docs/runtime.md), so costs taken under one policy do not predict
+     * runs under the other. */
+    snprintf(buf, n, "%s x%d; m2; wait %s", model, omp_get_num_procs(), ts_wait_policy_name());
 }
 
 const char *xcost_db_path(const ts_costdb *db) { return db->path; }
