@@ -223,13 +223,6 @@ static void dg_run(const xstep *s, void *const *in, void *const *out, void *scra
     dg_col2im(c, cols, bias, out[0], (float *)((char *)scratch + c->rows_off));
 }
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 /* Stride, dilation and leading pad per spatial dim (the trailing pad and
  * output_padding only decide the output size, which the graph has). */
 static void dg_geom(const ts_convt_attrs *ta, const ts_shape *x, const ts_shape *w, const ts_shape *y, int64_t *s,
@@ -436,7 +429,7 @@ weights_done:;
     }
 
     /* output layout: NHWC inside the model when the channels fill vectors */
-    c->nhwc_out = !planar && !p->opts.plain_layout && !is_graph_output(g, f.out_value) && F >= 16;
+    c->nhwc_out = !planar && !p->opts.plain_layout && !xgraph_is_output(g, f.out_value) && F >= 16;
     int yb = xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
     if (c->nhwc_out) {

@@ -55,13 +55,6 @@ static void concat_run(const xstep *s, void *const *in, void *const *out, void *
     dnnl_stream_wait(c->stream);
 }
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *dst, int nin,
                          const dnnl_memory_desc_t *src, dnnl_primitive_desc_t *pd, ts_error *err)
 {
@@ -82,7 +75,7 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
     if (p->opts.plain_layout || nin < 2 || g->values[yv].dtype != TS_F32 || ys->rank < 3 || ys->rank > 5 ||
-        is_graph_output(g, yv) || !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, ys->rank, &axis) ||
+        xgraph_is_output(g, yv) || !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, ys->rank, &axis) ||
         axis != 1)
         return TS_ERR_UNSUPPORTED;
     dnnl_memory_desc_t *src = calloc((size_t)nin, sizeof *src);

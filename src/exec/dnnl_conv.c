@@ -64,13 +64,6 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
     xd_serial_leave(c->serial, threads);
 }
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 /* Resolved geometry in oneDNN's terms (dilation minus one). */
 typedef struct geom {
     int nsp;
@@ -261,7 +254,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
 
     xd_fuse f;
     if ((st = xd_fuse_collect(p, yv, 1, F, &f, err))) return st;
-    bool plain_out = p->opts.plain_layout || is_graph_output(g, f.out_value);
+    bool plain_out = p->opts.plain_layout || xgraph_is_output(g, f.out_value);
     int xb = xplan_value_buf(p, xv);
     dnnl_memory_desc_t xmd, src, wei, dst, bmd, *bias = NULL;
     xd_md_of(&p->bufs[xb], &xmd);
@@ -318,7 +311,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     }
     if (st == TS_ERR_UNSUPPORTED && f.npo) { /* some post-op not supported here */
         xd_fuse_drop_post(p, &f);
-        plain_out = p->opts.plain_layout || is_graph_output(g, f.out_value);
+        plain_out = p->opts.plain_layout || xgraph_is_output(g, f.out_value);
         if (plain_out) xd_md_plain(&dst, ys);
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
@@ -417,7 +410,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     bool res_inplace = yb >= 0;
     /* a blocked graph output lives in the arena: the caller's tensor is plain */
     if (!res_inplace)
-        yb = blocked_out && is_graph_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
+        yb = blocked_out && xgraph_is_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
                                                             : xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
     if (blocked_out && !res_inplace) {

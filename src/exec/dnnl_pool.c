@@ -39,13 +39,6 @@ static void pool_run(const xstep *s, void *const *in, void *const *out, void *sc
     xd_serial_leave(c->serial, threads);
 }
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -84,7 +77,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
     dnnl_memory_desc_t src, dst;
     xd_md_of(&p->bufs[xb], &src);
-    bool plain_out = p->opts.plain_layout || is_graph_output(g, yv) || !p->bufs[xb].blocked;
+    bool plain_out = p->opts.plain_layout || xgraph_is_output(g, yv) || !p->bufs[xb].blocked;
     if (plain_out)
         xd_md_plain(&dst, ys);
     else

@@ -3,13 +3,6 @@
 #include "exec/dnnl_residual.h"
 #include "exec/plan_internal.h"
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 /* The fused Add reading the residual (the node the residual must die at). */
 static int sum_node(const xplan *p, const xd_fuse *f)
 {
@@ -24,7 +17,7 @@ static int sum_node(const xplan *p, const xd_fuse *f)
 int xd_residual_dst(xplan *p, const xd_fuse *f, int rb, const int *reads, int nreads)
 {
     const char *off = getenv("TSOPT_NO_RESIDUAL_INPLACE");
-    if ((off && *off && *off != '0') || f->sum_value < 0 || rb < 0 || is_graph_output(p->g, f->out_value))
+    if ((off && *off && *off != '0') || f->sum_value < 0 || rb < 0 || xgraph_is_output(p->g, f->out_value))
         return -1;
     int add = sum_node(p, f);
     /* xplan_inplace_ok: the storage is arena memory (not a graph input,

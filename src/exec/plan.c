@@ -26,7 +26,6 @@ static int slot_of(const int *ids, int n, int v)
     return -1;
 }
 
-static bool is_graph_output(const xplan *p, int v) { return slot_of(p->g->outputs, p->g->noutputs, v) >= 0; }
 
 static int add_buf(xplan *p, const xbuf *b)
 {
@@ -117,7 +116,7 @@ static void release_inputs(xplan *p, int n)
 
 int xplan_sole_consumer(const xplan *p, int v)
 {
-    if (p->consumers[v] != 1 || is_graph_output(p, v)) return -1;
+    if (p->consumers[v] != 1 || xgraph_is_output(p->g, v)) return -1;
     for (int n = 0; n < p->g->nnodes; n++) {
         const ts_node *nd = &p->g->nodes[n];
         if (!nd->dead && !p->claimed[n] && node_uses(nd, v)) return n;
@@ -160,7 +159,7 @@ bool xplan_inplace_ok(const xplan *p, int b, int n)
         if (w < 0) continue;
         int left = p->consumers[w];
         if (left == 0) continue;
-        if (left > 1 || is_graph_output(p, w) || !node_uses(nd, w)) return false;
+        if (left > 1 || xgraph_is_output(p->g, w) || !node_uses(nd, w)) return false;
     }
     return true;
 }
@@ -247,7 +246,7 @@ static int try_view(xplan *p, int n, ts_error *err)
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */
-    if (is_graph_output(p, vo) || in->dtype != out->dtype ||
+    if (xgraph_is_output(p->g, vo) || in->dtype != out->dtype ||
         ts_shape_numel(&in->shape) != ts_shape_numel(&out->shape))
         return 0;
     int b = xplan_value_buf(p, vi);
@@ -284,7 +283,7 @@ static int try_split_view(xplan *p, int n, ts_error *err)
     for (int o = 0; o < nd->noutputs; o++) {
         const ts_value *out = &p->g->values[nd->outputs[o]];
         /* a graph output must land in the caller's tensor: let a step copy it */
-        if (nd->outputs[o] < 0 || is_graph_output(p, nd->outputs[o]) || out->dtype != in->dtype) return 0;
+        if (nd->outputs[o] < 0 || xgraph_is_output(p->g, nd->outputs[o]) || out->dtype != in->dtype) return 0;
     }
     int b = xplan_value_buf(p, nd->inputs[0]);
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
@@ -357,7 +356,7 @@ static int try_cse(xplan *p, int n, ts_error *err)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || is_graph_output(p, nd->outputs[0])) return 0;
+    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || xgraph_is_output(p->g, nd->outputs[0])) return 0;
     for (int m = 0; m < g->nnodes; m++) {
         const ts_node *o = &g->nodes[m];
         if (m == n || o->dead || !p->claimed[m] || o->op != nd->op || o->noutputs != 1 || o->ninputs != nd->ninputs ||

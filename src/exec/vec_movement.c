@@ -20,6 +20,7 @@ typedef struct mv_state {
     /* Concat / Gather */
     int nin;
     int64_t outer, inner_bytes, *blk;  /* Concat: bytes per input block; Gather: source row per index */
+    bool relu;                         /* Concat: writes max(x, 0) (its Relu readers fused) */
     int64_t nidx, src_rows;
 } mv_state;
 
@@ -129,13 +130,6 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
     return true;
 }
 
-static bool is_graph_output(const xplan *p, int v)
-{
-    for (int i = 0; i < p->g->noutputs; i++)
-        if (p->g->outputs[i] == v) return true;
-    return false;
-}
-
 /* The dense permuted layout (vec_layout.h) that input 0 of node nd and
  * every further input in [1, nshared) have in common, for a result that may
  * keep it (not a graph output, float32): false when it is plain or they
@@ -143,7 +137,7 @@ static bool is_graph_output(const xplan *p, int v)
 static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
 {
     const ts_value *y = &p->g->values[nd->outputs[0]];
-    if (y->dtype != TS_F32 || y->shape.rank < 2 || is_graph_output(p, nd->outputs[0])) return false;
+    if (y->dtype != TS_F32 || y->shape.rank < 2 || xgraph_is_output(p->g, nd->outputs[0])) return false;
     for (int j = 0; j < nshared; j++) {
         int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
         if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xv_dense_order(&p->bufs[b], o))
@@ -238,6 +232,11 @@ static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
 
 /* -------------------------------------------------------------- Concat */
 
+static void relu_copy(float *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i] > 0 ? src[i] : 0.0f;
+}
+
 static void concat_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     const mv_state *s = st->state;
@@ -247,10 +246,42 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     for (int64_t o = 0; o < s->outer; o++) {
         char *dst = y + o * s->inner_bytes;
         for (int j = 0; j < s->nin; j++) {
-            memcpy(dst, (const char *)in[j] + o * s->blk[j], (size_t)s->blk[j]);
+            const char *src = (const char *)in[j] + o * s->blk[j];
+            if (s->relu)
+                relu_copy((float *)dst, (const float *)src, s->blk[j] / (int64_t)sizeof(float));
+            else
+                memcpy(dst, src, (size_t)s->blk[j]);
             dst += s->blk[j];
         }
     }
+}
+
+/* NASNet-A's cells end in a Concat that the next two cells read only
+ * through Relu (each branch its own copy, all identical): when every reader
+ * of the result is such a Relu, the concat writes max(x, 0) and the Relus
+ * become its output, one pass over the cell output instead of two.
+ * Returns the value the step then writes (the first Relu's), or -1. */
+static int fuse_relu_readers(xplan *p, int n, xstep *st)
+{
+    const ts_graph *g = p->g;
+    int v = g->nodes[n].outputs[0], readers[16], nr = 0;
+    if (p->opts.no_fusion || g->values[v].dtype != TS_F32 || xgraph_is_output(g, v)) return -1;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *c = &g->nodes[m];
+        bool reads = false;
+        for (int j = 0; j < c->ninputs; j++) reads |= c->inputs[j] == v;
+        if (c->dead || !reads) continue;
+        if (p->claimed[m] || strcmp(c->op->name, "Relu") || nr == 16 || xgraph_is_output(g, c->outputs[0])) return -1;
+        readers[nr++] = m;
+    }
+    if (!nr) return -1;
+    int y = g->nodes[readers[0]].outputs[0], b = xplan_value_buf(p, y);
+    if (b < 0) return -1;
+    for (int k = 0; k < nr; k++) {
+        if (k) xplan_bind_value(p, g->nodes[readers[k]].outputs[0], b);
+        xplan_claim(p, readers[k], st);
+    }
+    return y;
 }
 
 /* Inputs in one dense permuted layout (channels-last conv outputs) are
@@ -288,7 +319,9 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
         int b = xplan_value_buf(p, nd->inputs[j]);
         if ((st->in[j] = keep ? b : xplan_plain(p, b, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
-    st->out[0] = xplan_value_buf(p, nd->outputs[0]);
+    int yr = fuse_relu_readers(p, n, st);
+    s->relu = yr >= 0;
+    st->out[0] = xplan_value_buf(p, s->relu ? yr : nd->outputs[0]);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (keep) xv_set_order(p, st->out[0], order);
     return TS_OK;

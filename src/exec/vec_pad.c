@@ -98,13 +98,6 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
 
 static bool has_input(const ts_node *nd, int i) { return i < nd->ninputs && nd->inputs[i] >= 0; }
 
-static bool is_graph_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -144,7 +137,7 @@ static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
     int xb = xplan_value_buf(p, nd->inputs[0]);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     int order[TS_MAX_RANK];
-    if (!xv_dense_order(&p->bufs[xb], order) || is_graph_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
+    if (!xv_dense_order(&p->bufs[xb], order) || xgraph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
         for (int k = 0; k < rank; k++) order[k] = k;
         if ((xb = xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }

@@ -1,0 +1,86 @@
+/* A Concat read only through Relus (NASNet-A's cell outputs) is written as
+ * max(x, 0) by the vec.concat step, which absorbs the Relus
+ * (src/exec/vec_movement.c): results equal the reference interpreter, no
+ * Relu step remains; a Concat with another reader, one that is a graph
+ * output, or a Relu that is a graph output keep their Relu step. */
+#include <stdlib.h>
+#include "exec_check.h"
+
+static uint64_t rng = 9001;
+
+static int concat(ts_graph *g, const int *ins, int n)
+{
+    return xt_node(g, "Concat", ins, n, ATTRS(ts_attr_int("axis", 1)));
+}
+
+static int relu(ts_graph *g, int x) { return xt_node(g, "Relu", INS(x), NOATTR); }
+
+static int conv1x1(ts_graph *g, int x, int C, int F)
+{
+    char w[64];
+    snprintf(w, sizeof w, "%dx%dx1x1", F, C);
+    return xt_node(g, "Conv", INS(x, xt_const_random(g, w, -0.3, 0.3, &rng)), NOATTR);
+}
+
+static int count(const xplan *p, const char *kernel, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < p->nsteps; i++)
+        n += !strcmp(p->steps[i].k->name, kernel) && (!op || !strcmp(p->g->nodes[p->steps[i].node].op->name, op));
+    return n;
+}
+
+/* Inputs in [-1, 1): half the elements are negative, so a missing Relu shows. */
+static const xplan *check(ts_graph *g, ts_plan **plan)
+{
+    *plan = xt_plan_check(g, NULL, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+    return (const xplan *)*plan;
+}
+
+/* `convs`: inputs are 3x3 conv outputs (channels-last or blocked layouts),
+ * else plain graph inputs; two Relu readers, each read by a 1x1 conv. */
+static void fused(bool convs, int C)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char dims[32];
+    snprintf(dims, sizeof dims, "1x%dx9x9", convs ? C : 8);
+    int a = xt_input(g, "a", dims), b = xt_input(g, "b", dims);
+    if (convs) {
+        a = xt_conv3x3(g, a, C, &rng);
+        b = xt_conv3x3(g, b, C, &rng);
+    }
+    int cc = concat(g, INS(a, b, a)), Ct = 3 * (convs ? C : 8);
+    xt_output(g, conv1x1(g, relu(g, cc), Ct, 5));
+    xt_output(g, conv1x1(g, relu(g, cc), Ct, 7));
+    ts_plan *plan;
+    const xplan *p = check(g, &plan);
+    cr_expect_eq(count(p, "vec.concat", NULL), 1);
+    cr_expect_eq(count(p, "vec.eltwise", "Relu"), 0, "a Relu step is left");
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+Test(exec_concat_relu, plain_inputs) { fused(false, 0); }
+Test(exec_concat_relu, conv_outputs) { fused(true, 16); }
+Test(exec_concat_relu, conv_outputs_odd_channels) { fused(true, 11); }
+
+/* kind 0: the Concat also feeds a Sigmoid; 1: the Concat is a graph output;
+ * 2: the Relu is a graph output.  Each keeps a Relu step. */
+static void kept(int kind)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int a = xt_input(g, "a", "1x4x5x5"), b = xt_input(g, "b", "1x6x5x5");
+    int cc = concat(g, INS(a, b)), r = relu(g, cc);
+    if (kind == 0) xt_output(g, xt_node(g, "Sigmoid", INS(cc), NOATTR));
+    if (kind == 1) xt_output(g, cc);
+    xt_output(g, kind == 2 ? r : conv1x1(g, r, 10, 3));
+    ts_plan *plan;
+    const xplan *p = check(g, &plan);
+    cr_expect_eq(count(p, "vec.eltwise", "Relu"), 1, "kind %d", kind);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+Test(exec_concat_relu, another_reader_keeps_relu) { kept(0); }
+Test(exec_concat_relu, concat_output_keeps_relu) { kept(1); }
+Test(exec_concat_relu, relu_output_keeps_relu) { kept(2); }
