@@ -10,7 +10,10 @@
  * 8.1 ms on two; larger ones 3.4 vs 3.8 ms.  So a step below
  * XD_SERIAL_FLOPS is built with one OpenMP thread (oneDNN sizes its work
  * split at primitive creation) and run with one (no parallel region is
- * opened: oneDNN calls the body inline for one thread). */
+ * opened: oneDNN calls the body inline for one thread).  Poolings are
+ * memory-bound, so one also needs an input under XD_SERIAL_POOL_BYTES:
+ * resnet50's first MaxPool (1.8 M window operations over 3.2 MB) took
+ * 0.15-0.18 ms on one thread, 0.066-0.071 ms on two (ORT 0.09 ms). */
 #ifndef TS_EXEC_DNNL_SERIAL_H
 #define TS_EXEC_DNNL_SERIAL_H
 
@@ -18,6 +21,7 @@
 #include "exec/exec.h"
 
 #define XD_SERIAL_FLOPS 4e6
+#define XD_SERIAL_POOL_BYTES (256 * 1024)
 
 /* True when a step of `flops` work should be built and run on one thread. */
 static inline bool xd_serial(const xplan *p, double flops)
