@@ -1,9 +1,9 @@
 /* Tiny oneDNN steps run on one thread.
  *
- * A parallel region costs a wake-up of the sleeping OpenMP workers (the
- * tsopt binary waits passively, docs/runtime.md) and a join: several
- * microseconds, more on a loaded machine, where the second thread often is
- * not scheduled at all.  Models made of many small convolutions (NASNet-A:
+ * A parallel region costs a join and, when the OpenMP workers sleep (the
+ * tsopt binary's policy on a busy machine, docs/runtime.md), a wake-up:
+ * several microseconds, more on a loaded machine, where the second thread
+ * often is not scheduled at all.  Models made of many small convolutions (NASNet-A:
  * 356 convs, most under 4 MFLOP and 5-30 us on one core) spend more on
  * that than they gain from the second core.  Per-step minima of nasnet_a's
  * steps (load ~15, 20 runs): convs under 4 MFLOP 5.1 ms on one thread vs
