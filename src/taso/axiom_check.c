@@ -154,7 +154,7 @@ static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
         if (b->spec[0] == '@') {
             c->uses_base = true;
             if (strchr(b->spec + 1, 'a') || strchr(b->spec + 1, '0')) c->uses_e = true;
-            if (strchr(b->spec + 1, '1')) c->uses_f = true;
+            if (strchr(b->spec + 1, '1') || strchr(b->spec + 1, 'A')) c->uses_f = true;
             continue;
         }
         char tmp[64], *save = NULL;
@@ -176,10 +176,10 @@ static bool resolve_shape(ctx *c, binding *b)
         s->rank = c->rank;
         for (int i = 0; i < c->rank; i++) s->dims[i] = c->base[i];
         const char *m = b->spec + 1;
-        if (*m == 'a') {
+        if (*m == 'a' || *m == 'A') { /* axis ?a resized: to e, or to f for a third size */
             pvar *a = find_pvar(c, "a");
             if (!a || a->value >= c->rank) return false;
-            s->dims[a->value] = c->e;
+            s->dims[a->value] = *m == 'a' ? c->e : c->f;
         } else {
             if (strchr(m, '0')) s->dims[0] = c->e;
             if (strchr(m, '1')) {
@@ -391,7 +391,9 @@ static int eval(ctx *c, const ts_aterm *t)
         if (!pt) return -1;
         int64_t pads[8] = {0, 0, dh / 2, dw / 2, 0, 0, dh / 2, dw / 2};
         memcpy(pt->data, pads, sizeof pads);
-        a[1] = ts_graph_add_constant(c->g, "pads", pt, &err);
+        char name[32]; /* value names are unique within a graph: one per enlarge */
+        snprintf(name, sizeof name, "pads.%d", c->g->nvalues);
+        a[1] = ts_graph_add_constant(c->g, name, pt, &err);
         ts_tensor_unref(pt);
         return a[1] < 0 ? -1 : node1(c, "Pad", a, 2, NULL, 0);
     }

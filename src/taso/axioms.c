@@ -12,7 +12,8 @@
  * list of VAR:SHAPE, SHAPE being comma-separated dimension names (each
  * ranging over 1..max_dim), integers, or ?k (a kernel parameter's size);
  * "@" is a shape of every rank in 1..4 ("rank=2-4" narrows it), "@a" the
- * same with the axis held by parameter ?a resized, "@0"/"@1"/"@01" with
+ * same with the axis held by parameter ?a resized ("@A": resized to a
+ * second size), "@0"/"@1"/"@01" with
  * axis 0 / axis 1 / both resized.  A constant tensor (Imatmul...) gets its
  * shape the same way, or "Iconv:kernel" / "Cpool:kernel": built for each
  * conv that reads it, at that conv input's channel count.  "wide=h,wd"
@@ -24,6 +25,9 @@
 #include "taso/verify.h"
 
 #define CONV_X "x:n,c,h,wd"
+/* W17/W18: y and z of any sizes, r square (the check's time); the
+ * guard keeps the points where the sizes fit (see W17). */
+#define ENLARGE_SHAPES "x:1,c,h,wd y:c,c,kh,kw z:c,c,zh,zw r:1,1,rh,rh wide=h,wd guard=shape"
 static const ts_axiom AXIOMS[] = {
     /* ewadd and ewmul */
     {"A1", "(ewadd ?x (ewadd ?y ?z))", "(ewadd (ewadd ?x ?y) ?z)", "x:@ y:@ z:@", "ewadd is associative"},
@@ -181,18 +185,86 @@ static const ts_axiom AXIOMS[] = {
     {"W16", "(conv ?s ?p none (ewmul ?x ?y) (Iconv ?k))",
      "(ewmul (conv ?s ?p none ?x (Iconv ?k)) (conv ?s ?p none ?y (Iconv ?k)))",
      "x:n,c,h,wd y:n,c,h,wd Iconv:c,c,?k,?k wide=h,wd", "selection distributes over ewmul"},
+    /* Found by the 4-operator rules: a valid conv by enlarge(z, r) reads
+     * its input cropped by (r - z)/2 on each side, which is exactly what
+     * turns a same average pool of size r, seen through a valid conv by y
+     * of z's size, into the valid pool of the same conv (W10 is the case
+     * where y has the pool's size and nothing is enlarged).  Per spatial
+     * dimension both sides read x[u + a + b + e - (|y|-1)/2] (a, b, e over
+     * y, z and the pool), zero outside x, so they agree wherever they have
+     * one shape (|y| + |r| = k + |z|; the generator's y, z and r are q, q
+     * and k1 with 3x3 pools).  The crop size is a fact about r's shape,
+     * which the shape-free theory cannot state, hence guard=shape and the
+     * pool on the left (it names the window the crop removes).  W18 is the
+     * same with relu between the convs (relu of a crop is the crop of the
+     * relu, W1). */
+    {"W17", "(conv ?s valid ?c (conv s1 valid none (poolavg ?k s1 same ?x) ?y) (enlarge ?z ?r))",
+     "(conv ?s valid ?c (poolavg ?k s1 valid (conv s1 same none ?x ?y)) ?z)", ENLARGE_SHAPES,
+     "a valid conv by an enlarged kernel crops a same average pool to the valid one"},
+    {"W18", "(conv ?s valid ?c (relu (conv s1 valid none (poolavg ?k s1 same ?x) ?y)) (enlarge ?z ?r))",
+     "(conv ?s valid ?c (relu (poolavg ?k s1 valid (conv s1 same none ?x ?y))) ?z)", ENLARGE_SHAPES,
+     "W17 with relu between the convs"},
 };
 #undef CONV_X
+#undef ENLARGE_SHAPES
 
-int ts_axioms_count(void) { return (int)(sizeof AXIOMS / sizeof AXIOMS[0]); }
+/* The split-free theory's own axioms (ts_axiom_theories): true of real
+ * tensors, but they contradict A28/A29, whose split is defined at the last
+ * concat point of a term (a device of the shape-free theory, not a
+ * function of the tensor): with C1, split0(concat(concat(x, y), z)) would
+ * be both concat(x, y) and x.  So they are used only for rules without
+ * split0/split1, in a theory without A28/A29 (docs/taso.md, "Theories").
+ * Triggered on the left side only: one direction normalizes every
+ * bracketing to the right-nested one without a matching loop. */
+typedef struct theory_axiom {
+    ts_axiom ax;
+    unsigned flags; /* TS_AXIOM_* */
+} theory_axiom;
 
-const ts_axiom *ts_axiom_at(int i) { return i >= 0 && i < ts_axioms_count() ? &AXIOMS[i] : NULL; }
+static const theory_axiom SPLIT_FREE_AXIOMS[] = {
+    {{"C1", "(concat ?a (concat ?a ?x ?y) ?z)", "(concat ?a ?x (concat ?a ?y ?z))", "x:@ y:@a z:@A",
+      "concat is associative"},
+     TS_AXIOM_SPLIT_FREE_ONLY | TS_AXIOM_LHS_TRIGGER},
+};
+
+#define NMAIN ((int)(sizeof AXIOMS / sizeof AXIOMS[0]))
+#define NFREE ((int)(sizeof SPLIT_FREE_AXIOMS / sizeof SPLIT_FREE_AXIOMS[0]))
+
+int ts_axioms_count(void) { return NMAIN + NFREE; }
+
+const ts_axiom *ts_axiom_at(int i)
+{
+    if (i < 0 || i >= ts_axioms_count()) return NULL;
+    return i < NMAIN ? &AXIOMS[i] : &SPLIT_FREE_AXIOMS[i - NMAIN].ax;
+}
 
 int ts_axiom_find(const char *name)
 {
     for (int i = 0; i < ts_axioms_count(); i++)
-        if (!strcmp(AXIOMS[i].name, name)) return i;
+        if (!strcmp(ts_axiom_at(i)->name, name)) return i;
     return -1;
+}
+
+/* A side mentions split when it applies split0/split1: operator atoms are
+ * always followed by their arguments, so "(split" finds exactly those. */
+static bool mentions_split(const ts_axiom *ax)
+{
+    return strstr(ax->lhs, "(split") || strstr(ax->rhs, "(split");
+}
+
+unsigned ts_axiom_flags(int i)
+{
+    if (i < 0 || i >= ts_axioms_count()) return 0;
+    if (i >= NMAIN) return SPLIT_FREE_AXIOMS[i - NMAIN].flags;
+    return mentions_split(&AXIOMS[i]) ? TS_AXIOM_SPLIT_ONLY : 0;
+}
+
+unsigned ts_axiom_theories(int i)
+{
+    unsigned f = ts_axiom_flags(i);
+    if (f & TS_AXIOM_SPLIT_ONLY) return TS_THEORY_SPLIT;
+    if (f & TS_AXIOM_SPLIT_FREE_ONLY) return TS_THEORY_SPLIT_FREE;
+    return TS_THEORY_SPLIT | TS_THEORY_SPLIT_FREE;
 }
 
 /* ------------------------------------------------------------ parsing */

@@ -36,6 +36,25 @@ const ts_axiom *ts_axiom_at(int i);
 /* Index of the axiom named `name` ("A21"), -1 if none. */
 int ts_axiom_find(const char *name);
 
+/* Theories.  Concat associativity (C1) is true of real tensors but
+ * contradicts A28/A29 (split at the last concat point of a term), so the
+ * prover has two axiom sets: the split theory (every axiom but the
+ * split-free-only ones) for rules that mention split0/split1, and the
+ * split-free theory (every axiom that does not mention split, plus the
+ * split-free-only ones) for all other rules.  docs/taso.md, "Theories". */
+enum {
+    TS_THEORY_SPLIT = 1,
+    TS_THEORY_SPLIT_FREE = 2,
+};
+enum {
+    TS_AXIOM_SPLIT_ONLY = 1,      /* mentions split0/split1 (found from its text) */
+    TS_AXIOM_SPLIT_FREE_ONLY = 2, /* contradicts A28/A29 */
+    TS_AXIOM_LHS_TRIGGER = 4,     /* E-matching rewrites left to right only */
+};
+unsigned ts_axiom_flags(int i);
+/* TS_THEORY_* bits of the theories axiom i belongs to. */
+unsigned ts_axiom_theories(int i);
+
 /* Parsed axiom side.  Parameter literals are kept in canonical form
  * ("s1", "same", "none", "a0", "k3x3"), the names Z3 constants get. */
 typedef enum ts_aterm_kind {
@@ -74,8 +93,10 @@ typedef struct ts_prover ts_prover;
 
 ts_prover *ts_prover_new(ts_error *err);
 void ts_prover_free(ts_prover *p);
-/* Proves lhs[i] = rhs[i] for every output from all axioms.  why (may be
- * NULL) receives Z3's reason when the result is not PROVED. */
+/* Proves lhs[i] = rhs[i] for every output from the axioms of the rule's
+ * theory (the split theory when it mentions split0/split1, else the
+ * split-free one).  why (may be NULL) receives Z3's reason when the result
+ * is not PROVED. */
 ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_ms, bool mbqi, char *why,
                               size_t n);
 /* Tries to prove the equality `lhs = rhs` (axiom syntax) from the axioms,
@@ -84,6 +105,10 @@ ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_m
  * "independent" with a counter-model where E-matching alone only stops. */
 ts_proof ts_prover_prove_text(ts_prover *p, const char *lhs, const char *rhs, int skip, bool mbqi,
                               unsigned timeout_ms, char *why, size_t n);
+/* The same in one theory (TS_THEORY_*; 0: chosen from the text, as for
+ * rules: the split theory when lhs or rhs mentions split). */
+ts_proof ts_prover_prove_text_in(ts_prover *p, unsigned theory, const char *lhs, const char *rhs, int skip,
+                                 bool mbqi, unsigned timeout_ms, char *why, size_t n);
 
 typedef struct ts_verify_opts {
     unsigned timeout_ms; /* per rule */

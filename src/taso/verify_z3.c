@@ -10,9 +10,12 @@
  *
  * Every axiom is a quantified equality whose triggers are its two sides
  * (each one that contains all bound variables), so E-matching rewrites in
- * both directions; model-based instantiation is off, so a rule the axioms
- * do not entail ends quickly with "incomplete quantifiers" instead of
- * running into the timeout. */
+ * both directions (C1, concat associativity: left to right only);
+ * model-based instantiation is off, so a rule the axioms do not entail
+ * ends quickly with "incomplete quantifiers" instead of running into the
+ * timeout.  A rule is proved in one of two theories (ts_axiom_theories):
+ * the split theory when it mentions split0/split1, else the split-free
+ * one, which trades A28/A29 for concat associativity. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +30,8 @@ struct ts_prover {
     Z3_sort tensor, param;
     Z3_func_decl fn[TS_ROP_COUNT];
     int naxioms;
-    Z3_ast *axioms; /* quantified formulas, one per ts_axiom_at(i) */
+    Z3_ast *axioms;   /* quantified formulas, one per ts_axiom_at(i) */
+    unsigned *theory; /* ts_axiom_theories(i): which rules may use it */
     bool failed;    /* a Z3 error happened (recorded by the handler) */
 };
 
@@ -179,8 +183,10 @@ static unsigned multi_pattern(Z3_context c, Z3_ast side, Z3_ast other, const var
     return 1;
 }
 
-/* forall vars. lhs = rhs, triggered by either side.  NULL on a parse error. */
-static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_text, ts_error *err)
+/* forall vars. lhs = rhs, triggered by either side (by the left only with
+ * lhs_only).  NULL on a parse error. */
+static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_text, bool lhs_only,
+                            ts_error *err)
 {
     ts_aterm *lt = NULL, *rt = NULL;
     Z3_ast f = NULL;
@@ -199,7 +205,7 @@ static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_
     Z3_pattern pats[2];
     unsigned np = 0;
     Z3_ast sides[2] = {l, r};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (lhs_only ? 1 : 2); i++) {
         if (is_var(p->ctx, sides[i], &vm)) continue;
         if (covers(p->ctx, sides[i], &vm)) pats[np++] = Z3_mk_pattern(p->ctx, 1, &sides[i]);
         else np += multi_pattern(p->ctx, sides[i], sides[1 - i], &vm, &pats[np]);
@@ -244,13 +250,15 @@ ts_prover *ts_prover_new(ts_error *err)
     }
     p->naxioms = ts_axioms_count();
     p->axioms = calloc((size_t)p->naxioms, sizeof *p->axioms);
-    if (!p->axioms) {
+    p->theory = calloc((size_t)p->naxioms, sizeof *p->theory);
+    if (!p->axioms || !p->theory) {
         ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto fail;
     }
     for (int i = 0; i < p->naxioms; i++) {
         const ts_axiom *ax = ts_axiom_at(i);
-        if (!(p->axioms[i] = axiom_formula(p, ax->lhs, ax->rhs, err))) {
+        p->theory[i] = ts_axiom_theories(i);
+        if (!(p->axioms[i] = axiom_formula(p, ax->lhs, ax->rhs, ts_axiom_flags(i) & TS_AXIOM_LHS_TRIGGER, err))) {
             ts_error_prefix(err, "axiom %s", ax->name);
             goto fail;
         }
@@ -269,12 +277,15 @@ void ts_prover_free(ts_prover *p)
 {
     if (!p) return;
     free(p->axioms);
+    free(p->theory);
     Z3_del_context(p->ctx);
     free(p);
 }
 
-/* Asserts the axioms (but `skip`) and not(goal); unsat means proved. */
-static ts_proof prove(ts_prover *p, Z3_ast goal, int skip, bool mbqi, unsigned timeout_ms, char *why, size_t n)
+/* Asserts the axioms of `theory` (but `skip`) and not(goal); unsat means
+ * proved. */
+static ts_proof prove(ts_prover *p, Z3_ast goal, unsigned theory, int skip, bool mbqi, unsigned timeout_ms, char *why,
+                      size_t n)
 {
     Z3_context c = p->ctx;
     Z3_solver s = Z3_mk_simple_solver(c);
@@ -290,7 +301,7 @@ static ts_proof prove(ts_prover *p, Z3_ast goal, int skip, bool mbqi, unsigned t
     Z3_params_set_uint(c, prm, Z3_mk_string_symbol(c, "max_memory"), 2048);
     Z3_solver_set_params(c, s, prm);
     for (int i = 0; i < p->naxioms; i++)
-        if (i != skip) Z3_solver_assert(c, s, p->axioms[i]);
+        if (i != skip && (p->theory[i] & theory)) Z3_solver_assert(c, s, p->axioms[i]);
     Z3_solver_assert(c, s, Z3_mk_not(c, goal));
     Z3_lbool r = Z3_solver_check(c, s);
     ts_proof res;
@@ -310,9 +321,31 @@ static ts_proof prove(ts_prover *p, Z3_ast goal, int skip, bool mbqi, unsigned t
     return res;
 }
 
+static bool rexpr_has_split(const ts_rexpr *e)
+{
+    if (e->op == TS_ROP_SPLIT0 || e->op == TS_ROP_SPLIT1) return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (rexpr_has_split(e->arg[i])) return true;
+    return false;
+}
+
+static bool aterm_has_split(const ts_aterm *t)
+{
+    if (t->kind == TS_AT_OP && (t->op == TS_ROP_SPLIT0 || t->op == TS_ROP_SPLIT1)) return true;
+    for (int i = 0; i < t->nt; i++)
+        if (aterm_has_split(t->t[i])) return true;
+    return false;
+}
+
 ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_ms, bool mbqi, char *why,
                               size_t n)
 {
+    /* The theory follows from the rule: without split, A28/A29 could never
+     * fire (no axiom makes a split term), and concat associativity may be
+     * used; with split, associativity must not be (it contradicts A28). */
+    unsigned theory = TS_THEORY_SPLIT_FREE;
+    for (int i = 0; i < r->nout; i++)
+        if (rexpr_has_split(r->lhs[i]) || rexpr_has_split(r->rhs[i])) theory = TS_THEORY_SPLIT;
     varmap vm = {0};
     Z3_ast eqs[64];
     if (r->nout > 64) {
@@ -335,16 +368,22 @@ ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_m
      * transposes), and counter-models for wrong rules. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ts_proof res = prove(p, goal, -1, false, timeout_ms, why, n);
+    ts_proof res = prove(p, goal, theory, -1, false, timeout_ms, why, n);
     if (res != TS_PROOF_FAILED || !mbqi) return res;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double used = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     if (used + 1 >= (double)timeout_ms) return res;
-    return prove(p, goal, -1, true, timeout_ms - (unsigned)used, why, n);
+    return prove(p, goal, theory, -1, true, timeout_ms - (unsigned)used, why, n);
 }
 
 ts_proof ts_prover_prove_text(ts_prover *p, const char *lhs, const char *rhs, int skip, bool mbqi,
                               unsigned timeout_ms, char *why, size_t n)
+{
+    return ts_prover_prove_text_in(p, 0, lhs, rhs, skip, mbqi, timeout_ms, why, n);
+}
+
+ts_proof ts_prover_prove_text_in(ts_prover *p, unsigned theory, const char *lhs, const char *rhs, int skip,
+                                 bool mbqi, unsigned timeout_ms, char *why, size_t n)
 {
     ts_aterm *lt = NULL, *rt = NULL;
     ts_error err = {0};
@@ -358,7 +397,8 @@ ts_proof ts_prover_prove_text(ts_prover *p, const char *lhs, const char *rhs, in
     varmap vm = {0};
     Z3_ast l = aterm_z3(p, lt, &vm, "sk."), r = aterm_z3(p, rt, &vm, "sk.");
     if (!l || !r) goto done;
-    res = prove(p, Z3_mk_eq(p->ctx, l, r), skip, mbqi, timeout_ms, why, n);
+    if (!theory) theory = aterm_has_split(lt) || aterm_has_split(rt) ? TS_THEORY_SPLIT : TS_THEORY_SPLIT_FREE;
+    res = prove(p, Z3_mk_eq(p->ctx, l, r), theory, skip, mbqi, timeout_ms, why, n);
 done:
     ts_aterm_free(lt);
     ts_aterm_free(rt);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tsopt verify and the window-geometry axioms W1..W16 (docs/taso.md,
+# tsopt verify and the window-geometry axioms W1..W18, C1 (docs/taso.md,
 # "Verifier"): every axiom passes its concrete check (exit 0), and the 171
 # generated 3-operator rules that TASO's Table 2 alone cannot prove
 # (window_rules.rules: Iconv crops and subsamplings, conv/average-pool
@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 out=$("$TSOPT" verify --check-axioms --max-dim 3) || fail "axiom check: $(echo "$out" | grep -v ' ok ' | tail -3)"
 echo "$out" | tail -1
 echo "$out" | tail -1 | grep -q ", 0 failed" || fail "axiom check line"
-for w in W1 W4 W10 W13; do
+for w in W1 W4 W10 W13 W17 W18 C1; do
     echo "$out" | grep -qE "^$w +ok " || fail "$w missing from the axiom check"
 done
 

@@ -138,6 +138,56 @@ Test(axiom, wrong_window_axioms_fail_concretely)
                  "(poolmax k3 s2 valid (poolmax ?k s1 same (poolmax ?k s1 valid ?x)))", "x:n,c,h,wd wide=h,wd");
 }
 
+/* Near misses of W17/W18 (a valid conv by an enlarged kernel crops a same
+ * average pool) and of C1 (concat associativity): each differs from the
+ * true axiom in one detail and fails on values. */
+Test(axiom, wrong_enlarge_and_concat_axioms_fail_concretely)
+{
+    const char *E = "x:1,c,h,wd y:c,c,kh,kw z:c,c,zh,zw r:1,1,rh,rh wide=h,wd guard=shape";
+    /* max pooling is not linear: the crop does not pass the convs */
+    expect_wrong("(conv ?s valid ?c (conv s1 valid none (poolmax ?k s1 same ?x) ?y) (enlarge ?z ?r))",
+                 "(conv ?s valid ?c (poolmax ?k s1 valid (conv s1 same none ?x ?y)) ?z)", E);
+    /* the stride must stay on the outer conv, not move into the pool */
+    expect_wrong("(conv ?s valid ?c (conv s1 valid none (poolavg ?k s1 same ?x) ?y) (enlarge ?z ?r))",
+                 "(conv s1 valid ?c (poolavg ?k ?s valid (conv s1 same none ?x ?y)) ?z)", E);
+    /* the crop in the wrong place: pooling the valid conv pads its output,
+     * not x (a wrong crop *size* changes the shape: the guard skips it,
+     * and where the sizes still fit, e.g. enlarging on both sides, W10
+     * makes it true) */
+    expect_wrong("(conv ?s valid ?c (conv s1 valid none (poolavg ?k s1 same ?x) ?y) ?z)",
+                 "(conv ?s valid ?c (poolavg ?k s1 same (conv s1 valid none ?x ?y)) ?z)", E);
+    /* W18: relu does not pass the average */
+    expect_wrong("(conv ?s valid ?c (relu (conv s1 valid none (poolavg ?k s1 same ?x) ?y)) (enlarge ?z ?r))",
+                 "(conv ?s valid ?c (poolavg ?k s1 valid (relu (conv s1 same none ?x ?y))) ?z)", E);
+    /* C1: the operands must keep their order */
+    expect_wrong("(concat ?a (concat ?a ?x ?y) ?z)", "(concat ?a ?y (concat ?a ?x ?z))", "x:@a y:@a z:@A");
+    expect_wrong("(concat ?a (concat ?a ?x ?y) ?z)", "(concat ?a ?x (concat ?a ?z ?y))", "x:@ y:@a z:@A");
+}
+
+/* A28/A29 are the split theory's, C1 the split-free theory's, the rest
+ * both (ts_axiom_theories). */
+Test(axiom, theories)
+{
+    const int both = TS_THEORY_SPLIT | TS_THEORY_SPLIT_FREE;
+    int n_split = 0, n_free = 0;
+    for (int i = 0; i < ts_axioms_count(); i++) {
+        unsigned t = ts_axiom_theories(i);
+        const ts_axiom *ax = ts_axiom_at(i);
+        bool split = strstr(ax->lhs, "split") || strstr(ax->rhs, "split");
+        cr_expect(t != 0 && (t & ~(unsigned)both) == 0, "%s", ax->name);
+        if (split) cr_expect_eq(t, TS_THEORY_SPLIT, "%s mentions split", ax->name);
+        n_split += t == TS_THEORY_SPLIT;
+        n_free += t == TS_THEORY_SPLIT_FREE;
+    }
+    cr_expect_eq(ts_axiom_theories(ts_axiom_find("A28")), TS_THEORY_SPLIT);
+    cr_expect_eq(ts_axiom_theories(ts_axiom_find("A29")), TS_THEORY_SPLIT);
+    cr_expect_eq(ts_axiom_theories(ts_axiom_find("C1")), TS_THEORY_SPLIT_FREE);
+    cr_expect_eq(ts_axiom_theories(ts_axiom_find("A30")), both);
+    cr_expect_eq(ts_axiom_theories(ts_axiom_find("W17")), both);
+    cr_expect_eq(n_split, 2);
+    cr_expect_eq(n_free, 1);
+}
+
 Test(axiom, shape_guard_skips_only_mismatched_shapes)
 {
     /* W4 without its guard fails on shapes (a 1x1 conv cropped by a 3x3
