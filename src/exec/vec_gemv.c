@@ -14,14 +14,19 @@
 #include <stdlib.h>
 #include "exec/vec_eltwise.h"
 #include "ops/op.h"
+#include "util/wait_policy.h"
 
 /* Largest number of rows (product of A's leading dims) taken here: at 16
  * rows (16x512x512) this kernel and oneDNN measured even. */
 #define XG_MAX_ROWS 16
-/* Below this many multiply-adds the step runs on one thread: waking the
- * OpenMP team (passive waiting, a loaded machine) cost more than it saved
- * on a 512x512 product (one thread 9.5 us, two 19 us, best of 3000). */
+/* Below this many multiply-adds the step runs on one thread: waking a
+ * sleeping OpenMP team (passive waiting, a loaded machine) cost more than
+ * it saved on a 512x512 product (one thread 9.5 us, two 19 us, best of
+ * 3000).  With spinning threads (docs/runtime.md) the second thread pays
+ * much earlier: nasrnn batch 1, whose stacked products are 1-5 x 512 x
+ * 512, 0.89-0.97 ms vs 0.63-0.67 ms from XG_PAR_MIN_SPIN. */
 #define XG_PAR_MIN (1 << 22)
+#define XG_PAR_MIN_SPIN (1 << 18)
 #define XG_NB 64 /* columns per panel: four 16-float vectors */
 /* Products by one weight are stacked into one step (stack_rows) only from
  * this many weight elements (128 KiB): the gain is the passes over the
@@ -34,6 +39,7 @@ typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned 
 typedef struct xg_state {
     int64_t rows, K, N; /* rows: all stacked products' rows together */
     int threads;
+    int64_t par_min; /* multiply-adds from which both threads work */
     xv_prog epi; /* fused element-wise chain (the first product's); epi.nins == 0: none */
     /* Stacked products (see stack_members): nstack > 1 products by the
      * same weights, product i reading in[ain[i]] and writing out[i], with
@@ -163,7 +169,7 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
             memcpy(xs + r * K, in[c->ain[i]], sizeof(float) * (size_t)(c->mrows[i] * K));
         x = xs, y = ys;
     }
-    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= XG_PAR_MIN;
+    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= c->par_min;
 #pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
     for (int64_t p = 0; p < npanel; p++) {
         int64_t j0 = p * XG_NB;
@@ -246,6 +252,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = c;
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
+    c->par_min = ts_wait_threads_sleep() ? XG_PAR_MIN : XG_PAR_MIN_SPIN;
 
     /* Stacking: other MatMuls by the same constant whose inputs exist now
      * (nasrnn multiplies each of x0..x4 by the same eight weights, all

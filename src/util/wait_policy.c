@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <time.h>
 #include "util/wait_policy.h"
 
@@ -37,14 +38,17 @@ static int sample_others(void)
 bool ts_wait_policy_choose(void)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return false;
-    /* A few samples 2 ms apart: one snapshot can fall between two jobs of
-     * a busy machine (a compiler process just exited, the next not yet
-     * started).  Any other runnable task, or no /proc, means passive. */
-    bool spin = true;
-    for (int i = 0; i < 3 && spin; i++) {
+    /* Five samples 2 ms apart, and one busy sample is forgiven: a process
+     * started beside tsopt (the other end of a pipe) is runnable for a
+     * moment while it loads; a competing job is runnable in every sample.
+     * No /proc means passive. */
+    int busy = 0;
+    for (int i = 0; i < 5; i++) {
         if (i) nanosleep(&(struct timespec){0, 2000000}, NULL);
-        spin = sample_others() == 0;
+        int others = sample_others();
+        busy += others != 0; /* -1 (unreadable) counts as busy */
     }
+    bool spin = busy <= 1;
     return spin ? setenv("GOMP_SPINCOUNT", TS_WAIT_SPINCOUNT, 1) == 0 : setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
 }
 
@@ -53,4 +57,10 @@ const char *ts_wait_policy_name(void)
     const char *policy = getenv("OMP_WAIT_POLICY");
     if (policy) return policy;
     return getenv("GOMP_SPINCOUNT") ? "spin" : "default";
+}
+
+bool ts_wait_threads_sleep(void)
+{
+    const char *policy = getenv("OMP_WAIT_POLICY");
+    return policy && !strcasecmp(policy, "passive");
 }

@@ -15,8 +15,8 @@ int ts_wait_others_runnable(const char *loadavg);
 
 /* Sets this process's environment for libgomp (which reads it when it is
  * loaded, so the caller re-executes itself afterwards): GOMP_SPINCOUNT when
- * no other task was runnable in any of a few samples of /proc/loadavg, else
- * OMP_WAIT_POLICY=passive.  Returns false (environment untouched) when the
+ * no other task was runnable in at least four of five samples of
+ * /proc/loadavg 2 ms apart, else OMP_WAIT_POLICY=passive.  Returns false (environment untouched) when the
  * user already chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) or nothing
  * could be set. */
 bool ts_wait_policy_choose(void);
@@ -25,5 +25,10 @@ bool ts_wait_policy_choose(void);
  * OMP_WAIT_POLICY ("passive", "active"), else "spin" when GOMP_SPINCOUNT
  * is set, else "default" (libgomp's own). */
 const char *ts_wait_policy_name(void);
+
+/* True when idle OpenMP threads sleep at once (OMP_WAIT_POLICY=passive):
+ * every parallel region then pays a wake-up, so kernels need more work
+ * before a second thread pays off. */
+bool ts_wait_threads_sleep(void);
 
 #endif
