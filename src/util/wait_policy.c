@@ -38,17 +38,18 @@ static int sample_others(void)
 bool ts_wait_policy_choose(void)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return false;
-    /* Five samples 2 ms apart, and one busy sample is forgiven: a process
-     * started beside tsopt (the other end of a pipe) is runnable for a
-     * moment while it loads; a competing job is runnable in every sample.
-     * No /proc means passive. */
+    /* Seven samples 5 ms apart, and two busy ones are forgiven: a process
+     * started beside tsopt (the other end of a pipe) is runnable while it
+     * loads, and the kernel frees a large process's memory for some
+     * milliseconds after it exits (bench.py runs tsopt right after ONNX
+     * Runtime); a competing job is runnable in every sample.  No /proc
+     * means passive. */
     int busy = 0;
-    for (int i = 0; i < 5; i++) {
-        if (i) nanosleep(&(struct timespec){0, 2000000}, NULL);
-        int others = sample_others();
-        busy += others != 0; /* -1 (unreadable) counts as busy */
+    for (int i = 0; i < 7; i++) {
+        if (i) nanosleep(&(struct timespec){0, 5000000}, NULL);
+        busy += sample_others() != 0; /* -1 (unreadable) counts as busy */
     }
-    bool spin = busy <= 1;
+    bool spin = busy <= 2;
     return spin ? setenv("GOMP_SPINCOUNT", TS_WAIT_SPINCOUNT, 1) == 0 : setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
 }
 
