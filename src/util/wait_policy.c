@@ -3,8 +3,8 @@
  * A plan run is hundreds of parallel regions a few microseconds apart.
  * Between two of them libgomp's idle thread either spins or sleeps on a
  * futex.  Sleeping costs a wake-up per region, and on an idle machine the
- * core has dropped into a sleep state by then: nasnet_a 12.5 ms passive vs
- * 9.3 ms spinning (docs/runtime.md).  Spinning on a machine with other work
+ * core has dropped into a sleep state by then: nasnet_a 15.0 ms passive vs
+ * 10.3-10.7 ms spinning (docs/runtime.md).  Spinning on a machine with other work
  * is far worse: the spinner holds a core that the thread it waits for (or
  * another process) needs, 8-40x slower.  So spin only when nothing else is
  * runnable when tsopt starts, and bound the spin so that work arriving
