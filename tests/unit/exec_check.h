@@ -126,6 +126,22 @@ static inline int xt_conv3x3(ts_graph *g, int x, int C, uint64_t *rng)
     return xt_node(g, "Conv", ins, 3, at, 1);
 }
 
+/* xt_conv3x3 followed by a Relu. */
+static inline int xt_conv3x3_relu(ts_graph *g, int x, int C, uint64_t *rng)
+{
+    int y = xt_conv3x3(g, x, C, rng);
+    return xt_node(g, "Relu", &y, 1, NULL, 0);
+}
+
+/* 1x1 convolution C -> F without bias, weights in [-0.3, 0.3). */
+static inline int xt_conv1x1(ts_graph *g, int x, int C, int F, uint64_t *rng)
+{
+    char w[64];
+    snprintf(w, sizeof w, "%dx%dx1x1", F, C);
+    int ins[] = {x, xt_const_random(g, w, -0.3, 0.3, rng)};
+    return xt_node(g, "Conv", ins, 2, NULL, 0);
+}
+
 /* How outputs are compared: |plan - ref| <= tol + tol |ref| per element
  * (XT_TOL_ELEM), or <= tol * max(1, max |ref|) (XT_TOL_MAX: sums of many
  * products, where small elements carry the largest one's rounding). */

@@ -9,17 +9,7 @@
 
 static uint64_t rng = 4711;
 
-static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
-
-static int node(ts_graph *g, const char *op, const int *ins, int nin) { return xt_node(g, op, ins, nin, NULL, 0); }
-
-static int conv(ts_graph *g, int x, int C) { return xt_conv3x3(g, x, C, &rng); }
-
-static int conv_relu(ts_graph *g, int x, int C)
-{
-    int y = conv(g, x, C);
-    return node(g, "Relu", &y, 1);
-}
+static int conv_relu(ts_graph *g, int x, int C) { return xt_conv3x3_relu(g, x, C, &rng); }
 
 /* Plans g (outputs already added) and compares every output with the
  * reference, twice; no reference kernels; the caller frees the plan. */
@@ -32,16 +22,7 @@ static ts_plan *check(ts_graph *g)
     return p;
 }
 
-static int conv1x1(ts_graph *g, int x, int C, int F)
-{
-    ts_error e = {0};
-    char w[64];
-    snprintf(w, sizeof w, "%dx%dx1x1", F, C);
-    int out;
-    int ins[] = {x, cst(g, w, -0.3, 0.3)};
-    cr_assert_geq(ts_graph_add_node(g, "Conv", NULL, ins, 2, NULL, 0, 1, NULL, &out, &e), 0, "%s", e.msg);
-    return out;
-}
+static int conv1x1(ts_graph *g, int x, int C, int F) { return xt_conv1x1(g, x, C, F, &rng); }
 
 static int concat(ts_graph *g, const int *ins, int n, int axis)
 {

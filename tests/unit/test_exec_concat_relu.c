@@ -15,12 +15,7 @@ static int concat(ts_graph *g, const int *ins, int n)
 
 static int relu(ts_graph *g, int x) { return xt_node(g, "Relu", INS(x), NOATTR); }
 
-static int conv1x1(ts_graph *g, int x, int C, int F)
-{
-    char w[64];
-    snprintf(w, sizeof w, "%dx%dx1x1", F, C);
-    return xt_node(g, "Conv", INS(x, xt_const_random(g, w, -0.3, 0.3, &rng)), NOATTR);
-}
+static int conv1x1(ts_graph *g, int x, int C, int F) { return xt_conv1x1(g, x, C, F, &rng); }
 
 static int count(const xplan *p, const char *kernel, const char *op)
 {
