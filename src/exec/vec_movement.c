@@ -21,6 +21,7 @@ typedef struct mv_state {
     int nin;
     int64_t outer, inner_bytes, *blk;  /* Concat: bytes per input block; Gather: source row per index */
     bool relu;                         /* Concat: writes max(x, 0) (its Relu readers fused) */
+    int64_t pieces;                    /* Concat: byte ranges each output row is cut into */
     int64_t nidx, src_rows;
 } mv_state;
 
@@ -232,27 +233,41 @@ static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
 
 /* -------------------------------------------------------------- Concat */
 
-static void relu_copy(float *restrict dst, const float *restrict src, int64_t n)
+XV_CLONES static void relu_copy(float *restrict dst, const float *restrict src, int64_t n)
 {
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) dst[i] = src[i] > 0 ? src[i] : 0.0f;
 }
 
+/* Output bytes [lo, hi) of one row of the concatenation. */
+static void concat_range(const mv_state *s, void *const *in, int64_t o, int64_t lo, int64_t hi, char *row)
+{
+    int64_t at = 0;
+    for (int j = 0; j < s->nin && at < hi; at += s->blk[j], j++) {
+        int64_t a = lo > at ? lo : at, b = hi < at + s->blk[j] ? hi : at + s->blk[j];
+        if (a >= b) continue;
+        const char *src = (const char *)in[j] + o * s->blk[j] + (a - at);
+        if (s->relu)
+            relu_copy((float *)(row + a), (const float *)src, (b - a) / (int64_t)sizeof(float));
+        else
+            memcpy(row + a, src, (size_t)(b - a));
+    }
+}
+
+/* Work items are pieces of rows: with few rows (a batch-1 NCHW concat on
+ * the channel axis is one row) a row is cut into `pieces` byte ranges, so
+ * both threads copy. */
 static void concat_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     const mv_state *s = st->state;
     char *y = out[0];
+    const int64_t pieces = s->pieces, items = s->outer * pieces, unit = s->relu ? (int64_t)sizeof(float) : 1;
     (void)scratch;
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t o = 0; o < s->outer; o++) {
-        char *dst = y + o * s->inner_bytes;
-        for (int j = 0; j < s->nin; j++) {
-            const char *src = (const char *)in[j] + o * s->blk[j];
-            if (s->relu)
-                relu_copy((float *)dst, (const float *)src, s->blk[j] / (int64_t)sizeof(float));
-            else
-                memcpy(dst, src, (size_t)s->blk[j]);
-            dst += s->blk[j];
-        }
+    for (int64_t it = 0; it < items; it++) {
+        int64_t o = it / pieces, k = it % pieces;
+        int64_t lo = s->inner_bytes / unit * k / pieces * unit, hi = s->inner_bytes / unit * (k + 1) / pieces * unit;
+        concat_range(s, in, o, lo, hi, y + o * s->inner_bytes);
     }
 }
 
@@ -312,6 +327,11 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     for (int k = pax + 1; k < y->shape.rank; k++) inner *= y->shape.dims[order[k]];
     s->inner_bytes = inner * y->shape.dims[axis];
     s->bytes = s->outer * s->inner_bytes;
+    s->pieces = 1;
+    if (s->outer < 2 * s->threads) { /* pieces of at least 64 KiB, a few per thread */
+        s->pieces = s->inner_bytes >> 16;
+        s->pieces = s->pieces < 1 ? 1 : s->pieces > 4 * s->threads ? 4 * s->threads : s->pieces;
+    }
     if (xstep_alloc(st, nd->ninputs, 1, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
         if (nd->inputs[j] < 0) return TS_ERR_UNSUPPORTED;

@@ -79,3 +79,31 @@ static void kept(int kind)
 Test(exec_concat_relu, another_reader_keeps_relu) { kept(0); }
 Test(exec_concat_relu, concat_output_keeps_relu) { kept(1); }
 Test(exec_concat_relu, relu_output_keeps_relu) { kept(2); }
+
+/* A batch-1 channel concat is one output row; above 128 KiB it is copied in
+ * byte ranges over the threads, ranges that start and end inside the
+ * inputs' blocks (3, 37 and 64 channels of 64x64: blocks of 48 KiB, 592 KiB
+ * and 1 MiB).  Through Relu readers (relu copy) and as a graph output
+ * (memcpy), with 1 and 2 threads; inputs in [-1, 1), so a range copied
+ * twice, skipped or shifted shows. */
+static void pieces(bool through_relu, int threads)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int a = xt_input(g, "a", "1x3x64x64"), b = xt_input(g, "b", "1x37x64x64"), c = xt_input(g, "c", "1x64x64x64");
+    int cc = concat(g, INS(a, b, c));
+    if (through_relu) {
+        xt_output(g, xt_node(g, "Sigmoid", INS(relu(g, cc)), NOATTR));
+        xt_output(g, xt_node(g, "Sigmoid", INS(relu(g, cc)), NOATTR));
+    } else {
+        xt_output(g, cc);
+    }
+    ts_plan_opts o = {.threads = threads};
+    ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-6, XT_TOL_ELEM);
+    cr_expect_eq(count((const xplan *)plan, "vec.eltwise", "Relu"), 0, "a Relu step is left");
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+Test(exec_concat_relu, large_row_in_pieces_relu_1_thread) { pieces(true, 1); }
+Test(exec_concat_relu, large_row_in_pieces_relu_2_threads) { pieces(true, 2); }
+Test(exec_concat_relu, large_row_in_pieces_copy_2_threads) { pieces(false, 2); }
