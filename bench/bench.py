@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tsopt against ONNX Runtime on every zoo model (and extra ONNX files).
 
-    bench/bench.py [--batch16] [--rounds R] [--iters N] [--threads T] [--optimize [--opt-time S]]
+    bench/bench.py [--batch16] [--rounds R] [--iters N] [--threads T] [--optimize [--opt-time S] [--min-time S]]
                    [--models a,b,...] [--no-profile] [--out BENCHMARKS.md]
                    [--tsopt PATH] [EXTRA.onnx ...]
 
@@ -203,6 +203,8 @@ def main():
                     help="instead: tsopt optimize on the TASO models (batch 1 and 16), original vs optimized vs ORT; "
                          "writes only the 'TASO optimizer' section (bench/bench_optimize.py)")
     ap.add_argument("--opt-time", type=float, default=30, help="--optimize: search time limit per model (s)")
+    ap.add_argument("--min-time", type=float, default=0,
+                    help="--optimize: each `tsopt bench` also runs until its timed runs add up to S seconds")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cache = os.path.join(a.work, "costs.tsv")

@@ -61,11 +61,10 @@ def one(b, name, batch, run, last_json, log, load):
         900)
     r["ort_ok"], r["ort_err"] = compare(b, oa, oc)
     t0, t1, o0 = [], [], []
+    timing = ["--iters", str(b.iters), "--min-time", str(b.min_time), "--threads", str(b.threads), "--json"]
     for _ in range(b.rounds):
-        t0.append(last_json(run([b.tsopt, "bench", src, "--iters", str(b.iters), "--threads", str(b.threads),
-                                 "--json"], 900))["median_ms"])
-        t1.append(last_json(run([b.tsopt, "bench", opt, "--iters", str(b.iters), "--threads", str(b.threads),
-                                 "--json"], 900))["median_ms"])
+        t0.append(last_json(run([b.tsopt, "bench", src] + timing, 900))["median_ms"])
+        t1.append(last_json(run([b.tsopt, "bench", opt] + timing, 900))["median_ms"])
         o0.append(last_json(run(["node", b.ort_run, src, "--inputs", ins, "--iters", str(b.iters), "--threads",
                                  str(b.threads)], 900))["median_ms"])
     r["orig_ms"], r["opt_ms"], r["ort_ms"] = statistics.median(t0), statistics.median(t1), statistics.median(o0)
@@ -86,13 +85,14 @@ def section(b, rows, argv):
              "Per model and batch: `tsopt optimize M.onnx -o O.onnx --time-limit %g` with the built-in core rules "
              "(search time: the optimizer's own count, greedy whole-graph moves plus Algorithm 2; the wall "
              "time adds loading, the output check and the before/after timing), then %d rounds alternating "
-             "`tsopt bench M.onnx`, `tsopt bench O.onnx` (--iters %d --threads %d) and ONNX Runtime on the "
+             "`tsopt bench M.onnx`, `tsopt bench O.onnx` (--iters %d --min-time %g --threads %d: at least that many "
+             "runs, more until they add up to that many seconds) and ONNX Runtime on the "
              "original M.onnx; latency = median of the round medians. Max error: largest absolute difference of "
              "the optimized file's outputs against the original's on the same inputs, through tsopt's runtime "
              "and through ONNX Runtime running the optimized file (both must pass rtol 1e-3 / atol 1e-4). Where "
              "the optimizer kept the original (\"none (original kept)\"), both files hold the same graph and the "
              "speedup column shows only the measurement noise at that load." % (
-                 b.opt_time, b.rounds, b.iters, b.threads))
+                 b.opt_time, b.rounds, b.iters, b.min_time, b.threads))
     L.append("")
     L.append("```")
     L.append("bench/bench.py " + " ".join(argv))

@@ -10,8 +10,11 @@
 #include "util/wait_policy.h"
 
 static const char USAGE[] =
-    "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--warmup N] [--threads N] [--json]\n"
+    "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--min-time S] [--warmup N] [--threads N]\n"
+    "                   [--json]\n"
     "  --iters N     timed runs (default 20)\n"
+    "  --min-time S  more timed runs until they add up to S seconds (at most 1000000 runs;\n"
+    "                default 0): a sub-millisecond model gets enough runs for a stable median\n"
     "  --warmup N    untimed runs first (default 3)\n"
     "  --threads N   OpenMP threads (default: one per core)\n"
     "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
@@ -22,6 +25,7 @@ static const char USAGE[] =
 typedef struct bench_args {
     const char *model;
     long iters, warmup, threads;
+    double min_time; /* seconds */
     bool json;
     cli_binds binds;
 } bench_args;
@@ -54,6 +58,10 @@ static int parse(int argc, char **argv, bench_args *a)
             if (!val || !cli_binds_add(&a->binds, val)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
             if (!val || !cli_parse_int("--iters", val, 1, 1000000, &a->iters)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--min-time", &val)) {
+            if (!val || !cli_parse_double("--min-time", val, &a->min_time)) return CLI_USAGE;
+            if (!(a->min_time >= 0 && a->min_time <= 3600))
+                return cli_error(CLI_USAGE, "bench: --min-time must be between 0 and 3600 seconds, got '%s'", val);
         } else if (cli_opt(argc, argv, &i, "--warmup", &val)) {
             if (!val || !cli_parse_int("--warmup", val, 0, 1000000, &a->warmup)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--threads", &val)) {
@@ -88,11 +96,10 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-/* t: the times sorted ascending, med their median. */
-static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, double med,
-                   double build_ms)
+/* t: the n times sorted ascending, med their median. */
+static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, long n,
+                   double med, double build_ms)
 {
-    long n = a->iters;
     double mean = 0;
     for (long i = 0; i < n; i++) mean += t[i] / (double)n;
     long long rss = peak_rss();
@@ -164,20 +171,32 @@ int cli_bench(int argc, char **argv)
         goto done;
     }
     double build_ms = cli_now_ms() - t0;
-    for (long i = 0; i < a.warmup + a.iters; i++) {
+    long n = 0, cap = a.iters;
+    double total_ms = 0;
+    for (long i = 0; i < a.warmup || n < a.iters || (total_ms < a.min_time * 1e3 && n < 1000000); i++) {
         double s = cli_now_ms();
         if (ts_plan_run(plan, in, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        if (i >= a.warmup) times[i - a.warmup] = cli_now_ms() - s;
+        if (i < a.warmup) continue;
+        if (n == cap) {
+            double *t = realloc(times, sizeof *times * (size_t)(cap *= 2));
+            if (!t) {
+                cli_error(CLI_FAIL, "out of memory");
+                goto done;
+            }
+            times = t;
+        }
+        times[n] = cli_now_ms() - s;
+        total_ms += times[n++];
     }
-    double med = cli_sort_median(times, a.iters);
+    double med = cli_sort_median(times, n);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
     ts_plan_opts used = o;
     if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
-    report(&a, &used, &st, times, med, build_ms);
+    report(&a, &used, &st, times, n, med, build_ms);
     rc = CLI_OK;
 done:
     for (int i = 0; i < nin; i++)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tsopt bench: the JSON object has the fields the benchmark script reads
 # (median/min/max consistent, the iteration and thread counts asked for,
+# more runs with --min-time,
 # the peak RSS, the OpenMP wait policy it ran with), the text form says the
 # same, a user's wait policy is kept, and bad arguments get one error line.
 set -euo pipefail
@@ -36,8 +37,17 @@ grep -qE '^latency: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms.*\(3 runs 
     || fail "latency line: $(grep latency "$T/b.txt")"
 grep -q '^memory: arena ' "$T/b.txt" || fail "no memory line"
 
+# --min-time: more runs than --iters until they add up to the time (nasrnn
+# takes about a millisecond a run, so 0.2 s is well over 3 runs)
+"$TSOPT" bench "$T/m.onnx" --iters 3 --min-time 0.2 --json >"$T/m.json"
+/usr/bin/python3 - "$T/m.json" <<'PY' || fail "--min-time: $(cat "$T/m.json")"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["iters"] > 3 and d["iters"] * d["mean_ms"] >= 200 * 0.999, d
+PY
+
 # errors: one line, non-zero exit
-for args in "--iters 0" "--iters x" "--threads 0" "--bogus"; do
+for args in "--iters 0" "--iters x" "--threads 0" "--bogus" "--min-time -1" "--min-time 5000"; do
     set +e
     "$TSOPT" bench "$T/m.onnx" $args >/dev/null 2>"$T/e.txt"
     rc=$?
