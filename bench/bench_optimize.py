@@ -64,7 +64,7 @@ def one(b, name, batch, run, last_json, log, load):
     timing = ["--iters", str(b.iters), "--min-time", str(b.min_time), "--threads", str(b.threads), "--json"]
     for k in range(b.rounds):
         # the order alternates between rounds: with the original always first,
-        # 8 of 10 ratios came out below 1.0, 4 of them for the same graph
+        # 7 of 10 ratios came out below 1.0, 5 of them between identical graphs
         for path, t in ((src, t0), (opt, t1)) if k % 2 == 0 else ((opt, t1), (src, t0)):
             t.append(last_json(run([b.tsopt, "bench", path] + timing, 900))["median_ms"])
         o0.append(last_json(run(["node", b.ort_run, src, "--inputs", ins, "--iters", str(b.iters), "--threads",
