@@ -188,7 +188,11 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;
     }
-    int usable = 0;
+    int loaded = nrules, reversed = 0, usable = 0;
+    if (ts_rules_add_reverses(&rules, &nrules, &reversed, &err)) {
+        rc = cli_error_from(CLI_FAIL, &err);
+        goto done;
+    }
     for (int i = 0; i < nrules; i++) usable += ts_rule_applicable(&rules[i]);
     if (ts_costdb_open(cache, &db, &err)) {
         rc = cli_error_from(CLI_USAGE, &err);
@@ -251,7 +255,8 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;
     }
-    ts_opt_report rep = {.model = model, .output = out, .opts = &so, .res = &res, .rules_loaded = nrules,
+    ts_opt_report rep = {.model = model, .output = out, .opts = &so, .res = &res, .rules_loaded = loaded,
+                         .rules_reversed = reversed,
                          .rules_usable = usable, .latency_before = lat0, .latency_after = kept ? lat0 : lat1,
                          .nodes_before = live_nodes(g), .nodes_after = live_nodes(written), .max_err = worst,
                          .kept_original = kept, .fastest_before = same ? 0 : min0,

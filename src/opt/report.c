@@ -25,9 +25,10 @@ ts_status ts_opt_report_write(const char *path, const ts_opt_report *r, ts_error
                 r->fastest_after, r->fastest_after > 0 ? r->fastest_before / r->fastest_after : 0.0);
     fprintf(f, "| nodes | %d | %d | |\n\n", r->nodes_before, r->nodes_after);
     fprintf(f, "Search: %.2f s (greedy whole-graph moves %.2f s), %d graphs explored, %d distinct graphs generated, %d matches tried; "
-               "alpha %.3f, budget %d, time limit %.1f s; %d of %d rules usable by the matcher.\n\n",
-            s->seconds, s->greedy_seconds, s->explored, s->generated, s->matches, o->alpha, o->budget, o->time_limit, r->rules_usable,
-            r->rules_loaded);
+               "alpha %.3f, budget %d, time limit %.1f s; %d rules loaded, %d of them also applied right to left, "
+               "%d of the %d usable by the matcher.\n\n",
+            s->seconds, s->greedy_seconds, s->explored, s->generated, s->matches, o->alpha, o->budget, o->time_limit,
+            r->rules_loaded, r->rules_reversed, r->rules_usable, r->rules_loaded + r->rules_reversed);
     fprintf(f, "Check: outputs of the written graph vs the original on seeded random inputs, largest scaled "
                "difference %.3g (tolerance rtol 1e-3, atol 1e-4).\n\n",
             r->max_err);

@@ -372,7 +372,28 @@ ts_status ts_search_run(const ts_graph *g0, const ts_search_opts *o, ts_search_r
     hist *h0 = NULL;
     s.cost0 = res->cost_before;
     double c0 = res->cost_before;
-    if (greedy(&s, &start, &c0, &h0)) {
+    /* BatchNormalization after a conv is folded first, whatever the cost
+     * model says: the runtime fuses the pair anyway (the costs differ only
+     * by noise), and only a folded conv matches a rule's conv, as in NasNet-A
+     * where conv -> BN pairs are what its rules add up */
+    ts_graph *folded = ts_graph_copy(start);
+    int nf = folded ? apply_move(&s, MOVE_BN, folded, -1) : -1;
+    if (nf > 0) {
+        ts_graph_free(start);
+        start = folded;
+        c0 = ts_cost_graph(o->db, start, true);
+        for (int i = 0; i < nf && st == TS_OK; i++) {
+            hist *nh = hist_push(h0, -1 - MOVE_BN);
+            if (!nh) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");
+            hist_unref(h0);
+            h0 = nh;
+        }
+    } else {
+        ts_graph_free(folded);
+        if (err->code == TS_ERR_NOMEM || !folded) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");
+        else *err = (ts_error){0};
+    }
+    if (st || greedy(&s, &start, &c0, &h0)) {
         ts_graph_free(start);
         hist_unref(h0);
         ts_const_cache_free(s.cc);

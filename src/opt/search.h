@@ -49,7 +49,7 @@ typedef struct ts_opt_report {
     const char *model, *output;
     const ts_search_opts *opts;
     const ts_search_result *res;
-    int rules_loaded, rules_usable;
+    int rules_loaded, rules_reversed, rules_usable; /* usable: of loaded + reversed */
     double latency_before, latency_after; /* ms, median of plan runs */
     double fastest_before, fastest_after; /* ms, fastest run (what decides; 0: not timed alternately) */
     int nodes_before, nodes_after;

@@ -281,6 +281,68 @@ static bool var_in_lhs(const ts_rule *r, const char *name)
     return false;
 }
 
+static bool vars_in_rhs(const ts_rule *r, const ts_rexpr *e)
+{
+    if (e->op == TS_ROP_VAR) {
+        for (int i = 0; i < r->nout; i++)
+            if (var_in(r->rhs[i], e->var)) return true;
+        return false;
+    }
+    for (int i = 0; i < e->nargs; i++)
+        if (!vars_in_rhs(r, e->arg[i])) return false;
+    return true;
+}
+
+static bool reversible(const ts_rule *r)
+{
+    for (int i = 0; i < r->nout; i++)
+        if (r->rhs[i]->op == TS_ROP_VAR || !vars_in_rhs(r, r->lhs[i])) return false;
+    return true;
+}
+
+static ts_status reverse_into(const ts_rule *r, ts_rule *o)
+{
+    memset(o, 0, sizeof *o);
+    size_t len = strlen(r->name) + 5;
+    o->nout = r->nout;
+    o->line = r->line;
+    o->name = malloc(len);
+    o->lhs = calloc((size_t)r->nout, sizeof *o->lhs);
+    o->rhs = calloc((size_t)r->nout, sizeof *o->rhs);
+    o->cons = r->ncons ? calloc((size_t)r->ncons, sizeof *o->cons) : NULL;
+    if (!o->name || !o->lhs || !o->rhs || (r->ncons && !o->cons)) return TS_ERR_NOMEM;
+    snprintf(o->name, len, "%s~rev", r->name);
+    for (int i = 0; i < r->nout; i++)
+        if (!(o->lhs[i] = ts_rexpr_clone(r->rhs[i])) || !(o->rhs[i] = ts_rexpr_clone(r->lhs[i]))) return TS_ERR_NOMEM;
+    for (int i = 0; i < r->ncons; i++, o->ncons++) {
+        o->cons[i].kind = r->cons[i].kind;
+        for (int j = 0; j < r->cons[i].nvars; j++, o->cons[i].nvars++)
+            if (!(o->cons[i].var[j] = strdup(r->cons[i].var[j]))) return TS_ERR_NOMEM;
+    }
+    return TS_OK;
+}
+
+ts_status ts_rules_add_reverses(ts_rule **rules, int *n, int *added, ts_error *err)
+{
+    int cnt = 0;
+    *added = 0;
+    for (int i = 0; i < *n; i++) cnt += reversible(&(*rules)[i]);
+    if (!cnt) return TS_OK;
+    ts_rule *all = realloc(*rules, sizeof *all * (size_t)(*n + cnt));
+    if (!all) return ts_error_set(err, TS_ERR_NOMEM, "out of memory reversing rules");
+    *rules = all;
+    for (int i = 0, m = *n; i < m; i++) {
+        if (!reversible(&all[i])) continue;
+        if (reverse_into(&all[i], &all[*n])) {
+            ts_rule_free(&all[*n]);
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory reversing rules");
+        }
+        ++*n;
+        ++*added;
+    }
+    return TS_OK;
+}
+
 static const char *first_unbound(const ts_rule *r, const ts_rexpr *e)
 {
     if (e->op == TS_ROP_VAR) return var_in_lhs(r, e->var) ? NULL : e->var;

@@ -136,6 +136,15 @@ ts_status ts_rules_write(const char *path, const ts_rule *rules, int n, const ch
 void ts_rules_write_stream(FILE *f, const ts_rule *rules, int n, const char *comment);
 void ts_rules_free(ts_rule *rules, int n);
 
+/* A rule states an equivalence; the generator keeps one orientation of each
+ * pair (its canonical text), so a search that applies rules left to right
+ * must also have the other one (TASO: pruning keeps every rewrite reachable
+ * only with both).  Appends to *rules the reverse of every rule whose lhs
+ * variables all occur in its rhs and none of whose rhs outputs is a bare
+ * variable, named NAME~rev, with the same constraints; *n grows by the
+ * number added (also returned in *added).  Fails only out of memory. */
+ts_status ts_rules_add_reverses(ts_rule **rules, int *n, int *added, ts_error *err);
+
 #define TS_RULES_HEADER "; tsopt rules v1"
 
 #endif

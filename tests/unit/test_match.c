@@ -1,7 +1,8 @@
 /* TASO matcher/applier (src/taso/match.c, apply.c) on small graphs: a
  * commutation, the classic merge of two convolutions sharing an input (with
- * the concatenated kernel folded to a constant), a rewrite that would make a
- * cycle, and parameters that must not match. */
+ * the concatenated kernel folded to a constant), a rule used right to left
+ * (two convolutions whose sum is one convolution of concatenated inputs), a
+ * rewrite that would make a cycle, and parameters that must not match. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -16,7 +17,12 @@ static const char RULES[] =
     "       (split1 1 (conv s1 same none ?x (concat 0 ?w1 ?w2)))))\n"
     "(rule mmmerge\n"
     "  (lhs (matmul ?x ?w1) (matmul ?x ?w2))\n"
-    "  (rhs (split0 1 (matmul ?x (concat 1 ?w1 ?w2))) (split1 1 (matmul ?x (concat 1 ?w1 ?w2)))))\n";
+    "  (rhs (split0 1 (matmul ?x (concat 1 ?w1 ?w2))) (split1 1 (matmul ?x (concat 1 ?w1 ?w2)))))\n"
+    /* as the generator writes it (rules/taso.rules taso-0569): the merged
+     * form on the left, so only its reverse merges two convs */
+    "(rule convsum\n"
+    "  (lhs (conv s1 same none (concat 1 ?i1 ?i2) (concat 1 ?k1 ?k2)))\n"
+    "  (rhs (ewadd (conv s1 same none ?i1 ?k1) (conv s1 same none ?i2 ?k2))))\n";
 
 static ts_rule *rules;
 static int nrules;
@@ -25,6 +31,9 @@ static void setup(void)
 {
     ts_error e = {0};
     cr_assert_eq(ts_rules_parse_string(RULES, "test", &rules, &nrules, &e), TS_OK, "%s", e.msg);
+    int added = 0;
+    cr_assert_eq(ts_rules_add_reverses(&rules, &nrules, &added, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(added, 4);
 }
 static void teardown(void) { ts_rules_free(rules, nrules); }
 
@@ -167,6 +176,52 @@ Test(match, conv_merge_folds_weights, .init = setup, .fini = teardown)
         if (!strcmp(h->nodes[i].op->name, "Conv")) conv = &h->nodes[i];
     cr_assert_not_null(h->values[conv->inputs[1]].constant);
     cr_assert_eq(h->values[conv->inputs[1]].shape.dims[0], 8);
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+}
+
+/* Add(Conv(x, w1, b1), Conv(y, w2, b2)), 1x1 kernels with biases */
+static ts_graph *conv_sum(void)
+{
+    ts_error e = {0};
+    uint64_t rng = 5;
+    int64_t xd[4] = {1, 3, 6, 6}, yd[4] = {1, 5, 6, 6}, w1d[4] = {4, 3, 1, 1}, w2d[4] = {4, 5, 1, 1}, bd[1] = {4};
+    ts_shape xs = ts_shape_make(4, xd), ys = ts_shape_make(4, yd);
+    ts_graph *g = ts_graph_new("convsum", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e), y = ts_graph_add_input(g, "y", TS_F32, &ys, &e);
+    ts_tensor *t[4] = {rand_tensor(4, w1d, &rng), rand_tensor(4, w2d, &rng), rand_tensor(1, bd, &rng),
+                       rand_tensor(1, bd, &rng)};
+    int c[4];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "k%d", i);
+        c[i] = ts_graph_add_constant(g, name, t[i], &e);
+        ts_tensor_unref(t[i]);
+    }
+    int y1, y2, s, i1[3] = {x, c[0], c[2]}, i2[3] = {y, c[1], c[3]};
+    cr_assert(ts_graph_add_node(g, "Conv", "c1", i1, 3, NULL, 0, 1, (const char *const[]){"y1"}, &y1, &e) >= 0);
+    cr_assert(ts_graph_add_node(g, "Conv", "c2", i2, 3, NULL, 0, 1, (const char *const[]){"y2"}, &y2, &e) >= 0);
+    int ia[2] = {y1, y2};
+    cr_assert(ts_graph_add_node(g, "Add", "add", ia, 2, NULL, 0, 1, (const char *const[]){"s"}, &s, &e) >= 0);
+    ts_graph_add_output(g, s, &e);
+    return g;
+}
+
+Test(match, reversed_rule_merges_a_conv_sum, .init = setup, .fini = teardown)
+{
+    ts_error e = {0};
+    ts_graph *g = conv_sum();
+    collect c;
+    cr_assert_eq(matches(g, rule("convsum"), &c), 0, "the merged form is not in the graph");
+    cr_assert_eq(matches(g, rule("convsum~rev"), &c), 1);
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, rule("convsum~rev"), &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    cr_assert_eq(ts_graph_validate(h, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(count_op(h, "Conv"), 1);
+    cr_assert_eq(count_op(h, "Add"), 0, "the biases are added into one constant");
+    cr_assert_eq(count_op(h, "Concat"), 1, "only the inputs' concat is left; the kernels' is folded");
     assert_same(g, h);
     ts_graph_free(h);
     ts_graph_free(g);

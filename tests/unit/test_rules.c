@@ -186,3 +186,44 @@ Test(rules, empty_file_is_zero_rules)
     cr_assert_eq(n, 0);
     ts_rules_free(r, n);
 }
+
+/* Reverses for a left-to-right search: every rule of SAMPLE whose lhs
+ * variables all occur in its rhs and whose rhs outputs are not bare
+ * variables (not `d`, whose rhs is ?x; not `f`, whose ?k lives only on
+ * the left), sides swapped, constraints kept, and the result still checks
+ * and prints as a rule file. */
+Test(rules, reverses)
+{
+    static const char TEXT[] = "(rule f (lhs (conv s1 same none ?i (enlarge ?q ?k))) (rhs (conv s1 same none ?i ?q)))\n";
+    char *both = malloc(sizeof SAMPLE + sizeof TEXT);
+    cr_assert_not_null(both);
+    strcpy(both, SAMPLE);
+    strcat(both, TEXT);
+    ts_rule *r;
+    int n, added = -1;
+    ts_error e = {0};
+    cr_assert_eq(ts_rules_parse_string(both, "s", &r, &n, &e), TS_OK, "%s", e.msg);
+    free(both);
+    cr_assert_eq(n, 6);
+    cr_assert_eq(ts_rules_add_reverses(&r, &n, &added, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(added, 4);
+    cr_assert_eq(n, 10);
+    const char *names[4] = {"taso-0001~rev", "taso-0412~rev", "c~rev", "e~rev"};
+    const int orig[4] = {0, 1, 2, 4};
+    for (int i = 0; i < 4; i++) {
+        const ts_rule *v = &r[6 + i], *o = &r[orig[i]];
+        cr_assert_str_eq(v->name, names[i]);
+        cr_assert_eq(v->nout, o->nout);
+        for (int k = 0; k < v->nout; k++) {
+            cr_assert(ts_rexpr_equal(v->lhs[k], o->rhs[k]), "%s lhs %d", v->name, k);
+            cr_assert(ts_rexpr_equal(v->rhs[k], o->lhs[k]), "%s rhs %d", v->name, k);
+        }
+        cr_assert_eq(v->ncons, o->ncons);
+        for (int k = 0; k < v->ncons; k++) {
+            cr_assert_eq(v->cons[k].kind, o->cons[k].kind);
+            cr_assert_str_eq(v->cons[k].var[0], o->cons[k].var[0]);
+        }
+        cr_assert_eq(ts_rule_check(v, &e), TS_OK, "%s: %s", v->name, e.msg);
+    }
+    ts_rules_free(r, n);
+}
