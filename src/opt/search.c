@@ -374,8 +374,9 @@ ts_status ts_search_run(const ts_graph *g0, const ts_search_opts *o, ts_search_r
     double c0 = res->cost_before;
     /* BatchNormalization after a conv is folded first, whatever the cost
      * model says: the runtime fuses the pair anyway (the costs differ only
-     * by noise), and only a folded conv matches a rule's conv, as in NasNet-A
-     * where conv -> BN pairs are what its rules add up */
+     * by noise), and only a folded conv matches a rule's conv (NasNet-A's
+     * branch sums are Add(BN(conv), BN(conv)), which no ewadd(conv, conv)
+     * matches unfolded) */
     ts_graph *folded = ts_graph_copy(start);
     int nf = folded ? apply_move(&s, MOVE_BN, folded, -1) : -1;
     if (nf > 0) {
