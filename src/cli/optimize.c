@@ -12,14 +12,16 @@
 
 static const char USAGE[] =
     "usage: tsopt optimize MODEL -o OUT.onnx [--alpha A] [--budget N] [--time-limit S] [--report R.md]\n"
-    "                      [--rules FILE] [--input NAME:DIMS]... [--seed S] [--cost-cache FILE]\n"
+    "                      [--rules FILE] [--input NAME:DIMS]... [--seed S] [--cost-cache FILE] [--min-gain P]\n"
     "  --alpha A        keep candidates costing less than A x the best (default 1.05; 1 = greedy)\n"
     "  --budget N       graphs taken from the search queue at most (default 1000)\n"
     "  --time-limit S   search time limit in seconds (default 30)\n"
     "  --report R.md    markdown report: substitutions, costs and latencies before/after, search time\n"
     "  --rules FILE     rule file (default: the built-in core rules, rules/core.rules)\n"
     "  --seed S         seed of the random inputs of the final check (default 1)\n"
-    "  --cost-cache F   op-cost cache (default $TSOPT_CACHE_DIR or ~/.cache/tsopt)\n";
+    "  --cost-cache F   op-cost cache (default $TSOPT_CACHE_DIR or ~/.cache/tsopt)\n"
+    "  --min-gain P     write the optimized graph only if its fastest run is at least P percent\n"
+    "                   faster than the original's and its median not slower (default 3)\n";
 
 /* Runs g with the fast runtime on inputs; outputs allocated here. */
 static ts_status run_plan(const ts_graph *g, ts_tensor **in, ts_tensor **out, ts_error *err)
@@ -112,7 +114,7 @@ static int live_nodes(const ts_graph *g)
 int cli_optimize(int argc, char **argv)
 {
     const char *model = NULL, *out = NULL, *report = NULL, *rules_path = NULL, *cache = NULL, *v;
-    double alpha = 1.05, tlimit = 30;
+    double alpha = 1.05, tlimit = 30, min_gain = 3;
     long budget = 1000, seed = 1;
     cli_binds binds = {0};
     int rc = CLI_USAGE;
@@ -139,6 +141,13 @@ int cli_optimize(int argc, char **argv)
             if (!cli_parse_double("--time-limit", v, &tlimit)) goto fail;
             if (tlimit < 0) {
                 cli_error(CLI_USAGE, "--time-limit: expected seconds >= 0, got '%s'", v);
+                goto fail;
+            }
+        } else if (cli_opt(argc, argv, &i, "--min-gain", &v)) {
+            if (!v) goto missing;
+            if (!cli_parse_double("--min-gain", v, &min_gain)) goto fail;
+            if (min_gain >= 100) {
+                cli_error(CLI_USAGE, "--min-gain: expected a percentage below 100, got '%s'", v);
                 goto fail;
             }
         } else if (cli_opt(argc, argv, &i, "--report", &v)) {
@@ -230,7 +239,11 @@ int cli_optimize(int argc, char **argv)
      * is the closest to the graph's own cost.  The report gives medians,
      * so the median must not be worse either: a noise-level "gain" in the
      * fastest run (bert, merged Q/K/V: fastest better, median 2% worse)
-     * keeps the original. */
+     * keeps the original.  And the fastest run must gain --min-gain: five
+     * alternating rounds do not resolve 2-4% (bench/bench.py measured
+     * graphs written on such a margin 4-6% slower: inception_v3 merges,
+     * nasrnn batch 16), and a graph is only worth changing for a gain that
+     * can be measured. */
     double lat0 = 0, lat1 = 0, r0[5], r1[5], min0 = INFINITY, min1 = INFINITY;
     int rounds = 0;
     bool same = res.nsteps == 0;
@@ -254,7 +267,7 @@ int cli_optimize(int argc, char **argv)
         lat0 = median5(r0, rounds);
         lat1 = median5(r1, rounds);
     }
-    bool kept = !same && !(min1 < min0 && lat1 <= lat0);
+    bool kept = !same && !(min1 <= min0 * (1 - min_gain / 100) && lat1 <= lat0);
     written = kept ? g : res.best;
     if (ts_onnx_save(written, out, &err)) {
         rc = cli_error_from(CLI_USAGE, &err);
@@ -276,8 +289,8 @@ int cli_optimize(int argc, char **argv)
     printf("optimize: %s -> %s: cost %.3f -> %.3f ms, latency %.3f -> %.3f ms (%.2fx)%s, %d substitutions, "
            "%d graphs explored, %.1f s\n",
            model, out, res.cost_before, res.cost_after, lat0, kept ? lat0 : lat1, lat0 / (kept ? lat0 : lat1),
-           kept ? " [original kept: optimized measured slower]" : "", kept ? 0 : res.nsteps, res.explored,
-           res.seconds);
+           kept ? " [original kept: optimized not measured faster by --min-gain]" : "", kept ? 0 : res.nsteps,
+           res.explored, res.seconds);
     rc = CLI_OK;
 done:
     ts_search_result_free(&res);

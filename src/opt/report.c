@@ -14,7 +14,7 @@ ts_status ts_opt_report_write(const char *path, const ts_opt_report *r, ts_error
     const ts_search_opts *o = r->opts;
     fprintf(f, "# tsopt optimize: %s\n\n", r->model);
     fprintf(f, "Output: `%s`%s\n\n", r->output,
-            r->kept_original ? " (the original graph: the optimized one measured slower)" : "");
+            r->kept_original ? " (the original graph: the optimized one did not measure faster by --min-gain)" : "");
     fprintf(f, "| | before | after | ratio |\n|---|---|---|---|\n");
     fprintf(f, "| cost model (ms) | %.3f | %.3f | %.3fx |\n", s->cost_before, s->cost_after,
             s->cost_after > 0 ? s->cost_before / s->cost_after : 0.0);

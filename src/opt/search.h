@@ -54,7 +54,7 @@ typedef struct ts_opt_report {
     double fastest_before, fastest_after; /* ms, fastest run (what decides; 0: not timed alternately) */
     int nodes_before, nodes_after;
     double max_err; /* largest scaled difference in the check */
-    bool kept_original; /* the optimized graph measured slower: the original was written */
+    bool kept_original; /* the optimized graph did not measure faster by --min-gain: the original was written */
 } ts_opt_report;
 
 /* The default rule set (tests/rules/core.rules, core_rules.c). */
