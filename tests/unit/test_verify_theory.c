@@ -100,9 +100,7 @@ Test(verify_theory, gen4_rules_proved_near_misses_rejected)
  * split-free theory loses it. */
 Test(verify_theory, split_rules_cannot_use_associativity)
 {
-    ts_error err = {0};
-    ts_prover *p = ts_prover_new(&err);
-    cr_assert(p, "%s", err.msg);
+    ts_prover *p = vt_prover();
     char why[128];
     const char *l = "(concat 0 (concat 0 ?x ?y) ?z)", *r = "(concat 0 ?x (concat 0 ?y ?z))";
     cr_expect_eq(ts_prover_prove_text(p, l, r, -1, false, 3000, why, sizeof why), TS_PROOF_PROVED, "%s", why);
@@ -130,9 +128,7 @@ Test(verify_theory, split_rules_cannot_use_associativity)
  * the last ones): each axiom is needed. */
 Test(verify_theory, enlarge_rules_need_w17_w18)
 {
-    ts_error err = {0};
-    ts_prover *p = ts_prover_new(&err);
-    cr_assert(p, "%s", err.msg);
+    ts_prover *p = vt_prover();
     char why[128];
     const char *l = "(conv s1 valid relu (conv s1 valid none (poolavg k3 s1 same ?i1) ?q1) (enlarge ?q2 ?k1))";
     const char *r = "(conv s1 valid relu (poolavg k3 s1 valid (conv s1 same none ?i1 ?q1)) ?q2)";

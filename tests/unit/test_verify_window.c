@@ -92,9 +92,7 @@ Test(verify_window, table2_alone_does_not_prove_them)
     /* The rules above need the window axioms: leaving out W4 loses the
      * crop of a same conv (nothing else relates a valid conv to a same
      * one). */
-    ts_error err = {0};
-    ts_prover *p = ts_prover_new(&err);
-    cr_assert(p, "%s", err.msg);
+    ts_prover *p = vt_prover();
     char why[128];
     int w4 = ts_axiom_find("W4");
     cr_assert_geq(w4, 0);

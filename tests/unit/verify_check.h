@@ -1,5 +1,6 @@
-/* Shared by the verifier tests: a rule file whose rules named "bad-..." are
- * planted wrong ones; every other rule must be proved, no planted one. */
+/* Shared by the verifier tests: a prover, and a rule file whose rules named
+ * "bad-..." are planted wrong ones; every other rule must be proved, no
+ * planted one. */
 #ifndef TS_TESTS_VERIFY_CHECK_H
 #define TS_TESTS_VERIFY_CHECK_H
 
@@ -7,6 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "taso/verify.h"
+
+/* A prover with the full axiom set; the test stops if Z3 cannot start. */
+static inline ts_prover *vt_prover(void)
+{
+    ts_error err = {0};
+    ts_prover *p = ts_prover_new(&err);
+    cr_assert(p, "%s", err.msg);
+    return p;
+}
 
 static inline void vt_proves_good_rejects_bad(const char *text, int nrules, int timeout_ms)
 {
