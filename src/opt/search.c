@@ -71,6 +71,19 @@ static hist *hist_push(hist *parent, int rule)
     return h;
 }
 
+/* n applications of one rule on top of *h (a whole-graph move counts as
+ * one per rewrite it made); false out of memory, *h then unchanged. */
+static bool hist_push_n(hist **h, int rule, int n)
+{
+    for (int i = 0; i < n; i++) {
+        hist *nh = hist_push(*h, rule);
+        if (!nh) return false;
+        hist_unref(*h);
+        *h = nh;
+    }
+    return true;
+}
+
 /* ---- hash set of graphs seen */
 
 static bool seen_add(sctx *s, uint64_t h)
@@ -308,14 +321,9 @@ static ts_status greedy(sctx *s, ts_graph **cur, double *cost, hist **h)
         }
         if (!best) break;
         seen_add(s, ts_graph_hash(best));
-        for (int i = 0; i < best_n; i++) {
-            hist *nh = hist_push(*h, -1 - best_k);
-            if (!nh) {
-                ts_graph_free(best);
-                return ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
-            }
-            hist_unref(*h);
-            *h = nh;
+        if (!hist_push_n(h, -1 - best_k, best_n)) {
+            ts_graph_free(best);
+            return ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
         }
         ts_graph_free(*cur);
         *cur = best;
@@ -383,12 +391,7 @@ ts_status ts_search_run(const ts_graph *g0, const ts_search_opts *o, ts_search_r
         ts_graph_free(start);
         start = folded;
         c0 = ts_cost_graph(o->db, start, true);
-        for (int i = 0; i < nf && st == TS_OK; i++) {
-            hist *nh = hist_push(h0, -1 - MOVE_BN);
-            if (!nh) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");
-            hist_unref(h0);
-            h0 = nh;
-        }
+        if (!hist_push_n(&h0, -1 - MOVE_BN, nf)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");
     } else {
         ts_graph_free(folded);
         if (err->code == TS_ERR_NOMEM || !folded) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");

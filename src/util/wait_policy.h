@@ -16,9 +16,9 @@ int ts_wait_others_runnable(const char *loadavg);
 /* Sets this process's environment for libgomp (which reads it when it is
  * loaded, so the caller re-executes itself afterwards): GOMP_SPINCOUNT when
  * no other task was runnable in at least five of seven samples of
- * /proc/loadavg 5 ms apart, else OMP_WAIT_POLICY=passive.  Returns false (environment untouched) when the
- * user already chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) or nothing
- * could be set. */
+ * /proc/loadavg 5 ms apart, else OMP_WAIT_POLICY=passive.  Returns false
+ * (environment untouched) when the user already chose (OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT set) or nothing could be set. */
 bool ts_wait_policy_choose(void);
 
 /* The policy this process's libgomp runs with, for reports: the value of

@@ -194,7 +194,8 @@ Test(rules, empty_file_is_zero_rules)
  * and prints as a rule file. */
 Test(rules, reverses)
 {
-    static const char TEXT[] = "(rule f (lhs (conv s1 same none ?i (enlarge ?q ?k))) (rhs (conv s1 same none ?i ?q)))\n";
+    static const char TEXT[] =
+        "(rule f (lhs (conv s1 same none ?i (enlarge ?q ?k))) (rhs (conv s1 same none ?i ?q)))\n";
     char *both = malloc(sizeof SAMPLE + sizeof TEXT);
     cr_assert_not_null(both);
     strcpy(both, SAMPLE);
