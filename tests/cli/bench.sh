@@ -54,6 +54,7 @@ for args in "--iters 0" "--iters x" "--threads 0" "--bogus" "--min-time -1" "--m
     set -e
     [ $rc -ne 0 ] || fail "bench $args exited 0"
     [ "$(wc -l <"$T/e.txt")" -eq 1 ] || fail "bench $args: $(cat "$T/e.txt")"
+    grep -q -- "${args% *}" "$T/e.txt" || fail "bench $args: the error does not name the option: $(cat "$T/e.txt")"
 done
 set +e
 "$TSOPT" bench "$T/missing.onnx" >/dev/null 2>"$T/e.txt"

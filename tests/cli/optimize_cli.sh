@@ -40,6 +40,7 @@ for args in "--min-gain 100" "--min-gain -1" "--alpha 0.5" "--time-limit x" "--b
     set -e
     [ $rc -ne 0 ] || fail "optimize $args exited 0"
     [ "$(wc -l <"$T/e.txt")" -eq 1 ] || fail "optimize $args: $(cat "$T/e.txt")"
+    grep -q -- "${args% *}" "$T/e.txt" || fail "optimize $args: the error does not name the option: $(cat "$T/e.txt")"
     [ ! -e "$T/bad.onnx" ] || fail "optimize $args wrote a file"
 done
 echo "optimize cli OK"
