@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "exec/cost.h"
 #include "opt/search.h"
-#include "taso/apply.h"
+#include "rules/apply.h"
 
 static const char USAGE[] =
     "usage: tsopt optimize MODEL -o OUT.onnx [--alpha A] [--budget N] [--time-limit S] [--report R.md]\n"

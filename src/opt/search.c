@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "opt/search.h"
-#include "taso/apply.h"
+#include "opt/passes.h"
 
 typedef struct hist {
     int rule; /* index into the rules, or -1 - k for hand-written rewrite k */
@@ -244,7 +244,7 @@ static bool on_match(const ts_match *m, void *ctx)
 }
 
 /* Hand-written moves: whole-graph rewrites, each an exhaustive application
- * of a proved rule (taso/apply.h).  Numbered -1 - k in the history. */
+ * of a proved rule (opt/passes.h).  Numbered -1 - k in the history. */
 enum { MOVE_BN, MOVE_CSE, MOVE_SUMS, MOVE_SIBLINGS, MOVE_SUMS_SIBLINGS, MOVE_STACK, NMOVES };
 static const char *const HAND_NAMES[] = {"fold-conv-batchnorm", "cse", "merge-matmul-sums", "merge-siblings",
                                          "merge-matmul-sums+siblings", "stack-shared-weight-matmuls"};

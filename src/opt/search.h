@@ -5,7 +5,7 @@
 #define TS_OPT_SEARCH_H
 
 #include <stdio.h>
-#include "taso/rule.h"
+#include "rules/rule.h"
 
 typedef struct ts_search_opts {
     const ts_rule *rules;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "taso/rule.h"
+#include "rules/rule.h"
 
 #define GEN_P 2147483647u /* 2^31-1, as TS_DOMAIN_MODP */
 /* Storage per tensor: room for the second (larger) shape set; each shape

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "taso/rule.h"
+#include "rules/rule.h"
 #include "tsopt.h"
 
 /* ------------------------------------------------------------- axioms */

@@ -1,4 +1,4 @@
-/* TASO matcher/applier (src/taso/match.c, apply.c) on small graphs: a
+/* Matcher/applier (src/rules/match.c, apply.c) on small graphs: a
  * commutation, the classic merge of two convolutions sharing an input (with
  * the concatenated kernel folded to a constant), a rule used right to left
  * (two convolutions whose sum is one convolution of concatenated inputs), a
@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
-#include "taso/apply.h"
+#include "rules/apply.h"
 
 static const char RULES[] =
     "; tsopt rules v1\n"

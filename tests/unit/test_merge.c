@@ -1,4 +1,4 @@
-/* Whole-graph moves of the search (src/taso/merge.c) on small graphs: each
+/* Whole-graph moves of the search (src/opt/passes.c) on small graphs: each
  * rewritten graph must compute what the original did (reference
  * interpreter), and the cases that must not be rewritten are left alone:
  * convs with different windows or groups, MatMuls whose stacking would make
@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
-#include "taso/apply.h"
+#include "opt/passes.h"
 
 static ts_tensor *rand_tensor(int rank, const int64_t *dims, uint64_t *rng)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "taso/rule.h"
+#include "rules/rule.h"
 
 static const char SAMPLE[] =
     "; tsopt rules v1\n"

@@ -1,4 +1,4 @@
-/* Applying TASO rules to ONNX graphs: the matcher (match.c) finds every
+/* Applying rules to ONNX graphs: the matcher (match.c) finds every
  * occurrence of a rule's source pattern, the applier (apply.c) rewrites one
  * occurrence into a new graph.
  *
@@ -14,10 +14,10 @@
  * Axes: TASO's axes are those of 2-D matrices and 4-D NCHW tensors; a rank-3
  * tensor (a batch of row blocks, B x S x K, as BERT's activations) is read as
  * the matrix (B*S) x K with TASO axis a at ONNX axis a + 1. */
-#ifndef TS_TASO_APPLY_H
-#define TS_TASO_APPLY_H
+#ifndef TS_RULES_APPLY_H
+#define TS_RULES_APPLY_H
 
-#include "taso/rule.h"
+#include "rules/rule.h"
 #include "ir/ir.h"
 
 #define TS_MATCH_MAX_VARS 16
@@ -65,7 +65,7 @@ int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts
  * cannot take, a bias that cannot follow the rewrite). */
 ts_status ts_rule_apply(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err);
 
-/* Memo of constant concatenations (merge.c): the search builds the same
+/* Memo of constant concatenations (const_cache.c): the search builds the same
  * concatenated weights for many candidate graphs.  Holds references to the
  * parts and the result; not thread-safe. */
 typedef struct ts_const_cache ts_const_cache;
@@ -78,41 +78,12 @@ ts_tensor *ts_const_concat(ts_const_cache *c, ts_tensor *const *parts, int n, in
 /* Value holding constant t (consumes the caller's reference): an existing
  * value with that very tensor, else a new constant. -1 on error. */
 int ts_graph_const_value(ts_graph *g, ts_tensor *t, ts_error *err);
+/* A node or value name PREFIX_K not used in g yet, written to buf. */
+const char *ts_graph_fresh_name(const ts_graph *g, const char *prefix, char *buf, size_t n);
 
 /* As ts_rule_apply, with concatenations of constants built through cc. */
 ts_status ts_rule_apply_cached(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_const_cache *cc,
                                ts_graph **out, ts_error *err);
-
-/* Whole-graph moves of the search (merge.c), in place; each returns how
- * many rewrites it made (0: g untouched) or -1 (err set).  A graph that
- * changed is compacted and validated.
- * - ts_merge_siblings: every MatMul with a constant 2-D weight (optionally
- *   followed by an Add of a constant bias vector) reading value `value`
- *   becomes one MatMul on the concatenated weights and a Split; likewise
- *   group-1 Convs with equal attributes and kernel size (optionally each
- *   followed by a Relu).  value -1: at every value.  (core-matmul-merge /
- *   core-conv-merge-* applied to all siblings at once.)
- * - ts_merge_matmul_sums: Add(MatMul(x, W1), MatMul(y, W2)), constant
- *   weights, -> MatMul(Concat(x, y), [W1; W2]), one Concat per (x, y)
- *   (core-matmul-sum everywhere).
- * - ts_cse: nodes with the same operator, attributes and inputs (constants
- *   holding the same tensor count as the same input) are merged;
- *   nondeterministic operators and graph outputs are left alone. */
-int ts_merge_siblings(ts_graph *g, int value, ts_const_cache *cc, ts_error *err);
-int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err);
-int ts_cse(ts_graph *g, ts_error *err);
-/* MatMuls with the same constant weight and independent 2-D left operands
- * (none reachable from another's output): MatMul(Concat(x1..xn, axis 0), W)
- * and a Split of the rows (TASO's concat-0 matmul identity, A-axiom
- * matmul(concat0(x, y), w) = concat0(matmul(x, w), matmul(y, w))). */
-int ts_merge_shared_weights(ts_graph *g, ts_const_cache *cc, ts_error *err);
-/* Values where ts_merge_siblings would merge something (up to max). */
-int ts_merge_candidates(const ts_graph *g, int *values, int max);
-
-/* Hand-written rewrite: BatchNormalization (inference, constant statistics)
- * after a Conv whose output has no other use is folded into the Conv's
- * weights and bias.  Returns the number of folds, or -1 (err set). */
-int ts_fold_conv_bn(ts_graph *g, ts_error *err);
 
 /* Size of the first part when the value of e is split along TASO axis
  * `axis`: the point where e's last concat along that axis joined its parts

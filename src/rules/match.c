@@ -1,8 +1,8 @@
 /* Matcher: occurrences of a TASO rule's source pattern in an ONNX graph
- * (the atom <-> ONNX mapping is described in taso/apply.h). */
+ * (the atom <-> ONNX mapping is described in rules/apply.h). */
 #include <stdlib.h>
 #include <string.h>
-#include "taso/apply.h"
+#include "rules/apply.h"
 
 const ts_attr *ts_node_attr(const ts_node *n, const char *name, ts_attr *buf, int nbuf)
 {

@@ -9,8 +9,8 @@
  * operator table uses are meaningful; the others stay 0) and its tensor
  * arguments in `arg`.  Subterms are trees, never shared: a subterm written
  * twice in the file is two trees (identifying them is the reader's job). */
-#ifndef TS_TASO_RULE_H
-#define TS_TASO_RULE_H
+#ifndef TS_RULES_RULE_H
+#define TS_RULES_RULE_H
 
 #include <stdbool.h>
 #include <stdio.h>

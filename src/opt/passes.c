@@ -1,4 +1,4 @@
-/* Whole-graph rewrites the search tries as single moves (taso/apply.h):
+/* Graph passes (opt/passes.h): conv+batchnorm folding,
  * common-subexpression elimination, merging every MatMul or Conv that
  * shares an input into one (TASO's core merge rules applied to all
  * siblings at once, so the search need not walk through the pairwise
@@ -6,89 +6,16 @@
  * exhaustive application of a rule `tsopt verify` proves (core-matmul-merge,
  * core-conv-merge-*, core-matmul-sum) or plain CSE.
  *
- * Weight concatenations are built here directly as constants, through a
- * memo (ts_const_cache): the search rebuilds the same concatenations for
- * thousands of candidate graphs, and folding them through the interpreter
- * each time was 80% of its time on NasRNN (perf). */
+ * Weight concatenations are built directly as constants, through the memo
+ * of rules/const_cache.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ops/attrs.h"
-#include "taso/apply.h"
+#include "opt/passes.h"
 
-#define CACHE_MAX 1024
-#define PARTS_MAX 64
-
-typedef struct centry {
-    int n, axis;
-    ts_tensor *part[PARTS_MAX];
-    ts_tensor *out;
-} centry;
-
-struct ts_const_cache {
-    int n;
-    centry *e;
-};
-
-ts_const_cache *ts_const_cache_new(void) { return calloc(1, sizeof(ts_const_cache)); }
-
-void ts_const_cache_free(ts_const_cache *c)
-{
-    if (!c) return;
-    for (int i = 0; i < c->n; i++) {
-        for (int k = 0; k < c->e[i].n; k++) ts_tensor_unref(c->e[i].part[k]);
-        ts_tensor_unref(c->e[i].out);
-    }
-    free(c->e);
-    free(c);
-}
-
-ts_tensor *ts_const_concat(ts_const_cache *c, ts_tensor *const *part, int n, int axis, ts_error *err)
-{
-    if (n < 1 || n > PARTS_MAX) return NULL;
-    const ts_shape *s0 = &part[0]->shape;
-    if (axis < 0 || axis >= s0->rank) return NULL;
-    for (int i = 0; c && i < c->n; i++) {
-        centry *e = &c->e[i];
-        if (e->n != n || e->axis != axis) continue;
-        bool same = true;
-        for (int k = 0; k < n && same; k++) same = e->part[k] == part[k];
-        if (same) return ts_tensor_ref(e->out);
-    }
-    ts_shape os = *s0;
-    os.dims[axis] = 0;
-    for (int k = 0; k < n; k++) {
-        const ts_shape *s = &part[k]->shape;
-        if (s->rank != s0->rank || part[k]->dtype != part[0]->dtype) return NULL;
-        for (int d = 0; d < s->rank; d++)
-            if (d != axis && s->dims[d] != s0->dims[d]) return NULL;
-        os.dims[axis] += s->dims[axis];
-    }
-    ts_tensor *t = ts_tensor_new(part[0]->dtype, &os, err);
-    if (!t) return NULL;
-    /* row-major: per index of the dimensions before the axis, each part
-     * contributes one contiguous block */
-    size_t es = ts_dtype_size(t->dtype), inner = es;
-    int64_t outer = 1;
-    for (int d = 0; d < axis; d++) outer *= os.dims[d];
-    for (int d = axis + 1; d < os.rank; d++) inner *= (size_t)os.dims[d];
-    char *dst = t->data;
-    for (int64_t o = 0; o < outer; o++)
-        for (int k = 0; k < n; k++) {
-            size_t blk = inner * (size_t)part[k]->shape.dims[axis];
-            memcpy(dst, (const char *)part[k]->data + (size_t)o * blk, blk);
-            dst += blk;
-        }
-    if (c && c->n < CACHE_MAX) {
-        if (!c->e && !(c->e = calloc(CACHE_MAX, sizeof *c->e))) return t;
-        centry *e = &c->e[c->n++];
-        e->n = n;
-        e->axis = axis;
-        for (int k = 0; k < n; k++) e->part[k] = ts_tensor_ref(part[k]);
-        e->out = ts_tensor_ref(t);
-    }
-    return t;
-}
+#define PARTS_MAX 64 /* merged siblings at most */
 
 /* ---- helpers */
 
@@ -124,39 +51,13 @@ static const ts_tensor *f32_const(const ts_graph *g, int v, int rank)
     return g->values[v].shape.rank == rank ? g->values[v].constant : NULL;
 }
 
-static const char *fresh_name(const ts_graph *g, const char *prefix, char *buf, size_t n)
-{
-    for (int k = g->nnodes + g->nvalues;; k++) {
-        snprintf(buf, n, "%s_%d", prefix, k);
-        bool used = ts_graph_find_value(g, buf) >= 0;
-        for (int i = 0; i < g->nnodes && !used; i++) used = !strcmp(g->nodes[i].name, buf);
-        if (!used) return buf;
-    }
-}
-
-int ts_graph_const_value(ts_graph *g, ts_tensor *t, ts_error *err)
-{
-    if (!t) return -1;
-    /* one value per tensor: weights merged the same way at every step of an
-     * unrolled RNN stay one initializer (and one packed copy at run time) */
-    for (int v = 0; v < g->nvalues; v++)
-        if (g->values[v].constant == t) {
-            ts_tensor_unref(t);
-            return v;
-        }
-    char name[64];
-    int v = ts_graph_add_constant(g, fresh_name(g, "taso_const", name, sizeof name), t, err);
-    ts_tensor_unref(t);
-    return v;
-}
-
 static int add_const(ts_graph *g, ts_tensor *t, ts_error *err) { return ts_graph_const_value(g, t, err); }
 
 static int add_node1(ts_graph *g, const char *op, const int *in, int nin, const ts_attr *a, int na, ts_error *err)
 {
     char name[64];
     int out = -1;
-    if (ts_graph_add_node(g, op, fresh_name(g, "taso_merge", name, sizeof name), in, nin, a, na, 1, NULL, &out,
+    if (ts_graph_add_node(g, op, ts_graph_fresh_name(g, "taso_merge", name, sizeof name), in, nin, a, na, 1, NULL, &out,
                           err) < 0)
         return -1;
     return out;
@@ -181,7 +82,7 @@ static bool add_split(ts_graph *g, int x, int axis, const int64_t *sizes, int n,
         a[na++] = ts_attr_ints("split", sizes, n);
     }
     char name[64];
-    return ts_graph_add_node(g, "Split", fresh_name(g, "taso_split", name, sizeof name), in, nin, a, na, n, NULL, out,
+    return ts_graph_add_node(g, "Split", ts_graph_fresh_name(g, "taso_split", name, sizeof name), in, nin, a, na, n, NULL, out,
                              err) >= 0;
 }
 
@@ -647,4 +548,87 @@ int ts_cse(ts_graph *g, ts_error *err)
     free(order);
     free(kept);
     return finish(g, total, err);
+}
+
+/* ---- conv + batchnorm */
+
+static float const_f32(const ts_tensor *t, int64_t i) { return (float)ts_tensor_get_f64(t, i); }
+
+int ts_fold_conv_bn(ts_graph *g, ts_error *err)
+{
+    int folded = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        ts_node *bn = &g->nodes[n];
+        if (bn->dead || strcmp(bn->op->name, "BatchNormalization") || bn->noutputs != 1 || bn->ninputs != 5) continue;
+        int cv = g->values[bn->inputs[0]].producer;
+        if (cv < 0 || g->nodes[cv].dead || strcmp(g->nodes[cv].op->name, "Conv")) continue;
+        ts_node *c = &g->nodes[cv];
+        if (ts_value_uses(g, bn->inputs[0]) != 1) continue;
+        bool is_out = false;
+        for (int j = 0; j < g->noutputs; j++) is_out |= g->outputs[j] == bn->outputs[0];
+        if (is_out) continue; /* keep graph output names */
+        bool consts = true;
+        for (int j = 1; j < 5; j++) consts &= bn->inputs[j] >= 0 && g->values[bn->inputs[j]].constant != NULL;
+        int wv = c->inputs[1], bv = c->ninputs > 2 ? c->inputs[2] : -1;
+        if (!consts || !g->values[wv].constant || (bv >= 0 && !g->values[bv].constant)) continue;
+        if (g->values[wv].dtype != TS_F32) continue;
+        ts_attr buf[8];
+        const ts_attr *ea = ts_node_attr(bn, "epsilon", buf, 8);
+        double eps = ea ? ea->f : 1e-5;
+        const ts_tensor *scale = g->values[bn->inputs[1]].constant, *beta = g->values[bn->inputs[2]].constant,
+                        *mean = g->values[bn->inputs[3]].constant, *var = g->values[bn->inputs[4]].constant;
+        const ts_tensor *w = g->values[wv].constant;
+        int64_t F = w->shape.dims[0], per = ts_tensor_numel(w) / (F ? F : 1);
+        if (ts_tensor_numel(scale) != F || ts_tensor_numel(beta) != F || ts_tensor_numel(mean) != F ||
+            ts_tensor_numel(var) != F)
+            continue;
+        ts_tensor *nw = ts_tensor_new(TS_F32, &w->shape, err);
+        ts_shape bs = ts_shape_make(1, &F);
+        ts_tensor *nb = nw ? ts_tensor_new(TS_F32, &bs, err) : NULL;
+        if (!nb) {
+            ts_tensor_unref(nw);
+            return -1;
+        }
+        for (int64_t f = 0; f < F; f++) {
+            double s = const_f32(scale, f) / sqrt((double)const_f32(var, f) + eps);
+            double b0 = bv >= 0 ? const_f32(g->values[bv].constant, f) : 0.0;
+            for (int64_t i = 0; i < per; i++)
+                ((float *)nw->data)[f * per + i] = (float)(const_f32(w, f * per + i) * s);
+            ((float *)nb->data)[f] = (float)((b0 - const_f32(mean, f)) * s + const_f32(beta, f));
+        }
+        char name[300];
+        snprintf(name, sizeof name, "%s.bnfold_w", c->name);
+        int nwv = ts_graph_add_constant(g, name, nw, err);
+        snprintf(name, sizeof name, "%s.bnfold_b", c->name);
+        int nbv = nwv >= 0 ? ts_graph_add_constant(g, name, nb, err) : -1;
+        ts_tensor_unref(nw);
+        ts_tensor_unref(nb);
+        if (nbv < 0) return -1;
+        c = &g->nodes[cv]; /* adding values does not move nodes, but stay safe */
+        if (c->ninputs < 3) {
+            int *ins = realloc(c->inputs, sizeof(int) * 3);
+            if (!ins) {
+                ts_error_set(err, TS_ERR_NOMEM, "out of memory folding batchnorm into '%s'", c->name);
+                return -1;
+            }
+            c->inputs = ins;
+            c->ninputs = 3;
+        }
+        c->inputs[1] = nwv;
+        c->inputs[2] = nbv;
+        /* the conv now computes the batchnorm's output: its users read the conv */
+        int from = bn->outputs[0], to = c->outputs[0];
+        for (int k = 0; k < g->nnodes; k++) {
+            ts_node *u = &g->nodes[k];
+            if (u->dead) continue;
+            for (int j = 0; j < u->ninputs; j++)
+                if (u->inputs[j] == from) u->inputs[j] = to;
+        }
+        for (int j = 0; j < g->noutputs; j++)
+            if (g->outputs[j] == from) g->outputs[j] = to;
+        bn->dead = true;
+        folded++;
+    }
+    if (folded) ts_graph_compact(g);
+    return folded;
 }

@@ -1,10 +1,10 @@
-/* Applier: rewrites one match of a TASO rule into a new graph (see
- * taso/apply.h), and the hand-written conv+batchnorm fold. */
+/* Applier: rewrites one match of a rule into a new graph (see
+ * rules/apply.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "taso/apply.h"
+#include "rules/apply.h"
 
 #define MAX_BUILT 64
 
@@ -398,87 +398,4 @@ nomem:
     free(b);
     ts_graph_free(g);
     return ts_error_set(err, TS_ERR_NOMEM, "out of memory applying rule %s", r->name);
-}
-
-/* ---- conv + batchnorm */
-
-static float const_f32(const ts_tensor *t, int64_t i) { return (float)ts_tensor_get_f64(t, i); }
-
-int ts_fold_conv_bn(ts_graph *g, ts_error *err)
-{
-    int folded = 0;
-    for (int n = 0; n < g->nnodes; n++) {
-        ts_node *bn = &g->nodes[n];
-        if (bn->dead || strcmp(bn->op->name, "BatchNormalization") || bn->noutputs != 1 || bn->ninputs != 5) continue;
-        int cv = g->values[bn->inputs[0]].producer;
-        if (cv < 0 || g->nodes[cv].dead || strcmp(g->nodes[cv].op->name, "Conv")) continue;
-        ts_node *c = &g->nodes[cv];
-        if (ts_value_uses(g, bn->inputs[0]) != 1) continue;
-        bool is_out = false;
-        for (int j = 0; j < g->noutputs; j++) is_out |= g->outputs[j] == bn->outputs[0];
-        if (is_out) continue; /* keep graph output names */
-        bool consts = true;
-        for (int j = 1; j < 5; j++) consts &= bn->inputs[j] >= 0 && g->values[bn->inputs[j]].constant != NULL;
-        int wv = c->inputs[1], bv = c->ninputs > 2 ? c->inputs[2] : -1;
-        if (!consts || !g->values[wv].constant || (bv >= 0 && !g->values[bv].constant)) continue;
-        if (g->values[wv].dtype != TS_F32) continue;
-        ts_attr buf[8];
-        const ts_attr *ea = ts_node_attr(bn, "epsilon", buf, 8);
-        double eps = ea ? ea->f : 1e-5;
-        const ts_tensor *scale = g->values[bn->inputs[1]].constant, *beta = g->values[bn->inputs[2]].constant,
-                        *mean = g->values[bn->inputs[3]].constant, *var = g->values[bn->inputs[4]].constant;
-        const ts_tensor *w = g->values[wv].constant;
-        int64_t F = w->shape.dims[0], per = ts_tensor_numel(w) / (F ? F : 1);
-        if (ts_tensor_numel(scale) != F || ts_tensor_numel(beta) != F || ts_tensor_numel(mean) != F ||
-            ts_tensor_numel(var) != F)
-            continue;
-        ts_tensor *nw = ts_tensor_new(TS_F32, &w->shape, err);
-        ts_shape bs = ts_shape_make(1, &F);
-        ts_tensor *nb = nw ? ts_tensor_new(TS_F32, &bs, err) : NULL;
-        if (!nb) {
-            ts_tensor_unref(nw);
-            return -1;
-        }
-        for (int64_t f = 0; f < F; f++) {
-            double s = const_f32(scale, f) / sqrt((double)const_f32(var, f) + eps);
-            double b0 = bv >= 0 ? const_f32(g->values[bv].constant, f) : 0.0;
-            for (int64_t i = 0; i < per; i++)
-                ((float *)nw->data)[f * per + i] = (float)(const_f32(w, f * per + i) * s);
-            ((float *)nb->data)[f] = (float)((b0 - const_f32(mean, f)) * s + const_f32(beta, f));
-        }
-        char name[300];
-        snprintf(name, sizeof name, "%s.bnfold_w", c->name);
-        int nwv = ts_graph_add_constant(g, name, nw, err);
-        snprintf(name, sizeof name, "%s.bnfold_b", c->name);
-        int nbv = nwv >= 0 ? ts_graph_add_constant(g, name, nb, err) : -1;
-        ts_tensor_unref(nw);
-        ts_tensor_unref(nb);
-        if (nbv < 0) return -1;
-        c = &g->nodes[cv]; /* adding values does not move nodes, but stay safe */
-        if (c->ninputs < 3) {
-            int *ins = realloc(c->inputs, sizeof(int) * 3);
-            if (!ins) {
-                ts_error_set(err, TS_ERR_NOMEM, "out of memory folding batchnorm into '%s'", c->name);
-                return -1;
-            }
-            c->inputs = ins;
-            c->ninputs = 3;
-        }
-        c->inputs[1] = nwv;
-        c->inputs[2] = nbv;
-        /* the conv now computes the batchnorm's output: its users read the conv */
-        int from = bn->outputs[0], to = c->outputs[0];
-        for (int k = 0; k < g->nnodes; k++) {
-            ts_node *u = &g->nodes[k];
-            if (u->dead) continue;
-            for (int j = 0; j < u->ninputs; j++)
-                if (u->inputs[j] == from) u->inputs[j] = to;
-        }
-        for (int j = 0; j < g->noutputs; j++)
-            if (g->outputs[j] == from) g->outputs[j] = to;
-        bn->dead = true;
-        folded++;
-    }
-    if (folded) ts_graph_compact(g);
-    return folded;
 }

@@ -4,7 +4,7 @@
  * (lists and atoms, each with its line number), then each (rule ...) list is
  * turned into a ts_rule.  Keeping the steps apart gives every error a line
  * number without threading the tokenizer through the rule grammar. */
-#include "taso/rule.h"
+#include "rules/rule.h"
 
 #include <ctype.h>
 #include <errno.h>

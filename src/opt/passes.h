@@ -1,0 +1,44 @@
+/* Graph passes of the optimize pipeline (passes.c): whole-graph rewrites
+ * that the driver runs on every graph it starts from.  Each is an
+ * exhaustive application of a rule `tsopt verify` proves
+ * (core-matmul-merge, core-conv-merge-*, core-matmul-sum, the concat-0
+ * matmul axiom) or plain CSE / constant folding, so no source justifies
+ * them: they count under `applied.passes`. */
+#ifndef TS_OPT_PASSES_H
+#define TS_OPT_PASSES_H
+
+#include "rules/apply.h"
+
+/* Graph passes, in place; each returns how
+ * many rewrites it made (0: g untouched) or -1 (err set).  A graph that
+ * changed is compacted and validated.
+ * - ts_merge_siblings: every MatMul with a constant 2-D weight (optionally
+ *   followed by an Add of a constant bias vector) reading value `value`
+ *   becomes one MatMul on the concatenated weights and a Split; likewise
+ *   group-1 Convs with equal attributes and kernel size (optionally each
+ *   followed by a Relu).  value -1: at every value.  (core-matmul-merge /
+ *   core-conv-merge-* applied to all siblings at once.)
+ * - ts_merge_matmul_sums: Add(MatMul(x, W1), MatMul(y, W2)), constant
+ *   weights, -> MatMul(Concat(x, y), [W1; W2]), one Concat per (x, y)
+ *   (core-matmul-sum everywhere).
+ * - ts_cse: nodes with the same operator, attributes and inputs (constants
+ *   holding the same tensor count as the same input) are merged;
+ *   nondeterministic operators and graph outputs are left alone. */
+int ts_merge_siblings(ts_graph *g, int value, ts_const_cache *cc, ts_error *err);
+int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err);
+int ts_cse(ts_graph *g, ts_error *err);
+/* MatMuls with the same constant weight and independent 2-D left operands
+ * (none reachable from another's output): MatMul(Concat(x1..xn, axis 0), W)
+ * and a Split of the rows (TASO's concat-0 matmul identity, A-axiom
+ * matmul(concat0(x, y), w) = concat0(matmul(x, w), matmul(y, w))). */
+int ts_merge_shared_weights(ts_graph *g, ts_const_cache *cc, ts_error *err);
+/* Values where ts_merge_siblings would merge something (up to max). */
+int ts_merge_candidates(const ts_graph *g, int *values, int max);
+
+/* Hand-written rewrite: BatchNormalization (inference, constant statistics)
+ * after a Conv whose output has no other use is folded into the Conv's
+ * weights and bias.  Returns the number of folds, or -1 (err set). */
+int ts_fold_conv_bn(ts_graph *g, ts_error *err);
+
+
+#endif
