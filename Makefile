@@ -3,8 +3,11 @@
 #   make demo    build, then run scripts/demo.sh
 #   make test    build, all tests, then unit + cli tests again under ASan/UBSan
 #   make fuzz    libFuzzer target build-fuzz/fuzz_import
+#   make rules   regenerate rules/taso.rules and prove it
+#   make install PREFIX=DIR / make uninstall PREFIX=DIR   (docs/api.md)
 .DEFAULT_GOAL := build
-.PHONY: deps build test test-full asan demo fuzz fuzz-run clean bench
+.PHONY: deps build test test-full asan demo fuzz fuzz-run clean bench rules install uninstall
+PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 30
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
@@ -40,8 +43,27 @@ asan: deps
 	cmake --build build-asan -j$(NPROC)
 	ctest --test-dir build-asan --output-on-failure -j$(CTEST_JOBS) -R '^(unit|cli)/' -E '^cli/generate$$'
 
+# bin/tsopt, include/tsopt.h, lib/libtsopt.so*, lib/pkgconfig/tsopt.pc and
+# the Python package (docs/api.md); uninstall removes what install put there.
+install: build
+	cmake --install build --prefix $(abspath $(PREFIX))
+
+uninstall:
+	bash scripts/uninstall.sh build $(abspath $(PREFIX))
+
 demo: build
 	bash scripts/demo.sh
+
+# rules/taso.rules: every rule of up to 3 operators the generator finds,
+# kept where `tsopt verify` proves it (docs/taso.md; 4 operators take
+# minutes and 2 GB).  Seeded and thread-count independent: an unchanged
+# generator rewrites the file byte for byte (git diff shows what changed).
+# Verify exits non-zero if any rule fails, after writing the proved ones.
+# The file is embedded in the library (ts_taso_rules): rebuilt after.
+rules: build
+	cd build && ./tsopt generate --max-ops 3 --threads 2 --seed 1 -o taso-3ops-raw.rules
+	cd build && ./tsopt verify taso-3ops-raw.rules --threads 2 --keep-proved ../rules/taso.rules
+	cmake --build build -j$(NPROC)
 
 # tsopt vs ONNX Runtime on the zoo: writes BENCHMARKS.md and bench/ratios.png
 # (BENCH_ARGS="--batch16" adds batch 16; extra ONNX files may be listed there).

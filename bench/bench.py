@@ -200,8 +200,8 @@ def main():
     ap.add_argument("--tsopt", default=os.path.join(ROOT, "build", "tsopt"))
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--optimize", action="store_true",
-                    help="instead: tsopt optimize on the TASO models (batch 1 and 16), original vs optimized vs ORT; "
-                         "writes only the 'TASO optimizer' section (bench/bench_optimize.py)")
+                    help="instead: tsopt optimize on the zoo models (batch 1; --batch16 adds 16), original vs optimized vs ORT; "
+                         "writes only the 'Optimizer' section (bench/bench_optimize.py)")
     ap.add_argument("--opt-time", type=float, default=30, help="--optimize: search time limit per model (s)")
     ap.add_argument("--min-time", type=float, default=0,
                     help="--optimize: each `tsopt bench` also runs until its timed runs add up to S seconds")

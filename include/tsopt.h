@@ -195,6 +195,7 @@ typedef struct ts_graph {
     int ninputs;
     int *outputs; /* graph outputs (value ids), in order */
     int noutputs;
+    struct ts_model_meta *meta; /* what the ONNX file had beyond the graph (NULL for built graphs); shared by copies */
 } ts_graph;
 
 ts_graph *ts_graph_new(const char *name, int opset);
@@ -266,8 +267,24 @@ ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds,
                        ts_error *err);
 ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_dir,
                               const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err);
-/* Writes to PATH.tmp then renames: never leaves a half-written file. */
+/* Writes to PATH.tmp then renames: never leaves a half-written file.  A
+ * graph loaded from ONNX is written with what its file had beyond the graph
+ * (ir_version, producer, metadata_props, opset imports, doc strings), and
+ * with its inputs' and outputs' symbolic dimensions (dim_param) when the
+ * graph still holds at other sizes (docs/decisions.md, "Symbolic
+ * dimensions on export"), else at the sizes bound at load. */
 ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
+
+typedef struct ts_onnx_save_opts {
+    bool static_dims;      /* write every dimension at its bound size */
+    bool require_symbolic; /* fail (TS_ERR_UNSUPPORTED, saying why) rather than bind symbolic dimensions */
+} ts_onnx_save_opts;
+/* ts_onnx_save with options; o NULL: the defaults (all false). */
+ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_save_opts *o, ts_error *err);
+/* Whether ts_onnx_save writes g with symbolic dimensions.  When not, why
+ * (may be NULL) receives one line: the model has none, or what ties the
+ * graph to the bound sizes. */
+bool ts_onnx_keeps_symbolic(const ts_graph *g, char *why, size_t n);
 
 /* -------------------------------------------------------------- runtime */
 
@@ -318,8 +335,176 @@ void ts_costdb_free(ts_costdb *db);
 /* Milliseconds for node n of g: cached measurement, else measured now when
  * `measure` is set (and cached), else the roofline estimate. */
 double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure);
-/* Sum over live nodes. */
+/* Sum over live nodes.  With `measure`, groups with no cost cached are
+ * timed inside a small plan of their neighbourhood (in context). */
 double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure);
+/* Times g's plan step by step and caches every group's in-plan cost (unless
+ * the cache has them all): call once with the original graph before
+ * costing its rewrites, which then share those costs (docs/runtime.md). */
+ts_status ts_cost_prime(ts_costdb *db, const ts_graph *g, ts_error *err);
+
+/* ------------------------------------------------------------- optimize */
+
+/* The optimize pipeline (src/opt/): graph passes, then a cost-based search
+ * over the rewrites proposed by the transformation sources ("taso", and
+ * later "pet", "einnet"), then the final check of the best graph against
+ * the original on random inputs, then original and result timed
+ * alternately, and the keep decision.  The CLI's `tsopt optimize` and the
+ * Python package call this one function. */
+typedef struct ts_optimize_opts {
+    const char *transforms; /* comma-separated source names; NULL: every source there is */
+    const char *rules_path; /* TASO rule file (used both ways); NULL: the built-in rules */
+    const char *cost_cache; /* op-cost cache file; NULL: the default ($TSOPT_CACHE_DIR or ~/.cache/tsopt) */
+    double time_limit;      /* search seconds; 0: no limit */
+    double alpha;           /* keep candidates costing < alpha x the best (TASO's 1.05; 1 = greedy) */
+    int budget;             /* graphs taken from the frontier at most; 0: no limit */
+    uint64_t seed;          /* random inputs of the check; search order is fixed */
+    double min_gain;        /* percent the result must measure faster by to be written */
+    double max_memory_mb;   /* frontier and caches kept under this; 0: 1536 */
+    bool progress;          /* one progress line on stderr, rewritten in place */
+    bool no_timing;         /* skip the measured comparison: write the checked result on the cost model alone */
+    bool roofline;          /* rank graphs by a fixed analytic roofline (FLOPs, bytes), nothing timed:
+                               the search is then the same on every machine (tests) */
+    /* Read during the search: when *stop becomes non-zero (a signal handler
+     * may set it), the search ends and the best graph so far goes on to the
+     * check.  NULL: not used. */
+    volatile int *stop;
+} ts_optimize_opts;
+
+/* TASO's defaults: alpha 1.05, time limit 30 s, budget 1000, seed 1,
+ * min_gain 3. */
+void ts_optimize_opts_default(ts_optimize_opts *o);
+/* Checks the options (ranges, source names: an unknown one is an error
+ * listing the known ones) without doing any work. */
+ts_status ts_optimize_opts_check(const ts_optimize_opts *o, ts_error *err);
+
+#define TS_OPT_MAX_SOURCES 8
+#define TS_OPT_NAME_MAX 64
+
+/* How often one rewrite (a rule, a pass, a PET mutant, a derivation) is
+ * present in the written graph. */
+typedef struct ts_optimize_count {
+    char name[TS_OPT_NAME_MAX];
+    int count;
+} ts_optimize_count;
+
+typedef struct ts_optimize_result {
+    ts_graph *graph;   /* what to write: the optimized graph or a copy of the original; owned */
+    bool optimized;    /* graph is the optimized one ("written": "optimized") */
+    char reason[256];  /* why this graph is the one written, one sentence */
+    char stop[32];     /* why the search ended: "time limit", "budget", "exhausted", "interrupted", "memory" */
+    double cost_before_ms, cost_after_ms;       /* cost model, of the original and of the search's best */
+    double latency_before_ms, latency_after_ms; /* measured medians (after = before when the original is written) */
+    double fastest_before_ms, fastest_after_ms; /* fastest measured runs (0 when not timed alternately) */
+    bool machine_busy;       /* timing was disturbed by other processes: the original was kept */
+    double search_s;         /* passes + search */
+    double total_s;          /* everything, check and timing included */
+    double peak_rss_mb;      /* of this process, so far */
+    double max_scaled_error; /* check: max |a-b| / (atol*scale + rtol*|a|), <= 1 passes */
+    int explored, generated; /* graphs taken from the frontier / distinct graphs made */
+    int nodes_before, nodes_after;
+    char sources[512]; /* what each selected source loaded, one line each ("taso: 1407 rules from ...") */
+    /* applied[k]: per source (and "passes"), rewrites present in the written
+     * graph (0 everywhere when the original is written) */
+    int nsources;
+    ts_optimize_count applied[TS_OPT_MAX_SOURCES + 1];
+    /* per rewrite name, on the path to the written graph; owned */
+    int nrewrites;
+    ts_optimize_count *rewrites;
+} ts_optimize_result;
+
+/* g is not modified.  Fails (err set) on bad options (an unknown source
+ * name lists the known ones), on a graph the runtime cannot run, or when
+ * the result differs from the original (never returned as a result). */
+ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *o, ts_optimize_result *res, ts_error *err);
+void ts_optimize_result_free(ts_optimize_result *res);
+/* The result as the one-line JSON object `tsopt optimize --json` prints
+ * (docs/optimize.md); malloc'd (free it), NULL out of memory. */
+char *ts_optimize_result_json(const ts_optimize_result *r, const char *model, const char *output);
+/* The known source names, comma-separated ("taso"). */
+const char *ts_optimize_sources(void);
+
+/* ------------------------------------------------------ version, memory */
+
+/* "MAJOR.MINOR.PATCH" (CMakeLists.txt's project version; the soname is
+ * libtsopt.so.MAJOR.MINOR). */
+const char *tsopt_version(void);
+/* Frees what the library returned for the caller to free
+ * (ts_optimize_result_json, ts_optimize_file's JSON): for callers that do
+ * not share the library's malloc (Python's ctypes, other languages). */
+void ts_free(void *p);
+
+/* ----------------------------------------------- declared symbolic dims */
+
+/* Dimension d of graph input i (output i) as the ONNX file declared it:
+ * its dim_param ("batch"); "" for a dimension the file left symbolic
+ * without a name; NULL for a fixed dimension, and for graphs with no
+ * record of a file (built through the API) or indices out of range. */
+const char *ts_graph_input_dim_param(const ts_graph *g, int i, int d);
+const char *ts_graph_output_dim_param(const ts_graph *g, int i, int d);
+
+/* -------------------------------------------------------------- session */
+
+/* An ONNX model ready to run on inputs of any size its symbolic dimensions
+ * allow, as ONNX Runtime's InferenceSession (the Python package's is this):
+ * the model is loaded at its default sizes (symbolic dimensions 1); a run
+ * binds the symbolic dimensions from its inputs' shapes, loading the model
+ * again at those sizes and building a plan for them; the last 4 shape
+ * signatures keep their graph and plan, so only new sizes re-plan.  Runs
+ * on one session are serialized (the plan's memory is reused). */
+typedef struct ts_session ts_session;
+
+/* A graph input or output: name, dtype, shape at the default sizes, and
+ * per dimension what ts_graph_input_dim_param says (NULL: fixed).  The
+ * strings belong to the session. */
+typedef struct ts_io_info {
+    const char *name;
+    ts_dtype dtype;
+    ts_shape shape;
+    const char *dim_params[TS_MAX_RANK];
+} ts_io_info;
+
+/* threads: 0 for one per core. */
+ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err);
+void ts_session_free(ts_session *s);
+/* The graph at the default sizes (owned by the session). */
+const ts_graph *ts_session_graph(const ts_session *s);
+int ts_session_ninputs(const ts_session *s);
+int ts_session_noutputs(const ts_session *s);
+/* false when i is out of range. */
+bool ts_session_input_info(const ts_session *s, int i, ts_io_info *info);
+bool ts_session_output_info(const ts_session *s, int i, ts_io_info *info);
+/* inputs[i] is graph input i (its dtype; fixed dimensions as declared);
+ * on success outputs[i] receives a new tensor (the caller unrefs it) for
+ * graph output i. */
+ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err);
+
+/* ------------------------------------------------------------- pictures */
+
+/* Writes a picture of g: Graphviz DOT for a path ending in .dot, or SVG /
+ * PNG (.svg, .png) made by Graphviz's `dot`.  Nodes are labelled with
+ * their operator, name and output shape; weights are folded into the node
+ * that reads them.  With diff_against (the original of an optimized g),
+ * nodes the original does not have are highlighted and the ones it lost
+ * are listed under the picture.  Written to PATH.tmp, then renamed. */
+ts_status ts_graph_draw(const ts_graph *g, const ts_graph *diff_against, const char *path, ts_error *err);
+
+/* ------------------------------------------- optimize a file, for an FFI */
+
+/* Sets one ts_optimize_opts field from text, for callers that cannot fill
+ * the struct (the Python package): time_limit, alpha, budget, seed,
+ * min_gain, max_memory_mb (numbers), transforms, rules, cost_cache
+ * (strings, borrowed: they must outlive o), cost_model ("measured" or
+ * "roofline"), no_timing, progress ("0"/"1").  Ranges are checked by
+ * ts_optimize_opts_check. */
+ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char *value, ts_error *err);
+/* `tsopt optimize SRC -o DST --json` as a call: checks the options and
+ * DST's folder, loads SRC (binds as ts_onnx_load), runs ts_optimize,
+ * writes the result to DST (ts_onnx_save) and gives in *json the object
+ * ts_optimize_result_json makes (free it with ts_free).  options are
+ * "key=value" strings for ts_optimize_opts_set; nothing is printed. */
+ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind *binds, int nbinds,
+                           const char *const *options, int noptions, char **json, ts_error *err);
 
 /* ------------------------------------------------------------------ zoo */
 

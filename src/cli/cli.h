@@ -19,6 +19,7 @@ int cli_bench(int argc, char **argv);
 int cli_optimize(int argc, char **argv);
 int cli_profile(int argc, char **argv);
 int cli_peak(int argc, char **argv);
+int cli_draw(int argc, char **argv);
 
 /* Prints "tsopt: <message>" on stderr (one line) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -50,6 +51,19 @@ void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
 
 /* Loads MODEL with bindings; reports errors itself (returns NULL). */
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);
+
+/* Progress of long work on stderr (progress.c): a bar redrawn in place
+ * when stderr is a terminal, else a plain line every tenth of the work. */
+typedef struct cli_progress {
+    const char *what, *unit; /* "verify", "rules" */
+    long total;
+    bool tty;
+    double t0, last_ms;
+    int tenth; /* plain lines: the last tenth printed */
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *what, const char *unit, long total);
+void cli_progress_update(cli_progress *p, long done);
+void cli_progress_end(cli_progress *p, long done);
 
 /* Monotonic clock in milliseconds, for timing runs. */
 double cli_now_ms(void);

@@ -1,6 +1,8 @@
 /* tsopt compare: every .npy in DIR_A against the same name in DIR_B, with
  * numpy's allclose rule |a - b| <= atol + rtol * |b|.  NaN equals NaN (two
- * engines agreeing on a NaN is agreement); NaN against a number fails. */
+ * engines agreeing on a NaN is agreement); NaN against a number fails.  An
+ * infinity equals only the same infinity: the rule alone would pass 1
+ * against inf (rtol * inf is inf) and +inf against -inf. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +14,8 @@
 static const char USAGE[] =
     "usage: tsopt compare DIR_A DIR_B [--rtol R] [--atol A]\n"
     "  compares every .npy in DIR_A with the file of the same name in DIR_B;\n"
-    "  an element fails when |a - b| > atol + rtol * |b| (defaults rtol 1e-3, atol 1e-4).\n"
+    "  an element fails when |a - b| > atol + rtol * |b| (defaults rtol 1e-3, atol 1e-4);\n"
+    "  NaN matches only NaN, an infinity only the same infinity.\n"
     "  exit 0: all match; 1: some tensor differs; 2: usage or file error\n";
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -69,6 +72,9 @@ static diff measure(const ts_tensor *a, const ts_tensor *b, double rtol, double 
         } else if (x == y) { /* also equal infinities */
             ok = true;
             ad = rel = 0;
+        } else if (isinf(x) || isinf(y)) {
+            ok = false;
+            ad = rel = INFINITY;
         } else {
             ad = fabs(x - y);
             rel = y != 0 ? ad / fabs(y) : INFINITY;

@@ -13,7 +13,8 @@ static const char USAGE[] =
 int cli_generate(int argc, char **argv)
 {
     const char *outp = NULL, *val;
-    gen_config cfg = {.max_ops = 4, .threads = 2, .seed = 1, .progress = stdout};
+    /* the stage lines are progress: on stderr, so stdout keeps the result */
+    gen_config cfg = {.max_ops = 4, .threads = 2, .seed = 1, .progress = stderr};
     for (int i = 1; i < argc; i++) {
         long v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {

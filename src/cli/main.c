@@ -32,7 +32,9 @@ static const char USAGE[] =
     "      TASO's substitution generator: enumerate, fingerprint, prune, write rules\n"
     "  optimize MODEL -o OUT.onnx [--alpha A] [--budget N] [--time-limit S] [--report R.md]\n"
     "      TASO's cost-based search over verified substitutions; checked before it is written\n"
-    "  help [COMMAND]\n"
+    "  draw MODEL -o G.svg|G.png|G.dot [--diff ORIGINAL]\n"
+    "      Graphviz picture of the graph; --diff highlights what optimization changed\n"
+    "  help [COMMAND] | --version\n"
     "\n"
     "Tensor files are NumPy .npy, named after the tensor with every character\n"
     "outside [A-Za-z0-9._-] replaced by '_'.  --input NAME:D0xD1x... binds the\n"
@@ -54,6 +56,7 @@ static const command COMMANDS[] = {
     {"optimize", cli_optimize},
     {"profile", cli_profile},
     {"peak", cli_peak},
+    {"draw", cli_draw},
 };
 
 /* How OpenMP's idle threads wait is decided from the machine's load
@@ -77,6 +80,10 @@ int main(int argc, char **argv)
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("tsopt %s\n", tsopt_version());
+        return CLI_OK;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         if (!strcmp(cmd, "help") && argc > 2) {
             for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)

@@ -6,6 +6,8 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/cost.h"
+#include "exec/step_timer.h"
+#include "util/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt profile MODEL [--input NAME:D0xD1x...]... [--cache FILE] [--iters N] [--json]\n"
@@ -15,6 +17,13 @@ static const char USAGE[] =
     "  both in the cost cache (default: $TSOPT_CACHE_DIR or ~/.cache/tsopt, one file per CPU\n"
     "  model), prints the cost per op type, the sums, the measured end-to-end median of N runs\n"
     "  (default 20) and the prediction errors.\n"
+    "usage: tsopt profile MODEL --predict [--with OTHER.onnx]... [--cache FILE] [--json]\n"
+    "  the optimizer's prediction: primes the cache with MODEL's plan (ts_cost_prime), prints\n"
+    "  ts_cost_graph of MODEL, then of each OTHER (a rewrite of MODEL: its groups not in the\n"
+    "  cache are timed in context, inside a small plan of their neighbourhood)\n"
+    "usage: tsopt profile MODEL --context [--cache FILE] [--json]\n"
+    "  validation of in-context timing: primes the cache with MODEL's plan, then times every\n"
+    "  distinct group again in context, as if it were new, and compares the two per op type\n"
     "usage: tsopt peak [--cache FILE] [--remeasure] [--json]\n"
     "  measured peak GFLOP/s (best of 1024^3 and 2048^3 matmuls and a 256-channel 3x3 conv on 56x56,\n"
     "  fastest of 15 runs each, in the runtime) and GB/s (parallel memcpy); cached, --remeasure measures\n"
@@ -33,11 +42,188 @@ static int cmp_row(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
+/* "Conv+BatchNormalization+Relu": the group's ops (views: "(views: OP)"). */
+static void group_label(const ts_graph *g, const int *group_of, int head, char *label, size_t n)
+{
+    int members[XCOST_MAX_GROUP], nm = xcost_members(g, group_of, head, members);
+    size_t k = 0;
+    label[0] = 0;
+    if (xcost_is_free(&g->nodes[head])) {
+        snprintf(label, n, "(views: %s)", g->nodes[head].op->name);
+        return;
+    }
+    for (int m = 0; m < nm && k + 1 < n; m++)
+        k += (size_t)snprintf(label + k, n - k, "%s%s", m ? "+" : "", g->nodes[members[m]].op->name);
+}
+
+static double now_s(void) { return xstep_timer_now() / 1e3; }
+
+/* --predict: what the optimizer predicts from this cache: MODEL primed,
+ * then each rewrite costed with its new groups timed in context. */
+static int predict(const char *model, const cli_binds *binds, const char *const *with, int nwith, ts_costdb *db,
+                   bool json)
+{
+    ts_error err = {0};
+    int rc = CLI_OK;
+    if (json) printf("{\"cache\": \"%s\", \"wait_policy\": \"%s\", \"graphs\": [", xcost_db_path(db), ts_wait_policy_name());
+    for (int f = 0; f <= nwith && rc == CLI_OK; f++) {
+        const char *path = f ? with[f - 1] : model;
+        ts_graph *g = cli_load_model(path, binds);
+        int *group_of = g ? malloc(sizeof *group_of * ((size_t)g->nnodes + 1)) : NULL;
+        if (!g) {
+            rc = CLI_FAIL;
+            break;
+        }
+        if (!group_of || xcost_groups(g, group_of)) {
+            rc = cli_error(CLI_FAIL, "out of memory");
+            ts_graph_free(g);
+            free(group_of);
+            break;
+        }
+        int before = xcost_db_measured(db);
+        double t0 = now_s(), prime_s = 0;
+        if (!f) {
+            if (ts_cost_prime(db, g, &err)) {
+                rc = cli_error_from(CLI_FAIL, &err);
+                ts_graph_free(g);
+                free(group_of);
+                break;
+            }
+            prime_s = now_s() - t0;
+        }
+        double ms = ts_cost_graph(db, g, true), cost_s = now_s() - t0 - prime_s;
+        int n_plan = 0, n_ctx = 0, n_other = 0, groups = 0;
+        for (int n = 0; n < g->nnodes; n++) {
+            if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
+            xcost_src src;
+            xcost_group(db, g, group_of, n, false, &src);
+            groups++;
+            n_plan += src == XCOST_PLAN, n_ctx += src == XCOST_CONTEXT;
+            n_other += src != XCOST_PLAN && src != XCOST_CONTEXT;
+        }
+        int measured = xcost_db_measured(db) - before;
+        if (json)
+            printf("%s{\"model\": \"%s\", \"predicted_ms\": %.4f, \"groups\": %d, \"in_plan\": %d, "
+                   "\"in_context\": %d, \"other\": %d, \"measured\": %d, \"prime_s\": %.3f, \"cost_s\": %.3f}",
+                   f ? ", " : "", path, ms, groups, n_plan, n_ctx, n_other, measured, prime_s, cost_s);
+        else
+            printf("%s: predicted %.3f ms (%d groups: %d in-plan, %d in-context, %d other; %d measured now; "
+                   "prime %.2f s, cost %.2f s)\n",
+                   path, ms, groups, n_plan, n_ctx, n_other, measured, prime_s, cost_s);
+        ts_graph_free(g);
+        free(group_of);
+    }
+    if (json) printf("]}\n");
+    if (rc == CLI_OK && ts_costdb_save(db, &err)) rc = cli_error_from(CLI_FAIL, &err);
+    return rc;
+}
+
+typedef struct crow {
+    char label[160];
+    int count;
+    double plan_ms, ctx_ms;
+} crow;
+
+static int cmp_crow(const void *a, const void *b)
+{
+    const crow *x = a, *y = b;
+    return (x->plan_ms < y->plan_ms) - (x->plan_ms > y->plan_ms);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* --context: every group of MODEL timed in context, one at a time (as the
+ * optimizer's new groups are), against its own time in the model's plan
+ * (not the mean over the groups sharing its key). */
+static int context_check(const char *model, ts_graph *g, ts_costdb *db, long iters, bool json)
+{
+    ts_error err = {0};
+    int rc = CLI_FAIL, nrows = 0, ng = 0, nn = g->nnodes;
+    int *group_of = malloc(sizeof *group_of * ((size_t)nn + 1));
+    crow *rows = calloc((size_t)nn + 1, sizeof *rows);
+    double *plan_ms = calloc((size_t)nn + 1, sizeof *plan_ms), *ctx_ms = calloc((size_t)nn + 1, sizeof *ctx_ms);
+    double *ratio = calloc((size_t)nn + 1, sizeof *ratio);
+    if (!group_of || !rows || !plan_ms || !ctx_ms || !ratio || xcost_groups(g, group_of)) {
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    xcost_plan_times pt;
+    if (xcost_time_plan_groups(db, g, 3, (int)iters, &pt, plan_ms, &err)) {
+        cli_error_from(CLI_FAIL, &err);
+        goto done;
+    }
+    double t0 = now_s(), evict = 0, sum_plan = 0, sum_ctx = 0, abs_err = 0;
+    int nctx = 0, failed = 0;
+    for (int n = 0; n < nn; n++) {
+        if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
+        xcost_ctx_stats cs;
+        if (xcost_ctx_measure(db, g, group_of, &n, 1, &ctx_ms[n], &cs, &err)) {
+            if (!json) printf("context of group '%s' not timed: %s\n", g->nodes[n].name, err.msg);
+            failed++;
+            continue;
+        }
+        evict = cs.evict_bytes > evict ? cs.evict_bytes : evict;
+        nctx++;
+        char label[160];
+        group_label(g, group_of, n, label, sizeof label);
+        if (getenv("TSOPT_COST_DEBUG"))
+            fprintf(stderr, "group %s (%s): in-plan %.4f ms, context %.4f ms\n", g->nodes[n].name, label, plan_ms[n],
+                    ctx_ms[n]);
+        int r = 0;
+        while (r < nrows && strcmp(rows[r].label, label)) r++;
+        if (r == nrows) snprintf(rows[nrows++].label, sizeof rows[r].label, "%s", label);
+        rows[r].count++;
+        rows[r].plan_ms += plan_ms[n];
+        rows[r].ctx_ms += ctx_ms[n];
+        sum_plan += plan_ms[n];
+        sum_ctx += ctx_ms[n];
+        abs_err += ctx_ms[n] > plan_ms[n] ? ctx_ms[n] - plan_ms[n] : plan_ms[n] - ctx_ms[n];
+        if (plan_ms[n] > 0 && ctx_ms[n] > 0) ratio[ng++] = ctx_ms[n] / plan_ms[n];
+    }
+    double ctx_s = now_s() - t0;
+    qsort(rows, (size_t)nrows, sizeof *rows, cmp_crow);
+    qsort(ratio, (size_t)ng, sizeof *ratio, cmp_dbl);
+    double med_ratio = ng ? ratio[ng / 2] : 0, e2e = pt.plain_ms;
+    if (json) {
+        printf("{\"model\": \"%s\", \"groups\": %d, \"failed\": %d, \"in_plan_sum_ms\": %.4f, \"context_sum_ms\": %.4f, "
+               "\"e2e_ms\": %.4f, \"context_vs_plan_pct\": %.2f, \"context_vs_e2e_pct\": %.2f, "
+               "\"abs_error_pct\": %.2f, \"median_group_ratio\": %.3f, \"context_s\": %.3f, \"evict_bytes\": %.0f}\n",
+               model, nctx, failed, sum_plan, sum_ctx, e2e, 100 * (sum_ctx - sum_plan) / sum_plan,
+               100 * (sum_ctx - e2e) / e2e, 100 * abs_err / sum_plan, med_ratio, ctx_s, evict);
+    } else {
+        printf("model: %s\ncache: %s\n", model, xcost_db_path(db));
+        printf("%-48s %6s %12s %12s %7s\n", "group (fused ops)", "count", "in-plan ms", "context ms", "ratio");
+        for (int r = 0; r < nrows; r++)
+            printf("%-48.48s %6d %12.3f %12.3f %7.2f\n", rows[r].label, rows[r].count, rows[r].plan_ms,
+                   rows[r].ctx_ms, rows[r].plan_ms > 0 ? rows[r].ctx_ms / rows[r].plan_ms : 0);
+        printf("groups: %d timed in context in %.2f s, %d failed; up to %.1f MiB read before each run\n", nctx, ctx_s,
+               failed, evict / (1 << 20));
+        printf("in-plan sum %.3f ms, context sum %.3f ms (%+.1f%%; sum of |differences| %.1f%%), end-to-end %.3f ms "
+               "(context %+.1f%%); median group ratio context/in-plan %.2f\n",
+               sum_plan, sum_ctx, 100 * (sum_ctx - sum_plan) / sum_plan, 100 * abs_err / sum_plan, e2e,
+               100 * (sum_ctx - e2e) / e2e, med_ratio);
+    }
+    rc = ts_costdb_save(db, &err) ? cli_error_from(CLI_FAIL, &err) : CLI_OK;
+done:
+    free(group_of);
+    free(rows);
+    free(plan_ms);
+    free(ctx_ms);
+    free(ratio);
+    return rc;
+}
+
 int cli_profile(int argc, char **argv)
 {
     const char *model = NULL, *cache = NULL, *val;
     long iters = 20;
-    bool json = false;
+    bool json = false, do_predict = false, do_context = false;
+    const char *with[16];
+    int nwith = 0;
     cli_binds binds = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -46,6 +232,14 @@ int cli_profile(int argc, char **argv)
             return CLI_OK;
         } else if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--predict")) {
+            do_predict = true;
+        } else if (!strcmp(argv[i], "--context")) {
+            do_context = true;
+        } else if (cli_opt(argc, argv, &i, "--with", &val)) {
+            if (!val || nwith == 16)
+                return cli_binds_free(&binds), cli_error(CLI_USAGE, "profile: --with needs a file (16 at most)");
+            with[nwith++] = val;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
             if (!val || !cli_binds_add(&binds, val)) return cli_binds_free(&binds), CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--cache", &val)) {
@@ -76,10 +270,26 @@ int cli_profile(int argc, char **argv)
     double *iso_of = NULL;
     row *rows = NULL;
     int nrows = 0;
-    ts_graph *g = cli_load_model(model, &binds);
-    if (!g) goto done;
+    if (nwith && !do_predict) {
+        cli_binds_free(&binds);
+        return cli_error(CLI_USAGE, "profile: --with goes with --predict");
+    }
+    if (do_predict && do_context) {
+        cli_binds_free(&binds);
+        return cli_error(CLI_USAGE, "profile: --predict and --context are separate runs");
+    }
+    ts_graph *g = do_predict ? NULL : cli_load_model(model, &binds);
+    if (!g && !do_predict) goto done;
     if (ts_costdb_open(cache, &db, &err)) {
         rc = cli_error_from(CLI_USAGE, &err);
+        goto done;
+    }
+    if (do_predict) {
+        rc = predict(model, &binds, with, nwith, db, json);
+        goto done;
+    }
+    if (do_context) {
+        rc = context_check(model, g, db, iters, json);
         goto done;
     }
     group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));

@@ -1,14 +1,18 @@
-/* Op-cost model: the on-disk cache, measurement of a group by the runtime,
- * the roofline fallback and the machine's peak (see cost.h for groups).
+/* Op-cost model: the on-disk cache, which time a group costs (in-plan,
+ * in-context, isolated, roofline), the isolated measurement, the roofline
+ * fallback and the machine's peak (see cost.h for groups).
  *
  * Cache file (TSV, one measurement a line):  KEY \t MEDIAN_MS \t COUNT
  * with a header line "# cpu\t<id>".  A file whose cpu differs from this
  * machine's is ignored (its timings describe another machine) and
  * overwritten on save.  Peaks are stored as keys "!peak_gflops" and
- * "!peak_gbps".  Measurements use the runtime's default options (threads =
- * cores, fusion, blocked layouts inside the group) with plain-layout inputs
- * and outputs at the group's boundary: the layout part of the key is
- * implicitly "plain at the boundary". */
+ * "!peak_gbps".  "@plan KEY" is a group's time inside a whole model's plan
+ * (cost_plan.c: ts_cost_prime, `tsopt profile`), "@ctx KEY" inside a plan
+ * of its neighbourhood (cost_ctx.c: the optimizer's new groups), a bare
+ * KEY its isolated measurement: the group as a graph of its own, with the
+ * runtime's default options and plain-layout inputs and outputs at its
+ * boundary (a fallback, and `tsopt profile`'s comparison: it misses the
+ * caches, layouts and merges of the model, docs/runtime.md). */
 #include <errno.h>
 #include <omp.h>
 #include <stdio.h>
@@ -32,6 +36,9 @@ struct ts_costdb {
     centry *tab;
     size_t cap, n;
     int measured;
+    char *evict;         /* buffer read before each in-context run (cost_ctx.c) */
+    size_t evict_bytes;  /* its size (allocated lazily, up to the cap) */
+    volatile long evict_sink; /* keeps the reads */
 };
 
 static double now_ms(void)
@@ -256,6 +263,7 @@ void ts_costdb_free(ts_costdb *db)
     for (size_t i = 0; i < db->cap; i++) free(db->tab[i].key);
     free(db->tab);
     free(db->path);
+    free(db->evict);
     free(db);
 }
 
@@ -641,27 +649,98 @@ char *xcost_group_key(const ts_graph *g, const int *group_of, int head)
     return group_key(g, members, np, nm);
 }
 
-/* The cache key of a group's in-plan time (cost_plan.c). */
-static char *plan_key(const char *key)
+/* The cache key of a group's in-plan (cost_plan.c) or in-context
+ * (cost_ctx.c) time: prefix + group key. */
+static char *prefixed(const char *prefix, const char *key)
 {
-    size_t len = strlen(key) + sizeof XCOST_PLAN_PREFIX;
+    size_t len = strlen(key) + strlen(prefix) + 1;
     char *k = malloc(len);
-    if (k) snprintf(k, len, "%s%s", XCOST_PLAN_PREFIX, key);
+    if (k) snprintf(k, len, "%s%s", prefix, key);
     return k;
 }
 
-bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count)
+static bool put_prefixed(ts_costdb *db, const char *prefix, const char *key, double ms, int count)
 {
-    char *k = plan_key(key);
+    char *k = prefixed(prefix, key);
     bool ok = k && put(db, k, ms, count);
     free(k);
     return ok;
 }
 
-/* use_plan: an in-plan time of the group, when cached, wins over its
- * isolated measurement (it includes the layouts and reorders of the plan). */
-static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure, bool use_plan,
-                         xcost_src *src)
+bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count)
+{
+    return put_prefixed(db, XCOST_PLAN_PREFIX, key, ms, count);
+}
+
+bool xcost_put_ctx(ts_costdb *db, const char *key, double ms, int count)
+{
+    return put_prefixed(db, XCOST_CTX_PREFIX, key, ms, count);
+}
+
+/* The cached entry prefix + key, or NULL. */
+static const centry *get_prefixed(const ts_costdb *db, const char *prefix, const char *key)
+{
+    char *k = prefixed(prefix, key);
+    const centry *e = k ? lookup(db, k) : NULL;
+    free(k);
+    return e && e->key ? e : NULL;
+}
+
+void xcost_cached_times(ts_costdb *db, const ts_graph *g, const int *group_of, int head, double *plan_ms,
+                        bool *has_plan, double *ctx_ms, bool *has_ctx)
+{
+    char *key = xcost_group_key(g, group_of, head);
+    const centry *p = key ? get_prefixed(db, XCOST_PLAN_PREFIX, key) : NULL;
+    const centry *c = key ? get_prefixed(db, XCOST_CTX_PREFIX, key) : NULL;
+    if (has_plan) *has_plan = p != NULL;
+    if (plan_ms) *plan_ms = p ? p->ms : 0;
+    if (has_ctx) *has_ctx = c != NULL;
+    if (ctx_ms) *ctx_ms = c ? c->ms : 0;
+    free(key);
+}
+
+/* ------------------------------------------------------- eviction */
+
+/* Beyond this, reading more changes what the caches hold no further on any
+ * machine we run on (L2 2-4 MiB a core; the LLC a VM reports is not its
+ * share), but costs ~1 ms per 20 MiB before every context run. */
+#define EVICT_CAP ((size_t)32 << 20)
+
+size_t xcost_evict_bytes(double rest)
+{
+    const char *env = getenv("TSOPT_CTX_EVICT_MB"); /* experiments: docs/runtime.md */
+    size_t cap = EVICT_CAP;
+    if (env && *env) cap = (size_t)(strtod(env, NULL) * (1 << 20));
+    if (!(rest > 0)) return 0;
+    return rest < (double)cap ? (size_t)rest : cap;
+}
+
+void xcost_evict(ts_costdb *db, size_t bytes)
+{
+    if (!bytes) return;
+    if (bytes > db->evict_bytes) {
+        char *b = realloc(db->evict, bytes);
+        if (!b) return; /* a measurement with warmer caches, not an error */
+        memset(b + db->evict_bytes, 1, bytes - db->evict_bytes); /* fault the pages in now */
+        db->evict = b;
+        db->evict_bytes = bytes;
+    }
+    const char *b = db->evict;
+    long sum = 0, lines = (long)(bytes / 64);
+    /* All threads read their share, in a parallel region like a step's:
+     * the first step of the run then finds the threads as a step finds
+     * them in the model, just finished the previous region. */
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+    for (long i = 0; i < lines; i++) sum += b[i * 64];
+    db->evict_sink += sum;
+}
+
+/* in_context: an in-plan time of the group, when cached, wins (it is what
+ * the runtime spends on it in the model), then an in-context one, cached
+ * or (measure) measured now; the isolated measurement is only a fallback
+ * for a neighbourhood that cannot be run as a plan. */
+static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
+                         bool in_context, xcost_src *src)
 {
     int members[2 * XCOST_MAX_GROUP];
     const ts_node *hd = &g->nodes[head];
@@ -675,17 +754,26 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
     int nm = xcost_members(g, group_of, head, members + np);
     char *key = group_key(g, members, np, nm);
     if (!key) return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
-    if (use_plan) {
-        char *pk = plan_key(key);
-        centry *e = pk ? lookup(db, pk) : NULL;
-        free(pk);
-        if (e && e->key) {
+    const centry *e;
+    if (in_context) {
+        if ((e = get_prefixed(db, XCOST_PLAN_PREFIX, key))) {
             free(key);
             *src = XCOST_PLAN;
             return e->ms;
         }
+        ts_error err = {0};
+        if (!(e = get_prefixed(db, XCOST_CTX_PREFIX, key)) && measure &&
+            !xcost_ctx_measure(db, g, group_of, &head, 1, NULL, NULL, &err)) {
+            db->measured++;
+            e = get_prefixed(db, XCOST_CTX_PREFIX, key);
+        }
+        if (e) {
+            free(key);
+            *src = XCOST_CONTEXT;
+            return e->ms;
+        }
     }
-    centry *e = lookup(db, key);
+    e = lookup(db, key);
     double ms;
     if (e && e->key) {
         ms = e->ms;
@@ -725,14 +813,142 @@ double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure)
     return ms;
 }
 
+/* Heads of g's non-view groups with neither an in-plan nor an in-context
+ * time cached; returns their count (-1: out of memory), *ngroups the
+ * number of non-view groups. */
+static int uncosted(ts_costdb *db, const ts_graph *g, const int *group_of, int *heads, int *ngroups)
+{
+    int k = 0;
+    *ngroups = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
+        bool plan, ctx;
+        char *key = xcost_group_key(g, group_of, n);
+        if (!key) return -1;
+        plan = get_prefixed(db, XCOST_PLAN_PREFIX, key) != NULL;
+        ctx = !plan && get_prefixed(db, XCOST_CTX_PREFIX, key) != NULL;
+        free(key);
+        ++*ngroups;
+        if (!plan && !ctx) heads[k++] = n;
+    }
+    return k;
+}
+
+/* Times g's whole plan step by step (when some group lacks an in-plan
+ * time): up to 20 runs after 2 warm-ups, at least 5, stopping after ~2 s. */
+static ts_status prime(ts_costdb *db, const ts_graph *g, const int *group_of, ts_error *err)
+{
+    int missing = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
+        char *key = xcost_group_key(g, group_of, n);
+        if (!key) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        missing += !get_prefixed(db, XCOST_PLAN_PREFIX, key);
+        free(key);
+    }
+    if (!missing) return TS_OK; /* once per machine: the cache has them all */
+    xcost_plan_times r;
+    ts_status st = xcost_time_plan_budget(db, g, 2, 20, 5, 2000, &r, err);
+    if (!st) db->measured += r.groups;
+    return st;
+}
+
+ts_status ts_cost_prime(ts_costdb *db, const ts_graph *g, ts_error *err)
+{
+    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    ts_status st = !group_of || xcost_groups(g, group_of) ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
+                                                           : prime(db, g, group_of, err);
+    free(group_of);
+    return st;
+}
+
+/* Union-find root. */
+static int root_of(int *up, int x)
+{
+    while (up[x] != x) x = up[x] = up[up[x]];
+    return x;
+}
+
+/* The group whose output value v is (through views): -1 for a graph input
+ * or constant. */
+static int producer_group(const ts_graph *g, const int *group_of, int v)
+{
+    for (int hops = 0; v >= 0 && hops < 16; hops++) {
+        int p = g->values[v].producer, h = p >= 0 ? group_of[p] : -1;
+        if (h < 0) return -1;
+        if (!xcost_is_free(&g->nodes[h])) return h;
+        v = g->nodes[h].inputs[0];
+    }
+    return -1;
+}
+
+ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err)
+{
+    int nn = g->nnodes, ng = 0;
+    int *heads = malloc(sizeof *heads * ((size_t)nn + 1)), *up = malloc(sizeof *up * ((size_t)nn + 1));
+    int *cl = malloc(sizeof *cl * ((size_t)nn + 1));
+    ts_status st = TS_OK;
+    *ntimed = 0;
+    int k = heads && up && cl ? uncosted(db, g, group_of, heads, &ng) : -1;
+    if (k < 0) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* clusters: missing groups joined by a value one produces and the
+     * other reads */
+    for (int n = 0; n < nn; n++) up[n] = -1;
+    for (int i = 0; i < k; i++) up[heads[i]] = heads[i];
+    for (int n = 0; n < nn; n++) {
+        int h = group_of[n];
+        if (h < 0 || up[h] < 0) continue;
+        const ts_node *nd = &g->nodes[n];
+        for (int j = 0; j < nd->ninputs; j++) {
+            int p = producer_group(g, group_of, nd->inputs[j]);
+            if (p >= 0 && up[p] >= 0) up[root_of(up, p)] = root_of(up, h);
+        }
+    }
+    for (int i = 0; i < k && !st; i++) {
+        int r = root_of(up, heads[i]), ncl = 0;
+        bool done = false; /* the cluster of an earlier head */
+        for (int j = 0; j < i; j++) done |= root_of(up, heads[j]) == r;
+        if (done) continue;
+        for (int j = i; j < k; j++)
+            if (root_of(up, heads[j]) == r) cl[ncl++] = heads[j];
+        /* a neighbourhood stays small: a large cluster (a graph never
+         * primed, a move rewriting a whole chain) in pieces of
+         * XCOST_CTX_MAX_GROUPS consecutive groups, each piece with its own
+         * neighbours; never the whole graph as one plan */
+        for (int a = 0; a < ncl && !st; a += XCOST_CTX_MAX_GROUPS) {
+            int m = ncl - a < XCOST_CTX_MAX_GROUPS ? ncl - a : XCOST_CTX_MAX_GROUPS;
+            if (!(st = xcost_ctx_measure(db, g, group_of, cl + a, m, NULL, NULL, err))) *ntimed += m;
+        }
+    }
+out:
+    free(heads);
+    free(up);
+    free(cl);
+    return st;
+}
+
+/* With `measure`, the groups missing an in-plan or in-context time are
+ * timed first, in context: each cluster of adjacent new groups as one
+ * neighbourhood (a candidate's new groups are usually next to each other,
+ * and one plan costs less than several).  A graph never primed is thus
+ * timed as one neighbourhood of all its groups. */
 double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
 {
     int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
     double ms = 0;
     xcost_src src;
-    if (group_of && !xcost_groups(g, group_of))
+    if (group_of && !xcost_groups(g, group_of)) {
+        ts_error err = {0};
+        int timed = 0;
+        if (measure) xcost_measure_missing(db, g, group_of, &timed, &err);
+        db->measured += timed;
+        /* whatever failed above is measured group by group (or estimated) */
         for (int n = 0; n < g->nnodes; n++)
             if (group_of[n] == n) ms += xcost_group(db, g, group_of, n, measure, &src);
+    }
     free(group_of);
     return ms;
 }

@@ -22,6 +22,7 @@ typedef enum xcost_src {
     XCOST_MEASURED, /* measured now (and cached) */
     XCOST_ROOFLINE, /* analytic estimate */
     XCOST_PLAN,     /* timed inside a whole plan (cost_plan.c), cached */
+    XCOST_CONTEXT,  /* timed inside a plan of its neighbourhood (cost_ctx.c), cached */
 } xcost_src;
 
 /* group_of[n] = head node of n's group (n itself for a head), -1 for dead
@@ -41,11 +42,14 @@ bool xcost_is_output(const ts_graph *g, int v);
 char *xcost_key(const ts_graph *g, const int *members, int nm);
 
 /* Cost of the group headed by head, in ms: its in-plan time when one is
- * cached, else its isolated measurement (cached, or measured now when
- * `measure`), else the roofline. */
+ * cached, else its in-context time (cached, or measured now when
+ * `measure`), else its cached isolated measurement (or one made now when
+ * the context cannot be timed), else the roofline. */
 double xcost_group(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
                    xcost_src *src);
-/* Same, never using an in-plan time. */
+/* Its isolated measurement (cached, or measured now when `measure`), else
+ * the roofline: never an in-plan or in-context time (`tsopt profile`'s
+ * isolated column). */
 double xcost_group_isolated(ts_costdb *db, const ts_graph *g, const int *group_of, int head, bool measure,
                             xcost_src *src);
 /* True for a view head (Reshape, Flatten, ...): an alias, cost 0. */
@@ -54,9 +58,21 @@ bool xcost_is_free(const ts_node *hd);
  * key in front, "P => G"); caller frees; NULL: out of memory. */
 char *xcost_group_key(const ts_graph *g, const int *group_of, int head);
 
-/* In-plan times are cached under XCOST_PLAN_PREFIX + group key. */
+/* In-plan times are cached under XCOST_PLAN_PREFIX + group key, in-context
+ * times (cost_ctx.c) under XCOST_CTX_PREFIX + group key. */
 #define XCOST_PLAN_PREFIX "@plan "
+#define XCOST_CTX_PREFIX "@ctx "
 bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count);
+bool xcost_put_ctx(ts_costdb *db, const char *key, double ms, int count);
+/* True (and *ms) when the group has a cached in-plan (has_plan) or
+ * in-context (has_ctx) time; either pointer may be NULL. */
+void xcost_cached_times(ts_costdb *db, const ts_graph *g, const int *group_of, int head, double *plan_ms,
+                        bool *has_plan, double *ctx_ms, bool *has_ctx);
+
+/* Group head a step named after `node` is charged to (-1: none): node's
+ * group, or for a view (the copy of a graph output that is a view) the
+ * group producing the viewed value. */
+int xcost_owner_of(const ts_graph *g, const int *group_of, int node);
 
 typedef struct xcost_plan_times {
     int steps;         /* steps of the plan */
@@ -66,6 +82,7 @@ typedef struct xcost_plan_times {
     double run_ms;     /* median wall time of the timed runs (whole ts_plan_run) */
     double plain_ms;   /* median of as many untimed runs, paired with them */
     double unowned_ms; /* steps attributed to no group (none found) */
+    int runs;          /* timed runs made */
 } xcost_plan_times;
 
 /* Builds g's plan, runs it warmup + iters times with the step timer (and
@@ -77,6 +94,46 @@ typedef struct xcost_plan_times {
  * own (the runtime fused it into another) costs 0 in the plan. */
 ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
                           ts_error *err);
+/* The same, also writing each non-view group head n's own in-plan time
+ * (before the mean over its key) to group_ms[n] (g->nnodes entries). */
+ts_status xcost_time_plan_groups(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
+                                 double *group_ms, ts_error *err);
+/* The same without the untimed runs, stopping after min_iters runs once
+ * budget_ms is spent (ts_cost_prime). */
+ts_status xcost_time_plan_budget(ts_costdb *db, const ts_graph *g, int warmup, int iters, int min_iters,
+                                 double budget_ms, xcost_plan_times *r, ts_error *err);
+
+typedef struct xcost_ctx_stats {
+    int nodes;          /* nodes of the model in the cut-out neighbourhood */
+    int steps;          /* steps of its plan */
+    int runs;           /* timed runs */
+    int groups;         /* distinct keys cached */
+    double evict_bytes; /* bytes read before each run */
+    double sum_ms;      /* sum of the groups' times */
+    double wall_ms;     /* time the measurement took */
+} xcost_ctx_stats;
+
+/* Times the groups heads[0..nheads-1] of g (non-view heads) in context:
+ * cut out with their producers and consumers, run as one plan with the
+ * rest of the model's bytes read before each run, each group charged the
+ * medians of its own steps; caches "@ctx KEY" (mean over groups sharing a
+ * key).  head_ms (nheads entries) and r may be NULL: each group's own
+ * time, and what the measurement took.  See cost_ctx.c. */
+ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_of, const int *heads, int nheads,
+                            double *head_ms, xcost_ctx_stats *r, ts_error *err);
+/* Times in context every non-view group of g with neither an in-plan nor
+ * an in-context time cached: each cluster of such groups joined by values
+ * (one produces, the other reads) as one neighbourhood, a cluster of more
+ * than XCOST_CTX_MAX_GROUPS groups in pieces of that many.  *ntimed: groups
+ * timed.  Stops at the first failure (the caller falls back per group). */
+#define XCOST_CTX_MAX_GROUPS 4
+ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err);
+/* Bytes to read before a context run for `rest` bytes of model outside the
+ * neighbourhood: rest, capped (beyond a few times the caches it changes
+ * nothing but the measurement's time). */
+size_t xcost_evict_bytes(double rest);
+/* Reads `bytes` of a buffer kept in db with all threads. */
+void xcost_evict(ts_costdb *db, size_t bytes);
 
 /* FLOPs and bytes touched (external inputs + outputs) of a group. */
 void xcost_group_work(const ts_graph *g, const int *members, int nm, double *flops, double *bytes);

@@ -8,8 +8,9 @@
  * pooling the plan never runs), and its neighbours leave caches warm or
  * cold.  Timing each step of the real plan charges each group exactly what
  * the runtime spends on it, whatever kernels and layouts the runtime picks
- * today.  Isolated measurement stays for groups never run inside a plan
- * (the optimizer's new candidates). */
+ * today.  The optimizer primes the cache with the original graph's plan
+ * (ts_cost_prime); groups never run inside it (its rewrites' new groups)
+ * are timed inside a plan of their neighbourhood (cost_ctx.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "exec/cost.h"
@@ -34,10 +35,9 @@ typedef struct kms {
 
 static int cmp_kms(const void *a, const void *b) { return strcmp(((const kms *)a)->key, ((const kms *)b)->key); }
 
-/* Group head a step's time belongs to (-1: none).  A step named after a
- * view (the copy of a graph output that is a view) belongs to the group
- * producing the viewed value. */
-static int owner_of(const ts_graph *g, const int *group_of, int node)
+/* A step named after a view (the copy of a graph output that is a view)
+ * belongs to the group producing the viewed value. */
+int xcost_owner_of(const ts_graph *g, const int *group_of, int node)
 {
     for (int hops = 0; node >= 0 && hops < g->nnodes; hops++) {
         int h = group_of[node];
@@ -49,10 +49,12 @@ static int owner_of(const ts_graph *g, const int *group_of, int node)
     return -1;
 }
 
-ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
-                          ts_error *err)
+/* paired: each timed run is paired with an untimed one (profile's
+ * end-to-end check); budget_ms > 0: stop after min_iters timed runs once
+ * that much time went into them. */
+static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, int min_iters, double budget_ms,
+                           bool paired, xcost_plan_times *r, double *group_ms, ts_error *err)
 {
-    memset(r, 0, sizeof *r);
     if (iters < 1) iters = 1;
     int nin = g->ninputs, nout = g->noutputs, nn = g->nnodes;
     ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
@@ -66,6 +68,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     ts_plan *plan = NULL;
     ts_plan_opts o = {0};
     ts_status st = TS_OK;
+    memset(r, 0, sizeof *r);
     if (!in || !out || !group_of || !run || !plain) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
@@ -92,7 +95,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
     /* step -> group; a step converting a graph input (node -1) is charged
      * to the next step that has an owner: the one it was inserted for */
     for (int i = ns - 1, next = -1; i >= 0; i--) {
-        int w = owner_of(g, group_of, xplan_step_node(plan, i));
+        int w = xcost_owner_of(g, group_of, xplan_step_node(plan, i));
         owner[i] = w >= 0 ? w : next;
         if (owner[i] >= 0) next = owner[i];
     }
@@ -103,18 +106,25 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
      * scheduler's time slices (medians 2 ms vs 30 ms for nasrnn at load
      * 28, whichever run was timed). */
     uint64_t coin = 0x2545f4914f6cdd1dull;
+    double start = xstep_timer_now();
+    int done_iters = 0;
     for (int it = 0; it < iters && !st; it++) {
         coin ^= coin << 13, coin ^= coin >> 7, coin ^= coin << 17;
         for (int half = 0; half < 2 && !st; half++) {
             bool timed = (half == 0) == (bool)(coin & 1);
+            if (!paired && !timed) continue;
             xplan_step_timer(plan, timed ? t + (size_t)it * (size_t)ns : NULL);
             double s0 = xstep_timer_now();
             st = ts_plan_run(plan, in, out, err);
             (timed ? run : plain)[it] = xstep_timer_now() - s0;
         }
+        done_iters = it + 1;
+        if (budget_ms > 0 && done_iters >= min_iters && xstep_timer_now() - start > budget_ms) break;
     }
     xplan_step_timer(plan, NULL);
     if (st) goto done;
+    iters = done_iters;
+    r->runs = iters;
     /* Each step's cost is its median over the runs: robust to the
      * preemptions of a loaded machine.  They are not scaled to add up to
      * the end-to-end time: their sum is the model's prediction, checked
@@ -131,7 +141,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
         r->medians_ms += sm[i];
     }
     r->run_ms = median(run, iters);
-    r->plain_ms = median(plain, iters);
+    r->plain_ms = paired ? median(plain, iters) : 0;
     for (int n = 0; n < nn; n++) slot[n] = -1;
     int ng = 0;
     for (int n = 0; n < nn; n++)
@@ -150,6 +160,7 @@ ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iter
             goto done;
         }
         keys[nkeys++].ms = gt[slot[n]];
+        if (group_ms) group_ms[n] = gt[slot[n]];
     }
     r->groups = nkeys;
     /* groups sharing a key (ResNet's repeated blocks) get their mean */
@@ -182,4 +193,22 @@ done:
     free(sm);
     ts_plan_free(plan);
     return st;
+}
+
+ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
+                          ts_error *err)
+{
+    return time_plan(db, g, warmup, iters, iters, 0, true, r, NULL, err);
+}
+
+ts_status xcost_time_plan_groups(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
+                                 double *group_ms, ts_error *err)
+{
+    return time_plan(db, g, warmup, iters, iters, 0, true, r, group_ms, err);
+}
+
+ts_status xcost_time_plan_budget(ts_costdb *db, const ts_graph *g, int warmup, int iters, int min_iters,
+                                 double budget_ms, xcost_plan_times *r, ts_error *err)
+{
+    return time_plan(db, g, warmup, iters, min_iters, budget_ms, false, r, NULL, err);
 }

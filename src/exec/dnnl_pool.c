@@ -7,6 +7,7 @@
 #include "exec/dnnl_serial.h"
 #include "exec/dnnl_util.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 typedef struct pool_state {
     dnnl_primitive_t prim;
@@ -43,13 +44,13 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    const char *op = nd->op->name;
     int xv = nd->inputs[0], yv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
     /* MaxPool's optional Indices output is not produced by oneDNN */
     if (nd->noutputs != 1 || g->values[xv].dtype != TS_F32 || xs->rank < 3 || xs->rank > 5) return TS_ERR_UNSUPPORTED;
     const int nsp = xs->rank - 2;
-    bool global = !strncmp(op, "Global", 6), maxp = strstr(op, "Max") != NULL;
+    bool global = nd->op == &ts_op_global_maxpool || nd->op == &ts_op_global_avgpool;
+    bool maxp = nd->op == &ts_op_maxpool || nd->op == &ts_op_global_maxpool;
     dnnl_dims_t stride, kernel, dil, pl, pr;
     int64_t cip = 0;
     if (global) {
@@ -62,7 +63,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
         char why[256];
         cip = pa->count_include_pad;
         if (!ts_window_resolve(win, nsp, xs->dims + 2, NULL, &wg, why, sizeof why))
-            return ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): %s", nd->name, op, why);
+            return ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): %s", nd->name, nd->op->name, why);
         for (int i = 0; i < nsp; i++) {
             stride[i] = wg.stride[i], kernel[i] = wg.kernel[i], dil[i] = wg.dil[i] - 1, pl[i] = wg.pad_begin[i];
             /* from the inferred size: covers ceil_mode */
@@ -145,7 +146,7 @@ static ts_status pool_build_sized(xplan *p, int n, xstep *s, ts_error *err)
     const ts_node *nd = &g->nodes[n];
     const ts_shape *xs = &g->values[nd->inputs[0]].shape, *ys = &g->values[nd->outputs[0]].shape;
     double win = 1;
-    if (!strncmp(nd->op->name, "Global", 6)) {
+    if (nd->op == &ts_op_global_maxpool || nd->op == &ts_op_global_avgpool) {
         for (int i = 2; i < xs->rank; i++) win *= (double)xs->dims[i];
     } else {
         const ts_pool_attrs *pa = nd->attrs;

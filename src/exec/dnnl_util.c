@@ -5,6 +5,7 @@
 #include <string.h>
 #include "exec/dnnl_util.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 ts_status xd_check(dnnl_status_t st, const xplan *p, int n, const char *what, ts_error *err)
 {
@@ -107,7 +108,7 @@ static int try_const_binary(const xplan *p, int c, int v, int caxis, int64_t cha
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
-    bool add = !strcmp(nd->op->name, "Add"), mul = !strcmp(nd->op->name, "Mul");
+    bool add = nd->op == &ts_op_add, mul = nd->op == &ts_op_mul;
     if ((!add && !mul) || nd->ninputs != 2) return 0;
     int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
     if (other == v) return 0;
@@ -131,7 +132,7 @@ static bool try_residual(const xplan *p, int c, int v, xd_fuse *f)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
-    if (strcmp(nd->op->name, "Add") || nd->ninputs != 2 || f->sum_value >= 0) return false;
+    if (nd->op != &ts_op_add || nd->ninputs != 2 || f->sum_value >= 0) return false;
     int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
     if (other == v || !is_f32(g, other) || xplan_const(p, other)) return false;
     if (!ts_shape_eq(&g->values[other].shape, &g->values[v].shape)) return false;
@@ -156,26 +157,26 @@ static bool try_activation(const xplan *p, int c, xd_fuse *f)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
-    const char *op = nd->op->name;
+    const ts_op_desc *op = nd->op;
     xd_po po = {.kind = XD_PO_ELTWISE};
     if (f->npo + 2 > XD_MAX_FUSE) return false;
-    if (!strcmp(op, "Relu"))
+    if (op == &ts_op_relu)
         po.alg = dnnl_eltwise_relu;
-    else if (!strcmp(op, "LeakyRelu"))
+    else if (op == &ts_op_leakyrelu)
         po.alg = dnnl_eltwise_relu, po.alpha = ((const ts_alpha_beta_attrs *)nd->attrs)->alpha;
-    else if (!strcmp(op, "Sigmoid"))
+    else if (op == &ts_op_sigmoid)
         po.alg = dnnl_eltwise_logistic;
-    else if (!strcmp(op, "Tanh"))
+    else if (op == &ts_op_tanh)
         po.alg = dnnl_eltwise_tanh;
-    else if (!strcmp(op, "HardSwish"))
+    else if (op == &ts_op_hardswish)
         po.alg = dnnl_eltwise_hardswish;
-    else if (!strcmp(op, "HardSigmoid")) {
+    else if (op == &ts_op_hardsigmoid) {
         /* clamp(alpha*x + beta, 0, 1): linear then clip */
         const ts_alpha_beta_attrs *ab = nd->attrs;
         f->po[f->npo++] =
             (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = ab->alpha, .beta = ab->beta};
         po.alg = dnnl_eltwise_clip, po.alpha = 0, po.beta = 1;
-    } else if (!strcmp(op, "Clip")) {
+    } else if (op == &ts_op_clip) {
         /* absent bounds (and every opset-11 node, whose bounds are inputs) are unbounded */
         const ts_clip_attrs *ca = nd->attrs;
         float lo = ca->has_min ? ca->min : -FLT_MAX, hi = ca->has_max ? ca->max : FLT_MAX;
@@ -203,7 +204,7 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
             break;
         int r = 0;
         if (f->npo == 0) { /* affine folds only before any post-op */
-            r = !strcmp(nd->op->name, "BatchNormalization") ? try_bn(p, c, caxis, channels, f)
+            r = nd->op == &ts_op_batchnorm ? try_bn(p, c, caxis, channels, f)
                                                               : try_const_binary(p, c, v, caxis, channels, f);
             if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);
         }

@@ -133,13 +133,13 @@ bool xplan_inputs_ready(const xplan *p, int c, int cur);
 /* ---- kernel registry (kernels.c): candidates for one ONNX op type, best
  * first, written to buf (XKERNELS_MAX + 1 entries) NULL-terminated; the
  * reference kernel is the implicit last.  Family tables are arrays of
- * {op name, kernel} ending with {NULL, NULL}. */
+ * {op descriptor (ops/list.h), kernel} ending with {NULL, NULL}. */
 #define XKERNELS_MAX 8
 typedef struct xentry {
-    const char *op;
+    const ts_op_desc *op;
     const xkernel *k;
 } xentry;
-const xkernel *const *xkernels_for(const char *op, const xkernel **buf);
+const xkernel *const *xkernels_for(const ts_op_desc *op, const xkernel **buf);
 extern const xkernel xk_ref;     /* reference kernel on plain float32 buffers */
 extern const xkernel xk_reorder; /* layout conversion (inserted by xplan_plain) */
 

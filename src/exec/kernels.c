@@ -1,7 +1,6 @@
 /* Kernel registry: for each ONNX op type, the fast kernels to try, best
  * first.  Families register in their own tables (list_dnnl.c, list_vec.c);
  * a node no candidate accepts runs the reference kernel. */
-#include <string.h>
 #include "exec/exec.h"
 
 extern const xentry xkernels_dnnl[]; /* oneDNN: conv, matmul, ... */
@@ -10,12 +9,12 @@ extern const xentry xkernels_vec_first[]; /* vec kernels that beat oneDNN where 
 
 static const xentry *const tables[] = {xkernels_vec_first, xkernels_dnnl, xkernels_vec};
 
-const xkernel *const *xkernels_for(const char *op, const xkernel **buf)
+const xkernel *const *xkernels_for(const ts_op_desc *op, const xkernel **buf)
 {
     int n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
         for (const xentry *e = tables[t]; e->op; e++)
-            if (!strcmp(e->op, op) && n < XKERNELS_MAX) buf[n++] = e->k;
+            if (e->op == op && n < XKERNELS_MAX) buf[n++] = e->k;
     buf[n] = NULL;
     return buf;
 }

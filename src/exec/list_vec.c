@@ -1,23 +1,24 @@
 /* Kernel table: vec family (see kernels.c and vec.h).  Every element-wise
  * op maps to vec.eltwise, which also fuses the element-wise chain after it. */
 #include "exec/vec.h"
+#include "ops/list.h"
 
 const xentry xkernels_vec[] = {
-    {"Add", &xk_vec_eltwise},       {"Sub", &xk_vec_eltwise},        {"Mul", &xk_vec_eltwise},
-    {"Div", &xk_vec_eltwise},       {"Pow", &xk_vec_eltwise},        {"Max", &xk_vec_eltwise},
-    {"Min", &xk_vec_eltwise},       {"PRelu", &xk_vec_eltwise},      {"Relu", &xk_vec_eltwise},
-    {"Neg", &xk_vec_eltwise},       {"Abs", &xk_vec_eltwise},        {"Sqrt", &xk_vec_eltwise},
-    {"Exp", &xk_vec_eltwise},       {"Log", &xk_vec_eltwise},        {"Reciprocal", &xk_vec_eltwise},
-    {"Erf", &xk_vec_eltwise},       {"Sigmoid", &xk_vec_eltwise},    {"Tanh", &xk_vec_eltwise},
-    {"LeakyRelu", &xk_vec_eltwise}, {"HardSigmoid", &xk_vec_eltwise}, {"HardSwish", &xk_vec_eltwise},
-    {"Clip", &xk_vec_eltwise},
-    {"Softmax", &xk_vec_softmax},   {"LogSoftmax", &xk_vec_softmax},
-    {"LayerNormalization", &xk_vec_layernorm},
-    {"ReduceSum", &xk_vec_reduce},  {"ReduceMean", &xk_vec_reduce},  {"ReduceMax", &xk_vec_reduce},
-    {"Transpose", &xk_vec_transpose}, {"Slice", &xk_vec_slice},     {"Expand", &xk_vec_expand},
-    {"Concat", &xk_vec_concat},     {"Gather", &xk_vec_gather},      {"Split", &xk_vec_split},
-    {"Resize", &xk_vec_resize},     {"Upsample", &xk_vec_resize},
-    {"Pad", &xk_vec_pad},           {"BatchNormalization", &xk_vec_batchnorm},
+    {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
+    {&ts_op_div, &xk_vec_eltwise},       {&ts_op_pow, &xk_vec_eltwise},        {&ts_op_max, &xk_vec_eltwise},
+    {&ts_op_min, &xk_vec_eltwise},       {&ts_op_prelu, &xk_vec_eltwise},      {&ts_op_relu, &xk_vec_eltwise},
+    {&ts_op_neg, &xk_vec_eltwise},       {&ts_op_abs, &xk_vec_eltwise},        {&ts_op_sqrt, &xk_vec_eltwise},
+    {&ts_op_exp, &xk_vec_eltwise},       {&ts_op_log, &xk_vec_eltwise},        {&ts_op_reciprocal, &xk_vec_eltwise},
+    {&ts_op_erf, &xk_vec_eltwise},       {&ts_op_sigmoid, &xk_vec_eltwise},    {&ts_op_tanh, &xk_vec_eltwise},
+    {&ts_op_leakyrelu, &xk_vec_eltwise}, {&ts_op_hardsigmoid, &xk_vec_eltwise}, {&ts_op_hardswish, &xk_vec_eltwise},
+    {&ts_op_clip, &xk_vec_eltwise},
+    {&ts_op_softmax, &xk_vec_softmax},   {&ts_op_logsoftmax, &xk_vec_softmax},
+    {&ts_op_layernorm, &xk_vec_layernorm},
+    {&ts_op_reducesum, &xk_vec_reduce},  {&ts_op_reducemean, &xk_vec_reduce},  {&ts_op_reducemax, &xk_vec_reduce},
+    {&ts_op_transpose, &xk_vec_transpose}, {&ts_op_slice, &xk_vec_slice},     {&ts_op_expand, &xk_vec_expand},
+    {&ts_op_concat, &xk_vec_concat},     {&ts_op_gather, &xk_vec_gather},      {&ts_op_split, &xk_vec_split},
+    {&ts_op_resize, &xk_vec_resize},     {&ts_op_upsample, &xk_vec_resize},
+    {&ts_op_pad, &xk_vec_pad},           {&ts_op_batchnorm, &xk_vec_batchnorm},
     {NULL, NULL},
 };
 
@@ -25,8 +26,8 @@ const xentry xkernels_vec[] = {
  * (vec_gemv.c) and a MatMul reading a gathered band (vec_band.c, with the
  * Gather it defers); they decline everything else to the tables below. */
 const xentry xkernels_vec_first[] = {
-    {"MatMul", &xk_vec_gemv},
-    {"MatMul", &xk_vec_band},
-    {"Gather", &xk_vec_band_defer},
+    {&ts_op_matmul, &xk_vec_gemv},
+    {&ts_op_matmul, &xk_vec_band},
+    {&ts_op_gather, &xk_vec_band_defer},
     {NULL, NULL},
 };

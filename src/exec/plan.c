@@ -13,6 +13,7 @@
 #include <string.h>
 #include "exec/plan_internal.h"
 #include "exec/vec_layout.h"
+#include "ops/list.h"
 
 static size_t dense_bytes(ts_dtype dt, const ts_shape *s)
 {
@@ -230,12 +231,12 @@ const xkernel xk_copy = {"copy", NULL, copy_run, free};
 
 static bool is_view(const ts_node *nd)
 {
-    const char *op = nd->op->name;
+    const ts_op_desc *op = nd->op;
     if (nd->noutputs != 1 || nd->ninputs < 1 || nd->inputs[0] < 0) return false;
-    if (!strcmp(op, "Dropout")) /* inference: identity unless training_mode is given */
+    if (op == &ts_op_dropout) /* inference: identity unless training_mode is given */
         return nd->ninputs < 3 || nd->inputs[2] < 0;
-    return !strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
-           !strcmp(op, "Unsqueeze") || !strcmp(op, "Identity");
+    return op == &ts_op_reshape || op == &ts_op_flatten || op == &ts_op_squeeze || op == &ts_op_unsqueeze ||
+           op == &ts_op_identity;
 }
 
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
@@ -269,7 +270,7 @@ static int try_view(xplan *p, int n, ts_error *err)
 static int try_split_view(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (strcmp(nd->op->name, "Split") || nd->ninputs < 1 || nd->inputs[0] < 0 || !nd->op->emit) return 0;
+    if (nd->op != &ts_op_split || nd->ninputs < 1 || nd->inputs[0] < 0 || !nd->op->emit) return 0;
     const ts_value *in = &p->g->values[nd->inputs[0]];
     ts_attr a[4];
     int na = nd->op->emit(nd->attrs, a, 4), axis = -1;
@@ -425,7 +426,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     }
     const xkernel *cand[XKERNELS_MAX + 2];
     int nc = 0;
-    xkernels_for(nd->op->name, cand);
+    xkernels_for(nd->op, cand);
     while (cand[nc]) nc++;
     cand[nc++] = &xk_ref;
     for (int c = 0; c < nc; c++) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/plan_internal.h"
+#include "ops/list.h"
 
 typedef struct ref_state {
     const ts_node *node;
@@ -26,12 +27,13 @@ typedef struct ref_state {
 
 /* Element-wise operators whose reference kernel reads x[i] before writing
  * y[i] and nothing else: safe to run with y aliasing x. */
-static bool inplace_safe(const char *op)
+static bool inplace_safe(const ts_op_desc *op)
 {
-    static const char *const ops[] = {"Relu", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal", "Erf",
-                                      "Sigmoid", "Tanh", NULL};
+    static const ts_op_desc *const ops[] = {&ts_op_relu, &ts_op_neg,        &ts_op_abs, &ts_op_sqrt,
+                                            &ts_op_exp,  &ts_op_log,        &ts_op_reciprocal,
+                                            &ts_op_erf,  &ts_op_sigmoid,    &ts_op_tanh, NULL};
     for (int i = 0; ops[i]; i++)
-        if (!strcmp(ops[i], op)) return true;
+        if (ops[i] == op) return true;
     return false;
 }
 
@@ -53,7 +55,7 @@ static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
         f32 |= g->values[v].dtype == TS_F32;
         f64 |= g->values[v].dtype == TS_F64;
     }
-    bool convert = f32 && f64 && !strcmp(nd->op->name, "Cast");
+    bool convert = f32 && f64 && nd->op == &ts_op_cast;
     if (f32 && f64 && !convert)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "node '%s' (%s): mixes float32 and float64 tensors, which the fast runtime "
@@ -69,7 +71,7 @@ static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
     }
     /* In place when the op allows it and nothing else needs the input. */
     int in0 = nd->ninputs == 1 ? s->in[0] : -1;
-    bool inplace = in0 >= 0 && inplace_safe(nd->op->name) && !p->opts.no_fusion &&
+    bool inplace = in0 >= 0 && inplace_safe(nd->op) && !p->opts.no_fusion &&
                    p->bufs[in0].dtype == g->values[nd->outputs[0]].dtype &&
                    p->bufs[in0].bytes == (size_t)ts_shape_numel(&g->values[nd->outputs[0]].shape) *
                                              ts_dtype_size(p->bufs[in0].dtype) &&

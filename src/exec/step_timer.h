@@ -36,5 +36,16 @@ const char *xplan_step_kernel(const ts_plan *p, int i);
  * (a reorder/copy of a graph input or into a graph output): work a graph
  * cut out of a model does that the model itself may not. */
 bool xplan_step_is_boundary(const ts_plan *p, int i);
+/* For a boundary step: the index among the graph's inputs of the input it
+ * converts (*is_output false), or among its outputs of the output it
+ * writes (*is_output true); -1 for any other step.  A graph cut out of a
+ * model for timing (cost_ctx.c) has boundaries of two kinds: the model's
+ * own inputs and outputs, whose conversions the model runs too, and cuts,
+ * whose conversions it does not. */
+int xplan_step_boundary_io(const ts_plan *p, int i, bool *is_output);
+/* True when step i is a planner-inserted reorder or copy whose result only
+ * steps named after nodes with skip[node] set read: a conversion made for
+ * what a cut-out graph adds (cost_ctx.c's sinks), not for the model. */
+bool xplan_step_only_feeds(const ts_plan *p, int i, const bool *skip);
 
 #endif

@@ -19,6 +19,7 @@
 #include "exec/plan_internal.h"
 #include "exec/vec.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 typedef struct band {
     int side;     /* MatMul input that is the gathered band: 0 scores, 1 context */
@@ -47,12 +48,12 @@ static bool band_match(const xplan *p, int mm, band *b)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[mm];
-    if (strcmp(nd->op->name, "MatMul") || nd->ninputs != 2 || !xv_all_f32(p, mm)) return false;
+    if (nd->op != &ts_op_matmul || nd->ninputs != 2 || !xv_all_f32(p, mm)) return false;
     for (int side = 0; side < 2; side++) {
         int gv = nd->inputs[side], prod = g->values[gv].producer;
         if (prod < 0) continue;
         const ts_node *gn = &g->nodes[prod];
-        if (strcmp(gn->op->name, "Gather") || gn->ninputs != 2) continue;
+        if (gn->op != &ts_op_gather || gn->ninputs != 2) continue;
         const ts_value *x = &g->values[gn->inputs[0]];
         const ts_tensor *idx = xplan_const(p, gn->inputs[1]);
         int axis;

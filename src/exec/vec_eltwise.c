@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "exec/vec_eltwise.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 /* ------------------------------------------------------ family helpers */
 
@@ -81,21 +82,22 @@ static bool emit(xv_prog *pr, xv_opc opc, int a, int b, float p0, float p1)
 }
 
 static const struct {
-    const char *name;
+    const ts_op_desc *op;
     xv_opc opc;
 } unary_ops[] = {
-    {"Relu", XO_RELU}, {"Neg", XO_NEG},         {"Abs", XO_ABS},         {"Sqrt", XO_SQRT},
-    {"Exp", XO_EXP},   {"Log", XO_LOG},         {"Reciprocal", XO_RECIP}, {"Erf", XO_ERF},
-    {"Sigmoid", XO_SIGMOID}, {"Tanh", XO_TANH}, {"HardSwish", XO_HSWISH}, {"Identity", XO_COPY},
+    {&ts_op_relu, XO_RELU},       {&ts_op_neg, XO_NEG},   {&ts_op_abs, XO_ABS},             {&ts_op_sqrt, XO_SQRT},
+    {&ts_op_exp, XO_EXP},         {&ts_op_log, XO_LOG},   {&ts_op_reciprocal, XO_RECIP},   {&ts_op_erf, XO_ERF},
+    {&ts_op_sigmoid, XO_SIGMOID}, {&ts_op_tanh, XO_TANH}, {&ts_op_hardswish, XO_HSWISH},   {&ts_op_identity, XO_COPY},
 };
 
 static const struct {
-    const char *name;
+    const ts_op_desc *op;
     xv_opc opc, imm, rimm; /* both operands; b immediate; a immediate */
 } binary_ops[] = {
-    {"Add", XO_ADD, XO_ADD_S, XO_ADD_S}, {"Sub", XO_SUB, XO_SUB_S, XO_RSUB_S}, {"Mul", XO_MUL, XO_MUL_S, XO_MUL_S},
-    {"Div", XO_DIV, XO_DIV_S, XO_RDIV_S}, {"Pow", XO_POW, XO_POW_S, XO_POW},   {"Max", XO_MAX, XO_MAX_S, XO_MAX_S},
-    {"Min", XO_MIN, XO_MIN_S, XO_MIN_S},  {"PRelu", XO_PRELU, XO_PRELU, XO_PRELU},
+    {&ts_op_add, XO_ADD, XO_ADD_S, XO_ADD_S}, {&ts_op_sub, XO_SUB, XO_SUB_S, XO_RSUB_S},
+    {&ts_op_mul, XO_MUL, XO_MUL_S, XO_MUL_S}, {&ts_op_div, XO_DIV, XO_DIV_S, XO_RDIV_S},
+    {&ts_op_pow, XO_POW, XO_POW_S, XO_POW},   {&ts_op_max, XO_MAX, XO_MAX_S, XO_MAX_S},
+    {&ts_op_min, XO_MIN, XO_MIN_S, XO_MIN_S}, {&ts_op_prelu, XO_PRELU, XO_PRELU, XO_PRELU},
 };
 
 static bool lower_binary(const xplan *p, const ts_node *nd, int k, int cur, xv_prog *pr, int *ext)
@@ -123,21 +125,21 @@ static bool lower_binary(const xplan *p, const ts_node *nd, int k, int cur, xv_p
 bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
 {
     const ts_node *nd = &p->g->nodes[n];
-    const char *op = nd->op->name;
+    const ts_op_desc *op = nd->op;
     if (nd->noutputs != 1) return false;
     for (size_t k = 0; k < sizeof unary_ops / sizeof *unary_ops; k++)
-        if (!strcmp(op, unary_ops[k].name))
+        if (op == unary_ops[k].op)
             return nd->ninputs == 1 && emit(pr, unary_ops[k].opc, operand(nd->inputs[0], cur, pr, ext), 0, 0, 0);
     for (size_t k = 0; k < sizeof binary_ops / sizeof *binary_ops; k++)
-        if (!strcmp(op, binary_ops[k].name))
+        if (op == binary_ops[k].op)
             return nd->ninputs == 2 && nd->inputs[0] >= 0 && nd->inputs[1] >= 0 &&
                    lower_binary(p, nd, (int)k, cur, pr, ext);
-    if (!strcmp(op, "LeakyRelu") || !strcmp(op, "HardSigmoid")) {
+    if (op == &ts_op_leakyrelu || op == &ts_op_hardsigmoid) {
         const ts_alpha_beta_attrs *ab = nd->attrs;
-        return emit(pr, op[0] == 'L' ? XO_LEAKY : XO_HSIG, operand(nd->inputs[0], cur, pr, ext), 0, ab->alpha,
+        return emit(pr, op == &ts_op_leakyrelu ? XO_LEAKY : XO_HSIG, operand(nd->inputs[0], cur, pr, ext), 0, ab->alpha,
                     ab->beta);
     }
-    if (!strcmp(op, "Clip")) {
+    if (op == &ts_op_clip) {
         const ts_clip_attrs *ca = nd->attrs;
         float lo = ca->has_min ? ca->min : -INFINITY, hi = ca->has_max ? ca->max : INFINITY;
         if (nd->ninputs > 1 && nd->inputs[1] >= 0 && !const_scalar(p, nd->inputs[1], &lo)) return false;

@@ -8,6 +8,7 @@
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 /* ------------------------------------------------------- strided copy */
 
@@ -286,7 +287,7 @@ static int fuse_relu_readers(xplan *p, int n, xstep *st)
         bool reads = false;
         for (int j = 0; j < c->ninputs; j++) reads |= c->inputs[j] == v;
         if (c->dead || !reads) continue;
-        if (p->claimed[m] || strcmp(c->op->name, "Relu") || nr == 16 || xgraph_is_output(g, c->outputs[0])) return -1;
+        if (p->claimed[m] || c->op != &ts_op_relu || nr == 16 || xgraph_is_output(g, c->outputs[0])) return -1;
         readers[nr++] = m;
     }
     if (!nr) return -1;

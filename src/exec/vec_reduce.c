@@ -8,6 +8,7 @@
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 enum { RD_SUM, RD_MEAN, RD_MAX };
 
@@ -121,8 +122,7 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
     rd_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    const char *op = nd->op->name;
-    s->kind = !strcmp(op, "ReduceMax") ? RD_MAX : !strcmp(op, "ReduceMean") ? RD_MEAN : RD_SUM;
+    s->kind = nd->op == &ts_op_reducemax ? RD_MAX : nd->op == &ts_op_reducemean ? RD_MEAN : RD_SUM;
     s->outer = outer;
     s->r = r;
     s->inner = inner;

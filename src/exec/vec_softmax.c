@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include "exec/vec.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 typedef struct sm_state {
     int64_t outer, len, inner;
@@ -113,7 +114,7 @@ static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
         else
             s->inner *= sh->dims[d];
     }
-    s->log = !strcmp(nd->op->name, "LogSoftmax");
+    s->log = nd->op == &ts_op_logsoftmax;
     s->threads = xv_threads(p);
     st->state = s;
     return xv_bind_io(p, n, st, err);

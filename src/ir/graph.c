@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/ir.h"
+#include "ir/meta.h"
 
 char *ts_strdup(const char *s)
 {
@@ -42,6 +43,7 @@ void ts_graph_free(ts_graph *g)
     free(g->inputs);
     free(g->outputs);
     free(g->name);
+    ts_model_meta_unref(g->meta);
     free(g);
 }
 
@@ -86,6 +88,7 @@ ts_graph *ts_graph_copy(const ts_graph *g)
         d->outputs = dup_mem(s->outputs, sizeof(int) * (size_t)s->noutputs);
         d->attrs = dup_mem(s->attrs, s->op->attr_size);
     }
+    ts_model_meta_ref(c->meta);
     return c;
 }
 

@@ -2,13 +2,20 @@
  *
  * The protobuf-c message tree is built over the graph's own memory (names,
  * shapes, weight bytes are pointed to, not copied); everything the tree
- * itself needs comes from one arena freed after packing. */
+ * itself needs comes from one arena freed after packing.
+ *
+ * A graph loaded from ONNX carries what its file had beyond the graph
+ * (g->meta, src/ir/meta.h): metadata is written back as it was, and
+ * symbolic input/output dimensions are written symbolic again when
+ * symbolic_copy() can show the graph holds at other sizes. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "ir/ir.h"
+#include "ir/meta.h"
 #include "onnx/proto.h"
 
 /* Zeroed allocations freed together. */
@@ -48,13 +55,45 @@ static void arena_free(arena *a)
 
 typedef struct exporter {
     const ts_graph *g;
+    const ts_model_meta *meta; /* NULL for built graphs */
+    bool symbolic;             /* write the inputs' and outputs' symbolic dimensions */
     arena ar;
     ts_error *err;
 } exporter;
 
 static ts_status oom(exporter *ex) { return ts_error_set(ex->err, TS_ERR_NOMEM, "out of memory writing ONNX model"); }
 
-static Onnx__ValueInfoProto *value_info(exporter *ex, int v)
+/* The symbol whose sizes are (bound, probe), or NULL. */
+static const ts_meta_sym *sym_sized(const ts_model_meta *m, int64_t bound, int64_t probe)
+{
+    for (int i = 0; i < m->nsyms; i++)
+        if (m->syms[i].bound == bound && m->syms[i].probe == probe) return &m->syms[i];
+    return NULL;
+}
+
+/* Dimension d of a graph input or output (io) written symbolic: as the file
+ * declared it, else (outputs the file gave no shape) named after the input
+ * symbol it follows, or left unnamed when it follows none alone (2*batch). */
+static void symbolic_dim(const ts_model_meta *m, const ts_meta_io *io, int d, int64_t bound,
+                         Onnx__TensorShapeProto__Dimension *dim)
+{
+    const ts_meta_sym *s;
+    if (io->rank > d && io->dims[d].symbolic) {
+        if (io->dims[d].param) {
+            dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            dim->dim_param = io->dims[d].param;
+        }
+    } else if (io->probe.dims[d] == bound) {
+        dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dim->dim_value = bound;
+    } else if ((s = sym_sized(m, bound, io->probe.dims[d])) && s->name) {
+        dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+        dim->dim_param = s->name;
+    }
+}
+
+/* io: the value's record when it is written with symbolic dimensions. */
+static Onnx__ValueInfoProto *value_info(exporter *ex, int v, const ts_meta_io *io)
 {
     const ts_value *val = &ex->g->values[v];
     int32_t et = ts_onnx_dtype_to(val->dtype);
@@ -80,8 +119,12 @@ static Onnx__ValueInfoProto *value_info(exporter *ex, int v)
     onnx__tensor_shape_proto__init(sp);
     for (int i = 0; i < val->shape.rank; i++) {
         onnx__tensor_shape_proto__dimension__init(&dims[i]);
-        dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        dims[i].dim_value = val->shape.dims[i];
+        if (io)
+            symbolic_dim(ex->meta, io, i, val->shape.dims[i], &dims[i]);
+        else {
+            dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            dims[i].dim_value = val->shape.dims[i];
+        }
         dimp[i] = &dims[i];
     }
     sp->n_dim = (size_t)val->shape.rank;
@@ -172,6 +215,7 @@ static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
     }
     onnx__node_proto__init(np);
     np->name = n->name;
+    np->doc_string = (char *)ts_model_meta_node_doc(ex->meta, n->name);
     np->op_type = (char *)n->op->name;
     for (int j = 0; j < n->ninputs; j++) ins[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].name : "";
     for (int j = 0; j < n->noutputs; j++) outs[j] = g->values[n->outputs[j]].name;
@@ -208,28 +252,67 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
     os->domain = "";
     os->has_version = 1;
     os->version = g->opset;
-    Onnx__OperatorSetIdProto **osp = arena_alloc(a, 1, sizeof *osp);
-    if (!osp) return oom(ex);
-    osp[0] = os;
     mp->has_ir_version = 1;
     /* ir 8 is what ONNX 1.10-1.13 write for opsets up to 18; older opsets
      * get the ir version of their era so older runtimes accept them. */
     mp->ir_version = g->opset <= 12 ? 7 : 8;
     mp->producer_name = "tsopt";
     mp->n_opset_import = 1;
-    mp->opset_import = osp;
     mp->graph = gp;
     gp->name = g->name;
+    const ts_model_meta *m = ex->meta;
+    if (m) {
+        /* The user's model keeps its identity.  Its ir_version is kept
+         * unless below 4 (which would require initializers to be listed as
+         * inputs, as this writer does not). */
+        if (m->ir_version >= 4) mp->ir_version = m->ir_version;
+        mp->producer_name = m->producer_name;
+        mp->producer_version = m->producer_version;
+        mp->domain = m->domain;
+        mp->doc_string = m->doc_string;
+        mp->has_model_version = m->has_model_version;
+        mp->model_version = m->model_version;
+        gp->doc_string = m->graph_doc;
+        mp->metadata_props = arena_alloc(a, (size_t)m->nprops, sizeof *mp->metadata_props);
+        Onnx__StringStringEntryProto *kv = arena_alloc(a, (size_t)m->nprops, sizeof *kv);
+        if (a->failed) return oom(ex);
+        for (int i = 0; i < m->nprops; i++) {
+            onnx__string_string_entry_proto__init(&kv[i]);
+            kv[i].key = m->props[i].key;
+            kv[i].value = m->props[i].value;
+            mp->metadata_props[i] = &kv[i];
+        }
+        mp->n_metadata_props = (size_t)m->nprops;
+    }
+    /* Every opset the file imported, other domains included; the default
+     * domain's version is the graph's. */
+    int nos = m && m->nopsets ? m->nopsets : 1;
+    Onnx__OperatorSetIdProto **osp = arena_alloc(a, (size_t)nos, sizeof *osp);
+    Onnx__OperatorSetIdProto *oss = arena_alloc(a, (size_t)nos, sizeof *oss);
+    if (a->failed) return oom(ex);
+    osp[0] = os;
+    for (int i = 0; m && i < m->nopsets; i++) {
+        const ts_meta_opset *o = &m->opsets[i];
+        onnx__operator_set_id_proto__init(&oss[i]);
+        oss[i].domain = o->domain ? o->domain : "";
+        bool deflt = !o->domain || !strcmp(o->domain, "ai.onnx");
+        oss[i].has_version = deflt || o->version >= 0;
+        oss[i].version = deflt ? g->opset : o->version;
+        osp[i] = &oss[i];
+    }
+    mp->n_opset_import = (size_t)nos;
+    mp->opset_import = osp;
 
     gp->input = arena_alloc(a, (size_t)g->ninputs, sizeof *gp->input);
     gp->output = arena_alloc(a, (size_t)g->noutputs, sizeof *gp->output);
     gp->node = arena_alloc(a, (size_t)cnt, sizeof *gp->node);
     if (a->failed) return oom(ex);
     for (int i = 0; i < g->ninputs; i++)
-        if (!(gp->input[i] = value_info(ex, g->inputs[i]))) return ex->err->code;
+        if (!(gp->input[i] = value_info(ex, g->inputs[i], ex->symbolic ? &m->inputs[i] : NULL))) return ex->err->code;
     gp->n_input = (size_t)g->ninputs;
     for (int i = 0; i < g->noutputs; i++)
-        if (!(gp->output[i] = value_info(ex, g->outputs[i]))) return ex->err->code;
+        if (!(gp->output[i] = value_info(ex, g->outputs[i], ex->symbolic ? &m->outputs[i] : NULL)))
+            return ex->err->code;
     gp->n_output = (size_t)g->noutputs;
     for (int k = 0; k < cnt; k++) {
         const ts_node *n = &g->nodes[order[k]];
@@ -292,9 +375,274 @@ static ts_status write_file(const char *path, const uint8_t *buf, size_t len, ts
     return st;
 }
 
-ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err)
+/* ------------------------------------------------ symbolic dimensions */
+
+/* Writes the one line saying why a graph cannot be written symbolic;
+ * returns false for `return why_set(...)`. */
+__attribute__((format(printf, 3, 4))) static bool why_set(char *why, size_t nwhy, const char *fmt, ...)
 {
-    exporter ex = {.g = g, .err = err};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, nwhy, fmt, ap);
+    va_end(ap);
+    return false;
+}
+#define WHY(...) why_set(why, nwhy, __VA_ARGS__)
+
+/* The same for functions returning a status: the graph is fine, it just
+ * cannot be written symbolic. */
+__attribute__((format(printf, 3, 4))) static ts_status why_status(char *why, size_t nwhy, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, nwhy, fmt, ap);
+    va_end(ap);
+    return TS_OK;
+}
+
+/* Whether node n's attributes say allowzero=1 (Reshape). */
+static bool allowzero(const ts_node *n)
+{
+    ts_attr a[4];
+    int na = n->op->emit ? n->op->emit(n->attrs, a, 4) : 0;
+    for (int i = 0; i < na; i++)
+        if (!strcmp(a[i].name, "allowzero") && a[i].kind == TS_ATTR_INT && a[i].i) return true;
+    return false;
+}
+
+/* New entries for the shape input of Reshape/Expand node n so that it
+ * follows the symbolic sizes instead of holding their bound value: an entry
+ * that equals the data input's dimension at the same place (aligned right
+ * for Expand) while that dimension is symbolic is written 0 (Reshape: copy
+ * the input's dimension; not with allowzero) or 1 (Expand: keep it), which
+ * is the same at the bound sizes.  One Reshape entry that follows the sizes
+ * otherwise (batch*heads) becomes -1 when there is none yet: the element
+ * count then gives it at every size (probe_node checks the result).
+ * e1: the entries; e2: their values at the probe sizes when import found
+ * them computed from the sizes (entries that differ must be patched), else
+ * NULL (a shape the optimizer made from static shapes: patched where the
+ * pattern holds; the file's literals never get here).  in_b, in_p: the
+ * data input's shape at the bound and probe sizes.  *changed tells whether
+ * any entry changed; false with why when the entries cannot follow the
+ * sizes. */
+static bool patch_shape(const ts_node *n, const int64_t *e1, const int64_t *e2, int ne, const ts_shape *in_b,
+                        const ts_shape *in_p, int64_t *out, bool *changed, const char *syms, char *why, size_t nwhy)
+{
+    bool reshape = !strcmp(n->op->name, "Reshape"), zero_ok = reshape && !allowzero(n), has_minus = false;
+    int nfree = 0, free_at = -1;
+    *changed = false;
+    for (int k = 0; k < ne; k++) has_minus |= reshape && e1[k] == -1;
+    for (int k = 0; k < ne; k++) {
+        out[k] = e1[k];
+        int d = reshape ? k : k - (ne - in_b->rank); /* Expand broadcasts right-aligned */
+        bool place = d >= 0 && d < in_b->rank && (reshape ? zero_ok : true);
+        bool follows = place && e1[k] == in_b->dims[d] && in_p->dims[d] != in_b->dims[d];
+        if (e2) {
+            if (e1[k] == e2[k]) continue;
+            if (!follows || e2[k] != in_p->dims[d]) {
+                nfree++;
+                free_at = k;
+                continue;
+            }
+        } else if (!follows || e1[k] <= 0)
+            continue;
+        if (reshape ? e1[k] == 0 : e1[k] == 1) continue;
+        out[k] = reshape ? 0 : 1;
+        *changed = true;
+    }
+    if (!nfree) return true;
+    if (!reshape || nfree > 1 || has_minus)
+        return WHY("node '%s' (%s): shape entry %d follows the sizes of %s, not as the input's dimension at "
+                   "that place does",
+                   n->name, n->op->name, free_at, syms);
+    out[free_at] = -1;
+    *changed = true;
+    return true;
+}
+
+/* Gives input j of node ni of c the int64 vector ents (a new constant,
+ * or the old one replaced when nothing else reads it). */
+static bool set_shape_input(ts_graph *c, int ni, int j, const int64_t *ents, int ne, ts_error *err)
+{
+    int v = c->nodes[ni].inputs[j];
+    ts_shape sh = {1, {ne}};
+    ts_tensor *t = ts_tensor_new(TS_I64, &sh, err);
+    if (!t) return false;
+    if (ne) memcpy(t->data, ents, sizeof(int64_t) * (size_t)ne);
+    if (ts_value_uses(c, v) == 1) {
+        ts_tensor_unref(c->values[v].constant);
+        c->values[v].constant = t;
+        return true;
+    }
+    char name[400];
+    for (int k = 0;; k++) {
+        snprintf(name, sizeof name, "%s_sym%d", c->values[v].name, k);
+        if (ts_graph_find_value(c, name) < 0) break;
+    }
+    int nv = ts_graph_add_constant(c, name, t, err);
+    ts_tensor_unref(t);
+    if (nv < 0) return false;
+    c->nodes[ni].inputs[j] = nv;
+    return true;
+}
+
+/* Node ni of c at the probe sizes: rewrites its shape input where it froze
+ * them, then re-infers its outputs' shapes.  false with why when the node
+ * cannot follow the sizes; *oom on allocation failure. */
+static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms, char *why, size_t nwhy, bool *oom)
+{
+    const ts_model_meta *m = g->meta;
+    const ts_node *n = &c->nodes[ni];
+    bool shape_op = !strcmp(n->op->name, "Reshape") || !strcmp(n->op->name, "Expand");
+    const int64_t *expect = NULL; /* a Reshape's shape at the probe sizes, as the model computed it */
+    int nexpect = 0;
+    for (int j = 0; j < n->ninputs; j++) {
+        int v = n->inputs[j];
+        const ts_tensor *t = v >= 0 ? c->values[v].constant : NULL;
+        if (!t) continue;
+        const ts_tensor *tp = ts_model_meta_sized_probe(m, t);
+        if (!(shape_op && j == 1)) {
+            if (tp)
+                return WHY("node '%s' (%s) reads '%s', computed from the sizes of %s (only Reshape and Expand "
+                           "shapes are rewritten to follow them)",
+                           n->name, n->op->name, c->values[v].name, syms);
+            continue;
+        }
+        int ne = (int)ts_tensor_numel(t);
+        if (t->dtype != TS_I64 || t->shape.rank != 1 || ne > TS_MAX_RANK) {
+            if (tp) return WHY("node '%s' (%s): its shape input '%s' is computed from the sizes of %s", n->name,
+                               n->op->name, c->values[v].name, syms);
+            continue;
+        }
+        if (tp && (tp->dtype != TS_I64 || ts_tensor_numel(tp) != ne))
+            return WHY("node '%s' (%s): its shape input '%s' changes length with the sizes of %s", n->name,
+                       n->op->name, c->values[v].name, syms);
+        int x = n->inputs[0];
+        int64_t ents[TS_MAX_RANK];
+        bool changed;
+        if (tp && !strcmp(n->op->name, "Reshape")) {
+            expect = tp->data;
+            nexpect = ne;
+        }
+        /* the file's literal shapes mean the same at every size */
+        if (!tp && ts_model_meta_is_literal(m, t)) continue;
+        if (!patch_shape(n, t->data, tp ? tp->data : NULL, ne, &g->values[x].shape, &c->values[x].shape, ents,
+                         &changed, syms, why, nwhy))
+            return false;
+        ts_error e = {0};
+        if (changed && !set_shape_input(c, ni, j, ents, ne, &e)) {
+            *oom = true;
+            return false;
+        }
+        n = &c->nodes[ni];
+    }
+    ts_dtype dt[64];
+    ts_shape sh[64];
+    ts_error e = {0};
+    if (n->noutputs > 64) return WHY("node '%s' (%s) has too many outputs", n->name, n->op->name);
+    if (ts_node_infer(c, ni, dt, sh, &e)) {
+        *oom = e.code == TS_ERR_NOMEM;
+        return WHY("at other sizes of %s, %s", syms, e.msg);
+    }
+    for (int k = 0; k < n->noutputs; k++) c->values[n->outputs[k]].shape = sh[k];
+    /* the rewritten Reshape gives what the model's own shape arithmetic
+     * gave at the probe sizes */
+    const ts_shape *in_p = &c->values[n->inputs[0]].shape;
+    for (int k = 0; expect && k < nexpect; k++) {
+        int64_t want = expect[k] == 0 && !allowzero(n) && k < in_p->rank ? in_p->dims[k] : expect[k];
+        if (want >= 0 && (k >= sh[0].rank || sh[0].dims[k] != want))
+            return WHY("node '%s' (%s): its shape cannot follow the sizes of %s", n->name, n->op->name, syms);
+    }
+    return true;
+}
+
+/* A copy of g to write with symbolic dimensions: every node is re-inferred
+ * at the probe sizes import tried (ts_model_meta), shape inputs that froze
+ * the bound sizes are rewritten (patch_shape), and the outputs must come
+ * out at the sizes the original model gave there.  Checked on the graph as
+ * it is now, so rewrites the optimizer made are checked too.  *out NULL and
+ * why set when g cannot be written symbolic; fails only when out of
+ * memory. */
+static ts_status symbolic_copy(const ts_graph *g, ts_graph **out, char *why, size_t nwhy, ts_error *err)
+{
+    const ts_model_meta *m = g->meta;
+    *out = NULL;
+    if (!m) return why_status(why, nwhy, "the graph was not loaded from an ONNX file");
+    if (!m->nsyms) return why_status(why, nwhy, "the model has no symbolic dimensions");
+    if (m->why_static[0]) return why_status(why, nwhy, "%s", m->why_static);
+    if (g->ninputs != m->ninputs || g->noutputs != m->noutputs)
+        return why_status(why, nwhy, "the graph's inputs or outputs are not the model's");
+    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
+        bool in = k < g->ninputs;
+        const ts_meta_io *io = in ? &m->inputs[k] : &m->outputs[k - g->ninputs];
+        const ts_value *val = &g->values[in ? g->inputs[k] : g->outputs[k - g->ninputs]];
+        const char *what = in ? "input" : "output";
+        char a[160], b[160];
+        if (strcmp(val->name, io->name))
+            return why_status(why, nwhy, "graph %s %d is '%s', the model's was '%s'", what, in ? k : k - g->ninputs,
+                              val->name, io->name);
+        if (!ts_shape_eq(&val->shape, &io->bound))
+            return why_status(why, nwhy, "graph %s '%s' is %s, the model's was %s", what, val->name,
+                              ts_shape_str(&val->shape, a, sizeof a), ts_shape_str(&io->bound, b, sizeof b));
+    }
+    char syms[200];
+    ts_model_meta_syms_str(m, syms, sizeof syms);
+    ts_graph *c = ts_graph_copy(g);
+    int *order = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
+    int cnt = 0;
+    bool ok = c && order, oom = !ok;
+    if (ok && ts_graph_topo_order(c, order, &cnt, err)) {
+        ts_graph_free(c);
+        free(order);
+        return err->code;
+    }
+    for (int k = 0; ok && k < c->ninputs; k++) c->values[c->inputs[k]].shape = m->inputs[k].probe;
+    for (int k = 0; ok && k < cnt; k++) ok = probe_node(g, c, order[k], syms, why, nwhy, &oom);
+    for (int k = 0; ok && k < c->noutputs; k++) {
+        const ts_value *val = &c->values[c->outputs[k]];
+        if (!ts_shape_eq(&val->shape, &m->outputs[k].probe)) {
+            char a[160], b[160];
+            ok = WHY("at other sizes of %s, output '%s' would be %s where the model gives %s", syms, val->name,
+                     ts_shape_str(&val->shape, a, sizeof a), ts_shape_str(&m->outputs[k].probe, b, sizeof b));
+        }
+    }
+    free(order);
+    if (!ok) {
+        ts_graph_free(c);
+        return oom ? ts_error_set(err, TS_ERR_NOMEM, "out of memory writing ONNX model") : TS_OK;
+    }
+    /* back to the bound sizes: what the exporter writes where a dimension
+     * is not symbolic */
+    for (int v = 0; v < c->nvalues; v++)
+        c->values[v].shape = v < g->nvalues ? g->values[v].shape : c->values[v].constant->shape;
+    *out = c;
+    return TS_OK;
+}
+
+#undef WHY
+
+bool ts_onnx_keeps_symbolic(const ts_graph *g, char *why, size_t n)
+{
+    ts_error err = {0};
+    char buf[sizeof err.msg];
+    ts_graph *c = NULL;
+    if (symbolic_copy(g, &c, buf, sizeof buf, &err)) snprintf(buf, sizeof buf, "%s", err.msg);
+    bool keeps = c != NULL;
+    if (why && n) snprintf(why, n, "%s", keeps ? "" : buf);
+    ts_graph_free(c);
+    return keeps;
+}
+
+ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_save_opts *o, ts_error *err)
+{
+    ts_graph *sym = NULL;
+    if (!(o && o->static_dims) && g->meta && g->meta->nsyms) {
+        char why[sizeof err->msg];
+        if (symbolic_copy(g, &sym, why, sizeof why, err)) return err->code;
+        if (!sym && o && o->require_symbolic)
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "cannot write '%s' with symbolic dimensions: %s", path, why);
+    }
+    exporter ex = {.g = sym ? sym : g, .meta = g->meta, .symbolic = sym != NULL, .err = err};
     Onnx__ModelProto mp;
     Onnx__GraphProto gp;
     Onnx__OperatorSetIdProto os;
@@ -316,5 +664,11 @@ ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err)
     }
     free(buf);
     arena_free(&ex.ar);
+    ts_graph_free(sym);
     return st;
+}
+
+ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err)
+{
+    return ts_onnx_save_with(g, path, NULL, err);
 }

@@ -8,13 +8,19 @@
  *   4. nodes are sorted by name dependencies (files need not be sorted);
  *   5. nodes are added in that order, each folded right away when its
  *      inputs are constant, so shape arithmetic (Shape -> Gather -> Concat
- *      -> Reshape) is a constant before a later node's inference needs it. */
+ *      -> Reshape) is a constant before a later node's inference needs it;
+ *   6. what the file had beyond the graph is recorded (ts_model_meta,
+ *      src/ir/meta.h), and a model with symbolic dimensions is imported a
+ *      second time at other sizes (the "probe"): comparing the two graphs
+ *      tells which folded constants hold those sizes, which export needs to
+ *      write the model with its dimensions symbolic again. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "ir/ir.h"
+#include "ir/meta.h"
 #include "onnx/proto.h"
 
 /* ------------------------------------------------ name -> int hash map */
@@ -87,6 +93,7 @@ typedef struct importer {
     name_map values; /* tensor name -> value id */
     char **names;    /* display name of each node (file order) */
     int *order;      /* node indices in dependency order */
+    ts_tensor **inits; /* decoded initializers (file order): kept by the first import, reused by the probe's */
 } importer;
 
 static ts_status oom(importer *im) { return ts_error_set(im->err, TS_ERR_NOMEM, "out of memory importing ONNX model"); }
@@ -116,10 +123,15 @@ static ts_status add_initializers(importer *im)
         const Onnx__TensorProto *tp = im->gp->initializer[i];
         if (!tp->name || !*tp->name)
             return ts_error_set(im->err, TS_ERR_PARSE, "%s: initializer %zu has no name", im->model, i);
-        char what[400];
-        snprintf(what, sizeof what, "initializer '%s'", tp->name);
         ts_tensor *t;
-        if (ts_onnx_tensor_decode(tp, im->base_dir, what, &t, im->err)) return im->err->code;
+        if (im->inits[i])
+            t = ts_tensor_ref(im->inits[i]);
+        else {
+            char what[400];
+            snprintf(what, sizeof what, "initializer '%s'", tp->name);
+            if (ts_onnx_tensor_decode(tp, im->base_dir, what, &t, im->err)) return im->err->code;
+            im->inits[i] = ts_tensor_ref(t);
+        }
         int v = ts_graph_add_constant(im->g, tp->name, t, im->err);
         ts_tensor_unref(t);
         if (v < 0) return im->err->code;
@@ -210,8 +222,18 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
     return TS_OK;
 }
 
-/* Names nodes for messages (ONNX node names are optional) and checks every
- * operator before anything is built. */
+/* The name node i of the file gets in the graph: its own, or OP_INDEX
+ * (ONNX node names are optional). */
+static void node_name(const Onnx__NodeProto *n, size_t i, char *buf, size_t size)
+{
+    if (n->name && *n->name)
+        snprintf(buf, size, "%s", n->name);
+    else
+        snprintf(buf, size, "%s_%zu", n->op_type, i);
+}
+
+/* Names nodes for messages and checks every operator before anything is
+ * built. */
 static ts_status check_nodes(importer *im)
 {
     const Onnx__GraphProto *gp = im->gp;
@@ -220,10 +242,7 @@ static ts_status check_nodes(importer *im)
         const char *op = n->op_type;
         if (!op || !*op) return ts_error_set(im->err, TS_ERR_PARSE, "%s: node %zu has no op_type", im->model, i);
         char buf[300];
-        if (n->name && *n->name)
-            snprintf(buf, sizeof buf, "%s", n->name);
-        else
-            snprintf(buf, sizeof buf, "%s_%zu", op, i);
+        node_name(n, i, buf, sizeof buf);
         if (!(im->names[i] = ts_strdup(buf))) return oom(im);
     }
     for (size_t i = 0; i < gp->n_node; i++) {
@@ -492,20 +511,13 @@ static ts_status add_outputs(importer *im)
     return TS_OK;
 }
 
-static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
-                              const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
+/* Steps 2-5: the graph at the sizes binds give.  inits (n_initializer
+ * entries) receives each decoded initializer, or supplies it when set. */
+static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char *base_dir, const char *model,
+                              const ts_input_bind *binds, int nbinds, ts_tensor **inits, ts_graph **out,
+                              ts_error *err)
 {
-    if (!mp->has_ir_version || mp->ir_version <= 0)
-        return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: ir_version is missing or 0", model);
-    if (!mp->graph) return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: it has no graph", model);
-    int opset = 0;
-    if (read_opset(mp, model, &opset, err)) return err->code;
-    const Onnx__GraphProto *gp = mp->graph;
-    if (gp->n_node > (size_t)(1 << 26))
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s has too many nodes (%zu)", model, gp->n_node);
-    if (gp->n_sparse_initializer)
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: sparse initializers are not supported", model);
-    importer im = {.gp = gp, .base_dir = base_dir, .model = model, .err = err};
+    importer im = {.gp = gp, .base_dir = base_dir, .model = model, .err = err, .inits = inits};
     im.g = ts_graph_new(str_or(gp->name, "graph"), opset);
     im.names = calloc(gp->n_node + 1, sizeof *im.names);
     im.order = malloc(sizeof(int) * (gp->n_node + 1));
@@ -534,6 +546,309 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
         return st;
     }
     *out = im.g;
+    return TS_OK;
+}
+
+/* ----------------------------------------- what the file had beyond the graph */
+
+/* NULL for an absent or empty string; *bad set when out of memory. */
+static char *dup_opt(const char *s, bool *bad)
+{
+    if (!s || !*s) return NULL;
+    char *d = ts_strdup(s);
+    if (!d) *bad = true;
+    return d;
+}
+
+static char *dup_str(const char *s, bool *bad)
+{
+    char *d = ts_strdup(s ? s : "");
+    if (!d) *bad = true;
+    return d;
+}
+
+/* The declared dimensions of a graph input or output; rank -1 when the file
+ * declared no shape, or one of another rank than the graph's. */
+static void io_record(const Onnx__ValueInfoProto *vi, const ts_value *val, ts_meta_io *io, bool *bad)
+{
+    io->name = dup_str(val->name, bad);
+    io->bound = io->probe = val->shape;
+    io->rank = -1;
+    const Onnx__TypeProto *tp = vi ? vi->type : NULL;
+    const Onnx__TensorShapeProto *sp =
+        tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->shape : NULL;
+    if (!sp || (int)sp->n_dim != val->shape.rank) return;
+    io->rank = val->shape.rank;
+    for (int d = 0; d < io->rank; d++) {
+        const Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
+        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
+        io->dims[d].symbolic = true;
+        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+            io->dims[d].param = dup_opt(dm->dim_param, bad);
+    }
+}
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const ts_meta_kv *)a)->key, ((const ts_meta_kv *)b)->key);
+}
+
+/* The symbol of input k's axis d (which must be symbolic). */
+static ts_meta_sym *sym_of(ts_model_meta *m, int k, int d)
+{
+    const char *p = m->inputs[k].dims[d].param;
+    for (int i = 0; i < m->nsyms; i++) {
+        ts_meta_sym *s = &m->syms[i];
+        if (p ? s->name && !strcmp(s->name, p) : !s->name && s->input == k && s->axis == d) return s;
+    }
+    return NULL;
+}
+
+/* One symbol per distinct dim_param of the inputs and per unnamed symbolic
+ * input dimension, with the size bound at import. */
+static void syms_record(ts_model_meta *m, bool *bad)
+{
+    if (!(m->syms = calloc((size_t)m->ninputs * TS_MAX_RANK + 1, sizeof *m->syms))) {
+        *bad = true;
+        return;
+    }
+    for (int k = 0; k < m->ninputs; k++) {
+        const ts_meta_io *io = &m->inputs[k];
+        for (int d = 0; d < io->rank; d++) {
+            if (!io->dims[d].symbolic) continue;
+            int64_t b = io->bound.dims[d];
+            ts_meta_sym *s = sym_of(m, k, d);
+            if (!s) {
+                s = &m->syms[m->nsyms++];
+                *s = (ts_meta_sym){.name = dup_opt(io->dims[d].param, bad), .input = k, .axis = d, .bound = b};
+            } else if (s->bound != b && !m->why_static[0])
+                snprintf(m->why_static, sizeof m->why_static,
+                         "dimension '%s' is bound to %lld for one input and to %lld for another", s->name,
+                         (long long)s->bound, (long long)b);
+        }
+    }
+}
+
+static ts_model_meta *meta_record(const Onnx__ModelProto *mp, const ts_graph *g)
+{
+    const Onnx__GraphProto *gp = mp->graph;
+    ts_model_meta *m = ts_model_meta_new();
+    if (!m) return NULL;
+    bool bad = false;
+    m->ir_version = mp->ir_version;
+    m->producer_name = dup_opt(mp->producer_name, &bad);
+    m->producer_version = dup_opt(mp->producer_version, &bad);
+    m->domain = dup_opt(mp->domain, &bad);
+    m->doc_string = dup_opt(mp->doc_string, &bad);
+    m->has_model_version = mp->has_model_version;
+    m->model_version = mp->model_version;
+    m->graph_doc = dup_opt(gp->doc_string, &bad);
+    if (!(m->props = calloc(mp->n_metadata_props + 1, sizeof *m->props))) bad = true;
+    for (size_t i = 0; !bad && i < mp->n_metadata_props; i++, m->nprops++) {
+        m->props[i].key = dup_str(mp->metadata_props[i]->key, &bad);
+        m->props[i].value = dup_str(mp->metadata_props[i]->value, &bad);
+    }
+    if (!(m->opsets = calloc(mp->n_opset_import + 1, sizeof *m->opsets))) bad = true;
+    for (size_t i = 0; !bad && i < mp->n_opset_import; i++, m->nopsets++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        m->opsets[i].domain = dup_opt(o->domain, &bad);
+        m->opsets[i].version = o->has_version ? o->version : -1;
+    }
+    /* Node doc strings: usually none, so this costs nothing; names as the
+     * graph's nodes have them (Constant nodes are no nodes and lose theirs). */
+    size_t ndocs = 0;
+    for (size_t i = 0; i < gp->n_node; i++) ndocs += gp->node[i]->doc_string && *gp->node[i]->doc_string;
+    if (!(m->node_docs = calloc(ndocs + 1, sizeof *m->node_docs))) bad = true;
+    for (size_t i = 0; !bad && i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (!n->doc_string || !*n->doc_string) continue;
+        char buf[300];
+        node_name(n, i, buf, sizeof buf);
+        ts_meta_kv *kv = &m->node_docs[m->nnode_docs++];
+        kv->key = dup_str(buf, &bad);
+        kv->value = dup_str(n->doc_string, &bad);
+    }
+    if (!bad) qsort(m->node_docs, (size_t)m->nnode_docs, sizeof *m->node_docs, kv_cmp);
+    m->inputs = calloc((size_t)g->ninputs + 1, sizeof *m->inputs);
+    m->outputs = calloc((size_t)g->noutputs + 1, sizeof *m->outputs);
+    if (!m->inputs || !m->outputs) bad = true;
+    for (int k = 0; !bad && k < g->ninputs; k++, m->ninputs++) {
+        const ts_value *val = &g->values[g->inputs[k]];
+        const Onnx__ValueInfoProto *vi = NULL;
+        for (size_t i = 0; i < gp->n_input && !vi; i++)
+            if (gp->input[i]->name && !strcmp(gp->input[i]->name, val->name)) vi = gp->input[i];
+        io_record(vi, val, &m->inputs[k], &bad);
+    }
+    /* add_outputs adds the file's outputs in order */
+    for (int k = 0; !bad && k < g->noutputs; k++, m->noutputs++)
+        io_record((size_t)k < gp->n_output ? gp->output[k] : NULL, &g->values[g->outputs[k]], &m->outputs[k], &bad);
+    if (!bad) syms_record(m, &bad);
+    if (bad) {
+        ts_model_meta_unref(m);
+        return NULL;
+    }
+    return m;
+}
+
+static bool same_tensor(const ts_tensor *a, const ts_tensor *b)
+{
+    return a == b || (a->dtype == b->dtype && ts_shape_eq(&a->shape, &b->shape) && a->nbytes == b->nbytes &&
+                      (!a->nbytes || !memcmp(a->data, b->data, a->nbytes)));
+}
+
+static bool add_literal(ts_model_meta *m, ts_tensor *t, int *cap)
+{
+    if (ts_model_meta_is_literal(m, t)) return true;
+    if (m->nliterals == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        ts_tensor **p = realloc(m->literals, sizeof *p * (size_t)nc);
+        if (!p) return false;
+        m->literals = p;
+        *cap = nc;
+    }
+    m->literals[m->nliterals++] = ts_tensor_ref(t);
+    return true;
+}
+
+static bool add_sized(ts_model_meta *m, ts_tensor *bound, ts_tensor *probe, int *cap)
+{
+    for (int i = 0; i < m->nsized; i++)
+        if (m->sized[i].bound == bound) return true;
+    if (m->nsized == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        ts_meta_sized *p = realloc(m->sized, sizeof *p * (size_t)nc);
+        if (!p) return false;
+        m->sized = p;
+        *cap = nc;
+    }
+    m->sized[m->nsized++] = (ts_meta_sized){ts_tensor_ref(bound), ts_tensor_ref(probe)};
+    return true;
+}
+
+/* Compares the graph at the bound sizes (g) with the one at the probe sizes
+ * (p): the same nodes must read the same tensors; constants that differ
+ * are recorded (m->sized).  false when out of memory. */
+static bool probe_diff(ts_model_meta *m, const ts_graph *g, const ts_graph *p)
+{
+    char syms[200];
+    ts_model_meta_syms_str(m, syms, sizeof syms);
+    int cap = 0, lcap = 0;
+    char differs[320] = "";
+    if (g->nnodes != p->nnodes)
+        snprintf(differs, sizeof differs, "%d nodes, then %d", g->nnodes, p->nnodes);
+    for (int i = 0; i < g->nnodes && !differs[0]; i++) {
+        const ts_node *a = &g->nodes[i], *b = &p->nodes[i];
+        bool same = a->op == b->op && !strcmp(a->name, b->name) && a->ninputs == b->ninputs &&
+                    a->noutputs == b->noutputs;
+        for (int j = 0; j < a->ninputs && same; j++) {
+            int va = a->inputs[j], vb = b->inputs[j];
+            if (va < 0 || vb < 0) {
+                same = va == vb;
+                continue;
+            }
+            const ts_value *x = &g->values[va], *y = &p->values[vb];
+            if (strcmp(x->name, y->name) || !x->constant != !y->constant)
+                same = false;
+            else if (!x->constant)
+                continue;
+            else if (!same_tensor(x->constant, y->constant)) {
+                if (!add_sized(m, x->constant, y->constant, &cap)) return false;
+            } else if (j == 1 && (!strcmp(a->op->name, "Reshape") || !strcmp(a->op->name, "Expand")) &&
+                       !add_literal(m, x->constant, &lcap))
+                return false;
+        }
+        if (!same) snprintf(differs, sizeof differs, "node '%s'", a->name);
+    }
+    if (differs[0]) {
+        snprintf(m->why_static, sizeof m->why_static, "the model's graph is not the same at other sizes of %s (%s)",
+                 syms, differs);
+        return true;
+    }
+    for (int k = 0; k < m->ninputs; k++) m->inputs[k].probe = p->values[p->inputs[k]].shape;
+    for (int k = 0; k < m->noutputs; k++) {
+        const ts_value *x = &g->values[g->outputs[k]], *y = &p->values[p->outputs[k]];
+        m->outputs[k].probe = y->shape;
+        if (x->constant && y->constant && !same_tensor(x->constant, y->constant)) {
+            snprintf(m->why_static, sizeof m->why_static, "output '%s' is a constant computed from the sizes of %s",
+                     x->name, syms);
+            return true;
+        }
+    }
+    return true;
+}
+
+/* Imports the model again with every symbolic size moved (+2, +3, +5...
+ * per symbol, distinct so that two sizes cannot be mistaken for each
+ * other; downwards when upwards does not load, e.g. a sequence already at
+ * its maximum) and compares.  Sets m->why_static when the model cannot
+ * follow other sizes; fails only when out of memory. */
+static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int opset, const char *base_dir,
+                             const char *model, ts_tensor **inits, const ts_graph *g, ts_error *err)
+{
+    static const int64_t step[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+    const int nstep = (int)(sizeof step / sizeof *step);
+    ts_input_bind *binds = calloc((size_t)m->ninputs + 1, sizeof *binds);
+    if (!binds) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+    ts_error perr = {0};
+    ts_graph *p = NULL;
+    for (int attempt = 0; attempt < 2 && !p; attempt++) {
+        bool ok = true;
+        for (int i = 0; i < m->nsyms; i++) {
+            int64_t inc = step[i % nstep] + 40 * (i / nstep);
+            m->syms[i].probe = attempt ? m->syms[i].bound - inc : m->syms[i].bound + inc;
+            ok &= m->syms[i].probe >= 1;
+        }
+        if (!ok) break;
+        for (int k = 0; k < m->ninputs; k++) {
+            binds[k].name = m->inputs[k].name;
+            binds[k].shape = m->inputs[k].bound;
+            for (int d = 0; d < m->inputs[k].rank; d++)
+                if (m->inputs[k].dims[d].symbolic) binds[k].shape.dims[d] = sym_of(m, k, d)->probe;
+        }
+        ts_error e = {0};
+        if (import_graph(gp, opset, base_dir, model, binds, m->ninputs, inits, &p, &e) && !attempt) perr = e;
+    }
+    free(binds);
+    char syms[200];
+    ts_model_meta_syms_str(m, syms, sizeof syms);
+    if (!p) {
+        snprintf(m->why_static, sizeof m->why_static, "at other sizes of %s the model does not load: %.700s", syms,
+                 perr.msg);
+        return TS_OK;
+    }
+    bool ok = probe_diff(m, g, p);
+    ts_graph_free(p);
+    return ok ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+}
+
+static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
+                              const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
+{
+    if (!mp->has_ir_version || mp->ir_version <= 0)
+        return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: ir_version is missing or 0", model);
+    if (!mp->graph) return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: it has no graph", model);
+    int opset = 0;
+    if (read_opset(mp, model, &opset, err)) return err->code;
+    const Onnx__GraphProto *gp = mp->graph;
+    if (gp->n_node > (size_t)(1 << 26))
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s has too many nodes (%zu)", model, gp->n_node);
+    if (gp->n_sparse_initializer)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: sparse initializers are not supported", model);
+    ts_tensor **inits = calloc(gp->n_initializer + 1, sizeof *inits);
+    if (!inits) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+    ts_graph *g = NULL;
+    ts_status st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, err);
+    if (!st && !(g->meta = meta_record(mp, g)))
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+    if (!st && g->meta->nsyms && !g->meta->why_static[0])
+        st = probe_sizes(g->meta, gp, opset, base_dir, model, inits, g, err);
+    for (size_t i = 0; i < gp->n_initializer; i++) ts_tensor_unref(inits[i]);
+    free(inits);
+    if (st) {
+        ts_graph_free(g);
+        return st;
+    }
+    *out = g;
     return TS_OK;
 }
 

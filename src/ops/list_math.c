@@ -1,13 +1,5 @@
 /* Family table: element-wise operators, activations, reductions. */
-#include "ops/op.h"
-
-extern const ts_op_desc ts_op_add, ts_op_sub, ts_op_mul, ts_op_div, ts_op_pow, ts_op_max, ts_op_min, ts_op_equal;
-extern const ts_op_desc ts_op_relu, ts_op_neg, ts_op_abs, ts_op_sqrt, ts_op_exp, ts_op_log, ts_op_reciprocal,
-    ts_op_erf, ts_op_sigmoid, ts_op_tanh, ts_op_not;
-extern const ts_op_desc ts_op_leakyrelu, ts_op_hardsigmoid, ts_op_hardswish, ts_op_clip, ts_op_prelu;
-extern const ts_op_desc ts_op_softmax, ts_op_logsoftmax;
-extern const ts_op_desc ts_op_reducesum, ts_op_reducemean, ts_op_reducemax;
-extern const ts_op_desc ts_op_where;
+#include "ops/list.h"
 
 const ts_op_desc *const ts_ops_math[] = {
     /* binary.c */

@@ -1,9 +1,5 @@
 /* Family table: convolution, pooling, normalization, matrix products. */
-#include "ops/op.h"
-
-extern const ts_op_desc ts_op_conv, ts_op_conv_transpose, ts_op_matmul, ts_op_gemm, ts_op_batchnorm;
-extern const ts_op_desc ts_op_maxpool, ts_op_avgpool, ts_op_global_maxpool, ts_op_global_avgpool;
-extern const ts_op_desc ts_op_layernorm;
+#include "ops/list.h"
 
 const ts_op_desc *const ts_ops_nn[] = {
     &ts_op_conv,    &ts_op_conv_transpose, &ts_op_matmul,         &ts_op_gemm,           &ts_op_batchnorm,

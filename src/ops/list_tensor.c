@@ -1,9 +1,5 @@
 /* Family table: data movement, shape computation, constants. */
-#include "ops/op.h"
-
-extern const ts_op_desc ts_op_concat, ts_op_split, ts_op_slice, ts_op_reshape, ts_op_flatten, ts_op_squeeze,
-    ts_op_unsqueeze, ts_op_transpose, ts_op_gather, ts_op_shape, ts_op_constant_of_shape, ts_op_cast, ts_op_identity,
-    ts_op_dropout, ts_op_pad, ts_op_resize, ts_op_upsample, ts_op_expand, ts_op_tile;
+#include "ops/list.h"
 
 const ts_op_desc *const ts_ops_tensor[] = {
     &ts_op_concat,  &ts_op_split,    &ts_op_slice,           &ts_op_reshape,  &ts_op_flatten,

@@ -1,6 +1,8 @@
 /* Applying rules to ONNX graphs: the matcher (match.c) finds every
  * occurrence of a rule's source pattern, the applier (apply.c) rewrites one
- * occurrence into a new graph.
+ * occurrence into a new graph.  Both go through the atom table (rule.h,
+ * atom.c): an atom's row says which ONNX operator it stands for and points
+ * to its match and build functions (atom_*.c).
  *
  * TASO's operator atoms stand for ONNX nodes (docs/rules.md, docs/taso.md):
  * ewadd/ewmul -> Add/Mul on equal shapes, smul -> Mul by a one-element
@@ -40,12 +42,27 @@ typedef struct ts_match {
     int exval[TS_MATCH_MAX_EXPRS];
 } ts_match;
 
-/* Per-graph index reused across rules: users of every value. */
+/* A live node and its descriptor (the index groups nodes by descriptor). */
+typedef struct ts_match_opnode {
+    const ts_op_desc *op;
+    int node;
+} ts_match_opnode;
+
+/* Per-graph index reused across rules: users of every value, and the live
+ * nodes by descriptor, so a rule is tried only at nodes of an operator its
+ * source's root can be (a rule whose root operator the graph lacks costs a
+ * binary search).  Build once per graph, before matching any rule. */
 typedef struct ts_match_index {
     const ts_graph *g;
     int *ustart; /* users of value v: user[ustart[v] .. ustart[v+1]) (node ids, repeated per use) */
     int *user;
     int *outuse; /* uses as a graph output */
+    int nbyop;
+    ts_match_opnode *byop; /* live nodes sorted by (descriptor address, node id) */
+    /* Tests' brute-force reference, set after building: try every live
+     * node as a root, as if there were no descriptor index (the same
+     * matches in the same order). */
+    bool scan_all;
 } ts_match_index;
 
 ts_status ts_match_index_build(ts_match_index *ix, const ts_graph *g, ts_error *err);
@@ -84,12 +101,6 @@ const char *ts_graph_fresh_name(const ts_graph *g, const char *prefix, char *buf
 /* As ts_rule_apply, with concatenations of constants built through cc. */
 ts_status ts_rule_apply_cached(const ts_graph *g, const ts_rule *r, const ts_match *m, ts_const_cache *cc,
                                ts_graph **out, ts_error *err);
-
-/* Size of the first part when the value of e is split along TASO axis
- * `axis`: the point where e's last concat along that axis joined its parts
- * (TASO's split tree); -1 when e has none.  shape_of gives a subterm's shape. */
-int64_t ts_rexpr_split_point(const ts_rexpr *e, int axis, const ts_shape *(*shape_of)(void *, const ts_rexpr *),
-                             void *ctx);
 
 /* ONNX attribute of node n read through its descriptor's emit; NULL if absent. */
 const ts_attr *ts_node_attr(const ts_node *n, const char *name, ts_attr *buf, int nbuf);

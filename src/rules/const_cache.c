@@ -9,6 +9,11 @@
 
 #define CACHE_MAX 1024
 #define PARTS_MAX 64
+/* Results the memo may hold: the search's memory is bounded (driver.c),
+ * and a memo of NasRNN's 1-8 MiB merged weights reached 1 GiB within
+ * seconds; past this the oldest entries go (a graph still holding one
+ * keeps its own reference). */
+#define CACHE_BYTES ((size_t)192 << 20)
 
 typedef struct centry {
     int n, axis;
@@ -18,8 +23,18 @@ typedef struct centry {
 
 struct ts_const_cache {
     int n;
+    size_t bytes;
     centry *e;
 };
+
+static void drop_oldest(ts_const_cache *c)
+{
+    centry *e = &c->e[0];
+    for (int k = 0; k < e->n; k++) ts_tensor_unref(e->part[k]);
+    c->bytes -= e->out->nbytes;
+    ts_tensor_unref(e->out);
+    memmove(&c->e[0], &c->e[1], sizeof *c->e * (size_t)--c->n);
+}
 
 ts_const_cache *ts_const_cache_new(void) { return calloc(1, sizeof(ts_const_cache)); }
 
@@ -70,13 +85,15 @@ ts_tensor *ts_const_concat(ts_const_cache *c, ts_tensor *const *part, int n, int
             memcpy(dst, (const char *)part[k]->data + (size_t)o * blk, blk);
             dst += blk;
         }
-    if (c && c->n < CACHE_MAX) {
+    if (c && t->nbytes <= CACHE_BYTES / 4) {
         if (!c->e && !(c->e = calloc(CACHE_MAX, sizeof *c->e))) return t;
+        while (c->n > 0 && (c->n == CACHE_MAX || c->bytes + t->nbytes > CACHE_BYTES)) drop_oldest(c);
         centry *e = &c->e[c->n++];
         e->n = n;
         e->axis = axis;
         for (int k = 0; k < n; k++) e->part[k] = ts_tensor_ref(part[k]);
         e->out = ts_tensor_ref(t);
+        c->bytes += t->nbytes;
     }
     return t;
 }

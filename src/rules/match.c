@@ -1,8 +1,11 @@
-/* Matcher: occurrences of a TASO rule's source pattern in an ONNX graph
- * (the atom <-> ONNX mapping is described in rules/apply.h). */
+/* Matcher: occurrences of a rule's source pattern in an ONNX graph.  What
+ * each atom matches is its row of the atom table (atom.c, functions in
+ * atom_*.c); this file binds variables, walks the pattern, and finds the
+ * candidate roots through the per-graph index (apply.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rules/apply.h"
+#include "rules/atom.h"
 
 const ts_attr *ts_node_attr(const ts_node *n, const char *name, ts_attr *buf, int nbuf)
 {
@@ -13,19 +16,34 @@ const ts_attr *ts_node_attr(const ts_node *n, const char *name, ts_attr *buf, in
     return NULL;
 }
 
+/* ---- the index */
+
+static int cmp_byop(const void *a, const void *b)
+{
+    const ts_match_opnode *x = a, *y = b;
+    uintptr_t p = (uintptr_t)x->op, q = (uintptr_t)y->op;
+    if (p != q) return p < q ? -1 : 1;
+    return (x->node > y->node) - (x->node < y->node);
+}
+
 ts_status ts_match_index_build(ts_match_index *ix, const ts_graph *g, ts_error *err)
 {
     memset(ix, 0, sizeof *ix);
     ix->g = g;
     ix->ustart = calloc((size_t)g->nvalues + 2, sizeof(int));
     ix->outuse = calloc((size_t)g->nvalues + 1, sizeof(int));
-    if (!ix->ustart || !ix->outuse) goto nomem;
+    ix->byop = malloc(sizeof *ix->byop * ((size_t)g->nnodes + 1));
+    if (!ix->ustart || !ix->outuse || !ix->byop) goto nomem;
     for (int i = 0; i < g->nnodes; i++) {
         const ts_node *n = &g->nodes[i];
         if (n->dead) continue;
+        ix->byop[ix->nbyop++] = (ts_match_opnode){n->op, i};
         for (int j = 0; j < n->ninputs; j++)
             if (n->inputs[j] >= 0) ix->ustart[n->inputs[j] + 1]++;
     }
+    /* nodes grouped by descriptor, in node order within a group: a rule
+     * is tried only at nodes that can be its root */
+    qsort(ix->byop, (size_t)ix->nbyop, sizeof *ix->byop, cmp_byop);
     for (int v = 0; v < g->nvalues; v++) ix->ustart[v + 1] += ix->ustart[v];
     ix->user = malloc(sizeof(int) * ((size_t)ix->ustart[g->nvalues] + 1));
     int *fill = calloc((size_t)g->nvalues + 1, sizeof(int));
@@ -54,33 +72,55 @@ void ts_match_index_free(ts_match_index *ix)
     free(ix->ustart);
     free(ix->user);
     free(ix->outuse);
+    free(ix->byop);
     memset(ix, 0, sizeof *ix);
 }
 
-static bool expr_applicable(const ts_rexpr *e)
+/* The index's nodes of descriptor op: byop[*lo .. *hi). */
+static void op_range(const ts_match_index *ix, const ts_op_desc *op, int *lo, int *hi)
 {
-    switch (e->op) {
-    case TS_ROP_VAR:
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL:
-    case TS_ROP_SMUL:
-    case TS_ROP_TRANSPOSE:
-    case TS_ROP_MATMUL:
-    case TS_ROP_CONV:
-    case TS_ROP_RELU:
-    case TS_ROP_POOLAVG:
-    case TS_ROP_POOLMAX:
-    case TS_ROP_CONCAT:
-    case TS_ROP_SPLIT0:
-    case TS_ROP_SPLIT1:
-        break;
-    default:
-        /* enlarge and the constant atoms (Iconv, Cpool, ...) have no
-         * counterpart in a model graph yet */
-        return false;
+    uintptr_t key = (uintptr_t)op;
+    int a = 0, b = ix->nbyop;
+    while (a < b) { /* first entry with op >= key */
+        int m = a + (b - a) / 2;
+        if ((uintptr_t)ix->byop[m].op < key) a = m + 1;
+        else b = m;
     }
+    *lo = a;
+    for (b = ix->nbyop; a < b;) { /* first entry with op > key */
+        int m = a + (b - a) / 2;
+        if ((uintptr_t)ix->byop[m].op <= key) a = m + 1;
+        else b = m;
+    }
+    *hi = a;
+}
+
+/* Descriptors whose nodes can produce a value e matches (at most 2). */
+static int root_ops(const ts_rexpr *e, const ts_op_desc **out)
+{
+    const ts_ropinfo *in = &ts_rop_table[e->op];
+    if (in->roots) return in->roots(e, out);
+    out[0] = in->op;
+    return in->op ? 1 : 0;
+}
+
+static bool is_root_op(const ts_op_desc *op, const ts_op_desc *const *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ops[i] == op) return true;
+    return false;
+}
+
+/* ---- which rules the matcher and applier take */
+
+static bool expr_applicable(const ts_rexpr *e, bool build)
+{
+    const ts_ropinfo *in = &ts_rop_table[e->op];
+    /* atoms without a counterpart in model graphs (enlarge, the constants
+     * Iconv, Cpool, ...) have no match function */
+    if (e->op != TS_ROP_VAR && (!in->match || (build && !in->build))) return false;
     for (int i = 0; i < e->nargs; i++)
-        if (!expr_applicable(e->arg[i])) return false;
+        if (!expr_applicable(e->arg[i], build)) return false;
     return true;
 }
 
@@ -90,85 +130,23 @@ bool ts_rule_applicable(const ts_rule *r)
     for (int i = 0; i < r->nout; i++) {
         /* a bare variable as a source output would match every value */
         if (r->lhs[i]->op == TS_ROP_VAR) return false;
-        if (!expr_applicable(r->lhs[i]) || !expr_applicable(r->rhs[i])) return false;
+        if (!expr_applicable(r->lhs[i], false) || !expr_applicable(r->rhs[i], true)) return false;
     }
     return true;
 }
 
-/* ---- shape helpers shared with apply.c through the conventions in apply.h */
+/* ---- what atoms ask of the matcher (atom.h) */
 
-/* TASO axis -> ONNX axis for a tensor of this rank. */
-static int onnx_axis(int rank, int a) { return rank == 3 ? a + 1 : a; }
-
-/* Pads of a SAME conv/pool (TASO: output = ceil(in / stride)). */
-static void same_pads(const ts_shape *x, const int64_t *k, int64_t s, int64_t *pb, int64_t *pe)
-{
-    for (int d = 0; d < 2; d++) {
-        int64_t in = x->dims[2 + d], out = (in + s - 1) / s;
-        int64_t total = (out - 1) * s + k[d] - in;
-        if (total < 0) total = 0;
-        pb[d] = total / 2;
-        pe[d] = total - total / 2;
-    }
-}
-
-/* Checks a Conv/pool node's window against TASO's stride and padding. */
-static bool window_ok(const ts_node *n, const ts_shape *x, const int64_t *k, int stride, ts_rpad pad)
-{
-    ts_attr buf[12];
-    int na = n->op->emit ? n->op->emit(n->attrs, buf, 12) : 0;
-    int64_t strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
-    const char *autopad = NULL;
-    if (x->rank != 4) return false;
-    for (int i = 0; i < na; i++) {
-        const ts_attr *a = &buf[i];
-        if (!strcmp(a->name, "strides")) {
-            if (a->n != 2) return false;
-            strides[0] = a->ints[0], strides[1] = a->ints[1];
-        } else if (!strcmp(a->name, "pads")) {
-            if (a->n != 4) return false;
-            memcpy(pads, a->ints, sizeof pads);
-        } else if (!strcmp(a->name, "dilations")) {
-            for (int j = 0; j < a->n; j++)
-                if (a->ints[j] != 1) return false;
-        } else if (!strcmp(a->name, "auto_pad")) {
-            autopad = a->s;
-        } else if (!strcmp(a->name, "ceil_mode")) {
-            if (a->i) return false;
-        } else if (!strcmp(a->name, "group")) {
-            if (a->i != 1) return false;
-        }
-    }
-    if (strides[0] != stride || strides[1] != stride) return false;
-    int64_t pb[2], pe[2];
-    same_pads(x, k, stride, pb, pe);
-    if (autopad && strcmp(autopad, "NOTSET")) {
-        if (!strcmp(autopad, "VALID")) return pad == TS_RPAD_VALID;
-        if (!strcmp(autopad, "SAME_UPPER")) return pad == TS_RPAD_SAME;
-        return false;
-    }
-    if (pad == TS_RPAD_VALID) return !pads[0] && !pads[1] && !pads[2] && !pads[3];
-    return pads[0] == pb[0] && pads[1] == pb[1] && pads[2] == pe[0] && pads[3] == pe[1];
-}
-
-/* ---- matching */
-
-typedef struct mstate {
-    const ts_match_index *ix;
-    const ts_graph *g;
-    const ts_rule *r;
-    ts_match m;
-} mstate;
-
-static int var_slot(ts_match *m, const char *name)
+static int var_slot(const ts_match *m, const char *name)
 {
     for (int i = 0; i < m->nvars; i++)
         if (!strcmp(m->var[i], name)) return i;
     return -1;
 }
 
-static bool add_node(ts_match *m, int n)
+bool ts_rmatch_node(ts_rmatch *s, int n)
 {
+    ts_match *m = &s->m;
     for (int i = 0; i < m->nnodes; i++)
         if (m->node[i] == n) return true;
     if (m->nnodes >= TS_MATCH_MAX_NODES) return false;
@@ -176,26 +154,22 @@ static bool add_node(ts_match *m, int n)
     return true;
 }
 
-static const ts_shape *vshape(const ts_graph *g, int v) { return &g->values[v].shape; }
-
-static int live_producer(const ts_graph *g, int v, const char *op)
+int ts_rmatch_producer(const ts_rmatch *s, int v, const ts_op_desc *op)
 {
-    int p = g->values[v].producer;
-    if (p < 0 || g->nodes[p].dead || strcmp(g->nodes[p].op->name, op)) return -1;
+    int p = s->g->values[v].producer;
+    if (p < 0 || s->g->nodes[p].dead || s->g->nodes[p].op != op) return -1;
     return p;
 }
 
-/* Whether value v is used by nothing but node n (exactly once, not an output). */
-static bool only_use(const ts_match_index *ix, int v, int n)
+bool ts_rmatch_only_use(const ts_rmatch *s, int v, int n)
 {
+    const ts_match_index *ix = s->ix;
     return ix->outuse[v] == 0 && ix->ustart[v + 1] - ix->ustart[v] == 1 && ix->user[ix->ustart[v]] == n;
 }
 
-static bool match_expr(mstate *s, const ts_rexpr *e, int v);
-
-/* Binds a conv/matmul weight var's bias. */
-static bool bind_bias(ts_match *m, const ts_rexpr *w, int bias)
+bool ts_rmatch_bias(ts_rmatch *s, const ts_rexpr *w, int bias)
 {
+    ts_match *m = &s->m;
     if (bias < 0) return true;
     if (w->op != TS_ROP_VAR) return false;
     int i = var_slot(m, w->var);
@@ -206,185 +180,19 @@ static bool bind_bias(ts_match *m, const ts_rexpr *w, int bias)
     return true;
 }
 
-/* Split size along TASO axis `axis` of the value matched (or built) for e:
- * the point where e's last concat along that axis joined its parts; -1 when
- * e carries no such point.  shape_of gives the shape of a subterm. */
-int64_t ts_rexpr_split_point(const ts_rexpr *e, int axis, const ts_shape *(*shape_of)(void *, const ts_rexpr *),
-                             void *ctx)
+const ts_shape *ts_rmatch_shape_of(void *ctx, const ts_rexpr *e)
 {
-    switch (e->op) {
-    case TS_ROP_CONCAT:
-        if (e->p.axis == axis) {
-            const ts_shape *a = shape_of(ctx, e->arg[0]);
-            return a ? a->dims[onnx_axis(a->rank, axis)] : -1;
-        }
-        return ts_rexpr_split_point(e->arg[0], axis, shape_of, ctx);
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL: {
-        int64_t p = ts_rexpr_split_point(e->arg[0], axis, shape_of, ctx);
-        return p >= 0 ? p : ts_rexpr_split_point(e->arg[1], axis, shape_of, ctx);
-    }
-    case TS_ROP_SMUL:
-    case TS_ROP_RELU:
-    case TS_ROP_POOLAVG:
-    case TS_ROP_POOLMAX:
-        return axis <= 1 ? ts_rexpr_split_point(e->arg[0], axis, shape_of, ctx) : -1;
-    case TS_ROP_TRANSPOSE:
-        return axis <= 1 ? ts_rexpr_split_point(e->arg[0], 1 - axis, shape_of, ctx) : -1;
-    case TS_ROP_MATMUL:
-        return axis == 0 ? ts_rexpr_split_point(e->arg[0], 0, shape_of, ctx)
-                         : axis == 1 ? ts_rexpr_split_point(e->arg[1], 1, shape_of, ctx) : -1;
-    case TS_ROP_CONV:
-        return axis == 0 ? ts_rexpr_split_point(e->arg[0], 0, shape_of, ctx)
-                         : axis == 1 ? ts_rexpr_split_point(e->arg[1], 0, shape_of, ctx) : -1;
-    default:
-        return -1;
-    }
-}
-
-static const ts_shape *lhs_shape_of(void *ctx, const ts_rexpr *e)
-{
-    mstate *s = ctx;
+    ts_rmatch *s = ctx;
     if (e->op == TS_ROP_VAR) {
         int i = var_slot(&s->m, e->var);
-        return i >= 0 ? vshape(s->g, s->m.val[i]) : NULL;
+        return i >= 0 ? ts_rvshape(s->g, s->m.val[i]) : NULL;
     }
     for (int i = 0; i < s->m.nexprs; i++)
-        if (s->m.expr[i] == e) return vshape(s->g, s->m.exval[i]);
+        if (s->m.expr[i] == e) return ts_rvshape(s->g, s->m.exval[i]);
     return NULL;
 }
 
-static bool same_shapes2(const ts_graph *g, const ts_node *n)
-{
-    return n->ninputs == 2 && n->inputs[0] >= 0 && n->inputs[1] >= 0 &&
-           ts_shape_eq(vshape(g, n->inputs[0]), vshape(g, n->inputs[1])) &&
-           ts_shape_eq(vshape(g, n->inputs[0]), vshape(g, n->outputs[0]));
-}
-
-static bool match_op(mstate *s, const ts_rexpr *e, int v)
-{
-    const ts_graph *g = s->g;
-    ts_match *m = &s->m;
-    int p;
-    switch (e->op) {
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL:
-        p = live_producer(g, v, e->op == TS_ROP_EWADD ? "Add" : "Mul");
-        if (p < 0 || !same_shapes2(g, &g->nodes[p])) return false;
-        return add_node(m, p) && match_expr(s, e->arg[0], g->nodes[p].inputs[0]) &&
-               match_expr(s, e->arg[1], g->nodes[p].inputs[1]);
-    case TS_ROP_SMUL: {
-        p = live_producer(g, v, "Mul");
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        if (ts_shape_numel(vshape(g, n->inputs[1])) != 1 || !ts_shape_eq(vshape(g, n->inputs[0]), vshape(g, v)))
-            return false;
-        return add_node(m, p) && match_expr(s, e->arg[0], n->inputs[0]) && match_expr(s, e->arg[1], n->inputs[1]);
-    }
-    case TS_ROP_RELU:
-        p = live_producer(g, v, "Relu");
-        return p >= 0 && add_node(m, p) && match_expr(s, e->arg[0], g->nodes[p].inputs[0]);
-    case TS_ROP_TRANSPOSE: {
-        p = live_producer(g, v, "Transpose");
-        if (p < 0 || vshape(g, v)->rank != 2) return false;
-        ts_attr buf[4];
-        const ts_attr *perm = ts_node_attr(&g->nodes[p], "perm", buf, 4);
-        if (perm && (perm->n != 2 || perm->ints[0] != 1 || perm->ints[1] != 0)) return false;
-        return add_node(m, p) && match_expr(s, e->arg[0], g->nodes[p].inputs[0]);
-    }
-    case TS_ROP_MATMUL: {
-        int bias = -1, add = live_producer(g, v, "Add");
-        p = -1;
-        if (add >= 0) {
-            /* MatMul + Add(constant bias vector): one fused matmul for the runtime */
-            const ts_node *a = &g->nodes[add];
-            int mm = live_producer(g, a->inputs[0], "MatMul");
-            int b = a->inputs[1];
-            if (mm < 0 || !g->values[b].constant || vshape(g, b)->rank != 1 ||
-                !ts_shape_eq(vshape(g, a->inputs[0]), vshape(g, v)) || !only_use(s->ix, a->inputs[0], add))
-                return false;
-            p = mm;
-            bias = b;
-            if (!add_node(m, add)) return false;
-        } else {
-            p = live_producer(g, v, "MatMul");
-        }
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        int ra = vshape(g, n->inputs[0])->rank, rb = vshape(g, n->inputs[1])->rank;
-        if (rb != 2 || (ra != 2 && ra != 3)) return false;
-        if (!add_node(m, p) || !match_expr(s, e->arg[0], n->inputs[0]) || !match_expr(s, e->arg[1], n->inputs[1]))
-            return false;
-        return bind_bias(m, e->arg[1], bias);
-    }
-    case TS_ROP_CONV: {
-        int relu = -1, cv = v;
-        if (e->p.act == TS_RACT_RELU) {
-            relu = live_producer(g, v, "Relu");
-            if (relu < 0) return false;
-            cv = g->nodes[relu].inputs[0];
-            if (!only_use(s->ix, cv, relu)) return false;
-        }
-        p = live_producer(g, cv, "Conv");
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        const ts_shape *x = vshape(g, n->inputs[0]), *w = vshape(g, n->inputs[1]);
-        if (x->rank != 4 || w->rank != 4 || w->dims[1] != x->dims[1]) return false;
-        if (!window_ok(n, x, w->dims + 2, e->p.stride, e->p.pad)) return false;
-        int bias = n->ninputs > 2 ? n->inputs[2] : -1;
-        if (bias >= 0 && !g->values[bias].constant) return false;
-        if ((relu >= 0 && !add_node(m, relu)) || !add_node(m, p)) return false;
-        if (!match_expr(s, e->arg[0], n->inputs[0]) || !match_expr(s, e->arg[1], n->inputs[1])) return false;
-        return bind_bias(m, e->arg[1], bias);
-    }
-    case TS_ROP_POOLAVG:
-    case TS_ROP_POOLMAX: {
-        bool avg = e->op == TS_ROP_POOLAVG;
-        p = live_producer(g, v, avg ? "AveragePool" : "MaxPool");
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        if (n->noutputs != 1) return false;
-        ts_attr buf[12];
-        const ts_attr *k = ts_node_attr(n, "kernel_shape", buf, 12);
-        if (!k || k->n != 2 || k->ints[0] != e->p.kh || k->ints[1] != e->p.kw) return false;
-        /* TASO's average pool counts the padding (it is conv by Cpool) */
-        if (avg && e->p.pad == TS_RPAD_SAME && !ts_node_attr(n, "count_include_pad", buf, 12)) return false;
-        int64_t kk[2] = {e->p.kh, e->p.kw};
-        if (!window_ok(n, vshape(g, n->inputs[0]), kk, e->p.stride, e->p.pad)) return false;
-        return add_node(m, p) && match_expr(s, e->arg[0], n->inputs[0]);
-    }
-    case TS_ROP_CONCAT: {
-        p = live_producer(g, v, "Concat");
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        if (n->ninputs != 2) return false;
-        ts_attr buf[2];
-        const ts_attr *ax = ts_node_attr(n, "axis", buf, 2);
-        int rank = vshape(g, v)->rank, axis;
-        if (!ax || !ts_axis_norm(ax->i, rank, &axis) || axis != onnx_axis(rank, e->p.axis)) return false;
-        return add_node(m, p) && match_expr(s, e->arg[0], n->inputs[0]) && match_expr(s, e->arg[1], n->inputs[1]);
-    }
-    case TS_ROP_SPLIT0:
-    case TS_ROP_SPLIT1: {
-        p = live_producer(g, v, "Split");
-        if (p < 0) return false;
-        const ts_node *n = &g->nodes[p];
-        if (n->noutputs != 2 || g->values[v].producer_slot != (e->op == TS_ROP_SPLIT1)) return false;
-        ts_attr buf[4];
-        const ts_attr *ax = ts_node_attr(n, "axis", buf, 4);
-        int rank = vshape(g, v)->rank, axis;
-        if (!ts_axis_norm(ax ? ax->i : 0, rank, &axis) || axis != onnx_axis(rank, e->p.axis)) return false;
-        if (!add_node(m, p) || !match_expr(s, e->arg[0], n->inputs[0])) return false;
-        /* the rule means the split at the last concat point of its argument */
-        int64_t sp = ts_rexpr_split_point(e->arg[0], e->p.axis, lhs_shape_of, s);
-        return sp >= 0 && sp == vshape(g, n->outputs[0])->dims[axis];
-    }
-    default:
-        return false;
-    }
-}
-
-static bool match_expr(mstate *s, const ts_rexpr *e, int v)
+bool ts_rmatch_arg(ts_rmatch *s, const ts_rexpr *e, int v)
 {
     ts_match *m = &s->m;
     if (v < 0) return false;
@@ -403,13 +211,16 @@ static bool match_expr(mstate *s, const ts_rexpr *e, int v)
     int slot = m->nexprs++;
     m->expr[slot] = e;
     m->exval[slot] = v;
-    return match_op(s, e, v);
+    const ts_ropinfo *in = &ts_rop_table[e->op];
+    return in->match && in->match(s, e, v);
 }
+
+/* ---- whole matches */
 
 /* Matched interior values must not escape: every output of a matched node
  * that a matched node reads is read only by matched nodes (the roots may be
  * used anywhere). */
-static bool closed(const mstate *s)
+static bool closed(const ts_rmatch *s)
 {
     const ts_graph *g = s->g;
     const ts_match *m = &s->m;
@@ -434,14 +245,14 @@ static bool closed(const mstate *s)
     return true;
 }
 
-static bool constraints_hold(mstate *s)
+static bool constraints_hold(ts_rmatch *s)
 {
     for (int c = 0; c < s->r->ncons; c++) {
         const ts_rcons *k = &s->r->cons[c];
         int a = var_slot(&s->m, k->var[0]), b = k->nvars > 1 ? var_slot(&s->m, k->var[1]) : -1;
         if (a < 0) return false;
         if (k->kind == TS_RCONS_SAME_SHAPE) {
-            if (b < 0 || !ts_shape_eq(vshape(s->g, s->m.val[a]), vshape(s->g, s->m.val[b]))) return false;
+            if (b < 0 || !ts_shape_eq(ts_rvshape(s->g, s->m.val[a]), ts_rvshape(s->g, s->m.val[b]))) return false;
         } else if (k->kind == TS_RCONS_WEIGHT) {
             if (!s->g->values[s->m.val[a]].constant) return false;
         }
@@ -449,12 +260,12 @@ static bool constraints_hold(mstate *s)
     return true;
 }
 
-/* Candidate values for lhs output i: every value, or, when the expression
- * reads a variable bound already, the values within reach of it. */
+/* A variable of e bound already, and its depth in e: lhs output i is then
+ * searched among the values within that many uses of it. */
 static const ts_rexpr *bound_leaf(const ts_match *m, const ts_rexpr *e, int depth, int *at)
 {
     if (e->op == TS_ROP_VAR) {
-        if (var_slot((ts_match *)m, e->var) >= 0) {
+        if (var_slot(m, e->var) >= 0) {
             *at = depth;
             return e;
         }
@@ -474,16 +285,40 @@ typedef struct walk {
     bool stop;
 } walk;
 
-static void match_root(mstate *s, int i, walk *w);
+static void match_root(ts_rmatch *s, int i, walk *w);
 
-static void try_root(mstate *s, int i, int v, walk *w)
+/* What a failed attempt must undo: the match's arrays only grow (reset by
+ * their counts), except the biases of variables bound before. */
+typedef struct mark {
+    int nvars, nroots, nnodes, nexprs;
+    int bias[TS_MATCH_MAX_VARS], bias_uses[TS_MATCH_MAX_VARS];
+} mark;
+
+static void mark_save(const ts_match *m, mark *k)
+{
+    k->nvars = m->nvars, k->nroots = m->nroots, k->nnodes = m->nnodes, k->nexprs = m->nexprs;
+    memcpy(k->bias, m->bias, sizeof(int) * (size_t)m->nvars);
+    memcpy(k->bias_uses, m->bias_uses, sizeof(int) * (size_t)m->nvars);
+}
+
+static void mark_restore(ts_match *m, const mark *k)
+{
+    m->nvars = k->nvars, m->nroots = k->nroots, m->nnodes = k->nnodes, m->nexprs = k->nexprs;
+    memcpy(m->bias, k->bias, sizeof(int) * (size_t)k->nvars);
+    memcpy(m->bias_uses, k->bias_uses, sizeof(int) * (size_t)k->nvars);
+}
+
+static void try_root(ts_rmatch *s, int i, int v, walk *w)
 {
     for (int k = 0; k < i; k++)
         if (s->m.root[k] == v) return;
-    ts_match saved = s->m;
+    /* a whole ts_match is 1.4 kB: copying it per candidate root was the
+     * matcher's largest cost */
+    mark saved;
+    mark_save(&s->m, &saved);
     s->m.root[i] = v;
     s->m.nroots = i + 1;
-    if (match_expr(s, s->r->lhs[i], v)) {
+    if (ts_rmatch_arg(s, s->r->lhs[i], v)) {
         if (i + 1 < s->r->nout)
             match_root(s, i + 1, w);
         else if (closed(s) && constraints_hold(s)) {
@@ -491,22 +326,48 @@ static void try_root(mstate *s, int i, int v, walk *w)
             if (!w->fn(&s->m, w->ctx)) w->stop = true;
         }
     }
-    s->m = saved;
+    mark_restore(&s->m, &saved);
 }
 
-static void match_root(mstate *s, int i, walk *w)
+/* Every output of the nodes that can be lhs output i's root, in node order
+ * (the order of a scan of all nodes, so the index changes no result). */
+static void try_indexed(ts_rmatch *s, int i, walk *w)
 {
     const ts_graph *g = s->g;
     const ts_match_index *ix = s->ix;
-    int depth = 0;
-    const ts_rexpr *leaf = i > 0 ? bound_leaf(&s->m, s->r->lhs[i], 0, &depth) : NULL;
-    if (!leaf) {
+    if (ix->scan_all) {
         for (int n = 0; n < g->nnodes && !w->stop; n++) {
             if (g->nodes[n].dead) continue;
             for (int o = 0; o < g->nodes[n].noutputs && !w->stop; o++) try_root(s, i, g->nodes[n].outputs[o], w);
         }
         return;
     }
+    const ts_op_desc *ops[2];
+    int nops = root_ops(s->r->lhs[i], ops), lo[2] = {0, 0}, hi[2] = {0, 0};
+    for (int k = 0; k < nops; k++) op_range(ix, ops[k], &lo[k], &hi[k]);
+    while (!w->stop) {
+        /* merge the (at most two) ranges by node id */
+        int pick = -1;
+        for (int k = 0; k < nops; k++)
+            if (lo[k] < hi[k] && (pick < 0 || ix->byop[lo[k]].node < ix->byop[lo[pick]].node)) pick = k;
+        if (pick < 0) break;
+        const ts_node *n = &g->nodes[ix->byop[lo[pick]++].node];
+        for (int o = 0; o < n->noutputs && !w->stop; o++) try_root(s, i, n->outputs[o], w);
+    }
+}
+
+static void match_root(ts_rmatch *s, int i, walk *w)
+{
+    const ts_graph *g = s->g;
+    const ts_match_index *ix = s->ix;
+    int depth = 0;
+    const ts_rexpr *leaf = i > 0 ? bound_leaf(&s->m, s->r->lhs[i], 0, &depth) : NULL;
+    if (!leaf) {
+        try_indexed(s, i, w);
+        return;
+    }
+    const ts_op_desc *ops[2];
+    int nops = ix->scan_all ? 0 : root_ops(s->r->lhs[i], ops);
     /* breadth-first over users of the bound value, depth levels */
     int start = s->m.val[var_slot(&s->m, leaf->var)];
     int cap = 64, nf = 1, *front = malloc(sizeof(int) * (size_t)cap);
@@ -536,7 +397,11 @@ static void match_root(mstate *s, int i, walk *w)
         front = next;
         nf = nn;
         if (d + 1 == depth)
-            for (int k = 0; k < nf && !w->stop; k++) try_root(s, i, front[k], w);
+            for (int k = 0; k < nf && !w->stop; k++) {
+                /* the root must come from a node that can produce it */
+                if (!ix->scan_all && !is_root_op(g->nodes[g->values[front[k]].producer].op, ops, nops)) continue;
+                try_root(s, i, front[k], w);
+            }
     }
     free(front);
 }
@@ -544,7 +409,19 @@ static void match_root(mstate *s, int i, walk *w)
 int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts_match *m, void *ctx), void *ctx)
 {
     if (!ts_rule_applicable(r)) return 0;
-    mstate *s = calloc(1, sizeof *s);
+    if (!ix->scan_all) {
+        /* most rules' root operator is absent from a given graph: done
+         * before any allocation */
+        const ts_op_desc *ops[2];
+        int nops = root_ops(r->lhs[0], ops), n = 0;
+        for (int k = 0; k < nops; k++) {
+            int lo, hi;
+            op_range(ix, ops[k], &lo, &hi);
+            n += hi - lo;
+        }
+        if (!n) return 0;
+    }
+    ts_rmatch *s = calloc(1, sizeof *s);
     if (!s) return 0;
     s->ix = ix;
     s->g = ix->g;

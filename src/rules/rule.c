@@ -14,41 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const ts_ropinfo OPS[TS_ROP_COUNT] = {
-    [TS_ROP_VAR] = {"?", 0, 0, false},
-    [TS_ROP_EWADD] = {"ewadd", 0, 2, false},
-    [TS_ROP_EWMUL] = {"ewmul", 0, 2, false},
-    [TS_ROP_SMUL] = {"smul", 0, 2, false},
-    [TS_ROP_TRANSPOSE] = {"transpose", 0, 1, false},
-    [TS_ROP_MATMUL] = {"matmul", 0, 2, false},
-    [TS_ROP_CONV] = {"conv", TS_RPARAM_STRIDE | TS_RPARAM_PAD | TS_RPARAM_ACT, 2, false},
-    [TS_ROP_ENLARGE] = {"enlarge", 0, 2, false},
-    [TS_ROP_RELU] = {"relu", 0, 1, false},
-    [TS_ROP_POOLAVG] = {"poolavg", TS_RPARAM_KERNEL | TS_RPARAM_STRIDE | TS_RPARAM_PAD, 1, false},
-    [TS_ROP_POOLMAX] = {"poolmax", TS_RPARAM_KERNEL | TS_RPARAM_STRIDE | TS_RPARAM_PAD, 1, false},
-    [TS_ROP_CONCAT] = {"concat", TS_RPARAM_AXIS, 2, false},
-    [TS_ROP_SPLIT0] = {"split0", TS_RPARAM_AXIS, 1, false},
-    [TS_ROP_SPLIT1] = {"split1", TS_RPARAM_AXIS, 1, false},
-    [TS_ROP_CPOOL] = {"Cpool", TS_RPARAM_KERNEL, 0, true},
-    [TS_ROP_ICONV] = {"Iconv", TS_RPARAM_KERNEL, 0, true},
-    [TS_ROP_IMATMUL] = {"Imatmul", 0, 0, true},
-    [TS_ROP_IEWMUL] = {"Iewmul", 0, 0, true},
-};
+/* The atom table lives in atom.c; the reader and writer use its text
+ * columns (atom, params, nargs, constant). */
+#define OPS ts_rop_table
 
 static const char *CONS_ATOMS[TS_RCONS_COUNT] = {"same-shape", "weight"};
 static const int CONS_NVARS[TS_RCONS_COUNT] = {2, 1};
-
-const ts_ropinfo *ts_rop_info(ts_rop op)
-{
-    return op < TS_ROP_COUNT ? &OPS[op] : NULL;
-}
-
-ts_rop ts_rop_from_atom(const char *atom)
-{
-    for (int i = 1; i < TS_ROP_COUNT; i++)
-        if (!strcmp(OPS[i].atom, atom)) return (ts_rop)i;
-    return TS_ROP_COUNT;
-}
 
 /* ---- expressions ---- */
 

@@ -60,17 +60,6 @@ typedef struct ts_rparams {
     int axis;     /* concat, split */
 } ts_rparams;
 
-typedef struct ts_ropinfo {
-    const char *atom; /* as written in the file */
-    unsigned params;  /* TS_RPARAM_* in textual order: kernel stride pad act axis */
-    int nargs;        /* tensor arguments */
-    bool constant;    /* a constant tensor leaf */
-} ts_ropinfo;
-
-const ts_ropinfo *ts_rop_info(ts_rop op);
-/* TS_ROP_COUNT when the atom names no operator. */
-ts_rop ts_rop_from_atom(const char *atom);
-
 typedef struct ts_rexpr {
     ts_rop op;
     ts_rparams p;
@@ -78,6 +67,80 @@ typedef struct ts_rexpr {
     struct ts_rexpr *arg[2];
     char *var; /* TS_ROP_VAR: the name without '?' */
 } ts_rexpr;
+
+/* The atom table (atom.c): one row per operator atom, everything each
+ * user of the rule language needs to know about it.  The parser and printer
+ * read the text columns; the matcher and applier (match.c, apply.c) and the
+ * axiom checker (taso/axiom_check.c) reach model graphs only through `op`
+ * and the per-atom functions, written next to each other in atom_*.c
+ * (rules/atom.h has their contexts); the generator evaluates constants with
+ * `fill`.  Adding an atom means adding a row here, never a case elsewhere.
+ * The mapping from atoms to ONNX is in docs/rules.md. */
+struct ts_rmatch; /* a match in progress (rules/atom.h) */
+struct ts_rbuild; /* nodes being built for atoms (rules/atom.h) */
+struct ts_num;    /* a number domain (ops/num.h) */
+
+/* What shape a constant atom takes where it is used (the generator gives
+ * each kind its shape set's sizes; the axioms name the shapes). */
+typedef enum ts_rconst_shape {
+    TS_RCONST_NONE = 0, /* not a constant */
+    TS_RCONST_KERNEL,   /* C x C x kh x kw conv kernel (Cpool, Iconv) */
+    TS_RCONST_SQUARE,   /* M x M matrix (Imatmul) */
+    TS_RCONST_ACT,      /* an activation's N x C x H x W (Iewmul) */
+} ts_rconst_shape;
+
+/* Shape of the value of a subterm, as the caller knows it (a match or a
+ * rewrite in progress); NULL when unknown. */
+typedef const ts_shape *(*ts_rshape_fn)(void *ctx, const ts_rexpr *e);
+
+typedef struct ts_ropinfo {
+    const char *atom;  /* as written in the file */
+    unsigned params;   /* TS_RPARAM_* in textual order: kernel stride pad act axis */
+    int nargs;         /* tensor arguments */
+    bool constant;     /* a constant tensor leaf */
+    bool commutative;  /* (op a b) = (op b a) */
+    ts_rconst_shape cshape;
+    /* The ONNX operator the atom stands for (a descriptor of the registry,
+     * compared by pointer); NULL for the constants.  Its node is the root
+     * of what the atom matches unless `roots` says otherwise. */
+    const ts_op_desc *op;
+    /* The atom's second argument is a weight whose node may carry a
+     * constant bias (conv, matmul); bias_axis is the weight's TASO axis
+     * that indexes output channels, which a rewrite must follow. */
+    bool bias;
+    int bias_axis;
+    /* split0/split1: cut where the argument's split tree says; a builder
+     * gets that point from the caller (ts_rbuild.split_at). */
+    bool cuts;
+
+    /* Whether the nodes producing value v (a node of g) stand for e,
+     * binding e's arguments through the matcher; NULL: the atom has no
+     * counterpart in model graphs (enlarge, the constants). */
+    bool (*match)(struct ts_rmatch *s, const ts_rexpr *e, int v);
+    /* The descriptors a value matched by e can be produced by (at most 2):
+     * the matcher's root index visits only nodes of these.  NULL: `op`. */
+    int (*roots)(const ts_rexpr *e, const ts_op_desc **out);
+    /* Adds the node(s) standing for atom op with parameters p on values x
+     * (nargs of them); returns the result value, or -1 where the atom is
+     * undefined on those shapes (or on error, in the context's err). */
+    int (*build)(struct ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+    /* TASO's split tree: the size of the first part when e's value is
+     * split along TASO axis `axis` (where the last concat along it joined
+     * two parts), -1 when there is none.  NULL: never one. */
+    int64_t (*split_point)(const ts_rexpr *e, int axis, ts_rshape_fn shape_of, void *ctx);
+    /* Constants: fills data (shape s, storage of domain num) with the
+     * constant's value; false when s is not a shape it has. */
+    bool (*fill)(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
+} ts_ropinfo;
+
+/* The table itself, indexed by ts_rop; ts_rop_info(op) is &ts_rop_table[op]. */
+extern const ts_ropinfo ts_rop_table[TS_ROP_COUNT];
+const ts_ropinfo *ts_rop_info(ts_rop op);
+/* TS_ROP_COUNT when the atom names no operator. */
+ts_rop ts_rop_from_atom(const char *atom);
+/* Split point of e along TASO axis `axis` (the row's split_point), -1 when
+ * e carries none; shape_of gives a subterm's shape. */
+int64_t ts_rexpr_split_point(const ts_rexpr *e, int axis, ts_rshape_fn shape_of, void *ctx);
 
 /* Constraints checked by a matcher, (where ...) in the file. */
 typedef enum ts_rcons_kind {
@@ -146,5 +209,11 @@ void ts_rules_free(ts_rule *rules, int n);
 ts_status ts_rules_add_reverses(ts_rule **rules, int *n, int *added, ts_error *err);
 
 #define TS_RULES_HEADER "; tsopt rules v1"
+
+/* The built-in core rule set, rules/core.rules embedded at build time. */
+extern const char ts_core_rules[];
+/* The generated and proved rule set, rules/taso.rules embedded at build
+ * time (`make rules` regenerates and re-proves the file). */
+extern const char ts_taso_rules[];
 
 #endif

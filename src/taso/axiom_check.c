@@ -26,11 +26,15 @@
  *   transpose and matmul rank-2 tensors, conv and pools rank-4 NCHW;
  * - split0/split1 cut at the point of the concat they are applied to.
  * A combination where either side is undefined (shapes do not fit) is
- * counted as skipped, not as an obligation. */
+ * counted as skipped, not as an obligation.
+ *
+ * The nodes of each atom come from its row of the atom table (rules/atom.h,
+ * `build` in the theory's reading), the constants' values from its `fill`:
+ * the axioms are checked against the very nodes the applier builds. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ops/op.h"
+#include "rules/atom.h"
 #include "taso/verify.h"
 
 #define MAX_BIND 12
@@ -77,6 +81,7 @@ typedef struct ctx {
      * the shape-free theory cannot say); other points are skipped. */
     bool guard_shape;
     ts_graph *g;
+    ts_rbuild rb; /* builds the atoms' nodes into g (rules/atom.h) */
 } ctx;
 
 /* ------------------------------------------------------------ templates */
@@ -146,7 +151,7 @@ static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
         ts_rop op = ts_rop_from_atom(item);
         b->cop = op != TS_ROP_COUNT && ts_rop_info(op)->constant ? op : TS_ROP_VAR;
         if (!strcmp(b->spec, "kernel")) {
-            if (b->cop != TS_ROP_ICONV && b->cop != TS_ROP_CPOOL)
+            if (ts_rop_info(b->cop)->cshape != TS_RCONST_KERNEL)
                 return ts_error_set(err, TS_ERR_PARSE, "'%s:kernel': only Iconv and Cpool", item);
             b->per_use = true;
             continue;
@@ -218,45 +223,12 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static bool kernel_of(ctx *c, binding *b, int *kh, int *kw)
+/* Fills a constant by its definition (its row of the atom table); false
+ * when undefined at this shape. */
+static bool fill_constant(binding *b)
 {
-    (void)c;
-    if (b->shape.rank != 4) return false;
-    *kh = (int)b->shape.dims[2];
-    *kw = (int)b->shape.dims[3];
-    return true;
-}
-
-/* Fills a constant by its definition; false when undefined. */
-static bool fill_constant(ctx *c, binding *b)
-{
-    ts_tensor *t = b->t;
-    int64_t n = ts_tensor_numel(t);
-    double *d = t->data;
-    memset(d, 0, sizeof(double) * (size_t)n);
-    const ts_shape *s = &t->shape;
-    int kh, kw;
-    switch (b->cop) {
-    case TS_ROP_IEWMUL:
-        for (int64_t i = 0; i < n; i++) d[i] = 1;
-        return true;
-    case TS_ROP_IMATMUL:
-        if (s->rank != 2 || s->dims[0] != s->dims[1]) return false;
-        for (int64_t i = 0; i < s->dims[0]; i++) d[i * s->dims[0] + i] = 1;
-        return true;
-    case TS_ROP_CPOOL:
-    case TS_ROP_ICONV:
-        if (!kernel_of(c, b, &kh, &kw) || s->dims[0] != s->dims[1]) return false;
-        if (b->cop == TS_ROP_ICONV && (kh % 2 == 0 || kw % 2 == 0)) return false;
-        for (int64_t o = 0; o < s->dims[0]; o++) {
-            double *k = d + (o * s->dims[1] + o) * kh * kw;
-            if (b->cop == TS_ROP_ICONV) k[(kh / 2) * kw + kw / 2] = 1;
-            else
-                for (int i = 0; i < kh * kw; i++) k[i] = 1.0 / (kh * kw);
-        }
-        return true;
-    default: return false;
-    }
+    ts_rparams none = {0};
+    return ts_rop_table[b->cop].fill(&none, &b->t->shape, ts_num_get(TS_DOMAIN_F64), b->t->data);
 }
 
 /* ------------------------------------------------------------ graphs */
@@ -276,33 +248,35 @@ static int param_value(ctx *c, const ts_aterm *p)
 
 static const ts_shape *vshape(ctx *c, int v) { return &c->g->values[v].shape; }
 
-static int node1(ctx *c, const char *op, const int *in, int nin, const ts_attr *attrs, int na)
+/* The atom's parameters: literal or bound parameter variables, by slot. */
+static void rparams_of(ctx *c, const ts_aterm *t, ts_rparams *rp)
 {
-    ts_error err = {0};
-    int out;
-    if (ts_graph_add_node(c->g, op, NULL, in, nin, attrs, na, 1, NULL, &out, &err) < 0) return -1;
-    return out;
-}
-
-/* ONNX pads [h_begin, w_begin, h_end, w_end] of a window op over input x;
- * false when "same" has an even kernel. */
-static bool window_pads(const ctx *c, const ts_shape *x, int pad, int s, int kh, int kw, int64_t pads[4])
-{
-    for (int i = 0; i < 4; i++) pads[i] = 0;
-    if (pad != TS_RPAD_SAME) return true;
-    if (kh % 2 == 0 || kw % 2 == 0) return false;
-    int k[2] = {kh, kw};
-    for (int d = 0; d < 2; d++) {
-        if (c->tf_same) {
-            int64_t in = x->dims[2 + d], out = (in + s - 1) / s, total = (out - 1) * s + k[d] - in;
-            if (total < 0) total = 0;
-            pads[d] = total / 2;
-            pads[d + 2] = total - total / 2;
-        } else {
-            pads[d] = pads[d + 2] = (k[d] - 1) / 2;
+    memset(rp, 0, sizeof *rp);
+    for (int i = 0; i < t->np; i++) {
+        int v = param_value(c, t->p[i]);
+        switch (t->p[i]->slot) {
+        case TS_RPARAM_KERNEL: rp->kh = rp->kw = v; break; /* square kernels only here */
+        case TS_RPARAM_STRIDE: rp->stride = v; break;
+        case TS_RPARAM_PAD: rp->pad = (ts_rpad)v; break;
+        case TS_RPARAM_ACT: rp->act = (ts_ract)v; break;
+        default: rp->axis = v; break;
         }
     }
-    return true;
+}
+
+/* Where split0/split1 of value x along `axis` cut: x must come from a
+ * concat along that axis, cut between its two parts; -1 otherwise. */
+static int64_t concat_point(ctx *c, int x, int axis)
+{
+    const ts_value *v = &c->g->values[x];
+    if (v->producer < 0) return -1;
+    const ts_node *n = &c->g->nodes[v->producer];
+    if (n->op != &ts_op_concat || n->ninputs != 2 || axis >= v->shape.rank) return -1;
+    const ts_shape *a = vshape(c, n->inputs[0]), *b = vshape(c, n->inputs[1]);
+    if (a->dims[axis] + b->dims[axis] != v->shape.dims[axis]) return -1;
+    for (int d = 0; d < a->rank; d++)
+        if (d != axis && a->dims[d] != v->shape.dims[d]) return -1;
+    return a->dims[axis];
 }
 
 static const binding *per_use_binding(const ctx *c, const ts_aterm *t)
@@ -326,7 +300,7 @@ static int per_use_kernel(ctx *c, const binding *pu, const ts_aterm *t, int x)
     if (!(b.t = ts_tensor_new(TS_F64, &b.shape, &err))) return -1;
     char name[48]; /* value names are unique within a graph */
     snprintf(name, sizeof name, "%s.%d", b.name, c->g->nvalues);
-    int v = fill_constant(c, &b) ? ts_graph_add_constant(c->g, name, b.t, &err) : -1;
+    int v = fill_constant(&b) ? ts_graph_add_constant(c->g, name, b.t, &err) : -1;
     ts_tensor_unref(b.t);
     return v;
 }
@@ -352,90 +326,12 @@ static int eval(ctx *c, const ts_aterm *t)
         else a[i] = eval(c, t->t[i]);
         if (a[i] < 0) return -1;
     }
-    const ts_shape *s0 = vshape(c, a[0]), *s1 = t->nt > 1 ? vshape(c, a[1]) : NULL;
-    switch (t->op) {
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL:
-        if (!ts_shape_eq(s0, s1)) return -1;
-        return node1(c, t->op == TS_ROP_EWADD ? "Add" : "Mul", a, 2, NULL, 0);
-    case TS_ROP_SMUL:
-        if (s1->rank != 0) return -1;
-        return node1(c, "Mul", a, 2, NULL, 0);
-    case TS_ROP_TRANSPOSE: {
-        if (s0->rank != 2) return -1;
-        int64_t perm[2] = {1, 0};
-        ts_attr at = ts_attr_ints("perm", perm, 2);
-        return node1(c, "Transpose", a, 1, &at, 1);
-    }
-    case TS_ROP_MATMUL:
-        if (s0->rank != 2 || s1->rank != 2) return -1;
-        return node1(c, "MatMul", a, 2, NULL, 0);
-    case TS_ROP_RELU: return node1(c, "Relu", a, 1, NULL, 0);
-    case TS_ROP_CONV: {
-        if (s0->rank != 4 || s1->rank != 4) return -1;
-        int s = param_value(c, t->p[0]), pad = param_value(c, t->p[1]), act = param_value(c, t->p[2]);
-        int64_t pads[4], strides[2] = {s, s};
-        if (!window_pads(c, s0, pad, s, (int)s1->dims[2], (int)s1->dims[3], pads)) return -1;
-        ts_attr at[2] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4)};
-        int v = node1(c, "Conv", a, 2, at, 2);
-        return v >= 0 && act == TS_RACT_RELU ? node1(c, "Relu", &v, 1, NULL, 0) : v;
-    }
-    case TS_ROP_ENLARGE: {
-        if (s0->rank != 4 || s1->rank != 4) return -1;
-        int64_t dh = s1->dims[2] - s0->dims[2], dw = s1->dims[3] - s0->dims[3];
-        if (dh < 0 || dw < 0 || dh % 2 || dw % 2) return -1;
-        /* opset 17: the pads are a constant input */
-        ts_error err = {0};
-        ts_shape ps = {.rank = 1, .dims = {8}};
-        ts_tensor *pt = ts_tensor_new(TS_I64, &ps, &err);
-        if (!pt) return -1;
-        int64_t pads[8] = {0, 0, dh / 2, dw / 2, 0, 0, dh / 2, dw / 2};
-        memcpy(pt->data, pads, sizeof pads);
-        char name[32]; /* value names are unique within a graph: one per enlarge */
-        snprintf(name, sizeof name, "pads.%d", c->g->nvalues);
-        a[1] = ts_graph_add_constant(c->g, name, pt, &err);
-        ts_tensor_unref(pt);
-        return a[1] < 0 ? -1 : node1(c, "Pad", a, 2, NULL, 0);
-    }
-    case TS_ROP_POOLAVG:
-    case TS_ROP_POOLMAX: {
-        if (s0->rank != 4) return -1;
-        int k = param_value(c, t->p[0]), s = param_value(c, t->p[1]), pad = param_value(c, t->p[2]);
-        int64_t pads[4], strides[2] = {s, s}, kernel[2] = {k, k};
-        if (!window_pads(c, s0, pad, s, k, k, pads)) return -1;
-        ts_attr at[3] = {ts_attr_ints("kernel_shape", kernel, 2), ts_attr_ints("strides", strides, 2),
-                         ts_attr_ints("pads", pads, 4)};
-        if (t->op == TS_ROP_POOLMAX) return node1(c, "MaxPool", a, 1, at, 3);
-        ts_attr at4[4] = {at[0], at[1], at[2], ts_attr_int("count_include_pad", 1)};
-        return node1(c, "AveragePool", a, 1, at4, 4);
-    }
-    case TS_ROP_CONCAT: {
-        int axis = param_value(c, t->p[0]);
-        if (s0->rank != s1->rank || axis >= s0->rank) return -1;
-        ts_attr at = ts_attr_int("axis", axis);
-        return node1(c, "Concat", a, 2, &at, 1);
-    }
-    case TS_ROP_SPLIT0:
-    case TS_ROP_SPLIT1: {
-        int axis = param_value(c, t->p[0]);
-        const ts_value *v = &c->g->values[a[0]];
-        if (v->producer < 0) return -1;
-        const ts_node *n = &c->g->nodes[v->producer];
-        if (strcmp(n->op->name, "Concat") || n->ninputs != 2 || axis >= v->shape.rank) return -1;
-        /* the concat must be along the same axis */
-        const ts_shape *x = vshape(c, n->inputs[0]), *y = vshape(c, n->inputs[1]);
-        if (x->dims[axis] + y->dims[axis] != v->shape.dims[axis]) return -1;
-        for (int d = 0; d < x->rank; d++)
-            if (d != axis && x->dims[d] != v->shape.dims[d]) return -1;
-        int64_t split[2] = {x->dims[axis], y->dims[axis]};
-        ts_attr at[2] = {ts_attr_int("axis", axis), ts_attr_ints("split", split, 2)};
-        ts_error err = {0};
-        int out[2];
-        if (ts_graph_add_node(c->g, "Split", NULL, a, 1, at, 2, 2, NULL, out, &err) < 0) return -1;
-        return out[t->op == TS_ROP_SPLIT0 ? 0 : 1];
-    }
-    default: return -1;
-    }
+    /* the atom's nodes, read as the theory means them (atom.h) */
+    ts_rparams p;
+    rparams_of(c, t, &p);
+    c->rb.bias = -1;
+    if (info->cuts && (c->rb.split_at = concat_point(c, a[0], p.axis)) < 0) return -1;
+    return info->build ? info->build(&c->rb, t->op, &p, a) : -1;
 }
 
 /* ----------------------------------------------------------- the check */
@@ -480,6 +376,7 @@ static ts_status one_point(check *k, ts_error *err)
     ts_tensor *inputs[MAX_BIND] = {0}, *outs[2] = {0};
     c->g = ts_graph_new("axiom", 17);
     if (!c->g) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    c->rb = (ts_rbuild){.g = c->g, .theory = true, .sym_same = !c->tf_same};
     for (int i = 0; i < c->nb; i++) c->b[i].t = NULL;
     bool defined = true;
     for (int i = 0; i < c->nb && defined; i++) {
@@ -498,7 +395,7 @@ static ts_status one_point(check *k, ts_error *err)
             b->value = ts_graph_add_input(c->g, b->name, TS_F64, &b->shape, err);
             inputs[nin++] = b->t;
         } else {
-            defined = fill_constant(c, b);
+            defined = fill_constant(b);
             b->value = defined ? ts_graph_add_constant(c->g, b->name, b->t, err) : -1;
         }
         if (defined && b->value < 0) {

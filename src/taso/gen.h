@@ -8,7 +8,9 @@
  *                enumeration evaluates tens of millions of graphs, and
  *                building an IR graph per step would cost more than the
  *                arithmetic itself.  Arithmetic mod p uses the same p as the
- *                reference interpreter's TS_DOMAIN_MODP.
+ *                reference interpreter's TS_DOMAIN_MODP.  One evaluator per
+ *                atom, in a table indexed like the atom table
+ *                (rules/atom.c); constants take the table's values.
  *   gen_enum.c   depth-first enumeration of graphs and their fingerprints.
  *   gen_pairs.c  candidate pairs from the graph records (second shape set,
  *                TASO's syntactic rejections, float test).

@@ -383,12 +383,13 @@ static void for_args(ctx *c, int depth, int v)
 {
     const gen_variant *var = &c->w->variant[v];
     int np = c->npool;
-    switch (var->op) {
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL: /* commutative: one order */
+    if (ts_rop_info(var->op)->commutative) { /* one order of the arguments */
         for (int a = 0; a < np; a++)
             for (int b = a + 1; b < np; b++) try_op(c, depth, v, a, b);
-        break;
+        return;
+    }
+    /* the generator's policy per atom (docs/taso.md, step 1) */
+    switch (var->op) {
     case TS_ROP_SMUL:
     case TS_ROP_CONCAT:
         for (int a = 0; a < np; a++)

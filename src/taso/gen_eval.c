@@ -7,6 +7,7 @@
  * as TASO's axiom conv(C_pool) = pool_avg requires. */
 #include <math.h>
 #include <string.h>
+#include "ops/num.h"
 #include "taso/gen.h"
 
 static inline uint32_t madd(uint32_t a, uint32_t b)
@@ -116,13 +117,20 @@ static void merge_split(uint8_t *out, const uint8_t *a, const uint8_t *b)
     else memset(out, 0, GEN_SPLIT_BYTES);
 }
 
+/* Every evaluator takes the atom, its parameters, its arguments a, b and
+ * its outputs o, o1 (split writes two); false when the shapes do not fit. */
+#define EVAL_ARGS                                                                                                \
+    const gen_shapes *sh, ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b, gen_tensor *o, \
+        gen_tensor *o1
+
 static inline uint32_t relu_m(uint32_t x)
 {
     return madd(mmul(x, madd(x, 1)), 1);
 }
 
-static bool ew(ts_rop op, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+static bool ew(EVAL_ARGS)
 {
+    (void)sh, (void)p, (void)o1;
     if (a->nd != b->nd || a->nd == 0 || memcmp(a->dim, b->dim, sizeof a->dim)) return false;
     set_shape(o, a->dom, a->nd, a->dim);
     for (int d = 0; d < a->nd; d++) merge_split(o->split[d], a->split[d], b->split[d]);
@@ -136,8 +144,10 @@ static bool ew(ts_rop op, const gen_tensor *a, const gen_tensor *b, gen_tensor *
     return true;
 }
 
-static bool smul(const gen_tensor *a, const gen_tensor *s, gen_tensor *o)
+static bool smul(EVAL_ARGS)
 {
+    (void)sh, (void)op, (void)p, (void)o1;
+    const gen_tensor *s = b; /* the scalar */
     if (s->nd != 0 || a->nd == 0) return false;
     set_shape(o, a->dom, a->nd, a->dim);
     memcpy(o->split, a->split, sizeof o->split);
@@ -148,8 +158,9 @@ static bool smul(const gen_tensor *a, const gen_tensor *s, gen_tensor *o)
     return true;
 }
 
-static bool relu(const gen_tensor *a, gen_tensor *o)
+static bool relu(EVAL_ARGS)
 {
+    (void)sh, (void)op, (void)p, (void)b, (void)o1;
     if (a->nd == 0) return false;
     set_shape(o, a->dom, a->nd, a->dim);
     memcpy(o->split, a->split, sizeof o->split);
@@ -160,8 +171,9 @@ static bool relu(const gen_tensor *a, gen_tensor *o)
     return true;
 }
 
-static bool transpose(const gen_tensor *a, gen_tensor *o)
+static bool transpose(EVAL_ARGS)
 {
+    (void)sh, (void)op, (void)p, (void)b, (void)o1;
     if (a->nd != 2) return false;
     int dim[2] = {a->dim[1], a->dim[0]};
     set_shape(o, a->dom, 2, dim);
@@ -176,8 +188,9 @@ static bool transpose(const gen_tensor *a, gen_tensor *o)
     return true;
 }
 
-static bool matmul(const gen_shapes *sh, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+static bool matmul(EVAL_ARGS)
 {
+    (void)op, (void)p, (void)o1;
     if (a->nd != 2 || b->nd != 2 || a->dim[1] != b->dim[0]) return false;
     int n = a->dim[0], k = a->dim[1], m = b->dim[1];
     int dim[2] = {n, m};
@@ -232,8 +245,10 @@ static bool tap_ranges(int n, int taps, int s, int pad, int out, int *lo, int *h
     return true;
 }
 
-static bool conv(const gen_shapes *sh, const ts_rparams *p, const gen_tensor *x, const gen_tensor *w, gen_tensor *o)
+static bool conv(EVAL_ARGS)
 {
+    (void)op, (void)o1;
+    const gen_tensor *x = a, *w = b;
     /* group 1 only: the axioms (A39, A40) and the matcher mean ordinary
      * convolution; inferring groups from shapes made rules that hold only
      * for grouped convolutions */
@@ -299,8 +314,11 @@ static bool conv(const gen_shapes *sh, const ts_rparams *p, const gen_tensor *x,
     return true;
 }
 
-static bool pool(bool avg, const ts_rparams *p, const gen_tensor *x, gen_tensor *o)
+static bool pool(EVAL_ARGS)
 {
+    (void)sh, (void)b, (void)o1;
+    const gen_tensor *x = a;
+    bool avg = op == TS_ROP_POOLAVG;
     if (x->nd != 4) return false;
     int oh, ow, ph, pw;
     if (!window(x->dim[2], p->kh, p->stride, p->pad, &oh, &ph)) return false;
@@ -359,8 +377,10 @@ static bool pool(bool avg, const ts_rparams *p, const gen_tensor *x, gen_tensor 
     return true;
 }
 
-static bool enlarge(const gen_shapes *sh, const gen_tensor *w, const gen_tensor *ref, gen_tensor *o)
+static bool enlarge(EVAL_ARGS)
 {
+    (void)op, (void)p, (void)o1;
+    const gen_tensor *w = a, *ref = b;
     if (w->nd != 4 || ref->nd != 4) return false;
     int KH = ref->dim[2], KW = ref->dim[3];
     if (w->dim[2] > KH || w->dim[3] > KW || (w->dim[2] == KH && w->dim[3] == KW)) return false;
@@ -406,8 +426,10 @@ static void block_copy(const gen_tensor *big, gen_tensor *small, int axis, int o
         }
 }
 
-static bool concat(const gen_shapes *sh, int axis, const gen_tensor *a, const gen_tensor *b, gen_tensor *o)
+static bool concat(EVAL_ARGS)
 {
+    (void)op, (void)o1;
+    int axis = p->axis;
     if (a->nd != b->nd || axis >= a->nd) return false;
     for (int d = 0; d < a->nd; d++)
         if (d != axis && a->dim[d] != b->dim[d]) return false;
@@ -424,8 +446,14 @@ static bool concat(const gen_shapes *sh, int axis, const gen_tensor *a, const ge
     return true;
 }
 
-static bool split(int axis, const gen_tensor *a, gen_tensor *o0, gen_tensor *o1)
+/* One operator, both halves (either output may be NULL): split1 is split0
+ * with its outputs swapped. */
+static bool split(EVAL_ARGS)
 {
+    (void)sh, (void)b;
+    int axis = p->axis;
+    gen_tensor *o0 = op == TS_ROP_SPLIT1 ? o1 : o;
+    if (op == TS_ROP_SPLIT1) o1 = o;
     if (axis >= a->nd || a->split[axis][0] == 0) return false;
     const uint8_t *t = a->split[axis];
     int pos = t[0];
@@ -439,72 +467,40 @@ static bool split(int axis, const gen_tensor *a, gen_tensor *o0, gen_tensor *o1)
     gen_tensor *outs[2] = {o0, o1};
     int *dims[2] = {d0, d1};
     for (int k = 0; k < 2; k++) {
-        gen_tensor *o = outs[k];
-        if (!o) continue;
-        set_shape(o, a->dom, a->nd, dims[k]);
-        memcpy(o->split, a->split, sizeof o->split);
-        memset(o->split[axis], 0, GEN_SPLIT_BYTES);
+        gen_tensor *out = outs[k];
+        if (!out) continue;
+        set_shape(out, a->dom, a->nd, dims[k]);
+        memcpy(out->split, a->split, sizeof out->split);
+        memset(out->split[axis], 0, GEN_SPLIT_BYTES);
         const uint8_t *sub = k == 0 ? t + 1 : t + 1 + ll;
         int sl = tree_len(sub, GEN_SPLIT_BYTES - (int)(sub - t));
         if (sl < 0) return false;
-        memcpy(o->split[axis], sub, (size_t)sl);
-        block_copy(a, o, axis, k == 0 ? 0 : pos, false, NULL);
+        memcpy(out->split[axis], sub, (size_t)sl);
+        block_copy(a, out, axis, k == 0 ? 0 : pos, false, NULL);
     }
     return true;
 }
 
-static bool constant(const gen_shapes *sh, ts_rop op, const ts_rparams *p, gen_domain dom, gen_tensor *o)
+/* A constant atom at the shape set's sizes, its values from the atom
+ * table (shared with the axiom checker, through the number domains: the
+ * tensor's storage is the domain's, uint32 residues or double). */
+static bool constant(EVAL_ARGS)
 {
-    bool m = dom == GEN_MODP;
-    switch (op) {
-    case TS_ROP_CPOOL: {
-        /* C x C x k x k, 1/k^2 on the channel diagonal: with group-1
-         * convolution, conv(Cpool) is average pooling (A24) */
-        int dim[4] = {sh->c, sh->c, p->kh, p->kw};
-        set_shape(o, dom, 4, dim);
-        uint32_t inv = minv((uint32_t)(p->kh * p->kw));
-        for (int i = 0; i < o->n; i++) {
-            int ci = (i / (p->kw * p->kh)) % sh->c, co = i / (p->kw * p->kh * sh->c);
-            if (m) o->v.u[i] = ci == co ? inv : 0;
-            else o->v.f[i] = ci == co ? 1.0 / (p->kh * p->kw) : 0;
-        }
-        return true;
+    (void)a, (void)b, (void)o1;
+    gen_domain dom = o->dom;
+    const ts_ropinfo *in = ts_rop_info(op);
+    int dim[4], nd;
+    switch (in->cshape) {
+    case TS_RCONST_KERNEL: nd = 4, dim[0] = dim[1] = sh->c, dim[2] = p->kh, dim[3] = p->kw; break;
+    case TS_RCONST_SQUARE: nd = 2, dim[0] = dim[1] = sh->m; break;
+    case TS_RCONST_ACT: nd = 4, dim[0] = sh->n, dim[1] = sh->c, dim[2] = sh->h, dim[3] = sh->w; break;
+    default: return false;
     }
-    case TS_ROP_ICONV: {
-        if (p->kh % 2 == 0 || p->kw % 2 == 0) return false;
-        int dim[4] = {sh->c, sh->c, p->kh, p->kw};
-        set_shape(o, dom, 4, dim);
-        for (int i = 0; i < o->n; i++) {
-            int kx = i % p->kw, ky = (i / p->kw) % p->kh, ci = (i / (p->kw * p->kh)) % sh->c,
-                co = i / (p->kw * p->kh * sh->c);
-            bool one = ci == co && ky == p->kh / 2 && kx == p->kw / 2;
-            if (m) o->v.u[i] = one;
-            else o->v.f[i] = one;
-        }
-        return true;
-    }
-    case TS_ROP_IMATMUL: {
-        int dim[2] = {sh->m, sh->m};
-        set_shape(o, dom, 2, dim);
-        for (int i = 0; i < o->n; i++) {
-            bool one = i / sh->m == i % sh->m;
-            if (m) o->v.u[i] = one;
-            else o->v.f[i] = one;
-        }
-        return true;
-    }
-    case TS_ROP_IEWMUL: {
-        int dim[4] = {sh->n, sh->c, sh->h, sh->w};
-        set_shape(o, dom, 4, dim);
-        for (int i = 0; i < o->n; i++) {
-            if (m) o->v.u[i] = 1;
-            else o->v.f[i] = 1;
-        }
-        return true;
-    }
-    default:
-        return false;
-    }
+    set_shape(o, dom, nd, dim);
+    ts_shape s = {.rank = nd};
+    for (int d = 0; d < nd; d++) s.dims[d] = dim[d];
+    const ts_num *num = ts_num_get(dom == GEN_MODP ? TS_DOMAIN_MODP : TS_DOMAIN_F64);
+    return in->fill(p, &s, num, dom == GEN_MODP ? (void *)o->v.u : (void *)o->v.f);
 }
 
 bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_tensor *b,
@@ -513,29 +509,21 @@ bool gen_apply(ts_rop op, const ts_rparams *p, const gen_tensor *a, const gen_te
     return gen_apply_in(&gen_shape_sets[0], op, p, a, b, o0, o1);
 }
 
+/* The generator's evaluator of each atom of the table (rules/atom.c),
+ * variables excepted; the constants' values come from the table itself. */
+static bool (*const EVAL[TS_ROP_COUNT])(EVAL_ARGS) = {
+    [TS_ROP_EWADD] = ew,         [TS_ROP_EWMUL] = ew,          [TS_ROP_SMUL] = smul,
+    [TS_ROP_TRANSPOSE] = transpose, [TS_ROP_MATMUL] = matmul,  [TS_ROP_CONV] = conv,
+    [TS_ROP_ENLARGE] = enlarge,  [TS_ROP_RELU] = relu,         [TS_ROP_POOLAVG] = pool,
+    [TS_ROP_POOLMAX] = pool,     [TS_ROP_CONCAT] = concat,     [TS_ROP_SPLIT0] = split,
+    [TS_ROP_SPLIT1] = split,     [TS_ROP_CPOOL] = constant,    [TS_ROP_ICONV] = constant,
+    [TS_ROP_IMATMUL] = constant, [TS_ROP_IEWMUL] = constant,
+};
+
 bool gen_apply_in(const gen_shapes *sh, ts_rop op, const ts_rparams *p, const gen_tensor *a,
                   const gen_tensor *b, gen_tensor *o0, gen_tensor *o1)
 {
-    switch (op) {
-    case TS_ROP_EWADD:
-    case TS_ROP_EWMUL: return ew(op, a, b, o0);
-    case TS_ROP_SMUL: return smul(a, b, o0);
-    case TS_ROP_TRANSPOSE: return transpose(a, o0);
-    case TS_ROP_MATMUL: return matmul(sh, a, b, o0);
-    case TS_ROP_CONV: return conv(sh, p, a, b, o0);
-    case TS_ROP_ENLARGE: return enlarge(sh, a, b, o0);
-    case TS_ROP_RELU: return relu(a, o0);
-    case TS_ROP_POOLAVG: return pool(true, p, a, o0);
-    case TS_ROP_POOLMAX: return pool(false, p, a, o0);
-    case TS_ROP_CONCAT: return concat(sh, p->axis, a, b, o0);
-    case TS_ROP_SPLIT0: return split(p->axis, a, o0, o1);
-    case TS_ROP_SPLIT1: return split(p->axis, a, o1, o0);
-    case TS_ROP_CPOOL:
-    case TS_ROP_ICONV:
-    case TS_ROP_IMATMUL:
-    case TS_ROP_IEWMUL: return constant(sh, op, p, o0->dom, o0);
-    default: return false;
-    }
+    return op < TS_ROP_COUNT && EVAL[op] && EVAL[op](sh, op, p, a, b, o0, o1);
 }
 
 uint64_t gen_tensor_hash(const gen_tensor *t)

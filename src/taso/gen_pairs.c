@@ -139,9 +139,10 @@ static uint64_t dag_hash(const gen_world *w, const gen_graph *g)
     int np = w->nvar;
     for (int k = 0; k < g->nops; k++) {
         const gen_variant *var = &w->variant[g->op[k][0]];
-        int nargs = ts_rop_info(var->op)->nargs;
+        const ts_ropinfo *in = ts_rop_info(var->op);
+        int nargs = in->nargs;
         uint64_t a = nargs >= 1 ? h[g->op[k][1]] : 0, b = nargs >= 2 ? h[g->op[k][2]] : 0;
-        if ((var->op == TS_ROP_EWADD || var->op == TS_ROP_EWMUL) && a > b) {
+        if (in->commutative && a > b) {
             uint64_t t = a;
             a = b;
             b = t;

@@ -396,3 +396,215 @@ Test(cost, peak_never_lowered)
     for (int i = 0; i < XCOST_PEAK_PARTS; i++) cr_assert_gt(parts[i], 0, "part %d", i);
     ts_costdb_free(db);
 }
+
+/* ------------------------------------------------- costs in context */
+
+static bool has_plan_time(ts_costdb *db, const ts_graph *g, const int *grp, int head)
+{
+    bool plan;
+    xcost_cached_times(db, g, grp, head, NULL, &plan, NULL, NULL);
+    return plan;
+}
+
+static bool has_ctx_time(ts_costdb *db, const ts_graph *g, const int *grp, int head)
+{
+    bool ctx;
+    xcost_cached_times(db, g, grp, head, NULL, NULL, NULL, &ctx);
+    return ctx;
+}
+
+/* conv -> relu -> flatten (a view) -> gemm -> output */
+static ts_graph *conv_net(void)
+{
+    ts_graph *g = ts_graph_new("cn", 17);
+    int x = input(g, "x", "1x8x16x16");
+    int w = weight(g, "w", "8x8x3x3"), fw = weight(g, "fw", "2048x10");
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    int h = node(g, "Conv", (int[]){x, w}, 2, &pads, 1);
+    h = node(g, "Relu", &h, 1, NULL, 0);
+    h = node(g, "Flatten", &h, 1, NULL, 0);
+    h = node(g, "Gemm", (int[]){h, fw}, 2, NULL, 0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+/* Priming times the plan once: every non-view group gets an in-plan time,
+ * and a cache that has them all is not timed again (once per machine). */
+Test(cost, prime_gives_every_group_an_in_plan_time)
+{
+    ts_graph *g = conv_net();
+    int grp[4];
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    ts_costdb *db = open_db();
+    ts_error e = {0};
+    cr_assert_eq(ts_cost_prime(db, g, &e), TS_OK, "%s", e.msg);
+    int groups = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (grp[n] != n) continue;
+        if (xcost_is_free(&g->nodes[n])) {
+            cr_assert_not(has_plan_time(db, g, grp, n), "a view has no step");
+            continue;
+        }
+        cr_assert(has_plan_time(db, g, grp, n), "group of node %d has no in-plan time", n);
+        xcost_src src;
+        xcost_group(db, g, grp, n, false, &src);
+        cr_assert_eq(src, XCOST_PLAN);
+        groups++;
+    }
+    cr_assert_eq(groups, 2, "Conv+Relu and Gemm");
+    int measured = xcost_db_measured(db);
+    cr_assert_gt(measured, 0);
+    cr_assert_eq(ts_cost_prime(db, g, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(xcost_db_measured(db), measured, "primed twice");
+    double c = ts_cost_graph(db, g, true);
+    cr_assert_gt(c, 0);
+    cr_assert_eq(xcost_db_measured(db), measured, "the primed graph has nothing new to time");
+    cr_assert_eq(ts_costdb_save(db, &e), TS_OK, "%s", e.msg);
+    ts_costdb_free(db);
+    db = open_db();
+    cr_assert_eq(ts_cost_prime(db, g, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(xcost_db_measured(db), 0, "a saved cache needs no priming");
+    cr_assert_float_eq(ts_cost_graph(db, g, false), c, 1e-9 * c);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+/* heavy_mlp with its Softmax over the other axis: a rewrite with one new
+ * group next to primed ones. */
+static ts_graph *heavy_mlp_axis0(void)
+{
+    ts_graph *g = ts_graph_new("heavy2", 17);
+    int x = input(g, "x", "64x256");
+    int w = weight(g, "w", "256x512"), w2 = weight(g, "w2", "512x256");
+    int h = node(g, "MatMul", (int[]){x, w}, 2, NULL, 0);
+    h = node(g, "Relu", &h, 1, NULL, 0);
+    h = node(g, "MatMul", (int[]){h, w2}, 2, NULL, 0);
+    h = node(g, "Softmax", &h, 1, (ts_attr[]){ts_attr_int("axis", 0)}, 1);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+/* After priming the original, a rewrite's new group is timed in context
+ * (a cached "@ctx" time) and only it; the shared groups keep their in-plan
+ * times; all of it survives a save with the CPU's line. */
+Test(cost, new_group_timed_in_context)
+{
+    ts_graph *g = heavy_mlp(), *g2 = heavy_mlp_axis0();
+    ts_costdb *db = open_db();
+    ts_error e = {0};
+    cr_assert_eq(ts_cost_prime(db, g, &e), TS_OK, "%s", e.msg);
+    int before = xcost_db_measured(db);
+    int grp[4];
+    cr_assert_eq(xcost_groups(g2, grp), TS_OK);
+    cr_assert_eq(grp[3], 3, "the Softmax is a group of its own");
+    cr_assert_not(has_plan_time(db, g2, grp, 3));
+    cr_assert_not(has_ctx_time(db, g2, grp, 3));
+    double c = ts_cost_graph(db, g2, true);
+    cr_assert_gt(c, 0);
+    cr_assert_eq(xcost_db_measured(db), before + 1, "one new group, one measurement");
+    for (int n = 0; n < g2->nnodes; n++) {
+        if (grp[n] != n) continue;
+        xcost_src src;
+        xcost_group(db, g2, grp, n, false, &src);
+        cr_assert_eq(src, n == 3 ? XCOST_CONTEXT : XCOST_PLAN, "node %d: source %d", n, (int)src);
+    }
+    /* its neighbourhood: the Softmax and the MatMul producing its input */
+    xcost_ctx_stats r;
+    double ms = -1;
+    int head = 3;
+    cr_assert_eq(xcost_ctx_measure(db, g2, grp, &head, 1, &ms, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_geq(r.nodes, 2);
+    cr_assert_gt(r.runs, 0);
+    cr_assert_geq(ms, 0);
+    cr_assert_eq(r.groups, 1);
+    c = ts_cost_graph(db, g2, false); /* with the new group's time just measured */
+    cr_assert_eq(ts_costdb_save(db, &e), TS_OK, "%s", e.msg);
+    ts_costdb_free(db);
+    char p[256], line[4096], cpu[256], want[300];
+    cache_path(p, sizeof p);
+    xcost_cpu_id(cpu, sizeof cpu);
+    snprintf(want, sizeof want, "# cpu\t%s\n", cpu);
+    FILE *f = fopen(p, "r");
+    cr_assert(f);
+    bool cpu_line = false, plan = false, ctx = false;
+    while (fgets(line, sizeof line, f)) {
+        cpu_line |= !strcmp(line, want);
+        plan |= !strncmp(line, XCOST_PLAN_PREFIX, strlen(XCOST_PLAN_PREFIX));
+        ctx |= !strncmp(line, XCOST_CTX_PREFIX "Softmax", strlen(XCOST_CTX_PREFIX "Softmax"));
+    }
+    fclose(f);
+    cr_assert(cpu_line && plan && ctx, "cpu line %d, @plan %d, @ctx Softmax %d", cpu_line, plan, ctx);
+    db = open_db();
+    cr_assert_float_eq(ts_cost_graph(db, g2, false), c, 1e-9 * c, "round trip");
+    cr_assert_eq(ts_cost_graph(db, g2, true), c, "nothing to measure again");
+    cr_assert_eq(xcost_db_measured(db), 0);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+    ts_graph_free(g2);
+}
+
+/* x -> Relu a, Relu b (the same: the plan computes b as an alias of a),
+ * each into its own MatMul, added.  Timed in context, b costs what it
+ * costs in the plan, nothing: its twin is cut out with it. */
+Test(cost, context_keeps_the_plans_merges)
+{
+    ts_graph *g = ts_graph_new("twins", 17);
+    int x = input(g, "x", "16x128");
+    int w1 = weight(g, "w1", "128x128"), w2 = weight(g, "w2", "128x128");
+    int a = node(g, "Relu", &x, 1, NULL, 0), b = node(g, "Relu", &x, 1, NULL, 0);
+    int p = node(g, "MatMul", (int[]){a, w1}, 2, NULL, 0), q = node(g, "MatMul", (int[]){b, w2}, 2, NULL, 0);
+    int y = node(g, "Add", (int[]){p, q}, 2, NULL, 0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK, "%s", e.msg);
+    int grp[5];
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    cr_assert(grp[0] == 0 && grp[1] == 1, "each Relu is a group");
+    ts_costdb *db = open_db();
+    xcost_plan_times pt;
+    double plan[5] = {-1, -1, -1, -1, -1};
+    cr_assert_eq(xcost_time_plan_groups(db, g, 1, 3, &pt, plan, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(plan[1], 0, "the plan runs no step for the second Relu");
+    double ms = -1;
+    int head = 1;
+    cr_assert_eq(xcost_ctx_measure(db, g, grp, &head, 1, &ms, NULL, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ms, 0, "in context the second Relu is an alias too (%g ms)", ms);
+    head = 0;
+    cr_assert_eq(xcost_ctx_measure(db, g, grp, &head, 1, &ms, NULL, &e), TS_OK, "%s", e.msg);
+    cr_assert_gt(ms, 0, "the first one runs");
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+/* A graph never primed is timed in pieces of at most XCOST_CTX_MAX_GROUPS
+ * groups, each in context: every group gets an in-context time, none an
+ * in-plan one (the whole graph is never timed as one). */
+Test(cost, unprimed_graph_timed_in_pieces)
+{
+    ts_graph *g = ts_graph_new("deep", 17);
+    int h = input(g, "x", "8x64");
+    int layers = 3 * XCOST_CTX_MAX_GROUPS;
+    for (int i = 0; i < layers; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        int w = weight(g, name, "64x64");
+        h = node(g, "MatMul", (int[]){h, w}, 2, NULL, 0);
+        h = node(g, "Tanh", &h, 1, NULL, 0);
+    }
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    int *grp = malloc(sizeof *grp * (size_t)g->nnodes);
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    ts_costdb *db = open_db();
+    cr_assert_gt(ts_cost_graph(db, g, true), 0);
+    cr_assert_eq(xcost_db_measured(db), layers, "one time per group");
+    for (int n = 0; n < g->nnodes; n++) {
+        if (grp[n] != n) continue;
+        cr_assert(has_ctx_time(db, g, grp, n), "node %d", n);
+        cr_assert_not(has_plan_time(db, g, grp, n), "node %d", n);
+    }
+    free(grp);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}

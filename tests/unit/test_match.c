@@ -285,3 +285,144 @@ Test(match, interior_value_used_outside, .init = setup, .fini = teardown)
     ts_graph_free(g);
     ts_rules_free(rr, nr);
 }
+
+/* ---- the root index (ts_match_index groups live nodes by descriptor) */
+
+/* Relu(Add(a, b)) on 3x4 tensors: neither MatMul nor Conv in the graph. */
+static ts_graph *add_relu(void)
+{
+    ts_error e = {0};
+    int64_t d[2] = {3, 4};
+    ts_shape s = ts_shape_make(2, d);
+    ts_graph *g = ts_graph_new("addrelu", 17);
+    int in[2] = {ts_graph_add_input(g, "a", TS_F32, &s, &e), ts_graph_add_input(g, "b", TS_F32, &s, &e)}, y, z;
+    cr_assert(ts_graph_add_node(g, "Add", "add", in, 2, NULL, 0, 1, NULL, &y, &e) >= 0);
+    cr_assert(ts_graph_add_node(g, "Relu", "relu", &y, 1, NULL, 0, 1, NULL, &z, &e) >= 0);
+    ts_graph_add_output(g, z, &e);
+    return g;
+}
+
+static ts_rule *parse1(const char *txt)
+{
+    ts_error e = {0};
+    ts_rule *r;
+    int n;
+    cr_assert_eq(ts_rules_parse_string(txt, "t", &r, &n, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(n, 1);
+    return r;
+}
+
+Test(match, absent_root_operator_matches_nothing)
+{
+    /* roots MatMul (or Add, its bias) / Relu for conv..relu / Conv */
+    ts_rule *mm = parse1("; tsopt rules v1\n(rule mm (lhs (matmul ?x ?w)) (rhs (matmul ?x ?w)))\n");
+    ts_rule *cr = parse1("; tsopt rules v1\n(rule cr (lhs (conv s1 same relu ?x ?w)) (rhs (conv s1 same relu ?x ?w)))\n");
+    ts_rule *cv = parse1("; tsopt rules v1\n(rule cv (lhs (conv s1 same none ?x ?w)) (rhs (conv s1 same none ?x ?w)))\n");
+    ts_graph *g = add_relu();
+    collect c;
+    /* the graph has Add and Relu nodes, which these roots may be, but no
+     * MatMul under the Add and no Conv under the Relu */
+    cr_assert_eq(matches(g, mm, &c), 0);
+    cr_assert_eq(matches(g, cr, &c), 0);
+    cr_assert_eq(matches(g, cv, &c), 0);
+    ts_graph_free(g);
+    /* nodes of other operators beside the root's do not matter */
+    g = two_convs(1, 1);
+    cr_assert_eq(matches(g, mm, &c), 0);
+    cr_assert_eq(matches(g, cr, &c), 0);
+    cr_assert_eq(matches(g, cv, &c), 2);
+    ts_graph_free(g);
+    ts_rules_free(mm, 1);
+    ts_rules_free(cr, 1);
+    ts_rules_free(cv, 1);
+}
+
+Test(match, matmul_rooted_at_its_bias)
+{
+    /* MatMul + Add of a constant bias vector is one matmul whose root is
+     * the Add: the index must offer Add nodes to matmul rules */
+    ts_error e = {0};
+    uint64_t rng = 9;
+    int64_t xd[2] = {2, 4}, wd[2] = {4, 3}, bd[1] = {3};
+    ts_shape xs = ts_shape_make(2, xd);
+    ts_graph *g = ts_graph_new("mmbias", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
+    ts_tensor *tw = rand_tensor(2, wd, &rng), *tb = rand_tensor(1, bd, &rng);
+    int w = ts_graph_add_constant(g, "w", tw, &e), b = ts_graph_add_constant(g, "bias", tb, &e), y, z;
+    ts_tensor_unref(tw);
+    ts_tensor_unref(tb);
+    int i1[2] = {x, w};
+    cr_assert(ts_graph_add_node(g, "MatMul", "mm", i1, 2, NULL, 0, 1, NULL, &y, &e) >= 0);
+    int i2[2] = {y, b};
+    cr_assert(ts_graph_add_node(g, "Add", "add", i2, 2, NULL, 0, 1, (const char *const[]){"z"}, &z, &e) >= 0);
+    ts_graph_add_output(g, z, &e);
+    ts_rule *mm = parse1("; tsopt rules v1\n(rule mm (lhs (matmul ?x ?w)) (rhs (matmul ?x ?w)))\n");
+    collect c;
+    /* at the Add (bias bound to ?w) and at the MatMul alone */
+    cr_assert_eq(matches(g, mm, &c), 2);
+    int at_add = c.m[0].root[0] == z ? 0 : 1;
+    cr_assert_eq(c.m[at_add].root[0], z);
+    cr_assert_eq(c.m[at_add].bias[1], b, "the bias is bound to ?w");
+    cr_assert_eq(c.m[1 - at_add].root[0], y);
+    ts_rules_free(mm, 1);
+    ts_graph_free(g);
+}
+
+/* Folds every match (roots, nodes, bindings) into a running hash, in the
+ * order the matcher reports them. */
+typedef struct tally {
+    long n;
+    uint64_t h;
+} tally;
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static bool fold(const ts_match *m, void *ctx)
+{
+    tally *t = ctx;
+    t->n++;
+    for (int i = 0; i < m->nroots; i++) t->h = mix(t->h, (uint64_t)m->root[i]);
+    for (int i = 0; i < m->nnodes; i++) t->h = mix(t->h, (uint64_t)m->node[i] + 1000000);
+    for (int i = 0; i < m->nvars; i++) t->h = mix(t->h, (uint64_t)m->val[i] * 31 + (uint64_t)(m->bias[i] + 1));
+    return true;
+}
+
+Test(match, index_changes_no_match_on_the_zoo)
+{
+    /* every rule of the shipped set (both directions) on every zoo model
+     * at a small size: the indexed matcher reports exactly what trying
+     * every node as a root reports, in the same order */
+    ts_error e = {0};
+    ts_rule *rs;
+    int nr, added;
+    cr_assert_eq(ts_rules_parse_string(ts_taso_rules, "taso.rules", &rs, &nr, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_rules_add_reverses(&rs, &nr, &added, &e), TS_OK, "%s", e.msg);
+    long total = 0;
+    const ts_zoo_model *zm;
+    for (int z = 0; (zm = ts_zoo_at(z)); z++) {
+        ts_zoo_opts o = {.batch = 1, .layers = 1, .steps = 2, .seed = 1, .no_weights = true};
+        ts_graph *g = NULL;
+        cr_assert_eq(ts_zoo_build(zm->name, &o, &g, &e), TS_OK, "%s: %s", zm->name, e.msg);
+        ts_match_index ix, brute;
+        cr_assert_eq(ts_match_index_build(&ix, g, &e), TS_OK);
+        cr_assert_eq(ts_match_index_build(&brute, g, &e), TS_OK);
+        brute.scan_all = true;
+        tally a = {0}, b = {0};
+        for (int r = 0; r < nr; r++) {
+            int na = ts_match_all(&ix, &rs[r], fold, &a), nb = ts_match_all(&brute, &rs[r], fold, &b);
+            cr_assert_eq(na, nb, "%s, rule %s: %d matches with the index, %d without", zm->name, rs[r].name, na, nb);
+        }
+        cr_assert_eq(a.n, b.n, "%s", zm->name);
+        cr_assert_eq(a.h, b.h, "%s: the matches differ", zm->name);
+        total += a.n;
+        ts_match_index_free(&ix);
+        ts_match_index_free(&brute);
+        ts_graph_free(g);
+    }
+    cr_assert_gt(total, 1000, "the zoo has matches of the shipped rules (%ld)", total);
+    ts_rules_free(rs, nr);
+}

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ir/ir.h"
+#include "ir/meta.h"
 #include "onnx.pb-c.h"
 
 /* ------------------------------------------------ model builder (tests) */
@@ -790,5 +791,457 @@ Test(onnx, shape_arithmetic_folds_after_bind)
     cr_assert_str_eq(g->nodes[0].op->name, "Reshape");
     cr_assert(ts_shape_eq(&g->values[g->outputs[0]].shape, &(ts_shape){2, {5, 6}}));
     ts_graph_free(g);
+    mb_free(&m);
+}
+
+/* ------------------------------------- what the file had beyond the graph */
+
+/* The file at path, unpacked (free with onnx__model_proto__free_unpacked). */
+static Onnx__ModelProto *unpack_file(const char *path)
+{
+    size_t len;
+    uint8_t *buf = read_all(path, &len);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    free(buf);
+    cr_assert_not_null(mp, "%s does not unpack", path);
+    return mp;
+}
+
+/* Dimension d of graph input (in) or output k: its dim_param, or its value
+ * printed, or "?" when it has neither. */
+static const char *dim_of(const Onnx__ModelProto *mp, bool in, int k, int d, char *buf)
+{
+    const Onnx__ValueInfoProto *vi = in ? mp->graph->input[k] : mp->graph->output[k];
+    const Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
+    cr_assert_not_null(sp, "%s has no shape", vi->name);
+    cr_assert_lt((size_t)d, sp->n_dim);
+    const Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
+    if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM) return dm->dim_param;
+    if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+        sprintf(buf, "%lld", (long long)dm->dim_value);
+        return buf;
+    }
+    return "?";
+}
+
+static const Onnx__TensorProto *find_init(const Onnx__ModelProto *mp, const char *name)
+{
+    for (size_t i = 0; i < mp->graph->n_initializer; i++)
+        if (!strcmp(mp->graph->initializer[i]->name, name)) return mp->graph->initializer[i];
+    cr_assert_fail("no initializer '%s'", name);
+    return NULL;
+}
+
+/* The int64 entries of an initializer the exporter wrote (raw data). */
+static void init_ints(const Onnx__TensorProto *t, int64_t *out, int n)
+{
+    cr_assert_eq(t->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    cr_assert_eq(t->raw_data.len, sizeof(int64_t) * (size_t)n, "initializer '%s' has %zu bytes", t->name,
+                 t->raw_data.len);
+    memcpy(out, t->raw_data.data, t->raw_data.len);
+}
+
+Test(onnx, metadata_round_trip, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    ts_error err = {0};
+    ts_graph *g = NULL, *h = NULL;
+    mb m;
+    mb_init(&m, 13);
+    m.model.ir_version = 7;
+    m.model.producer_name = "pytorch";
+    m.model.producer_version = "1.13.0";
+    m.model.domain = "org.example";
+    m.model.has_model_version = 1;
+    m.model.model_version = 42;
+    m.model.doc_string = "a model";
+    m.graph.doc_string = "its graph";
+    Onnx__StringStringEntryProto kv[2], *kvp[2] = {&kv[0], &kv[1]};
+    const char *keys[2] = {"author", "license"}, *vals[2] = {"someone", "MIT"};
+    for (int i = 0; i < 2; i++) {
+        onnx__string_string_entry_proto__init(&kv[i]);
+        kv[i].key = (char *)keys[i];
+        kv[i].value = (char *)vals[i];
+    }
+    m.model.n_metadata_props = 2;
+    m.model.metadata_props = kvp;
+    /* opsets of other domains are kept though no node uses them */
+    Onnx__OperatorSetIdProto os[3], *osp[3] = {&os[0], &os[1], &os[2]};
+    const char *doms[3] = {"ai.onnx.ml", "", "com.example"};
+    int64_t vers[3] = {3, 13, 1};
+    for (int i = 0; i < 3; i++) {
+        onnx__operator_set_id_proto__init(&os[i]);
+        os[i].domain = (char *)doms[i];
+        os[i].has_version = 1;
+        os[i].version = vers[i];
+    }
+    m.model.n_opset_import = 3;
+    m.model.opset_import = osp;
+    mb_input(&m, "x", 2, DIMS(-1, 3));
+    mb_node(&m, "Relu", "relu", NAMES("x"), NAMES("t"))->doc_string = "relu's doc";
+    mb_node(&m, "Neg", "neg", NAMES("t"), NAMES("y"));
+    m.graph.output[m.graph.n_output++] = mb_vi(&m, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, DIMS(-1, 3));
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    cr_assert_not_null(g->meta);
+    char p1[128], p2[128], buf[32];
+    snprintf(p1, sizeof p1, "%s/a.onnx", tmpdir);
+    snprintf(p2, sizeof p2, "%s/b.onnx", tmpdir);
+    cr_assert_eq(ts_onnx_save(g, p1, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p1);
+    cr_assert_eq(mp->ir_version, 7);
+    cr_assert_str_eq(mp->producer_name, "pytorch");
+    cr_assert_str_eq(mp->producer_version, "1.13.0");
+    cr_assert_str_eq(mp->domain, "org.example");
+    cr_assert(mp->has_model_version && mp->model_version == 42);
+    cr_assert_str_eq(mp->doc_string, "a model");
+    cr_assert_str_eq(mp->graph->name, "test");
+    cr_assert_str_eq(mp->graph->doc_string, "its graph");
+    cr_assert_eq(mp->n_metadata_props, 2);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_str_eq(mp->metadata_props[i]->key, keys[i]);
+        cr_assert_str_eq(mp->metadata_props[i]->value, vals[i]);
+    }
+    cr_assert_eq(mp->n_opset_import, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_str_eq(mp->opset_import[i]->domain, doms[i]);
+        cr_assert_eq(mp->opset_import[i]->version, vers[i]);
+    }
+    cr_assert_str_eq(mp->graph->node[0]->doc_string, "relu's doc");
+    cr_assert(!mp->graph->node[1]->doc_string || !*mp->graph->node[1]->doc_string);
+    cr_assert_str_eq(dim_of(mp, true, 0, 0, buf), "n");
+    cr_assert_str_eq(dim_of(mp, true, 0, 1, buf), "3");
+    cr_assert_str_eq(dim_of(mp, false, 0, 0, buf), "n");
+    cr_assert_str_eq(dim_of(mp, false, 0, 1, buf), "3");
+    onnx__model_proto__free_unpacked(mp, NULL);
+    /* what was written is kept again, byte for byte */
+    cr_assert_eq(ts_onnx_load(p1, NULL, 0, &h, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_onnx_save(h, p2, &err), TS_OK, "%s", err.msg);
+    size_t l1, l2;
+    uint8_t *b1 = read_all(p1, &l1), *b2 = read_all(p2, &l2);
+    cr_assert(l1 == l2 && !memcmp(b1, b2, l1), "a second round trip changed the file");
+    free(b1);
+    free(b2);
+    ts_graph_free(h);
+    /* copies share the record; each frees its reference */
+    ts_graph *c = ts_graph_copy(g);
+    cr_assert_eq(c->meta, g->meta);
+    cr_assert_eq(g->meta->refcount, 2);
+    ts_graph_free(c);
+    cr_assert_eq(g->meta->refcount, 1);
+    ts_graph_free(g);
+    mb_free(&m);
+}
+
+Test(onnx, built_graph_writes_tsopt_as_producer, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    ts_error err = {0};
+    ts_graph *g = sample_graph();
+    char p[128], why[256];
+    snprintf(p, sizeof p, "%s/a.onnx", tmpdir);
+    cr_assert_null(g->meta);
+    cr_assert(!ts_onnx_keeps_symbolic(g, why, sizeof why));
+    cr_assert_str_eq(why, "the graph was not loaded from an ONNX file");
+    cr_assert_eq(ts_onnx_save(g, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    cr_assert_str_eq(mp->producer_name, "tsopt");
+    cr_assert_eq(mp->ir_version, 8);
+    cr_assert_eq(mp->n_opset_import, 1);
+    cr_assert_eq(mp->opset_import[0]->version, 13);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_graph_free(g);
+}
+
+/* Graph input x [n,2,3] -> Reshape(x, S) -> MatMul(w [6,4]) -> y, where S
+ * is torch's x.view(x.size(0), -1) (Shape, Gather, Unsqueeze, Concat). */
+static void view_model(mb *m)
+{
+    mb_init(m, 13);
+    mb_input(m, "x", 3, DIMS(-1, 2, 3));
+    mb_init_i64(m, "zero", 0, NULL, (const int64_t[]){0});
+    mb_init_i64(m, "ax", 1, DIMS(1), (const int64_t[]){0});
+    mb_init_i64(m, "minus1", 1, DIMS(1), (const int64_t[]){-1});
+    float w[24];
+    for (int i = 0; i < 24; i++) w[i] = (float)(i % 7) - 3;
+    mb_init_f32(m, "w", 2, DIMS(6, 4), w);
+    mb_node(m, "Shape", "shape", NAMES("x"), NAMES("shp"));
+    mb_node(m, "Gather", "gather", NAMES("shp", "zero"), NAMES("n"));
+    mb_node(m, "Unsqueeze", "unsq", NAMES("n", "ax"), NAMES("n1"));
+    Onnx__NodeProto *c = mb_node(m, "Concat", "concat", NAMES("n1", "minus1"), NAMES("newshape"));
+    mb_attr(m, c, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)->has_i = 1;
+    mb_node(m, "Reshape", "view", NAMES("x", "newshape"), NAMES("flat"));
+    mb_node(m, "MatMul", "fc", NAMES("flat", "w"), NAMES("y"));
+    mb_output(m, "y"); /* no declared shape: export derives it */
+}
+
+/* Runs g (reference, float32) on x and returns its first output. */
+static ts_tensor *run1(const ts_graph *g, ts_tensor *x)
+{
+    ts_error err = {0};
+    ts_tensor *y = NULL;
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &x, &y, &err), TS_OK, "%s", err.msg);
+    return y;
+}
+
+Test(onnx, symbolic_dims_survive_folded_view, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    ts_error err = {0};
+    ts_graph *g = NULL, *h = NULL, *ref = NULL;
+    mb m;
+    view_model(&m);
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    /* bound at 1: the view's shape folded to [1, -1] */
+    cr_assert_eq(g->nnodes, 2);
+    const ts_tensor *s = g->values[g->nodes[0].inputs[1]].constant;
+    cr_assert(s && ((int64_t *)s->data)[0] == 1 && ((int64_t *)s->data)[1] == -1);
+    char p[128], ps[128], buf[32], why[256];
+    snprintf(p, sizeof p, "%s/dyn.onnx", tmpdir);
+    snprintf(ps, sizeof ps, "%s/static.onnx", tmpdir);
+    cr_assert(ts_onnx_keeps_symbolic(g, why, sizeof why), "%s", why);
+    cr_assert_eq(ts_onnx_save(g, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    cr_assert_str_eq(dim_of(mp, true, 0, 0, buf), "n");
+    cr_assert_str_eq(dim_of(mp, false, 0, 0, buf), "n", "the output follows n, so it is named after it");
+    cr_assert_str_eq(dim_of(mp, false, 0, 1, buf), "4");
+    int64_t e[2];
+    init_ints(find_init(mp, "newshape"), e, 2);
+    cr_assert(e[0] == 0 && e[1] == -1, "the view's shape is written [%lld, %lld], not [0, -1]", (long long)e[0],
+              (long long)e[1]);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    /* the written model at batch 4 computes what the original does */
+    ts_input_bind b = {"x", {3, {4, 2, 3}}};
+    cr_assert_eq(ts_onnx_load(p, &b, 1, &h, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(mb_load(&m, &b, 1, &ref, &err), TS_OK, "%s", err.msg);
+    ts_tensor *x = f32_tensor(3, DIMS(4, 2, 3), 7), *y1 = run1(ref, x), *y2 = run1(h, x);
+    cr_assert(ts_shape_eq(&y2->shape, &(ts_shape){2, {4, 4}}));
+    cr_assert_eq(memcmp(y1->data, y2->data, y1->nbytes), 0);
+    ts_tensor_unref(x);
+    ts_tensor_unref(y1);
+    ts_tensor_unref(y2);
+    /* static_dims: as before symbolic dims were kept */
+    ts_onnx_save_opts o = {.static_dims = true};
+    cr_assert_eq(ts_onnx_save_with(g, ps, &o, &err), TS_OK, "%s", err.msg);
+    mp = unpack_file(ps);
+    cr_assert_str_eq(dim_of(mp, true, 0, 0, buf), "1");
+    cr_assert_str_eq(dim_of(mp, false, 0, 0, buf), "1");
+    init_ints(find_init(mp, "newshape"), e, 2);
+    cr_assert(e[0] == 1 && e[1] == -1);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_graph_free(g);
+    ts_graph_free(h);
+    ts_graph_free(ref);
+    mb_free(&m);
+}
+
+Test(onnx, symbolic_dims_batch_times_heads_and_expand, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    /* x [n,2,3] -> Reshape to [n*2, 3] (an entry that is no input
+     * dimension: written -1); e [n,1] -> Expand to [n, 3] (written [1, 3])
+     * -> Concat on axis 1 -> [n, 6] */
+    ts_error err = {0};
+    ts_graph *g = NULL, *h = NULL, *ref = NULL;
+    mb m;
+    mb_init(&m, 13);
+    mb_input(&m, "x", 3, DIMS(-1, 2, 3));
+    mb_input(&m, "e", 2, DIMS(-1, 1));
+    mb_init_i64(&m, "zero", 0, NULL, (const int64_t[]){0});
+    mb_init_i64(&m, "two", 0, NULL, (const int64_t[]){2});
+    mb_init_i64(&m, "ax", 1, DIMS(1), (const int64_t[]){0});
+    mb_init_i64(&m, "three", 1, DIMS(1), (const int64_t[]){3});
+    Onnx__AttributeProto *a;
+    mb_node(&m, "Shape", "shape", NAMES("x"), NAMES("shp"));
+    mb_node(&m, "Gather", "gather", NAMES("shp", "zero"), NAMES("n"));
+    mb_node(&m, "Mul", "times2", NAMES("n", "two"), NAMES("n2"));
+    mb_node(&m, "Unsqueeze", "unsq", NAMES("n2", "ax"), NAMES("n2v"));
+    mb_node(&m, "Unsqueeze", "unsq1", NAMES("n", "ax"), NAMES("nv"));
+    Onnx__NodeProto *c = mb_node(&m, "Concat", "concat", NAMES("n2v", "three"), NAMES("rows"));
+    mb_attr(&m, c, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)->has_i = 1;
+    c = mb_node(&m, "Concat", "concat1", NAMES("nv", "three"), NAMES("eshape"));
+    mb_attr(&m, c, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)->has_i = 1;
+    mb_node(&m, "Reshape", "rows2", NAMES("x", "rows"), NAMES("r"));
+    mb_node(&m, "Expand", "expand", NAMES("e", "eshape"), NAMES("ex"));
+    c = mb_node(&m, "Concat", "cat", NAMES("ex", "ex"), NAMES("ee"));
+    a = mb_attr(&m, c, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    a->has_i = 1;
+    a->i = 1;
+    mb_output(&m, "r");
+    mb_output(&m, "ee");
+    ts_input_bind b1[] = {{"x", {3, {2, 2, 3}}}, {"e", {2, {2, 1}}}};
+    cr_assert_eq(mb_load(&m, b1, 2, &g, &err), TS_OK, "%s", err.msg);
+    char p[128], buf[32], why[256];
+    snprintf(p, sizeof p, "%s/dyn.onnx", tmpdir);
+    cr_assert(ts_onnx_keeps_symbolic(g, why, sizeof why), "%s", why);
+    cr_assert_eq(ts_onnx_save(g, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    int64_t e[2];
+    init_ints(find_init(mp, "rows"), e, 2);
+    cr_assert(e[0] == -1 && e[1] == 3, "rows written [%lld, %lld]", (long long)e[0], (long long)e[1]);
+    init_ints(find_init(mp, "eshape"), e, 2);
+    cr_assert(e[0] == 1 && e[1] == 3, "eshape written [%lld, %lld]", (long long)e[0], (long long)e[1]);
+    cr_assert_str_eq(dim_of(mp, false, 0, 0, buf), "?", "2n follows no input dimension alone: unnamed");
+    cr_assert_str_eq(dim_of(mp, false, 0, 1, buf), "3");
+    cr_assert_str_eq(dim_of(mp, false, 1, 0, buf), "n");
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_input_bind b5[] = {{"x", {3, {5, 2, 3}}}, {"e", {2, {5, 1}}}};
+    cr_assert_eq(ts_onnx_load(p, b5, 2, &h, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(mb_load(&m, b5, 2, &ref, &err), TS_OK, "%s", err.msg);
+    for (int k = 0; k < 2; k++)
+        cr_assert(ts_shape_eq(&h->values[h->outputs[k]].shape, &ref->values[ref->outputs[k]].shape));
+    ts_graph_free(g);
+    ts_graph_free(h);
+    ts_graph_free(ref);
+    mb_free(&m);
+}
+
+Test(onnx, symbolic_dims_bound_where_sizes_are_data, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    /* y = x / x.size(0): the folded size is data, not a shape; the model
+     * cannot stay symbolic and is written at its bound sizes */
+    ts_error err = {0};
+    ts_graph *g = NULL;
+    mb m;
+    mb_init(&m, 13);
+    mb_input(&m, "x", 2, DIMS(-1, 3));
+    mb_init_i64(&m, "zero", 0, NULL, (const int64_t[]){0});
+    mb_node(&m, "Shape", "shape", NAMES("x"), NAMES("shp"));
+    mb_node(&m, "Gather", "gather", NAMES("shp", "zero"), NAMES("n"));
+    Onnx__NodeProto *cast = mb_node(&m, "Cast", "cast", NAMES("n"), NAMES("nf"));
+    Onnx__AttributeProto *a = mb_attr(&m, cast, "to", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    a->has_i = 1;
+    a->i = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    mb_node(&m, "Div", "mean", NAMES("x", "nf"), NAMES("y"));
+    mb_output(&m, "y");
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    char p[128], buf[32], why[512], msg[1024];
+    snprintf(p, sizeof p, "%s/m.onnx", tmpdir);
+    cr_assert(!ts_onnx_keeps_symbolic(g, why, sizeof why));
+    cr_assert_str_eq(why, "node 'mean' (Div) reads 'nf', computed from the sizes of 'n' (only Reshape and Expand "
+                          "shapes are rewritten to follow them)");
+    ts_onnx_save_opts o = {.require_symbolic = true};
+    snprintf(msg, sizeof msg, "cannot write '%s' with symbolic dimensions: %s", p, why);
+    expect_error(ts_onnx_save_with(g, p, &o, &err), &err, msg);
+    cr_assert(!file_exists(p));
+    cr_assert_eq(ts_onnx_save(g, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    cr_assert_str_eq(dim_of(mp, true, 0, 0, buf), "1");
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_graph_free(g);
+    mb_free(&m);
+}
+
+Test(onnx, symbolic_dims_bound_when_other_sizes_do_not_load, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    /* Reshape to a literal [3]: only n = 1 is valid */
+    ts_error err = {0};
+    ts_graph *g = NULL;
+    mb m;
+    mb_init(&m, 13);
+    mb_input(&m, "x", 2, DIMS(-1, 3));
+    mb_init_i64(&m, "s", 1, DIMS(1), (const int64_t[]){3});
+    mb_node(&m, "Reshape", "r", NAMES("x", "s"), NAMES("y"));
+    mb_output(&m, "y");
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    char why[512];
+    cr_assert(!ts_onnx_keeps_symbolic(g, why, sizeof why));
+    cr_assert(strstr(why, "at other sizes of 'n' the model does not load: node 'r' (Reshape): cannot reshape 3x3"),
+              "%s", why);
+    ts_graph_free(g);
+    /* the user's bind is one more way to pick the sizes; two inputs that
+     * share a dim_param must agree on it */
+    mb_input(&m, "z", 1, DIMS(-1));
+    ts_input_bind b[] = {{"x", {2, {1, 3}}}, {"z", {1, {2}}}};
+    cr_assert_eq(mb_load(&m, b, 2, &g, &err), TS_OK, "%s", err.msg);
+    cr_assert(!ts_onnx_keeps_symbolic(g, why, sizeof why));
+    cr_assert_str_eq(why, "dimension 'n' is bound to 1 for one input and to 2 for another");
+    ts_graph_free(g);
+    mb_free(&m);
+}
+
+Test(onnx, symbolic_dims_checked_after_rewrites, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    /* The optimizer rewrites graphs after import: export checks the graph
+     * as it is.  A rebuilt shape constant (not the one import folded) is
+     * still made to follow the batch; a Split sized at the bound batch (as
+     * the stacked-MatMul rewrite makes) keeps the model bound. */
+    ts_error err = {0};
+    ts_graph *g = NULL;
+    mb m;
+    view_model(&m);
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    char p[128], why[512];
+    snprintf(p, sizeof p, "%s/m.onnx", tmpdir);
+    ts_graph *c = ts_graph_copy(g);
+    int view = 0, fc = 1;
+    cr_assert_str_eq(c->nodes[view].name, "view");
+    ts_tensor *s = ts_tensor_clone(c->values[c->nodes[view].inputs[1]].constant, &err);
+    ts_tensor_unref(c->values[c->nodes[view].inputs[1]].constant);
+    c->values[c->nodes[view].inputs[1]].constant = s;
+    cr_assert(ts_onnx_keeps_symbolic(c, why, sizeof why), "%s", why);
+    cr_assert_eq(ts_onnx_save(c, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    int64_t e[2];
+    init_ints(find_init(mp, "newshape"), e, 2);
+    cr_assert(e[0] == 0 && e[1] == -1);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    /* flat -> Split(axis 0, sizes [1]) -> fc */
+    ts_tensor *one = ts_tensor_new(TS_I64, &(ts_shape){1, {1}}, &err);
+    *(int64_t *)one->data = 1;
+    int vone = ts_graph_add_constant(c, "split_sizes", one, &err), part;
+    ts_tensor_unref(one);
+    cr_assert(vone >= 0, "%s", err.msg);
+    ts_attr ax = ts_attr_int("axis", 0);
+    cr_assert(ts_graph_add_node(c, "Split", "split", (int[]){c->nodes[view].outputs[0], vone}, 2, &ax, 1, 1, NULL,
+                                &part, &err) >= 0,
+              "%s", err.msg);
+    c->nodes[fc].inputs[0] = part;
+    cr_assert_eq(ts_graph_validate(c, &err), TS_OK, "%s", err.msg);
+    cr_assert(!ts_onnx_keeps_symbolic(c, why, sizeof why));
+    cr_assert(strstr(why, "at other sizes of 'n', node 'split' (Split): split sizes sum to 1, expected 3"), "%s",
+              why);
+    ts_graph_free(c);
+    ts_graph_free(g);
+    mb_free(&m);
+}
+
+Test(onnx, symbolic_dims_keep_literal_shapes, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    /* x [n,3,4] -> Reshape to the literal [1, -1] -> Softmax over everything
+     * -> Reshape to Shape(x): the literal means one row at every n (it must
+     * not become [0, -1], one row per batch item: same shapes, other
+     * numbers); the shape computed from x becomes [-1, 3, 4] */
+    ts_error err = {0};
+    ts_graph *g = NULL, *h = NULL, *ref = NULL;
+    mb m;
+    mb_init(&m, 13);
+    mb_input(&m, "x", 3, DIMS(-1, 3, 4));
+    mb_init_i64(&m, "row", 1, DIMS(2), (const int64_t[]){1, -1});
+    mb_node(&m, "Reshape", "flat", NAMES("x", "row"), NAMES("f"));
+    mb_node(&m, "Softmax", "softmax", NAMES("f"), NAMES("s"));
+    mb_node(&m, "Shape", "shape", NAMES("x"), NAMES("shp"));
+    mb_node(&m, "Reshape", "back", NAMES("s", "shp"), NAMES("y"));
+    mb_output(&m, "y");
+    cr_assert_eq(mb_load(&m, NULL, 0, &g, &err), TS_OK, "%s", err.msg);
+    char p[128], buf[32], why[256];
+    snprintf(p, sizeof p, "%s/m.onnx", tmpdir);
+    cr_assert(ts_onnx_keeps_symbolic(g, why, sizeof why), "%s", why);
+    cr_assert_eq(ts_onnx_save(g, p, &err), TS_OK, "%s", err.msg);
+    Onnx__ModelProto *mp = unpack_file(p);
+    int64_t e[3];
+    init_ints(find_init(mp, "row"), e, 2);
+    cr_assert(e[0] == 1 && e[1] == -1, "the literal became [%lld, %lld]", (long long)e[0], (long long)e[1]);
+    init_ints(find_init(mp, "shp"), e, 3);
+    cr_assert(e[0] == -1 && e[1] == 3 && e[2] == 4);
+    cr_assert_str_eq(dim_of(mp, false, 0, 0, buf), "n");
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_input_bind b = {"x", {3, {3, 3, 4}}};
+    cr_assert_eq(ts_onnx_load(p, &b, 1, &h, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(mb_load(&m, &b, 1, &ref, &err), TS_OK, "%s", err.msg);
+    ts_tensor *x = f32_tensor(3, DIMS(3, 3, 4), 11), *y1 = run1(ref, x), *y2 = run1(h, x);
+    cr_assert(ts_shape_eq(&y1->shape, &y2->shape));
+    cr_assert_eq(memcmp(y1->data, y2->data, y1->nbytes), 0);
+    ts_tensor_unref(x);
+    ts_tensor_unref(y1);
+    ts_tensor_unref(y2);
+    ts_graph_free(g);
+    ts_graph_free(h);
+    ts_graph_free(ref);
     mb_free(&m);
 }

@@ -1,10 +1,13 @@
 /* Rule file (docs/rules.md): parse, print, round trip through a file, and
- * every error with its line number. */
+ * every error with its line number; the atom table's rows; the embedded
+ * rule sets. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "ops/num.h"
+#include "ops/op.h"
 #include "rules/rule.h"
 
 static const char SAMPLE[] =
@@ -226,5 +229,77 @@ Test(rules, reverses)
         }
         cr_assert_eq(ts_rule_check(v, &e), TS_OK, "%s: %s", v->name, e.msg);
     }
+    ts_rules_free(r, n);
+}
+
+/* One row per atom, complete: every operator atom stands for a registered
+ * ONNX operator (the very descriptor the registry returns) and can be
+ * built; what the matcher takes it can also build; constants have a value
+ * and a shape kind instead. */
+Test(rules, atom_table_rows)
+{
+    for (int i = 1; i < TS_ROP_COUNT; i++) {
+        const ts_ropinfo *in = ts_rop_info((ts_rop)i);
+        cr_assert_eq(ts_rop_from_atom(in->atom), (ts_rop)i, "%s", in->atom);
+        if (in->constant) {
+            cr_assert_eq(in->nargs, 0, "%s", in->atom);
+            cr_assert_null(in->op, "%s", in->atom);
+            cr_assert_not_null(in->fill, "%s", in->atom);
+            cr_assert_neq(in->cshape, TS_RCONST_NONE, "%s", in->atom);
+            continue;
+        }
+        cr_assert_not_null(in->op, "%s", in->atom);
+        cr_assert_eq(ts_op_find(in->op->name), in->op, "%s: %s is not the registry's descriptor", in->atom,
+                     in->op->name);
+        cr_assert_not_null(in->build, "%s", in->atom);
+        cr_assert_null(in->fill, "%s", in->atom);
+        cr_assert(in->nargs >= 1 && in->nargs <= 2, "%s", in->atom);
+    }
+    cr_assert_eq(ts_rop_from_atom("nosuch"), TS_ROP_COUNT);
+}
+
+/* The constants' values, written through a number domain: Cpool k3 is
+ * 1/9 on the channel diagonal (the inverse of 9 mod p in the exact
+ * domain), Iconv k3 a centred 1, Imatmul the identity; undefined shapes
+ * are refused. */
+Test(rules, constant_atoms_fill)
+{
+    const ts_num *f64 = ts_num_get(TS_DOMAIN_F64), *mp = ts_num_get(TS_DOMAIN_MODP);
+    ts_rparams p = {.kh = 3, .kw = 3};
+    ts_shape k = {.rank = 4, .dims = {2, 2, 3, 3}};
+    double d[36];
+    uint32_t u[36];
+    cr_assert(ts_rop_info(TS_ROP_CPOOL)->fill(&p, &k, f64, d));
+    cr_assert(ts_rop_info(TS_ROP_CPOOL)->fill(&p, &k, mp, u));
+    for (int i = 0; i < 36; i++) {
+        bool diag = i / 9 == 0 || i / 9 == 3; /* (co, ci) = (0, 0) or (1, 1) */
+        cr_assert_float_eq(d[i], diag ? 1.0 / 9 : 0, 1e-15, "Cpool[%d]", i);
+        cr_assert_eq((uint64_t)u[i] * 9 % TS_MODP_P, diag ? 1u : 0u, "Cpool mod p [%d]", i);
+    }
+    cr_assert(ts_rop_info(TS_ROP_ICONV)->fill(&p, &k, f64, d));
+    for (int i = 0; i < 36; i++) cr_assert_eq(d[i], i == 4 || i == 31 ? 1.0 : 0.0, "Iconv[%d]", i);
+    ts_shape even = {.rank = 4, .dims = {2, 2, 2, 2}}, rect = {.rank = 4, .dims = {2, 3, 3, 3}};
+    cr_assert_not(ts_rop_info(TS_ROP_ICONV)->fill(&p, &even, f64, d), "an even kernel has no centre");
+    cr_assert_not(ts_rop_info(TS_ROP_CPOOL)->fill(&p, &rect, f64, d), "C x C kernels only");
+    ts_shape m = {.rank = 2, .dims = {3, 3}}, mr = {.rank = 2, .dims = {3, 2}};
+    cr_assert(ts_rop_info(TS_ROP_IMATMUL)->fill(&p, &m, mp, u));
+    for (int i = 0; i < 9; i++) cr_assert_eq(u[i], i % 4 == 0 ? 1u : 0u, "Imatmul[%d]", i);
+    cr_assert_not(ts_rop_info(TS_ROP_IMATMUL)->fill(&p, &mr, mp, u));
+}
+
+/* rules/taso.rules and rules/core.rules are in the library, whole. */
+Test(rules, embedded_rule_sets)
+{
+    ts_rule *r;
+    int n;
+    ts_error e = {0};
+    cr_assert_eq(ts_rules_parse_string(ts_taso_rules, "taso.rules", &r, &n, &e), TS_OK, "%s", e.msg);
+    int lines = 0;
+    for (const char *t = ts_taso_rules; (t = strstr(t, "\n(rule ")); t++) lines++;
+    cr_assert_eq(n, lines, "every (rule of the file parsed");
+    cr_assert_gt(n, 1000, "the 3-operator set (1,407 rules in docs/taso.md)");
+    ts_rules_free(r, n);
+    cr_assert_eq(ts_rules_parse_string(ts_core_rules, "core.rules", &r, &n, &e), TS_OK, "%s", e.msg);
+    cr_assert_gt(n, 0);
     ts_rules_free(r, n);
 }

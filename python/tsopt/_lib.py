@@ -1,0 +1,152 @@
+"""ctypes bindings of libtsopt.so: finding the library, the few C structs
+the package reads (mirrored from include/tsopt.h), function prototypes,
+and errors as exceptions."""
+import ctypes
+import os
+from ctypes import POINTER, c_bool, c_char, c_char_p, c_int, c_int64, c_size_t, c_void_p
+
+MAX_RANK = 8  # TS_MAX_RANK
+
+
+class TsoptError(RuntimeError):
+    """A failure reported by tsopt; str() is tsopt's one-line message and
+    .status names its kind ('invalid', 'unsupported', 'io', 'parse', 'nomem')."""
+
+    def __init__(self, message, status='invalid'):
+        super().__init__(message)
+        self.status = status
+
+
+_STATUS = {1: 'invalid', 2: 'unsupported', 3: 'io', 4: 'parse', 5: 'nomem'}
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [('rank', c_int), ('dims', c_int64 * MAX_RANK)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [('dtype', c_int), ('shape', Shape), ('data', c_void_p), ('nbytes', c_size_t),
+                ('refcount', c_int), ('owns_data', c_bool)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [('code', c_int), ('msg', c_char * 1024)]
+
+
+class IoInfo(ctypes.Structure):
+    _fields_ = [('name', c_char_p), ('dtype', c_int), ('shape', Shape), ('dim_params', c_char_p * MAX_RANK)]
+
+
+class InputBind(ctypes.Structure):
+    _fields_ = [('name', c_char_p), ('shape', Shape)]
+
+
+def _candidates():
+    """Where libtsopt.so may be, most specific first."""
+    env = os.environ.get('TSOPT_LIBRARY')
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [
+        # installed: PREFIX/lib/python3.X/site-packages/tsopt -> PREFIX/lib
+        # (also PREFIX/lib/python3/dist-packages/tsopt)
+        os.path.join(here, '..', '..', '..', 'libtsopt.so'),
+        # a source checkout: python/tsopt -> build/
+        os.path.join(here, '..', '..', 'build', 'libtsopt.so'),
+        # the dynamic loader's own search (LD_LIBRARY_PATH, ldconfig)
+        'libtsopt.so',
+    ]
+
+
+def _choose_wait_policy():
+    """The OpenMP wait policy the tsopt command chooses (src/util/wait_policy.c,
+    docs/runtime.md): spin about 1 ms when no other task is runnable, else
+    sleep at once.  libgomp reads it when it is loaded, so this runs before
+    the library is; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT is kept,
+    and a process that loaded libgomp already (torch) keeps what it has."""
+    if 'OMP_WAIT_POLICY' in os.environ or 'GOMP_SPINCOUNT' in os.environ:
+        return
+    import time
+    busy = 0
+    for i in range(7):  # seven samples 5 ms apart; two busy ones are forgiven
+        if i:
+            time.sleep(0.005)
+        try:
+            with open('/proc/loadavg') as f:
+                running = int(f.read().split()[3].split('/')[0])
+        except (OSError, ValueError, IndexError):
+            running = 0
+        busy += running != 1
+    if busy <= 2:
+        os.environ['GOMP_SPINCOUNT'] = '30000'  # TS_WAIT_SPINCOUNT
+    else:
+        os.environ['OMP_WAIT_POLICY'] = 'passive'
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            return ctypes.CDLL(os.path.normpath(path) if os.sep in path else path)
+        except OSError as e:
+            tried.append(f'{path} ({e})')
+    raise ImportError('tsopt: cannot load libtsopt.so; tried ' + ', '.join(tried) +
+                      '; set TSOPT_LIBRARY to its path')
+
+
+_choose_wait_policy()
+lib = _load()
+
+_PROTOS = {
+    'tsopt_version': (c_char_p, []),
+    'ts_free': (None, [c_void_p]),
+    'ts_dtype_name': (c_char_p, [c_int]),
+    'ts_dtype_size': (c_size_t, [c_int]),
+    'ts_tensor_wrap': (POINTER(Tensor), [c_int, POINTER(Shape), c_void_p]),
+    'ts_tensor_unref': (None, [c_void_p]),
+    'ts_session_open': (c_int, [c_char_p, c_int, POINTER(c_void_p), POINTER(Error)]),
+    'ts_session_free': (None, [c_void_p]),
+    'ts_session_ninputs': (c_int, [c_void_p]),
+    'ts_session_noutputs': (c_int, [c_void_p]),
+    'ts_session_input_info': (c_bool, [c_void_p, c_int, POINTER(IoInfo)]),
+    'ts_session_output_info': (c_bool, [c_void_p, c_int, POINTER(IoInfo)]),
+    'ts_session_run': (c_int, [c_void_p, POINTER(c_void_p), POINTER(POINTER(Tensor)), POINTER(Error)]),
+    'ts_optimize_file': (c_int, [c_char_p, c_char_p, POINTER(InputBind), c_int, POINTER(c_char_p), c_int,
+                                 POINTER(c_void_p), POINTER(Error)]),
+}
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+def check(status, err):
+    """Raises TsoptError with tsopt's message when a call failed."""
+    if status:
+        msg = err.msg.decode('utf-8', 'replace') or 'unknown error'
+        raise TsoptError(msg, _STATUS.get(status, 'invalid'))
+
+
+def dtype_codes():
+    """tsopt dtype code -> numpy dtype name, read from the library."""
+    codes = {}
+    for code in range(1, 64):
+        name = lib.ts_dtype_name(code).decode()
+        if name == 'invalid':
+            break
+        codes[code] = name
+    return codes
+
+
+def shape(dims):
+    s = Shape()
+    dims = tuple(int(d) for d in dims)
+    if len(dims) > MAX_RANK:
+        raise TsoptError(f'shape {dims}: tsopt supports at most {MAX_RANK} dimensions')
+    s.rank = len(dims)
+    for i, d in enumerate(dims):
+        s.dims[i] = d
+    return s

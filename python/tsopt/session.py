@@ -1,0 +1,161 @@
+"""tsopt.InferenceSession: ONNX Runtime's InferenceSession over tsopt's
+runtime (ts_session in the C library): symbolic dimensions are bound from
+the inputs' shapes at each run, and a new shape signature re-plans."""
+import ctypes
+import os
+
+import numpy as np
+
+from . import _lib
+from ._lib import TsoptError
+
+# numpy dtype name -> ONNX Runtime's type string
+_ORT_TYPES = {'float32': 'tensor(float)', 'float64': 'tensor(double)', 'int64': 'tensor(int64)',
+              'int32': 'tensor(int32)', 'int8': 'tensor(int8)', 'uint8': 'tensor(uint8)', 'bool': 'tensor(bool)'}
+_CODES = {code: name for code, name in _lib.dtype_codes().items() if name in _ORT_TYPES}
+_BY_NAME = {name: code for code, name in _CODES.items()}
+
+
+class NodeArg:
+    """A model input or output as onnxruntime describes it: .name, .shape
+    (ints, dim_param strings for symbolic dimensions, None for unnamed
+    ones) and .type ('tensor(float)', ...)."""
+
+    def __init__(self, name, shape, type):
+        self.name = name
+        self.shape = shape
+        self.type = type
+
+    def __repr__(self):
+        return f'NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})'
+
+
+def _node_arg(info):
+    shape = []
+    for d in range(info.shape.rank):
+        p = info.dim_params[d]
+        shape.append(int(info.shape.dims[d]) if p is None else (p.decode() or None))
+    dtype = _CODES.get(info.dtype)
+    return NodeArg(info.name.decode(), shape, _ORT_TYPES.get(dtype, 'tensor(undefined)')), dtype
+
+
+def _to_numpy(t, dtype):
+    dims = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
+    if not t.nbytes:
+        return np.empty(dims, dtype=dtype)
+    buf = (ctypes.c_char * t.nbytes).from_address(t.data)
+    return np.frombuffer(buf, dtype=dtype).reshape(dims).copy()
+
+
+class InferenceSession:
+    """Runs an ONNX model with tsopt's runtime, as onnxruntime's
+    InferenceSession does.
+
+    path: the .onnx file.  threads: compute threads (None: one per core).
+    providers: accepted for onnxruntime compatibility; tsopt runs on the CPU.
+    """
+
+    def __init__(self, path, threads=None, providers=None):
+        if isinstance(path, (bytes, bytearray)) and not os.path.exists(path):
+            raise TypeError('tsopt.InferenceSession takes a model path (serialized model bytes are not supported)')
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f'threads: expected a positive integer or None, got {threads!r}')
+        self._s = None
+        self._path = os.fspath(path)
+        self._providers = list(providers) if providers else ['CPUExecutionProvider']
+        handle = ctypes.c_void_p()
+        err = _lib.Error()
+        _lib.check(_lib.lib.ts_session_open(os.fsencode(self._path), threads or 0, ctypes.byref(handle),
+                                            ctypes.byref(err)), err)
+        self._s = handle
+        self._inputs, self._in_dtypes = self._io(False)
+        self._outputs, self._out_dtypes = self._io(True)
+
+    def _io(self, output):
+        n = (_lib.lib.ts_session_noutputs if output else _lib.lib.ts_session_ninputs)(self._s)
+        get = _lib.lib.ts_session_output_info if output else _lib.lib.ts_session_input_info
+        args, dtypes = [], []
+        for i in range(n):
+            info = _lib.IoInfo()
+            get(self._s, i, ctypes.byref(info))
+            arg, dtype = _node_arg(info)
+            args.append(arg)
+            dtypes.append(dtype)
+        return args, dtypes
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_providers(self):
+        return list(self._providers)
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Outputs (numpy arrays) named by output_names, in that order (None:
+        every output), for input_feed, a dict input name -> array."""
+        if self._s is None:
+            raise TsoptError('run: the session is closed')
+        names = [a.name for a in self._inputs]
+        missing = [n for n in names if n not in input_feed]
+        if missing:
+            raise TsoptError(f'run: required inputs {missing} are missing from the input feed {list(input_feed)}')
+        extra = [n for n in input_feed if n not in names]
+        if extra:
+            raise TsoptError(f'run: {extra} are not inputs of the model (inputs: {names})')
+        outs = [a.name for a in self._outputs]
+        if output_names is None:
+            want = list(range(len(outs)))
+        else:
+            want = []
+            for n in output_names:
+                if n not in outs:
+                    raise TsoptError(f"run: '{n}' is not an output of the model (outputs: {outs})")
+                want.append(outs.index(n))
+        arrays = []
+        for name, dtype in zip(names, self._in_dtypes):
+            a = np.ascontiguousarray(input_feed[name])
+            if a.dtype.name != dtype:
+                raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects {dtype}")
+            arrays.append(a)
+        tensors = []
+        try:
+            for a in arrays:
+                t = _lib.lib.ts_tensor_wrap(_BY_NAME[a.dtype.name], ctypes.byref(_lib.shape(a.shape)),
+                                            a.ctypes.data_as(ctypes.c_void_p))
+                if not t:
+                    raise MemoryError('tsopt: out of memory wrapping an input')
+                tensors.append(t)
+            ins = (ctypes.c_void_p * max(1, len(tensors)))(*[ctypes.cast(t, ctypes.c_void_p) for t in tensors])
+            res = (ctypes.POINTER(_lib.Tensor) * max(1, len(outs)))()
+            err = _lib.Error()
+            # ctypes releases the GIL here; the library serializes runs of one session
+            status = _lib.lib.ts_session_run(self._s, ins, res, ctypes.byref(err))
+            _lib.check(status, err)
+            try:
+                return [_to_numpy(res[i].contents, self._out_dtypes[i]) for i in want]
+            finally:
+                for i in range(len(outs)):
+                    _lib.lib.ts_tensor_unref(ctypes.cast(res[i], ctypes.c_void_p))
+        finally:
+            for t in tensors:
+                _lib.lib.ts_tensor_unref(ctypes.cast(t, ctypes.c_void_p))
+
+    def close(self):
+        """Frees the session's graphs and plans now (also done when it is collected)."""
+        if self._s is not None and _lib.lib is not None:
+            _lib.lib.ts_session_free(self._s)
+        self._s = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

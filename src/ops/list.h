@@ -1,0 +1,30 @@
+/* Every registered operator descriptor by name, for code that asks what a
+ * node is: `n->op == &ts_op_conv` is one pointer compare (no string
+ * compare, and a typo is a compile error).  Code that starts from an ONNX
+ * op_type string goes through ts_op_find (registry.c).  The family tables
+ * (list_*.c) register these; a descriptor is defined in its op file. */
+#ifndef TS_OPS_LIST_H
+#define TS_OPS_LIST_H
+
+#include "ops/op.h"
+
+/* nn family (list_nn.c): convolution, pooling, normalization, matrix products */
+extern const ts_op_desc ts_op_conv, ts_op_conv_transpose, ts_op_matmul, ts_op_gemm, ts_op_batchnorm;
+extern const ts_op_desc ts_op_maxpool, ts_op_avgpool, ts_op_global_maxpool, ts_op_global_avgpool;
+extern const ts_op_desc ts_op_layernorm;
+
+/* math family (list_math.c): element-wise, activations, reductions */
+extern const ts_op_desc ts_op_add, ts_op_sub, ts_op_mul, ts_op_div, ts_op_pow, ts_op_max, ts_op_min, ts_op_equal;
+extern const ts_op_desc ts_op_relu, ts_op_neg, ts_op_abs, ts_op_sqrt, ts_op_exp, ts_op_log, ts_op_reciprocal,
+    ts_op_erf, ts_op_sigmoid, ts_op_tanh, ts_op_not;
+extern const ts_op_desc ts_op_leakyrelu, ts_op_hardsigmoid, ts_op_hardswish, ts_op_clip, ts_op_prelu;
+extern const ts_op_desc ts_op_softmax, ts_op_logsoftmax;
+extern const ts_op_desc ts_op_reducesum, ts_op_reducemean, ts_op_reducemax;
+extern const ts_op_desc ts_op_where;
+
+/* tensor family (list_tensor.c): data movement, shape computation, constants */
+extern const ts_op_desc ts_op_concat, ts_op_split, ts_op_slice, ts_op_reshape, ts_op_flatten, ts_op_squeeze,
+    ts_op_unsqueeze, ts_op_transpose, ts_op_gather, ts_op_shape, ts_op_constant_of_shape, ts_op_cast, ts_op_identity,
+    ts_op_dropout, ts_op_pad, ts_op_resize, ts_op_upsample, ts_op_expand, ts_op_tile;
+
+#endif

@@ -1,0 +1,610 @@
+/* The search driver.  Graph passes first (passes.h: conv+BN fold, CSE,
+ * merges; each whole-graph pass kept when the cost model says the graph got
+ * cheaper, repeated until nothing improves), then Algorithm 2 of the TASO
+ * paper: a priority queue of graphs ordered by cost; every candidate that
+ * a source proposes for a popped graph is costed, and queued when cheaper
+ * than alpha x the best so far (alpha slightly above 1 lets the search pass
+ * through slightly worse graphs to reach better ones); graphs seen before
+ * (by structural hash) are skipped.
+ *
+ * Deterministic for a given budget: sources, rules and matches are visited
+ * in a fixed order, ties in the queue broken by insertion order.
+ *
+ * Memory is bounded: a queued graph shares its weights with the original,
+ * so what it costs is its structure plus the weights its rewrites made
+ * (concatenations); the frontier's total is kept under half of
+ * max_memory_mb by dropping its most expensive graphs, and the process's
+ * resident size is watched so a source that allocates elsewhere cannot
+ * take the machine (the search then stops with "memory"). */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "opt/driver.h"
+#include "opt/passes.h"
+
+typedef struct hist {
+    int source;       /* index of the source, TS_DRIVE_PASSES for a pass */
+    const char *what; /* rule / pass name (lives as long as the source) */
+    int count;
+    struct hist *parent;
+    int refs;
+} hist;
+
+typedef struct qent {
+    ts_graph *g;
+    double cost;
+    long seq;
+    size_t bytes;
+    hist *h;
+} qent;
+
+/* Set of pointers (the original's constant tensors). */
+typedef struct pset {
+    const void **slot;
+    size_t cap;
+} pset;
+
+typedef struct dctx {
+    const ts_optimize_opts *o;
+    ts_costdb *db;
+    const ts_source *const *src;
+    void *const *state;
+    int nsrc;
+    ts_const_cache *cc;
+    qent *heap;
+    int n, cap;
+    size_t bytes, max_bytes, peak_bytes;
+    uint64_t *seen;
+    size_t seen_cap, seen_n;
+    pset orig;
+    ts_graph *best;
+    double best_cost, cost0;
+    hist *best_h;
+    long seq;
+    int explored, generated, duplicates;
+    double t0, last_tick;
+    hist *cur_h;
+    int cur_src;
+    ts_error *err;
+    bool failed;
+    const char *stop; /* set once the search must end */
+    ts_source_emit emit;
+} dctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return (double)res * 4096.0 / (1 << 20);
+}
+
+/* ---- history: a tree of rewrites shared by the queued graphs */
+
+static void hist_unref(hist *h)
+{
+    while (h && --h->refs == 0) {
+        hist *p = h->parent;
+        free(h);
+        h = p;
+    }
+}
+
+static hist *hist_push(hist *parent, int source, const char *what, int count)
+{
+    hist *h = malloc(sizeof *h);
+    if (!h) return NULL;
+    *h = (hist){.source = source, .what = what, .count = count, .parent = parent, .refs = 1};
+    if (parent) parent->refs++;
+    return h;
+}
+
+static bool nomem(dctx *s)
+{
+    s->failed = true;
+    ts_error_set(s->err, TS_ERR_NOMEM, "out of memory in search");
+    return false;
+}
+
+/* ---- sets */
+
+static bool seen_add(dctx *s, uint64_t h)
+{
+    if (!h) h = 1; /* 0 marks an empty slot */
+    if (2 * (s->seen_n + 1) > s->seen_cap) {
+        size_t cap = s->seen_cap ? 2 * s->seen_cap : 1024;
+        uint64_t *t = calloc(cap, sizeof *t);
+        if (!t) return false;
+        for (size_t i = 0; i < s->seen_cap; i++)
+            if (s->seen[i])
+                for (size_t j = s->seen[i] & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!t[j]) {
+                        t[j] = s->seen[i];
+                        break;
+                    }
+        free(s->seen);
+        s->seen = t;
+        s->seen_cap = cap;
+    }
+    for (size_t j = h & (s->seen_cap - 1);; j = (j + 1) & (s->seen_cap - 1)) {
+        if (s->seen[j] == h) return false;
+        if (!s->seen[j]) {
+            s->seen[j] = h;
+            s->seen_n++;
+            return true;
+        }
+    }
+}
+
+static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull); }
+
+static bool pset_init(pset *ps, const ts_graph *g)
+{
+    size_t cap = 16;
+    while (cap < 2 * (size_t)g->nvalues + 2) cap *= 2;
+    if (!(ps->slot = calloc(cap, sizeof *ps->slot))) return false;
+    ps->cap = cap;
+    for (int v = 0; v < g->nvalues; v++) {
+        const void *p = g->values[v].constant;
+        if (!p) continue;
+        for (size_t j = ptr_hash(p) & (cap - 1);; j = (j + 1) & (cap - 1)) {
+            if (ps->slot[j] == p) break;
+            if (!ps->slot[j]) {
+                ps->slot[j] = p;
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+static bool pset_has(const pset *ps, const void *p)
+{
+    for (size_t j = ptr_hash(p) & (ps->cap - 1);; j = (j + 1) & (ps->cap - 1)) {
+        if (ps->slot[j] == p) return true;
+        if (!ps->slot[j]) return false;
+    }
+}
+
+size_t ts_graph_struct_bytes(const ts_graph *g)
+{
+    size_t b = sizeof *g + (size_t)g->cap_values * sizeof(ts_value) + (size_t)g->cap_nodes * sizeof(ts_node) +
+               sizeof(int) * (size_t)(g->ninputs + g->noutputs);
+    for (int v = 0; v < g->nvalues; v++) b += g->values[v].name ? strlen(g->values[v].name) + 1 : 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *n = &g->nodes[i];
+        b += n->op->attr_size + sizeof(int) * (size_t)(n->ninputs + n->noutputs) + (n->name ? strlen(n->name) + 1 : 0);
+    }
+    return b;
+}
+
+/* What a candidate costs to keep: its structure and the weights no
+ * earlier graph had (counted in every candidate holding them: an upper
+ * bound, as two candidates may share one concatenation). */
+static size_t entry_bytes(const dctx *s, const ts_graph *g)
+{
+    size_t b = ts_graph_struct_bytes(g);
+    for (int v = 0; v < g->nvalues; v++) {
+        const ts_tensor *t = g->values[v].constant;
+        if (t && !pset_has(&s->orig, t)) b += t->nbytes;
+    }
+    return b;
+}
+
+/* ---- min-heap by (cost, seq) */
+
+static bool less(const qent *a, const qent *b) { return a->cost < b->cost || (a->cost == b->cost && a->seq < b->seq); }
+
+static void heap_up(qent *h, int i)
+{
+    while (i > 0 && less(&h[i], &h[(i - 1) / 2])) {
+        qent t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(qent *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && less(&h[l], &h[m])) m = l;
+        if (r < n && less(&h[r], &h[m])) m = r;
+        if (m == i) return;
+        qent t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void drop(dctx *s, int w)
+{
+    s->bytes -= s->heap[w].bytes;
+    ts_graph_free(s->heap[w].g);
+    hist_unref(s->heap[w].h);
+    s->heap[w] = s->heap[--s->n];
+    if (w < s->n) {
+        heap_up(s->heap, w);
+        heap_down(s->heap, s->n, w);
+    }
+}
+
+static void drop_worst(dctx *s)
+{
+    int w = s->n / 2; /* the worst is among the leaves */
+    for (int i = s->n / 2; i < s->n; i++)
+        if (less(&s->heap[w], &s->heap[i])) w = i;
+    drop(s, w);
+}
+
+static qent pop(dctx *s)
+{
+    qent e = s->heap[0];
+    s->bytes -= e.bytes;
+    s->heap[0] = s->heap[--s->n];
+    heap_down(s->heap, s->n, 0);
+    return e;
+}
+
+/* Takes g; false only out of memory (g freed). */
+static bool push(dctx *s, ts_graph *g, double cost, hist *h)
+{
+    /* the most expensive graphs make room; a graph larger than the whole
+     * cap is still kept alone, so the search never starves */
+    size_t b = entry_bytes(s, g);
+    while (s->n > 0 && s->bytes + b > s->max_bytes) drop_worst(s);
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 256;
+        qent *t = realloc(s->heap, sizeof *t * (size_t)cap);
+        if (!t) {
+            ts_graph_free(g);
+            hist_unref(h);
+            return false;
+        }
+        s->heap = t;
+        s->cap = cap;
+    }
+    s->heap[s->n] = (qent){.g = g, .cost = cost, .seq = s->seq++, .bytes = b, .h = h};
+    heap_up(s->heap, s->n++);
+    s->bytes += b;
+    if (s->bytes > s->peak_bytes) s->peak_bytes = s->bytes;
+    return true;
+}
+
+/* ---- costs */
+
+/* A machine-independent roofline: 100 GFLOP/s, 20 GB/s and 2 us of fixed
+ * cost (dispatch, the threads' fork and join) per fused group -- the
+ * groups of the measured model, so fusion is predicted alike. */
+static double roofline_cost(const ts_graph *g)
+{
+    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
+    double ms = 0;
+    if (group_of && members && !xcost_groups(g, group_of))
+        for (int n = 0; n < g->nnodes; n++) {
+            if (group_of[n] != n || xcost_is_free(&g->nodes[n])) continue;
+            double flops, bytes;
+            xcost_group_work(g, members, xcost_members(g, group_of, n, members), &flops, &bytes);
+            ms += 0.002 + fmax(flops / 100e6, bytes / 20e6);
+        }
+    free(group_of);
+    free(members);
+    return ms;
+}
+
+static double graph_cost(const dctx *s, const ts_graph *g)
+{
+    return s->o->roofline ? roofline_cost(g) : ts_cost_graph(s->db, g, true);
+}
+
+/* ---- limits and progress */
+
+static void tick(dctx *s, bool final)
+{
+    double t = now_s();
+    if (!final && t - s->last_tick < 0.25) return;
+    s->last_tick = t;
+    double limit = s->o->max_memory_mb > 0 ? s->o->max_memory_mb : 1536;
+    if (!final && rss_mb() > limit) {
+        /* the frontier is the one thing the driver can give back */
+        while (s->n > 0 && s->bytes > s->max_bytes / 4) drop_worst(s);
+        s->max_bytes /= 2;
+        malloc_trim(0);
+        if (rss_mb() > limit && !s->stop) s->stop = "memory";
+    }
+    if (!s->o->progress) return;
+    fprintf(stderr, "\roptimize: best %.3f ms (from %.3f)  explored %d  generated %d  queue %d  %.1f s   %s",
+            s->best_cost, s->cost0, s->explored, s->generated, s->n, t - s->t0, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static bool must_stop(dctx *s)
+{
+    if (s->stop) return true;
+    if (s->o->stop && *s->o->stop) s->stop = "interrupted";
+    else if (s->o->time_limit > 0 && now_s() - s->t0 > s->o->time_limit) s->stop = "time limit";
+    return s->stop != NULL;
+}
+
+/* emit(): a source proposes candidate ng made from the graph being
+ * expanded. */
+static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int count)
+{
+    dctx *s = e->driver;
+    if (s->failed || must_stop(s)) {
+        ts_graph_free(ng);
+        return false;
+    }
+    if (!seen_add(s, ts_graph_hash(ng))) {
+        ts_graph_free(ng);
+        s->duplicates++;
+        return true;
+    }
+    s->generated++;
+    double c = graph_cost(s, ng);
+    hist *h = hist_push(s->cur_h, s->cur_src, what, count);
+    if (!h) {
+        ts_graph_free(ng);
+        return nomem(s);
+    }
+    if (c < s->best_cost) {
+        ts_graph *copy = ts_graph_copy(ng);
+        if (!copy) {
+            ts_graph_free(ng);
+            hist_unref(h);
+            return nomem(s);
+        }
+        ts_graph_free(s->best);
+        s->best = copy;
+        s->best_cost = c;
+        hist_unref(s->best_h);
+        s->best_h = h;
+        h->refs++;
+    }
+    if (c < s->o->alpha * s->best_cost) {
+        if (!push(s, ng, c, h)) return nomem(s);
+    } else {
+        ts_graph_free(ng);
+        hist_unref(h);
+    }
+    tick(s, false);
+    return !must_stop(s);
+}
+
+/* ---- graph passes */
+
+enum { PASS_BN, PASS_CSE, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, NPASSES };
+static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "merge-matmul-sums", "merge-siblings",
+                                         "merge-matmul-sums+siblings", "stack-shared-weight-matmuls"};
+
+static int apply_pass(dctx *s, int k, ts_graph *g)
+{
+    switch (k) {
+    case PASS_BN: {
+        int n = ts_fold_conv_bn(g, s->err);
+        if (n > 0 && ts_graph_fold_constants(g, s->err) < 0) return -1;
+        return n;
+    }
+    case PASS_CSE: return ts_cse(g, s->err);
+    case PASS_SUMS: return ts_merge_matmul_sums(g, s->cc, s->err);
+    case PASS_SUMS_SIBLINGS: {
+        /* merging the sums pays mostly through the sibling merge it enables
+         * (the Concat [x h] becomes the shared input) */
+        int n = ts_merge_matmul_sums(g, s->cc, s->err), m = n > 0 ? ts_merge_siblings(g, -1, s->cc, s->err) : 0;
+        return n < 0 || m < 0 ? -1 : m > 0 ? n + m : 0;
+    }
+    case PASS_STACK: return ts_merge_shared_weights(g, s->cc, s->err);
+    default: return ts_merge_siblings(g, -1, s->cc, s->err);
+    }
+}
+
+/* Runs pass k on a copy of *cur; the copy replaces *cur when `always` or
+ * when the cost model says it is cheaper.  Returns false only on a hard
+ * error (out of memory); a pass that does not fit is skipped. */
+static bool try_pass(dctx *s, int k, bool always, ts_graph **cur, double *cost, hist **h, ts_graph **best,
+                     double *best_c, int *best_k, int *best_n)
+{
+    ts_graph *ng = ts_graph_copy(*cur);
+    if (!ng) return nomem(s);
+    int n = apply_pass(s, k, ng);
+    if (n < 0) {
+        ts_graph_free(ng);
+        if (s->err->code == TS_ERR_NOMEM) return !(s->failed = true);
+        *s->err = (ts_error){0};
+        return true;
+    }
+    double c = n > 0 ? graph_cost(s, ng) : 0;
+    if (n == 0 || (!always && !(c < *best_c))) {
+        ts_graph_free(ng);
+        return true;
+    }
+    if (always) {
+        hist *nh = hist_push(*h, TS_DRIVE_PASSES, PASS_NAMES[k], n);
+        if (!nh) {
+            ts_graph_free(ng);
+            return nomem(s);
+        }
+        hist_unref(*h);
+        *h = nh;
+        ts_graph_free(*cur);
+        *cur = ng;
+        *cost = c;
+        return true;
+    }
+    ts_graph_free(*best);
+    *best = ng;
+    *best_c = c;
+    *best_k = k;
+    *best_n = n;
+    return true;
+}
+
+/* BatchNormalization after a conv is folded first, whatever the cost model
+ * says: the runtime fuses the pair anyway (the costs differ only by noise),
+ * and only a folded conv matches a rule's conv (NasNet-A's branch sums are
+ * Add(BN(conv), BN(conv)), which no ewadd(conv, conv) matches unfolded).
+ * CSE never makes a graph slower and is kept likewise.  Then each merge
+ * pass is applied to the whole graph and the cheapest kept when the cost
+ * model says the graph got cheaper, until nothing improves: one whole-graph
+ * merge stands for many rule applications (merging 8 MatMuls is 7 pairwise
+ * merges, each of which Algorithm 2 would have had to cost and queue), so
+ * the search starts from a much better graph. */
+static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
+{
+    ts_graph *unused = NULL;
+    double unused_c = 0;
+    int uk = 0, un = 0;
+    if (!try_pass(s, PASS_BN, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
+        !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un))
+        return false;
+    for (int round = 0; round < 8 && !must_stop(s); round++) {
+        /* moves overlap (the sums merge and the sibling merge compete for
+         * the same MatMuls): each round keeps the cheapest */
+        ts_graph *best = NULL;
+        double best_c = *cost;
+        int best_k = -1, best_n = 0;
+        for (int k = PASS_SUMS; k < NPASSES && !must_stop(s); k++)
+            if (!try_pass(s, k, false, cur, cost, h, &best, &best_c, &best_k, &best_n)) {
+                ts_graph_free(best);
+                return false;
+            }
+        if (!best) break;
+        hist *nh = hist_push(*h, TS_DRIVE_PASSES, PASS_NAMES[best_k], best_n);
+        if (!nh) {
+            ts_graph_free(best);
+            return nomem(s);
+        }
+        hist_unref(*h);
+        *h = nh;
+        ts_graph_free(*cur);
+        *cur = best;
+        *cost = best_c;
+    }
+    return true;
+}
+
+/* ---- result */
+
+static int cmp_count(const void *a, const void *b)
+{
+    const ts_optimize_count *x = a, *y = b;
+    return x->count != y->count ? y->count - x->count : strcmp(x->name, y->name);
+}
+
+static void collect(dctx *s, ts_drive_result *res)
+{
+    int cap = 0;
+    for (hist *h = s->best_h; h; h = h->parent) cap++;
+    res->names = calloc((size_t)cap + 1, sizeof *res->names);
+    for (hist *h = s->best_h; h; h = h->parent) {
+        res->nsteps += h->count;
+        res->per_source[h->source == TS_DRIVE_PASSES ? s->nsrc : h->source] += h->count;
+        if (!res->names) continue;
+        int k = 0;
+        while (k < res->nnames && strcmp(res->names[k].name, h->what)) k++;
+        if (k == res->nnames) snprintf(res->names[res->nnames++].name, TS_OPT_NAME_MAX, "%s", h->what);
+        res->names[k].count += h->count;
+    }
+    if (res->names) qsort(res->names, (size_t)res->nnames, sizeof *res->names, cmp_count);
+}
+
+ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db, const ts_source *const *sources,
+                   void *const *states, int nsrc, ts_const_cache *cc, ts_drive_result *res, ts_error *err)
+{
+    memset(res, 0, sizeof *res);
+    double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
+    dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
+              .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
+    s.emit = (ts_source_emit){.fn = consider, .driver = &s};
+    ts_graph *start = ts_graph_copy(g0);
+    if (!start || !pset_init(&s.orig, g0)) {
+        ts_graph_free(start);
+        free(s.orig.slot);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory copying the graph");
+    }
+    res->cost_before = s.cost0 = graph_cost(&s, g0);
+    double c0 = res->cost_before;
+    hist *h0 = NULL;
+    if (!passes(&s, &start, &c0, &h0)) goto done_start;
+    res->passes_seconds = now_s() - s.t0;
+    s.best = ts_graph_copy(start);
+    s.best_cost = c0;
+    s.best_h = h0;
+    if (h0) h0->refs++;
+    seen_add(&s, ts_graph_hash(start));
+    if (!s.best) {
+        nomem(&s);
+        goto done_start;
+    }
+    if (!push(&s, start, c0, h0)) {
+        nomem(&s);
+        goto done;
+    }
+    start = NULL;
+    h0 = NULL;
+    while (s.n > 0 && !s.failed && !must_stop(&s)) {
+        if (o->budget > 0 && s.explored >= o->budget) {
+            s.stop = "budget";
+            break;
+        }
+        qent e = pop(&s);
+        s.explored++;
+        s.cur_h = e.h;
+        for (int k = 0; k < nsrc && !s.failed && !must_stop(&s); k++) {
+            s.cur_src = k;
+            if (sources[k]->propose(states[k], e.g, &s.emit, err)) s.failed = true;
+        }
+        ts_graph_free(e.g);
+        hist_unref(e.h);
+        tick(&s, false);
+    }
+    if (!s.stop && !s.failed) s.stop = "exhausted";
+done_start:
+    ts_graph_free(start);
+    hist_unref(h0);
+done:
+    if (o->progress) tick(&s, true);
+    while (s.n > 0) drop(&s, s.n - 1);
+    free(s.heap);
+    free(s.seen);
+    free(s.orig.slot);
+    res->explored = s.explored;
+    res->generated = s.generated;
+    res->duplicates = s.duplicates;
+    res->seconds = now_s() - s.t0;
+    res->cost_after = s.best ? s.best_cost : res->cost_before;
+    res->peak_frontier_mb = (double)s.peak_bytes / (1 << 20);
+    snprintf(res->stop, sizeof res->stop, "%s", s.stop ? s.stop : "error");
+    res->best = s.best;
+    collect(&s, res);
+    hist_unref(s.best_h);
+    if (s.failed) {
+        ts_status st = err->code ? err->code : TS_ERR_NOMEM;
+        ts_drive_result_free(res);
+        return st;
+    }
+    return TS_OK;
+}
+
+void ts_drive_result_free(ts_drive_result *res)
+{
+    ts_graph_free(res->best);
+    free(res->names);
+    memset(res, 0, sizeof *res);
+}

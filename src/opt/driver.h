@@ -1,0 +1,40 @@
+/* The search driver of the optimize pipeline: graph passes first, then
+ * TASO's cost-based backtracking search (paper section 5, Algorithm 2)
+ * over the candidates that the selected sources propose (source.h). */
+#ifndef TS_OPT_DRIVER_H
+#define TS_OPT_DRIVER_H
+
+#include "opt/source.h"
+
+/* Pseudo-source index of the graph passes in a history. */
+#define TS_DRIVE_PASSES (-1)
+
+typedef struct ts_drive_result {
+    ts_graph *best;                 /* owned: free with ts_drive_result_free */
+    double cost_before, cost_after; /* ms, cost model */
+    int explored;                   /* graphs taken from the frontier */
+    int generated;                  /* distinct graphs proposed */
+    int duplicates;                 /* proposals already seen (by structural hash) */
+    double seconds;                 /* passes + search */
+    double passes_seconds;          /* of which the graph passes */
+    double peak_frontier_mb;        /* largest size of the frontier's graphs */
+    char stop[32];                  /* "time limit", "budget", "exhausted", "interrupted", "memory" */
+    /* on the path to the best graph: per source (index into the selected
+     * sources; passes last) and per rewrite name */
+    int per_source[TS_OPT_MAX_SOURCES + 1];
+    int nnames;
+    ts_optimize_count *names;
+    int nsteps; /* rewrites on the path, passes included */
+} ts_drive_result;
+
+/* Searches from g (not modified).  opts gives alpha, budget, time limit,
+ * memory cap, progress and the stop flag; sources[0..nsrc) are open. */
+ts_status ts_drive(const ts_graph *g, const ts_optimize_opts *opts, ts_costdb *db, const ts_source *const *sources,
+                   void *const *states, int nsrc, ts_const_cache *cc, ts_drive_result *res, ts_error *err);
+void ts_drive_result_free(ts_drive_result *res);
+
+/* Structural bytes of a graph copy (what a frontier entry holds beyond
+ * the weights it shares). */
+size_t ts_graph_struct_bytes(const ts_graph *g);
+
+#endif

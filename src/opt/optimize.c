@@ -1,0 +1,203 @@
+/* ts_optimize: the whole pipeline behind `tsopt optimize` and the Python
+ * package -- sources opened, graph passes and search (driver.c), the best
+ * graph checked against the original (check.c), both timed alternately
+ * under a load watch (measure.c), and the keep decision: the measured
+ * runtime has the last word, never the cost model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "opt/check.h"
+#include "opt/driver.h"
+#include "opt/measure.h"
+
+/* Time left after the search for the check and the measurement: the whole
+ * run ends within the time limit plus this. */
+#define FINISH_S 15.0
+
+void ts_optimize_opts_default(ts_optimize_opts *o)
+{
+    *o = (ts_optimize_opts){.time_limit = 30, .alpha = 1.05, .budget = 1000, .seed = 1, .min_gain = 3,
+                            .max_memory_mb = 1536};
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Peak resident size of this process (VmHWM), MiB. */
+static double peak_rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    if (f) fclose(f);
+    return kb / 1024;
+}
+
+static int live_nodes(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead;
+    return n;
+}
+
+ts_status ts_optimize_opts_check(const ts_optimize_opts *o, ts_error *err)
+{
+    if (!(o->alpha >= 1.0 && o->alpha <= 10.0))
+        return ts_error_set(err, TS_ERR_INVALID, "alpha: expected a number from 1 to 10, got %g", o->alpha);
+    if (!(o->time_limit >= 0)) return ts_error_set(err, TS_ERR_INVALID, "time limit: expected seconds >= 0");
+    if (o->budget < 0) return ts_error_set(err, TS_ERR_INVALID, "budget: expected a count >= 0");
+    if (!(o->min_gain < 100)) return ts_error_set(err, TS_ERR_INVALID, "min gain: expected a percentage below 100");
+    if (!(o->max_memory_mb >= 0)) return ts_error_set(err, TS_ERR_INVALID, "memory cap: expected MiB >= 0");
+    const ts_source *src[TS_OPT_MAX_SOURCES];
+    int n;
+    return ts_sources_select(o->transforms, src, &n, err);
+}
+
+/* The measured keep decision for a checked result that differs from g. */
+static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_optimize_opts *o, double budget_s,
+                        ts_optimize_result *res, ts_error *err)
+{
+    if (o->no_timing) {
+        /* --min-gain then applies to the prediction */
+        res->optimized = dr->cost_after < dr->cost_before * (1 - o->min_gain / 100);
+        snprintf(res->reason, sizeof res->reason,
+                 res->optimized ? "written on the cost model alone (timing off): %.3f -> %.3f ms predicted"
+                                : "original kept: the cost model predicts less than --min-gain (%.3f -> %.3f ms; "
+                                  "timing off)",
+                 dr->cost_before, dr->cost_after);
+        return TS_OK;
+    }
+    ts_measure_opts mo = {.min_rounds = 3, .max_rounds = 7, .budget_s = budget_s, .min_gain = o->min_gain,
+                          .seed = o->seed};
+    ts_measure_result mr;
+    if (ts_measure_pair(g, dr->best, &mo, &mr, err)) return err->code;
+    res->latency_before_ms = mr.median0_ms;
+    res->latency_after_ms = mr.median1_ms;
+    res->fastest_before_ms = mr.min0_ms;
+    res->fastest_after_ms = mr.min1_ms;
+    res->machine_busy = mr.busy;
+    res->optimized = mr.faster && !mr.busy;
+    if (mr.busy)
+        snprintf(res->reason, sizeof res->reason, "original kept: the machine was too busy to measure (%s)", mr.why);
+    else if (res->optimized)
+        snprintf(res->reason, sizeof res->reason,
+                 "optimized: measured faster by at least %.3g%% (fastest %.3f -> %.3f ms, median %.3f -> %.3f ms, "
+                 "%d alternating rounds)",
+                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds);
+    else
+        snprintf(res->reason, sizeof res->reason,
+                 "original kept: the optimized graph did not measure faster by %.3g%% (fastest %.3f -> %.3f ms, "
+                 "median %.3f -> %.3f ms, %d alternating rounds)",
+                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds);
+    return TS_OK;
+}
+
+ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimize_result *res, ts_error *err)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = now_s();
+    ts_optimize_opts o;
+    if (opts) o = *opts;
+    else ts_optimize_opts_default(&o);
+    if (ts_optimize_opts_check(&o, err)) return err->code;
+    const ts_source *src[TS_OPT_MAX_SOURCES];
+    void *state[TS_OPT_MAX_SOURCES] = {0};
+    int nsrc = 0, opened = 0;
+    if (ts_sources_select(o.transforms, src, &nsrc, err)) return err->code;
+    ts_costdb *db = NULL;
+    ts_const_cache *cc = ts_const_cache_new();
+    ts_drive_result dr = {0};
+    ts_status st = cc ? ts_costdb_open(o.cost_cache, &db, err) : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_source_env env = {.opts = &o, .db = db, .cc = cc};
+    for (; !st && opened < nsrc; opened++) st = src[opened]->open(&env, &state[opened], err);
+    if (st) goto done;
+    for (int k = 0; k < nsrc; k++) {
+        size_t len = strlen(res->sources);
+        char line[400] = "";
+        if (src[k]->describe) src[k]->describe(state[k], line, sizeof line);
+        snprintf(res->sources + len, sizeof res->sources - len, "%s: %s\n", src[k]->name, line);
+    }
+    if ((st = ts_drive(g, &o, db, src, state, nsrc, cc, &dr, err))) goto done;
+    ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
+    cc = NULL;
+    if (!o.roofline) ts_costdb_save(db, &(ts_error){0}); /* a cache that cannot be saved only costs time next run */
+    res->cost_before_ms = dr.cost_before;
+    res->cost_after_ms = dr.cost_after;
+    res->explored = dr.explored;
+    res->generated = dr.generated;
+    res->search_s = dr.seconds;
+    snprintf(res->stop, sizeof res->stop, "%s", dr.stop);
+    res->nodes_before = live_nodes(g);
+    res->nsources = nsrc + 1;
+    for (int k = 0; k < nsrc; k++) snprintf(res->applied[k].name, TS_OPT_NAME_MAX, "%s", src[k]->name);
+    snprintf(res->applied[nsrc].name, TS_OPT_NAME_MAX, "passes");
+
+    if (dr.nsteps > 0) {
+        if ((st = ts_opt_check(g, dr.best, o.seed, &res->max_scaled_error, err))) goto done;
+        if (!(res->max_scaled_error <= 1.0)) {
+            st = ts_error_set(err, TS_ERR_INVALID,
+                              "the optimized graph differs from the original (scaled error %.3g > 1): nothing "
+                              "written; please report this model",
+                              res->max_scaled_error);
+            goto done;
+        }
+        char why[256];
+        double left = o.time_limit > 0 ? o.time_limit + FINISH_S - (now_s() - t0) : 60;
+        if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
+            /* one written model serves every batch size, or it is not an
+             * improvement (docs/decisions.md, "Symbolic dimensions on export") */
+            snprintf(res->reason, sizeof res->reason,
+                     "original kept: the optimized graph would fix the model's symbolic dimensions (%.150s)", why);
+            if (!o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err))) goto done;
+        } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), res, err)))
+            goto done;
+    } else {
+        snprintf(res->reason, sizeof res->reason,
+                 "original kept: the search found no rewrite the cost model prefers (%d graphs explored)",
+                 dr.explored);
+        if (!o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err))) goto done;
+        res->latency_after_ms = res->latency_before_ms;
+    }
+    if (!res->optimized) {
+        res->latency_after_ms = res->latency_before_ms;
+        res->max_scaled_error = 0;
+    }
+    res->graph = res->optimized ? dr.best : ts_graph_copy(g);
+    if (res->optimized) dr.best = NULL;
+    if (!res->graph) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    res->nodes_after = live_nodes(res->graph);
+    if (res->optimized) {
+        for (int k = 0; k <= nsrc; k++) res->applied[k].count = dr.per_source[k];
+        res->rewrites = dr.names;
+        res->nrewrites = dr.nnames;
+        dr.names = NULL;
+    }
+done:
+    for (int k = 0; k < opened; k++)
+        if (state[k]) src[k]->close(state[k]);
+    ts_drive_result_free(&dr);
+    ts_const_cache_free(cc);
+    ts_costdb_free(db);
+    res->total_s = now_s() - t0;
+    res->peak_rss_mb = peak_rss_mb();
+    if (st) ts_optimize_result_free(res);
+    return st;
+}
+
+void ts_optimize_result_free(ts_optimize_result *res)
+{
+    ts_graph_free(res->graph);
+    free(res->rewrites);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,116 @@
+/* Atoms over sliding windows: conv (Conv, group 1, no dilation, optional
+ * constant bias, optionally followed by Relu), poolavg and poolmax
+ * (AveragePool counting the padding, MaxPool).  A window's SAME or VALID
+ * padding is recognised from the node's pads and the input's shape.
+ * Rows in atom.c. */
+#include <string.h>
+#include "ops/attrs.h"
+#include "rules/atom.h"
+
+/* Whether a window node's attributes are TASO's stride and padding for
+ * kernel k over input x (group 1, no dilation, floor mode). */
+static bool window_ok(const ts_window *w, int64_t group, const ts_shape *x, const int64_t *k, int stride, ts_rpad pad)
+{
+    int64_t strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
+    if (x->rank != 4 || group != 1 || w->ceil_mode) return false;
+    if (w->nstrides >= 0) {
+        if (w->nstrides != 2) return false;
+        strides[0] = w->strides[0], strides[1] = w->strides[1];
+    }
+    if (w->npads >= 0) {
+        if (w->npads != 4) return false;
+        memcpy(pads, w->pads, sizeof pads);
+    }
+    for (int j = 0; j < w->ndilations; j++)
+        if (w->dilations[j] != 1) return false;
+    if (strides[0] != stride || strides[1] != stride) return false;
+    if (w->auto_pad != TS_PAD_NOTSET) {
+        if (w->auto_pad == TS_PAD_VALID) return pad == TS_RPAD_VALID;
+        if (w->auto_pad == TS_PAD_SAME_UPPER) return pad == TS_RPAD_SAME;
+        return false;
+    }
+    if (pad == TS_RPAD_VALID) return !pads[0] && !pads[1] && !pads[2] && !pads[3];
+    int64_t pb[2], pe[2];
+    ts_same_pads(x, k, stride, pb, pe);
+    return pads[0] == pb[0] && pads[1] == pb[1] && pads[2] == pe[0] && pads[3] == pe[1];
+}
+
+bool ts_atom_conv_match(ts_rmatch *s, const ts_rexpr *e, int v)
+{
+    const ts_graph *g = s->g;
+    int relu = -1, cv = v;
+    if (e->p.act == TS_RACT_RELU) {
+        relu = ts_rmatch_producer(s, v, &ts_op_relu);
+        if (relu < 0) return false;
+        cv = g->nodes[relu].inputs[0];
+        if (!ts_rmatch_only_use(s, cv, relu)) return false;
+    }
+    int p = ts_rmatch_producer(s, cv, &ts_op_conv);
+    if (p < 0) return false;
+    const ts_node *n = &g->nodes[p];
+    const ts_conv_attrs *a = n->attrs;
+    const ts_shape *x = ts_rvshape(g, n->inputs[0]), *w = ts_rvshape(g, n->inputs[1]);
+    if (x->rank != 4 || w->rank != 4 || w->dims[1] != x->dims[1]) return false;
+    if (!window_ok(&a->win, a->group, x, w->dims + 2, e->p.stride, e->p.pad)) return false;
+    int bias = n->ninputs > 2 ? n->inputs[2] : -1;
+    if (bias >= 0 && !g->values[bias].constant) return false;
+    if ((relu >= 0 && !ts_rmatch_node(s, relu)) || !ts_rmatch_node(s, p)) return false;
+    if (!ts_rmatch_arg(s, e->arg[0], n->inputs[0]) || !ts_rmatch_arg(s, e->arg[1], n->inputs[1])) return false;
+    return ts_rmatch_bias(s, e->arg[1], bias);
+}
+
+int ts_atom_conv_roots(const ts_rexpr *e, const ts_op_desc **out)
+{
+    out[0] = e->p.act == TS_RACT_RELU ? &ts_op_relu : &ts_op_conv;
+    return 1;
+}
+
+int ts_atom_conv_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)
+{
+    (void)op;
+    const ts_shape *xs = ts_rvshape(b->g, x[0]), *ws = ts_rvshape(b->g, x[1]);
+    if (xs->rank != 4 || ws->rank != 4 || ws->dims[1] != xs->dims[1]) return -1;
+    int64_t strides[2] = {p->stride, p->stride}, pads[4];
+    if (!ts_rbuild_pads(b, xs, ws->dims + 2, p->stride, p->pad, pads)) return -1;
+    ts_attr a[2] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4)};
+    int ins[3] = {x[0], x[1], b->bias};
+    int y = ts_rbuild_node1(b, &ts_op_conv, ins, b->bias >= 0 ? 3 : 2, a, 2);
+    if (y < 0) return -1;
+    return p->act == TS_RACT_RELU ? ts_rbuild_node1(b, &ts_op_relu, &y, 1, NULL, 0) : y;
+}
+
+/* Batch from the input, output channels from the kernel's first axis. */
+int64_t ts_atom_conv_split(const ts_rexpr *e, int axis, ts_rshape_fn shape_of, void *ctx)
+{
+    if (axis > 1) return -1;
+    return ts_rexpr_split_point(e->arg[axis], 0, shape_of, ctx);
+}
+
+bool ts_atom_pool_match(ts_rmatch *s, const ts_rexpr *e, int v)
+{
+    const ts_graph *g = s->g;
+    int p = ts_rmatch_producer(s, v, ts_rop_table[e->op].op);
+    if (p < 0) return false;
+    const ts_node *n = &g->nodes[p];
+    const ts_pool_attrs *a = n->attrs;
+    if (n->noutputs != 1) return false;
+    if (a->win.nkernel != 2 || a->win.kernel[0] != e->p.kh || a->win.kernel[1] != e->p.kw) return false;
+    /* TASO's average pool counts the padding (it is conv by Cpool) */
+    if (e->op == TS_ROP_POOLAVG && e->p.pad == TS_RPAD_SAME && !a->count_include_pad) return false;
+    int64_t kk[2] = {e->p.kh, e->p.kw};
+    if (!window_ok(&a->win, 1, ts_rvshape(g, n->inputs[0]), kk, e->p.stride, e->p.pad)) return false;
+    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]);
+}
+
+int ts_atom_pool_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)
+{
+    const ts_shape *xs = ts_rvshape(b->g, x[0]);
+    if (xs->rank != 4) return -1;
+    int64_t k[2] = {p->kh, p->kw}, strides[2] = {p->stride, p->stride}, pads[4];
+    if (!ts_rbuild_pads(b, xs, k, p->stride, p->pad, pads)) return -1;
+    ts_attr a[4] = {ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("strides", strides, 2),
+                    ts_attr_ints("pads", pads, 4), ts_attr_int("count_include_pad", 1)};
+    /* padding counts only where there is some */
+    bool cip = op == TS_ROP_POOLAVG && p->pad == TS_RPAD_SAME;
+    return ts_rbuild_node1(b, ts_rop_table[op].op, x, 1, a, cip ? 4 : 3);
+}

@@ -1,0 +1,222 @@
+"""tsopt's Python package on small models made with onnx.helper: the
+onnxruntime-like session (inputs/outputs description, dynamic batch bound
+at run time and re-planned, output selection, errors with tsopt's
+message), tsopt.optimize (the dict of `tsopt optimize --json`, the written
+model still dynamic), the version.  Run by python_api.sh."""
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper
+
+import tsopt
+
+TSOPT = os.environ.get('TSOPT')
+BUILD = os.environ.get('TSOPT_BUILD', '')
+
+
+def save(graph, path, opset=13):
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+class Models:
+    """Builds the test models once, in a temporary folder."""
+    d = tempfile.mkdtemp(prefix='tsopt-py-')
+    rng = np.random.default_rng(0)
+
+    # y = relu(x @ W + b) * 2, z = x + 1; x: ['N', 8]; unnamed dim in z's declaration
+    W = rng.standard_normal((8, 4)).astype(np.float32)
+    B = rng.standard_normal((4,)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node('MatMul', ['x', 'W'], ['xw']), helper.make_node('Add', ['xw', 'b'], ['xb']),
+         helper.make_node('Relu', ['xb'], ['r']), helper.make_node('Mul', ['r', 'two'], ['y']),
+         helper.make_node('Add', ['x', 'one'], ['z'])], 'small',
+        [helper.make_tensor_value_info('x', TP.FLOAT, ['N', 8])],
+        [helper.make_tensor_value_info('y', TP.FLOAT, ['N', 4]),
+         helper.make_tensor_value_info('z', TP.FLOAT, [None, 8])],
+        [helper.make_tensor('W', TP.FLOAT, W.shape, W.flatten()), helper.make_tensor('b', TP.FLOAT, B.shape, B),
+         helper.make_tensor('two', TP.FLOAT, [], [2.0]), helper.make_tensor('one', TP.FLOAT, [], [1.0])])
+    small = os.path.join(d, 'small.onnx')
+    save(g, small)
+
+    # two MatMuls sharing a weight: the shared-weight merge applies (at a static batch)
+    WS = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node('MatMul', ['x0', 'W'], ['a0']), helper.make_node('MatMul', ['x1', 'W'], ['a1']),
+         helper.make_node('Tanh', ['a0'], ['t0']), helper.make_node('Tanh', ['a1'], ['t1']),
+         helper.make_node('Add', ['t0', 't1'], ['y'])], 'shared',
+        [helper.make_tensor_value_info('x0', TP.FLOAT, [1, 256]), helper.make_tensor_value_info('x1', TP.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info('y', TP.FLOAT, [1, 256])],
+        [helper.make_tensor('W', TP.FLOAT, WS.shape, WS.flatten())])
+    shared = os.path.join(d, 'shared.onnx')
+    save(g, shared)
+
+    # fixed shape, int64 and bool inputs
+    g = helper.make_graph(
+        [helper.make_node('Add', ['i', 'i'], ['i2']), helper.make_node('Not', ['m'], ['nm'])], 'fixed',
+        [helper.make_tensor_value_info('i', TP.INT64, [2, 3]), helper.make_tensor_value_info('m', TP.BOOL, [4])],
+        [helper.make_tensor_value_info('i2', TP.INT64, [2, 3]), helper.make_tensor_value_info('nm', TP.BOOL, [4])])
+    fixed = os.path.join(d, 'fixed.onnx')
+    save(g, fixed)
+
+    @classmethod
+    def small_ref(cls, x):
+        return np.maximum(x @ cls.W + cls.B, 0) * 2, x + 1
+
+
+class SessionTest(unittest.TestCase):
+    def test_io_description(self):
+        s = tsopt.InferenceSession(Models.small)
+        [i] = s.get_inputs()
+        self.assertEqual((i.name, i.shape, i.type), ('x', ['N', 8], 'tensor(float)'))
+        y, z = s.get_outputs()
+        self.assertEqual((y.name, y.shape, y.type), ('y', ['N', 4], 'tensor(float)'))
+        self.assertEqual((z.name, z.shape), ('z', [None, 8]))  # unnamed symbolic dimension, as onnxruntime
+        f = tsopt.InferenceSession(Models.fixed)
+        self.assertEqual([(a.name, a.shape, a.type) for a in f.get_inputs()],
+                         [('i', [2, 3], 'tensor(int64)'), ('m', [4], 'tensor(bool)')])
+
+    def test_dynamic_batch_replans(self):
+        s = tsopt.InferenceSession(Models.small, threads=1)
+        rng = np.random.default_rng(1)
+        # sizes coming back hit the kept plans; more than 4 signatures evict the oldest
+        for n in (1, 3, 7, 3, 1, 2, 5, 6, 1):
+            x = rng.standard_normal((n, 8)).astype(np.float32)
+            y, z = s.run(None, {'x': x})
+            ry, rz = Models.small_ref(x)
+            self.assertEqual(y.shape, (n, 4))
+            np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(z, rz)
+
+    def test_output_names(self):
+        s = tsopt.InferenceSession(Models.small)
+        x = np.ones((2, 8), np.float32)
+        z, y = s.run(['z', 'y'], {'x': x})
+        self.assertEqual((z.shape, y.shape), ((2, 8), (2, 4)))
+        [z2] = s.run(['z'], {'x': x})
+        np.testing.assert_array_equal(z, z2)
+
+    def test_non_contiguous_and_dtypes(self):
+        s = tsopt.InferenceSession(Models.small)
+        x = np.random.default_rng(2).standard_normal((8, 6)).astype(np.float32).T  # a transposed view
+        np.testing.assert_allclose(s.run(['y'], {'x': x})[0], Models.small_ref(x)[0], rtol=1e-5, atol=1e-5)
+        f = tsopt.InferenceSession(Models.fixed)
+        i = np.arange(6, dtype=np.int64).reshape(2, 3)
+        m = np.array([True, False, False, True])
+        i2, nm = f.run(None, {'i': i, 'm': m})
+        self.assertEqual((i2.dtype, nm.dtype), (np.int64, np.bool_))
+        np.testing.assert_array_equal(i2, i + i)
+        np.testing.assert_array_equal(nm, ~m)
+
+    def test_errors_carry_tsopts_message(self):
+        with self.assertRaisesRegex(tsopt.TsoptError, r"^cannot open model '.*nope\.onnx': No such file") as cm:
+            tsopt.InferenceSession(os.path.join(Models.d, 'nope.onnx'))
+        self.assertEqual(cm.exception.status, 'io')
+        bad = os.path.join(Models.d, 'bad.onnx')
+        with open(bad, 'wb') as f:
+            f.write(b'not a model')
+        with self.assertRaisesRegex(tsopt.TsoptError, 'not a valid ONNX'):
+            tsopt.InferenceSession(bad)
+        s = tsopt.InferenceSession(Models.small)
+        with self.assertRaisesRegex(tsopt.TsoptError, r"input 'x' has shape 2x4, the model expects Nx8"):
+            s.run(None, {'x': np.zeros((2, 4), np.float32)})
+        with self.assertRaisesRegex(tsopt.TsoptError, r"input 'x' is float64, the model expects float32"):
+            s.run(None, {'x': np.zeros((2, 8))})
+        with self.assertRaisesRegex(tsopt.TsoptError, r"required inputs \['x'\] are missing"):
+            s.run(None, {'q': np.zeros((2, 8), np.float32)})
+        with self.assertRaisesRegex(tsopt.TsoptError, r"'w' is not an output"):
+            s.run(['w'], {'x': np.zeros((2, 8), np.float32)})
+        f = tsopt.InferenceSession(Models.fixed)
+        with self.assertRaisesRegex(tsopt.TsoptError, r"input 'i' has shape 3x3, the model expects 2x3"):
+            f.run(None, {'i': np.zeros((3, 3), np.int64), 'm': np.zeros(4, bool)})
+        # the session still works after errors
+        self.assertEqual(s.run(['y'], {'x': np.zeros((3, 8), np.float32)})[0].shape, (3, 4))
+
+    def test_close(self):
+        with tsopt.InferenceSession(Models.small) as s:
+            s.run(None, {'x': np.zeros((1, 8), np.float32)})
+        with self.assertRaisesRegex(tsopt.TsoptError, 'closed'):
+            s.run(None, {'x': np.zeros((1, 8), np.float32)})
+        for _ in range(3):  # sessions collected without close()
+            tsopt.InferenceSession(Models.small).run(None, {'x': np.zeros((2, 8), np.float32)})
+        gc.collect()
+
+
+class OptimizeTest(unittest.TestCase):
+    def test_optimize_returns_the_json_dict(self):
+        dst = os.path.join(Models.d, 'shared-opt.onnx')
+        cache = os.path.join(Models.d, 'costs.tsv')
+        r = tsopt.optimize(Models.shared, dst, time_limit=2, transforms='taso', cost_model='roofline',
+                           no_timing=True, cost_cache=cache)
+        for k in ('written', 'cost_before_ms', 'cost_after_ms', 'latency_before_ms', 'latency_after_ms', 'applied',
+                  'search_s', 'peak_rss_mb', 'check'):
+            self.assertIn(k, r)
+        self.assertEqual(r['written'], 'optimized', r['reason'])
+        self.assertGreater(sum(r['applied'].values()), 0)
+        # the same dict as the command's --json, field by field where the run does not show
+        if TSOPT:
+            dst2 = os.path.join(Models.d, 'shared-cli.onnx')
+            out = subprocess.run([TSOPT, 'optimize', Models.shared, '-o', dst2, '--time-limit', '2', '--transforms',
+                                  'taso', '--cost-model', 'roofline', '--no-timing', '--cost-cache', cache, '--json'],
+                                 check=True, capture_output=True, text=True).stdout
+            c = json.loads(out)
+            self.assertEqual(sorted(c), sorted(r))
+            for k in ('written', 'applied', 'rewrites', 'nodes_before', 'nodes_after', 'cost_before_ms',
+                      'cost_after_ms'):
+                self.assertEqual(c[k], r[k], k)
+        a, b = tsopt.InferenceSession(Models.shared), tsopt.InferenceSession(dst)
+        rng = np.random.default_rng(3)
+        feed = {'x0': rng.standard_normal((1, 256)).astype(np.float32),
+                'x1': rng.standard_normal((1, 256)).astype(np.float32)}
+        np.testing.assert_allclose(b.run(None, feed)[0], a.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+
+    def test_optimize_keeps_dynamic_batch(self):
+        dst = os.path.join(Models.d, 'small-opt.onnx')
+        r = tsopt.optimize(Models.small, dst, time_limit=1, cost_model='roofline', no_timing=True,
+                           cost_cache=os.path.join(Models.d, 'costs.tsv'))
+        self.assertIn(r['written'], ('optimized', 'original'))
+        s = tsopt.InferenceSession(dst)
+        self.assertEqual(s.get_inputs()[0].shape, ['N', 8])
+        x = np.random.default_rng(4).standard_normal((3, 8)).astype(np.float32)
+        y, z = s.run(None, {'x': x})
+        ry, rz = Models.small_ref(x)
+        np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(z, rz)
+
+    def test_optimize_errors(self):
+        dst = os.path.join(Models.d, 'never.onnx')
+        with self.assertRaisesRegex(tsopt.TsoptError, r"unknown source 'pet' \(known: "):
+            tsopt.optimize(Models.small, dst, transforms='pet')
+        with self.assertRaisesRegex(tsopt.TsoptError, "cost_model': expected 'measured' or 'roofline', got 'fast'"):
+            tsopt.optimize(Models.small, dst, cost_model='fast')
+        with self.assertRaisesRegex(tsopt.TsoptError, 'does not exist'):
+            tsopt.optimize(Models.small, os.path.join(Models.d, 'no', 'x.onnx'))
+        with self.assertRaisesRegex(tsopt.TsoptError, 'alpha'):
+            tsopt.optimize(Models.small, dst, alpha=0.5)
+        self.assertFalse(os.path.exists(dst))
+
+
+class VersionTest(unittest.TestCase):
+    def test_version(self):
+        self.assertRegex(tsopt.__version__, r'^\d+\.\d+\.\d+$')
+        pc = os.path.join(BUILD, 'tsopt.pc')
+        if os.path.exists(pc):
+            with open(pc) as f:
+                self.assertIn(f'Version: {tsopt.__version__}\n', f.read())
+        if TSOPT:
+            out = subprocess.run([TSOPT, '--version'], check=True, capture_output=True, text=True).stdout
+            self.assertEqual(out, f'tsopt {tsopt.__version__}\n')
+
+
+if __name__ == '__main__':
+    unittest.main(argv=sys.argv)

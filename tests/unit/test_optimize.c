@@ -1,0 +1,274 @@
+/* The optimize pipeline (src/opt/): the driver with a source of its own
+ * (the source interface), the stop flag, the memory bound, and ts_optimize
+ * on the deterministic roofline cost model without timing (so nothing here
+ * depends on the machine's speed or load). */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "opt/driver.h"
+
+static int input(ts_graph *g, const char *name, int64_t r, int64_t c)
+{
+    ts_error e = {0};
+    int64_t d[2] = {r, c};
+    ts_shape s = ts_shape_make(2, d);
+    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int weight(ts_graph *g, const char *name, int64_t r, int64_t c, uint64_t *rng)
+{
+    ts_error e = {0};
+    int64_t d[2] = {r, c};
+    ts_shape s = ts_shape_make(2, d);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
+    ts_tensor_fill_random(t, rng, -1, 1);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int node(ts_graph *g, const char *op, int a, int b)
+{
+    ts_error e = {0};
+    int in[2] = {a, b}, out = -1;
+    cr_assert(ts_graph_add_node(g, op, NULL, in, b >= 0 ? 2 : 1, NULL, 0, 1, NULL, &out, &e) >= 0, "%s", e.msg);
+    return out;
+}
+
+static void output(ts_graph *g, int v)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, v, &e), TS_OK, "%s", e.msg);
+}
+
+static int count_op(const ts_graph *g, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && !strcmp(g->nodes[i].op->name, op);
+    return n;
+}
+
+/* x -> MatMul(W) -> Relu -> out */
+static ts_graph *matmul_relu(void)
+{
+    uint64_t rng = 3;
+    ts_graph *g = ts_graph_new("rr", 17);
+    output(g, node(g, "Relu", node(g, "MatMul", input(g, "x", 8, 16), weight(g, "w", 16, 16, &rng)), -1));
+    return g;
+}
+
+/* Two batch-1 MatMuls by one 256x256 weight, summed: reading the weight
+ * once for both (the stacking pass, TASO's concat-0 matmul axiom) halves
+ * the bytes of this memory-bound product. */
+static ts_graph *shared_weight(void)
+{
+    uint64_t rng = 5;
+    ts_graph *g = ts_graph_new("shared", 17);
+    int w = weight(g, "w", 256, 256, &rng);
+    int a = node(g, "MatMul", input(g, "x1", 1, 256), w);
+    int b = node(g, "MatMul", input(g, "x2", 1, 256), w);
+    output(g, node(g, "Add", a, b));
+    return g;
+}
+
+/* Three MatMuls of x by constant weights, summed: the taso source proposes
+ * the sibling merge and core-rule matches. */
+static ts_graph *siblings(void)
+{
+    uint64_t rng = 5;
+    ts_graph *g = ts_graph_new("sib", 17);
+    int x = input(g, "x", 16, 64);
+    int a = node(g, "MatMul", x, weight(g, "w1", 64, 64, &rng));
+    int b = node(g, "MatMul", x, weight(g, "w2", 64, 64, &rng));
+    int c = node(g, "MatMul", x, weight(g, "w3", 64, 64, &rng));
+    output(g, node(g, "Add", node(g, "Add", a, b), c));
+    return g;
+}
+
+/* ---- a source of the test's own: MatMul(x, W) -> x (as if W were an
+ * identity), proposed twice (the driver must deduplicate) */
+
+static int opened, closed;
+
+static ts_status rr_open(const ts_source_env *env, void **state, ts_error *err)
+{
+    (void)env, (void)err;
+    opened++;
+    *state = &opened;
+    return TS_OK;
+}
+
+static ts_status rr_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
+{
+    (void)state, (void)err;
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < g->nnodes; i++) {
+            const ts_node *n = &g->nodes[i];
+            if (n->dead || strcmp(n->op->name, "MatMul")) continue;
+            ts_graph *ng = ts_graph_copy(g);
+            cr_assert(ng);
+            int from = ng->nodes[i].outputs[0], to = ng->nodes[i].inputs[0];
+            for (int k = 0; k < ng->nnodes; k++)
+                for (int j = 0; j < ng->nodes[k].ninputs; j++)
+                    if (ng->nodes[k].inputs[j] == from) ng->nodes[k].inputs[j] = to;
+            ng->nodes[i].dead = true;
+            ts_graph_compact(ng);
+            if (!emit->fn(emit, ng, "drop-matmul", 1)) return TS_OK;
+        }
+    return TS_OK;
+}
+
+static void rr_close(void *state)
+{
+    (void)state;
+    closed++;
+}
+
+static const ts_source rr_source = {
+    .name = "rr", .justification = "test", .open = rr_open, .propose = rr_propose, .close = rr_close};
+
+static ts_status drive(const ts_graph *g, ts_optimize_opts *o, ts_drive_result *r, ts_error *e)
+{
+    const ts_source *src[1] = {&rr_source};
+    void *state[1];
+    ts_source_env env = {.opts = o};
+    cr_assert_eq(rr_source.open(&env, &state[0], e), TS_OK);
+    ts_const_cache *cc = ts_const_cache_new();
+    ts_status st = ts_drive(g, o, NULL, src, state, 1, cc, r, e);
+    rr_source.close(state[0]);
+    ts_const_cache_free(cc);
+    return st;
+}
+
+Test(driver, costs_and_counts_a_sources_rewrites)
+{
+    ts_graph *g = matmul_relu();
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    ts_drive_result r;
+    ts_error e = {0};
+    cr_assert_eq(drive(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(count_op(r.best, "MatMul"), 0);
+    cr_assert_lt(r.cost_after, r.cost_before);
+    cr_assert_eq(r.per_source[0], 1, "source count %d", r.per_source[0]);
+    cr_assert_eq(r.per_source[1], 0, "passes %d", r.per_source[1]); /* nothing for the passes here */
+    cr_assert_eq(r.nnames, 1);
+    cr_assert_str_eq(r.names[0].name, "drop-matmul");
+    cr_assert_eq(r.duplicates, 1 + 0, "the second proposal of the same graph is a duplicate (%d)", r.duplicates);
+    cr_assert_str_eq(r.stop, "exhausted");
+    cr_assert_eq(ts_graph_validate(r.best, &e), TS_OK, "%s", e.msg);
+    ts_drive_result_free(&r);
+    ts_graph_free(g);
+}
+
+Test(driver, stop_flag_returns_the_best_so_far)
+{
+    ts_graph *g = matmul_relu();
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    volatile int stop = 1;
+    o.stop = &stop;
+    ts_drive_result r;
+    ts_error e = {0};
+    cr_assert_eq(drive(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_str_eq(r.stop, "interrupted");
+    cr_assert_eq(r.explored, 0);
+    cr_assert(r.best);
+    cr_assert_eq(count_op(r.best, "MatMul"), 1);
+    ts_drive_result_free(&r);
+    ts_graph_free(g);
+}
+
+Test(driver, frontier_stays_under_the_memory_cap)
+{
+    ts_graph *g = siblings();
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    o.alpha = 10; /* queue everything */
+    o.max_memory_mb = 0.02; /* 10 KiB of frontier: a graph or two */
+    ts_error e = {0};
+    ts_optimize_result r;
+    o.no_timing = true;
+    cr_assert_eq(ts_optimize(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    ts_optimize_result_free(&r);
+    ts_drive_result d;
+    const ts_source *src[1] = {&ts_source_taso};
+    void *state[1];
+    ts_const_cache *cc = ts_const_cache_new();
+    ts_source_env env = {.opts = &o, .cc = cc};
+    cr_assert_eq(ts_source_taso.open(&env, &state[0], &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_drive(g, &o, NULL, src, state, 1, cc, &d, &e), TS_OK, "%s", e.msg);
+    /* a candidate's merged weights (48 KiB) are over the cap already: the
+     * frontier holds one graph at a time */
+    cr_assert_lt(d.peak_frontier_mb, 0.1, "frontier peaked at %g MiB", d.peak_frontier_mb);
+    cr_assert_gt(d.generated, 0);
+    ts_drive_result_free(&d);
+    ts_source_taso.close(state[0]);
+    ts_const_cache_free(cc);
+    ts_graph_free(g);
+}
+
+Test(optimize, unknown_source_lists_the_known_ones)
+{
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.transforms = "taso,nosuch";
+    ts_error e = {0};
+    cr_assert_neq(ts_optimize_opts_check(&o, &e), TS_OK);
+    cr_assert(strstr(e.msg, "unknown source 'nosuch'") && strstr(e.msg, "known: taso"), "%s", e.msg);
+    o.transforms = "taso";
+    e = (ts_error){0};
+    cr_assert_eq(ts_optimize_opts_check(&o, &e), TS_OK, "%s", e.msg);
+    o.alpha = 0.5;
+    cr_assert_neq(ts_optimize_opts_check(&o, &e), TS_OK);
+}
+
+Test(optimize, stacks_shared_weights_and_checks_the_result)
+{
+    ts_graph *g = shared_weight();
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    o.no_timing = true;
+    o.time_limit = 5;
+    ts_optimize_result r;
+    ts_error e = {0};
+    cr_assert_eq(ts_optimize(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert(r.optimized, "%s (cost %g -> %g, generated %d)", r.reason, r.cost_before_ms, r.cost_after_ms, r.generated);
+    cr_assert_eq(count_op(r.graph, "MatMul"), 1, "MatMuls left: %d", count_op(r.graph, "MatMul"));
+    cr_assert_lt(r.cost_after_ms, r.cost_before_ms);
+    cr_assert_leq(r.max_scaled_error, 1.0);
+    int total = 0;
+    for (int k = 0; k < r.nsources; k++) total += r.applied[k].count;
+    cr_assert_gt(total, 0);
+    cr_assert_str_eq(r.applied[r.nsources - 1].name, "passes");
+    cr_assert_eq(r.nodes_before, 3);
+    cr_assert(strstr(r.sources, "taso: 10 rules"), "%s", r.sources);
+    ts_optimize_result_free(&r);
+    ts_graph_free(g);
+}
+
+Test(optimize, original_written_counts_nothing)
+{
+    ts_graph *g = ts_graph_new("one", 17);
+    output(g, node(g, "Relu", input(g, "x", 4, 4), -1));
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    o.no_timing = true;
+    ts_optimize_result r;
+    ts_error e = {0};
+    cr_assert_eq(ts_optimize(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert(!r.optimized);
+    cr_assert(r.graph && r.graph != g);
+    for (int k = 0; k < r.nsources; k++) cr_assert_eq(r.applied[k].count, 0);
+    cr_assert_eq(r.nrewrites, 0);
+    cr_assert(strstr(r.reason, "original kept"), "%s", r.reason);
+    ts_optimize_result_free(&r);
+    ts_graph_free(g);
+}
