@@ -8,7 +8,7 @@ die() { echo "deps: error: $*" >&2; exit 1; }
 
 PKGS=(
   # build
-  cmake clang libclang-rt-14-dev libomp-dev
+  cmake clang libclang-rt-14-dev libomp-dev pkgconf
   # ONNX parsing (protobuf-c, schema from libonnx-dev)
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   # kernels, proofs, tests

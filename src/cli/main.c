@@ -74,16 +74,16 @@ static void omp_wait_default(char **argv)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--version")) { /* before the wait-policy re-exec: instant */
+        printf("tsopt %s\n", tsopt_version());
+        return CLI_OK;
+    }
     omp_wait_default(argv);
     if (argc < 2) {
         fputs(USAGE, stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("tsopt %s\n", tsopt_version());
-        return CLI_OK;
-    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         if (!strcmp(cmd, "help") && argc > 2) {
             for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)

@@ -287,7 +287,7 @@ static void write_dot(sbuf *b, const ts_graph *g, const diff *d)
         sb_printf(b, "\\n");
         io_shape_text(b, g, true, o);
         sb_printf(b, " %s\"];\n", ts_dtype_name(v->dtype));
-        if (v->producer >= 0) sb_printf(b, "  n%d -> out%d;\n", v->producer, o);
+        if (v->producer >= 0 && !g->nodes[v->producer].dead) sb_printf(b, "  n%d -> out%d;\n", v->producer, o);
         else if (!v->constant) sb_printf(b, "  v%d -> out%d;\n", g->outputs[o], o);
     }
     sb_printf(b, "}\n");
@@ -295,15 +295,16 @@ static void write_dot(sbuf *b, const ts_graph *g, const diff *d)
 
 /* ------------------------------------------------------------ files */
 
-static ts_status write_file(const char *path, const char *text, size_t n, ts_error *err)
+/* Writes text to file; errors name `shown`, the path the user gave. */
+static ts_status write_file(const char *file, const char *shown, const char *text, size_t n, ts_error *err)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return ts_error_set(err, TS_ERR_IO, "draw: cannot write '%s': %s", path, strerror(errno));
+    FILE *f = fopen(file, "wb");
+    if (!f) return ts_error_set(err, TS_ERR_IO, "draw: cannot write '%s': %s", shown, strerror(errno));
     bool ok = fwrite(text, 1, n, f) == n;
     ok &= fclose(f) == 0;
     if (!ok) {
-        remove(path);
-        return ts_error_set(err, TS_ERR_IO, "draw: cannot write '%s': %s", path, strerror(errno));
+        remove(file);
+        return ts_error_set(err, TS_ERR_IO, "draw: cannot write '%s': %s", shown, strerror(errno));
     }
     return TS_OK;
 }
@@ -366,8 +367,8 @@ ts_status ts_graph_draw(const ts_graph *g, const ts_graph *diff_against, const c
         snprintf(dotf, plen, "%s.dot.tmp", path);
         snprintf(errf, plen, "%s.err.tmp", path);
         if (!strcmp(fmt, "dot")) {
-            st = write_file(tmp, b.s, b.n, err);
-        } else if (!(st = write_file(dotf, b.s, b.n, err))) {
+            st = write_file(tmp, path, b.s, b.n, err);
+        } else if (!(st = write_file(dotf, path, b.s, b.n, err))) {
             st = run_dot(fmt, dotf, tmp, errf, path, err);
             remove(dotf);
             remove(errf);

@@ -4,29 +4,36 @@
  *
  * Why not the isolated measurement (cost.c, measure_group): cut out of its
  * model and run back to back, a group differs from the same group inside
- * the model's plan in ways that do not average out (nasrnn, 80 groups,
- * quiet machine, spin: isolated sum 0.37 ms, in-plan 0.95 ms, end to end
- * 0.98 ms; nasnet_a +40%, resnext50 -25%, docs/runtime.md):
+ * the model's plan in ways that do not average out (docs/runtime.md; nasrnn
+ * on a quiet machine: isolated sum 0.37 ms, in-plan 0.95 ms, end to end
+ * 0.98 ms; nasnet_a +40%, resnext50 -25%):
  *  - its weights stay in the core's L2 from one run to the next, while in
  *    the model every other group's weights and activations pass through
  *    the caches in between (nasrnn's 1 MiB MatMul weights: ~4 us alone,
  *    ~19 us in the plan);
  *  - its inputs arrive plain and its output must be written plain, while in
  *    the model they arrive and leave in whatever layout the neighbours use
- *    (channels-last and blocked convolutions, nasnet_a's AveragePools: 2.3
- *    ms alone vs 1.1 ms in the plan);
- *  - a value read by two consumers in the model has one in the cut-out
- *    graph, so the runtime fuses or reuses memory differently.
- * So the groups to cost (S) are cut out together with the groups producing
- * their inputs and consuming their outputs (through views), every value
- * that the model reads outside this neighbourhood stays alive through an
- * Identity sink (so fusion and in-place decisions match the model's), and
- * before every run a buffer the size of the rest of the model is read by
- * all threads (so that the weights come from as far as they do in the
- * model, and the threads are woken as after the previous step).  Only the
- * steps the model would run for S count (cost_plan.c's attribution; the
- * conversions at the cuts are left out, those of the model's own inputs
- * and outputs kept).  Each S group's time is cached as "@ctx KEY". */
+ *    (channels-last and blocked convolutions; nasnet_a's AveragePools: 2.3
+ *    ms alone, 1.1 ms in the plan);
+ *  - the runtime merges across groups, which a group alone cannot show:
+ *    duplicate Relus become aliases (plan.c's CSE), MatMuls by one weight
+ *    share a step (vec_gemv.c's stacking), a residual Add joins the
+ *    convolution that reads it last.
+ * So the groups to cost (S) are cut out with: the groups producing their
+ * inputs and consuming their outputs (through views); the nodes the
+ * runtime may merge with them (add_siblings); upstream, the producers that
+ * decide the layouts their inputs arrive in (add_layout_sources).  The
+ * cut-out graph keeps the model's order (cut_build: what the planner fuses
+ * depends on it), every value read outside it has an extra reader (a
+ * sink: the runtime fuses and reuses memory as with the model's readers),
+ * and before every run a buffer the size of what the rest of the model
+ * touches is read by all threads (rest_bytes: the weights then come from
+ * as far as in the model, and the threads are found as after a step).
+ * Only the steps the model would run for S count (cost_plan.c's
+ * attribution; conversions at the cuts and for the sinks are left out,
+ * those of the model's own inputs and outputs kept).  Each S group's time
+ * is cached as "@ctx KEY".  Validated group by group against the in-plan
+ * times with `tsopt profile MODEL --context` (docs/runtime.md). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,13 +106,14 @@ typedef struct hood {
     const ts_graph *g;
     const int *group_of;
     const uses *u;
-    bool *in; /* node -> in the cut-out graph */
+    bool *in;  /* node -> in the cut-out graph */
+    int count; /* nodes in it */
 } hood;
 
 static void add_group(hood *h, int head)
 {
     for (int n = 0; n < h->g->nnodes; n++)
-        if (h->group_of[n] == head) h->in[n] = true;
+        if (h->group_of[n] == head && !h->in[n]) h->in[n] = true, h->count++;
 }
 
 /* The group producing value v, through views (which are added too): the
@@ -176,11 +184,9 @@ static void add_layout_sources(hood *h, int rounds, int max_nodes)
     const ts_graph *g = h->g;
     bool *was = malloc((size_t)g->nnodes + 1);
     if (!was) return;
-    for (int r = 0; r < rounds; r++) {
-        int count = 0;
+    for (int r = 0; r < rounds && h->count < max_nodes; r++) {
         memcpy(was, h->in, (size_t)g->nnodes);
-        for (int n = 0; n < g->nnodes; n++) count += was[n];
-        for (int n = 0; n < g->nnodes && count < max_nodes; n++) {
+        for (int n = 0; n < g->nnodes && h->count < max_nodes; n++) {
             /* a convolution or matmul converts its own data input; the
              * operands of its fused post-ops (a residual) are read as
              * they come */
@@ -453,7 +459,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
     int nn = g->nnodes;
     uses u = {0};
     cut c = {0};
-    hood h = {g, group_of, &u, calloc((size_t)nn + 1, sizeof(bool))};
+    hood h = {g, group_of, &u, calloc((size_t)nn + 1, sizeof(bool)), 0};
     int *sidx = malloc(sizeof *sidx * ((size_t)nn + 1)), *charge = NULL;
     bool *sink = NULL;
     double *t = NULL, *col = NULL, *gt = calloc((size_t)nheads + 1, sizeof *gt);
@@ -479,7 +485,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
             add_siblings(&h, n);
         }
     add_layout_sources(&h, 3, 64);
-    for (int n = 0; n < nn; n++) r->nodes += h.in[n];
+    r->nodes = h.count;
     double rest = rest_bytes(g, &u, h.in);
     if ((st = cut_build(g, &u, h.in, &c, err))) goto done;
     const char *dump = getenv("TSOPT_COST_DUMP"); /* debugging: the cut-out graphs, for tsopt bench/profile */

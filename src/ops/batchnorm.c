@@ -106,6 +106,8 @@ static double bn_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_batchnorm = {
     .name = "BatchNormalization", .attr_size = sizeof(ts_batchnorm_attrs), .min_inputs = 5, .max_inputs = 5,
-    .min_outputs = 1, .max_outputs = 5, .flags = 0, .parse = bn_parse, .emit = bn_emit, .infer = bn_infer,
+    .min_outputs = 1, .max_outputs = 5, .flags = 0,
+    .linear_inputs = 0xf, /* degree 1 in X, scale, B, mean; not in var (docs/pet.md) */
+    .parse = bn_parse, .emit = bn_emit, .infer = bn_infer,
     .kernel = bn_kernel, .flops = bn_flops,
 };

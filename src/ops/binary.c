@@ -232,11 +232,11 @@ static double variadic_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_add = {
     BINARY("Add"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
-    .linear_inputs = 0, /* affine in each, linear in neither alone */
+    .linear_inputs = 0x3, /* degree 1 in each (PET: a sum of multi-linear terms, docs/pet.md) */
     .expr = "L[i] A[i] + B[i]", .infer = infer_arith, .kernel = add_kernel,
 };
 const ts_op_desc ts_op_sub = {
-    BINARY("Sub"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .expr = "L[i] A[i] - B[i]",
+    BINARY("Sub"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[i] A[i] - B[i]",
     .infer = infer_arith, .kernel = sub_kernel,
 };
 const ts_op_desc ts_op_mul = {

@@ -58,6 +58,6 @@ static int dropout_emit(const void *attrs, ts_attr *out, int max)
 
 const ts_op_desc ts_op_dropout = {
     .name = "Dropout", .attr_size = sizeof(dropout_attrs), .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
-    .max_outputs = 2, .flags = TS_OP_EXACT | TS_OP_MOVEMENT | TS_OP_ELEMENTWISE, .linear_inputs = 0x1,
+    .max_outputs = 2, .flags = TS_OP_EXACT | TS_OP_MOVEMENT | TS_OP_ELEMENTWISE | TS_OP_RANDOM, .linear_inputs = 0x1,
     .parse = dropout_parse, .emit = dropout_emit, .infer = copy_infer, .kernel = copy_kernel, .flops = no_flops,
 };

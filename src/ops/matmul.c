@@ -252,7 +252,7 @@ static double gemm_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_gemm = {
     .name = "Gemm", .attr_size = sizeof(ts_gemm_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
-    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x3, /* linear with C absent (or beta = 0) */
+    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x7, /* degree 1 in A, B and C (docs/pet.md) */
     .expr = "L[i,j] Sum[k] A[i,k]*B[k,j] + C[i,j]",
     .parse = gemm_parse, .emit = gemm_emit, .infer = gemm_infer, .kernel = gemm_kernel, .flops = gemm_flops,
 };

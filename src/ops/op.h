@@ -16,6 +16,8 @@ enum {
     TS_OP_SHAPE = 1 << 3,       /* computes on shapes (Shape, ConstantOfShape...) */
     TS_OP_SHAPE_ONLY = 1 << 4,  /* reads only its inputs' shapes, never their data (Shape):
                                    folds to a constant as soon as shapes are static */
+    TS_OP_RANDOM = 1 << 5,      /* may draw random numbers (Dropout in training mode, Random*):
+                                   two such nodes are never one (CSE) */
 };
 
 /* Shape/dtype inference context.  Inputs absent in the node are NULL.  An
@@ -59,7 +61,11 @@ struct ts_op_desc {
     int min_outputs, max_outputs; /* max_outputs -1: variadic */
     unsigned flags;
     uint32_t linear_inputs; /* bit i: output is linear in input i (PET's multi-linear test) */
-    const char *expr;       /* canonical tensor-algebra expression (EinNet), or NULL */
+    /* Canonical tensor-algebra expression at default attributes, for the
+     * reader (EinNet), or NULL.  The optimizer builds the expression of a
+     * node from its attributes and shapes in src/einnet/translate.c
+     * (stride, dilation, groups, padding included). */
+    const char *expr;
 
     /* Fills the zeroed struct `attrs` from generic attributes (defaults for
      * those absent).  NULL: the op has no attributes. */

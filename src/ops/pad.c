@@ -170,9 +170,9 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-/* Not marked linear: with a non-zero pad value the output is only affine. */
+/* Degree 1 in the data (docs/pet.md: with a non-zero pad value, affine). */
 const ts_op_desc ts_op_pad = {
     .name = "Pad", .attr_size = sizeof(pad_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
-    .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .parse = pad_parse, .emit = pad_emit,
+    .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = pad_parse, .emit = pad_emit,
     .infer = pad_infer, .kernel = pad_kernel, .flops = no_flops,
 };

@@ -342,6 +342,12 @@ static bool must_stop(dctx *s)
     return s->stop != NULL;
 }
 
+static bool emit_stopped(ts_source_emit *e)
+{
+    dctx *s = e->driver;
+    return s->failed || must_stop(s);
+}
+
 /* emit(): a source proposes candidate ng made from the graph being
  * expanded. */
 static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int count)
@@ -531,7 +537,7 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
     double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
     dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
               .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
-    s.emit = (ts_source_emit){.fn = consider, .driver = &s};
+    s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
     ts_graph *start = ts_graph_copy(g0);
     if (!start || !pset_init(&s.orig, g0)) {
         ts_graph_free(start);

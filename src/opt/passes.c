@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/attrs.h"
+#include "ops/list.h"
 #include "opt/passes.h"
 
 #define PARTS_MAX 64 /* merged siblings at most */
@@ -26,7 +27,7 @@ static bool is_output(const ts_graph *g, int v)
     return false;
 }
 
-static bool is_op(const ts_graph *g, int n, const char *op) { return !g->nodes[n].dead && !strcmp(g->nodes[n].op->name, op); }
+static bool is_op(const ts_graph *g, int n, const ts_op_desc *op) { return !g->nodes[n].dead && g->nodes[n].op == op; }
 
 /* The only live node reading v (read once), or -1. */
 static int sole_user(const ts_graph *g, int v)
@@ -135,12 +136,12 @@ typedef struct member {
 static bool matmul_member(const ts_graph *g, int n, int x, member *m)
 {
     const ts_node *nd = &g->nodes[n];
-    if (!is_op(g, n, "MatMul") || nd->inputs[0] != x || !f32_const(g, nd->inputs[1], 2)) return false;
+    if (!is_op(g, n, &ts_op_matmul) || nd->inputs[0] != x || !f32_const(g, nd->inputs[1], 2)) return false;
     int xr = g->values[x].shape.rank, y = nd->outputs[0];
     if ((xr != 2 && xr != 3) || g->values[x].dtype != TS_F32 || is_output(g, y)) return false;
     *m = (member){n, -1, y, -1};
     int a = sole_user(g, y);
-    if (a >= 0 && is_op(g, a, "Add")) {
+    if (a >= 0 && is_op(g, a, &ts_op_add)) {
         const ts_node *ad = &g->nodes[a];
         int other = ad->inputs[0] == y ? ad->inputs[1] : ad->inputs[0];
         int64_t N = g->values[nd->inputs[1]].shape.dims[1];
@@ -158,7 +159,7 @@ static bool matmul_member(const ts_graph *g, int n, int x, member *m)
 static bool conv_member(const ts_graph *g, int n, int x, member *m)
 {
     const ts_node *nd = &g->nodes[n];
-    if (!is_op(g, n, "Conv") || nd->inputs[0] != x || !f32_const(g, nd->inputs[1], 4)) return false;
+    if (!is_op(g, n, &ts_op_conv) || nd->inputs[0] != x || !f32_const(g, nd->inputs[1], 4)) return false;
     const ts_conv_attrs *ca = nd->attrs;
     if (ca->group != 1 || g->values[x].shape.rank != 4) return false;
     int bias = nd->ninputs > 2 ? nd->inputs[2] : -1;
@@ -167,7 +168,7 @@ static bool conv_member(const ts_graph *g, int n, int x, member *m)
     if (is_output(g, y)) return false;
     *m = (member){n, -1, y, bias};
     int r = sole_user(g, y);
-    if (r >= 0 && is_op(g, r, "Relu")) {
+    if (r >= 0 && is_op(g, r, &ts_op_relu)) {
         if (is_output(g, g->nodes[r].outputs[0])) return false;
         m->extra = r;
         m->tail = g->nodes[r].outputs[0];
@@ -338,7 +339,7 @@ static void descendants(const ts_graph *g, int v, char *mark, int *stack)
 static bool stack_member(const ts_graph *g, int n)
 {
     const ts_node *nd = &g->nodes[n];
-    if (!is_op(g, n, "MatMul") || !f32_const(g, nd->inputs[1], 2)) return false;
+    if (!is_op(g, n, &ts_op_matmul) || !f32_const(g, nd->inputs[1], 2)) return false;
     const ts_value *x = &g->values[nd->inputs[0]];
     return !x->constant && x->shape.rank == 2 && x->dtype == TS_F32 && !is_output(g, nd->outputs[0]);
 }
@@ -429,7 +430,7 @@ int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err)
     /* one Concat per (x, y) pair, so that its MatMuls become siblings */
     int ncat = 0, cap = 0, (*cat)[3] = NULL;
     for (int a = 0; a < nnodes; a++) {
-        if (!is_op(g, a, "Add") || g->nodes[a].ninputs != 2) continue;
+        if (!is_op(g, a, &ts_op_add) || g->nodes[a].ninputs != 2) continue;
         int y = g->nodes[a].outputs[0];
         if (is_output(g, y)) continue;
         int mm[2], in[2];
@@ -438,7 +439,7 @@ int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err)
         for (int k = 0; k < 2 && ok; k++) {
             int v = g->nodes[a].inputs[k];
             mm[k] = g->values[v].producer;
-            ok = mm[k] >= 0 && is_op(g, mm[k], "MatMul") && sole_user(g, v) == a;
+            ok = mm[k] >= 0 && is_op(g, mm[k], &ts_op_matmul) && sole_user(g, v) == a;
             if (!ok) break;
             in[k] = g->nodes[mm[k]].inputs[0];
             w[k] = f32_const(g, g->nodes[mm[k]].inputs[1], 2);
@@ -488,11 +489,7 @@ fail:
 
 /* ---- common subexpressions */
 
-static bool nondeterministic(const ts_node *n)
-{
-    return !strncmp(n->op->name, "Random", 6) || !strcmp(n->op->name, "Multinomial") ||
-           !strcmp(n->op->name, "Dropout") || !strcmp(n->op->name, "Bernoulli");
-}
+static bool nondeterministic(const ts_node *n) { return n->op->flags & TS_OP_RANDOM; }
 
 /* Same value, or two constants holding the same tensor. */
 static bool same_input(const ts_graph *g, int a, int b)
@@ -559,9 +556,9 @@ int ts_fold_conv_bn(ts_graph *g, ts_error *err)
     int folded = 0;
     for (int n = 0; n < g->nnodes; n++) {
         ts_node *bn = &g->nodes[n];
-        if (bn->dead || strcmp(bn->op->name, "BatchNormalization") || bn->noutputs != 1 || bn->ninputs != 5) continue;
+        if (bn->dead || bn->op != &ts_op_batchnorm || bn->noutputs != 1 || bn->ninputs != 5) continue;
         int cv = g->values[bn->inputs[0]].producer;
-        if (cv < 0 || g->nodes[cv].dead || strcmp(g->nodes[cv].op->name, "Conv")) continue;
+        if (cv < 0 || g->nodes[cv].dead || g->nodes[cv].op != &ts_op_conv) continue;
         ts_node *c = &g->nodes[cv];
         if (ts_value_uses(g, bn->inputs[0]) != 1) continue;
         bool is_out = false;

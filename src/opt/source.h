@@ -25,6 +25,9 @@ typedef struct ts_source_emit {
      * Returns false when the driver wants no more candidates (time is up,
      * a stop was asked, or an error): the source returns at once. */
     bool (*fn)(struct ts_source_emit *e, ts_graph *g, const char *what, int count);
+    /* True when the source must return now (time is up, a stop was asked):
+     * a source that may work long between two proposals asks it often. */
+    bool (*stopped)(struct ts_source_emit *e);
     void *driver;
 } ts_source_emit;
 
@@ -57,5 +60,7 @@ extern const ts_source *const ts_sources[];
 ts_status ts_sources_select(const char *list, const ts_source **sources, int *n, ts_error *err);
 
 extern const ts_source ts_source_taso;
+extern const ts_source ts_source_pet;
+extern const ts_source ts_source_einnet;
 
 #endif

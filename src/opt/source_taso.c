@@ -6,6 +6,7 @@
  * a rule `tsopt verify` proves. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "opt/passes.h"
 #include "opt/source.h"
 
@@ -16,28 +17,65 @@ typedef struct taso_state {
     char origin[300];
 } taso_state;
 
+/* Appends src[0..m) to *dst (which grows); the rules move, src's array
+ * is freed.  False out of memory (then both are freed by the caller). */
+static bool append_rules(ts_rule **dst, int *n, ts_rule *src, int m)
+{
+    ts_rule *t = realloc(*dst, sizeof *t * (size_t)(*n + m + 1));
+    if (!t) return false;
+    memcpy(t + *n, src, sizeof *t * (size_t)m);
+    *dst = t;
+    *n += m;
+    free(src);
+    return true;
+}
+
+/* The default set: the hand-written core rules as written (in the
+ * direction that pays: merges), then the generated and proved set
+ * (rules/taso.rules) in both directions -- the generator keeps one
+ * orientation of each equivalence (rule.h), and TASO's pruning argument
+ * needs both. */
+static ts_status load_default(taso_state *s, ts_error *err)
+{
+    ts_rule *gen = NULL;
+    int ngen = 0, core = 0;
+    ts_status st = ts_rules_parse_string(ts_core_rules, "<built-in core rules>", &s->rules, &s->nrules, err);
+    core = s->nrules;
+    if (!st) st = ts_rules_parse_string(ts_taso_rules, "<built-in rules/taso.rules>", &gen, &ngen, err);
+    if (!st) st = ts_rules_add_reverses(&gen, &ngen, &s->reversed, err);
+    if (!st && !append_rules(&s->rules, &s->nrules, gen, ngen)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else if (!st)
+        gen = NULL;
+    ts_rules_free(gen, ngen);
+    s->loaded = core + ngen - s->reversed;
+    snprintf(s->origin, sizeof s->origin,
+             "the built-in rules (rules/core.rules: %d, as written; rules/taso.rules: %d, generated and proved)", core,
+             s->loaded - core);
+    return st;
+}
+
 static ts_status taso_open(const ts_source_env *env, void **out, ts_error *err)
 {
     taso_state *s = calloc(1, sizeof *s);
     if (!s) return ts_error_set(err, TS_ERR_NOMEM, "out of memory loading rules");
     s->env = env;
     const char *path = env->opts->rules_path;
-    ts_status st = path ? ts_rules_parse_file(path, &s->rules, &s->nrules, err)
-                        : ts_rules_parse_string(ts_core_rules, "<built-in core rules>", &s->rules, &s->nrules, err);
-    s->loaded = s->nrules;
-    /* a generated file holds one orientation of each equivalence (rule.h),
-     * so its rules are used both ways; the built-in core rules are written
-     * in the direction that pays (merges), and their reverses only widened
-     * the search into the cost model's errors (NasRNN batch 16: a graph
-     * measured 0.84x was written) */
-    if (!st && path) st = ts_rules_add_reverses(&s->rules, &s->nrules, &s->reversed, err);
+    ts_status st;
+    if (path) {
+        /* a rule file is used both ways, like the generated set */
+        st = ts_rules_parse_file(path, &s->rules, &s->nrules, err);
+        s->loaded = s->nrules;
+        if (!st) st = ts_rules_add_reverses(&s->rules, &s->nrules, &s->reversed, err);
+        snprintf(s->origin, sizeof s->origin, "%s", path);
+    } else {
+        st = load_default(s, err);
+    }
     if (st) {
         ts_rules_free(s->rules, s->nrules);
         free(s);
         return st;
     }
     for (int i = 0; i < s->nrules; i++) s->usable += ts_rule_applicable(&s->rules[i]);
-    snprintf(s->origin, sizeof s->origin, "%s", path ? path : "the built-in core rules (rules/core.rules)");
     *out = s;
     return TS_OK;
 }
@@ -68,7 +106,7 @@ static ts_status taso_propose(void *state, const ts_graph *g, ts_source_emit *em
     taso_state *s = state;
     int vals[256];
     int nv = ts_merge_candidates(g, vals, 256);
-    for (int i = 0; i < nv; i++) {
+    for (int i = 0; i < nv && !emit->stopped(emit); i++) {
         ts_graph *ng = ts_graph_copy(g);
         if (!ng) return ts_error_set(err, TS_ERR_NOMEM, "out of memory in search");
         int n = ts_merge_siblings(ng, vals[i], s->env->cc, err);
@@ -83,7 +121,7 @@ static ts_status taso_propose(void *state, const ts_graph *g, ts_source_emit *em
     ts_match_index ix;
     if (ts_match_index_build(&ix, g, err)) return err->code;
     match_ctx c = {.s = s, .g = g, .emit = emit, .err = err};
-    for (int r = 0; r < s->nrules && !c.failed && !c.stop; r++) {
+    for (int r = 0; r < s->nrules && !c.failed && !c.stop && !emit->stopped(emit); r++) {
         c.rule = &s->rules[r];
         ts_match_all(&ix, c.rule, on_match, &c);
     }

@@ -2,7 +2,7 @@
 #include <string.h>
 #include "opt/source.h"
 
-const ts_source *const ts_sources[] = {&ts_source_taso, NULL};
+const ts_source *const ts_sources[] = {&ts_source_taso, &ts_source_pet, &ts_source_einnet, NULL};
 
 const char *ts_optimize_sources(void)
 {

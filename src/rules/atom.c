@@ -22,7 +22,8 @@ const ts_ropinfo ts_rop_table[TS_ROP_COUNT] = {
                        .match = ts_atom_matmul_match, .roots = ts_atom_matmul_roots,
                        .build = ts_atom_matmul_build, .split_point = ts_atom_matmul_split},
     [TS_ROP_CONV] = {.atom = "conv", .params = TS_RPARAM_STRIDE | TS_RPARAM_PAD | TS_RPARAM_ACT, .nargs = 2,
-                     .op = &ts_op_conv, .bias = true, .bias_axis = 0, .match = ts_atom_conv_match, .roots = ts_atom_conv_roots,
+                     .op = &ts_op_conv, .bias = true, .bias_axis = 0,
+                     .match = ts_atom_conv_match, .roots = ts_atom_conv_roots,
                      .build = ts_atom_conv_build, .split_point = ts_atom_conv_split},
     /* a Pad of a weight: built for the axioms, never matched (weights fold) */
     [TS_ROP_ENLARGE] = {.atom = "enlarge", .nargs = 2, .op = &ts_op_pad, .build = ts_atom_enlarge_build},

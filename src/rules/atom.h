@@ -5,11 +5,14 @@
  * An atom reads as ONNX in one of two ways, chosen by ts_rbuild:
  * - in model graphs (the matcher and applier): a rank-3 tensor is a batch
  *   of row blocks read as the matrix (B*S) x K, TASO axis a at ONNX axis
- *   a + 1; a scalar is any one-element tensor; SAME pads are TensorFlow's
- *   (the larger half after), the way exporters write them;
+ *   a + 1; a scalar is any one-element tensor; a concat of two constants
+ *   is made at once;
  * - in the axioms' theory (taso/axiom_check.c): axes as written, a scalar
- *   has rank 0, matmul takes rank-2 operands, SAME pads are (k-1)/2 on
- *   both sides (the verifier's semantics, docs/taso.md). */
+ *   has rank 0, matmul takes rank-2 operands.
+ * SAME pads are (k-1)/2 on both sides, odd kernels only, in both readings:
+ * the axioms are true for that SAME and some are false for TensorFlow's
+ * (docs/taso.md, "Semantics the axioms fix"); tf_same exists only for the
+ * axiom checker's --tf-same, which shows those failures. */
 #ifndef TS_RULES_ATOM_H
 #define TS_RULES_ATOM_H
 
@@ -52,7 +55,7 @@ struct ts_rbuild {
      * names); NULL: the builder's default. */
     const char *prefix;
     bool theory;     /* the axioms' reading (see above), else the models' */
-    bool sym_same;   /* SAME pads (k-1)/2 each side, else TensorFlow's split */
+    bool tf_same;    /* SAME pads as TensorFlow splits them (the odd pixel after) */
     ts_const_cache *cc; /* models: a concat of two constants is made here, through this memo (may be NULL) */
     /* Set by the caller before each build call: */
     int bias;         /* conv, matmul: constant bias value added to the result, -1 none */
@@ -79,12 +82,11 @@ int ts_rbuild_const(ts_rbuild *b, ts_tensor *t);
 /* ONNX axis of TASO axis a on a tensor of this rank. */
 int ts_rbuild_axis(const ts_rbuild *b, int rank, int a);
 /* ONNX pads [h_begin, w_begin, h_end, w_end] of a window (kernel k, stride
- * s) over NCHW input x; false when SAME is undefined (an even kernel in
- * the theory). */
+ * s) over NCHW input x; false when SAME is undefined (an even kernel). */
 bool ts_rbuild_pads(const ts_rbuild *b, const ts_shape *x, const int64_t *k, int s, ts_rpad pad, int64_t pads[4]);
 
-/* TensorFlow's SAME pads of a window over NCHW input x (what the models'
- * reading builds and matches). */
+/* TensorFlow's SAME pads of a window over NCHW input x: ceil(in / s)
+ * outputs, the odd pixel of padding after (auto_pad SAME_UPPER). */
 void ts_same_pads(const ts_shape *x, const int64_t *k, int64_t s, int64_t *pb, int64_t *pe);
 
 /* ---- the per-atom functions the table (atom.c) points to, by family */

@@ -17,7 +17,8 @@ bool ts_atom_concat_match(ts_rmatch *s, const ts_rexpr *e, int v)
     const ts_concat_attrs *a = n->attrs;
     int rank = ts_rvshape(s->g, v)->rank, axis;
     if (!ts_axis_norm(a->axis, rank, &axis) || axis != model_axis(rank, e->p.axis)) return false;
-    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) && ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
+    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) &&
+           ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
 }
 
 int ts_atom_concat_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)

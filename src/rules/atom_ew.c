@@ -17,7 +17,8 @@ bool ts_atom_ew_match(ts_rmatch *s, const ts_rexpr *e, int v)
     int p = ts_rmatch_producer(s, v, ts_rop_table[e->op].op);
     if (p < 0 || !same_shapes2(s->g, &s->g->nodes[p])) return false;
     const ts_node *n = &s->g->nodes[p];
-    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) && ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
+    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) &&
+           ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
 }
 
 int ts_atom_ew_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)
@@ -47,7 +48,8 @@ bool ts_atom_smul_match(ts_rmatch *s, const ts_rexpr *e, int v)
     const ts_node *n = &g->nodes[p];
     if (ts_shape_numel(ts_rvshape(g, n->inputs[1])) != 1 || !ts_shape_eq(ts_rvshape(g, n->inputs[0]), ts_rvshape(g, v)))
         return false;
-    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) && ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
+    return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]) &&
+           ts_rmatch_arg(s, e->arg[1], n->inputs[1]);
 }
 
 int ts_atom_smul_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)

@@ -25,7 +25,8 @@ bool ts_atom_matmul_match(ts_rmatch *s, const ts_rexpr *e, int v)
     const ts_node *n = &g->nodes[p];
     int ra = ts_rvshape(g, n->inputs[0])->rank, rb = ts_rvshape(g, n->inputs[1])->rank;
     if (rb != 2 || (ra != 2 && ra != 3)) return false;
-    if (!ts_rmatch_node(s, p) || !ts_rmatch_arg(s, e->arg[0], n->inputs[0]) || !ts_rmatch_arg(s, e->arg[1], n->inputs[1]))
+    if (!ts_rmatch_node(s, p) || !ts_rmatch_arg(s, e->arg[0], n->inputs[0]) ||
+        !ts_rmatch_arg(s, e->arg[1], n->inputs[1]))
         return false;
     return ts_rmatch_bias(s, e->arg[1], bias);
 }

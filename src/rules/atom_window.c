@@ -8,7 +8,13 @@
 #include "rules/atom.h"
 
 /* Whether a window node's attributes are TASO's stride and padding for
- * kernel k over input x (group 1, no dilation, floor mode). */
+ * kernel k over input x (group 1, no dilation, floor mode).  `same` is the
+ * axioms' SAME: (k-1)/2 on both sides, odd kernels (docs/taso.md,
+ * "Semantics the axioms fix").  TensorFlow's SAME_UPPER puts the odd pad
+ * pixel after; it is the same window only where the total pad is even
+ * (stride 1, or an odd input at stride 2): elsewhere axioms such as A21 and
+ * W2 are false for it, so such a node is not `same`.  PyTorch's
+ * symmetric pads are `same` at any stride. */
 static bool window_ok(const ts_window *w, int64_t group, const ts_shape *x, const int64_t *k, int stride, ts_rpad pad)
 {
     int64_t strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
@@ -24,15 +30,19 @@ static bool window_ok(const ts_window *w, int64_t group, const ts_shape *x, cons
     for (int j = 0; j < w->ndilations; j++)
         if (w->dilations[j] != 1) return false;
     if (strides[0] != stride || strides[1] != stride) return false;
-    if (w->auto_pad != TS_PAD_NOTSET) {
-        if (w->auto_pad == TS_PAD_VALID) return pad == TS_RPAD_VALID;
-        if (w->auto_pad == TS_PAD_SAME_UPPER) return pad == TS_RPAD_SAME;
-        return false;
+    if (w->auto_pad == TS_PAD_SAME_UPPER || w->auto_pad == TS_PAD_SAME_LOWER) {
+        int64_t pb[2], pe[2];
+        ts_same_pads(x, k, stride, pb, pe);
+        bool lower = w->auto_pad == TS_PAD_SAME_LOWER; /* the odd pixel before */
+        pads[0] = lower ? pe[0] : pb[0], pads[1] = lower ? pe[1] : pb[1];
+        pads[2] = lower ? pb[0] : pe[0], pads[3] = lower ? pb[1] : pe[1];
+    } else if (w->auto_pad == TS_PAD_VALID) {
+        memset(pads, 0, sizeof pads);
     }
     if (pad == TS_RPAD_VALID) return !pads[0] && !pads[1] && !pads[2] && !pads[3];
-    int64_t pb[2], pe[2];
-    ts_same_pads(x, k, stride, pb, pe);
-    return pads[0] == pb[0] && pads[1] == pb[1] && pads[2] == pe[0] && pads[3] == pe[1];
+    if (k[0] % 2 == 0 || k[1] % 2 == 0) return false;
+    return pads[0] == (k[0] - 1) / 2 && pads[2] == (k[0] - 1) / 2 && pads[1] == (k[1] - 1) / 2 &&
+           pads[3] == (k[1] - 1) / 2;
 }
 
 bool ts_atom_conv_match(ts_rmatch *s, const ts_rexpr *e, int v)

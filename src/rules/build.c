@@ -49,7 +49,6 @@ int ts_rbuild_axis(const ts_rbuild *b, int rank, int a)
 
 void ts_same_pads(const ts_shape *x, const int64_t *k, int64_t s, int64_t *pb, int64_t *pe)
 {
-    /* TensorFlow: ceil(in / s) outputs, the odd pixel of padding after */
     for (int d = 0; d < 2; d++) {
         int64_t in = x->dims[2 + d], out = (in + s - 1) / s;
         int64_t total = (out - 1) * s + k[d] - in;
@@ -63,9 +62,9 @@ bool ts_rbuild_pads(const ts_rbuild *b, const ts_shape *x, const int64_t *k, int
 {
     memset(pads, 0, 4 * sizeof *pads);
     if (pad != TS_RPAD_SAME) return true;
-    /* the theory's SAME keeps the output centred: odd kernels only */
-    if (b->theory && (k[0] % 2 == 0 || k[1] % 2 == 0)) return false;
-    if (b->sym_same) {
+    /* SAME keeps the output centred: odd kernels only */
+    if (k[0] % 2 == 0 || k[1] % 2 == 0) return false;
+    if (!b->tf_same) {
         for (int d = 0; d < 2; d++) pads[d] = pads[d + 2] = (k[d] - 1) / 2;
         return true;
     }

@@ -408,10 +408,10 @@ static void match_root(ts_rmatch *s, int i, walk *w)
 
 int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts_match *m, void *ctx), void *ctx)
 {
-    if (!ts_rule_applicable(r)) return 0;
+    if (r->nout < 1) return 0;
     if (!ix->scan_all) {
         /* most rules' root operator is absent from a given graph: done
-         * before any allocation */
+         * first, before walking the rule or allocating */
         const ts_op_desc *ops[2];
         int nops = root_ops(r->lhs[0], ops), n = 0;
         for (int k = 0; k < nops; k++) {
@@ -421,6 +421,7 @@ int ts_match_all(const ts_match_index *ix, const ts_rule *r, bool (*fn)(const ts
         }
         if (!n) return 0;
     }
+    if (!ts_rule_applicable(r)) return 0;
     ts_rmatch *s = calloc(1, sizeof *s);
     if (!s) return 0;
     s->ix = ix;

@@ -376,7 +376,7 @@ static ts_status one_point(check *k, ts_error *err)
     ts_tensor *inputs[MAX_BIND] = {0}, *outs[2] = {0};
     c->g = ts_graph_new("axiom", 17);
     if (!c->g) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    c->rb = (ts_rbuild){.g = c->g, .theory = true, .sym_same = !c->tf_same};
+    c->rb = (ts_rbuild){.g = c->g, .theory = true, .tf_same = c->tf_same};
     for (int i = 0; i < c->nb; i++) c->b[i].t = NULL;
     bool defined = true;
     for (int i = 0; i < c->nb && defined; i++) {

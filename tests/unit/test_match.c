@@ -316,8 +316,10 @@ Test(match, absent_root_operator_matches_nothing)
 {
     /* roots MatMul (or Add, its bias) / Relu for conv..relu / Conv */
     ts_rule *mm = parse1("; tsopt rules v1\n(rule mm (lhs (matmul ?x ?w)) (rhs (matmul ?x ?w)))\n");
-    ts_rule *cr = parse1("; tsopt rules v1\n(rule cr (lhs (conv s1 same relu ?x ?w)) (rhs (conv s1 same relu ?x ?w)))\n");
-    ts_rule *cv = parse1("; tsopt rules v1\n(rule cv (lhs (conv s1 same none ?x ?w)) (rhs (conv s1 same none ?x ?w)))\n");
+    ts_rule *cr = parse1("; tsopt rules v1\n"
+                         "(rule cr (lhs (conv s1 same relu ?x ?w)) (rhs (conv s1 same relu ?x ?w)))\n");
+    ts_rule *cv = parse1("; tsopt rules v1\n"
+                         "(rule cv (lhs (conv s1 same none ?x ?w)) (rhs (conv s1 same none ?x ?w)))\n");
     ts_graph *g = add_relu();
     collect c;
     /* the graph has Add and Relu nodes, which these roots may be, but no
@@ -425,4 +427,67 @@ Test(match, index_changes_no_match_on_the_zoo)
     }
     cr_assert_gt(total, 1000, "the zoo has matches of the shipped rules (%ld)", total);
     ts_rules_free(rs, nr);
+}
+
+/* `same` is the axioms' SAME, (k-1)/2 on both sides (docs/taso.md,
+ * "Semantics the axioms fix").  At stride 2 on an even image, PyTorch's
+ * symmetric pads are that window and TensorFlow's SAME_UPPER (the odd pad
+ * pixel after) is not, so only the former matches; on an odd image they
+ * agree.  A rewrite at stride 2 rebuilds the same window. */
+static ts_graph *one_conv(int hw, const int64_t *pads, const char *auto_pad)
+{
+    ts_error e = {0};
+    uint64_t rng = 11;
+    int64_t xd[4] = {1, 2, hw, hw}, wd[4] = {3, 2, 3, 3}, st[2] = {2, 2};
+    ts_shape xs = ts_shape_make(4, xd);
+    ts_graph *g = ts_graph_new("conv", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
+    ts_tensor *t = rand_tensor(4, wd, &rng);
+    int w = ts_graph_add_constant(g, "w", t, &e), y, in[2] = {x, w};
+    ts_tensor_unref(t);
+    ts_attr a[2] = {ts_attr_ints("strides", st, 2),
+                    auto_pad ? ts_attr_string("auto_pad", auto_pad) : ts_attr_ints("pads", pads, 4)};
+    cr_assert(ts_graph_add_node(g, "Conv", "c", in, 2, a, 2, 1, (const char *const[]){"y"}, &y, &e) >= 0, "%s", e.msg);
+    ts_graph_add_output(g, y, &e);
+    return g;
+}
+
+Test(match, same_is_symmetric)
+{
+    ts_rule *r = parse1("; tsopt rules v1\n(rule s (lhs (conv s2 same none ?x ?w)) (rhs (conv s2 same none ?x ?w)))\n");
+    const int64_t sym[4] = {1, 1, 1, 1}, tf[4] = {0, 0, 1, 1};
+    collect c;
+    ts_graph *g = one_conv(8, sym, NULL);
+    cr_assert_eq(matches(g, r, &c), 1, "symmetric pads, even image");
+    ts_graph_free(g);
+    g = one_conv(8, tf, NULL);
+    cr_assert_eq(matches(g, r, &c), 0, "TensorFlow's pads, even image: another window");
+    ts_graph_free(g);
+    g = one_conv(8, NULL, "SAME_UPPER");
+    cr_assert_eq(matches(g, r, &c), 0, "SAME_UPPER, even image: another window");
+    ts_graph_free(g);
+    g = one_conv(9, NULL, "SAME_UPPER");
+    cr_assert_eq(matches(g, r, &c), 1, "SAME_UPPER, odd image: the same window");
+    ts_graph_free(g);
+    ts_rules_free(r, 1);
+}
+
+Test(match, stride2_merge_keeps_the_window)
+{
+    ts_error e = {0};
+    ts_rule *r = parse1("; tsopt rules v1\n(rule m\n"
+                        "  (lhs (conv s2 same none ?x ?w1) (conv s2 same none ?x ?w2))\n"
+                        "  (rhs (split0 1 (conv s2 same none ?x (concat 0 ?w1 ?w2)))\n"
+                        "       (split1 1 (conv s2 same none ?x (concat 0 ?w1 ?w2)))))\n");
+    ts_graph *g = two_convs(2, 1); /* 8x8, stride 2, pads 1: symmetric */
+    collect c;
+    cr_assert_eq(matches(g, r, &c), 2);
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, r, &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    cr_assert_eq(count_op(h, "Conv"), 1);
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+    ts_rules_free(r, 1);
 }

@@ -756,7 +756,7 @@ Test(descriptors, flags_and_flops)
         cr_assert_not_null(d, "%s is not registered", floaty[i]);
         cr_assert_not(d->flags & TS_OP_EXACT, "%s cannot be exact", floaty[i]);
     }
-    cr_assert_eq(ts_op_find("Conv")->linear_inputs, 0x3);
+    cr_assert_eq(ts_op_find("Conv")->linear_inputs, 0x7); /* X, W and the bias: degree 1 in each (docs/pet.md) */
     cr_assert_eq(ts_op_find("MatMul")->linear_inputs, 0x3);
     cr_assert_not_null(ts_op_find("Conv")->expr);
     /* Conv 1x64x56x56, 64 filters 3x3 pad 1: 2 * 64*56*56 * 64*9 flops */

@@ -1,0 +1,562 @@
+/* Instantiation of expressions as graph nodes (instantiate.h).
+ *
+ * A scope's result is a tensor whose physical dimension j holds the
+ * scope's traversal position lay[j]: the matcher leaves a MatMul's result
+ * in the layout MatMul makes ([batch, M, N]) and its readers slice it in
+ * that layout, so no transpose is spent on an intermediate (the paper's
+ * point that an instantiated scope chooses its layout).  Only the root is
+ * put in traversal order, then reshaped to the output. */
+#include <stdio.h>
+#include <string.h>
+#include "einnet/instantiate.h"
+
+typedef struct tref {
+    int v;                    /* value id */
+    int nd;                   /* logical dims (= physical) */
+    int lay[TS_MAX_RANK];     /* physical dim j -> logical position */
+    int64_t lo[TS_MAX_RANK];  /* first index of each logical position */
+    int64_t ext[TS_MAX_RANK]; /* extent of each logical position */
+} tref;
+
+/* ------------------------------------------------------- the analysis */
+
+static bool plain(const ts_ein_idx *x)
+{
+    return x->n == 1 && x->co[0] == 1 && x->c == 0 && x->div == 1 && !x->mod;
+}
+
+static int pos_in(const int16_t *list, int n, int it)
+{
+    for (int d = 0; d < n; d++)
+        if (list[d] == it) return d;
+    return -1;
+}
+
+/* First index and extent of logical dimension d of src. */
+static void src_range(const ts_ein *e, int src, int d, int64_t *lo, int64_t *ext)
+{
+    if (src >= 0) {
+        *lo = 0;
+        *ext = e->in_shape[src].dims[d];
+    } else {
+        const ts_ein_iter *r = &e->iter[e->scope[ts_ein_src_scope(src)].trav[d]];
+        *lo = r->lo;
+        *ext = r->hi - r->lo;
+    }
+}
+
+typedef struct mm {
+    int read[2];
+    int16_t grp[4][EIN_MAX_TRAV]; /* batch, m, n, k */
+    int ngrp[4];
+} mm;
+enum { G_BATCH, G_M, G_N, G_K };
+
+static bool mm_analyze(const ts_ein *e, int s, mm *m)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *b = &e->node[sc->body];
+    if (!sc->nsum || b->op != EIN_MUL || e->node[b->a].op != EIN_READ || e->node[b->b].op != EIN_READ) return false;
+    if (sc->ntrav > TS_MAX_RANK) return false;
+    memset(m, 0, sizeof *m);
+    m->read[0] = b->a;
+    m->read[1] = b->b;
+    /* the iterator mapping table: in which of A, B each iterator is */
+    unsigned in[EIN_MAX_ITERS] = {0};
+    for (int o = 0; o < 2; o++) {
+        const ts_ein_node *r = &e->node[m->read[o]];
+        if (r->rank > TS_MAX_RANK) return false;
+        for (int d = 0; d < r->rank; d++) {
+            const ts_ein_idx *x = &e->idx[r->idx + d];
+            int64_t lo, ext;
+            src_range(e, r->src, d, &lo, &ext);
+            if (x->n == 0 && x->div == 1 && !x->mod && x->c == lo && ext == 1) continue;
+            if (!plain(x) || (in[x->it[0]] & (1u << o))) return false;
+            const ts_ein_iter *it = &e->iter[x->it[0]];
+            if (it->lo != lo || it->hi - it->lo != ext) return false; /* would need a slice or a pad */
+            in[x->it[0]] |= 1u << o;
+        }
+    }
+    for (int d = 0; d < sc->ntrav; d++) {
+        unsigned w = in[sc->trav[d]];
+        int g = w == 3 ? G_BATCH : w == 1 ? G_M : w == 2 ? G_N : -1;
+        if (g < 0) return false;
+        m->grp[g][m->ngrp[g]++] = sc->trav[d];
+    }
+    for (int d = 0; d < sc->nsum; d++) {
+        if (in[sc->sum[d]] != 3) return false; /* a reduction of one operand is not a MatMul */
+        m->grp[G_K][m->ngrp[G_K]++] = sc->sum[d];
+    }
+    return true;
+}
+
+/* Read rn with the iterators of scope s set in fixed[] (summation ones)
+ * as a slice of its source: per logical dim, the start, the step (0: one
+ * point) and the traversal position it spans (-1: none). */
+typedef struct rslice {
+    int64_t start[TS_MAX_RANK], step[TS_MAX_RANK];
+    int tpos[TS_MAX_RANK];
+} rslice;
+
+static bool read_slice(const ts_ein *e, int s, int rn, const int64_t *val, bool with_sums, rslice *rs)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *r = &e->node[rn];
+    if (r->rank > TS_MAX_RANK) return false;
+    bool used[EIN_MAX_TRAV] = {0};
+    for (int d = 0; d < r->rank; d++) {
+        const ts_ein_idx *x = &e->idx[r->idx + d];
+        if (x->div != 1 || x->mod) return false;
+        int64_t c = x->c, lo, ext;
+        rs->tpos[d] = -1;
+        rs->step[d] = 0;
+        for (int k = 0; k < x->n; k++) {
+            int p = pos_in(sc->trav, sc->ntrav, x->it[k]);
+            if (p < 0) {
+                if (!with_sums || pos_in(sc->sum, sc->nsum, x->it[k]) < 0) return false;
+                c += x->co[k] * val[x->it[k]];
+                continue;
+            }
+            if (rs->tpos[d] >= 0 || used[p] || x->co[k] < 1) return false;
+            used[p] = true;
+            rs->tpos[d] = p;
+            rs->step[d] = x->co[k];
+            c += x->co[k] * e->iter[x->it[k]].lo;
+        }
+        src_range(e, r->src, d, &lo, &ext);
+        rs->start[d] = c - lo;
+    }
+    return true;
+}
+
+static bool covers_all(const ts_ein *e, int s, const int *reads, int nr)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    int64_t zero[EIN_MAX_ITERS] = {0};
+    bool seen[EIN_MAX_TRAV] = {0};
+    for (int i = 0; i < nr; i++) {
+        rslice rs;
+        if (!read_slice(e, s, reads[i], zero, true, &rs)) return false;
+        for (int d = 0; d < e->node[reads[i]].rank; d++)
+            if (rs.tpos[d] >= 0) seen[rs.tpos[d]] = true;
+    }
+    for (int p = 0; p < sc->ntrav; p++)
+        if (!seen[p]) return false;
+    return true;
+}
+
+static bool arith_reads(const ts_ein *e, int n, int *reads, int *nr)
+{
+    const ts_ein_node *x = &e->node[n];
+    if (x->op == EIN_READ) {
+        if (*nr >= 8) return false;
+        reads[(*nr)++] = n;
+        return true;
+    }
+    if (x->a >= 0 && !arith_reads(e, x->a, reads, nr)) return false;
+    return x->b < 0 || arith_reads(e, x->b, reads, nr);
+}
+
+static int64_t sum_points(const ts_ein *e, const ts_ein_scope *sc)
+{
+    int64_t n = 1;
+    for (int d = 0; d < sc->nsum; d++) {
+        n *= e->iter[sc->sum[d]].hi - e->iter[sc->sum[d]].lo;
+        if (n > EIN_MAX_UNROLL) return n;
+    }
+    return n;
+}
+
+ts_ein_kind ts_ein_scope_kind(const ts_ein *e, int s)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    if (sc->ntrav > TS_MAX_RANK || sc->ntrav < 1) return EIN_KIND_NONE;
+    mm m;
+    if (mm_analyze(e, s, &m)) return EIN_KIND_MATMUL;
+    const ts_ein_node *b = &e->node[sc->body];
+    int reads[8], nr = 0;
+    if (b->op == EIN_READ && sum_points(e, sc) <= EIN_MAX_UNROLL) {
+        reads[0] = sc->body;
+        if (!covers_all(e, s, reads, 1)) return EIN_KIND_NONE;
+        return EIN_KIND_REDUCE;
+    }
+    if (!sc->nsum && arith_reads(e, sc->body, reads, &nr) && covers_all(e, s, reads, nr)) return EIN_KIND_ELEMENTWISE;
+    return EIN_KIND_NONE;
+}
+
+bool ts_ein_instantiable(const ts_ein *e)
+{
+    for (int s = 0; s < e->nscope; s++)
+        if (ts_ein_scope_kind(e, s) == EIN_KIND_NONE) return false;
+    return true;
+}
+
+void ts_ein_describe(const ts_ein *e, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    /* innermost first: the order the nodes run in */
+    for (int s = e->nscope - 1; s >= 0 && len + 1 < n; s--) {
+        ts_ein_kind k = ts_ein_scope_kind(e, s);
+        const char *name = k == EIN_KIND_MATMUL ? "matmul" : k == EIN_KIND_REDUCE ? "reduce" : k == EIN_KIND_ELEMENTWISE ? "ew" : "eop";
+        char pts[32] = "";
+        if (k == EIN_KIND_REDUCE && e->scope[s].nsum)
+            snprintf(pts, sizeof pts, "%lld", (long long)sum_points(e, &e->scope[s]));
+        if (k == EIN_KIND_REDUCE && !e->scope[s].nsum) name = "move";
+        int w = snprintf(buf + len, n - len, "%s%s%s", len ? "+" : "", name, pts);
+        if (w > 0) len += (size_t)w;
+    }
+}
+
+/* ------------------------------------------------------------ building */
+
+typedef struct bld {
+    const ts_ein *e;
+    ts_graph *g;
+    const int *inputs;
+    const char *prefix;
+    ts_dtype dtype;
+    int count;
+    ts_error *err;
+    tref scope[EIN_MAX_SCOPES];
+    bool done[EIN_MAX_SCOPES];
+} bld;
+
+static void fresh(bld *b, const char *kind, char *out, size_t n)
+{
+    do snprintf(out, n, "%s.%s%d", b->prefix, kind, b->count++);
+    while (ts_graph_find_value(b->g, out) >= 0);
+}
+
+static int node(bld *b, const char *op, const int *ins, int nin, const ts_attr *at, int na)
+{
+    char name[200];
+    fresh(b, "ein", name, sizeof name);
+    const char *oname = name;
+    int out = -1;
+    if (ts_graph_add_node(b->g, op, name, ins, nin, at, na, 1, &oname, &out, b->err) < 0) return -1;
+    return out;
+}
+
+static int i64s(bld *b, const int64_t *v, int n)
+{
+    char name[200];
+    fresh(b, "c", name, sizeof name);
+    int64_t d = n;
+    ts_shape s = ts_shape_make(1, &d);
+    ts_tensor *t = ts_tensor_new(TS_I64, &s, b->err);
+    if (!t) return -1;
+    memcpy(t->data, v, sizeof *v * (size_t)n);
+    int id = ts_graph_add_constant(b->g, name, t, b->err);
+    ts_tensor_unref(t);
+    return id;
+}
+
+static int scalar(bld *b, double v)
+{
+    char name[200];
+    fresh(b, "c", name, sizeof name);
+    ts_shape s = {0};
+    ts_tensor *t = ts_tensor_new(b->dtype, &s, b->err);
+    if (!t) return -1;
+    ts_tensor_set_f64(t, 0, v);
+    int id = ts_graph_add_constant(b->g, name, t, b->err);
+    ts_tensor_unref(t);
+    return id;
+}
+
+static int transpose(bld *b, int v, const int *perm, int nd)
+{
+    bool id = true;
+    for (int j = 0; j < nd; j++) id &= perm[j] == j;
+    if (id || v < 0) return v;
+    int64_t p[TS_MAX_RANK];
+    for (int j = 0; j < nd; j++) p[j] = perm[j];
+    ts_attr at = ts_attr_ints("perm", p, nd);
+    return node(b, "Transpose", &v, 1, &at, 1);
+}
+
+static int reshape(bld *b, int v, const int64_t *dims, int nd)
+{
+    if (v < 0) return -1;
+    ts_shape want = ts_shape_make(nd, dims);
+    if (ts_shape_eq(&b->g->values[v].shape, &want)) return v;
+    int ins[2] = {v, i64s(b, dims, nd)};
+    return ins[1] < 0 ? -1 : node(b, "Reshape", ins, 2, NULL, 0);
+}
+
+static ts_status scope_build(bld *b, int s);
+
+static ts_status src_ref(bld *b, int src, tref *t)
+{
+    if (src < 0) {
+        int s = ts_ein_src_scope(src);
+        if (!b->done[s] && scope_build(b, s)) return b->err->code;
+        *t = b->scope[s];
+        return TS_OK;
+    }
+    const ts_shape *sh = &b->e->in_shape[src];
+    *t = (tref){.v = b->inputs[src], .nd = sh->rank};
+    for (int d = 0; d < sh->rank; d++) t->lay[d] = d, t->ext[d] = sh->dims[d];
+    return TS_OK;
+}
+
+static ts_status fail(bld *b)
+{
+    if (!b->err->code) ts_error_set(b->err, TS_ERR_INVALID, "einnet: instantiation failed");
+    return b->err->code;
+}
+
+/* Operand o of a MatMul scope as [batch?, rows, cols] with groups g0, g1. */
+static int mm_operand(bld *b, const mm *m, int o, int g0, int g1, int64_t *bs)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_node *r = &e->node[m->read[o]];
+    tref t;
+    if (src_ref(b, r->src, &t)) return -1;
+    /* logical dim of each iterator */
+    int perm[TS_MAX_RANK], np = 0;
+    int64_t dims[3] = {1, 1, 1};
+    const int grp[3] = {G_BATCH, g0, g1};
+    for (int gi = 0; gi < 3; gi++)
+        for (int k = 0; k < m->ngrp[grp[gi]]; k++) {
+            int it = m->grp[grp[gi]][k];
+            for (int d = 0; d < r->rank; d++) {
+                const ts_ein_idx *x = &e->idx[r->idx + d];
+                if (x->n != 1 || x->it[0] != it) continue;
+                for (int j = 0; j < t.nd; j++)
+                    if (t.lay[j] == d) perm[np++] = j;
+                dims[gi] *= t.ext[d];
+            }
+        }
+    for (int j = 0; j < t.nd; j++) { /* size-1 constant dims last */
+        bool in = false;
+        for (int k = 0; k < np; k++) in |= perm[k] == j;
+        if (!in) perm[np++] = j;
+    }
+    *bs = dims[0];
+    int v = transpose(b, t.v, perm, t.nd);
+    return m->ngrp[G_BATCH] ? reshape(b, v, dims, 3) : reshape(b, v, dims + 1, 2);
+}
+
+static ts_status build_matmul(bld *b, int s, const mm *m)
+{
+    const ts_ein *e = b->e;
+    int64_t bs;
+    int a = mm_operand(b, m, 0, G_M, G_K, &bs), bb = mm_operand(b, m, 1, G_K, G_N, &bs);
+    if (a < 0 || bb < 0) return fail(b);
+    int ins[2] = {a, bb};
+    int v = node(b, "MatMul", ins, 2, NULL, 0);
+    tref *t = &b->scope[s];
+    *t = (tref){.nd = e->scope[s].ntrav};
+    int64_t dims[TS_MAX_RANK];
+    int j = 0;
+    const int order[3] = {G_BATCH, G_M, G_N};
+    for (int gi = 0; gi < 3; gi++)
+        for (int k = 0; k < m->ngrp[order[gi]]; k++) {
+            int p = pos_in(e->scope[s].trav, e->scope[s].ntrav, m->grp[order[gi]][k]);
+            t->lay[j] = p;
+            dims[j++] = e->iter[m->grp[order[gi]][k]].hi - e->iter[m->grp[order[gi]][k]].lo;
+        }
+    t->v = reshape(b, v, dims, j);
+    return t->v < 0 ? fail(b) : TS_OK;
+}
+
+/* Read rn of scope s at each of npts points (values of the summation
+ * iterators in vals[pt*EIN_MAX_ITERS...]) as tensors in traversal order,
+ * dimensions the read does not span being 1; writes the value ids (-1 for
+ * a point wholly out of range, which reads 0). */
+static ts_status read_points(bld *b, int s, int rn, const int64_t *vals, int npts, int *outv)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *r = &e->node[rn];
+    tref t;
+    if (src_ref(b, r->src, &t)) return b->err->code;
+    rslice rs[EIN_MAX_UNROLL];
+    bool skip[EIN_MAX_UNROLL] = {0};
+    int64_t before[TS_MAX_RANK] = {0}, after[TS_MAX_RANK] = {0};
+    for (int pt = 0; pt < npts; pt++) {
+        if (!read_slice(e, s, rn, vals + pt * EIN_MAX_ITERS, true, &rs[pt])) return fail(b);
+        for (int d = 0; d < r->rank; d++) {
+            int64_t len = rs[pt].tpos[d] >= 0 ? e->iter[sc->trav[rs[pt].tpos[d]]].hi - e->iter[sc->trav[rs[pt].tpos[d]]].lo : 1;
+            int64_t first = rs[pt].start[d], last = first + (len - 1) * (rs[pt].step[d] ? rs[pt].step[d] : 1);
+            if (last < 0 || first >= t.ext[d]) skip[pt] = true;
+        }
+        for (int d = 0; d < r->rank && !skip[pt]; d++) {
+            int64_t len = rs[pt].tpos[d] >= 0 ? e->iter[sc->trav[rs[pt].tpos[d]]].hi - e->iter[sc->trav[rs[pt].tpos[d]]].lo : 1;
+            int64_t first = rs[pt].start[d], last = first + (len - 1) * (rs[pt].step[d] ? rs[pt].step[d] : 1);
+            if (-first > before[d]) before[d] = -first;
+            if (last + 1 - t.ext[d] > after[d]) after[d] = last + 1 - t.ext[d];
+        }
+    }
+    int padded = t.v;
+    bool any_pad = false;
+    for (int d = 0; d < r->rank; d++) any_pad |= before[d] || after[d];
+    if (any_pad) {
+        int64_t pads[2 * TS_MAX_RANK];
+        for (int j = 0; j < t.nd; j++) pads[j] = before[t.lay[j]], pads[t.nd + j] = after[t.lay[j]];
+        int ins[2] = {t.v, i64s(b, pads, 2 * t.nd)};
+        if (ins[1] < 0 || (padded = node(b, "Pad", ins, 2, NULL, 0)) < 0) return fail(b);
+    }
+    for (int pt = 0; pt < npts; pt++) {
+        outv[pt] = -1;
+        if (skip[pt]) continue;
+        int64_t st[TS_MAX_RANK], en[TS_MAX_RANK], ax[TS_MAX_RANK], sp[TS_MAX_RANK], full_dims = 0;
+        int nax = 0;
+        int64_t pdims[TS_MAX_RANK]; /* physical dims after slicing */
+        for (int j = 0; j < t.nd; j++) {
+            int d = t.lay[j];
+            int tp = rs[pt].tpos[d];
+            int64_t len = tp >= 0 ? e->iter[sc->trav[tp]].hi - e->iter[sc->trav[tp]].lo : 1;
+            int64_t step = rs[pt].step[d] ? rs[pt].step[d] : 1, first = rs[pt].start[d] + before[d];
+            int64_t whole = t.ext[d] + before[d] + after[d];
+            pdims[j] = len;
+            if (first == 0 && step == 1 && len == whole) {
+                full_dims++;
+                continue;
+            }
+            st[nax] = first;
+            en[nax] = first + (len - 1) * step + 1;
+            ax[nax] = j;
+            sp[nax++] = step;
+        }
+        int v = padded;
+        if (nax) {
+            int ins[5] = {padded, i64s(b, st, nax), i64s(b, en, nax), i64s(b, ax, nax), i64s(b, sp, nax)};
+            for (int k = 1; k < 5; k++)
+                if (ins[k] < 0) return fail(b);
+            if ((v = node(b, "Slice", ins, 5, NULL, 0)) < 0) return fail(b);
+        }
+        /* physical dims in traversal order, single points last */
+        int perm[TS_MAX_RANK], np = 0;
+        for (int p = 0; p < sc->ntrav; p++)
+            for (int j = 0; j < t.nd; j++)
+                if (rs[pt].tpos[t.lay[j]] == p) perm[np++] = j;
+        for (int j = 0; j < t.nd; j++)
+            if (rs[pt].tpos[t.lay[j]] < 0) perm[np++] = j;
+        v = transpose(b, v, perm, t.nd);
+        int64_t dims[TS_MAX_RANK];
+        for (int p = 0; p < sc->ntrav; p++) {
+            dims[p] = 1;
+            for (int j = 0; j < t.nd; j++)
+                if (rs[pt].tpos[t.lay[j]] == p) dims[p] = pdims[j];
+        }
+        if ((outv[pt] = reshape(b, v, dims, sc->ntrav)) < 0) return fail(b);
+        (void)full_dims;
+    }
+    return TS_OK;
+}
+
+static void trav_ref(bld *b, int s, int v)
+{
+    const ts_ein_scope *sc = &b->e->scope[s];
+    tref *t = &b->scope[s];
+    *t = (tref){.v = v, .nd = sc->ntrav};
+    for (int p = 0; p < sc->ntrav; p++) {
+        t->lay[p] = p;
+        t->lo[p] = b->e->iter[sc->trav[p]].lo;
+        t->ext[p] = b->e->iter[sc->trav[p]].hi - t->lo[p];
+    }
+}
+
+static ts_status build_reduce(bld *b, int s)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_scope *sc = &e->scope[s];
+    static _Thread_local int64_t vals[EIN_MAX_UNROLL * EIN_MAX_ITERS];
+    int npts = 0;
+    int64_t cur[EIN_MAX_ITERS] = {0};
+    for (int d = 0; d < sc->nsum; d++) cur[sc->sum[d]] = e->iter[sc->sum[d]].lo;
+    for (;;) {
+        memcpy(vals + npts * EIN_MAX_ITERS, cur, sizeof cur);
+        npts++;
+        int d = sc->nsum - 1;
+        for (; d >= 0; d--) {
+            if (++cur[sc->sum[d]] < e->iter[sc->sum[d]].hi) break;
+            cur[sc->sum[d]] = e->iter[sc->sum[d]].lo;
+        }
+        if (d < 0) break;
+    }
+    int outv[EIN_MAX_UNROLL];
+    if (read_points(b, s, sc->body, vals, npts, outv)) return b->err->code;
+    int acc = -1;
+    for (int pt = 0; pt < npts; pt++) {
+        if (outv[pt] < 0) continue;
+        if (acc < 0) {
+            acc = outv[pt];
+            continue;
+        }
+        int ins[2] = {acc, outv[pt]};
+        if ((acc = node(b, "Add", ins, 2, NULL, 0)) < 0) return fail(b);
+    }
+    if (acc < 0) return ts_error_set(b->err, TS_ERR_UNSUPPORTED, "einnet: a reduction reads only padding");
+    trav_ref(b, s, acc);
+    return TS_OK;
+}
+
+static int build_arith(bld *b, int s, int n)
+{
+    const ts_ein_node *x = &b->e->node[n];
+    static const char *ops[] = {[EIN_ADD] = "Add", [EIN_SUB] = "Sub", [EIN_MUL] = "Mul", [EIN_DIV] = "Div",
+                                [EIN_NEG] = "Neg", [EIN_RELU] = "Relu"};
+    if (x->op == EIN_READ) {
+        int64_t zero[EIN_MAX_ITERS] = {0};
+        int v;
+        if (read_points(b, s, n, zero, 1, &v)) return -1;
+        return v < 0 ? scalar(b, 0) : v;
+    }
+    if (x->op == EIN_NUM) return scalar(b, x->num);
+    int ins[2] = {build_arith(b, s, x->a), x->b >= 0 ? build_arith(b, s, x->b) : 0};
+    if (ins[0] < 0 || ins[1] < 0) return -1;
+    return node(b, ops[x->op], ins, x->b >= 0 ? 2 : 1, NULL, 0);
+}
+
+static ts_status scope_build(bld *b, int s)
+{
+    mm m;
+    ts_status st;
+    switch (ts_ein_scope_kind(b->e, s)) {
+    case EIN_KIND_MATMUL:
+        mm_analyze(b->e, s, &m);
+        st = build_matmul(b, s, &m);
+        break;
+    case EIN_KIND_REDUCE: st = build_reduce(b, s); break;
+    case EIN_KIND_ELEMENTWISE: {
+        int v = build_arith(b, s, b->e->scope[s].body);
+        if (v < 0) return fail(b);
+        trav_ref(b, s, v);
+        st = TS_OK;
+        break;
+    }
+    default: return ts_error_set(b->err, TS_ERR_UNSUPPORTED, "einnet: scope %d has no instantiation", s);
+    }
+    if (st) return st;
+    /* logical ranges of the scope, whatever the builder's layout */
+    const ts_ein_scope *sc = &b->e->scope[s];
+    for (int p = 0; p < sc->ntrav; p++) {
+        b->scope[s].lo[p] = b->e->iter[sc->trav[p]].lo;
+        b->scope[s].ext[p] = b->e->iter[sc->trav[p]].hi - b->scope[s].lo[p];
+    }
+    b->done[s] = true;
+    return TS_OK;
+}
+
+ts_status ts_ein_instantiate(const ts_ein *e, ts_graph *g, const int *inputs, const char *prefix, int *out,
+                             ts_error *err)
+{
+    bld b = {.e = e, .g = g, .inputs = inputs, .prefix = prefix, .err = err, .dtype = TS_F32};
+    if (e->ninputs) b.dtype = g->values[inputs[0]].dtype;
+    if (g->opset < 11) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: opset %d < 11 (Pad/Slice as inputs)", g->opset);
+    if (scope_build(&b, 0)) return err->code;
+    const tref *t = &b.scope[0];
+    int perm[TS_MAX_RANK];
+    for (int p = 0; p < t->nd; p++)
+        for (int j = 0; j < t->nd; j++)
+            if (t->lay[j] == p) perm[p] = j;
+    int v = transpose(&b, t->v, perm, t->nd);
+    v = reshape(&b, v, e->out_shape.dims, e->out_shape.rank);
+    if (v < 0) return fail(&b);
+    *out = v;
+    return TS_OK;
+}

@@ -1,0 +1,33 @@
+/* Instantiation (paper section 5): an expression becomes graph nodes.
+ * Each scope is matched, through the iterator mapping table, onto
+ * tsopt's MatMul (batch / M / N / K groups), or lowered to standard
+ * movement operators: a scope whose body is one read, summed over few
+ * points, is Pad + one Slice per point + Adds (the paper's OffsetReduce,
+ * col2im's aggregation); a scope without summation whose body is
+ * arithmetic over reads is those reads plus broadcast element-wise
+ * operators.  Anything else has no instantiation yet (an eOperator). */
+#ifndef TS_EINNET_INSTANTIATE_H
+#define TS_EINNET_INSTANTIATE_H
+
+#include "einnet/expr.h"
+
+/* Points a reduction scope may be unrolled over (Slices + Adds). */
+#define EIN_MAX_UNROLL 49
+
+typedef enum ts_ein_kind { EIN_KIND_NONE, EIN_KIND_MATMUL, EIN_KIND_REDUCE, EIN_KIND_ELEMENTWISE } ts_ein_kind;
+
+/* How scope s would be instantiated (NONE: it cannot be, today). */
+ts_ein_kind ts_ein_scope_kind(const ts_ein *e, int s);
+/* Every scope has an instantiation. */
+bool ts_ein_instantiable(const ts_ein *e);
+/* "matmul+reduce9" style summary of how e is instantiated. */
+void ts_ein_describe(const ts_ein *e, char *buf, size_t n);
+
+/* Adds to g the nodes computing e, reading value inputs[k] for e's
+ * input k; *out receives the value of e->out_shape.  Nodes and constants
+ * are named PREFIX.*; constant-only subexpressions (weights transposed
+ * for the MatMul) are left for ts_graph_fold_constants. */
+ts_status ts_ein_instantiate(const ts_ein *e, ts_graph *g, const int *inputs, const char *prefix, int *out,
+                             ts_error *err);
+
+#endif

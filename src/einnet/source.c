@@ -1,0 +1,208 @@
+/* EinNet as a source of the optimize pipeline (src/opt/source.h).
+ *
+ * For each operator the expressions cover (today: Conv and ConvTranspose,
+ * where the derivations differ from what the runtime already does), the
+ * node's expression is searched (search.c) for derivations whose every
+ * scope instantiates in standard operators (instantiate.c); each is one
+ * candidate: the node replaced by its instantiation.  The driver costs,
+ * dedups and keeps or drops them like any other proposal.
+ *
+ * The search depends only on the expression, so its results are cached
+ * by fingerprint for the whole run: the driver calls propose on thousands
+ * of graphs that share most of their nodes.  Each derived expression is
+ * checked against the operator's own expression by exact mod-p evaluation
+ * before it is ever proposed, where that is affordable (docs/einnet.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "einnet/derive.h"
+#include "einnet/instantiate.h"
+#include "ir/ir.h"
+#include "opt/source.h"
+
+#define MAX_FOUND 4
+#define MAX_CACHE 256
+#define MAX_NAMES 64
+#define CHECK_POINTS 4000000 /* evaluation points the equality check may cost */
+
+typedef struct cached {
+    uint64_t fp;
+    int nfound;
+    ts_ein_found *found; /* nfound entries */
+    int name[MAX_FOUND]; /* index into names */
+} cached;
+
+typedef struct ein_state {
+    const ts_source_env *env;
+    cached cache[MAX_CACHE];
+    int ncache;
+    char names[MAX_NAMES][TS_OPT_NAME_MAX];
+    int nnames;
+    int searches, derivations, rejected; /* for debugging: the report is written at open */
+} ein_state;
+
+static ts_status ein_open(const ts_source_env *env, void **out, ts_error *err)
+{
+    ein_state *s = calloc(1, sizeof *s);
+    if (!s) return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening einnet");
+    s->env = env;
+    *out = s;
+    return TS_OK;
+}
+
+static bool accept(const ts_ein *e, void *arg)
+{
+    (void)arg;
+    return ts_ein_instantiable(e);
+}
+
+static int intern(ein_state *s, const char *name)
+{
+    for (int i = 0; i < s->nnames; i++)
+        if (!strcmp(s->names[i], name)) return i;
+    if (s->nnames >= MAX_NAMES) return MAX_NAMES - 1;
+    snprintf(s->names[s->nnames], TS_OPT_NAME_MAX, "%s", name);
+    return s->nnames++;
+}
+
+static bool wanted(const ts_graph *g, const ts_node *nd)
+{
+    (void)g;
+    return !strcmp(nd->op->name, "Conv") || !strcmp(nd->op->name, "ConvTranspose");
+}
+
+static cached *derive(ein_state *s, const char *opname, const ts_ein *e, ts_error *err)
+{
+    uint64_t fp = ts_ein_fingerprint(e);
+    for (int i = 0; i < s->ncache; i++)
+        if (s->cache[i].fp == fp) return &s->cache[i];
+    if (s->ncache >= MAX_CACHE) return NULL;
+    cached *c = &s->cache[s->ncache];
+    memset(c, 0, sizeof *c);
+    c->fp = fp;
+    c->found = calloc(MAX_FOUND, sizeof *c->found);
+    if (!c->found) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
+        return NULL;
+    }
+    ts_ein_search_opts o = {.max_depth = 7, .max_states = 2000, .accept = accept};
+    ts_ein_search_stats st;
+    int n = ts_ein_search(e, &o, c->found, MAX_FOUND, &st);
+    if (n < 0) {
+        free(c->found);
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet search");
+        return NULL;
+    }
+    s->searches++;
+    for (int i = 0; i < n; i++) {
+        int same = ts_ein_check_equal(e, &c->found[i].e, CHECK_POINTS, err);
+        if (same < 0) {
+            free(c->found);
+            return NULL;
+        }
+        if (!same) {
+            s->rejected++; /* a derivation that changed the value: never proposed */
+            continue;
+        }
+        char kinds[48], name[TS_OPT_NAME_MAX];
+        ts_ein_describe(&c->found[i].e, kinds, sizeof kinds);
+        snprintf(name, sizeof name, "einnet:%s-%s", !strcmp(opname, "Conv") ? "conv" : "convt", kinds);
+        c->found[c->nfound] = c->found[i];
+        c->name[c->nfound++] = intern(s, name);
+    }
+    s->derivations += c->nfound;
+    s->ncache++;
+    return c;
+}
+
+/* g with node n replaced by the instantiation of e; NULL when it does not
+ * fit (err untouched) or on error (err set). */
+static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, ts_error *err)
+{
+    ts_graph *g = ts_graph_copy(g0);
+    if (!g) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
+        return NULL;
+    }
+    ts_error lerr = {0};
+    char prefix[200];
+    snprintf(prefix, sizeof prefix, "%s.einnet", g->nodes[n].name);
+    int old = g->nodes[n].outputs[0], nv = -1;
+    if (ts_ein_instantiate(e, g, inputs, prefix, &nv, &lerr) || g->values[nv].producer < 0 ||
+        !ts_shape_eq(&g->values[nv].shape, &g->values[old].shape))
+        goto reject;
+    for (int i = 0; i < g->nnodes; i++) {
+        ts_node *nd = &g->nodes[i];
+        for (int j = 0; !nd->dead && j < nd->ninputs; j++)
+            if (nd->inputs[j] == old) nd->inputs[j] = nv;
+    }
+    for (int j = 0; j < g->noutputs; j++)
+        if (g->outputs[j] == old) {
+            /* a graph output keeps its name */
+            char *t = g->values[nv].name;
+            g->values[nv].name = g->values[old].name;
+            g->values[old].name = t;
+            g->outputs[j] = nv;
+        }
+    g->nodes[n].dead = true;
+    if (ts_graph_fold_constants(g, &lerr) < 0) goto reject;
+    ts_graph_compact(g);
+    if (ts_graph_validate(g, &lerr)) goto reject;
+    return g;
+reject:
+    ts_graph_free(g);
+    if (lerr.code == TS_ERR_NOMEM) *err = lerr;
+    return NULL;
+}
+
+static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
+{
+    ein_state *s = state;
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (nd->dead || !wanted(g, nd)) continue;
+        ts_ein e;
+        int inputs[EIN_MAX_INPUTS];
+        ts_error lerr = {0};
+        if (ts_ein_from_node(g, n, &e, inputs, &lerr)) continue; /* no translation: nothing to derive */
+        cached *c = derive(s, nd->op->name, &e, err);
+        if (!c) {
+            if (err->code) return err->code;
+            continue;
+        }
+        for (int i = 0; i < c->nfound; i++) {
+            ts_graph *ng = replace(g, n, &c->found[i].e, inputs, err);
+            if (!ng) {
+                if (err->code) return err->code;
+                continue;
+            }
+            if (!emit->fn(emit, ng, s->names[c->name[i]], 1)) return TS_OK;
+        }
+    }
+    return TS_OK;
+}
+
+static void ein_describe(void *state, char *buf, size_t n)
+{
+    (void)state;
+    /* called when the source is opened: say what it does, not what it found */
+    snprintf(buf, n, "Conv/ConvTranspose expressions searched to depth 7 (at most 2000 expressions each), "
+                     "derivations instantiated as MatMul + Pad/Slice/Add, each checked exactly mod p first");
+}
+
+static void ein_close(void *state)
+{
+    ein_state *s = state;
+    if (!s) return;
+    for (int i = 0; i < s->ncache; i++) free(s->cache[i].found);
+    free(s);
+}
+
+const ts_source ts_source_einnet = {
+    .name = "einnet",
+    .justification = "EinNet derivations (summation splitting, variable substitution, boundary tightening, read extraction), each checked by exact mod-p evaluation against the operator's expression",
+    .open = ein_open,
+    .propose = ein_propose,
+    .describe = ein_describe,
+    .close = ein_close,
+};

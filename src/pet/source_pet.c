@@ -1,0 +1,268 @@
+/* PET as a source of the optimize pipeline (src/opt/source.h).  For each
+ * convolution inside a multi-linear subprogram of the graph, mutants are
+ * generated (Algorithm 1), checked box by box in F_p (Theorems 1 and 2),
+ * corrected where they differ, checked again, and each survivor is
+ * proposed as a rewrite of the whole graph; the driver costs them with
+ * the measured cost model and searches (PET's Algorithm 2 top-K heap is
+ * the driver's frontier).
+ *
+ * The check runs on the program with its channels shrunk (2 per group in
+ * and out): the mutants reorganize batch and space only and carry the
+ * channels along, so the boxes, the failing ones and the corrections are
+ * the same at any channel count, and the F_p runs stay small.  The mutant
+ * that passed is then rebuilt at full size, corrected on the same boxes,
+ * and that program is compared with the original by the fast runtime on
+ * random floats before it is proposed (docs/pet.md, "Checking at full
+ * size").  Results are cached per program (operator, attributes, shapes),
+ * so a convolution met again in another graph of the search costs nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops/attrs.h"
+#include "ops/list.h"
+#include "opt/check.h"
+#include "opt/source.h"
+#include "pet/pet.h"
+
+#define PET_TESTS 2      /* t: a wrong box passes with probability <= (d/p)^2 */
+#define PET_DEPTH 4      /* operators per mutant */
+#define PET_KEEP 16      /* top K mutants by predicted cost */
+#define PET_MAX_FRAC 0.25 /* corrections recompute at most this share of the output */
+
+typedef struct found {
+    ts_graph *prog; /* corrected mutant at full size, over the node's program inputs */
+    char what[72];
+} found;
+
+typedef struct entry {
+    uint64_t key;
+    found *f;
+    int n;
+} entry;
+
+typedef struct pet_state {
+    const ts_source_env *env;
+    entry *cache;
+    int ncache;
+    int checked, passed, corrected, rejected; /* mutants, over the run */
+} pet_state;
+
+static ts_status pet_open(const ts_source_env *env, void **out, ts_error *err)
+{
+    pet_state *s = calloc(1, sizeof *s);
+    if (!s) return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening the PET source");
+    s->env = env;
+    *out = s;
+    return TS_OK;
+}
+
+static void pet_close(void *state)
+{
+    pet_state *s = state;
+    if (!s) return;
+    for (int i = 0; i < s->ncache; i++) {
+        for (int k = 0; k < s->cache[i].n; k++) ts_graph_free(s->cache[i].f[k].prog);
+        free(s->cache[i].f);
+    }
+    free(s->cache);
+    free(s);
+}
+
+static void pet_describe(void *state, char *buf, size_t n)
+{
+    (void)state;
+    snprintf(buf, n,
+             "mutants of each convolution in a multi-linear subprogram (depth %d, top %d by predicted cost), "
+             "%d F_p tests per box, corrections of at most %.0f%% of an output",
+             PET_DEPTH, PET_KEEP, PET_TESTS, 100 * PET_MAX_FRAC);
+}
+
+/* p0 with 2 channels per group in and out (weights are program inputs,
+ * so only shapes change). */
+static ts_graph *shrink(const ts_graph *p0, ts_error *err)
+{
+    int cn = -1;
+    for (int i = 0; i < p0->nnodes; i++)
+        if (!p0->nodes[i].dead) cn = i;
+    const ts_node *n = &p0->nodes[cn];
+    const ts_conv_attrs *a = n->attrs;
+    int64_t G = a->group;
+    const ts_shape *xs = &p0->values[n->inputs[0]].shape, *ws = &p0->values[n->inputs[1]].shape;
+    int64_t cg = xs->dims[1] / G < 2 ? xs->dims[1] / G : 2, fg = ws->dims[0] / G < 2 ? ws->dims[0] / G : 2;
+    ts_graph *q = ts_graph_new("pet-small", p0->opset);
+    if (!q) return NULL;
+    int ins[3] = {-1, -1, -1};
+    for (int k = 0; k < p0->ninputs; k++) {
+        const ts_value *v = &p0->values[p0->inputs[k]];
+        ts_shape s = v->shape;
+        int slot = -1;
+        for (int i = 0; i < n->ninputs && i < 3; i++)
+            if (n->inputs[i] == p0->inputs[k]) slot = i;
+        if (slot == 0) s.dims[1] = cg * G;
+        if (slot == 1) s.dims[0] = fg * G, s.dims[1] = cg;
+        if (slot == 2) s.dims[0] = fg * G;
+        int id = ts_graph_add_input(q, v->name, v->dtype, &s, err);
+        if (id < 0) goto fail;
+        for (int i = 0; i < n->ninputs && i < 3; i++)
+            if (n->inputs[i] == p0->inputs[k]) ins[i] = id;
+    }
+    if (ins[0] < 0 || ins[1] < 0) {
+        ts_error_set(err, TS_ERR_UNSUPPORTED, "PET: convolution with a constant input");
+        goto fail;
+    }
+    int out = ts_pet_node_like(q, p0, cn, NULL, ins, n->ninputs, err);
+    if (out < 0 || ts_graph_add_output(q, out, err)) goto fail;
+    return q;
+fail:
+    ts_graph_free(q);
+    return NULL;
+}
+
+static bool push_found(entry *e, ts_graph *prog, const char *what)
+{
+    found *f = realloc(e->f, sizeof *f * (size_t)(e->n + 1));
+    if (!f) return false;
+    e->f = f;
+    f[e->n].prog = prog;
+    snprintf(f[e->n].what, sizeof f[e->n].what, "%s", what);
+    e->n++;
+    return true;
+}
+
+/* Mutate, check, correct, check again: fills e with the survivors. */
+static ts_status mutate(pet_state *s, const ts_graph *p0, entry *e, ts_error *err)
+{
+    ts_graph *small = shrink(p0, err);
+    if (!small) return err->code;
+    ts_pet_gen_opts go = {.depth = PET_DEPTH, .keep = PET_KEEP};
+    ts_pet_mutant *ms = NULL, *mf = NULL;
+    int nms = 0, nmf = 0;
+    ts_status st = ts_pet_mutants(small, &go, &ms, &nms, err);
+    ts_pet_gen_opts all = {.depth = PET_DEPTH, .keep = 1 << 20};
+    if (!st) st = ts_pet_mutants(p0, &all, &mf, &nmf, err);
+    uint64_t seed = s->env && s->env->opts ? s->env->opts->seed : 1;
+    for (int i = 0; i < nms && !st; i++) {
+        ts_pet_verdict v;
+        ts_error e2 = {0};
+        s->checked++;
+        if (ts_pet_check(small, ms[i].prog, PET_TESTS, seed + (uint64_t)i, &v, &e2)) {
+            if (e2.code == TS_ERR_NOMEM) st = ts_error_set(err, TS_ERR_NOMEM, "%s", e2.msg);
+            s->rejected++;
+            continue;
+        }
+        int ncorr = 0;
+        ts_graph *cs = ts_pet_correct(small, ms[i].prog, &v, PET_MAX_FRAC, &ncorr, &e2);
+        bool ok = cs != NULL;
+        if (ok) {
+            /* the corrected program, checked as PET checks: every box, then
+             * every position in F_p, then floats */
+            ts_pet_verdict v2;
+            bool eq = false;
+            double fe = 1e30;
+            ok = !ts_pet_check(small, cs, PET_TESTS, seed + 100, &v2, &e2) && v2.nfail == 0 &&
+                 !ts_pet_equal_modp(small, cs, 1, seed + 200, &eq, &e2) && eq &&
+                 !ts_pet_float_error(small, cs, seed + 300, &fe, &e2) && fe <= 1;
+            if (v2.boxes) ts_pet_verdict_free(&v2);
+        }
+        ts_graph_free(cs);
+        const ts_graph *full = NULL;
+        for (int k = 0; ok && k < nmf && !full; k++)
+            if (!strcmp(mf[k].what, ms[i].what)) full = mf[k].prog;
+        ts_graph *fc = ok && full ? ts_pet_correct(p0, full, &v, 1.0, &ncorr, &e2) : NULL;
+        double worst = 1e30;
+        if (fc && !ts_opt_check(p0, fc, seed, &worst, &e2) && worst <= 1) {
+            char what[72];
+            snprintf(what, sizeof what, "%.64s%s", ms[i].what, v.nfail ? "+corr" : "");
+            if (!push_found(e, fc, what)) {
+                ts_graph_free(fc);
+                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
+            }
+            if (v.nfail) s->corrected++;
+            else s->passed++;
+        } else {
+            ts_graph_free(fc);
+            s->rejected++;
+        }
+        ts_pet_verdict_free(&v);
+    }
+    ts_pet_mutants_free(ms, nms);
+    ts_pet_mutants_free(mf, nmf);
+    ts_graph_free(small);
+    return st;
+}
+
+static entry *lookup(pet_state *s, const ts_graph *p0, ts_error *err)
+{
+    uint64_t key = ts_graph_hash(p0);
+    for (int i = 0; i < s->ncache; i++)
+        if (s->cache[i].key == key) return &s->cache[i];
+    entry *c = realloc(s->cache, sizeof *c * (size_t)(s->ncache + 1));
+    if (!c) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
+        return NULL;
+    }
+    s->cache = c;
+    entry *e = &c[s->ncache++];
+    *e = (entry){.key = key};
+    if (mutate(s, p0, e, err)) return NULL;
+    return e;
+}
+
+/* The mutants' names must outlive the proposal (source.h): they point
+ * into the cache, which lives until close. */
+static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
+{
+    pet_state *s = state;
+    if (g->opset < 13) return TS_OK; /* Slice/Pad/Reshape take their parameters as inputs from 13 on */
+    ts_pet_split sp;
+    if (ts_pet_split_graph(g, &sp, err)) return err->code;
+    ts_status st = TS_OK;
+    for (int ni = 0; ni < g->nnodes && !st; ni++) {
+        if (sp.sub_of[ni] < 0 || g->nodes[ni].op != &ts_op_conv) continue;
+        if (g->values[g->nodes[ni].inputs[0]].constant) continue;
+        if (emit->stopped && emit->stopped(emit)) break;
+        int map[16], nmap = 0;
+        ts_error e2 = {0};
+        ts_graph *p0 = ts_pet_program_of_node(g, ni, map, &nmap, &e2);
+        if (!p0) continue;
+        entry *e = lookup(s, p0, err);
+        ts_graph_free(p0);
+        if (!e) {
+            st = err->code;
+            break;
+        }
+        for (int k = 0; k < e->n; k++) {
+            ts_graph *ng = ts_graph_copy(g);
+            if (!ng) {
+                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
+                break;
+            }
+            if (ts_pet_splice(ng, ni, e->f[k].prog, map, &e2) < 0) {
+                ts_graph_free(ng);
+                continue;
+            }
+            ts_graph_compact(ng);
+            /* post-optimization: weight-only work (a weight's reshape,
+             * slice) is precomputed */
+            if (ts_graph_fold_constants(ng, &e2) < 0 || ts_graph_validate(ng, &e2)) {
+                ts_graph_free(ng);
+                continue;
+            }
+            if (!emit->fn(emit, ng, e->f[k].what, 1)) {
+                ts_pet_split_free(&sp);
+                return TS_OK;
+            }
+        }
+    }
+    ts_pet_split_free(&sp);
+    return st;
+}
+
+const ts_source ts_source_pet = {
+    .name = "pet",
+    .justification = "PET mutants checked box by box in F_p (Theorems 1 and 2), corrected, re-checked",
+    .open = pet_open,
+    .propose = pet_propose,
+    .describe = pet_describe,
+    .close = pet_close,
+};

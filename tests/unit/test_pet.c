@@ -1,0 +1,363 @@
+/* PET (src/pet/, docs/pet.md): the multi-linear splitter over the op
+ * descriptors, box propagation on hand-drawn split points, the F_p box
+ * check with a negative control, and the paper's cases found by the
+ * mutant generator from the unmodified original and corrected. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+#include "opt/check.h"
+#include "opt/source.h"
+#include "pet/pet.h"
+
+static int input(ts_graph *g, const char *name, int rank, const int64_t *dims)
+{
+    ts_error e = {0};
+    ts_shape s = ts_shape_make(rank, dims);
+    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int weight(ts_graph *g, const char *name, int rank, const int64_t *dims, uint64_t *rng)
+{
+    ts_error e = {0};
+    ts_shape s = ts_shape_make(rank, dims);
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, &e);
+    cr_assert(t, "%s", e.msg);
+    ts_tensor_fill_random(t, rng, -1, 1);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *a, int na)
+{
+    ts_error e = {0};
+    int out = -1;
+    cr_assert(ts_graph_add_node(g, op, NULL, ins, nin, a, na, 1, NULL, &out, &e) >= 0, "%s: %s", op, e.msg);
+    return out;
+}
+
+static int conv(ts_graph *g, int x, int w, int b, int64_t pad, int64_t dil)
+{
+    int64_t pads[4] = {pad, pad, pad, pad}, dils[2] = {dil, dil};
+    ts_attr a[2] = {ts_attr_ints("pads", pads, 4), ts_attr_ints("dilations", dils, 2)};
+    int ins[3] = {x, w, b};
+    return node(g, "Conv", ins, b >= 0 ? 3 : 2, a, 2);
+}
+
+static int unary(ts_graph *g, const char *op, int x)
+{
+    return node(g, op, &x, 1, NULL, 0);
+}
+
+static void output(ts_graph *g, int v)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, v, &e), TS_OK, "%s", e.msg);
+}
+
+static void expect_points(const ts_pet_points *p, int d, const int64_t *want, int n)
+{
+    char got[256] = "";
+    for (int k = 0; k < p->n[d]; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), " %lld", (long long)p->p[d][k]);
+    cr_assert_eq(p->n[d], n, "dim %d: %d points (%s), expected %d", d, p->n[d], got, n);
+    for (int k = 0; k < n; k++) cr_assert_eq(p->p[d][k], want[k], "dim %d point %d: got%s", d, k, got);
+}
+
+/* ------------------------------------------------------------ splitter */
+
+Test(pet_split, residual_block_is_one_subprogram)
+{
+    /* relu -> conv(+bias) -> conv -> add(residual) -> relu: the two convs
+     * and the Add are one multi-linear subprogram (Add is degree 1 in
+     * each input), the Relus split it from the rest */
+    uint64_t rng = 1;
+    ts_graph *g = ts_graph_new("res", 17);
+    int a = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, 4, 6, 6}));
+    int w1 = weight(g, "w1", 4, (int64_t[]){4, 4, 3, 3}, &rng), b1 = weight(g, "b1", 1, (int64_t[]){4}, &rng);
+    int c1 = conv(g, a, w1, b1, 1, 1);
+    int c2 = conv(g, c1, weight(g, "w2", 4, (int64_t[]){4, 4, 3, 3}, &rng), -1, 1, 1);
+    int s = node(g, "Add", (int[]){c2, a}, 2, NULL, 0);
+    output(g, unary(g, "Relu", s));
+    ts_pet_split sp;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_split_graph(g, &sp, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(sp.nsubs, 1);
+    cr_assert_eq(sp.subs[0].nnodes, 3, "conv, conv, add: got %d", sp.subs[0].nnodes);
+    cr_assert_eq(sp.sub_of[g->values[a].producer], -1, "Relu is a split point");
+    cr_assert_eq(sp.subs[0].ninputs, 4, "a, w1, b1, w2: got %d", sp.subs[0].ninputs);
+    cr_assert_eq(sp.subs[0].noutputs, 1);
+    cr_assert_eq(sp.subs[0].outputs[0], s);
+    /* conv1: x,w,b -> 3; conv2: +w2 -> 4; add: + a -> 5 (a bound) */
+    cr_assert_eq(sp.subs[0].degree, 5, "degree %d", sp.subs[0].degree);
+    ts_pet_split_free(&sp);
+    ts_graph_free(g);
+}
+
+Test(pet_split, nonlinear_ops_and_dynamic_coefficients_split)
+{
+    /* Sigmoid has no linear input; Div has no mod-p kernel: both cut */
+    uint64_t rng = 2;
+    ts_graph *g = ts_graph_new("cut", 17);
+    int x = input(g, "x", 2, (int64_t[]){4, 4});
+    int m1 = node(g, "MatMul", (int[]){x, weight(g, "w", 2, (int64_t[]){4, 4}, &rng)}, 2, NULL, 0);
+    int sg = unary(g, "Sigmoid", m1);
+    int m2 = node(g, "MatMul", (int[]){sg, weight(g, "w2", 2, (int64_t[]){4, 4}, &rng)}, 2, NULL, 0);
+    int dv = node(g, "Div", (int[]){m2, weight(g, "d", 2, (int64_t[]){4, 4}, &rng)}, 2, NULL, 0);
+    output(g, dv);
+    ts_pet_split sp;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_split_graph(g, &sp, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(sp.nsubs, 2);
+    cr_assert_eq(sp.sub_of[g->values[sg].producer], -1);
+    cr_assert_eq(sp.sub_of[g->values[dv].producer], -1);
+    cr_assert_neq(sp.sub_of[g->values[m1].producer], sp.sub_of[g->values[m2].producer]);
+    ts_pet_split_free(&sp);
+    ts_graph_free(g);
+}
+
+/* ------------------------------------------------------ box propagation */
+
+static ts_pet_points *propagate(const ts_graph *g)
+{
+    ts_pet_points *p = NULL;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_propagate(g, &p, &e), TS_OK, "%s", e.msg);
+    return p;
+}
+
+Test(pet_box, conv_has_nine_boxes)
+{
+    /* PET Figure 4: 3x3 kernel, pad 1 -> rows/cols {0}, [1,5), {5} */
+    ts_graph *g = ts_graph_new("b", 17);
+    int y = conv(g, input(g, "x", 4, (int64_t[]){1, 2, 6, 6}), input(g, "w", 4, (int64_t[]){3, 2, 3, 3}), -1, 1, 1);
+    output(g, y);
+    ts_pet_points *p = propagate(g);
+    expect_points(&p[y], 0, NULL, 0);
+    expect_points(&p[y], 1, NULL, 0);
+    expect_points(&p[y], 2, (int64_t[]){1, 5}, 2);
+    expect_points(&p[y], 3, (int64_t[]){1, 5}, 2);
+    ts_pet_box *boxes;
+    int n;
+    cr_assert(ts_pet_grid(&g->values[y].shape, &p[y], NULL, 100, &boxes, &n));
+    cr_assert_eq(n, 9);
+    cr_assert_eq(boxes[4].lo[2], 1);
+    cr_assert_eq(boxes[4].hi[2], 5);
+    free(boxes);
+    ts_pet_points_free_all(p, g->nvalues);
+    ts_graph_free(g);
+}
+
+Test(pet_box, dilated_conv_and_concat_seam)
+{
+    /* dilation 2, pad 2 on 8 wide: taps at o-2, o, o+2 -> {0,1}, [2,6), {6,7} */
+    ts_graph *g = ts_graph_new("d", 17);
+    int x = input(g, "x", 4, (int64_t[]){1, 1, 8, 4});
+    int x2 = input(g, "x2", 4, (int64_t[]){1, 1, 8, 4});
+    int cat = node(g, "Concat", (int[]){x, x2}, 2, (ts_attr[]){ts_attr_int("axis", 3)}, 1);
+    int y = conv(g, cat, input(g, "w", 4, (int64_t[]){1, 1, 3, 3}), -1, 2, 2);
+    output(g, y);
+    ts_pet_points *p = propagate(g);
+    expect_points(&p[cat], 3, (int64_t[]){4}, 1);
+    expect_points(&p[y], 2, (int64_t[]){2, 6}, 2);
+    /* width: the padding's {2, 6} and the seam at 4 seen by taps at
+     * offsets -2, 0, +2: outputs 6, 4, 2 */
+    expect_points(&p[y], 3, (int64_t[]){2, 4, 6}, 3);
+    ts_pet_points_free_all(p, g->nvalues);
+    ts_graph_free(g);
+}
+
+Test(pet_box, reshape_transpose_chain_of_figure_1)
+{
+    /* two images side by side: [2,1,4,4] -> [1,2,1,4,4] -> [1,1,4,2,4]
+     * -> [1,1,4,8]: the seam at column 4; and back, the seam gone but the
+     * batch split at image 1 */
+    ts_graph *g = ts_graph_new("rt", 17);
+    ts_error e = {0};
+    int x = input(g, "x", 4, (int64_t[]){2, 1, 4, 4});
+    int a = ts_pet_reshape(g, x, (int64_t[]){1, 2, 1, 4, 4}, 5, &e);
+    int b = ts_pet_transpose(g, a, (int64_t[]){0, 2, 3, 1, 4}, 5, &e);
+    int c = ts_pet_reshape(g, b, (int64_t[]){1, 1, 4, 8}, 4, &e);
+    int d = ts_pet_pad(g, c, (int64_t[]){0, 0, 0, 1, 0, 0, 0, 1}, &e);
+    int s = ts_pet_slice(g, d, 3, 1, 9, &e);
+    int f = ts_pet_reshape(g, s, (int64_t[]){1, 1, 4, 2, 4}, 5, &e);
+    int h = ts_pet_transpose(g, f, (int64_t[]){0, 3, 1, 2, 4}, 5, &e);
+    int k = ts_pet_reshape(g, h, (int64_t[]){2, 1, 4, 4}, 4, &e);
+    cr_assert(k >= 0, "%s", e.msg);
+    output(g, k);
+    ts_pet_points *p = propagate(g);
+    expect_points(&p[c], 3, (int64_t[]){4}, 1);
+    expect_points(&p[d], 3, (int64_t[]){1, 5, 9}, 3); /* pad borders and the seam moved by 1 */
+    expect_points(&p[s], 3, (int64_t[]){4}, 1);
+    expect_points(&p[k], 0, (int64_t[]){1}, 1);
+    expect_points(&p[k], 3, NULL, 0);
+    ts_pet_points_free_all(p, g->nvalues);
+    ts_graph_free(g);
+}
+
+/* ------------------------------------------------------------ box check */
+
+static ts_graph *conv_program(int64_t n, int64_t c, int64_t hw, int64_t pad, int64_t dil)
+{
+    ts_graph *g = ts_graph_new("p", 17);
+    int y = conv(g, input(g, "x", 4, (int64_t[]){n, c, hw, hw}), input(g, "w", 4, (int64_t[]){c, c, 3, 3}), -1, pad,
+                 dil);
+    output(g, y);
+    return g;
+}
+
+Test(pet_check, equal_programs_pass_every_box)
+{
+    ts_graph *p0 = conv_program(1, 2, 8, 1, 1), *p1 = conv_program(1, 2, 8, 1, 1);
+    ts_pet_verdict v;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_check(p0, p1, 2, 1, &v, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(v.nboxes, 9);
+    cr_assert_eq(v.nfail, 0);
+    cr_assert_eq(v.degree, 2);
+    cr_assert_lt(v.error, 1e-17, "(2/p)^2 = %g", v.error);
+    ts_pet_verdict_free(&v);
+    ts_graph_free(p0);
+    ts_graph_free(p1);
+}
+
+Test(pet_check, negative_control_dropped_dilation_is_rejected)
+{
+    /* a mutant with the right shape and the wrong values: the dilated
+     * convolution replaced by a regular one (pad halved) */
+    ts_graph *p0 = conv_program(1, 2, 8, 2, 2), *p1 = conv_program(1, 2, 8, 1, 1);
+    ts_pet_verdict v;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_check(p0, p1, 2, 1, &v, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(v.nfail, v.nboxes, "every box differs (%d of %d failed)", v.nfail, v.nboxes);
+    int n = 0;
+    ts_graph *c = ts_pet_correct(p0, p1, &v, 0.25, &n, &e);
+    cr_assert_null(c, "a correction of the whole output is not a transformation");
+    ts_pet_verdict_free(&v);
+    ts_graph_free(p0);
+    ts_graph_free(p1);
+}
+
+/* -------------------------------------- the paper's cases, found by search */
+
+typedef struct collect {
+    ts_source_emit emit;
+    ts_graph *g[64];
+    char what[64][80];
+    int n;
+} collect;
+
+static bool take(ts_source_emit *em, ts_graph *g, const char *what, int count)
+{
+    collect *c = (collect *)em;
+    cr_assert_eq(count, 1);
+    cr_assert_lt(c->n, 64);
+    c->g[c->n] = g;
+    snprintf(c->what[c->n], sizeof c->what[c->n], "%s", what);
+    c->n++;
+    return true;
+}
+
+static void propose(const ts_graph *g, collect *c)
+{
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    ts_source_env env = {.opts = &o};
+    void *state = NULL;
+    ts_error e = {0};
+    memset(c, 0, sizeof *c);
+    c->emit.fn = take;
+    cr_assert_eq(ts_source_pet.open(&env, &state, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_source_pet.propose(state, g, &c->emit, &e), TS_OK, "%s", e.msg);
+    char line[256];
+    ts_source_pet.describe(state, line, sizeof line);
+    cr_log_info("%s", line);
+    ts_source_pet.close(state);
+}
+
+static int count_op(const ts_graph *g, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && !strcmp(g->nodes[i].op->name, op);
+    return n;
+}
+
+/* relu -> conv -> relu, so the conv is a subprogram of its own */
+static ts_graph *conv_model(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t dil)
+{
+    uint64_t rng = 11;
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){n, c, h, w}));
+    int y = conv(g, x, weight(g, "w", 4, (int64_t[]){c, c, 3, 3}, &rng), weight(g, "b", 1, (int64_t[]){c}, &rng), pad,
+                 dil);
+    output(g, unary(g, "Relu", y));
+    return g;
+}
+
+static int find(const collect *c, const char *what)
+{
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->what[i], what)) return i;
+    return -1;
+}
+
+static void expect_same(const ts_graph *g0, const ts_graph *g1)
+{
+    double worst = 1e30;
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_validate(g1, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check(g0, g1, 5, &worst, &e), TS_OK, "%s", e.msg);
+    cr_assert_leq(worst, 1, "scaled error %g", worst);
+}
+
+Test(pet_cases, figure1_two_images_side_by_side_corrected_at_the_seam)
+{
+    ts_graph *g = conv_model(2, 4, 8, 8, 1, 1);
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s", c.what[i]);
+    int k = find(&c, "pet:b2w2.conv.w2b2+corr");
+    cr_assert_geq(k, 0, "the batch-to-width mutant, corrected, was not found (%d proposals)", c.n);
+    const ts_graph *m = c.g[k];
+    expect_same(g, m);
+    cr_assert_geq(count_op(m, "Concat"), 1, "corrections are stitched in with Concat");
+    cr_assert_eq(count_op(m, "Conv"), 3, "the mutant's conv and one correction per seam column run");
+    /* the uncorrected mutant must not be proposed: it differs at the seam */
+    cr_assert_lt(find(&c, "pet:b2w2.conv.w2b2"), 0);
+    for (int i = 0; i < c.n; i++) {
+        expect_same(g, c.g[i]);
+        ts_graph_free(c.g[i]);
+    }
+    ts_graph_free(g);
+}
+
+Test(pet_cases, figure3_dilated_conv_becomes_a_regular_one)
+{
+    ts_graph *g = conv_model(1, 4, 8, 8, 2, 2);
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s", c.what[i]);
+    int k = find(&c, "pet:s2b2.conv-undilated.b2s2");
+    cr_assert_geq(k, 0, "the phase-split mutant was not found (%d proposals)", c.n);
+    const ts_graph *m = c.g[k];
+    expect_same(g, m);
+    bool dilated = false;
+    for (int i = 0; i < m->nnodes; i++)
+        if (!strcmp(m->nodes[i].op->name, "Conv")) {
+            ts_attr buf[4];
+            const ts_attr *d = ts_node_attr(&m->nodes[i], "dilations", buf, 4);
+            dilated |= d && d->ints[0] > 1;
+        }
+    cr_assert_not(dilated, "no dilated convolution is left");
+    /* the wrong mutant (dilation dropped in place) is never proposed */
+    cr_assert_lt(find(&c, "pet:conv-undilated"), 0);
+    cr_assert_lt(find(&c, "pet:conv-undilated+corr"), 0);
+    for (int i = 0; i < c.n; i++) {
+        expect_same(g, c.g[i]);
+        ts_graph_free(c.g[i]);
+    }
+    ts_graph_free(g);
+}
