@@ -361,7 +361,7 @@ typedef struct ts_optimize_opts {
     uint64_t seed;          /* random inputs of the check; search order is fixed */
     double min_gain;        /* percent the result must measure faster by to be written */
     double max_memory_mb;   /* frontier and caches kept under this; 0: 1536 */
-    bool progress;          /* one progress line on stderr, rewritten in place */
+    bool progress;          /* progress on stderr: one line rewritten in place on a terminal, else a line every 5 s */
     bool no_timing;         /* skip the measured comparison: write the checked result on the cost model alone */
     bool roofline;          /* rank graphs by a fixed analytic roofline (FLOPs, bytes), nothing timed:
                                the search is then the same on every machine (tests) */

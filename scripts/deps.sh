@@ -17,6 +17,8 @@ PKGS=(
   graphviz gnuplot
   # model export and test oracles (Debian's /usr/bin/python3)
   python3-numpy python3-onnx python3-torch python3-torchvision
+  # ONNX's backend test data (tests/conformance/)
+  libonnx-testdata
   # ONNX Runtime peer
   nodejs npm
 )

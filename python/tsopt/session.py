@@ -56,7 +56,7 @@ class InferenceSession:
     """
 
     def __init__(self, path, threads=None, providers=None):
-        if isinstance(path, (bytes, bytearray)) and not os.path.exists(path):
+        if isinstance(path, bytearray) or (isinstance(path, bytes) and not os.path.exists(path)):
             raise TypeError('tsopt.InferenceSession takes a model path (serialized model bytes are not supported)')
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f'threads: expected a positive integer or None, got {threads!r}')

@@ -78,7 +78,7 @@ static void print_text(const char *model, const char *out, const ts_optimize_res
     printf("optimize: cost %.3f -> %.3f ms, latency %.3f -> %.3f ms (%.2fx), %d rewrites", r->cost_before_ms,
            r->optimized ? r->cost_after_ms : r->cost_before_ms, r->latency_before_ms, r->latency_after_ms,
            r->latency_after_ms > 0 ? r->latency_before_ms / r->latency_after_ms : 1.0, total);
-    for (int k = 0; k < r->nsources && total; k++) printf("%s %s %d", k ? "," : " (", r->applied[k].name, r->applied[k].count);
+    for (int k = 0; k < r->nsources && total; k++) printf("%s%s %d", k ? ", " : " (", r->applied[k].name, r->applied[k].count);
     printf("%s, %d graphs explored, search %.1f s (%s), %.0f MiB peak\n", total ? ")" : "", r->explored, r->search_s,
            r->stop, r->peak_rss_mb);
 }
@@ -185,7 +185,7 @@ int cli_optimize(int argc, char **argv)
     ts_graph *g = cli_load_model(model, &binds);
     rc = CLI_FAIL;
     if (!g) goto fail;
-    o.progress = isatty(2);
+    o.progress = true; /* stderr: a line in place on a terminal, plain lines in a log */
     o.stop = &stop_flag;
     struct sigaction sa = {.sa_handler = on_sigint}, old;
     sigemptyset(&sa.sa_mask);
@@ -197,7 +197,7 @@ int cli_optimize(int argc, char **argv)
         goto done;
     }
     if (ts_onnx_save(res.graph, out, &err) ||
-        (report && ts_opt_report_write(report, model, out, &o, &res, &err))) {
+        (report && ts_opt_report_write(report, model, out, g, &o, &res, &err))) {
         if (report) remove(out); /* written together or not at all */
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;

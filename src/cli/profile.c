@@ -66,7 +66,9 @@ static int predict(const char *model, const cli_binds *binds, const char *const 
 {
     ts_error err = {0};
     int rc = CLI_OK;
-    if (json) printf("{\"cache\": \"%s\", \"wait_policy\": \"%s\", \"graphs\": [", xcost_db_path(db), ts_wait_policy_name());
+    if (json)
+        printf("{\"cache\": \"%s\", \"wait_policy\": \"%s\", \"graphs\": [", xcost_db_path(db),
+               ts_wait_policy_name());
     for (int f = 0; f <= nwith && rc == CLI_OK; f++) {
         const char *path = f ? with[f - 1] : model;
         ts_graph *g = cli_load_model(path, binds);
@@ -190,7 +192,8 @@ static int context_check(const char *model, ts_graph *g, ts_costdb *db, long ite
     qsort(ratio, (size_t)ng, sizeof *ratio, cmp_dbl);
     double med_ratio = ng ? ratio[ng / 2] : 0, e2e = pt.plain_ms;
     if (json) {
-        printf("{\"model\": \"%s\", \"groups\": %d, \"failed\": %d, \"in_plan_sum_ms\": %.4f, \"context_sum_ms\": %.4f, "
+        printf("{\"model\": \"%s\", \"groups\": %d, \"failed\": %d, \"in_plan_sum_ms\": %.4f, "
+               "\"context_sum_ms\": %.4f, "
                "\"e2e_ms\": %.4f, \"context_vs_plan_pct\": %.2f, \"context_vs_e2e_pct\": %.2f, "
                "\"abs_error_pct\": %.2f, \"median_group_ratio\": %.3f, \"context_s\": %.3f, \"evict_bytes\": %.0f}\n",
                model, nctx, failed, sum_plan, sum_ctx, e2e, 100 * (sum_ctx - sum_plan) / sum_plan,

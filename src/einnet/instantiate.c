@@ -307,43 +307,104 @@ static ts_status fail(bld *b)
     return b->err->code;
 }
 
-/* Operand o of a MatMul scope as [batch?, rows, cols] with groups g0, g1. */
-static int mm_operand(bld *b, const mm *m, int o, int g0, int g1, int64_t *bs)
+/* An ordered list of iterators (one MatMul dimension once flattened). */
+typedef struct ilist {
+    int n;
+    int16_t it[EIN_MAX_TRAV];
+} ilist;
+
+/* Operand o of a MatMul as [l0, l1, l2] flattened (l0 empty: 2-D). */
+static int mm_operand(bld *b, const mm *m, int o, const ilist *l)
 {
     const ts_ein *e = b->e;
     const ts_ein_node *r = &e->node[m->read[o]];
     tref t;
     if (src_ref(b, r->src, &t)) return -1;
-    /* logical dim of each iterator */
     int perm[TS_MAX_RANK], np = 0;
     int64_t dims[3] = {1, 1, 1};
-    const int grp[3] = {G_BATCH, g0, g1};
     for (int gi = 0; gi < 3; gi++)
-        for (int k = 0; k < m->ngrp[grp[gi]]; k++) {
-            int it = m->grp[grp[gi]][k];
+        for (int k = 0; k < l[gi].n; k++)
             for (int d = 0; d < r->rank; d++) {
                 const ts_ein_idx *x = &e->idx[r->idx + d];
-                if (x->n != 1 || x->it[0] != it) continue;
+                if (x->n != 1 || x->it[0] != l[gi].it[k]) continue;
                 for (int j = 0; j < t.nd; j++)
                     if (t.lay[j] == d) perm[np++] = j;
                 dims[gi] *= t.ext[d];
             }
-        }
     for (int j = 0; j < t.nd; j++) { /* size-1 constant dims last */
         bool in = false;
         for (int k = 0; k < np; k++) in |= perm[k] == j;
         if (!in) perm[np++] = j;
     }
-    *bs = dims[0];
     int v = transpose(b, t.v, perm, t.nd);
-    return m->ngrp[G_BATCH] ? reshape(b, v, dims, 3) : reshape(b, v, dims + 1, 2);
+    return l[0].n ? reshape(b, v, dims, 3) : reshape(b, v, dims + 1, 2);
+}
+
+/* Traversal positions of scope s that a reader reads at a point fixed by
+ * its own summation (an OffsetReduce slices them one at a time): the
+ * MatMul puts them outermost, as a broadcast batch, so each point is one
+ * contiguous block instead of a strided gather. */
+static void fixed_positions(const ts_ein *e, int s, bool *fixed)
+{
+    bool is_sum[EIN_MAX_ITERS] = {0};
+    for (int k = 0; k < e->nscope; k++)
+        for (int d = 0; d < e->scope[k].nsum; d++) is_sum[e->scope[k].sum[d]] = true;
+    memset(fixed, 0, sizeof(bool) * EIN_MAX_TRAV);
+    for (int n = 0; n < e->nnode; n++) {
+        const ts_ein_node *r = &e->node[n];
+        if (r->op != EIN_READ || r->src != -s - 1) continue;
+        for (int d = 0; d < r->rank; d++) {
+            const ts_ein_idx *x = &e->idx[r->idx + d];
+            bool f = x->n > 0;
+            for (int k = 0; k < x->n; k++) f &= is_sum[x->it[k]];
+            fixed[d] |= f;
+        }
+    }
+}
+
+static void split_fixed(const ts_ein *e, int s, const mm *m, int g, const bool *fixed, ilist *fx, ilist *rest)
+{
+    fx->n = rest->n = 0;
+    for (int k = 0; k < m->ngrp[g]; k++) {
+        int p = pos_in(e->scope[s].trav, e->scope[s].ntrav, m->grp[g][k]);
+        ilist *l = fixed[p] ? fx : rest;
+        l->it[l->n++] = m->grp[g][k];
+    }
 }
 
 static ts_status build_matmul(bld *b, int s, const mm *m)
 {
     const ts_ein *e = b->e;
-    int64_t bs;
-    int a = mm_operand(b, m, 0, G_M, G_K, &bs), bb = mm_operand(b, m, 1, G_K, G_N, &bs);
+    bool fixed[EIN_MAX_TRAV];
+    fixed_positions(e, s, fixed);
+    ilist batch = {0}, mf, mr, nf, nr, k = {0}, none = {0};
+    for (int i = 0; i < m->ngrp[G_BATCH]; i++) batch.it[batch.n++] = m->grp[G_BATCH][i];
+    for (int i = 0; i < m->ngrp[G_K]; i++) k.it[k.n++] = m->grp[G_K][i];
+    split_fixed(e, s, m, G_M, fixed, &mf, &mr);
+    split_fixed(e, s, m, G_N, fixed, &nf, &nr);
+    /* the result's dimension lists, outermost first */
+    ilist A[3], B[3], out[3];
+    if (!batch.n && nf.n) { /* [1?] x [Nf, K, Nr] -> [Nf, M, Nr] */
+        ilist mall = mf;
+        for (int i = 0; i < mr.n; i++) mall.it[mall.n++] = mr.it[i];
+        A[0] = none, A[1] = mall, A[2] = k;
+        B[0] = nf, B[1] = k, B[2] = nr;
+        out[0] = nf, out[1] = mall, out[2] = nr;
+    } else if (!batch.n && mf.n) { /* [Mf, Mr, K] x [K, N] -> [Mf, Mr, N] */
+        ilist nall = nf;
+        for (int i = 0; i < nr.n; i++) nall.it[nall.n++] = nr.it[i];
+        A[0] = mf, A[1] = mr, A[2] = k;
+        B[0] = none, B[1] = k, B[2] = nall;
+        out[0] = mf, out[1] = mr, out[2] = nall;
+    } else {
+        ilist mall = mf, nall = nf;
+        for (int i = 0; i < mr.n; i++) mall.it[mall.n++] = mr.it[i];
+        for (int i = 0; i < nr.n; i++) nall.it[nall.n++] = nr.it[i];
+        A[0] = batch, A[1] = mall, A[2] = k;
+        B[0] = batch, B[1] = k, B[2] = nall;
+        out[0] = batch, out[1] = mall, out[2] = nall;
+    }
+    int a = mm_operand(b, m, 0, A), bb = mm_operand(b, m, 1, B);
     if (a < 0 || bb < 0) return fail(b);
     int ins[2] = {a, bb};
     int v = node(b, "MatMul", ins, 2, NULL, 0);
@@ -351,12 +412,11 @@ static ts_status build_matmul(bld *b, int s, const mm *m)
     *t = (tref){.nd = e->scope[s].ntrav};
     int64_t dims[TS_MAX_RANK];
     int j = 0;
-    const int order[3] = {G_BATCH, G_M, G_N};
     for (int gi = 0; gi < 3; gi++)
-        for (int k = 0; k < m->ngrp[order[gi]]; k++) {
-            int p = pos_in(e->scope[s].trav, e->scope[s].ntrav, m->grp[order[gi]][k]);
-            t->lay[j] = p;
-            dims[j++] = e->iter[m->grp[order[gi]][k]].hi - e->iter[m->grp[order[gi]][k]].lo;
+        for (int i = 0; i < out[gi].n; i++) {
+            int it = out[gi].it[i];
+            t->lay[j] = pos_in(e->scope[s].trav, e->scope[s].ntrav, it);
+            dims[j++] = e->iter[it].hi - e->iter[it].lo;
         }
     t->v = reshape(b, v, dims, j);
     return t->v < 0 ? fail(b) : TS_OK;
@@ -366,7 +426,20 @@ static ts_status build_matmul(bld *b, int s, const mm *m)
  * iterators in vals[pt*EIN_MAX_ITERS...]) as tensors in traversal order,
  * dimensions the read does not span being 1; writes the value ids (-1 for
  * a point wholly out of range, which reads 0). */
-static ts_status read_points(bld *b, int s, int rn, const int64_t *vals, int npts, int *outv)
+typedef struct arrange {
+    int perm[TS_MAX_RANK], nd;     /* physical dims of a sliced point, in traversal order */
+    int64_t dims[EIN_MAX_TRAV];    /* the scope's traversal shape, 1 where the read does not span */
+    int ntrav;
+} arrange;
+
+/* Puts a sliced point (or a sum of them: every point of one read slices
+ * the same dimensions) in traversal order. */
+static int arranged(bld *b, int v, const arrange *a)
+{
+    return reshape(b, transpose(b, v, a->perm, a->nd), a->dims, a->ntrav);
+}
+
+static ts_status read_points(bld *b, int s, int rn, const int64_t *vals, int npts, int *outv, arrange *arr)
 {
     const ts_ein *e = b->e;
     const ts_ein_scope *sc = &e->scope[s];
@@ -423,10 +496,12 @@ static ts_status read_points(bld *b, int s, int rn, const int64_t *vals, int npt
         }
         int v = padded;
         if (nax) {
-            int ins[5] = {padded, i64s(b, st, nax), i64s(b, en, nax), i64s(b, ax, nax), i64s(b, sp, nax)};
+            bool unit = true; /* the steps input only when needed: the fast Slice takes none */
+            for (int k = 0; k < nax; k++) unit &= sp[k] == 1;
+            int ins[5] = {padded, i64s(b, st, nax), i64s(b, en, nax), i64s(b, ax, nax), unit ? 0 : i64s(b, sp, nax)};
             for (int k = 1; k < 5; k++)
                 if (ins[k] < 0) return fail(b);
-            if ((v = node(b, "Slice", ins, 5, NULL, 0)) < 0) return fail(b);
+            if ((v = node(b, "Slice", ins, unit ? 4 : 5, NULL, 0)) < 0) return fail(b);
         }
         /* physical dims in traversal order, single points last */
         int perm[TS_MAX_RANK], np = 0;
@@ -435,14 +510,15 @@ static ts_status read_points(bld *b, int s, int rn, const int64_t *vals, int npt
                 if (rs[pt].tpos[t.lay[j]] == p) perm[np++] = j;
         for (int j = 0; j < t.nd; j++)
             if (rs[pt].tpos[t.lay[j]] < 0) perm[np++] = j;
-        v = transpose(b, v, perm, t.nd);
-        int64_t dims[TS_MAX_RANK];
+        memcpy(arr->perm, perm, sizeof perm);
+        arr->nd = t.nd;
+        arr->ntrav = sc->ntrav;
         for (int p = 0; p < sc->ntrav; p++) {
-            dims[p] = 1;
+            arr->dims[p] = 1;
             for (int j = 0; j < t.nd; j++)
-                if (rs[pt].tpos[t.lay[j]] == p) dims[p] = pdims[j];
+                if (rs[pt].tpos[t.lay[j]] == p) arr->dims[p] = pdims[j];
         }
-        if ((outv[pt] = reshape(b, v, dims, sc->ntrav)) < 0) return fail(b);
+        outv[pt] = v;
         (void)full_dims;
     }
     return TS_OK;
@@ -464,7 +540,11 @@ static ts_status build_reduce(bld *b, int s)
 {
     const ts_ein *e = b->e;
     const ts_ein_scope *sc = &e->scope[s];
-    static _Thread_local int64_t vals[EIN_MAX_UNROLL * EIN_MAX_ITERS];
+    /* the source first: building a nested reduction must not interleave
+     * with this one's enumeration */
+    tref src;
+    if (src_ref(b, e->node[sc->body].src, &src)) return b->err->code;
+    int64_t vals[EIN_MAX_UNROLL * EIN_MAX_ITERS];
     int npts = 0;
     int64_t cur[EIN_MAX_ITERS] = {0};
     for (int d = 0; d < sc->nsum; d++) cur[sc->sum[d]] = e->iter[sc->sum[d]].lo;
@@ -479,7 +559,8 @@ static ts_status build_reduce(bld *b, int s)
         if (d < 0) break;
     }
     int outv[EIN_MAX_UNROLL];
-    if (read_points(b, s, sc->body, vals, npts, outv)) return b->err->code;
+    arrange arr;
+    if (read_points(b, s, sc->body, vals, npts, outv, &arr)) return b->err->code;
     int acc = -1;
     for (int pt = 0; pt < npts; pt++) {
         if (outv[pt] < 0) continue;
@@ -491,6 +572,8 @@ static ts_status build_reduce(bld *b, int s)
         if ((acc = node(b, "Add", ins, 2, NULL, 0)) < 0) return fail(b);
     }
     if (acc < 0) return ts_error_set(b->err, TS_ERR_UNSUPPORTED, "einnet: a reduction reads only padding");
+    /* summed in the source's layout, put in traversal order once */
+    if ((acc = arranged(b, acc, &arr)) < 0) return fail(b);
     trav_ref(b, s, acc);
     return TS_OK;
 }
@@ -503,8 +586,9 @@ static int build_arith(bld *b, int s, int n)
     if (x->op == EIN_READ) {
         int64_t zero[EIN_MAX_ITERS] = {0};
         int v;
-        if (read_points(b, s, n, zero, 1, &v)) return -1;
-        return v < 0 ? scalar(b, 0) : v;
+        arrange arr;
+        if (read_points(b, s, n, zero, 1, &v, &arr)) return -1;
+        return v < 0 ? scalar(b, 0) : arranged(b, v, &arr);
     }
     if (x->op == EIN_NUM) return scalar(b, x->num);
     int ins[2] = {build_arith(b, s, x->a), x->b >= 0 ? build_arith(b, s, x->b) : 0};

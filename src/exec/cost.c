@@ -882,20 +882,22 @@ static int producer_group(const ts_graph *g, const int *group_of, int v)
     return -1;
 }
 
-ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err)
+/* Times heads[0..k-1] in context: clusters of them joined by a value one
+ * produces and the other reads, in pieces of XCOST_CTX_MAX_GROUPS.  A
+ * piece that fails leaves its groups to the caller's fallback; the others
+ * are still timed.  Returns the last failure. */
+static ts_status measure_heads(ts_costdb *db, const ts_graph *g, const int *group_of, const int *heads, int k,
+                               int *ntimed, ts_error *err)
 {
-    int nn = g->nnodes, ng = 0;
-    int *heads = malloc(sizeof *heads * ((size_t)nn + 1)), *up = malloc(sizeof *up * ((size_t)nn + 1));
-    int *cl = malloc(sizeof *cl * ((size_t)nn + 1));
+    int nn = g->nnodes;
+    int *up = malloc(sizeof *up * ((size_t)nn + 1)), *cl = malloc(sizeof *cl * ((size_t)nn + 1));
     ts_status st = TS_OK;
     *ntimed = 0;
-    int k = heads && up && cl ? uncosted(db, g, group_of, heads, &ng) : -1;
-    if (k < 0) {
-        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        goto out;
+    if (!up || !cl) {
+        free(up);
+        free(cl);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
-    /* clusters: missing groups joined by a value one produces and the
-     * other reads */
     for (int n = 0; n < nn; n++) up[n] = -1;
     for (int i = 0; i < k; i++) up[heads[i]] = heads[i];
     for (int n = 0; n < nn; n++) {
@@ -907,7 +909,7 @@ ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *gro
             if (p >= 0 && up[p] >= 0) up[root_of(up, p)] = root_of(up, h);
         }
     }
-    for (int i = 0; i < k && !st; i++) {
+    for (int i = 0; i < k; i++) {
         int r = root_of(up, heads[i]), ncl = 0;
         bool done = false; /* the cluster of an earlier head */
         for (int j = 0; j < i; j++) done |= root_of(up, heads[j]) == r;
@@ -918,37 +920,65 @@ ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *gro
          * primed, a move rewriting a whole chain) in pieces of
          * XCOST_CTX_MAX_GROUPS consecutive groups, each piece with its own
          * neighbours; never the whole graph as one plan */
-        for (int a = 0; a < ncl && !st; a += XCOST_CTX_MAX_GROUPS) {
+        for (int a = 0; a < ncl; a += XCOST_CTX_MAX_GROUPS) {
             int m = ncl - a < XCOST_CTX_MAX_GROUPS ? ncl - a : XCOST_CTX_MAX_GROUPS;
-            if (!(st = xcost_ctx_measure(db, g, group_of, cl + a, m, NULL, NULL, err))) *ntimed += m;
+            ts_error e1 = {0};
+            ts_status s1 = xcost_ctx_measure(db, g, group_of, cl + a, m, NULL, NULL, &e1);
+            if (s1) {
+                st = s1;
+                *err = e1;
+                if (s1 == TS_ERR_NOMEM) goto out;
+            } else {
+                *ntimed += m;
+            }
         }
     }
 out:
-    free(heads);
     free(up);
     free(cl);
     return st;
 }
 
-/* With `measure`, the groups missing an in-plan or in-context time are
- * timed first, in context: each cluster of adjacent new groups as one
- * neighbourhood (a candidate's new groups are usually next to each other,
- * and one plan costs less than several).  A graph never primed is thus
- * timed as one neighbourhood of all its groups. */
+ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err)
+{
+    int ng = 0, *heads = malloc(sizeof *heads * ((size_t)g->nnodes + 1));
+    int k = heads ? uncosted(db, g, group_of, heads, &ng) : -1;
+    ts_status st = k < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
+                         : measure_heads(db, g, group_of, heads, k, ntimed, err);
+    free(heads);
+    return st;
+}
+
+/* One pass over the groups: cached in-plan or in-context times are summed,
+ * the other groups collected; with `measure` those are timed in context
+ * first (measure_heads: a candidate's new groups are usually next to each
+ * other, and one plan for them costs less than several), then costed one
+ * by one (xcost_group: the time just cached, or a fallback). */
 double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
 {
-    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    int nn = g->nnodes, k = 0;
+    int *group_of = malloc(sizeof *group_of * ((size_t)nn + 1)), *heads = malloc(sizeof *heads * ((size_t)nn + 1));
     double ms = 0;
     xcost_src src;
-    if (group_of && !xcost_groups(g, group_of)) {
+    if (group_of && heads && !xcost_groups(g, group_of)) {
+        for (int n = 0; n < nn; n++) {
+            if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
+            char *key = xcost_group_key(g, group_of, n);
+            const centry *e = key ? get_prefixed(db, XCOST_PLAN_PREFIX, key) : NULL;
+            if (key && !e) e = get_prefixed(db, XCOST_CTX_PREFIX, key);
+            free(key);
+            if (e)
+                ms += e->ms;
+            else
+                heads[k++] = n;
+        }
         ts_error err = {0};
         int timed = 0;
-        if (measure) xcost_measure_missing(db, g, group_of, &timed, &err);
+        if (measure && k) measure_heads(db, g, group_of, heads, k, &timed, &err);
         db->measured += timed;
-        /* whatever failed above is measured group by group (or estimated) */
-        for (int n = 0; n < g->nnodes; n++)
-            if (group_of[n] == n) ms += xcost_group(db, g, group_of, n, measure, &src);
+        for (int i = 0; i < k; i++) ms += xcost_group(db, g, group_of, heads[i], measure, &src);
     }
     free(group_of);
+    free(heads);
     return ms;
 }

@@ -309,7 +309,8 @@ static ts_status cut_build(const ts_graph *g, const uses *u, const bool *in, cut
     memset(c, 0, sizeof *c);
     int *order = malloc(sizeof *order * ((size_t)nn + 1)), *map = malloc(sizeof *map * ((size_t)nv + 1));
     int *depth = calloc((size_t)nn + 1, sizeof *depth), *rank = calloc((size_t)nn + 1, sizeof *rank);
-    int *chain_len = calloc((size_t)nv + 1, sizeof *chain_len), *chain_end = malloc(sizeof *chain_end * ((size_t)nv + 1));
+    int *chain_len = calloc((size_t)nv + 1, sizeof *chain_len);
+    int *chain_end = malloc(sizeof *chain_end * ((size_t)nv + 1));
     int *levels = malloc(sizeof *levels * ((size_t)nn + 1));
     c->s = ts_graph_new("cost_ctx", g->opset);
     c->real_in = calloc((size_t)nv + 1, sizeof *c->real_in);

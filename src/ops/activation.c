@@ -1,4 +1,5 @@
-/* Parameterized activations: LeakyRelu, HardSigmoid, HardSwish, Clip, PRelu.
+/* Parameterized activations: LeakyRelu, HardSigmoid, HardSwish, Clip, PRelu,
+ * Elu, Selu, Celu, ThresholdedRelu, Shrink.
  * All are piecewise and so float-only (no mod-p kernel).  Attribute values
  * are kept as float, the precision ONNX stores them in, so results match
  * ONNX Runtime bit for bit where the formula allows. */
@@ -217,3 +218,71 @@ const ts_op_desc ts_op_prelu = {
     .name = "PRelu", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE, .infer = prelu_infer, .kernel = prelu_kernel,
 };
+
+/* ------------------------------------ Elu, Selu, Celu, ThresholdedRelu, Shrink */
+
+/* Two float attributes under their ONNX names, kept in alpha/beta, and
+ * written back only when the model gave them. */
+typedef struct named_pair {
+    const char *a, *b; /* NULL b: one attribute */
+    double da, db;
+} named_pair;
+
+static const named_pair ELU = {"alpha", NULL, 1.0, 0}, CELU = {"alpha", NULL, 1.0, 0},
+                        THRELU = {"alpha", NULL, 1.0, 0}, SHRINK = {"bias", "lambd", 0.0, 0.5},
+                        /* the spec's float constants, exactly */
+    SELU = {"alpha", "gamma", 1.67326319217681884765625, 1.05070102214813232421875};
+
+static ts_status pair_parse(const named_pair *np, void *attrs, const ts_attr *a, int na, ts_error *err)
+{
+    ts_alpha_beta_attrs *p = attrs;
+    double v;
+    if (ts_attr_get_float(a, na, np->a, np->da, &v, err)) return err->code;
+    p->alpha = (float)v;
+    if (np->b && ts_attr_get_float(a, na, np->b, np->db, &v, err)) return err->code;
+    p->beta = np->b ? (float)v : 0;
+    return TS_OK;
+}
+static int pair_emit(const named_pair *np, const void *attrs, ts_attr *out, int max)
+{
+    const ts_alpha_beta_attrs *p = attrs;
+    if (max < 2) return 0;
+    out[0] = ts_attr_float(np->a, p->alpha);
+    if (!np->b) return 1;
+    out[1] = ts_attr_float(np->b, p->beta);
+    return 2;
+}
+
+static double elu_f(double x, const ts_alpha_beta_attrs *p) { return x >= 0 ? x : p->alpha * expm1(x); }
+static double selu_f(double x, const ts_alpha_beta_attrs *p)
+{
+    return p->beta * (x > 0 ? x : p->alpha * expm1(x));
+}
+static double celu_f(double x, const ts_alpha_beta_attrs *p)
+{
+    return fmax(0, x) + fmin(0, p->alpha * expm1(x / p->alpha));
+}
+static double threlu_f(double x, const ts_alpha_beta_attrs *p) { return x > p->alpha ? x : 0; }
+/* Shrink: alpha holds bias, beta lambd */
+static double shrink_f(double x, const ts_alpha_beta_attrs *p)
+{
+    return x < -p->beta ? x + p->alpha : x > p->beta ? x - p->alpha : 0;
+}
+
+#define PAIR_ACT(SYM, NAME, PAIR)                                                                                   \
+    static ts_status SYM##_parse(void *at, const ts_attr *a, int na, int opset, ts_error *err)                     \
+    {                                                                                                              \
+        (void)opset;                                                                                               \
+        return pair_parse(&PAIR, at, a, na, err);                                                                  \
+    }                                                                                                              \
+    static int SYM##_emit(const void *at, ts_attr *out, int max) { return pair_emit(&PAIR, at, out, max); }       \
+    static ts_status SYM##_kernel(ts_kernel_ctx *k) { return apply(k, SYM##_f, k->attrs); }                       \
+    const ts_op_desc ts_op_##SYM = {.name = NAME, .attr_size = sizeof(ts_alpha_beta_attrs), .min_inputs = 1,     \
+                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,                           \
+                                    .flags = TS_OP_ELEMENTWISE, .parse = SYM##_parse, .emit = SYM##_emit,          \
+                                    .infer = infer_float, .kernel = SYM##_kernel};
+PAIR_ACT(elu, "Elu", ELU)
+PAIR_ACT(selu, "Selu", SELU)
+PAIR_ACT(celu, "Celu", CELU)
+PAIR_ACT(threlu, "ThresholdedRelu", THRELU)
+PAIR_ACT(shrink, "Shrink", SHRINK)

@@ -1,5 +1,6 @@
 /* Element-wise binary (and variadic Max/Min) operators with NumPy
- * multidirectional broadcasting.  Add/Sub/Mul are polynomial and so run in
+ * multidirectional broadcasting; comparisons (Equal, Greater, Less, ...)
+ * and logical And/Or/Xor give bools; Mod follows its fmod attribute.  Add/Sub/Mul are polynomial and so run in
  * every number domain; Div, Pow, Max, Min are float-only.  Integer tensors
  * (shape arithmetic from exporters) are computed in int64 whatever the
  * domain, wrapping on overflow like the hardware rather than trapping. */
@@ -222,6 +223,125 @@ static ts_status equal_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
+/* Greater, Less, GreaterOrEqual, LessOrEqual: like Equal, through double
+ * for floats (NaN compares false) and int64 for integers. */
+enum cmp_kind { CMP_GT, CMP_LT, CMP_GE, CMP_LE };
+
+static bool cmp_i(enum cmp_kind c, int64_t a, int64_t b)
+{
+    return c == CMP_GT ? a > b : c == CMP_LT ? a < b : c == CMP_GE ? a >= b : a <= b;
+}
+static bool cmp_f(enum cmp_kind c, double a, double b)
+{
+    return c == CMP_GT ? a > b : c == CMP_LT ? a < b : c == CMP_GE ? a >= b : a <= b;
+}
+
+static ts_status compare_kernel(ts_kernel_ctx *k, enum cmp_kind c)
+{
+    const ts_tensor *a = k->in[0], *b = k->in[1];
+    ts_tensor *y = k->out[0];
+    const ts_shape *shapes[2] = {&a->shape, &b->shape};
+    bcast_iter it;
+    int64_t n = ts_shape_numel(&y->shape);
+    bool ints = dtype_is_int(a->dtype);
+    if (!ints && need_float_domain(k)) return k->err->code;
+    bcast_init(&it, &y->shape, shapes, 2);
+    for (int64_t i = 0; i < n; i++, bcast_next(&it))
+        ((uint8_t *)y->data)[i] = ints ? cmp_i(c, ts_tensor_get_i64(a, it.off[0]), ts_tensor_get_i64(b, it.off[1]))
+                                       : cmp_f(c, el_get(k->num, a, it.off[0]), el_get(k->num, b, it.off[1]));
+    return TS_OK;
+}
+static ts_status greater_kernel(ts_kernel_ctx *k) { return compare_kernel(k, CMP_GT); }
+static ts_status less_kernel(ts_kernel_ctx *k) { return compare_kernel(k, CMP_LT); }
+static ts_status greater_eq_kernel(ts_kernel_ctx *k) { return compare_kernel(k, CMP_GE); }
+static ts_status less_eq_kernel(ts_kernel_ctx *k) { return compare_kernel(k, CMP_LE); }
+
+static ts_status infer_compare(ts_infer_ctx *c)
+{
+    if (infer_common(c, true)) return c->err->code;
+    c->out_dtype[0] = TS_BOOL;
+    return TS_OK;
+}
+
+/* And, Or, Xor: bool x bool -> bool, exact (no arithmetic). */
+enum logic_kind { L_AND, L_OR, L_XOR };
+
+static ts_status infer_logic(ts_infer_ctx *c)
+{
+    if (infer_common(c, false)) return c->err->code;
+    if (c->in[0]->dtype != TS_BOOL)
+        return ts_infer_fail(c, "inputs have type %s, expected bool", ts_dtype_name(c->in[0]->dtype));
+    return TS_OK;
+}
+
+static ts_status logic_kernel(ts_kernel_ctx *k, enum logic_kind l)
+{
+    const ts_tensor *a = k->in[0], *b = k->in[1];
+    ts_tensor *y = k->out[0];
+    const ts_shape *shapes[2] = {&a->shape, &b->shape};
+    bcast_iter it;
+    int64_t n = ts_shape_numel(&y->shape);
+    bcast_init(&it, &y->shape, shapes, 2);
+    for (int64_t i = 0; i < n; i++, bcast_next(&it)) {
+        bool p = ((const uint8_t *)a->data)[it.off[0]], q = ((const uint8_t *)b->data)[it.off[1]];
+        ((uint8_t *)y->data)[i] = l == L_AND ? p && q : l == L_OR ? p || q : p != q;
+    }
+    return TS_OK;
+}
+static ts_status and_kernel(ts_kernel_ctx *k) { return logic_kernel(k, L_AND); }
+static ts_status or_kernel(ts_kernel_ctx *k) { return logic_kernel(k, L_OR); }
+static ts_status xor_kernel(ts_kernel_ctx *k) { return logic_kernel(k, L_XOR); }
+
+/* Mod: fmod 0 (integers only) takes the divisor's sign, like Python's %;
+ * fmod 1 takes the dividend's, like C's fmod (required for floats). */
+typedef struct mod_attrs {
+    int fmod;
+} mod_attrs;
+
+static ts_status mod_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    int64_t v;
+    (void)opset;
+    if (ts_attr_get_int(a, na, "fmod", 0, &v, err)) return err->code;
+    if (v != 0 && v != 1) return ts_attr_fail(err, ts_attr_find(a, na, "fmod"), "expected 0 or 1");
+    ((mod_attrs *)attrs)->fmod = (int)v;
+    return TS_OK;
+}
+static int mod_emit(const void *attrs, ts_attr *out, int max)
+{
+    if (max < 1) return 0;
+    out[0] = ts_attr_int("fmod", ((const mod_attrs *)attrs)->fmod);
+    return 1;
+}
+static ts_status infer_mod(ts_infer_ctx *c)
+{
+    if (infer_arith(c)) return c->err->code;
+    if (ts_dtype_is_float(c->in[0]->dtype) && !((const mod_attrs *)c->attrs)->fmod)
+        return ts_infer_fail(c, "fmod must be 1 for float inputs (%s)", ts_dtype_name(c->in[0]->dtype));
+    return TS_OK;
+}
+static bool mod_i(int64_t a, int64_t b, int64_t *r)
+{
+    if (b == 0) return false;
+    int64_t m = b == -1 ? 0 : a % b; /* INT64_MIN % -1 traps in C */
+    if (m && (m < 0) != (b < 0)) m += b;
+    *r = m;
+    return true;
+}
+static bool fmod_i(int64_t a, int64_t b, int64_t *r)
+{
+    if (b == 0) return false;
+    *r = b == -1 ? 0 : a % b;
+    return true;
+}
+static double fmod_f(double a, double b) { return fmod(a, b); }
+static const binop op_mod = {mod_i, NULL, fmod_f}, op_fmod = {fmod_i, NULL, fmod_f};
+static ts_status mod_kernel(ts_kernel_ctx *k)
+{
+    const binop *op = ((const mod_attrs *)k->attrs)->fmod ? &op_fmod : &op_mod;
+    return binary_apply(k, op, k->in[0], k->in[1], k->out[0]);
+}
+
 static double variadic_flops(const ts_node *n, const ts_graph *g)
 {
     double out = (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
@@ -260,4 +380,18 @@ const ts_op_desc ts_op_max = {
 const ts_op_desc ts_op_min = {
     .name = "Min", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = min_kernel, .flops = variadic_flops,
+};
+
+#define CMP_DESC(SYM, NAME, INFER, FLAGS) \
+    const ts_op_desc ts_op_##SYM = {BINARY(NAME), .flags = FLAGS, .infer = INFER, .kernel = SYM##_kernel};
+CMP_DESC(greater, "Greater", infer_compare, TS_OP_ELEMENTWISE)
+CMP_DESC(less, "Less", infer_compare, TS_OP_ELEMENTWISE)
+CMP_DESC(greater_eq, "GreaterOrEqual", infer_compare, TS_OP_ELEMENTWISE)
+CMP_DESC(less_eq, "LessOrEqual", infer_compare, TS_OP_ELEMENTWISE)
+CMP_DESC(and, "And", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
+CMP_DESC(or, "Or", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
+CMP_DESC(xor, "Xor", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
+const ts_op_desc ts_op_mod = {
+    BINARY("Mod"), .attr_size = sizeof(mod_attrs), .flags = TS_OP_ELEMENTWISE, .parse = mod_parse,
+    .emit = mod_emit, .infer = infer_mod, .kernel = mod_kernel,
 };

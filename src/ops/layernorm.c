@@ -1,7 +1,8 @@
 /* LayerNormalization (opset 17): normalizes over the dimensions [axis, rank)
  *   Y = (X - mean) / sqrt(var + epsilon) * Scale + B
- * Scale and B broadcast unidirectionally to X.shape[axis:].  Only Y is
- * supported (the Mean / InvStdDev outputs are training aids).  Needs sqrt
+ * Scale and B broadcast unidirectionally to X.shape[axis:].  The optional
+ * outputs Mean and InvStdDev have X's shape with 1 from axis on, in float32
+ * (stash_type 1, the default) or X's type.  Needs sqrt
  * and division: float domains only; statistics are accumulated in double. */
 #include <math.h>
 #include <stdlib.h>
@@ -47,7 +48,6 @@ static ts_status ln_infer(ts_infer_ctx *c)
     ts_shape norm, out;
     int axis;
     char s1[160], s2[160];
-    if (c->nout > 1) return ts_nn_unsupported(c, "only the output Y is supported (not Mean / InvStdDev)");
     if (!ts_nn_float_input(c, 0) || !ts_nn_float_input(c, 1) || (c->nin > 2 && c->in[2] && !ts_nn_float_input(c, 2)))
         return c->err->code;
     const ts_shape *x = &c->in[0]->shape;
@@ -62,6 +62,11 @@ static ts_status ln_infer(ts_infer_ctx *c)
     }
     c->out_shape[0] = *x;
     c->out_dtype[0] = c->in[0]->dtype;
+    for (int i = 1; i < c->nout; i++) { /* Mean, InvStdDev */
+        c->out_shape[i] = *x;
+        for (int d = axis; d < x->rank; d++) c->out_shape[i].dims[d] = 1;
+        c->out_dtype[i] = a->stash_type == 1 ? TS_F32 : c->in[0]->dtype;
+    }
     return TS_OK;
 }
 
@@ -115,6 +120,8 @@ static ts_status ln_kernel(ts_kernel_ctx *k)
         for (int64_t i = 0; i < inner; i++) var += (row[i] - mean) * (row[i] - mean);
         double inv = 1.0 / sqrt(var / (double)inner + a->epsilon);
         for (int64_t i = 0; i < inner; i++) num->from_f64(y + (size_t)i * es, (row[i] - mean) * inv * scale[i] + bias[i]);
+        if (k->nout > 1 && k->out[1]) num->from_f64(ts_num_at(num, k->out[1]->data, o), mean);
+        if (k->nout > 2 && k->out[2]) num->from_f64(ts_num_at(num, k->out[2]->data, o), inv);
     }
     free(scale);
     free(bias);

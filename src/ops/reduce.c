@@ -1,16 +1,20 @@
-/* Reductions: ReduceSum, ReduceMean, ReduceMax.  Axes come from the `axes`
- * attribute, or from an optional second input from opset 13 (ReduceSum) or
- * 18 (ReduceMean, ReduceMax).  No axes means all axes, unless
+/* Reductions: ReduceSum, ReduceMean, ReduceMax, and ReduceMin, ReduceProd,
+ * ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare.  Axes
+ * come from the `axes` attribute, or from an optional second input from
+ * opset 13 (ReduceSum) or 18 (the others).  No axes means all axes, unless
  * noop_with_empty_axes asks for the identity.  Sum and Mean are linear and
- * exact (Mean multiplies by the domain's inverse of the count); Max is
- * float-only.  Integer tensors are reduced in int64. */
+ * exact (Mean multiplies by the domain's inverse of the count); the others
+ * are float-only and accumulate in double (one slot per output element).
+ * Integer tensors are reduced in int64 (Sum, Mean, Max) or in double and
+ * truncated (the others). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ops/elementwise.h"
 #include "ops/attrs.h"
 
-enum reduce_kind { R_SUM, R_MEAN, R_MAX };
+enum reduce_kind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ };
 
 static ts_status parse_common(void *attrs, const ts_attr *a, int na, int opset, int axes_input_opset, ts_error *err)
 {
@@ -113,6 +117,84 @@ static ts_status reduce_infer(ts_infer_ctx *c, int axes_input_opset)
 static ts_status sum_infer(ts_infer_ctx *c) { return reduce_infer(c, 13); }
 static ts_status mean_max_infer(ts_infer_ctx *c) { return reduce_infer(c, 18); }
 
+static double acc_init(enum reduce_kind kind)
+{
+    return kind == R_MIN ? INFINITY : kind == R_MAX ? -INFINITY : kind == R_PROD ? 1 : 0;
+}
+
+static double acc_step(enum reduce_kind kind, double a, double v)
+{
+    switch (kind) {
+    case R_MIN: return v < a || isnan(v) ? v : a;
+    case R_MAX: return v > a || isnan(v) ? v : a;
+    case R_PROD: return a * v;
+    case R_L1: return a + fabs(v);
+    case R_L2:
+    case R_SUMSQ: return a + v * v;
+    case R_LOGSUMEXP: return a + exp(v);
+    default: return a + v;
+    }
+}
+
+static double acc_final(enum reduce_kind kind, double a)
+{
+    return kind == R_L2 ? sqrt(a) : kind == R_LOGSUM || kind == R_LOGSUMEXP ? log(a) : a;
+}
+
+/* The float-only reductions: in double, then written once per output.
+ * LogSumExp subtracts each slice's max first so exp cannot overflow. */
+static ts_status reduce_double(ts_kernel_ctx *k, enum reduce_kind kind, const bool mask[TS_MAX_RANK])
+{
+    const ts_num *num = k->num;
+    const ts_tensor *x = k->in[0];
+    ts_tensor *y = k->out[0];
+    bool ints = dtype_is_int(x->dtype);
+    int rank = x->shape.rank;
+    if (!ints && need_float_domain(k)) return k->err->code;
+    int64_t nin = ts_tensor_numel(x), nout = ts_tensor_numel(y);
+    double *acc = malloc(((size_t)nout + 1) * sizeof *acc), *shift = NULL;
+    if (!acc) return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
+    int64_t ostride[TS_MAX_RANK], st = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        ostride[d] = mask[d] ? 0 : st;
+        if (!mask[d]) st *= x->shape.dims[d];
+    }
+    for (int pass = kind == R_LOGSUMEXP ? 0 : 1; pass < 2; pass++) {
+        enum reduce_kind kd = pass ? kind : R_MAX;
+        for (int64_t o = 0; o < nout; o++) acc[o] = acc_init(kd);
+        int64_t idx[TS_MAX_RANK] = {0}, off = 0;
+        for (int64_t i = 0; i < nin; i++) {
+            double v = ints ? (double)ts_tensor_get_i64(x, i) : el_get(num, x, i);
+            if (shift && isfinite(shift[off])) v -= shift[off];
+            acc[off] = acc_step(kd, acc[off], v);
+            for (int d = rank - 1; d >= 0; d--) { /* odometer increment */
+                off += ostride[d];
+                if (++idx[d] < x->shape.dims[d]) break;
+                off -= ostride[d] * x->shape.dims[d];
+                idx[d] = 0;
+            }
+        }
+        if (!pass) { /* the maxima become the shift of the second pass */
+            shift = acc;
+            if (!(acc = malloc(((size_t)nout + 1) * sizeof *acc))) {
+                free(shift);
+                return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+    for (int64_t o = 0; o < nout; o++) {
+        double v = acc_final(kind, acc[o]);
+        if (shift && isfinite(shift[o])) v += shift[o];
+        if (ints)
+            el_set_i64(y, o, isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v);
+        else
+            el_set(num, y, o, v);
+    }
+    free(acc);
+    free(shift);
+    return TS_OK;
+}
+
 static ts_status reduce_run(ts_kernel_ctx *k, enum reduce_kind kind)
 {
     const ts_reduce_attrs *p = k->attrs;
@@ -130,14 +212,15 @@ static ts_status reduce_run(ts_kernel_ctx *k, enum reduce_kind kind)
         for (int i = 0; i < naxes; i++) axes[i] = ts_tensor_get_i64(k->in[1], i);
     }
     if (axes_mask(p, axes, naxes, rank, mask, &noop, msg, sizeof msg)) return ts_kernel_fail(k, TS_ERR_INVALID, "%s", msg);
-    if (!ints && kind == R_MAX && need_float_domain(k)) return k->err->code;
-    if (!ints && x->dtype != num->storage)
-        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported", ts_dtype_name(x->dtype));
-    int64_t nin = ts_tensor_numel(x), nout = ts_tensor_numel(y);
     if (noop) {
         memcpy(y->data, x->data, x->nbytes);
         return TS_OK;
     }
+    if (kind > R_MAX) return reduce_double(k, kind, mask);
+    if (!ints && kind == R_MAX && need_float_domain(k)) return k->err->code;
+    if (!ints && x->dtype != num->storage)
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported", ts_dtype_name(x->dtype));
+    int64_t nin = ts_tensor_numel(x), nout = ts_tensor_numel(y);
     /* output strides over the keepdims layout (same order without keepdims);
      * reduced axes get stride 0 so every input element finds its slot */
     int64_t ostride[TS_MAX_RANK], idx[TS_MAX_RANK] = {0}, st = 1;
@@ -190,6 +273,13 @@ static ts_status reduce_run(ts_kernel_ctx *k, enum reduce_kind kind)
 static ts_status sum_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_SUM); }
 static ts_status mean_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_MEAN); }
 static ts_status max_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_MAX); }
+static ts_status min_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_MIN); }
+static ts_status prod_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_PROD); }
+static ts_status l1_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_L1); }
+static ts_status l2_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_L2); }
+static ts_status logsum_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_LOGSUM); }
+static ts_status logsumexp_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_LOGSUMEXP); }
+static ts_status sumsq_kernel(ts_kernel_ctx *k) { return reduce_run(k, R_SUMSQ); }
 
 /* one add (or compare) per input element */
 static double reduce_flops(const ts_node *n, const ts_graph *g)
@@ -206,3 +296,13 @@ const ts_op_desc ts_op_reducemean = {REDUCE("ReduceMean"), .flags = TS_OP_EXACT,
                                      .parse = mean_max_parse, .infer = mean_max_infer, .kernel = mean_kernel};
 const ts_op_desc ts_op_reducemax = {REDUCE("ReduceMax"), .parse = mean_max_parse, .infer = mean_max_infer,
                                     .kernel = max_kernel};
+
+/* Float-only reductions with axes as an input from opset 18. */
+#define REDUCE18(NAME, KERNEL) {REDUCE(NAME), .parse = mean_max_parse, .infer = mean_max_infer, .kernel = KERNEL}
+const ts_op_desc ts_op_reducemin = REDUCE18("ReduceMin", min_kernel);
+const ts_op_desc ts_op_reduceprod = REDUCE18("ReduceProd", prod_kernel);
+const ts_op_desc ts_op_reducel1 = REDUCE18("ReduceL1", l1_kernel);
+const ts_op_desc ts_op_reducel2 = REDUCE18("ReduceL2", l2_kernel);
+const ts_op_desc ts_op_reducelogsum = REDUCE18("ReduceLogSum", logsum_kernel);
+const ts_op_desc ts_op_reducelogsumexp = REDUCE18("ReduceLogSumExp", logsumexp_kernel);
+const ts_op_desc ts_op_reducesumsquare = REDUCE18("ReduceSumSquare", sumsq_kernel);

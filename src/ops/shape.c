@@ -1,4 +1,4 @@
-/* Shape and ConstantOfShape: computations on shapes.  Both are exact in
+/* Shape, Size and ConstantOfShape: computations on shapes.  Both are exact in
  * every domain (their outputs are integers or constants). */
 #include <string.h>
 #include "ops/op.h"
@@ -148,4 +148,26 @@ const ts_op_desc ts_op_constant_of_shape = {
     .name = "ConstantOfShape", .attr_size = sizeof(cos_attrs), .min_inputs = 1, .max_inputs = 1,
     .min_outputs = 1, .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_SHAPE, .parse = cos_parse, .emit = cos_emit,
     .infer = cos_infer, .kernel = cos_kernel, .flops = no_flops,
+};
+
+/* ---------------------------------------------------------------- Size */
+
+/* The input's element count as an int64 scalar: reads only the shape. */
+static ts_status size_infer(ts_infer_ctx *c)
+{
+    c->out_dtype[0] = TS_I64;
+    c->out_shape[0] = (ts_shape){0};
+    return TS_OK;
+}
+
+static ts_status size_kernel(ts_kernel_ctx *k)
+{
+    ((int64_t *)k->out[0]->data)[0] = ts_tensor_numel(k->in[0]);
+    return TS_OK;
+}
+
+const ts_op_desc ts_op_size = {
+    .name = "Size", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_EXACT | TS_OP_SHAPE | TS_OP_SHAPE_ONLY, .infer = size_infer, .kernel = size_kernel,
+    .flops = no_flops,
 };

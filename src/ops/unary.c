@@ -1,6 +1,8 @@
 /* Element-wise unary operators without attributes.  Neg is polynomial and
  * Relu has a polynomial stand-in in the mod-p domain (see relu_kernel);
- * the rest are float-only, computed in double through the domain. */
+ * the rest are float-only, computed in double through the domain
+ * (trigonometric and hyperbolic functions, rounding, Sign, Softsign,
+ * Softplus; IsNaN gives bools). */
 #include <math.h>
 #include "ops/elementwise.h"
 
@@ -85,6 +87,49 @@ static ts_status erf_kernel(ts_kernel_ctx *k) { return unary_apply(k, erf, NULL)
 static ts_status sigmoid_kernel(ts_kernel_ctx *k) { return unary_apply(k, sigmoid_f, NULL); }
 static ts_status tanh_kernel(ts_kernel_ctx *k) { return unary_apply(k, tanh, NULL); }
 
+static double sign_f(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; } /* NaN stays NaN */
+static int64_t sign_i(int64_t x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
+static int64_t same_i(int64_t x) { return x; }
+static double softsign_f(double x) { return x / (1 + fabs(x)); }
+/* log(1 + e^x) without overflow for large x */
+static double softplus_f(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+
+#define FLOAT_UNARY(NAME, F) \
+    static ts_status NAME##_kernel(ts_kernel_ctx *k) { return unary_apply(k, F, NULL); }
+FLOAT_UNARY(acos, acos)
+FLOAT_UNARY(acosh, acosh)
+FLOAT_UNARY(asin, asin)
+FLOAT_UNARY(asinh, asinh)
+FLOAT_UNARY(atan, atan)
+FLOAT_UNARY(atanh, atanh)
+FLOAT_UNARY(cos, cos)
+FLOAT_UNARY(cosh, cosh)
+FLOAT_UNARY(sin, sin)
+FLOAT_UNARY(sinh, sinh)
+FLOAT_UNARY(tan, tan)
+FLOAT_UNARY(softsign, softsign_f)
+FLOAT_UNARY(softplus, softplus_f)
+/* Round is half to even (nearbyint in the default rounding mode). */
+FLOAT_UNARY(round, nearbyint)
+static ts_status ceil_kernel(ts_kernel_ctx *k) { return unary_apply(k, ceil, same_i); }
+static ts_status floor_kernel(ts_kernel_ctx *k) { return unary_apply(k, floor, same_i); }
+static ts_status sign_kernel(ts_kernel_ctx *k) { return unary_apply(k, sign_f, sign_i); }
+
+/* IsNaN: float -> bool. */
+static ts_status infer_isnan(ts_infer_ctx *c)
+{
+    if (infer_float(c)) return c->err->code;
+    c->out_dtype[0] = TS_BOOL;
+    return TS_OK;
+}
+static ts_status isnan_kernel(ts_kernel_ctx *k)
+{
+    if (need_float_domain(k)) return k->err->code;
+    int64_t n = ts_tensor_numel(k->in[0]);
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)k->out[0]->data)[i] = isnan(el_get(k->num, k->in[0], i));
+    return TS_OK;
+}
+
 /* Not: bool -> bool, exact (no arithmetic at all). */
 static ts_status infer_not(ts_infer_ctx *c)
 {
@@ -120,3 +165,24 @@ const ts_op_desc ts_op_sigmoid = {UNARY("Sigmoid"), .flags = TS_OP_ELEMENTWISE, 
 const ts_op_desc ts_op_tanh = {UNARY("Tanh"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = tanh_kernel};
 const ts_op_desc ts_op_not = {UNARY("Not"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = infer_not,
                               .kernel = not_kernel};
+
+#define FLOAT_DESC(SYM, NAME, INFER) \
+    const ts_op_desc ts_op_##SYM = {UNARY(NAME), .flags = TS_OP_ELEMENTWISE, .infer = INFER, .kernel = SYM##_kernel};
+FLOAT_DESC(acos, "Acos", infer_float)
+FLOAT_DESC(acosh, "Acosh", infer_float)
+FLOAT_DESC(asin, "Asin", infer_float)
+FLOAT_DESC(asinh, "Asinh", infer_float)
+FLOAT_DESC(atan, "Atan", infer_float)
+FLOAT_DESC(atanh, "Atanh", infer_float)
+FLOAT_DESC(cos, "Cos", infer_float)
+FLOAT_DESC(cosh, "Cosh", infer_float)
+FLOAT_DESC(sin, "Sin", infer_float)
+FLOAT_DESC(sinh, "Sinh", infer_float)
+FLOAT_DESC(tan, "Tan", infer_float)
+FLOAT_DESC(softsign, "Softsign", infer_float)
+FLOAT_DESC(softplus, "Softplus", infer_float)
+FLOAT_DESC(round, "Round", infer_float)
+FLOAT_DESC(ceil, "Ceil", infer_number)
+FLOAT_DESC(floor, "Floor", infer_number)
+FLOAT_DESC(sign, "Sign", infer_number)
+FLOAT_DESC(isnan, "IsNaN", infer_isnan)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "opt/driver.h"
 #include "opt/passes.h"
 
@@ -65,7 +66,8 @@ typedef struct dctx {
     hist *best_h;
     long seq;
     int explored, generated, duplicates;
-    double t0, last_tick;
+    double t0, last_tick, last_line;
+    bool tty; /* progress goes to a terminal */
     hist *cur_h;
     int cur_src;
     ts_error *err;
@@ -329,8 +331,16 @@ static void tick(dctx *s, bool final)
         if (rss_mb() > limit && !s->stop) s->stop = "memory";
     }
     if (!s->o->progress) return;
-    fprintf(stderr, "\roptimize: best %.3f ms (from %.3f)  explored %d  generated %d  queue %d  %.1f s   %s",
-            s->best_cost, s->cost0, s->explored, s->generated, s->n, t - s->t0, final ? "\n" : "");
+    /* a line rewritten in place on a terminal; elsewhere (a log) a plain
+     * line every few seconds */
+    if (s->tty)
+        fprintf(stderr, "\roptimize: best %.3f ms (from %.3f)  explored %d  generated %d  queue %d  %.1f s   %s",
+                s->best_cost, s->cost0, s->explored, s->generated, s->n, t - s->t0, final ? "\n" : "");
+    else if (final || t - s->last_line >= 5) {
+        s->last_line = t;
+        fprintf(stderr, "optimize: %.1f s: best %.3f ms (from %.3f), explored %d, generated %d, queue %d%s\n",
+                t - s->t0, s->best_cost, s->cost0, s->explored, s->generated, s->n, final ? " (done)" : "");
+    }
     fflush(stderr);
 }
 
@@ -538,6 +548,8 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
     dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
               .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
     s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
+    s.tty = isatty(2);
+    s.last_line = s.t0;
     ts_graph *start = ts_graph_copy(g0);
     if (!start || !pset_init(&s.orig, g0)) {
         ts_graph_free(start);

@@ -15,6 +15,8 @@
 /* Time left after the search for the check and the measurement: the whole
  * run ends within the time limit plus this. */
 #define FINISH_S 15.0
+/* ... and after an interrupt */
+#define INTERRUPTED_S 3.0
 
 void ts_optimize_opts_default(ts_optimize_opts *o)
 {
@@ -151,6 +153,8 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         }
         char why[256];
         double left = o.time_limit > 0 ? o.time_limit + FINISH_S - (now_s() - t0) : 60;
+        /* Ctrl-C asks for the best graph now: a short measurement decides */
+        if (!strcmp(dr.stop, "interrupted")) left = fmin(left, INTERRUPTED_S);
         if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
             /* one written model serves every batch size, or it is not an
              * improvement (docs/decisions.md, "Symbolic dimensions on export") */

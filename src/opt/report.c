@@ -2,9 +2,39 @@
  * graph was written and why, what it costs before and after (cost model
  * and measurement), the rewrites present in it, the check, the search. */
 #include <stdio.h>
+#include <string.h>
 #include "opt/report.h"
 
-ts_status ts_opt_report_write(const char *path, const char *model, const char *output,
+/* Pictures of the original and of the written graph beside the report
+ * (R.before.svg, R.after.svg: the second highlights what changed), linked
+ * from it by their base names.  A picture that cannot be drawn (no
+ * Graphviz) is named in the report instead: the report itself is what was
+ * asked for. */
+static void pictures(FILE *f, const char *path, const ts_graph *original, const ts_optimize_result *r)
+{
+    char before[4200], after[4200];
+    snprintf(before, sizeof before, "%s.before.svg", path);
+    snprintf(after, sizeof after, "%s.after.svg", path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    ts_error e = {0};
+    if (ts_graph_draw(original, NULL, before, &e)) {
+        fprintf(f, "(No pictures: %s)\n\n", e.msg);
+        return;
+    }
+    if (!r->optimized) {
+        fprintf(f, "![the written graph, the original](%s.before.svg)\n\n", base);
+        return;
+    }
+    if (ts_graph_draw(r->graph, original, after, &e)) {
+        fprintf(f, "![the original](%s.before.svg)\n\n(No picture of the optimized graph: %s)\n\n", base, e.msg);
+        return;
+    }
+    fprintf(f, "| original | written (changed nodes highlighted) |\n|---|---|\n| ![original](%s.before.svg) | "
+               "![optimized](%s.after.svg) |\n\n",
+            base, base);
+}
+
+ts_status ts_opt_report_write(const char *path, const char *model, const char *output, const ts_graph *original,
                               const ts_optimize_opts *o, const ts_optimize_result *r, ts_error *err)
 {
     char tmp[4200];
@@ -39,6 +69,8 @@ ts_status ts_opt_report_write(const char *path, const char *model, const char *o
         fprintf(f, "The search's best graph was predicted at %.3f ms but is not written (see above).\n\n",
                 r->cost_after_ms);
     }
+    fprintf(f, "## Pictures\n\n");
+    pictures(f, path, original, r);
     fprintf(f, "## Search\n\n%.2f s, stopped by: %s; %d graphs explored, %d distinct graphs generated; alpha %.3f, "
                "budget %d, time limit %.1f s; peak memory %.0f MiB.\n\nSources:\n\n",
             r->search_s, r->stop, r->explored, r->generated, o->alpha, o->budget, o->time_limit, r->peak_rss_mb);

@@ -4,8 +4,9 @@
 
 #include "tsopt.h"
 
-/* Writes PATH.tmp then renames it over path. */
-ts_status ts_opt_report_write(const char *path, const char *model, const char *output,
+/* Writes PATH.tmp then renames it over path; pictures of both graphs go
+ * beside it (PATH.before.svg, PATH.after.svg). */
+ts_status ts_opt_report_write(const char *path, const char *model, const char *output, const ts_graph *original,
                               const ts_optimize_opts *o, const ts_optimize_result *r, ts_error *err);
 
 #endif

@@ -49,6 +49,12 @@ const ts_ropinfo ts_rop_table[TS_ROP_COUNT] = {
     [TS_ROP_IMATMUL] = {.atom = "Imatmul", .constant = true, .cshape = TS_RCONST_SQUARE,
                         .fill = ts_atom_imatmul_fill},
     [TS_ROP_IEWMUL] = {.atom = "Iewmul", .constant = true, .cshape = TS_RCONST_ACT, .fill = ts_atom_iewmul_fill},
+    /* grouped (depthwise: m1) convolution; the group count follows from the
+     * kernel, output channels / mult (docs/taso.md, "Grouped convolution") */
+    [TS_ROP_GCONV] = {.atom = "gconv", .params = TS_RPARAM_STRIDE | TS_RPARAM_PAD | TS_RPARAM_ACT | TS_RPARAM_MULT,
+                      .nargs = 2, .op = &ts_op_conv, .bias = true, .bias_axis = 0,
+                      .match = ts_atom_conv_match, .roots = ts_atom_conv_roots,
+                      .build = ts_atom_conv_build, .split_point = ts_atom_conv_split},
 };
 /* clang-format on */
 

@@ -1,5 +1,6 @@
 /* Atoms over sliding windows: conv (Conv, group 1, no dilation, optional
- * constant bias, optionally followed by Relu), poolavg and poolmax
+ * constant bias, optionally followed by Relu), gconv (the same with groups:
+ * mult output channels per group), poolavg and poolmax
  * (AveragePool counting the padding, MaxPool).  A window's SAME or VALID
  * padding is recognised from the node's pads and the input's shape.
  * Rows in atom.c. */
@@ -15,10 +16,10 @@
  * (stride 1, or an odd input at stride 2): elsewhere axioms such as A21 and
  * W2 are false for it, so such a node is not `same`.  PyTorch's
  * symmetric pads are `same` at any stride. */
-static bool window_ok(const ts_window *w, int64_t group, const ts_shape *x, const int64_t *k, int stride, ts_rpad pad)
+static bool window_ok(const ts_window *w, const ts_shape *x, const int64_t *k, int stride, ts_rpad pad)
 {
     int64_t strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
-    if (x->rank != 4 || group != 1 || w->ceil_mode) return false;
+    if (x->rank != 4 || w->ceil_mode) return false;
     if (w->nstrides >= 0) {
         if (w->nstrides != 2) return false;
         strides[0] = w->strides[0], strides[1] = w->strides[1];
@@ -60,8 +61,11 @@ bool ts_atom_conv_match(ts_rmatch *s, const ts_rexpr *e, int v)
     const ts_node *n = &g->nodes[p];
     const ts_conv_attrs *a = n->attrs;
     const ts_shape *x = ts_rvshape(g, n->inputs[0]), *w = ts_rvshape(g, n->inputs[1]);
-    if (x->rank != 4 || w->rank != 4 || w->dims[1] != x->dims[1]) return false;
-    if (!window_ok(&a->win, a->group, x, w->dims + 2, e->p.stride, e->p.pad)) return false;
+    if (x->rank != 4 || w->rank != 4 || a->group < 1 || w->dims[1] * a->group != x->dims[1]) return false;
+    /* conv: group 1 only (A39/A40 are false for groups); gconv: any group
+     * with the atom's output channels per group */
+    if (e->op == TS_ROP_CONV ? a->group != 1 : w->dims[0] != a->group * e->p.mult) return false;
+    if (!window_ok(&a->win, x, w->dims + 2, e->p.stride, e->p.pad)) return false;
     int bias = n->ninputs > 2 ? n->inputs[2] : -1;
     if (bias >= 0 && !g->values[bias].constant) return false;
     if ((relu >= 0 && !ts_rmatch_node(s, relu)) || !ts_rmatch_node(s, p)) return false;
@@ -77,14 +81,21 @@ int ts_atom_conv_roots(const ts_rexpr *e, const ts_op_desc **out)
 
 int ts_atom_conv_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)
 {
-    (void)op;
     const ts_shape *xs = ts_rvshape(b->g, x[0]), *ws = ts_rvshape(b->g, x[1]);
-    if (xs->rank != 4 || ws->rank != 4 || ws->dims[1] != xs->dims[1]) return -1;
+    if (xs->rank != 4 || ws->rank != 4) return -1;
+    /* gconv: groups = output channels / mult, each reading ws->dims[1]
+     * input channels; undefined where the channels do not divide */
+    int64_t group = 1;
+    if (op == TS_ROP_GCONV) {
+        if (p->mult < 1 || ws->dims[0] % p->mult) return -1;
+        group = ws->dims[0] / p->mult;
+    }
+    if (ws->dims[1] * group != xs->dims[1]) return -1;
     int64_t strides[2] = {p->stride, p->stride}, pads[4];
     if (!ts_rbuild_pads(b, xs, ws->dims + 2, p->stride, p->pad, pads)) return -1;
-    ts_attr a[2] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4)};
+    ts_attr a[3] = {ts_attr_ints("strides", strides, 2), ts_attr_ints("pads", pads, 4), ts_attr_int("group", group)};
     int ins[3] = {x[0], x[1], b->bias};
-    int y = ts_rbuild_node1(b, &ts_op_conv, ins, b->bias >= 0 ? 3 : 2, a, 2);
+    int y = ts_rbuild_node1(b, &ts_op_conv, ins, b->bias >= 0 ? 3 : 2, a, group > 1 ? 3 : 2);
     if (y < 0) return -1;
     return p->act == TS_RACT_RELU ? ts_rbuild_node1(b, &ts_op_relu, &y, 1, NULL, 0) : y;
 }
@@ -108,7 +119,7 @@ bool ts_atom_pool_match(ts_rmatch *s, const ts_rexpr *e, int v)
     /* TASO's average pool counts the padding (it is conv by Cpool) */
     if (e->op == TS_ROP_POOLAVG && e->p.pad == TS_RPAD_SAME && !a->count_include_pad) return false;
     int64_t kk[2] = {e->p.kh, e->p.kw};
-    if (!window_ok(&a->win, 1, ts_rvshape(g, n->inputs[0]), kk, e->p.stride, e->p.pad)) return false;
+    if (!window_ok(&a->win, ts_rvshape(g, n->inputs[0]), kk, e->p.stride, e->p.pad)) return false;
     return ts_rmatch_node(s, p) && ts_rmatch_arg(s, e->arg[0], n->inputs[0]);
 }
 

@@ -117,8 +117,9 @@ static bool expr_applicable(const ts_rexpr *e, bool build)
 {
     const ts_ropinfo *in = &ts_rop_table[e->op];
     /* atoms without a counterpart in model graphs (enlarge, the constants
-     * Iconv, Cpool, ...) have no match function */
-    if (e->op != TS_ROP_VAR && (!in->match || (build && !in->build))) return false;
+     * Iconv, Cpool, ...) have no match function: never in a source; a
+     * target only needs build (enlarge pads a weight, which then folds) */
+    if (e->op != TS_ROP_VAR && (build ? !in->build : !in->match)) return false;
     for (int i = 0; i < e->nargs; i++)
         if (!expr_applicable(e->arg[i], build)) return false;
     return true;

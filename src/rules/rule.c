@@ -83,6 +83,7 @@ static bool params_equal(ts_rop op, const ts_rparams *a, const ts_rparams *b)
     if ((m & TS_RPARAM_PAD) && a->pad != b->pad) return false;
     if ((m & TS_RPARAM_ACT) && a->act != b->act) return false;
     if ((m & TS_RPARAM_AXIS) && a->axis != b->axis) return false;
+    if ((m & TS_RPARAM_MULT) && a->mult != b->mult) return false;
     return true;
 }
 
@@ -138,6 +139,10 @@ static void format_params(sbuf *s, const ts_rexpr *e)
     if (m & TS_RPARAM_ACT) sb_puts(s, e->p.act == TS_RACT_NONE ? " none" : " relu");
     if (m & TS_RPARAM_AXIS) {
         snprintf(t, sizeof t, " %d", e->p.axis);
+        sb_puts(s, t);
+    }
+    if (m & TS_RPARAM_MULT) {
+        snprintf(t, sizeof t, " m%d", e->p.mult);
         sb_puts(s, t);
     }
 }
@@ -331,6 +336,7 @@ static const char *bad_params(const ts_rexpr *e)
     if ((m & TS_RPARAM_KERNEL) && (e->p.kh < 1 || e->p.kw < 1)) return "kernel must be positive";
     if ((m & TS_RPARAM_STRIDE) && e->p.stride < 1) return "stride must be positive";
     if ((m & TS_RPARAM_AXIS) && e->p.axis < 0) return "axis must be non-negative";
+    if ((m & TS_RPARAM_MULT) && e->p.mult < 1) return "channels per group must be positive";
     for (int i = 0; i < e->nargs; i++) {
         const char *w = bad_params(e->arg[i]);
         if (w) return w;
@@ -535,6 +541,8 @@ static bool parse_param(unsigned kind, const char *t, ts_rparams *p)
         return true;
     case TS_RPARAM_AXIS:
         return parse_int(t, &p->axis);
+    case TS_RPARAM_MULT:
+        return t[0] == 'm' && parse_int(t + 1, &p->mult) && p->mult > 0;
     }
     return false;
 }
@@ -546,6 +554,7 @@ static const char *param_name(unsigned kind)
     case TS_RPARAM_STRIDE: return "a stride (s1, s2)";
     case TS_RPARAM_PAD: return "a padding (same, valid)";
     case TS_RPARAM_ACT: return "an activation (none, relu)";
+    case TS_RPARAM_MULT: return "output channels per group (m1, m4)";
     default: return "an axis (0, 1, ...)";
     }
 }
@@ -595,7 +604,7 @@ static ts_rexpr *to_expr(reader *rd, const sx *s)
     const ts_ropinfo *info = &OPS[op];
     int k = 1;
     ts_rparams p = {0};
-    for (unsigned bit = 1; bit <= TS_RPARAM_AXIS; bit <<= 1) {
+    for (unsigned bit = 1; bit <= TS_RPARAM_LAST; bit <<= 1) {
         if (!(info->params & bit)) continue;
         if (k >= s->n || s->items[k]->list || !parse_param(bit, s->items[k]->atom, &p)) {
             char what[128];

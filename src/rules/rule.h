@@ -36,6 +36,9 @@ typedef enum ts_rop {
     TS_ROP_ICONV,   /* constant: identity conv kernel, param kernel */
     TS_ROP_IMATMUL, /* constant: identity matrix */
     TS_ROP_IEWMUL,  /* constant: all ones */
+    /* grouped convolution, param mult (output channels per group); last so
+     * that the generator's variant numbers (and rules/taso.rules) stay */
+    TS_ROP_GCONV,
     TS_ROP_COUNT
 } ts_rop;
 
@@ -47,6 +50,8 @@ enum {
     TS_RPARAM_PAD = 1 << 2,    /* same | valid */
     TS_RPARAM_ACT = 1 << 3,    /* none | relu */
     TS_RPARAM_AXIS = 1 << 4,   /* 0, 1, ... */
+    TS_RPARAM_MULT = 1 << 5,   /* m1, m4: output channels per group (gconv) */
+    TS_RPARAM_LAST = TS_RPARAM_MULT,
 };
 
 typedef enum ts_rpad { TS_RPAD_SAME = 0, TS_RPAD_VALID = 1 } ts_rpad;
@@ -58,6 +63,7 @@ typedef struct ts_rparams {
     ts_rpad pad;  /* conv, pool */
     ts_ract act;  /* conv */
     int axis;     /* concat, split */
+    int mult;     /* gconv: output channels per group (1: depthwise) */
 } ts_rparams;
 
 typedef struct ts_rexpr {
@@ -95,7 +101,7 @@ typedef const ts_shape *(*ts_rshape_fn)(void *ctx, const ts_rexpr *e);
 
 typedef struct ts_ropinfo {
     const char *atom;  /* as written in the file */
-    unsigned params;   /* TS_RPARAM_* in textual order: kernel stride pad act axis */
+    unsigned params;   /* TS_RPARAM_* in textual order: kernel stride pad act axis mult */
     int nargs;         /* tensor arguments */
     bool constant;     /* a constant tensor leaf */
     bool commutative;  /* (op a b) = (op b a) */

@@ -242,6 +242,7 @@ static int param_value(ctx *c, const ts_aterm *p)
     case TS_RPARAM_STRIDE: sscanf(p->name, "s%d", &v); return v;
     case TS_RPARAM_PAD: return strcmp(p->name, "same") ? 1 : 0;
     case TS_RPARAM_ACT: return strcmp(p->name, "none") ? 1 : 0;
+    case TS_RPARAM_MULT: sscanf(p->name, "m%d", &v); return v;
     default: sscanf(p->name, "a%d", &v); return v;
     }
 }
@@ -259,6 +260,7 @@ static void rparams_of(ctx *c, const ts_aterm *t, ts_rparams *rp)
         case TS_RPARAM_STRIDE: rp->stride = v; break;
         case TS_RPARAM_PAD: rp->pad = (ts_rpad)v; break;
         case TS_RPARAM_ACT: rp->act = (ts_ract)v; break;
+        case TS_RPARAM_MULT: rp->mult = v; break;
         default: rp->axis = v; break;
         }
     }
@@ -468,6 +470,7 @@ static int domain_value(unsigned slot, int i)
     switch (slot) {
     case TS_RPARAM_KERNEL: return i + 1; /* k1 k2 k3 */
     case TS_RPARAM_STRIDE: return i + 1; /* s1 s2 */
+    case TS_RPARAM_MULT: return i + 1;   /* m1 (depthwise) m2 */
     default: return i;                   /* same/valid, none/relu, axis 0/1 */
     }
 }

@@ -161,9 +161,24 @@ typedef struct gen_stats {
     uint64_t after_rename;  /* after input-renaming pruning */
     uint64_t after_common;  /* after common-subgraph pruning */
     uint64_t third_fail;    /* of those, failed on shape set 2 (dropped) */
-    double t_enum, t_test, t_rename, t_common;
+    uint64_t subsumed;      /* of the rest, derived from kept rules (dropped) */
+    uint64_t restored;      /* pruned above, but no kept rule derives them: kept */
+    uint64_t kept;          /* rules written */
+    double t_enum, t_test, t_rename, t_common, t_subsume;
     size_t peak_bytes;      /* graph table */
 } gen_stats;
+
+/* Subsumption (gen_subsume.c): whether a rule follows from a set of kept
+ * rules by instantiation and congruence, checked on the terms.  Rules are
+ * added as pointers to their output arrays, which must outlive the
+ * subsumer. */
+typedef struct gen_subsumer gen_subsumer;
+gen_subsumer *gen_subsumer_new(void);
+void gen_subsumer_free(gen_subsumer *s);
+/* Adds a kept rule (both directions where usable); false out of memory. */
+bool gen_subsumer_add(gen_subsumer *s, ts_rexpr *const *l, ts_rexpr *const *r, int n);
+/* Whether the kept rules derive l -> r (and r -> l where that is usable). */
+bool gen_subsumer_derives(const gen_subsumer *s, ts_rexpr *const *l, ts_rexpr *const *r, int n);
 
 /* Enumerates every graph of up to cfg->max_ops operators; *out holds *n
  * graphs (malloc'd), sorted by gen_graph_cmp, each with its seq. */

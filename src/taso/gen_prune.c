@@ -223,8 +223,16 @@ typedef struct cand {
     ts_rexpr **l, **r;
     char *key;
     int nops;
-    uint8_t dead; /* 1: pruned, 2: failed on shape set 2 */
+    uint8_t dead; /* DEAD_* */
+    int nvars;    /* distinct variables (subsumption order) */
 } cand;
+
+enum {
+    DEAD_DUP = 1,     /* a duplicate, or no usable orientation */
+    DEAD_SET2 = 2,    /* failed on shape set 2 */
+    DEAD_GENERAL = 4, /* a more general rule is valid (renaming, common subgraph) */
+    DEAD_DERIVED = 5, /* kept rules derive it (subsumption) */
+};
 
 static char *join_terms(ts_rexpr **l, ts_rexpr **r, int n)
 {
@@ -517,6 +525,81 @@ static void add_weight_constraints(ts_rule *r, const ts_rexpr *e)
     for (int i = 0; i < e->nargs; i++) add_weight_constraints(r, e->arg[i]);
 }
 
+static int count_vars(const ts_rexpr *e, const char **seen, int n)
+{
+    if (e->op == TS_ROP_VAR) {
+        for (int i = 0; i < n; i++)
+            if (!strcmp(seen[i], e->var)) return n;
+        if (n < 32) seen[n++] = e->var;
+        return n;
+    }
+    for (int i = 0; i < e->nargs; i++) n = count_vars(e->arg[i], seen, n);
+    return n;
+}
+
+static const cand *sort_base;
+/* Fewer operators first, then more variables (a renaming generalization
+ * before its instances), then the canonical text. */
+static int cmp_subsume(const void *pa, const void *pb)
+{
+    const cand *a = &sort_base[*(const size_t *)pa], *b = &sort_base[*(const size_t *)pb];
+    if (a->nops != b->nops) return a->nops - b->nops;
+    if (a->nvars != b->nvars) return b->nvars - a->nvars;
+    return strcmp(a->key, b->key);
+}
+
+/* Subsumption (gen_subsume.c), the last pass: in order of size, a rule that
+ * the rules kept so far derive is dropped, whether the passes above kept it
+ * or pruned it; a rule they pruned that nothing kept derives is kept after
+ * all (its more general rule was valid on the test inputs, but is not in the
+ * set: outside the enumeration, or pruned itself).  So every dropped rule
+ * follows from kept ones, checked on the terms.  Sequential: each decision
+ * depends on the ones before. */
+static ts_status subsume(cand *cs, size_t ncand, gen_stats *st)
+{
+    double t0 = now();
+    size_t *ord = malloc((ncand ? ncand : 1) * sizeof *ord), no = 0;
+    gen_subsumer *sub = gen_subsumer_new();
+    if (!ord || !sub) {
+        free(ord);
+        gen_subsumer_free(sub);
+        return TS_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < ncand; i++) {
+        cand *c = &cs[i];
+        if (c->dead && c->dead != DEAD_GENERAL) continue;
+        const char *seen[32];
+        int n = 0;
+        for (int k = 0; k < c->n; k++) n = count_vars(c->l[k], seen, n);
+        for (int k = 0; k < c->n; k++) n = count_vars(c->r[k], seen, n);
+        c->nvars = n;
+        ord[no++] = i;
+    }
+    sort_base = cs;
+    qsort(ord, no, sizeof *ord, cmp_subsume);
+    ts_status s = TS_OK;
+    for (size_t q = 0; q < no && !s; q++) {
+        cand *c = &cs[ord[q]];
+        if (gen_subsumer_derives(sub, c->l, c->r, c->n)) {
+            if (!c->dead) {
+                c->dead = DEAD_DERIVED;
+                st->subsumed++;
+            }
+            continue;
+        }
+        if (c->dead) {
+            c->dead = 0;
+            st->restored++;
+        }
+        if (!gen_subsumer_add(sub, c->l, c->r, c->n)) s = TS_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < ncand; i++) st->kept += !cs[i].dead;
+    gen_subsumer_free(sub);
+    free(ord);
+    st->t_subsume = now() - t0;
+    return s;
+}
+
 ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, gen_stats *st,
                            ts_error *err)
 {
@@ -605,15 +688,15 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
             c->r = t;
             continue;
         }
-        c->dead = true;
+        c->dead = DEAD_DUP;
         st->unbound++;
     }
     qsort(cs, ncand, sizeof *cs, cmp_cand);
     for (size_t i = 1; i < ncand; i++)
-        if (!strcmp(cs[i].key, cs[i - 1].key)) cs[i].dead = true;
+        if (!strcmp(cs[i].key, cs[i - 1].key)) cs[i].dead = DEAD_DUP;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (size_t i = 0; i < ncand; i++)
-        if (!cs[i].dead && has_rename_generalization(&w, &cs[i])) cs[i].dead = true;
+        if (!cs[i].dead && has_rename_generalization(&w, &cs[i])) cs[i].dead = DEAD_GENERAL;
     for (size_t i = 0; i < ncand; i++) st->after_rename += !cs[i].dead;
     double t3 = now();
     st->t_rename = t3 - t2;
@@ -628,7 +711,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     for (size_t i = 0; i < ncand; i++) {
         uint64_t rng = cfg->seed * 7919 + i;
         if (!cs[i].dead && (common_sub_generalizes(&w, &cs[i], &rng) || common_top_generalizes(&w, &cs[i])))
-            cs[i].dead = true;
+            cs[i].dead = DEAD_GENERAL;
     }
     for (size_t i = 0; i < ncand; i++) st->after_common += !cs[i].dead;
     /* Last check, on the kept rules only: shape set 2 (gen_eval.c) catches
@@ -638,8 +721,9 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     gen_env env2 = {.w = &w, .set = 2};
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (size_t i = 0; i < ncand; i++)
-        if (!cs[i].dead && !valid_pairs_in(&env2, cs[i].l, cs[i].r, cs[i].n)) cs[i].dead = 2;
-    for (size_t i = 0; i < ncand; i++) st->third_fail += cs[i].dead == 2;
+        if ((!cs[i].dead || cs[i].dead == DEAD_GENERAL) && !valid_pairs_in(&env2, cs[i].l, cs[i].r, cs[i].n))
+            cs[i].dead = cs[i].dead ? DEAD_DUP : DEAD_SET2;
+    for (size_t i = 0; i < ncand; i++) st->third_fail += cs[i].dead == DEAD_SET2;
     st->t_common = now() - t3;
     if (cfg->progress) {
         fprintf(cfg->progress, "after common subgraph        %12llu  %8.1f s\n", (unsigned long long)st->after_common,
@@ -648,7 +732,26 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         fflush(cfg->progress);
     }
 
-    ts_rule *out = calloc(st->after_common ? st->after_common : 1, sizeof *out);
+    if (subsume(cs, ncand, st)) {
+        for (size_t i = 0; i < ncand; i++) {
+            if (cs[i].l) free_terms(cs[i].l, cs[i].n);
+            if (cs[i].r) free_terms(cs[i].r, cs[i].n);
+            free(cs[i].key);
+        }
+        free(cs);
+        gen_world_free(&w);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    if (cfg->progress) {
+        fprintf(cfg->progress, "derived from kept rules      %12llu  (dropped)\n", (unsigned long long)st->subsumed);
+        fprintf(cfg->progress, "pruned but not derived       %12llu  (kept after all)\n",
+                (unsigned long long)st->restored);
+        fprintf(cfg->progress, "after subsumption            %12llu  %8.1f s\n", (unsigned long long)st->kept,
+                st->t_subsume);
+        fflush(cfg->progress);
+    }
+
+    ts_rule *out = calloc(st->kept ? st->kept : 1, sizeof *out);
     int nr = 0;
     for (size_t i = 0; i < ncand; i++) {
         cand *c = &cs[i];

@@ -70,7 +70,7 @@ typedef struct ts_aterm {
     unsigned slot; /* PVAR/PLIT: which TS_RPARAM_* the slot holds */
     char name[24]; /* variable name without '?', or canonical literal */
     int np, nt;
-    struct ts_aterm *p[3]; /* parameters, textual order */
+    struct ts_aterm *p[4]; /* parameters, textual order */
     struct ts_aterm *t[2]; /* tensor arguments */
 } ts_aterm;
 

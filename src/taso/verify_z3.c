@@ -78,7 +78,7 @@ static Z3_ast aterm_z3(ts_prover *p, const ts_aterm *t, varmap *vm, const char *
     case TS_AT_PLIT: return param_const(p, t->name);
     case TS_AT_OP: break;
     }
-    Z3_ast args[5];
+    Z3_ast args[8];
     int n = 0;
     for (int i = 0; i < t->np; i++)
         if (!(args[n++] = aterm_z3(p, t->p[i], vm, prefix))) return NULL;
@@ -91,10 +91,10 @@ static Z3_ast rexpr_z3(ts_prover *p, const ts_rexpr *e, varmap *vm)
 {
     if (e->op == TS_ROP_VAR) return var_const(p, vm, "v.", e->var, false);
     const ts_ropinfo *info = ts_rop_info(e->op);
-    Z3_ast args[5];
+    Z3_ast args[8];
     int n = 0;
     char buf[24];
-    for (unsigned bit = 1; bit <= TS_RPARAM_AXIS; bit <<= 1)
+    for (unsigned bit = 1; bit <= TS_RPARAM_LAST; bit <<= 1)
         if (info->params & bit) args[n++] = param_const(p, ts_param_canon(bit, &e->p, buf, sizeof buf));
     for (int i = 0; i < e->nargs; i++)
         if (!(args[n++] = rexpr_z3(p, e->arg[i], vm))) return NULL;
@@ -241,9 +241,9 @@ ts_prover *ts_prover_new(ts_error *err)
     p->param = Z3_mk_uninterpreted_sort(p->ctx, Z3_mk_string_symbol(p->ctx, "Param"));
     for (int op = 1; op < TS_ROP_COUNT; op++) {
         const ts_ropinfo *info = ts_rop_info((ts_rop)op);
-        Z3_sort dom[5];
+        Z3_sort dom[8];
         unsigned n = 0;
-        for (unsigned bit = 1; bit <= TS_RPARAM_AXIS; bit <<= 1)
+        for (unsigned bit = 1; bit <= TS_RPARAM_LAST; bit <<= 1)
             if (info->params & bit) dom[n++] = p->param;
         for (int i = 0; i < info->nargs; i++) dom[n++] = p->tensor;
         p->fn[op] = Z3_mk_func_decl(p->ctx, Z3_mk_string_symbol(p->ctx, info->atom), n, dom, p->tensor);

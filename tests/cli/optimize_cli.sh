@@ -44,7 +44,7 @@ P
 "$TSOPT" compare "$T/a" "$T/b" --rtol 1e-3 --atol 1e-4 >/dev/null || fail "written graph differs from the original"
 cmp -s "$T/m.onnx" "$T/det.onnx" && fail "the deterministic run wrote the original"
 grep -q 'the \*\*optimized\*\* graph' "$T/det.md" || fail "report: $(head -3 "$T/det.md")"
-grep -q '^- taso: 1417 rules from the built-in rules (rules/core.rules: 10, as written; rules/taso.rules: 1407, generated and proved), 1383 of them also applied right to left; ' "$T/det.md" \
+grep -Eq '^- taso: [0-9]+ rules from the built-in rules \(rules/core.rules: [0-9]+, as written; rules/taso.rules: [0-9]+, generated and proved\), [0-9]+ of them also applied right to left; ' "$T/det.md" \
     || fail "default rules line: $(grep '^- taso' "$T/det.md")"
 
 cat >"$T/r.rules" <<'R'

@@ -65,7 +65,7 @@ def main():
 
     log('-- tsopt.optimize, then the written model at batch 2')
     dst = os.path.join(t, 'opt.onnx')
-    r = tsopt.optimize(model, dst, time_limit=5, no_timing=True, cost_model='roofline',
+    r = tsopt.optimize(model, dst, time_limit=5, transforms='taso', no_timing=True, cost_model='roofline',
                        cost_cache=os.path.join(t, 'costs.tsv'))
     for k in ('written', 'cost_before_ms', 'cost_after_ms', 'latency_before_ms', 'latency_after_ms', 'applied',
               'search_s', 'peak_rss_mb', 'check'):

@@ -218,3 +218,22 @@ Test(einnet_derive, planted_wrong_derivation_rejected)
     cr_assert_eq(equal(&e, &wrong), 0, "a substitution without its readers passed the check");
     ts_graph_free(g);
 }
+
+/* DCGAN's transposed convolution (kernel 4, stride 2, pad 1): the search
+ * splits the input positions out of the sum one axis at a time, a MatMul
+ * then two aggregations (col2im, one axis each). */
+Test(einnet_derive, conv_transpose_to_matmul_aggregation)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
+    ts_graph *g = ts_graph_new("ct", 17);
+    int ins[2] = {xt_input(g, "x", "1x3x4x3"), xt_const_random(g, "3x2x4x4", -1, 1, &rng)};
+    xt_output(g, xt_node(g, "ConvTranspose", ins, 2, at, 2));
+    ts_ein e, d;
+    int inputs[4];
+    translate(g, &e, inputs);
+    ts_ein_search_stats st;
+    cr_assert(find(&e, "matmul+reduce4+reduce3", &d, &st) || find(&e, "matmul+reduce3+reduce4", &d, &st),
+              "no MatMul + aggregation for the transposed conv");
+    check_instantiated(g, &d, inputs, "MatMul", "ConvTranspose");
+    ts_graph_free(g);
+}

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include "ops/attrs.h"
 #include "rules/apply.h"
 
 static const char RULES[] =
@@ -490,4 +491,129 @@ Test(match, stride2_merge_keeps_the_window)
     ts_graph_free(h);
     ts_graph_free(g);
     ts_rules_free(r, 1);
+}
+
+/* ---- grouped and depthwise convolution (gconv) */
+
+static const ts_rule *core_rule(ts_rule *rs, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rs[i].name, name)) return &rs[i];
+    cr_assert_fail("no core rule %s", name);
+    return NULL;
+}
+
+static int add_conv(ts_graph *g, const char *name, int x, int w, int b, int64_t pad, int64_t group)
+{
+    ts_error e = {0};
+    int64_t st[2] = {1, 1}, pads[4] = {pad, pad, pad, pad};
+    ts_attr a[3] = {ts_attr_ints("strides", st, 2), ts_attr_ints("pads", pads, 4), ts_attr_int("group", group)};
+    int in[3] = {x, w, b}, y;
+    cr_assert(ts_graph_add_node(g, "Conv", name, in, b >= 0 ? 3 : 2, a, 3, 1, (const char *const[]){name}, &y, &e) >= 0,
+              "%s", e.msg);
+    return y;
+}
+
+static int add_weight(ts_graph *g, const char *name, int rank, const int64_t *d, uint64_t *rng)
+{
+    ts_error e = {0};
+    ts_tensor *t = rand_tensor(rank, d, rng);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    return v;
+}
+
+/* NasNet-A's two separable branches summed: Add(pw1(dw5(x1)), pw2(dw3(x2))),
+ * depthwise 5x5 and 3x3 (group = channels), 1x1 pointwise with biases. */
+static ts_graph *sepconv_sum(int k1, int k2)
+{
+    ts_error e = {0};
+    uint64_t rng = 11;
+    int64_t xd[4] = {1, 4, 7, 7}, d1[4] = {4, 1, k1, k1}, d2[4] = {4, 1, k2, k2}, pd[4] = {6, 4, 1, 1}, bd[1] = {6};
+    ts_shape xs = ts_shape_make(4, xd);
+    ts_graph *g = ts_graph_new("sepsum", 17);
+    int x1 = ts_graph_add_input(g, "x1", TS_F32, &xs, &e), x2 = ts_graph_add_input(g, "x2", TS_F32, &xs, &e);
+    int a = add_conv(g, "dw1", x1, add_weight(g, "k1", 4, d1, &rng), -1, k1 / 2, 4);
+    int b = add_conv(g, "dw2", x2, add_weight(g, "k2", 4, d2, &rng), -1, k2 / 2, 4);
+    a = add_conv(g, "pw1", a, add_weight(g, "w1", 4, pd, &rng), add_weight(g, "b1", 1, bd, &rng), 0, 1);
+    b = add_conv(g, "pw2", b, add_weight(g, "w2", 4, pd, &rng), add_weight(g, "b2", 1, bd, &rng), 0, 1);
+    int ia[2] = {a, b}, s;
+    cr_assert(ts_graph_add_node(g, "Add", "add", ia, 2, NULL, 0, 1, (const char *const[]){"s"}, &s, &e) >= 0);
+    ts_graph_add_output(g, s, &e);
+    return g;
+}
+
+Test(match, sepconv_sum_merges_depthwise_convs)
+{
+    ts_error e = {0};
+    ts_rule *rs = NULL;
+    int n = 0;
+    cr_assert_eq(ts_rules_parse_string(ts_core_rules, "core", &rs, &n, &e), TS_OK, "%s", e.msg);
+    ts_graph *g = sepconv_sum(5, 3);
+    collect c;
+    cr_assert_eq(matches(g, core_rule(rs, n, "core-sepconv-sum"), &c), 1);
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, core_rule(rs, n, "core-sepconv-sum"), &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    cr_assert_eq(ts_graph_validate(h, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(count_op(h, "Conv"), 2, "one depthwise, one pointwise");
+    cr_assert_eq(count_op(h, "Add"), 0, "the biases add into one constant");
+    cr_assert_eq(count_op(h, "Pad"), 0, "the enlarged kernel is folded");
+    for (int i = 0; i < h->nnodes; i++) {
+        const ts_node *nd = &h->nodes[i];
+        if (nd->dead || strcmp(nd->op->name, "Conv")) continue;
+        const ts_shape *w = &h->values[nd->inputs[1]].shape;
+        if (w->dims[2] == 5) cr_assert_eq(((const ts_conv_attrs *)nd->attrs)->group, 8, "depthwise over 8 channels");
+    }
+    assert_same(g, h);
+    ts_graph_free(h);
+    /* the other orientation cannot shrink a 5x5 kernel to 3x3: no rewrite */
+    cr_assert_eq(matches(g, core_rule(rs, n, "core-sepconv-sum-up"), &c), 1);
+    h = NULL;
+    ts_status st = ts_rule_apply(g, core_rule(rs, n, "core-sepconv-sum-up"), &c.m[0], &h, &e);
+    cr_assert(st != TS_OK || h == NULL, "a 5x5 kernel was enlarged to 3x3");
+    ts_graph_free(h);
+    ts_graph_free(g);
+    /* the same kernel size: either orientation, nothing to enlarge */
+    g = sepconv_sum(3, 3);
+    cr_assert_eq(matches(g, core_rule(rs, n, "core-sepconv-sum-up"), &c), 1);
+    h = NULL;
+    cr_assert_eq(ts_rule_apply(g, core_rule(rs, n, "core-sepconv-sum-up"), &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+    ts_rules_free(rs, n);
+}
+
+/* conv is group 1 only; gconv m matches a Conv with m output channels per
+ * group, whatever the group count. */
+Test(match, gconv_matches_by_channels_per_group)
+{
+    ts_error e = {0};
+    static const char R[] = "; tsopt rules v1\n"
+                            "(rule c (lhs (conv s1 same none ?x ?k)) (rhs (conv s1 same none ?x ?k)))\n"
+                            "(rule g1 (lhs (gconv s1 same none m1 ?x ?k)) (rhs (gconv s1 same none m1 ?x ?k)))\n"
+                            "(rule g2 (lhs (gconv s1 same none m2 ?x ?k)) (rhs (gconv s1 same none m2 ?x ?k)))\n";
+    ts_rule *rs = NULL;
+    int n = 0;
+    cr_assert_eq(ts_rules_parse_string(R, "t", &rs, &n, &e), TS_OK, "%s", e.msg);
+    uint64_t rng = 3;
+    int64_t xd[4] = {1, 4, 6, 6}, dw[4] = {4, 1, 3, 3}, gw[4] = {4, 2, 3, 3};
+    ts_shape xs = ts_shape_make(4, xd);
+    ts_graph *g = ts_graph_new("groups", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
+    ts_graph_add_output(g, add_conv(g, "dw", x, add_weight(g, "kd", 4, dw, &rng), -1, 1, 4), &e);
+    ts_graph_add_output(g, add_conv(g, "g2", x, add_weight(g, "kg", 4, gw, &rng), -1, 1, 2), &e);
+    collect c;
+    cr_assert_eq(matches(g, &rs[0], &c), 0, "conv matched a grouped Conv");
+    cr_assert_eq(matches(g, &rs[1], &c), 1, "gconv m1: the depthwise Conv only");
+    cr_assert_eq(matches(g, &rs[2], &c), 1, "gconv m2: the 2-group Conv (4 outputs, 2 per group)");
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_rule_apply(g, &rs[2], &c.m[0], &h, &e), TS_OK, "%s", e.msg);
+    cr_assert_not_null(h);
+    assert_same(g, h);
+    ts_graph_free(h);
+    ts_graph_free(g);
+    ts_rules_free(rs, n);
 }

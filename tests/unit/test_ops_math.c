@@ -632,3 +632,209 @@ Test(math, descriptor_flags)
     cr_assert_not(G->nodes[3].op->flags & TS_OP_EXACT);
     cr_assert(G->nodes[4].op->flags & TS_OP_EXACT);
 }
+
+/* ------------------------------------- operators of the ONNX backend suite */
+
+Test(math, more_reductions)
+{
+    graph(13);
+    int x = X23;
+    node("ReduceMin", INS(x), ATTRS(ts_attr_ints("axes", (int64_t[]){1}, 1)));
+    node("ReduceProd", INS(x), ATTRS(ts_attr_ints("axes", (int64_t[]){0}, 1), ts_attr_int("keepdims", 0)));
+    node("ReduceL1", INS(F32("2x2", -1, 2, 3, -4)), NOATTR);
+    node("ReduceL2", INS(F32("2", 3, 4)), NOATTR);
+    node("ReduceLogSum", INS(x), ATTRS(ts_attr_int("keepdims", 0)));
+    /* shifted by the max: exp(1000) would overflow */
+    node("ReduceLogSumExp", INS(F32("2", 1000, 1000)), ATTRS(ts_attr_int("keepdims", 0)));
+    node("ReduceSumSquare", INS(x), ATTRS(ts_attr_ints("axes", (int64_t[]){1}, 1)));
+    node("ReduceMin", INS(I64("3", 5, -2, 7)), ATTRS(ts_attr_int("keepdims", 0)));
+    node("ReduceMin", INS(F32("3", 1, NAN, -1)), ATTRS(ts_attr_int("keepdims", 0)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2x1", 1, 4);
+    EXPECT(1, TS_F32, "3", 4, 10, 18);
+    EXPECT(2, TS_F32, "1x1", 10);
+    EXPECT(3, TS_F32, "1", 5);
+    EXPECT(4, TS_F32, "", 3.044522438);
+    EXPECT(5, TS_F32, "", 1000.693147);
+    EXPECT(6, TS_F32, "2x1", 14, 77);
+    EXPECT(7, TS_I64, "", -2);
+    EXPECT(8, TS_F32, "", NAN);
+}
+
+Test(math, more_reductions_axes_input_opset18)
+{
+    graph(18);
+    node("ReduceL2", INS(X23, I64("1", 1)), ATTRS(ts_attr_int("keepdims", 0)));
+    node("ReduceProd", INS(X23, I64("0")), ATTRS(ts_attr_int("noop_with_empty_axes", 1)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", 3.741657387, 8.774964387);
+    EXPECT(1, TS_F32, "2x3", 1, 2, 3, 4, 5, 6);
+    cr_assert(strstr(node_err("ReduceMin", INS(X23), ATTRS(ts_attr_ints("axes", (int64_t[]){1}, 1))),
+                     "not allowed from opset 18"));
+}
+
+Test(math, trig_hyperbolic)
+{
+    graph(13);
+    node("Sin", INS(F32("2", 0, 1.5707963267948966)), NOATTR);
+    node("Cos", INS(F32("1", 0)), NOATTR);
+    node("Tan", INS(F32("1", 0.7853981633974483)), NOATTR);
+    node("Asin", INS(F32("1", 1)), NOATTR);
+    node("Acos", INS(F32("1", 1)), NOATTR);
+    node("Atan", INS(F32("1", 1)), NOATTR);
+    node("Sinh", INS(F32("1", 1)), NOATTR);
+    node("Cosh", INS(F32("1", 1)), NOATTR);
+    node("Asinh", INS(F32("1", 1)), NOATTR);
+    node("Acosh", INS(F32("1", 1)), NOATTR);
+    node("Atanh", INS(F32("1", 0.5)), NOATTR);
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", 0, 1);
+    EXPECT(1, TS_F32, "1", 1);
+    EXPECT(2, TS_F32, "1", 1);
+    EXPECT(3, TS_F32, "1", 1.570796327);
+    EXPECT(4, TS_F32, "1", 0);
+    EXPECT(5, TS_F32, "1", 0.785398163);
+    EXPECT(6, TS_F32, "1", 1.175201194);
+    EXPECT(7, TS_F32, "1", 1.543080635);
+    EXPECT(8, TS_F32, "1", 0.881373587);
+    EXPECT(9, TS_F32, "1", 0);
+    EXPECT(10, TS_F32, "1", 0.549306144);
+    cr_assert(strstr(node_err("Sin", INS(I64("1", 1)), NOATTR), "expected a float type"));
+}
+
+Test(math, rounding_sign_softplus_isnan)
+{
+    graph(13);
+    node("Ceil", INS(F32("2", -1.5, 1.2)), NOATTR);
+    node("Floor", INS(F32("2", -1.5, 1.2)), NOATTR);
+    node("Round", INS(F32("4", 0.5, 1.5, 2.5, -0.5)), NOATTR); /* half to even */
+    node("Sign", INS(F32("3", -2, 0, 3)), NOATTR);
+    node("Sign", INS(I64("3", -5, 0, 7)), NOATTR);
+    node("Softsign", INS(F32("2", 1, -3)), NOATTR);
+    node("Softplus", INS(F32("2", 0, 100)), NOATTR);
+    node("IsNaN", INS(F32("2", NAN, 1)), NOATTR);
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", -1, 2);
+    EXPECT(1, TS_F32, "2", -2, 1);
+    EXPECT(2, TS_F32, "4", 0, 2, 2, 0);
+    EXPECT(3, TS_F32, "3", -1, 0, 1);
+    EXPECT(4, TS_I64, "3", -1, 0, 1);
+    EXPECT(5, TS_F32, "2", 0.5, -0.75);
+    EXPECT(6, TS_F32, "2", 0.693147181, 100);
+    EXPECT(7, TS_BOOL, "2", 1, 0);
+}
+
+Test(math, elu_selu_celu_thresholded_shrink)
+{
+    graph(13);
+    node("Elu", INS(F32("2", -1, 2)), NOATTR);
+    node("Selu", INS(F32("2", -1, 2)), NOATTR);
+    node("Celu", INS(F32("2", -2, 3)), ATTRS(ts_attr_float("alpha", 2)));
+    node("ThresholdedRelu", INS(F32("3", 0.5, 1, 2)), NOATTR);
+    node("Shrink", INS(F32("3", -2, 0, 2)), ATTRS(ts_attr_float("lambd", 1.5), ts_attr_float("bias", 0.5)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", -0.632120559, 2);
+    EXPECT(1, TS_F32, "2", -1.111330737, 2.101401974);
+    EXPECT(2, TS_F32, "2", -1.264241118, 3);
+    EXPECT(3, TS_F32, "3", 0, 0, 2);
+    EXPECT(4, TS_F32, "3", -1.5, 0, 1.5);
+}
+
+Test(math, comparisons_logic_mod)
+{
+    graph(16);
+    int x = F32("3", 1, 2, 3), two = F32("", 2);
+    node("Greater", INS(x, two), NOATTR);
+    node("LessOrEqual", INS(x, two), NOATTR);
+    node("GreaterOrEqual", INS(I64("3", 1, 2, 3), I64("1", 2)), NOATTR);
+    node("Less", INS(F32("2", NAN, 0), F32("2", 1, 1)), NOATTR); /* NaN compares false */
+    int p = BOOL("4", 0, 0, 1, 1), q = BOOL("4", 0, 1, 0, 1);
+    node("And", INS(p, q), NOATTR);
+    node("Or", INS(p, q), NOATTR);
+    node("Xor", INS(p, q), NOATTR);
+    int a = I64("3", -4, 7, 5), b = I64("3", 3, -3, 3);
+    node("Mod", INS(a, b), NOATTR);                               /* the divisor's sign */
+    node("Mod", INS(a, b), ATTRS(ts_attr_int("fmod", 1)));        /* the dividend's */
+    node("Mod", INS(F32("2", -4.5, 7.5), F32("", 2)), ATTRS(ts_attr_int("fmod", 1)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_BOOL, "3", 0, 0, 1);
+    EXPECT(1, TS_BOOL, "3", 1, 1, 0);
+    EXPECT(2, TS_BOOL, "3", 0, 1, 1);
+    EXPECT(3, TS_BOOL, "2", 0, 1);
+    EXPECT(4, TS_BOOL, "4", 0, 0, 0, 1);
+    EXPECT(5, TS_BOOL, "4", 0, 1, 1, 1);
+    EXPECT(6, TS_BOOL, "4", 0, 1, 1, 0);
+    EXPECT(7, TS_I64, "3", 2, -2, 2);
+    EXPECT(8, TS_I64, "3", -1, 1, 2);
+    EXPECT(9, TS_F32, "2", -0.5, 1.5);
+    cr_assert(strstr(node_err("Mod", INS(x, two), NOATTR), "fmod must be 1 for float inputs"));
+    cr_assert(strstr(node_err("And", INS(x, two), NOATTR), "expected bool"));
+}
+
+Test(math, argmax_argmin)
+{
+    graph(13);
+    int x = F32("2x3", 1, 5, 5, 7, 2, 7);
+    node("ArgMax", INS(x), ATTRS(ts_attr_int("axis", 1)));
+    node("ArgMax", INS(x), ATTRS(ts_attr_int("axis", -1), ts_attr_int("select_last_index", 1)));
+    node("ArgMin", INS(x), ATTRS(ts_attr_int("keepdims", 0)));
+    node("ArgMin", INS(I64("4", 3, -1, 4, -1)), ATTRS(ts_attr_int("select_last_index", 1)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_I64, "2x1", 1, 0);
+    EXPECT(1, TS_I64, "2x1", 2, 2);
+    EXPECT(2, TS_I64, "3", 0, 1, 0);
+    EXPECT(3, TS_I64, "1", 3);
+    cr_assert(strstr(node_err("ArgMax", INS(x), ATTRS(ts_attr_int("axis", 2))), "axis 2 is out of range"));
+}
+
+Test(math, nll_and_softmax_cross_entropy_loss)
+{
+    graph(13);
+    int x = F32("2x3", -1, -2, -3, -4, -5, -6), t = I64("2", 2, 0), w = F32("3", 1, 2, 3);
+    node("NegativeLogLikelihoodLoss", INS(x, t), ATTRS(ts_attr_string("reduction", "none")));
+    node("NegativeLogLikelihoodLoss", INS(x, t), ATTRS(ts_attr_string("reduction", "sum")));
+    node("NegativeLogLikelihoodLoss", INS(x, t), NOATTR);
+    node("NegativeLogLikelihoodLoss", INS(x, t, w), NOATTR);                     /* (9 + 4) / (3 + 1) */
+    node("NegativeLogLikelihoodLoss", INS(x, t), ATTRS(ts_attr_int("ignore_index", 0))); /* 3 / 1 */
+    node("SoftmaxCrossEntropyLoss", INS(F32("1x2", 0, 0), I64("1", 1)), NOATTR);
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", 3, 4);
+    EXPECT(1, TS_F32, "", 7);
+    EXPECT(2, TS_F32, "", 3.5);
+    EXPECT(3, TS_F32, "", 3.25);
+    EXPECT(4, TS_F32, "", 3);
+    EXPECT(5, TS_F32, "", 0.693147181);
+    cr_assert(strstr(node_err("NegativeLogLikelihoodLoss", INS(x, I64("3", 0, 0, 0)), NOATTR),
+                     "does not match input shape"));
+    cr_assert(strstr(node_err("NegativeLogLikelihoodLoss", INS(x, t), ATTRS(ts_attr_string("reduction", "avg"))),
+                     "expected none, sum or mean"));
+}
+
+Test(math, softmax_cross_entropy_log_prob_output)
+{
+    graph(13);
+    int out[2];
+    int ins[2] = {F32("1x2x1", 0, 0), I64("1x1", 0)};
+    cr_assert(ts_graph_add_node(G, "SoftmaxCrossEntropyLoss", NULL, ins, 2, NULL, 0, 2, NULL, out, &E) >= 0, "%s",
+              E.msg);
+    cr_assert_eq(ts_graph_add_output(G, out[0], &E), TS_OK);
+    cr_assert_eq(ts_graph_add_output(G, out[1], &E), TS_OK);
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "", 0.693147181);
+    EXPECT(1, TS_F32, "1x2x1", -0.693147181, -0.693147181);
+}
+
+/* LayerNormalization's optional outputs (an nn-family operator, tested here
+ * for this file's multi-output harness): Mean and InvStdDev per row. */
+Test(math, layernorm_mean_invstddev_outputs)
+{
+    graph(17);
+    int out[3];
+    int ins[2] = {F32("2x3", 1, 2, 3, 4, 6, 8), F32("3", 1, 1, 1)};
+    cr_assert(ts_graph_add_node(G, "LayerNormalization", NULL, ins, 2, NULL, 0, 3, NULL, out, &E) >= 0, "%s", E.msg);
+    for (int i = 0; i < 3; i++) cr_assert_eq(ts_graph_add_output(G, out[i], &E), TS_OK);
+    run(TS_DOMAIN_F64);
+    EXPECT(0, TS_F64, "2x3", -1.224735686, 0, 1.224735686, -1.224742575, 0, 1.224742575);
+    EXPECT(1, TS_F64, "2x1", 2, 6);
+    EXPECT(2, TS_F64, "2x1", 1.224735686, 0.612371288);
+}

@@ -558,6 +558,84 @@ Test(identity, copy_and_dropout_mask)
     ts_graph_free(g);
 }
 
+/* Training mode with a non-zero ratio draws random numbers: refused, never
+ * run as an identity (a silent wrong result); ratio 0 is the identity. */
+Test(identity, dropout_training_mode)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = input(g, "x", TS_F32, "2x2");
+    int t1[3] = {x, cfloats(g, "r", NV(0.3)), cst(g, "on", vals(TS_BOOL, "", NV(1)))};
+    node_fails(g, "Dropout", t1, 3, NULL, 0, 1, "training_mode is true with ratio 0.3");
+    int t2[3] = {x, -1, cst(g, "on2", vals(TS_BOOL, "", NV(1)))};
+    node_fails(g, "Dropout", t2, 3, NULL, 0, 1, "training_mode is true with ratio 0.5");
+    int t3[3] = {x, cfloats(g, "zero", NV(0)), cst(g, "on3", vals(TS_BOOL, "", NV(1)))};
+    node(g, "Dropout", t3, 3, NULL, 0, 2);
+    run(g, TS_DOMAIN_F32, run_outs);
+    expect(run_outs[0], "2x2", NV(0, 1, 2, 3));
+    expect(run_outs[1], "2x2", NV(1, 1, 1, 1));
+    ts_graph_free(g);
+
+    /* training_mode given at run time: the kernel refuses when it is true */
+    g = ts_graph_new("t", 13);
+    int t4[3] = {input(g, "x", TS_F32, "2x2"), cfloats(g, "r", NV(0.25)), input(g, "mode", TS_BOOL, "")};
+    node(g, "Dropout", t4, 3, NULL, 0, 1);
+    run_fails(g, TS_DOMAIN_F32, "training_mode is true with ratio 0.25");
+}
+
+/* --------------------------------------- Size, Trilu, GatherElements */
+
+Test(size, element_count)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = input(g, "x", TS_F32, "2x3");
+    node(g, "Size", &x, 1, NULL, 0, 1);
+    run(g, TS_DOMAIN_MODP, run_outs);
+    cr_assert_eq(run_outs[0]->dtype, TS_I64);
+    expect(run_outs[0], "", NV(6));
+    ts_graph_free(g);
+}
+
+Test(trilu, upper_lower_offsets)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = input(g, "x", TS_F32, "3x3");
+    int up[2] = {x, cst(g, "k1", vals(TS_I64, "", NV(1)))};
+    node(g, "Trilu", up, 2, NULL, 0, 1);
+    node(g, "Trilu", &x, 1, (ts_attr[]){ts_attr_int("upper", 0)}, 1, 1);
+    int lo[2] = {x, cst(g, "km1", vals(TS_I64, "", NV(-1)))};
+    node(g, "Trilu", lo, 2, (ts_attr[]){ts_attr_int("upper", 0)}, 1, 1);
+    run(g, TS_DOMAIN_MODP, run_outs);
+    expect(run_outs[0], "3x3", NV(0, 1, 2, 0, 0, 5, 0, 0, 0));
+    expect(run_outs[1], "3x3", NV(0, 0, 0, 3, 4, 0, 6, 7, 8));
+    expect(run_outs[2], "3x3", NV(0, 0, 0, 3, 0, 0, 6, 7, 0));
+    ts_graph_free(g);
+    g = ts_graph_new("t", 14);
+    int v = input(g, "v", TS_F32, "3");
+    node_fails(g, "Trilu", &v, 1, NULL, 0, 1, "has rank 1, expected at least 2");
+    ts_graph_free(g);
+}
+
+Test(gather_elements, both_axes_and_negative_indices)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = input(g, "x", TS_F32, "2x2"); /* iota: [[0,1],[2,3]] */
+    int a1[2] = {x, cst(g, "i1", vals(TS_I64, "2x2", NV(0, 0, 1, 0)))};
+    node(g, "GatherElements", a1, 2, (ts_attr[]){ts_attr_int("axis", 1)}, 1, 1);
+    int a0[2] = {x, cst(g, "i0", vals(TS_I32, "1x2", NV(1, 0)))};
+    node(g, "GatherElements", a0, 2, NULL, 0, 1);
+    int an[2] = {x, cst(g, "in", vals(TS_I64, "1x2", NV(-1, 0)))};
+    node(g, "GatherElements", an, 2, (ts_attr[]){ts_attr_int("axis", -1)}, 1, 1);
+    run(g, TS_DOMAIN_MODP, run_outs);
+    expect(run_outs[0], "2x2", NV(0, 0, 3, 2));
+    expect(run_outs[1], "1x2", NV(2, 1));
+    expect(run_outs[2], "1x2", NV(1, 0));
+    ts_graph_free(g);
+    g = ts_graph_new("t", 13);
+    int b[2] = {input(g, "x", TS_F32, "2x2"), cst(g, "i", vals(TS_I64, "1x1", NV(2)))};
+    node(g, "GatherElements", b, 2, NULL, 0, 1);
+    run_fails(g, TS_DOMAIN_F32, "index 2 is out of range for axis 0 of size 2");
+}
+
 /* ---------------------------------------------------------------- Pad */
 
 Test(pad, attribute_constant_opset2)
