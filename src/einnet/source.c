@@ -243,7 +243,7 @@ out:
 static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     ein_state *s = state;
-    for (int n = 0; n < g->nnodes; n++) {
+    for (int n = 0; n < g->nnodes && !emit->stopped(emit); n++) {
         const ts_node *nd = &g->nodes[n];
         if (nd->dead || !wanted(g, nd)) continue;
         ts_ein e;
@@ -255,7 +255,7 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
             if (err->code) return err->code;
             continue;
         }
-        for (int i = 0; i < c->nfound; i++) {
+        for (int i = 0; i < c->nfound && !emit->stopped(emit); i++) {
             if (!c->verified[i]) {
                 int ok = verify_local(g, n, &c->found[i].e, err);
                 if (ok < 0) return err->code;

@@ -203,6 +203,31 @@ static ts_status fold_kernel(ts_kernel_ctx *k, const binop *op)
 }
 
 static ts_status max_kernel(ts_kernel_ctx *k) { return fold_kernel(k, &op_max); }
+static ts_status sum_kernel(ts_kernel_ctx *k) { return fold_kernel(k, &op_add); }
+
+/* Mean: the sum times the domain's inverse of the input count (exact). */
+static ts_status mean_kernel(ts_kernel_ctx *k)
+{
+    const ts_num *num = k->num;
+    ts_tensor *y = k->out[0];
+    if (fold_kernel(k, &op_add)) return k->err->code;
+    if (y->dtype != num->storage)
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "dtype %s not supported", ts_dtype_name(y->dtype));
+    ts_scalar c, inv;
+    num->from_i64(&c, k->nin);
+    if (!num->inv(&inv, &c)) return ts_kernel_fail(k, TS_ERR_INVALID, "mean of %d inputs in the %s domain", k->nin, num->name);
+    int64_t n = ts_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) num->mul(ts_num_at(num, y->data, i), ts_num_cat(num, y->data, i), &inv);
+    return TS_OK;
+}
+
+static ts_status infer_mean(ts_infer_ctx *c)
+{
+    if (infer_arith(c)) return c->err->code;
+    if (!ts_dtype_is_float(c->in[0]->dtype))
+        return ts_infer_fail(c, "inputs have type %s, expected a float type", ts_dtype_name(c->in[0]->dtype));
+    return TS_OK;
+}
 static ts_status min_kernel(ts_kernel_ctx *k) { return fold_kernel(k, &op_min); }
 
 /* Equal is exact on integers and bools; on floats it compares real values,
@@ -376,6 +401,17 @@ const ts_op_desc ts_op_equal = {
 const ts_op_desc ts_op_max = {
     .name = "Max", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = max_kernel, .flops = variadic_flops,
+};
+/* Sum and Mean: variadic, polynomial (exact) and linear in every input. */
+const ts_op_desc ts_op_sum = {
+    .name = "Sum", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0xffffffffu, .infer = infer_arith,
+    .kernel = sum_kernel, .flops = variadic_flops,
+};
+const ts_op_desc ts_op_mean = {
+    .name = "Mean", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0xffffffffu, .infer = infer_mean,
+    .kernel = mean_kernel, .flops = variadic_flops,
 };
 const ts_op_desc ts_op_min = {
     .name = "Min", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,

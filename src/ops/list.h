@@ -16,16 +16,16 @@ extern const ts_op_desc ts_op_layernorm;
 /* math family (list_math.c): element-wise, activations, reductions */
 extern const ts_op_desc ts_op_add, ts_op_sub, ts_op_mul, ts_op_div, ts_op_pow, ts_op_max, ts_op_min, ts_op_equal;
 extern const ts_op_desc ts_op_greater, ts_op_less, ts_op_greater_eq, ts_op_less_eq, ts_op_and, ts_op_or, ts_op_xor,
-    ts_op_mod;
+    ts_op_mod, ts_op_sum, ts_op_mean;
 extern const ts_op_desc ts_op_relu, ts_op_neg, ts_op_abs, ts_op_sqrt, ts_op_exp, ts_op_log, ts_op_reciprocal,
     ts_op_erf, ts_op_sigmoid, ts_op_tanh, ts_op_not;
 extern const ts_op_desc ts_op_acos, ts_op_acosh, ts_op_asin, ts_op_asinh, ts_op_atan, ts_op_atanh, ts_op_cos,
     ts_op_cosh, ts_op_sin, ts_op_sinh, ts_op_tan, ts_op_softsign, ts_op_softplus, ts_op_round, ts_op_ceil,
-    ts_op_floor, ts_op_sign, ts_op_isnan;
+    ts_op_floor, ts_op_sign, ts_op_isnan, ts_op_isinf;
 extern const ts_op_desc ts_op_elu, ts_op_selu, ts_op_celu, ts_op_threlu, ts_op_shrink;
 extern const ts_op_desc ts_op_leakyrelu, ts_op_hardsigmoid, ts_op_hardswish, ts_op_clip, ts_op_prelu;
 extern const ts_op_desc ts_op_softmax, ts_op_logsoftmax;
-extern const ts_op_desc ts_op_nll_loss, ts_op_softmax_ce_loss;
+extern const ts_op_desc ts_op_nll_loss, ts_op_softmax_ce_loss, ts_op_hardmax, ts_op_cumsum;
 extern const ts_op_desc ts_op_reducesum, ts_op_reducemean, ts_op_reducemax, ts_op_reducemin, ts_op_reduceprod,
     ts_op_reducel1, ts_op_reducel2, ts_op_reducelogsum, ts_op_reducelogsumexp, ts_op_reducesumsquare;
 extern const ts_op_desc ts_op_where;
@@ -34,6 +34,7 @@ extern const ts_op_desc ts_op_where;
 extern const ts_op_desc ts_op_concat, ts_op_split, ts_op_slice, ts_op_reshape, ts_op_flatten, ts_op_squeeze,
     ts_op_unsqueeze, ts_op_transpose, ts_op_gather, ts_op_shape, ts_op_constant_of_shape, ts_op_cast, ts_op_identity,
     ts_op_dropout, ts_op_pad, ts_op_resize, ts_op_upsample, ts_op_expand, ts_op_tile;
-extern const ts_op_desc ts_op_size, ts_op_trilu, ts_op_gather_elements, ts_op_argmax, ts_op_argmin;
+extern const ts_op_desc ts_op_size, ts_op_trilu, ts_op_gather_elements, ts_op_argmax, ts_op_argmin,
+    ts_op_depth_to_space, ts_op_space_to_depth, ts_op_eyelike;
 
 #endif

@@ -1,10 +1,12 @@
 /* Resize (opsets 10 to 18) and Upsample (opsets 7 and 9).
  *
  * Supported: mode nearest (nearest_mode round_prefer_floor,
- * round_prefer_ceil, floor, ceil) and linear (n-linear over every axis whose
- * size or scale changes), with coordinate_transformation_mode half_pixel,
+ * round_prefer_ceil, floor, ceil), linear (n-linear over every axis whose
+ * size or scale changes) and cubic (opset 11+: 4 taps per axis with
+ * cubic_coeff_a, edge-clamped, or renormalized without the taps outside
+ * with exclude_outside), with coordinate_transformation_mode half_pixel,
  * pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn and
- * half_pixel_symmetric.  Cubic and tf_crop_and_resize are refused.  Opset-10
+ * half_pixel_symmetric.  tf_crop_and_resize and antialias are refused.  Opset-10
  * Resize and Upsample use asymmetric coordinates with ONNX Runtime's
  * "simple" nearest rule (ceil when downscaling, else floor).
  *
@@ -45,11 +47,12 @@ static ts_status get_choice(const ts_attr *a, int na, const char *name, const ch
     return ts_error_set(err, TS_ERR_INVALID, "attribute '%s': unknown value '%s'", name, s);
 }
 
-static ts_status common_parse(ts_resize_attrs *p, const ts_attr *a, int na, ts_error *err)
+/* cubic_ok: Resize from opset 11 (Upsample and opset-10 Resize have no cubic). */
+static ts_status common_parse(ts_resize_attrs *p, const ts_attr *a, int na, bool cubic_ok, ts_error *err)
 {
     if (get_choice(a, na, "mode", modes, "nearest", &p->mode, G_MODE, &p->given, err)) return err->code;
-    if (p->mode == TS_RESIZE_CUBIC)
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "mode 'cubic' is not supported (nearest and linear are)");
+    if (p->mode == TS_RESIZE_CUBIC && !cubic_ok)
+        return ts_error_set(err, TS_ERR_INVALID, "attribute 'mode': 'cubic' needs Resize from opset 11");
     return TS_OK;
 }
 
@@ -57,7 +60,7 @@ static ts_status resize_parse(void *attrs, const ts_attr *a, int na, int opset, 
 {
     ts_resize_attrs *p = attrs;
     p->nscales = -1;
-    if (common_parse(p, a, na, err)) return err->code;
+    if (common_parse(p, a, na, opset >= 11, err)) return err->code;
     if (opset < 11) { /* opset 10: no coordinate or nearest mode attributes */
         p->coord = TS_RESIZE_ASYMMETRIC;
         p->nearest = TS_RESIZE_SIMPLE;
@@ -95,7 +98,7 @@ static ts_status upsample_parse(void *attrs, const ts_attr *a, int na, int opset
     p->nearest = TS_RESIZE_SIMPLE;
     p->naxes = -1;
     p->nscales = -1;
-    if (common_parse(p, a, na, err)) return err->code;
+    if (common_parse(p, a, na, false, err)) return err->code;
     const ts_attr *s = ts_attr_find(a, na, "scales");
     if (s) {
         if (s->kind != TS_ATTR_FLOATS) return ts_attr_fail(err, s, "expected a list of floats");
@@ -215,7 +218,7 @@ static ts_status resize_infer(ts_infer_ctx *c)
     int nscl = -1, nsizes = -1, si = ts_resize_scales_input(p, c->opset);
     char msg[200];
     if (p->mode != TS_RESIZE_NEAREST && !ts_dtype_is_float(x->dtype))
-        return ts_infer_fail(c, "linear mode needs float data, got %s", ts_dtype_name(x->dtype));
+        return ts_infer_fail(c, "%s mode needs float data, got %s", modes[p->mode], ts_dtype_name(x->dtype));
     if (si < 0) {
         nscl = p->nscales;
         for (int i = 0; i < nscl; i++) scl[i] = p->scales[i];
@@ -264,6 +267,80 @@ int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len)
     return i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
 }
 
+/* Cubic: per axis and output position, 4 taps (edge-clamped indices) and
+ * their weights, as ONNX's reference computes them; exclude_outside drops
+ * the taps past the edge and renormalizes.  Axes whose weights are all a
+ * single 1 on the same index are copied, the others summed over. */
+static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
+{
+    const ts_resize_attrs *p = k->attrs;
+    const ts_num *num = k->num;
+    const ts_tensor *x = k->in[0];
+    ts_tensor *y = k->out[0];
+    int r = x->shape.rank;
+    int64_t total = 0, n = ts_tensor_numel(y), base[TS_MAX_RANK], xs[TS_MAX_RANK], idx[TS_MAX_RANK] = {0};
+    for (int d = 0; d < r; d++) total += y->shape.dims[d];
+    int64_t *ti = malloc(sizeof(int64_t) * (size_t)total * 4 + 1);
+    double *tw = malloc(sizeof(double) * (size_t)total * 4 + 1), A = p->cubic_coeff_a;
+    if (!ti || !tw) {
+        free(ti);
+        free(tw);
+        return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
+    }
+    bool active[TS_MAX_RANK] = {0};
+    ts_shape_strides(&x->shape, xs);
+    for (int d = 0, at = 0; d < r; d++) {
+        int64_t in_len = x->shape.dims[d], out_len = y->shape.dims[d];
+        base[d] = at;
+        for (int64_t o = 0; o < out_len; o++, at++) {
+            double c = ts_resize_coord(p->coord, (float)o, scale[d], in_len, out_len), f = floor(c), t = c - f;
+            double w[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A,
+                           ((A + 2) * t - (A + 3)) * t * t + 1, ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1,
+                           ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A};
+            double sum = 0;
+            for (int j = 0; j < 4; j++) {
+                int64_t i = (int64_t)f - 1 + j;
+                if (p->exclude_outside && (i < 0 || i >= in_len)) w[j] = 0;
+                sum += w[j];
+                ti[at * 4 + j] = i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
+            }
+            for (int j = 0; j < 4; j++) {
+                tw[at * 4 + j] = p->exclude_outside && sum != 0 ? w[j] / sum : w[j];
+                bool unit = tw[at * 4 + j] == 0 || (tw[at * 4 + j] == 1 && ti[at * 4 + j] == o);
+                if (!unit || in_len != out_len) active[d] = true;
+            }
+        }
+    }
+    int act[TS_MAX_RANK], na = 0;
+    for (int d = 0; d < r; d++)
+        if (active[d]) act[na++] = d;
+    for (int64_t i = 0; i < n; i++) {
+        double acc = 0;
+        for (int m = 0; m < 1 << (2 * na); m++) { /* 4 taps on each active axis */
+            double w = 1;
+            int64_t off = 0;
+            for (int d = 0, a = 0; d < r && w != 0; d++) {
+                int64_t at = base[d] + idx[d];
+                if (a < na && act[a] == d) {
+                    int j = (m >> (2 * a++)) & 3;
+                    w *= tw[at * 4 + j];
+                    off += ti[at * 4 + j] * xs[d];
+                } else
+                    off += idx[d] * xs[d];
+            }
+            if (w != 0) acc += w * num->to_f64(ts_num_cat(num, x->data, off));
+        }
+        num->from_f64(ts_num_at(num, y->data, i), acc);
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < y->shape.dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    free(ti);
+    free(tw);
+    return TS_OK;
+}
+
 static ts_status resize_kernel(ts_kernel_ctx *k)
 {
     const ts_resize_attrs *p = k->attrs;
@@ -305,7 +382,9 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
     if (ts_resize_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
         return ts_kernel_fail(k, TS_ERR_INVALID, "%s", msg);
     if (p->mode != TS_RESIZE_NEAREST && num->exact)
-        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "linear interpolation has no kernel in the %s domain", num->name);
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "%s interpolation has no kernel in the %s domain", modes[p->mode],
+                              num->name);
+    if (p->mode == TS_RESIZE_CUBIC) return ts_tensor_numel(y) ? cubic_kernel(k, scale) : TS_OK;
     int64_t total_len = 0, n = ts_tensor_numel(y);
     for (int d = 0; d < r; d++) total_len += y->shape.dims[d];
     if (!n) return TS_OK;

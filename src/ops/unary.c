@@ -130,6 +130,42 @@ static ts_status isnan_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
+/* IsInf: float -> bool, each sign enabled by its attribute (default both). */
+typedef struct isinf_attrs {
+    int neg, pos;
+} isinf_attrs;
+
+static ts_status isinf_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    isinf_attrs *p = attrs;
+    int64_t n, q;
+    (void)opset;
+    if (ts_attr_get_int(a, na, "detect_negative", 1, &n, err) || ts_attr_get_int(a, na, "detect_positive", 1, &q, err))
+        return err->code;
+    p->neg = n != 0;
+    p->pos = q != 0;
+    return TS_OK;
+}
+static int isinf_emit(const void *attrs, ts_attr *out, int max)
+{
+    const isinf_attrs *p = attrs;
+    if (max < 2) return 0;
+    out[0] = ts_attr_int("detect_negative", p->neg);
+    out[1] = ts_attr_int("detect_positive", p->pos);
+    return 2;
+}
+static ts_status isinf_kernel(ts_kernel_ctx *k)
+{
+    const isinf_attrs *p = k->attrs;
+    if (need_float_domain(k)) return k->err->code;
+    int64_t n = ts_tensor_numel(k->in[0]);
+    for (int64_t i = 0; i < n; i++) {
+        double v = el_get(k->num, k->in[0], i);
+        ((uint8_t *)k->out[0]->data)[i] = isinf(v) && (v > 0 ? p->pos : p->neg);
+    }
+    return TS_OK;
+}
+
 /* Not: bool -> bool, exact (no arithmetic at all). */
 static ts_status infer_not(ts_infer_ctx *c)
 {
@@ -186,3 +222,5 @@ FLOAT_DESC(ceil, "Ceil", infer_number)
 FLOAT_DESC(floor, "Floor", infer_number)
 FLOAT_DESC(sign, "Sign", infer_number)
 FLOAT_DESC(isnan, "IsNaN", infer_isnan)
+const ts_op_desc ts_op_isinf = {UNARY("IsInf"), .attr_size = sizeof(isinf_attrs), .flags = TS_OP_ELEMENTWISE,
+                                .parse = isinf_parse, .emit = isinf_emit, .infer = infer_isnan, .kernel = isinf_kernel};

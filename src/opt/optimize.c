@@ -145,10 +145,16 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     if (dr.nsteps > 0) {
         if ((st = ts_opt_check(g, dr.best, o.seed, &res->max_scaled_error, err))) goto done;
         if (!(res->max_scaled_error <= 1.0)) {
+            char names[512] = "";
+            for (int i = 0; i < dr.nnames; i++) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof names - len, "%s%s x%d", i ? ", " : "", dr.names[i].name,
+                         dr.names[i].count);
+            }
             st = ts_error_set(err, TS_ERR_INVALID,
-                              "the optimized graph differs from the original (scaled error %.3g > 1): nothing "
-                              "written; please report this model",
-                              res->max_scaled_error);
+                              "the optimized graph differs from the original (scaled error %.3g > 1; rewrites: %s): "
+                              "nothing written; please report this model",
+                              res->max_scaled_error, names);
             goto done;
         }
         char why[256];

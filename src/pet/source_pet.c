@@ -220,7 +220,7 @@ static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emi
     for (int ni = 0; ni < g->nnodes && !st; ni++) {
         if (sp.sub_of[ni] < 0 || g->nodes[ni].op != &ts_op_conv) continue;
         if (g->values[g->nodes[ni].inputs[0]].constant) continue;
-        if (emit->stopped && emit->stopped(emit)) break;
+        if (emit->stopped(emit)) break;
         int map[16], nmap = 0;
         ts_error e2 = {0};
         ts_graph *p0 = ts_pet_program_of_node(g, ni, map, &nmap, &e2);

@@ -139,6 +139,25 @@ static int build(bstate *b, const ts_rexpr *e)
     return v;
 }
 
+/* A matched conv/matmul carries its bias (y = x W + b) only where adding
+ * a constant to its output adds it to the rule's output: at the root, or
+ * under ewadd, concat and split.  Under any other atom (smul, ewmul, relu,
+ * transpose, a product's input, ...) the rewrite would move the bias
+ * through an operator that does not commute with adding it:
+ * matmul(smul(x, s), w) + b became smul(matmul(x, w) + b, s) and changed
+ * BERT's outputs.  False when e (an lhs or rhs tree) puts a biased product
+ * under such an atom. */
+static bool bias_in_context(const ts_match *m, const ts_rexpr *e, bool additive)
+{
+    if (e->op == TS_ROP_VAR) return true;
+    const ts_ropinfo *in = &ts_rop_table[e->op];
+    if (in->bias && !additive && e->nargs > 1 && has_biased_var(m, e->arg[1])) return false;
+    bool pass = e->op == TS_ROP_EWADD || e->op == TS_ROP_CONCAT || e->op == TS_ROP_SPLIT0 || e->op == TS_ROP_SPLIT1;
+    for (int k = 0; k < e->nargs; k++)
+        if (!bias_in_context(m, e->arg[k], additive && pass)) return false;
+    return true;
+}
+
 ts_status ts_rule_apply(const ts_graph *g0, const ts_rule *r, const ts_match *m, ts_graph **out, ts_error *err)
 {
     return ts_rule_apply_cached(g0, r, m, NULL, out, err);
@@ -148,6 +167,8 @@ ts_status ts_rule_apply_cached(const ts_graph *g0, const ts_rule *r, const ts_ma
                                ts_graph **out, ts_error *err)
 {
     *out = NULL;
+    for (int i = 0; i < r->nout; i++)
+        if (!bias_in_context(m, r->lhs[i], true) || !bias_in_context(m, r->rhs[i], true)) return TS_OK;
     ts_graph *g = ts_graph_copy(g0);
     bstate *b = calloc(1, sizeof *b);
     int *uses = NULL;

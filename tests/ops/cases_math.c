@@ -229,6 +229,91 @@ static ts_graph *not_bool(void)
     return oc_node(g, "Not", &c, 1, NULL, 0, 1);
 }
 
+/* ------------------------------------ operators added for the ONNX suite */
+
+/* pointer, count: ts_attr_ints's order (I64S is oc_const_i64's) */
+#define AXES(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+UNARY(sin_, "Sin", 13, "2x3x4")
+UNARY(cos_, "Cos", 13, "2x3x4")
+UNARY(tan_, "Tan", 13, "2x3x4")
+UNARY(asin_, "Asin", 13, "2x3x4")
+UNARY(acos_, "Acos", 13, "2x3x4")
+UNARY(atan_, "Atan", 13, "2x3x4")
+UNARY(sinh_, "Sinh", 13, "2x3x4")
+UNARY(cosh_, "Cosh", 13, "2x3x4")
+UNARY(asinh_, "Asinh", 13, "2x3x4")
+UNARY(acosh_, "Acosh", 13, "2x3x4")
+UNARY(atanh_, "Atanh", 13, "2x3x4")
+UNARY(ceil_, "Ceil", 13, "2x3x4")
+UNARY(floor_, "Floor", 13, "2x3x4")
+UNARY(round_, "Round", 13, "2x3x4")
+UNARY(sign_, "Sign", 13, "2x3x4")
+UNARY(softsign_, "Softsign", 13, "2x3x4")
+UNARY(softplus_, "Softplus", 13, "2x3x4")
+UNARY(isnan_, "IsNaN", 13, "2x3x4")
+UNARY(isinf_, "IsInf", 13, "2x3x4")
+UNARY(selu_default, "Selu", 13, "2x3x4")
+UNARY(hardmax_13, "Hardmax", 13, "2x3x4")
+UNARY(hardmax_11, "Hardmax", 11, "2x3x4")
+WITH_ATTRS(elu_alpha, "Elu", 13, "2x3x4", ts_attr_float("alpha", 0.5))
+WITH_ATTRS(celu_alpha, "Celu", 13, "2x3x4", ts_attr_float("alpha", 2))
+WITH_ATTRS(thresholdedrelu, "ThresholdedRelu", 13, "2x3x4", ts_attr_float("alpha", 0.3))
+WITH_ATTRS(shrink_, "Shrink", 13, "2x3x4", ts_attr_float("lambd", 0.4), ts_attr_float("bias", 0.1))
+WITH_ATTRS(argmax_axis1, "ArgMax", 13, "2x3x4", ts_attr_int("axis", 1))
+WITH_ATTRS(argmin_last_nokeep, "ArgMin", 13, "2x3x4", ts_attr_int("axis", -1), ts_attr_int("keepdims", 0),
+           ts_attr_int("select_last_index", 1))
+WITH_ATTRS(reducemin_13, "ReduceMin", 13, "2x3x4", ts_attr_ints("axes", AXES(1)))
+WITH_ATTRS(reduceprod_13, "ReduceProd", 13, "2x3x4", ts_attr_ints("axes", AXES(0, 2)))
+WITH_ATTRS(reducel1_13, "ReduceL1", 13, "2x3x4", ts_attr_int("keepdims", 0))
+WITH_ATTRS(reducel2_13, "ReduceL2", 13, "2x3x4", ts_attr_ints("axes", AXES(-1)))
+WITH_ATTRS(reducelogsumexp_13, "ReduceLogSumExp", 13, "2x3x4", ts_attr_ints("axes", AXES(1)))
+WITH_ATTRS(reducesumsquare_13, "ReduceSumSquare", 13, "2x3x4", ts_attr_ints("axes", AXES(2)))
+REDUCE_INPUT(reducel2_18_input, "ReduceL2", 18, 0, 1)
+REDUCE_INPUT(reducemin_18_input, "ReduceMin", 18, 1, -1)
+BINARY(greater_bcast, "Greater", "2x3x4", "4")
+BINARY(less_bcast, "Less", "2x3x4", "3x1")
+BINARY(greater_or_equal, "GreaterOrEqual", "2x3", "2x3")
+BINARY(less_or_equal, "LessOrEqual", "2x3", "")
+BINARY(sum_2, "Sum", "2x3", "3")
+BINARY(mean_2, "Mean", "2x1", "1x3")
+
+/* Log of a sum of positive values: the input range is shifted up. */
+WITH_ATTRS(reducelogsum_13, "ReduceLogSum", 13, "2x3x4", ts_attr_ints("axes", AXES(1)))
+
+static ts_graph *mod_fmod(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[2] = {oc_input(g, "a", TS_F32, "2x3x4"), oc_const_f32(g, "b", "4", NULL, 0.3, 1)};
+    const ts_attr a[] = {ts_attr_int("fmod", 1)};
+    return oc_node(g, "Mod", in, 2, a, 1, 1);
+}
+
+static ts_graph *cumsum_reverse_exclusive(void)
+{
+    ts_graph *g = oc_graph(14);
+    int64_t ax = 1;
+    int in[2] = {oc_input(g, "x", TS_F32, "2x3x4"), oc_const_i64(g, "axis", 1, &ax)};
+    const ts_attr a[] = {ts_attr_int("exclusive", 1), ts_attr_int("reverse", 1)};
+    return oc_node(g, "CumSum", in, 2, a, 2, 1);
+}
+
+static ts_graph *softmax_ce_loss_weighted(void)
+{
+    ts_graph *g = oc_graph(13);
+    int64_t t[6] = {0, 2, 1, 1, 0, 2};
+    ts_error e = {0};
+    ts_shape ts = oc_shape("2x3");
+    ts_tensor *tt = ts_tensor_new(TS_I64, &ts, &e);
+    oc_check(tt != NULL, &e);
+    for (int i = 0; i < 6; i++) ((int64_t *)tt->data)[i] = t[i];
+    int tv = ts_graph_add_constant(g, "labels", tt, &e);
+    ts_tensor_unref(tt);
+    oc_check(tv >= 0, &e);
+    int in[3] = {oc_input(g, "scores", TS_F32, "2x3x3"), tv, oc_const_f32(g, "w", "3", NULL, 0.5, 2)};
+    return oc_node(g, "SoftmaxCrossEntropyLoss", in, 3, NULL, 0, 1);
+}
+
 const opcase opcases_math[] = {
     {"relu", relu, 0, 0, 0, 0},
     {"relu_opset9", relu_opset9, 0, 0, 0, 0},
@@ -301,5 +386,51 @@ const opcase opcases_math[] = {
     {"reducemax_18_noaxes", reducemax_18_noaxes, 0, 0, 0, 0},
     {"reducemax_18_input", reducemax_18_input, 0, 0, 0, 0},
     {"reducemax_18_input_nokeep", reducemax_18_input_nokeep, 0, 0, 0, 0},
+    {"sin", sin_, -3, 3, 0, 0},
+    {"cos", cos_, -3, 3, 0, 0},
+    {"tan", tan_, -1, 1, 0, 0},
+    {"asin", asin_, -0.9, 0.9, 0, 0},
+    {"acos", acos_, -0.9, 0.9, 0, 0},
+    {"atan", atan_, -3, 3, 0, 0},
+    {"sinh", sinh_, -2, 2, 0, 0},
+    {"cosh", cosh_, -2, 2, 0, 0},
+    {"asinh", asinh_, -3, 3, 0, 0},
+    {"acosh", acosh_, 1.1, 4, 0, 0},
+    {"atanh", atanh_, -0.9, 0.9, 0, 0},
+    {"ceil", ceil_, -3, 3, 0, 0},
+    {"floor", floor_, -3, 3, 0, 0},
+    {"round", round_, -3, 3, 0, 0},
+    {"sign", sign_, 0, 0, 0, 0},
+    {"softsign", softsign_, -3, 3, 0, 0},
+    {"softplus", softplus_, -3, 3, 0, 0},
+    {"isnan", isnan_, 0, 0, 0, 0},
+    {"isinf", isinf_, 0, 0, 0, 0},
+    {"selu_default", selu_default, -3, 3, 0, 0},
+    {"hardmax_13", hardmax_13, 0, 0, 0, 0},
+    {"hardmax_11", hardmax_11, 0, 0, 0, 0},
+    {"elu_alpha", elu_alpha, -3, 3, 0, 0},
+    {"celu_alpha", celu_alpha, -3, 3, 0, 0},
+    {"thresholdedrelu", thresholdedrelu, 0, 0, 0, 0},
+    {"shrink", shrink_, 0, 0, 0, 0},
+    {"argmax_axis1", argmax_axis1, 0, 0, 0, 0},
+    {"argmin_last_nokeep", argmin_last_nokeep, 0, 0, 0, 0},
+    {"reducemin_13", reducemin_13, 0, 0, 0, 0},
+    {"reduceprod_13", reduceprod_13, 0, 0, 0, 0},
+    {"reducel1_13", reducel1_13, 0, 0, 0, 0},
+    {"reducel2_13", reducel2_13, 0, 0, 0, 0},
+    {"reducelogsumexp_13", reducelogsumexp_13, -3, 3, 0, 0},
+    {"reducesumsquare_13", reducesumsquare_13, 0, 0, 0, 0},
+    {"reducelogsum_13", reducelogsum_13, 0.1, 2, 0, 0},
+    {"reducel2_18_input", reducel2_18_input, 0, 0, 0, 0},
+    {"reducemin_18_input", reducemin_18_input, 0, 0, 0, 0},
+    {"greater_bcast", greater_bcast, 0, 0, 0, 0},
+    {"less_bcast", less_bcast, 0, 0, 0, 0},
+    {"greater_or_equal", greater_or_equal, 0, 0, 0, 0},
+    {"less_or_equal", less_or_equal, 0, 0, 0, 0},
+    {"sum_2", sum_2, 0, 0, 0, 0},
+    {"mean_2", mean_2, 0, 0, 0, 0},
+    {"mod_fmod", mod_fmod, 0, 0, 0, 0},
+    {"cumsum_reverse_exclusive", cumsum_reverse_exclusive, 0, 0, 0, 0},
+    {"softmax_ce_loss_weighted", softmax_ce_loss_weighted, 0, 0, 0, 0},
     {0},
 };

@@ -196,7 +196,7 @@ Test(generate, subsumption_is_instance_or_congruence)
     cr_expect(!derives(H DIST, H "(rule r (lhs (conv s1 same none ?i1 (ewadd ?k1 ?k2))) "
                                  "(rhs (ewadd (conv s1 same none ?i1 ?k2) (conv s1 same none ?i1 ?k1))))"));
     cr_expect(!derives(H DIST, H "(rule r (lhs (conv s1 same none ?i1 (ewadd ?k1 ?k2))) "
-                                 "(rhs (ewadd (conv s1 same none ?i1 ?k1) (conv s1 same none ?i2 ?k2))))"));
+                                 "(rhs (ewadd (conv s1 same none ?i1 ?k1) (conv s1 same none ?i1 ?k1))))"));
 }
 
 /* A kept rule that can only be applied one way (its left side has a

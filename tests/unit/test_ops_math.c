@@ -838,3 +838,55 @@ Test(math, layernorm_mean_invstddev_outputs)
     EXPECT(1, TS_F64, "2x1", 2, 6);
     EXPECT(2, TS_F64, "2x1", 1.224735686, 0.612371288);
 }
+
+Test(math, sum_mean_variadic)
+{
+    graph(13);
+    node("Sum", INS(F32("2", 1, 2), F32("1", 10), F32("2", 100, 200)), NOATTR);
+    node("Mean", INS(F32("2", 1, 2), F32("2", 3, 4)), NOATTR);
+    node("Sum", INS(I64("2", 1, 2), I64("2", 3, 4)), NOATTR);
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2", 111, 212);
+    EXPECT(1, TS_F32, "2", 2, 3);
+    EXPECT(2, TS_I64, "2", 4, 6);
+}
+
+Test(math, sum_mean_exact_domain)
+{
+    graph(13);
+    node("Mean", INS(F32("1", 1), F32("1", 2)), NOATTR); /* 3 * inverse of 2 mod p */
+    run(TS_DOMAIN_MODP);
+    EXPECT(0, TS_MODP, "1", 1073741825);
+}
+
+Test(math, hardmax_cumsum_isinf)
+{
+    graph(13);
+    node("Hardmax", INS(F32("2x3", 1, 3, 3, 2, 0, 1)), NOATTR); /* first maximum wins */
+    int x = F32("3", 1, 2, 3), ax = I64("", 0);
+    node("CumSum", INS(x, ax), NOATTR);
+    node("CumSum", INS(x, ax), ATTRS(ts_attr_int("exclusive", 1)));
+    node("CumSum", INS(x, ax), ATTRS(ts_attr_int("reverse", 1)));
+    node("CumSum", INS(x, ax), ATTRS(ts_attr_int("exclusive", 1), ts_attr_int("reverse", 1)));
+    node("CumSum", INS(I64("2x2", 1, 2, 3, 4), I64("", -1)), NOATTR);
+    int v = F32("4", INFINITY, -INFINITY, 1, NAN);
+    node("IsInf", INS(v), NOATTR);
+    node("IsInf", INS(v), ATTRS(ts_attr_int("detect_negative", 0)));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "2x3", 0, 1, 0, 1, 0, 0);
+    EXPECT(1, TS_F32, "3", 1, 3, 6);
+    EXPECT(2, TS_F32, "3", 0, 1, 3);
+    EXPECT(3, TS_F32, "3", 6, 5, 3);
+    EXPECT(4, TS_F32, "3", 5, 3, 0);
+    EXPECT(5, TS_I64, "2x2", 1, 3, 3, 7);
+    EXPECT(6, TS_BOOL, "4", 1, 1, 0, 0);
+    EXPECT(7, TS_BOOL, "4", 1, 0, 0, 0);
+}
+
+Test(math, hardmax_opset11_flattens_tail)
+{
+    graph(11);
+    node("Hardmax", INS(F32("1x2x2", 1, 2, 4, 3)), NOATTR); /* axis 1: rows of 4 */
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "1x2x2", 0, 0, 1, 0);
+}

@@ -636,6 +636,41 @@ Test(gather_elements, both_axes_and_negative_indices)
     run_fails(g, TS_DOMAIN_F32, "index 2 is out of range for axis 0 of size 2");
 }
 
+/* -------------------------------- DepthToSpace, SpaceToDepth, EyeLike */
+
+Test(depth_space, modes_and_round_trip)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = input(g, "x", TS_F32, "1x8x1x1"); /* iota */
+    node(g, "DepthToSpace", &x, 1, (ts_attr[]){ts_attr_int("blocksize", 2)}, 1, 1);
+    node(g, "DepthToSpace", &x, 1, (ts_attr[]){ts_attr_int("blocksize", 2), ts_attr_string("mode", "CRD")}, 2, 1);
+    run(g, TS_DOMAIN_MODP, run_outs);
+    expect(run_outs[0], "1x2x2x2", NV(0, 2, 4, 6, 1, 3, 5, 7));
+    expect(run_outs[1], "1x2x2x2", NV(0, 1, 2, 3, 4, 5, 6, 7));
+    ts_graph_free(g);
+    g = ts_graph_new("t", 13);
+    int s = input(g, "s", TS_F32, "1x2x2x2");
+    node(g, "SpaceToDepth", &s, 1, (ts_attr[]){ts_attr_int("blocksize", 2)}, 1, 1);
+    run(g, TS_DOMAIN_F32, run_outs);
+    expect(run_outs[0], "1x8x1x1", NV(0, 4, 1, 5, 2, 6, 3, 7));
+    node_fails(g, "DepthToSpace", &s, 1, (ts_attr[]){ts_attr_int("blocksize", 2)}, 1, 1,
+               "channels 2 are not a multiple of blocksize^2 = 4");
+    ts_graph_free(g);
+}
+
+Test(eyelike, diagonal_offset_and_dtype)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = input(g, "x", TS_F32, "2x3");
+    node(g, "EyeLike", &x, 1, (ts_attr[]){ts_attr_int("k", 1)}, 1, 1);
+    node(g, "EyeLike", &x, 1, (ts_attr[]){ts_attr_int("dtype", 7), ts_attr_int("k", -1)}, 2, 1);
+    run(g, TS_DOMAIN_F32, run_outs);
+    expect(run_outs[0], "2x3", NV(0, 1, 0, 0, 0, 1));
+    cr_assert_eq(run_outs[1]->dtype, TS_I64);
+    expect(run_outs[1], "2x3", NV(0, 0, 0, 1, 0, 0));
+    ts_graph_free(g);
+}
+
 /* ---------------------------------------------------------------- Pad */
 
 Test(pad, attribute_constant_opset2)
@@ -740,6 +775,32 @@ Test(resize, linear_refused_in_modp)
     run_fails(resize_up("linear", "half_pixel", "floor"), TS_DOMAIN_MODP, "linear interpolation has no kernel");
 }
 
+/* Cubic, A = -0.75, 1x4 iota up by 2 (asymmetric): at t = 0.5 the taps
+ * weigh -0.09375, 0.59375, 0.59375, -0.09375; indices clamp to the edge
+ * (o = 1: taps 0, 0, 1, 2) unless exclude_outside renormalizes without the
+ * tap at -1 (0.40625 / 1.09375). */
+static ts_graph *resize_cubic(int exclude)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int ins[3] = {input(g, "x", TS_F32, "1x4"), -1, cfloats(g, "s", NV(1, 2))};
+    ts_attr a[3] = {ts_attr_string("mode", "cubic"), ts_attr_string("coordinate_transformation_mode", "asymmetric"),
+                    ts_attr_int("exclude_outside", exclude)};
+    node(g, "Resize", ins, 3, a, 3, 1);
+    return g;
+}
+
+Test(resize, cubic_edge_and_exclude_outside)
+{
+    check1(resize_cubic(0), TS_DOMAIN_F32, "1x8", NV(0, 0.40625, 1, 1.5, 2, 2.59375, 3, 3.09375));
+    ts_tensor *out[1];
+    ts_graph *g = resize_cubic(1);
+    run(g, TS_DOMAIN_F64, out);
+    cr_assert_float_eq(ts_tensor_get_f64(out[0], 1), 0.40625 / 1.09375, 1e-12);
+    ts_tensor_unref(out[0]);
+    ts_graph_free(g);
+    run_fails(resize_cubic(0), TS_DOMAIN_MODP, "cubic interpolation has no kernel");
+}
+
 /* 1x1x4x4 iota (4r + c) down to 2x2 by sizes (opset 13: roi and scales absent). */
 static ts_graph *resize_down(const char *mode, const char *nearest)
 {
@@ -777,7 +838,8 @@ Test(resize, unsupported)
 {
     ts_graph *g = ts_graph_new("t", 13);
     int ins[3] = {input(g, "x", TS_F32, "1x1x2x2"), -1, cfloats(g, "s", NV(1, 1, 2, 2))};
-    node_fails(g, "Resize", ins, 3, (ts_attr[]){ts_attr_string("mode", "cubic")}, 1, 1, "mode 'cubic' is not supported");
+    node_fails(g, "Resize", ins, 3, (ts_attr[]){ts_attr_int("antialias", 1), ts_attr_string("mode", "cubic")}, 2, 1,
+               "antialias=1 is not supported");
     node_fails(g, "Resize", ins, 3, (ts_attr[]){ts_attr_string("coordinate_transformation_mode", "tf_crop_and_resize")},
                1, 1, "'tf_crop_and_resize' is not supported");
     int both[4] = {ins[0], -1, ins[2], cints(g, "sz", I64S(1, 1, 4, 4))};
@@ -791,6 +853,8 @@ Test(upsample, opset9_and_opset7)
 {
     ts_graph *g = ts_graph_new("t", 9);
     int ins[2] = {input(g, "x", TS_F32, "1x1x2x2"), cfloats(g, "s", NV(1, 1, 2, 2))};
+    node_fails(g, "Upsample", ins, 2, (ts_attr[]){ts_attr_string("mode", "cubic")}, 1, 1,
+               "'cubic' needs Resize from opset 11");
     node(g, "Upsample", ins, 2, NULL, 0, 1);
     check1(g, TS_DOMAIN_MODP, "1x1x4x4", UP_FLOOR);
 

@@ -250,6 +250,12 @@ typedef struct collect {
     int n;
 } collect;
 
+static bool never(ts_source_emit *em)
+{
+    (void)em;
+    return false;
+}
+
 static bool take(ts_source_emit *em, ts_graph *g, const char *what, int count)
 {
     collect *c = (collect *)em;
@@ -270,6 +276,7 @@ static void propose(const ts_graph *g, collect *c)
     ts_error e = {0};
     memset(c, 0, sizeof *c);
     c->emit.fn = take;
+    c->emit.stopped = never;
     cr_assert_eq(ts_source_pet.open(&env, &state, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(ts_source_pet.propose(state, g, &c->emit, &e), TS_OK, "%s", e.msg);
     char line[256];
