@@ -617,3 +617,47 @@ Test(match, gconv_matches_by_channels_per_group)
     ts_graph_free(g);
     ts_rules_free(rs, n);
 }
+
+Test(apply, bias_is_not_moved_through_a_scalar_multiply)
+{
+    /* (x s) W + b = ((x W) + b) s is false: the matched matmul's bias may
+     * follow it only where adding commutes with the operators around it.
+     * The same rewrite without the bias is applied and keeps the value. */
+    ts_error e = {0};
+    uint64_t rng = 13;
+    int64_t xd[2] = {2, 4}, wd[2] = {4, 3}, bd[1] = {3}, sd[1] = {1};
+    ts_shape xs = ts_shape_make(2, xd);
+    ts_graph *g = ts_graph_new("smulbias", 17);
+    int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
+    ts_tensor *tw = rand_tensor(2, wd, &rng), *tb = rand_tensor(1, bd, &rng), *ts = rand_tensor(1, sd, &rng);
+    int w = ts_graph_add_constant(g, "w", tw, &e), b = ts_graph_add_constant(g, "bias", tb, &e);
+    int s = ts_graph_add_constant(g, "s", ts, &e), xs1, y, z;
+    ts_tensor_unref(tw);
+    ts_tensor_unref(tb);
+    ts_tensor_unref(ts);
+    int i0[2] = {x, s}, i1[2], i2[2];
+    cr_assert(ts_graph_add_node(g, "Mul", "scale", i0, 2, NULL, 0, 1, NULL, &xs1, &e) >= 0);
+    i1[0] = xs1, i1[1] = w;
+    cr_assert(ts_graph_add_node(g, "MatMul", "mm", i1, 2, NULL, 0, 1, NULL, &y, &e) >= 0);
+    i2[0] = y, i2[1] = b;
+    cr_assert(ts_graph_add_node(g, "Add", "add", i2, 2, NULL, 0, 1, (const char *const[]){"z"}, &z, &e) >= 0);
+    ts_graph_add_output(g, z, &e);
+    ts_rule *r = parse1("; tsopt rules v1\n"
+                        "(rule sm (lhs (matmul (smul ?x ?s) ?w)) (rhs (smul (matmul ?x ?w) ?s)))\n");
+    collect c;
+    cr_assert_eq(matches(g, r, &c), 2);
+    for (int k = 0; k < 2; k++) {
+        ts_graph *out = NULL;
+        cr_assert_eq(ts_rule_apply(g, r, &c.m[k], &out, &e), TS_OK, "%s", e.msg);
+        if (c.m[k].root[0] == z) {
+            cr_assert_null(out, "the biased match was rewritten");
+        } else {
+            /* at the MatMul alone: y = (x s) W -> (x W) s, then + b */
+            cr_assert_not_null(out);
+            assert_same(g, out);
+            ts_graph_free(out);
+        }
+    }
+    ts_rules_free(r, 1);
+    ts_graph_free(g);
+}
