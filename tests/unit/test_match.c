@@ -19,7 +19,7 @@ static const char RULES[] =
     "(rule mmmerge\n"
     "  (lhs (matmul ?x ?w1) (matmul ?x ?w2))\n"
     "  (rhs (split0 1 (matmul ?x (concat 1 ?w1 ?w2))) (split1 1 (matmul ?x (concat 1 ?w1 ?w2)))))\n"
-    /* as the generator writes it (rules/taso.rules taso-0569): the merged
+    /* as the generator writes it (rules/taso.rules taso-0328): the merged
      * form on the left, so only its reverse merges two convs */
     "(rule convsum\n"
     "  (lhs (conv s1 same none (concat 1 ?i1 ?i2) (concat 1 ?k1 ?k2)))\n"
