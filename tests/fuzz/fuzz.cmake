@@ -16,6 +16,9 @@ file(GLOB_RECURSE FUZZ_LIB_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c
 list(FILTER FUZZ_LIB_SOURCES EXCLUDE REGEX "/src/cli/")
 
 set(FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g)
+# the rule sets the library embeds (written by the top-level CMakeLists.txt
+# at configure time)
+list(APPEND FUZZ_LIB_SOURCES ${CMAKE_BINARY_DIR}/gen/core_rules.c ${CMAKE_BINARY_DIR}/gen/taso_rules.c)
 add_executable(fuzz_import ${FUZZ_DIR}/fuzz_import.c ${FUZZ_LIB_SOURCES})
 target_compile_options(fuzz_import PRIVATE ${FUZZ_FLAGS})
 target_link_options(fuzz_import PRIVATE ${FUZZ_FLAGS})
