@@ -7,9 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "tsopt.h"
+#include "util/path.h"
 
 static ts_status number(const char *key, const char *value, double *out, ts_error *err)
 {
@@ -62,26 +61,6 @@ ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char 
     return TS_OK;
 }
 
-/* DST's folder must exist and be writable and DST must not be a folder:
- * checked before the search, so a typo costs nothing. */
-static ts_status writable(const char *path, ts_error *err)
-{
-    struct stat st;
-    if (!stat(path, &st) && S_ISDIR(st.st_mode))
-        return ts_error_set(err, TS_ERR_IO, "optimize: output '%s' is a folder, expected a file path", path);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-        return ts_error_set(err, TS_ERR_IO, "optimize: folder '%s' of output '%s' does not exist", dir, path);
-    if (access(dir, W_OK))
-        return ts_error_set(err, TS_ERR_IO, "optimize: folder '%s' is not writable (%s)", dir, strerror(errno));
-    return TS_OK;
-}
-
 ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind *binds, int nbinds,
                            const char *const *options, int noptions, char **json, ts_error *err)
 {
@@ -96,7 +75,7 @@ ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind
         snprintf(key, sizeof key, "%.*s", (int)(eq - options[i]), options[i]);
         if (ts_optimize_opts_set(&o, key, eq + 1, err)) return err->code;
     }
-    if (ts_optimize_opts_check(&o, err) || writable(dst, err)) return err->code;
+    if (ts_optimize_opts_check(&o, err) || ts_path_check_writable("optimize: output", dst, err)) return err->code;
     ts_graph *g = NULL;
     ts_optimize_result res = {0};
     ts_status st = ts_onnx_load(src, binds, nbinds, &g, err);

@@ -1,15 +1,14 @@
 /* tsopt optimize: argument parsing and printing around ts_optimize (the
  * pipeline lives in src/opt/optimize.c, shared with C users and the Python
  * package). */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "cli/cli.h"
 #include "opt/report.h"
+#include "util/path.h"
 
 static const char USAGE[] =
     "usage: tsopt optimize MODEL -o OUT.onnx [--transforms LIST] [--time-limit S] [--json] [--report R.md]\n"
@@ -41,32 +40,6 @@ static void on_sigint(int sig)
         raise(sig);
     }
     stop_flag = 1;
-}
-
-/* The file's folder must exist and be writable, and the path must not be
- * a folder: checked before the search so a typo costs nothing. */
-static bool writable_file(const char *opt, const char *path)
-{
-    struct stat st;
-    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-        cli_error(CLI_USAGE, "%s: '%s' is a folder, expected a file path", opt, path);
-        return false;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-        cli_error(CLI_USAGE, "%s: folder '%s' does not exist", opt, dir);
-        return false;
-    }
-    if (access(dir, W_OK)) {
-        cli_error(CLI_USAGE, "%s: folder '%s' is not writable (%s)", opt, dir, strerror(errno));
-        return false;
-    }
-    return true;
 }
 
 static void print_text(const char *model, const char *out, const ts_optimize_result *r)
@@ -179,7 +152,10 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_USAGE, &err);
         goto fail;
     }
-    if (!writable_file("-o", out) || (report && !writable_file("--report", report))) goto fail;
+    if (ts_path_check_writable("-o", out, &err) || (report && ts_path_check_writable("--report", report, &err))) {
+        rc = cli_error_from(CLI_USAGE, &err);
+        goto fail;
+    }
 
     ts_optimize_result res = {0};
     ts_graph *g = cli_load_model(model, &binds);
