@@ -94,7 +94,9 @@ static int predict(const char *model, const cli_binds *binds, const char *const 
             }
             prime_s = now_s() - t0;
         }
-        double ms = ts_cost_graph(db, g, true), cost_s = now_s() - t0 - prime_s;
+        /* a rewrite's groups in context, even when it shares none with
+         * MODEL (ts_cost_graph would prime it: time it as a whole) */
+        double ms = f ? xcost_graph_in_context(db, g) : ts_cost_graph(db, g, true), cost_s = now_s() - t0 - prime_s;
         int n_plan = 0, n_ctx = 0, n_other = 0, groups = 0;
         for (int n = 0; n < g->nnodes; n++) {
             if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;

@@ -954,9 +954,9 @@ ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *gro
  * first (measure_heads: a candidate's new groups are usually next to each
  * other, and one plan for them costs less than several), then costed one
  * by one (xcost_group: the time just cached, or a fallback). */
-double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
+static double graph_cost(ts_costdb *db, const ts_graph *g, bool measure, bool may_prime)
 {
-    int nn = g->nnodes, k = 0;
+    int nn = g->nnodes, k = 0, ng = 0;
     int *group_of = malloc(sizeof *group_of * ((size_t)nn + 1)), *heads = malloc(sizeof *heads * ((size_t)nn + 1));
     double ms = 0;
     xcost_src src;
@@ -967,6 +967,7 @@ double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
             const centry *e = key ? get_prefixed(db, XCOST_PLAN_PREFIX, key) : NULL;
             if (key && !e) e = get_prefixed(db, XCOST_CTX_PREFIX, key);
             free(key);
+            ng++;
             if (e)
                 ms += e->ms;
             else
@@ -974,6 +975,14 @@ double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
         }
         ts_error err = {0};
         int timed = 0;
+        /* A graph none of whose groups the cache knows is an original that
+         * was not primed (the optimizer's first call on a new cache):
+         * prime it, in pieces it would be charged less than it runs
+         * (nasrnn: 0.77 ms in pieces of 4, 1.03 ms measured). */
+        if (measure && may_prime && k && k == ng && !prime(db, g, group_of, &err)) {
+            for (int i = 0; i < k; i++) ms += xcost_group(db, g, group_of, heads[i], false, &src);
+            k = 0;
+        }
         if (measure && k) measure_heads(db, g, group_of, heads, k, &timed, &err);
         db->measured += timed;
         for (int i = 0; i < k; i++) ms += xcost_group(db, g, group_of, heads[i], measure, &src);
@@ -982,3 +991,7 @@ double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure)
     free(heads);
     return ms;
 }
+
+double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure) { return graph_cost(db, g, measure, true); }
+
+double xcost_graph_in_context(ts_costdb *db, const ts_graph *g) { return graph_cost(db, g, true, false); }

@@ -128,6 +128,10 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
  * timed.  Stops at the first failure (the caller falls back per group). */
 #define XCOST_CTX_MAX_GROUPS 4
 ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err);
+/* ts_cost_graph(db, g, true) without its safety net (priming a graph none
+ * of whose groups the cache knows): every missing group is timed in
+ * context, as a rewrite's are (`tsopt profile --predict --with`). */
+double xcost_graph_in_context(ts_costdb *db, const ts_graph *g);
 /* Bytes to read before a context run for `rest` bytes of model outside the
  * neighbourhood: rest, capped (beyond a few times the caches it changes
  * nothing but the measurement's time). */
