@@ -336,8 +336,9 @@ void ts_costdb_free(ts_costdb *db);
  * `measure` is set (and cached), else the roofline estimate. */
 double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure);
 /* Sum over live nodes.  With `measure`, groups with no cost cached are
- * timed inside a small plan of their neighbourhood (in context); a graph
- * none of whose groups is cached is primed (below) instead. */
+ * timed inside a small plan of their neighbourhood (in context); on a
+ * cache that was never primed, a graph none of whose groups is cached is
+ * primed (below) instead. */
 double ts_cost_graph(ts_costdb *db, const ts_graph *g, bool measure);
 /* Times g's plan step by step and caches every group's in-plan cost (unless
  * the cache has them all): call once with the original graph before

@@ -73,6 +73,16 @@ void xcost_cached_times(ts_costdb *db, const ts_graph *g, const int *group_of, i
  * group, or for a view (the copy of a graph output that is a view) the
  * group producing the viewed value. */
 int xcost_owner_of(const ts_graph *g, const int *group_of, int node);
+/* The groups a step of plan p (built from g) computes results of, when it
+ * computes those of more than one (stacked MatMuls): their heads in
+ * owners[0..max-1], returns the count, or 0 for a step that belongs to
+ * one group (xcost_owner_of of the node it is named after).  Such a step's
+ * time is split evenly among them: charged whole to the first, a group's
+ * time would depend on which of its partners is lowered first, which
+ * changes from one rewrite to the next.  node_map maps p's graph nodes to
+ * g's (NULL: the same graph). */
+int xcost_step_owners(const ts_graph *g, const int *group_of, const ts_plan *p, const ts_graph *pg,
+                      const int *node_map, int step, int *owners, int max);
 
 typedef struct xcost_plan_times {
     int steps;         /* steps of the plan */

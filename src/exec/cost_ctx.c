@@ -586,7 +586,10 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
                     gn >= 0 ? g->nodes[gn].name : sn >= 0 ? "(sink)" : "(input)", charge[i] >= 0 ? "*" : " ", med,
                     xplan_step_is_boundary(plan, i) ? " boundary" : "");
         }
-        if (charge[i] >= 0) gt[charge[i]] += med;
+        int many[16], nm = xcost_step_owners(g, group_of, plan, c.s, c.gnode, i, many, 16);
+        for (int k = 0; k < nm; k++) /* stacked: an even share each, as in cost_plan.c */
+            if (sidx[many[k]] >= 0) gt[sidx[many[k]]] += med / nm;
+        if (!nm && charge[i] >= 0) gt[charge[i]] += med;
     }
     if (!(keys = calloc((size_t)nheads + 1, sizeof *keys))) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");

@@ -49,6 +49,21 @@ int xcost_owner_of(const ts_graph *g, const int *group_of, int node)
     return -1;
 }
 
+int xcost_step_owners(const ts_graph *g, const int *group_of, const ts_plan *p, const ts_graph *pg,
+                      const int *node_map, int step, int *owners, int max)
+{
+    int vals[64], nv = xplan_step_values(p, step, vals, 64), n = 0;
+    if (nv < 2) return 0;
+    for (int k = 0; k < nv; k++) {
+        int pn = pg->values[vals[k]].producer, gn = pn >= 0 && node_map ? node_map[pn] : pn;
+        int w = gn >= 0 ? xcost_owner_of(g, group_of, gn) : -1;
+        bool seen = w < 0;
+        for (int j = 0; j < n && !seen; j++) seen = owners[j] == w;
+        if (!seen && n < max) owners[n++] = w;
+    }
+    return n >= 2 ? n : 0;
+}
+
 /* paired: each timed run is paired with an untimed one (profile's
  * end-to-end check); budget_ms > 0: stop after min_iters timed runs once
  * that much time went into them. */
@@ -148,6 +163,11 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
         if (group_of[n] == n && !g->nodes[n].dead && !xcost_is_free(&g->nodes[n])) slot[n] = ng++;
     for (int i = 0; i < ns; i++) {
         double ms = sm[i];
+        int many[16], nm = xcost_step_owners(g, group_of, plan, g, NULL, i, many, 16);
+        for (int k = 0; k < nm; k++) /* stacked: an even share each */
+            if (slot[many[k]] >= 0) gt[slot[many[k]]] += ms / nm;
+        if (nm)
+            continue;
         if (owner[i] < 0 || slot[owner[i]] < 0)
             r->unowned_ms += ms;
         else

@@ -49,3 +49,13 @@ bool xplan_step_only_feeds(const ts_plan *plan, int i, const bool *skip)
     }
     return readers > 0;
 }
+
+int xplan_step_values(const ts_plan *plan, int i, int *values, int max)
+{
+    const xplan *p = (const xplan *)plan;
+    const xstep *s = &p->steps[i];
+    int n = 0;
+    for (int k = 0; k < s->nout && n < max; k++)
+        if (s->out[k] >= 0 && p->bufs[s->out[k]].value >= 0) values[n++] = p->bufs[s->out[k]].value;
+    return n;
+}

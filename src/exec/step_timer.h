@@ -43,6 +43,10 @@ bool xplan_step_is_boundary(const ts_plan *p, int i);
  * own inputs and outputs, whose conversions the model runs too, and cuts,
  * whose conversions it does not. */
 int xplan_step_boundary_io(const ts_plan *p, int i, bool *is_output);
+/* Graph values step i writes (up to max, into values; -1 entries left
+ * out); returns how many.  A step may compute several groups' results
+ * (vec.gemv stacks MatMuls by one weight: one output per product). */
+int xplan_step_values(const ts_plan *p, int i, int *values, int max);
 /* True when step i is a planner-inserted reorder or copy whose result only
  * steps named after nodes with skip[node] set read: a conversion made for
  * what a cut-out graph adds (cost_ctx.c's sinks), not for the model. */

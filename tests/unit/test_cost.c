@@ -577,14 +577,11 @@ Test(cost, context_keeps_the_plans_merges)
     ts_graph_free(g);
 }
 
-/* A graph never primed is timed in pieces of at most XCOST_CTX_MAX_GROUPS
- * groups, each in context: every group gets an in-context time, none an
- * in-plan one (the whole graph is never timed as one). */
-Test(cost, unprimed_graph_timed_in_pieces)
+/* x -> (MatMul by 64x64 + Tanh) x layers -> output: one group a layer */
+static ts_graph *deep_mlp(int layers)
 {
     ts_graph *g = ts_graph_new("deep", 17);
     int h = input(g, "x", "8x64");
-    int layers = 3 * XCOST_CTX_MAX_GROUPS;
     for (int i = 0; i < layers; i++) {
         char name[16];
         snprintf(name, sizeof name, "w%d", i);
@@ -594,16 +591,43 @@ Test(cost, unprimed_graph_timed_in_pieces)
     }
     ts_error e = {0};
     cr_assert_eq(ts_graph_add_output(g, h, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+/* Many new groups (a rewrite sharing nothing with the cache, as `tsopt
+ * profile --predict --with` costs one) are timed in context in pieces of
+ * at most XCOST_CTX_MAX_GROUPS groups: each gets an in-context time, none
+ * an in-plan one (the whole graph is never timed as one). */
+Test(cost, new_groups_timed_in_pieces)
+{
+    int layers = 3 * XCOST_CTX_MAX_GROUPS;
+    ts_graph *g = deep_mlp(layers);
     int *grp = malloc(sizeof *grp * (size_t)g->nnodes);
     cr_assert_eq(xcost_groups(g, grp), TS_OK);
     ts_costdb *db = open_db();
-    cr_assert_gt(ts_cost_graph(db, g, true), 0);
+    cr_assert_gt(xcost_graph_in_context(db, g), 0);
     cr_assert_eq(xcost_db_measured(db), layers, "one time per group");
     for (int n = 0; n < g->nnodes; n++) {
         if (grp[n] != n) continue;
         cr_assert(has_ctx_time(db, g, grp, n), "node %d", n);
         cr_assert_not(has_plan_time(db, g, grp, n), "node %d", n);
     }
+    free(grp);
+    ts_costdb_free(db);
+    ts_graph_free(g);
+}
+
+/* The safety net: ts_cost_graph on a graph none of whose groups is cached
+ * (an original the caller did not prime) primes it. */
+Test(cost, cost_graph_primes_an_unknown_graph)
+{
+    ts_graph *g = deep_mlp(6);
+    int *grp = malloc(sizeof *grp * (size_t)g->nnodes);
+    cr_assert_eq(xcost_groups(g, grp), TS_OK);
+    ts_costdb *db = open_db();
+    cr_assert_gt(ts_cost_graph(db, g, true), 0);
+    for (int n = 0; n < g->nnodes; n++)
+        if (grp[n] == n) cr_assert(has_plan_time(db, g, grp, n), "node %d", n);
     free(grp);
     ts_costdb_free(db);
     ts_graph_free(g);
