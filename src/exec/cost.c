@@ -1017,7 +1017,10 @@ static int distinct_keys(const ts_graph *g, const int *group_of, const int *head
 {
     hkey *hk = calloc((size_t)k + 1, sizeof *hk);
     int n = 0, bad = !hk;
-    for (int i = 0; i < k && !bad; i++) bad = !(hk[i].key = xcost_group_key(g, group_of, heads[i])), hk[i].head = heads[i];
+    for (int i = 0; i < k && !bad; i++) {
+        hk[i].head = heads[i];
+        bad = !(hk[i].key = xcost_group_key(g, group_of, heads[i]));
+    }
     if (!bad) {
         qsort(hk, (size_t)k, sizeof *hk, cmp_hkey);
         for (int i = 0; i < k; i++)

@@ -1,4 +1,5 @@
-/* Op-cost model internals (cost.c, cost_key.c), shared with `tsopt profile`.
+/* Op-cost model internals (cost.c, cost_key.c, cost_plan.c, cost_ctx.c),
+ * shared with `tsopt profile`.
  *
  * Unit of cost: a *group*, the nodes the runtime would run as one step.
  * Measuring conv, batch-norm and relu separately and adding them up would
@@ -55,7 +56,8 @@ double xcost_group_isolated(ts_costdb *db, const ts_graph *g, const int *group_o
 /* True for a view head (Reshape, Flatten, ...): an alias, cost 0. */
 bool xcost_is_free(const ts_node *hd);
 /* The group's cache key as xcost_group uses it (with its layout producer's
- * key in front, "P => G"); caller frees; NULL: out of memory. */
+ * key in front, "P => G", and its merge partners after it, " ~dupN" /
+ * " ~stackN", cost.c); caller frees; NULL: out of memory. */
 char *xcost_group_key(const ts_graph *g, const int *group_of, int head);
 
 /* In-plan times are cached under XCOST_PLAN_PREFIX + group key, in-context
@@ -100,8 +102,10 @@ typedef struct xcost_plan_times {
  * the same load), and caches each group's in-plan cost: the sum of its
  * steps' medians over the runs, unscaled (a planner-inserted reorder
  * counts for the group it is named after, one converting a graph input for
- * the step that follows it), averaged over the groups sharing a key.  A group that got no step of its
- * own (the runtime fused it into another) costs 0 in the plan. */
+ * the step that follows it, a step computing several groups' results is
+ * split evenly among them), averaged over the groups sharing a key.  A
+ * group that got no step of its own (the runtime fused it into another)
+ * costs 0 in the plan. */
 ts_status xcost_time_plan(ts_costdb *db, const ts_graph *g, int warmup, int iters, xcost_plan_times *r,
                           ts_error *err);
 /* The same, also writing each non-view group head n's own in-plan time
@@ -135,7 +139,9 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
  * an in-context time cached: each cluster of such groups joined by values
  * (one produces, the other reads) as one neighbourhood, a cluster of more
  * than XCOST_CTX_MAX_GROUPS groups in pieces of that many.  *ntimed: groups
- * timed.  Stops at the first failure (the caller falls back per group). */
+ * timed.  A piece that fails is left to the caller's fallback (per group);
+ * returns the last failure.  (ts_cost_graph times only one group per
+ * key.) */
 #define XCOST_CTX_MAX_GROUPS 4
 ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err);
 /* ts_cost_graph(db, g, true) without its safety net (priming a graph none

@@ -34,7 +34,6 @@
  * those of the model's own inputs and outputs kept).  Each S group's time
  * is cached as "@ctx KEY".  Validated group by group against the in-plan
  * times with `tsopt profile MODEL --context` (docs/runtime.md). */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
