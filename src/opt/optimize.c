@@ -127,6 +127,10 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         if (src[k]->describe) src[k]->describe(state[k], line, sizeof line);
         snprintf(res->sources + len, sizeof res->sources - len, "%s: %s\n", src[k]->name, line);
     }
+    /* the original's groups timed in its own plan, once per machine: every
+     * candidate's cost is then built from in-plan times and the few new
+     * groups timed in context (docs/runtime.md, the cost model) */
+    if (!o.roofline && (st = ts_cost_prime(db, g, err))) goto done;
     if ((st = ts_drive(g, &o, db, src, state, nsrc, cc, &dr, err))) goto done;
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
