@@ -54,7 +54,8 @@ uninstall:
 demo: build
 	bash scripts/demo.sh
 
-# rules/taso.rules: every rule of up to 3 operators the generator finds,
+# rules/taso.rules: the rules of up to 3 operators the generator keeps after
+# its pruning (every dropped rule is derived from kept ones: 891 today),
 # kept where `tsopt verify` proves it (docs/taso.md; 4 operators take
 # minutes and 2 GB).  Seeded and thread-count independent: an unchanged
 # generator rewrites the file byte for byte (git diff shows what changed).
