@@ -1047,10 +1047,10 @@ static double graph_cost(ts_costdb *db, const ts_graph *g, bool measure, bool ma
 {
     int nn = g->nnodes, k = 0, ng = 0;
     int *group_of = malloc(sizeof *group_of * ((size_t)nn + 1)), *heads = malloc(sizeof *heads * ((size_t)nn + 1));
-    int *todo = malloc(sizeof *todo * ((size_t)nn + 1));
+    int *pending = malloc(sizeof *pending * ((size_t)nn + 1));
     double ms = 0;
     xcost_src src;
-    if (group_of && heads && todo && !xcost_groups(g, group_of)) {
+    if (group_of && heads && pending && !xcost_groups(g, group_of)) {
         for (int n = 0; n < nn; n++) {
             if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
             char *key = xcost_group_key(g, group_of, n);
@@ -1081,15 +1081,15 @@ static double graph_cost(ts_costdb *db, const ts_graph *g, bool measure, bool ma
         if (measure && k) {
             /* one group per key: repeated blocks (nasnet_a's cells) share
              * keys, and a search has a few seconds for its new groups */
-            int nt = distinct_keys(g, group_of, heads, k, todo);
-            if (nt >= 0) measure_heads(db, g, group_of, todo, nt, &timed, &err);
+            int nt = distinct_keys(g, group_of, heads, k, pending);
+            if (nt >= 0) measure_heads(db, g, group_of, pending, nt, &timed, &err);
         }
         db->measured += timed;
         for (int i = 0; i < k; i++) ms += xcost_group(db, g, group_of, heads[i], measure, &src);
     }
     free(group_of);
     free(heads);
-    free(todo);
+    free(pending);
     return ms;
 }
 

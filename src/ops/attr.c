@@ -164,3 +164,17 @@ ts_status ts_infer_const_floats(ts_infer_ctx *c, int i, double *out, int max, in
     *n = (int)cnt;
     return TS_OK;
 }
+
+ts_dtype ts_dtype_from_onnx(int64_t code)
+{
+    switch (code) {
+    case 1: return TS_F32;
+    case 2: return TS_U8;
+    case 3: return TS_I8;
+    case 6: return TS_I32;
+    case 7: return TS_I64;
+    case 9: return TS_BOOL;
+    case 11: return TS_F64;
+    default: return TS_UNDEFINED;
+    }
+}

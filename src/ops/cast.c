@@ -11,20 +11,6 @@ typedef struct cast_attrs {
     int64_t onnx_to; /* as written, for export */
 } cast_attrs;
 
-/* ONNX TensorProto.DataType codes of the types tsopt handles. */
-static ts_dtype from_onnx(int64_t code)
-{
-    switch (code) {
-    case 1: return TS_F32;
-    case 2: return TS_U8;
-    case 3: return TS_I8;
-    case 6: return TS_I32;
-    case 7: return TS_I64;
-    case 9: return TS_BOOL;
-    case 11: return TS_F64;
-    default: return TS_UNDEFINED;
-    }
-}
 
 static ts_status cast_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
@@ -33,7 +19,7 @@ static ts_status cast_parse(void *attrs, const ts_attr *a, int na, int opset, ts
     (void)opset;
     if (!to) return ts_error_set(err, TS_ERR_INVALID, "attribute 'to' is required");
     if (ts_attr_get_int(a, na, "to", 0, &p->onnx_to, err)) return err->code;
-    p->to = from_onnx(p->onnx_to);
+    p->to = ts_dtype_from_onnx(p->onnx_to);
     if (p->to == TS_UNDEFINED)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "attribute 'to': element type %lld is not supported (expected float32, float64, int64, "

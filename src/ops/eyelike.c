@@ -7,20 +7,6 @@ typedef struct eyelike_attrs {
     int64_t k, onnx_dtype; /* 0: the input's */
 } eyelike_attrs;
 
-/* ONNX TensorProto.DataType codes of the types tsopt handles. */
-static ts_dtype from_onnx(int64_t code)
-{
-    switch (code) {
-    case 1: return TS_F32;
-    case 2: return TS_U8;
-    case 3: return TS_I8;
-    case 6: return TS_I32;
-    case 7: return TS_I64;
-    case 9: return TS_BOOL;
-    case 11: return TS_F64;
-    default: return TS_UNDEFINED;
-    }
-}
 
 static ts_status eye_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
@@ -28,7 +14,7 @@ static ts_status eye_parse(void *attrs, const ts_attr *a, int na, int opset, ts_
     (void)opset;
     if (ts_attr_get_int(a, na, "k", 0, &p->k, err) || ts_attr_get_int(a, na, "dtype", 0, &p->onnx_dtype, err))
         return err->code;
-    if (p->onnx_dtype && from_onnx(p->onnx_dtype) == TS_UNDEFINED)
+    if (p->onnx_dtype && ts_dtype_from_onnx(p->onnx_dtype) == TS_UNDEFINED)
         return ts_attr_fail(err, ts_attr_find(a, na, "dtype"), "element type not supported");
     return TS_OK;
 }
@@ -48,7 +34,7 @@ static ts_status eye_infer(ts_infer_ctx *c)
     const eyelike_attrs *p = c->attrs;
     const ts_value *x = c->in[0];
     if (x->shape.rank != 2) return ts_infer_fail(c, "input '%s' has rank %d, expected 2", x->name, x->shape.rank);
-    c->out_dtype[0] = p->onnx_dtype ? from_onnx(p->onnx_dtype) : x->dtype;
+    c->out_dtype[0] = p->onnx_dtype ? ts_dtype_from_onnx(p->onnx_dtype) : x->dtype;
     c->out_shape[0] = x->shape;
     return TS_OK;
 }

@@ -114,6 +114,10 @@ ts_status ts_infer_const_ints(ts_infer_ctx *c, int i, int64_t *out, int max, int
 /* Same for float constants (Resize scales, Clip bounds). */
 ts_status ts_infer_const_floats(ts_infer_ctx *c, int i, double *out, int max, int *n);
 
+/* The dtype of an ONNX TensorProto.DataType code (Cast's `to`, EyeLike's
+ * `dtype`); TS_UNDEFINED for types tsopt does not handle. */
+ts_dtype ts_dtype_from_onnx(int64_t code);
+
 /* Normalizes a possibly negative axis against rank; false if out of range. */
 bool ts_axis_norm(int64_t axis, int rank, int *out);
 
