@@ -10,6 +10,15 @@
  * Deterministic for a given budget: sources, rules and matches are visited
  * in a fixed order, ties in the queue broken by insertion order.
  *
+ * Sources are asked in proportion to what they give: one whose proposals
+ * for a graph all cost more than that graph is skipped on the next graph,
+ * then on the next 3, 7, ... (at most 31) until one of its proposals beats
+ * the graph it rewrites again.  A source that finds nothing in a model
+ * (PET or EinNet on a graph whose convolutions oneDNN already runs best)
+ * would otherwise take most of the time limit from one that does: on
+ * nasnet_a, 3 graphs explored in 20 s with all sources against 48 with
+ * TASO's rules alone.  Counted in explored graphs, so still deterministic.
+ *
  * Memory is bounded: a queued graph shares its weights with the original,
  * so what it costs is its structure plus the weights its rewrites made
  * (concatenations); the frontier's total is kept under half of
@@ -48,6 +57,13 @@ typedef struct pset {
     size_t cap;
 } pset;
 
+/* How often a source is asked (see the top of the file). */
+typedef struct sched {
+    int streak; /* graphs in a row on which it beat nothing */
+    int next;   /* explored count from which it is asked again */
+    bool won;   /* a proposal for the current graph cost less than it */
+} sched;
+
 typedef struct dctx {
     const ts_optimize_opts *o;
     ts_costdb *db;
@@ -69,7 +85,9 @@ typedef struct dctx {
     double t0, last_tick, last_line;
     bool tty; /* progress goes to a terminal */
     hist *cur_h;
+    double cur_cost; /* of the graph being expanded */
     int cur_src;
+    sched *sched;    /* one per source */
     ts_error *err;
     bool failed;
     const char *stop; /* set once the search must end */
@@ -367,6 +385,7 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
         ts_graph_free(ng);
         return false;
     }
+    e->gain = NAN;
     if (!seen_add(s, ts_graph_hash(ng))) {
         ts_graph_free(ng);
         s->duplicates++;
@@ -374,6 +393,8 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
     }
     s->generated++;
     double c = graph_cost(s, ng);
+    e->gain = s->cur_cost - c;
+    if (c < s->cur_cost) s->sched[s->cur_src].won = true;
     hist *h = hist_push(s->cur_h, s->cur_src, what, count);
     if (!h) {
         ts_graph_free(ng);
@@ -551,8 +572,10 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
     s.tty = isatty(2);
     s.last_line = s.t0;
     ts_graph *start = ts_graph_copy(g0);
-    if (!start || !pset_init(&s.orig, g0)) {
+    s.sched = calloc((size_t)nsrc + 1, sizeof *s.sched);
+    if (!start || !s.sched || !pset_init(&s.orig, g0)) {
         ts_graph_free(start);
+        free(s.sched);
         free(s.orig.slot);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory copying the graph");
     }
@@ -584,9 +607,15 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
         qent e = pop(&s);
         s.explored++;
         s.cur_h = e.h;
+        s.cur_cost = e.cost;
         for (int k = 0; k < nsrc && !s.failed && !must_stop(&s); k++) {
+            sched *q = &s.sched[k];
+            if (s.explored < q->next) continue;
             s.cur_src = k;
+            q->won = false;
             if (sources[k]->propose(states[k], e.g, &s.emit, err)) s.failed = true;
+            q->streak = q->won ? 0 : q->streak < 5 ? q->streak + 1 : 5;
+            q->next = s.explored + (1 << q->streak);
         }
         ts_graph_free(e.g);
         hist_unref(e.h);
@@ -600,6 +629,7 @@ done:
     if (o->progress) tick(&s, true);
     while (s.n > 0) drop(&s, s.n - 1);
     free(s.heap);
+    free(s.sched);
     free(s.seen);
     free(s.orig.slot);
     res->explored = s.explored;

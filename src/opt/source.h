@@ -28,6 +28,13 @@ typedef struct ts_source_emit {
     /* True when the source must return now (time is up, a stop was asked):
      * a source that may work long between two proposals asks it often. */
     bool (*stopped)(struct ts_source_emit *e);
+    /* After fn returned true: how much cheaper (ms, by the driver's cost
+     * model) the candidate just handed over is than the graph it rewrites;
+     * negative when it costs more, NAN when it was not costed (a graph
+     * seen before).  A source whose rewrite depends only on a local
+     * pattern may remember a loss and not propose that rewrite of that
+     * pattern again (einnet does): costing is most of a search's time. */
+    double gain;
     void *driver;
 } ts_source_emit;
 
