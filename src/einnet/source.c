@@ -22,6 +22,7 @@
 #include "einnet/instantiate.h"
 #include "ir/ir.h"
 #include "opt/source.h"
+#include "ops/list.h"
 
 #define MAX_FOUND 4
 #define MAX_CACHE 256
@@ -73,10 +74,10 @@ static int intern(ein_state *s, const char *name)
 static bool wanted(const ts_graph *g, const ts_node *nd)
 {
     (void)g;
-    return !strcmp(nd->op->name, "Conv") || !strcmp(nd->op->name, "ConvTranspose");
+    return nd->op == &ts_op_conv || nd->op == &ts_op_conv_transpose;
 }
 
-static cached *derive(ein_state *s, const char *opname, const ts_ein *e, ts_error *err)
+static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_error *err)
 {
     uint64_t fp = ts_ein_fingerprint(e);
     for (int i = 0; i < s->ncache; i++)
@@ -111,7 +112,7 @@ static cached *derive(ein_state *s, const char *opname, const ts_ein *e, ts_erro
         }
         char kinds[48], name[TS_OPT_NAME_MAX];
         ts_ein_describe(&c->found[i].e, kinds, sizeof kinds);
-        snprintf(name, sizeof name, "einnet:%s-%s", !strcmp(opname, "Conv") ? "conv" : "convt", kinds);
+        snprintf(name, sizeof name, "einnet:%s-%s", op == &ts_op_conv ? "conv" : "convt", kinds);
         c->found[c->nfound] = c->found[i];
         c->name[c->nfound++] = intern(s, name);
     }
@@ -251,7 +252,7 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
         int inputs[EIN_MAX_INPUTS];
         ts_error lerr = {0};
         if (ts_ein_from_node(g, n, &e, inputs, &lerr)) continue; /* no translation: nothing to derive */
-        cached *c = derive(s, nd->op->name, &e, err);
+        cached *c = derive(s, nd->op, &e, err);
         if (!c) {
             if (err->code) return err->code;
             continue;

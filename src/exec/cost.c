@@ -23,6 +23,7 @@
 #include "exec/cost.h"
 #include "exec/step_timer.h"
 #include "util/wait_policy.h"
+#include "ops/list.h"
 
 typedef struct centry {
     char *key; /* NULL: empty slot */
@@ -371,6 +372,11 @@ ts_status xcost_time_graph(const ts_graph *g, int warmup, int iters, double budg
     return time_graph(g, warmup, iters, budget_ms, -1, 0, ms, NULL, err);
 }
 
+static bool is_conv(const ts_node *nd)
+{
+    return nd->op == &ts_op_conv || nd->op == &ts_op_conv_transpose;
+}
+
 /* The group as a graph of its own: constants stay constants (weights are
  * pre-packed, Reshape-like ops read them), other external inputs become
  * graph inputs, the last member's outputs are the graph outputs. */
@@ -420,9 +426,7 @@ static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_e
          * result stays blocked unless it is the model's output.  An Identity
          * after it lets the group choose its blocked layout as in the model
          * (the measurement then includes one reorder back to plain). */
-        const char *hop = g->nodes[members[0]].op->name;
-        if (nd->noutputs == 1 && !xcost_is_output(g, nd->outputs[0]) &&
-            (!strcmp(hop, "Conv") || !strcmp(hop, "ConvTranspose"))) {
+        if (nd->noutputs == 1 && !xcost_is_output(g, nd->outputs[0]) && is_conv(&g->nodes[members[0]])) {
             int id;
             if (ts_graph_add_node(s, "Identity", "cost_sink", outs, 1, NULL, 0, 1, NULL, &id, err) < 0) {
                 st = err->code;
@@ -582,19 +586,13 @@ static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int
     return tf > tb ? tf : tb;
 }
 
-static bool is_conv(const ts_node *nd)
-{
-    return !strcmp(nd->op->name, "Conv") || !strcmp(nd->op->name, "ConvTranspose");
-}
-
 /* oneDNN pooling reads a convolution's blocked output as it is; measured
  * alone it would get a plain input and pay for plain-layout pooling
  * (inception_v3's MaxPools: 9.5 ms alone, ~0.2 ms in the model). */
 static bool is_pool(const ts_node *nd)
 {
-    const char *op = nd->op->name;
-    return !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") || !strcmp(op, "GlobalAveragePool") ||
-           !strcmp(op, "GlobalMaxPool");
+    const ts_op_desc *op = nd->op;
+    return op == &ts_op_maxpool || op == &ts_op_avgpool || op == &ts_op_global_avgpool || op == &ts_op_global_maxpool;
 }
 
 /* The group producing a convolution's (or pooling's) data input when that
@@ -617,10 +615,10 @@ static int layout_producer(const ts_graph *g, const int *group_of, int head, int
 
 bool xcost_is_free(const ts_node *hd)
 {
-    const char *op = hd->op->name;
+    const ts_op_desc *op = hd->op;
     return hd->noutputs == 1 && hd->ninputs >= 1 && hd->inputs[0] >= 0 &&
-           (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
-            !strcmp(op, "Identity") || (!strcmp(op, "Dropout") && (hd->ninputs < 3 || hd->inputs[2] < 0)));
+           (op == &ts_op_reshape || op == &ts_op_flatten || op == &ts_op_squeeze || op == &ts_op_unsqueeze ||
+            op == &ts_op_identity || (op == &ts_op_dropout && (hd->ninputs < 3 || hd->inputs[2] < 0)));
 }
 
 /* True when node nd's first input is a graph input or a constant. */
@@ -642,7 +640,7 @@ static void merge_partners(const ts_graph *g, const int *m, int nm, int *dup, in
     *dup = *stack = 0;
     for (int i = 0; i < nm; i++) {
         const ts_node *nd = &g->nodes[m[i]];
-        bool elt = (nd->op->flags & TS_OP_ELEMENTWISE) != 0, mm = !strcmp(nd->op->name, "MatMul");
+        bool elt = (nd->op->flags & TS_OP_ELEMENTWISE) != 0, mm = nd->op == &ts_op_matmul;
         if (!elt && !mm) continue;
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/cost.h"
+#include "ops/list.h"
 
 static bool is_compute(const char *op)
 {
@@ -80,9 +81,9 @@ ts_status xcost_groups(const ts_graph *g, int *group_of)
          * reads them through the index (vec_band.c) and never writes the
          * gathered tensor, so the two are one cost (with the MatMul's
          * post-ops after it). */
-        if (!strcmp(hd->op->name, "Gather") && hd->ninputs == 2 && hd->inputs[1] >= 0 &&
+        if (hd->op == &ts_op_gather && hd->ninputs == 2 && hd->inputs[1] >= 0 &&
             g->values[hd->inputs[1]].constant && uses[v] == 1 && group_of[user[v]] < 0 &&
-            !strcmp(g->nodes[user[v]].op->name, "MatMul") && all_f32(g, &g->nodes[user[v]])) {
+            g->nodes[user[v]].op == &ts_op_matmul && all_f32(g, &g->nodes[user[v]])) {
             group_of[user[v]] = h;
             v = g->nodes[user[v]].outputs[0];
             size++;
