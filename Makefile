@@ -68,6 +68,9 @@ rules: build
 
 # tsopt vs ONNX Runtime on the zoo: writes BENCHMARKS.md and bench/ratios.png
 # (BENCH_ARGS="--batch16" adds batch 16; extra ONNX files may be listed there).
+# Then the real-model set (PyTorch exports cached in build/real_models,
+# bench/real_models.py): the "Real models" section; BENCH_ARGS="--no-real"
+# skips it, "--real-only" runs only it.
 bench: build
 	/usr/bin/python3 bench/bench.py $(BENCH_ARGS)
 

@@ -3,7 +3,7 @@
 
     bench/bench.py [--batch16] [--rounds R] [--iters N] [--threads T] [--optimize [--opt-time S] [--min-time S]]
                    [--models a,b,...] [--no-profile] [--out BENCHMARKS.md]
-                   [--tsopt PATH] [EXTRA.onnx ...]
+                   [--tsopt PATH] [EXTRA.onnx ...] [--no-real | --real-only] [--real-models a,b,...]
 
 For each model: export it (zoo), make inputs once (tsopt run --save-inputs),
 then alternate `tsopt bench` and `node tools/ort/run.js` (same inputs, same
@@ -13,6 +13,8 @@ the largest VmHWM either process reported.  At batch 1 `tsopt profile`
 also reports how well the sum of the measured op costs predicts the
 end-to-end latency.  Writes BENCHMARKS.md and bench/ratios.png (gnuplot).
 Every number in BENCHMARKS.md comes from this script's run.
+Then the real-model bench set (PyTorch exports, bench/real_models.py) writes
+its own section, "## Real models"; --no-real skips it, --real-only runs only it.
 """
 import argparse
 import collections
@@ -205,7 +207,16 @@ def main():
     ap.add_argument("--opt-time", type=float, default=30, help="--optimize: search time limit per model (s)")
     ap.add_argument("--min-time", type=float, default=0,
                     help="--optimize: each `tsopt bench` also runs until its timed runs add up to S seconds")
+    ap.add_argument("--no-real", action="store_true", help="skip the real-model set (bench/real_models.py)")
+    ap.add_argument("--real-only", action="store_true", help="only the real-model set")
+    ap.add_argument("--real-models", default="", help="comma-separated subset of the real-model set")
     a = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import real_models
+    real_argv = ["--rounds", str(a.rounds), "--iters", str(a.iters), "--threads", str(a.threads), "--out", a.out,
+                 "--tsopt", a.tsopt] + (["--models", a.real_models] if a.real_models else [])
+    if a.real_only:
+        sys.exit(real_models.main(real_argv, load))
     os.makedirs(a.work, exist_ok=True)
     cache = os.path.join(a.work, "costs.tsv")
     if a.optimize:
@@ -258,6 +269,8 @@ def main():
     plot(rows, png, a.work)
     write_md(a, rows, peak, machine(), started, load0, load1, elapsed, cache)
     log("wrote %s and %s (%.0f s)" % (a.out, png, elapsed))
+    if not a.no_real:
+        real_models.main(real_argv, load)
 
 
 def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
@@ -276,8 +289,8 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
              "its core count every number here is noisy (tsopt and ORT alternate, so both see the same noise)."
              % (load0, load1))
     waits = collections.Counter(w for r in rows for w in r.get("ts_wait", []))
-    L.append("- environment: tsopt chooses its OpenMP wait policy at start (brief spinning when no other task is "
-             "runnable, else passive; docs/runtime.md); in this run: %s. "
+    L.append("- environment: tsopt's idle OpenMP threads spin while they get their cores and sleep while other "
+             "processes need them, decided as it runs (docs/runtime.md, Threading); policy in this run: %s. "
              "ORT runs with its own defaults (`graphOptimizationLevel: 'all'`, intra-op threads = --threads).\n"
              % (", ".join("%s in %d runs" % kv for kv in sorted(waits.items())) or "no runs"))
     L.append("## Commands\n")
@@ -372,8 +385,10 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_optimize  # its section (bench.py --optimize) survives a rerun of the main benchmark
     kept = bench_optimize.keep_section(a.out)
+    import real_models  # so does the real-model section (rewritten after this when it runs)
+    real = real_models.keep_section(a.out)
     with open(a.out + ".tmp", "w") as f:
-        f.write("\n".join(L) + "\n" + ("\n" + kept if kept else ""))
+        f.write("\n".join(L) + "\n" + ("\n" + kept if kept else "") + ("\n" + real if real else ""))
     os.replace(a.out + ".tmp", a.out)
 
 

@@ -46,12 +46,21 @@ typedef enum ts_dtype {
     TS_U8,
     TS_BOOL,
     TS_MODP, /* internal: integers mod 2^31-1 stored as uint32 (exact domain) */
+    /* Narrow floats are stored in their own 16 bits and computed in the
+     * number domain (float32), rounded to their precision at each node's
+     * output, as NumPy's float16 arithmetic is. */
+    TS_F16,
+    TS_BF16,
+    TS_I16,
+    TS_U16,
+    TS_U32,
+    TS_U64,
     TS_DTYPE_COUNT
 } ts_dtype;
 
 size_t ts_dtype_size(ts_dtype t);
 const char *ts_dtype_name(ts_dtype t); /* "float32", "int64", ... */
-bool ts_dtype_is_float(ts_dtype t);    /* F32 or F64: the types number domains replace */
+bool ts_dtype_is_float(ts_dtype t);    /* F32, F64, F16, BF16: the types number domains replace */
 
 #define TS_MAX_RANK 8
 /* Largest tensor tsopt accepts: protects against absurd declared shapes. */
@@ -89,6 +98,11 @@ typedef struct ts_tensor {
     size_t nbytes;
     int refcount;
     bool owns_data;
+    /* When set, release(keep) runs with the last reference: data lies in
+     * memory someone else owns (a weight memory-mapped from an ONNX
+     * external data file, src/onnx/external_data.c). */
+    void *keep;
+    void (*release)(void *keep);
 } ts_tensor;
 
 /* Zero-filled; NULL (with err set) when the size is absurd or memory is out. */
@@ -103,6 +117,9 @@ int64_t ts_tensor_get_i64(const ts_tensor *t, int64_t i);
 /* Element i of a float/int tensor as double (not for TS_MODP). */
 double ts_tensor_get_f64(const ts_tensor *t, int64_t i);
 void ts_tensor_set_f64(ts_tensor *t, int64_t i, double v);
+/* v rounded to what a float dtype holds (float16, bfloat16: nearest, ties
+ * to even, overflow to infinity; float32); other dtypes: v unchanged. */
+double ts_dtype_round(ts_dtype t, double v);
 /* Fills a float tensor with uniform values in [lo, hi), integers in [lo, hi]. */
 void ts_tensor_fill_random(ts_tensor *t, uint64_t *rng_state, double lo, double hi);
 
@@ -124,6 +141,7 @@ typedef enum ts_attr_kind {
     TS_ATTR_INTS,
     TS_ATTR_FLOATS,
     TS_ATTR_TENSOR,
+    TS_ATTR_GRAPH, /* a control-flow body (If's branches, Loop's and Scan's body): `body` */
 } ts_attr_kind;
 
 typedef struct ts_attr {
@@ -136,6 +154,7 @@ typedef struct ts_attr {
     const float *floats; /* n entries */
     int n;
     const ts_tensor *t;
+    const struct ts_body *body; /* TS_ATTR_GRAPH (src/ir/subgraph.h) */
     /* Storage for a one-element TENSOR attribute that an operator writes back
      * from plain data (ConstantOfShape's value): t points here, so such an
      * attribute is read where it was written, never copied. */
@@ -278,6 +297,11 @@ ts_status ts_onnx_save(const ts_graph *g, const char *path, ts_error *err);
 typedef struct ts_onnx_save_opts {
     bool static_dims;      /* write every dimension at its bound size */
     bool require_symbolic; /* fail (TS_ERR_UNSUPPORTED, saying why) rather than bind symbolic dimensions */
+    /* Write the weights as ONNX external data: PATH.data beside PATH (its
+     * file name as "location", with offset and length), the .onnx file
+     * itself small.  Done anyway when the model would pass protobuf's
+     * 2 GiB limit (docs/onnx-models.md). */
+    bool external_data;
 } ts_onnx_save_opts;
 /* ts_onnx_save with options; o NULL: the defaults (all false). */
 ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_save_opts *o, ts_error *err);
@@ -318,6 +342,19 @@ ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out,
 ts_status ts_plan_run(ts_plan *p, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err);
 void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st);
 void ts_plan_free(ts_plan *p);
+
+/* Memory checked before allocation (src/exec/mem_check.c).  Available: the
+ * smallest of /proc/meminfo MemAvailable, the cgroup's limit less its
+ * non-cache usage, RLIMIT_AS / RLIMIT_DATA less what is mapped, and
+ * $TSOPT_MEM_LIMIT when set (bytes, or a number with K, M, G, T: a cap);
+ * SIZE_MAX when nothing is known.  ts_mem_check fails with TS_ERR_NOMEM
+ * and one line naming `what` when `bytes` more do not fit.
+ * ts_graph_mem_check: g's inputs, outputs and the largest set of values one
+ * node holds at once (a lower bound of any plan) must fit; call it before
+ * allocating inputs.  ts_plan_build checks its own arena the same way. */
+size_t ts_mem_available(void);
+ts_status ts_mem_check(size_t bytes, const char *what, ts_error *err);
+ts_status ts_graph_mem_check(const ts_graph *g, ts_error *err);
 
 /* ------------------------------------------------------------ op costs */
 
@@ -371,6 +408,14 @@ typedef struct ts_optimize_opts {
      * may set it), the search ends and the best graph so far goes on to the
      * check.  NULL: not used. */
     volatile int *stop;
+    /* A folder with one NAME.npy per graph input (named as `tsopt run
+     * --inputs` reads them): the whole-model check runs on these instead of
+     * seeded random inputs.  NULL: random. */
+    const char *inputs_dir;
+    /* Let the written model's weights grow by more than 10% over the
+     * original's (folded constants, concatenated weights); by default a
+     * result that would is not written (docs/onnx-models.md). */
+    bool allow_growth;
 } ts_optimize_opts;
 
 /* TASO's defaults: alpha 1.05, time limit 30 s, budget 1000, seed 1,
@@ -403,6 +448,10 @@ typedef struct ts_optimize_result {
     double total_s;          /* everything, check and timing included */
     double peak_rss_mb;      /* of this process, so far */
     double max_scaled_error; /* check: max |a-b| / (atol*scale + rtol*|a|), <= 1 passes */
+    int check_regions;       /* rewritten regions checked against their originals at their boundaries */
+    bool check_whole;        /* the whole model was run and compared too (not when it has opaque nodes) */
+    bool check_user_inputs;  /* the whole-model check ran on inputs_dir's tensors */
+    int64_t weight_bytes_before, weight_bytes_after; /* the weights of the original and of the written graph */
     int explored, generated; /* graphs taken from the frontier / distinct graphs made */
     int nodes_before, nodes_after;
     char sources[512]; /* what each selected source loaded, one line each ("taso: 1407 rules from ...") */
@@ -469,7 +518,11 @@ typedef struct ts_io_info {
 /* threads: 0 for one per core. */
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err);
 void ts_session_free(ts_session *s);
-/* The graph at the default sizes (owned by the session). */
+/* The graph at the default sizes (owned by the session); NULL for a model
+ * whose shapes depend on the values of inputs (a Reshape's shape or a
+ * Range's limits fed as graph inputs): such a model is loaded at each
+ * run, with those inputs' values as constants, and its graphs and plans
+ * are cached by the inputs' shapes and those values. */
 const ts_graph *ts_session_graph(const ts_session *s);
 int ts_session_ninputs(const ts_session *s);
 int ts_session_noutputs(const ts_session *s);

@@ -58,31 +58,6 @@ def _candidates():
     ]
 
 
-def _choose_wait_policy():
-    """The OpenMP wait policy the tsopt command chooses (src/util/wait_policy.c,
-    docs/runtime.md): spin about 1 ms when no other task is runnable, else
-    sleep at once.  libgomp reads it when it is loaded, so this runs before
-    the library is; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT is kept,
-    and a process that loaded libgomp already (torch) keeps what it has."""
-    if 'OMP_WAIT_POLICY' in os.environ or 'GOMP_SPINCOUNT' in os.environ:
-        return
-    import time
-    busy = 0
-    for i in range(7):  # seven samples 5 ms apart; two busy ones are forgiven
-        if i:
-            time.sleep(0.005)
-        try:
-            with open('/proc/loadavg') as f:
-                running = int(f.read().split()[3].split('/')[0])
-        except (OSError, ValueError, IndexError):
-            running = 0
-        busy += running != 1
-    if busy <= 2:
-        os.environ['GOMP_SPINCOUNT'] = '30000'  # TS_WAIT_SPINCOUNT
-    else:
-        os.environ['OMP_WAIT_POLICY'] = 'passive'
-
-
 def _load():
     tried = []
     for path in _candidates():
@@ -97,7 +72,8 @@ def _load():
                       '; set TSOPT_LIBRARY to its path')
 
 
-_choose_wait_policy()
+# OpenMP's idle threads need no setting here: libtsopt adapts how they wait
+# while it runs (src/util/wait_policy.c)
 lib = _load()
 
 _PROTOS = {

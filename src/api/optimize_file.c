@@ -37,6 +37,8 @@ ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char 
     else if (!strcmp(key, "cost_cache")) o->cost_cache = value;
     else if (!strcmp(key, "no_timing")) return flag(key, value, &o->no_timing, err);
     else if (!strcmp(key, "progress")) return flag(key, value, &o->progress, err);
+    else if (!strcmp(key, "inputs")) o->inputs_dir = value;
+    else if (!strcmp(key, "allow_growth")) return flag(key, value, &o->allow_growth, err);
     else if (!strcmp(key, "cost_model")) {
         if (strcmp(value, "measured") && strcmp(value, "roofline"))
             return ts_error_set(err, TS_ERR_INVALID, "optimize option 'cost_model': expected 'measured' or 'roofline', got '%s'",
@@ -56,7 +58,8 @@ ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char 
     } else
         return ts_error_set(err, TS_ERR_INVALID,
                             "unknown optimize option '%s' (known: time_limit, transforms, rules, alpha, budget, seed, "
-                            "min_gain, max_memory_mb, cost_cache, cost_model, no_timing, progress)",
+                            "min_gain, max_memory_mb, cost_cache, cost_model, no_timing, progress, inputs, "
+                            "allow_growth, external_data)",
                             key);
     return TS_OK;
 }
@@ -67,12 +70,17 @@ ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind
     *json = NULL;
     ts_optimize_opts o;
     ts_optimize_opts_default(&o);
+    ts_onnx_save_opts so = {0};
     char key[64];
     for (int i = 0; i < noptions; i++) {
         const char *eq = strchr(options[i], '=');
         if (!eq || eq == options[i] || (size_t)(eq - options[i]) >= sizeof key)
             return ts_error_set(err, TS_ERR_INVALID, "optimize option '%s': expected key=value", options[i]);
         snprintf(key, sizeof key, "%.*s", (int)(eq - options[i]), options[i]);
+        if (!strcmp(key, "external_data")) { /* how the result is written, not how it is made */
+            if (flag(key, eq + 1, &so.external_data, err)) return err->code;
+            continue;
+        }
         if (ts_optimize_opts_set(&o, key, eq + 1, err)) return err->code;
     }
     if (ts_optimize_opts_check(&o, err) || ts_path_check_writable("optimize: output", dst, err)) return err->code;
@@ -80,7 +88,7 @@ ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind
     ts_optimize_result res = {0};
     ts_status st = ts_onnx_load(src, binds, nbinds, &g, err);
     if (!st) st = ts_optimize(g, &o, &res, err);
-    if (!st) st = ts_onnx_save(res.graph, dst, err);
+    if (!st) st = ts_onnx_save_with(res.graph, dst, &so, err);
     if (!st && !(*json = ts_optimize_result_json(&res, src, dst)))
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory writing the optimize result");
     ts_optimize_result_free(&res);

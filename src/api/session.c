@@ -2,13 +2,16 @@
  * ONNX Runtime's InferenceSession does.  tsopt's graphs have static shapes
  * (shape arithmetic is folded at import), so new input sizes mean loading
  * the model again with those sizes bound and building a plan for it; the
- * last SESSION_PLANS shape signatures keep theirs. */
+ * last SESSION_PLANS shape signatures keep theirs.  A model whose shapes
+ * depend on input values (value_inputs.h) is loaded at each run's shapes
+ * and values of those inputs, and cached by both. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "api/value_inputs.h"
 #include "ir/meta.h"
 #include "tsopt.h"
 
@@ -16,6 +19,8 @@
 
 typedef struct entry {
     ts_shape *shapes; /* one per graph input: the signature */
+    ts_tensor **values; /* by value: the values of the inputs made constants (NULL for the others) */
+    int *slot;          /* by value: session input of each of g's inputs */
     ts_graph *g;      /* owned, unless it is the session's own graph */
     ts_plan *p;
     uint64_t used; /* last run, for eviction */
@@ -28,9 +33,14 @@ struct ts_session {
     void *bytes;
     size_t size;
     char *base_dir;
-    ts_graph *graph; /* at the default sizes */
+    ts_graph *graph; /* at the default sizes; NULL by value */
     ts_plan_opts popts;
     ts_io_info *ins, *outs;
+    int nin, nout;
+    /* By value: shapes depend on the values of some inputs (value_in,
+     * grown as loads name them); the file is kept unpacked. */
+    Onnx__ModelProto *mp;
+    bool *value_in, *any_shape;
     entry cache[SESSION_PLANS];
     uint64_t clock;
     pthread_mutex_t lock;
@@ -83,6 +93,21 @@ static ts_io_info *io_infos(const ts_graph *g, bool output)
     return v;
 }
 
+/* A model that does not load without the values of some inputs: its
+ * inputs and outputs come from the file; graphs are made at run time. */
+static ts_status open_by_value(ts_session *s, ts_error *err)
+{
+    ts_status st = read_file(s, err);
+    if (st) return st;
+    if (!(s->mp = onnx__model_proto__unpack(NULL, s->size, s->bytes)) || !s->mp->graph)
+        return ts_error_set(err, TS_ERR_PARSE, "model '%s' is not a valid ONNX protobuf", s->path);
+    if ((st = ts_vin_io_infos(s->mp, &s->ins, &s->nin, &s->any_shape, &s->outs, &s->nout, err)))
+        return ts_error_prefix(err, "model '%s'", s->path);
+    if (!(s->value_in = calloc((size_t)s->nin + 1, sizeof *s->value_in)))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", s->path);
+    return TS_OK;
+}
+
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err)
 {
     *out = NULL;
@@ -95,9 +120,20 @@ ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_er
     pthread_mutex_init(&s->lock, NULL);
     s->popts.threads = threads;
     ts_status st = ts_onnx_load(path, NULL, 0, &s->graph, err);
-    if (!st && has_symbolic(s->graph)) st = read_file(s, err);
-    if (!st && (!(s->ins = io_infos(s->graph, false)) || !(s->outs = io_infos(s->graph, true))))
-        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
+    char name[256];
+    if (st && ts_vin_needs_value(err, name, sizeof name)) {
+        ts_error e = {0};
+        st = open_by_value(s, &e);
+        *err = e; /* the load's complaint is answered: no error left on success */
+    } else {
+        if (!st && has_symbolic(s->graph)) st = read_file(s, err);
+        if (!st && (!(s->ins = io_infos(s->graph, false)) || !(s->outs = io_infos(s->graph, true))))
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
+        if (!st) {
+            s->nin = s->graph->ninputs;
+            s->nout = s->graph->noutputs;
+        }
+    }
     if (st) {
         ts_session_free(s);
         return st;
@@ -110,6 +146,9 @@ static void entry_clear(ts_session *s, entry *e)
 {
     ts_plan_free(e->p);
     if (e->g != s->graph) ts_graph_free(e->g);
+    for (int i = 0; e->values && i < s->nin; i++) ts_tensor_unref(e->values[i]);
+    free(e->values);
+    free(e->slot);
     free(e->shapes);
     memset(e, 0, sizeof *e);
 }
@@ -119,6 +158,9 @@ void ts_session_free(ts_session *s)
     if (!s) return;
     for (int k = 0; k < SESSION_PLANS; k++) entry_clear(s, &s->cache[k]);
     ts_graph_free(s->graph);
+    if (s->mp) onnx__model_proto__free_unpacked(s->mp, NULL);
+    free(s->value_in);
+    free(s->any_shape);
     free(s->ins);
     free(s->outs);
     free(s->bytes);
@@ -129,19 +171,19 @@ void ts_session_free(ts_session *s)
 }
 
 const ts_graph *ts_session_graph(const ts_session *s) { return s->graph; }
-int ts_session_ninputs(const ts_session *s) { return s->graph->ninputs; }
-int ts_session_noutputs(const ts_session *s) { return s->graph->noutputs; }
+int ts_session_ninputs(const ts_session *s) { return s->nin; }
+int ts_session_noutputs(const ts_session *s) { return s->nout; }
 
 bool ts_session_input_info(const ts_session *s, int i, ts_io_info *info)
 {
-    if (i < 0 || i >= s->graph->ninputs) return false;
+    if (i < 0 || i >= s->nin) return false;
     *info = s->ins[i];
     return true;
 }
 
 bool ts_session_output_info(const ts_session *s, int i, ts_io_info *info)
 {
-    if (i < 0 || i >= s->graph->noutputs) return false;
+    if (i < 0 || i >= s->nout) return false;
     *info = s->outs[i];
     return true;
 }
@@ -166,7 +208,7 @@ static const char *declared_str(const ts_io_info *in, char *buf, size_t n)
  * same checks the importer makes, said in terms of the run. */
 static ts_status check_inputs(const ts_session *s, ts_tensor *const *inputs, ts_error *err)
 {
-    for (int i = 0; i < s->graph->ninputs; i++) {
+    for (int i = 0; i < s->nin; i++) {
         const ts_io_info *in = &s->ins[i];
         const ts_tensor *t = inputs[i];
         char a[200], b[160];
@@ -174,6 +216,7 @@ static ts_status check_inputs(const ts_session *s, ts_tensor *const *inputs, ts_
         if (t->dtype != in->dtype)
             return ts_error_set(err, TS_ERR_INVALID, "run: input '%s' is %s, the model expects %s", in->name,
                                 ts_dtype_name(t->dtype), ts_dtype_name(in->dtype));
+        if (s->any_shape && s->any_shape[i]) continue; /* no declared shape */
         bool ok = t->shape.rank == in->shape.rank;
         for (int d = 0; ok && d < t->shape.rank; d++)
             ok = in->dim_params[d] ? t->shape.dims[d] >= 1 : t->shape.dims[d] == in->shape.dims[d];
@@ -184,11 +227,36 @@ static ts_status check_inputs(const ts_session *s, ts_tensor *const *inputs, ts_
     return TS_OK;
 }
 
-static bool same_signature(const ts_session *s, const ts_shape *shapes, ts_tensor *const *inputs)
+static bool same_signature(const ts_session *s, const entry *e, ts_tensor *const *inputs)
 {
-    for (int i = 0; i < s->graph->ninputs; i++)
-        if (!ts_shape_eq(&shapes[i], &inputs[i]->shape)) return false;
+    for (int i = 0; i < s->nin; i++) {
+        if (!ts_shape_eq(&e->shapes[i], &inputs[i]->shape)) return false;
+        const ts_tensor *v = e->values ? e->values[i] : NULL;
+        if (v && (v->nbytes != inputs[i]->nbytes || (v->nbytes && memcmp(v->data, inputs[i]->data, v->nbytes))))
+            return false;
+    }
     return true;
+}
+
+/* By value: loads the model with the value inputs as constants, adding to
+ * them each input that a load names as feeding a shape. */
+static ts_status load_by_value(ts_session *s, entry *e, ts_tensor *const *inputs, ts_error *err)
+{
+    char name[256];
+    if (!(e->values = calloc((size_t)s->nin + 1, sizeof *e->values)) ||
+        !(e->slot = calloc((size_t)s->nin + 1, sizeof *e->slot)))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory planning model '%s'", s->path);
+    for (;;) {
+        ts_error e2 = {0};
+        if (!ts_vin_load(s->mp, s->base_dir, s->ins, s->nin, s->value_in, inputs, &e->g, e->slot, &e2)) break;
+        if (!ts_vin_needs_value(&e2, name, sizeof name) || !ts_vin_mark_sources(s->mp, name, s->value_in)) {
+            *err = e2;
+            return ts_error_prefix(err, "model '%s' at the inputs' sizes and values", s->path);
+        }
+    }
+    for (int i = 0; i < s->nin; i++)
+        if (s->value_in[i] && !(e->values[i] = ts_tensor_clone(inputs[i], err))) return err->code;
+    return TS_OK;
 }
 
 /* The graph and plan for the inputs' shapes: cached, or made now in the
@@ -198,13 +266,13 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     entry *e = NULL, *lru = &s->cache[0];
     for (int k = 0; k < SESSION_PLANS; k++) {
         entry *c = &s->cache[k];
-        if (c->shapes && same_signature(s, c->shapes, inputs)) e = c;
+        if (c->shapes && same_signature(s, c, inputs)) e = c;
         if (!c->shapes || (lru->shapes && c->used < lru->used)) lru = c;
     }
     if (e) return e;
     e = lru;
     entry_clear(s, e);
-    int n = s->graph->ninputs;
+    int n = s->nin;
     ts_input_bind *binds = calloc((size_t)n + 1, sizeof *binds);
     if (!binds || !(e->shapes = calloc((size_t)n + 1, sizeof *e->shapes))) {
         free(binds);
@@ -218,7 +286,8 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         defaults &= ts_shape_eq(&inputs[i]->shape, &s->ins[i].shape);
     }
     ts_status st = TS_OK;
-    if (defaults) e->g = s->graph;
+    if (s->mp) st = load_by_value(s, e, inputs, err);
+    else if (defaults) e->g = s->graph;
     else if (!s->bytes) /* no symbolic dimension: check_inputs let only the declared shapes through */
         st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
     else if ((st = ts_onnx_load_buffer(s->bytes, s->size, s->base_dir, binds, n, &e->g, err)))
@@ -234,7 +303,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
 
 ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err)
 {
-    int nout = s->graph->noutputs;
+    int nout = s->nout;
     for (int o = 0; o < nout; o++) outputs[o] = NULL;
     ts_status st = check_inputs(s, inputs, err);
     if (st) return st;
@@ -245,10 +314,15 @@ ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **ou
         const ts_value *v = &e->g->values[e->g->outputs[o]];
         if (!(outputs[o] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
     }
+    ts_tensor **gin = NULL; /* by value: the graph's inputs, in its order */
+    if (!st && e->slot && !(gin = calloc((size_t)e->g->ninputs + 1, sizeof *gin)))
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory running model '%s'", s->path);
+    for (int k = 0; gin && k < e->g->ninputs; k++) gin[k] = inputs[e->slot[k]];
     if (!st) {
         e->used = ++s->clock;
-        st = ts_plan_run(e->p, inputs, outputs, err);
+        st = ts_plan_run(e->p, gin ? gin : inputs, outputs, err);
     }
+    free(gin);
     pthread_mutex_unlock(&s->lock);
     if (st)
         for (int o = 0; o < nout; o++) {

@@ -19,8 +19,9 @@ static const char USAGE[] =
     "  --threads N   OpenMP threads (default: one per core)\n"
     "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
     "                peak_rss_bytes, the plan's statistics and the OpenMP wait policy\n"
-    "The OpenMP threads spin briefly between steps when no other task was runnable at\n"
-    "start, else sleep (OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n";
+    "Idle OpenMP threads spin between steps while they get their cores and sleep while\n"
+    "other processes need them, decided as it runs (TSOPT_WAIT=spin|sleep forces one;\n"
+    "OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n";
 
 typedef struct bench_args {
     const char *model;
@@ -113,7 +114,11 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
                med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
                st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
         json_string(ts_wait_policy_name());
-        printf("}\n");
+        /* runs in each mode of the adaptive policy (warm-up included) */
+        ts_wait_stats ws;
+        ts_wait_get_stats(&ws);
+        printf(", \"wait_sleep_runs\": %ld, \"wait_spin_runs\": %ld, \"wait_switches\": %d}\n", ws.sleep_runs,
+               ws.spin_runs, ws.to_sleep + ws.to_spin);
         return;
     }
     const double mib = 1024.0 * 1024.0;
@@ -145,7 +150,7 @@ int cli_bench(int argc, char **argv)
     ts_plan_opts o = {.threads = (int)a.threads};
     ts_error err = {0};
     uint64_t rng = 0xbe4c;
-    if (!g) goto done;
+    if (!g || !cli_mem_ok(g)) goto done;
     if (!in || !out || !times) {
         cli_error(CLI_FAIL, "out of memory");
         goto done;

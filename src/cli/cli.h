@@ -20,6 +20,8 @@ int cli_optimize(int argc, char **argv);
 int cli_profile(int argc, char **argv);
 int cli_peak(int argc, char **argv);
 int cli_draw(int argc, char **argv);
+int cli_ops(int argc, char **argv);
+int cli_fuzz(int argc, char **argv);
 
 /* Prints "tsopt: <message>" on stderr (one line) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -51,6 +53,8 @@ void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
 
 /* Loads MODEL with bindings; reports errors itself (returns NULL). */
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);
+/* False (error printed) when running g cannot fit in memory (mem.c). */
+bool cli_mem_ok(const ts_graph *g);
 
 /* Progress of long work on stderr (progress.c): a bar redrawn in place
  * when stderr is a terminal, else a plain line every tenth of the work. */

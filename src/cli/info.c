@@ -4,6 +4,8 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "ops/op.h"
+#include "ops/opaque.h"
+#include "ops/control_flow.h"
 
 static const char USAGE[] = "usage: tsopt info MODEL [--input NAME:D0xD1x...]...\n";
 
@@ -27,6 +29,53 @@ static void print_values(const ts_graph *g, const char *title, const int *ids, i
         char buf[160];
         printf("  %-24s %-8s %s\n", v->name, ts_dtype_name(v->dtype), ts_shape_str(&v->shape, buf, sizeof buf));
     }
+}
+
+/* Nodes kept as the file has them (custom domains, unknown operators):
+ * optimize works around them, run and bench cannot execute them. */
+static void print_opaque(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && ts_node_is_opaque(&g->nodes[i]);
+    if (!n) return;
+    printf("opaque nodes (%d, kept as they are; tsopt cannot execute them):\n", n);
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *nd = &g->nodes[i];
+        char what[256];
+        if (!nd->dead && ts_node_is_opaque(nd)) printf("  %-24s %s\n", nd->name, ts_opaque_what(nd, what, sizeof what));
+    }
+}
+
+/* Control-flow nodes and their bodies, nested ones indented. */
+static int print_bodies(const ts_graph *g, int depth)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *nd = &g->nodes[i];
+        ts_body *b[TS_CF_MAX_BODIES];
+        int nb = nd->dead ? 0 : ts_cf_bodies(nd, b);
+        if (!nb) continue;
+        n++;
+        printf("%*s%s '%s':\n", 2 * depth + 2, "", nd->op->name, nd->name);
+        for (int k = 0; k < nb; k++) {
+            printf("%*s%s '%s': %d nodes (%d with nested bodies), %d inputs, %d outputs", 2 * depth + 4, "",
+                   ts_cf_body_attr_name(nd->op, k), b[k]->g->name, b[k]->g->nnodes, ts_body_count_nodes(b[k]),
+                   b[k]->nformal, b[k]->g->noutputs);
+            for (int j = 0; j < b[k]->ncap; j++) printf("%s%s", j ? ", " : ", reads ", b[k]->cap_name[j]);
+            printf("\n");
+            print_bodies(b[k]->g, depth + 2);
+        }
+    }
+    return n;
+}
+
+static void print_control_flow(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && ts_op_is_control_flow(g->nodes[i].op);
+    if (!n) return;
+    printf("control flow (%d nodes; bodies are graphs of their own):\n", n);
+    print_bodies(g, 0);
 }
 
 int cli_info(int argc, char **argv)
@@ -78,6 +127,8 @@ int cli_info(int argc, char **argv)
     printf("operators (%d kinds):\n", nkinds);
     for (int k = 0; k < nkinds; k++) printf("  %-24s %d\n", counts[k].name, counts[k].n);
     free(counts);
+    print_opaque(g);
+    print_control_flow(g);
 
     ts_graph_stats st;
     ts_graph_stats_get(g, &st);

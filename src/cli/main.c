@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
-#include "util/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt COMMAND [ARGS]\n"
@@ -13,6 +12,8 @@ static const char USAGE[] =
     "commands:\n"
     "  info MODEL [--input NAME:DIMS]...\n"
     "      opset, inputs, outputs, operator counts, parameters, GFLOPs\n"
+    "  ops [--json]\n"
+    "      supported operators, the opsets of each, the fast kernels that run it\n"
     "  run MODEL [--input NAME:DIMS]... [--inputs DIR] [--save-inputs DIR]\n"
     "            [--save-outputs DIR] [--iters N] [--seed S] [--reference]\n"
     "      run the model on .npy inputs (or seeded random ones)\n"
@@ -34,6 +35,8 @@ static const char USAGE[] =
     "      TASO's cost-based search over verified substitutions; checked before it is written\n"
     "  draw MODEL -o G.svg|G.png|G.dot [--diff ORIGINAL]\n"
     "      Graphviz picture of the graph; --diff highlights what optimization changed\n"
+    "  fuzz --target tsopt|ort [--time S] [--seed N] [--save-pairs K] -o DIR [--json]\n"
+    "      POLYJUICE: equivalent graph pairs from an e-graph, run on a target; mismatches minimized\n"
     "  help [COMMAND] | --version\n"
     "\n"
     "Tensor files are NumPy .npy, named after the tensor with every character\n"
@@ -57,28 +60,18 @@ static const command COMMANDS[] = {
     {"profile", cli_profile},
     {"peak", cli_peak},
     {"draw", cli_draw},
+    {"ops", cli_ops},
+    {"fuzz", cli_fuzz},
 };
-
-/* How OpenMP's idle threads wait is decided from the machine's load
- * (src/util/wait_policy.c: spin briefly when no other task is runnable,
- * else sleep).  libgomp reads its environment when it is loaded, before
- * main, so the choice is applied by re-executing once with it set.  A
- * user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. */
-static void omp_wait_default(char **argv)
-{
-    if (!ts_wait_policy_choose()) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY"); /* exec failed: go on with libgomp's default */
-    unsetenv("GOMP_SPINCOUNT");
-}
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && !strcmp(argv[1], "--version")) { /* before the wait-policy re-exec: instant */
+    /* OpenMP's idle threads: nothing to choose here, the runtime adapts
+     * while it runs (src/util/wait_policy.c) */
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
         printf("tsopt %s\n", tsopt_version());
         return CLI_OK;
     }
-    omp_wait_default(argv);
     if (argc < 2) {
         fputs(USAGE, stderr);
         return CLI_USAGE;

@@ -14,6 +14,7 @@ static const char USAGE[] =
     "usage: tsopt optimize MODEL -o OUT.onnx [--transforms LIST] [--time-limit S] [--json] [--report R.md]\n"
     "                      [--rules FILE] [--alpha A] [--budget N] [--input NAME:DIMS]... [--seed S]\n"
     "                      [--cost-cache FILE] [--min-gain P] [--max-memory MB] [--cost-model M] [--no-timing]\n"
+    "                      [--inputs DIR] [--external-data] [--allow-growth]\n"
     "  --transforms L   transformation sources, comma-separated (default: all there are; known: %s)\n"
     "  --time-limit S   search time limit in seconds (default 30; the run ends within S + 15 s)\n"
     "  --json           print one JSON object (written, costs, latencies, applied, check, ...)\n"
@@ -29,6 +30,11 @@ static const char USAGE[] =
     "  --cost-model M   measured (default: op groups timed on this machine, cached) or roofline\n"
     "                   (a fixed analytic estimate: the same search on every machine)\n"
     "  --no-timing      write the checked result on the cost model alone, without timing it\n"
+    "  --inputs DIR     the whole-model check runs on DIR/NAME.npy (one per input, as 'tsopt run' reads them)\n"
+    "                   instead of random inputs\n"
+    "  --external-data  write the weights as external data (OUT.onnx.data beside OUT.onnx); automatic\n"
+    "                   when the model would pass protobuf's 2 GiB limit\n"
+    "  --allow-growth   write the result even when its weights grow by more than 10%% (folded constants)\n"
     "Ctrl-C ends the search and writes the best graph so far (checked); a second Ctrl-C aborts.\n";
 
 static volatile int stop_flag;
@@ -62,6 +68,7 @@ int cli_optimize(int argc, char **argv)
     ts_optimize_opts o;
     ts_optimize_opts_default(&o);
     bool json = false;
+    ts_onnx_save_opts save_opts = {0};
     cli_binds binds = {0};
     int rc = CLI_USAGE;
     long lv;
@@ -75,6 +82,12 @@ int cli_optimize(int argc, char **argv)
             json = true;
         } else if (!strcmp(argv[i], "--no-timing")) {
             o.no_timing = true;
+        } else if (!strcmp(argv[i], "--external-data")) {
+            save_opts.external_data = true;
+        } else if (!strcmp(argv[i], "--allow-growth")) {
+            o.allow_growth = true;
+        } else if (cli_opt(argc, argv, &i, "--inputs", &v)) {
+            if (!(o.inputs_dir = v)) goto missing;
         } else if (cli_opt(argc, argv, &i, "--cost-model", &v)) {
             if (!v) goto missing;
             if (strcmp(v, "measured") && strcmp(v, "roofline")) {
@@ -172,7 +185,7 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    if (ts_onnx_save(res.graph, out, &err) ||
+    if (ts_onnx_save_with(res.graph, out, &save_opts, &err) ||
         (report && ts_opt_report_write(report, model, out, g, &o, &res, &err))) {
         if (report) remove(out); /* written together or not at all */
         rc = cli_error_from(CLI_USAGE, &err);

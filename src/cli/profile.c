@@ -285,7 +285,7 @@ int cli_profile(int argc, char **argv)
         return cli_error(CLI_USAGE, "profile: --predict and --context are separate runs");
     }
     ts_graph *g = do_predict ? NULL : cli_load_model(model, &binds);
-    if (!g && !do_predict) goto done;
+    if ((!g && !do_predict) || (g && !cli_mem_ok(g))) goto done;
     if (ts_costdb_open(cache, &db, &err)) {
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;

@@ -164,7 +164,7 @@ int cli_run(int argc, char **argv)
     ts_tensor **in = NULL, **dom = NULL, **out = NULL;
     double *times = NULL;
     int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
-    if (!g) goto done;
+    if (!g || !cli_mem_ok(g)) goto done;
     in = calloc((size_t)nin + 1, sizeof *in);
     dom = calloc((size_t)nin + 1, sizeof *dom);
     out = calloc((size_t)nout + 1, sizeof *out);

@@ -6,8 +6,9 @@
 extern const xentry xkernels_dnnl[]; /* oneDNN: conv, matmul, ... */
 extern const xentry xkernels_vec[];  /* tsopt's vectorized kernels */
 extern const xentry xkernels_vec_first[]; /* vec kernels that beat oneDNN where they accept */
+extern const xentry xkernels_cf[];        /* If, Loop, Scan: bodies as nested plans (control_flow.c) */
 
-static const xentry *const tables[] = {xkernels_vec_first, xkernels_dnnl, xkernels_vec};
+static const xentry *const tables[] = {xkernels_vec_first, xkernels_dnnl, xkernels_vec, xkernels_cf};
 
 const xkernel *const *xkernels_for(const ts_op_desc *op, const xkernel **buf)
 {

@@ -14,6 +14,7 @@
 #include "exec/plan_internal.h"
 #include "exec/vec_layout.h"
 #include "ops/list.h"
+#include "ops/opaque.h"
 
 static size_t dense_bytes(ts_dtype dt, const ts_shape *s)
 {
@@ -239,11 +240,37 @@ static bool is_view(const ts_node *nd)
            op == &ts_op_identity;
 }
 
+/* The scalar constant input i of nd, or def when absent; false when it is
+ * not a one-element constant. */
+static bool const_scalar_in(const xplan *p, const ts_node *nd, int i, double def, double *v)
+{
+    *v = def;
+    if (nd->ninputs <= i || nd->inputs[i] < 0) return true;
+    const ts_tensor *t = xplan_const(p, nd->inputs[i]);
+    if (!t || ts_tensor_numel(t) != 1) return false;
+    *v = ts_tensor_get_f64(t, 0);
+    return true;
+}
+
+/* Dropout as torch.nn.functional.dropout exports it: an identity when
+ * training_mode is a constant false, or true with a constant ratio 0
+ * (torchvision 0.14's Swin calls F.dropout(attn, p=0.0) with training
+ * left at True: 24 such nodes ran the reference kernel as copies), and
+ * nothing reads the mask output. */
+static bool is_dropout_view(const xplan *p, const ts_node *nd)
+{
+    double train, ratio;
+    if (nd->op != &ts_op_dropout || nd->ninputs < 1 || nd->inputs[0] < 0 || nd->noutputs > 2) return false;
+    if (!const_scalar_in(p, nd, 2, 0, &train) || !const_scalar_in(p, nd, 1, 0.5, &ratio)) return false;
+    if (train != 0 && ratio != 0) return false;
+    return nd->noutputs < 2 || nd->outputs[1] < 0 || p->consumers[nd->outputs[1]] == 0;
+}
+
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
 static int try_view(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (!is_view(nd)) return 0;
+    if (!is_view(nd) && !is_dropout_view(p, nd)) return 0;
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */
@@ -602,6 +629,7 @@ static ts_status lower_all(xplan *p, ts_error *err)
 static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
 {
     *out = NULL;
+    if (ts_graph_check_runnable(g, err)) return err->code; /* opaque nodes: one line naming the first */
     xplan *p = calloc(1, sizeof *p);
     if (!p) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     p->g = g;
@@ -623,6 +651,12 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     for (int i = 0; i < p->nsteps; i++)
         if ((size_t)(p->steps[i].nin + p->steps[i].nout) > args) args = (size_t)(p->steps[i].nin + p->steps[i].nout);
     p->ptrs = calloc((size_t)p->nbufs + args + 1, sizeof(void *));
+    /* the arena is the plan's one large allocation: checked against the
+     * memory left before it is made (mem_check.c) */
+    if (p->arena_bytes && ts_mem_check(p->arena_bytes, "the plan's arena (activations and scratch)", err)) {
+        plan_destroy(p);
+        return err->code;
+    }
     if (p->arena_bytes) {
         size_t sz = (p->arena_bytes + 63) & ~(size_t)63;
         p->arena = aligned_alloc(64, sz);

@@ -26,6 +26,9 @@ extern const xkernel xk_copy;
 /* Reference steps can fail at run time (an index out of range): the error
  * is kept in the step's state; true (err filled) when the last run failed. */
 bool xk_ref_take_error(const xstep *s, ts_error *err);
+/* The same for control-flow steps (control_flow.c). */
+extern const xkernel xk_cf;
+bool xk_cf_take_error(const xstep *s, ts_error *err);
 
 /* Builds the reorder step s whose in[0]/out[0] are already set. */
 ts_status xreorder_build(xplan *p, xstep *s, ts_error *err);

@@ -21,6 +21,11 @@ typedef struct ref_state {
     ts_tensor **pout;
     bool *zero; /* output needs zeroing first (reference kernels expect it) */
     bool convert; /* Cast between float32 and float64: no domain holds both */
+    /* float16/bfloat16 tensors: the kernel works on shadows in the domain's
+     * storage (allocated here, at build), converted before and rounded
+     * after; ts_dtype of the plan's buffer, TS_UNDEFINED for none */
+    ts_dtype *narrow_in, *narrow_out;
+    void **shadow_in, **shadow_out;
     bool failed;
     ts_error err;
 } ref_state;
@@ -44,6 +49,17 @@ static bool slot_free_output(const xplan *p, int v)
     return true;
 }
 
+static bool narrow(ts_dtype t) { return t == TS_F16 || t == TS_BF16; }
+
+/* Turns t (a narrow float tensor) into its domain-storage shadow: the
+ * returned memory is what t->data will point at while the kernel runs. */
+static void *shadow(ts_tensor *t, const ts_num *num)
+{
+    t->dtype = num->storage;
+    t->nbytes = (size_t)ts_shape_numel(&t->shape) * num->size;
+    return calloc(1, t->nbytes ? t->nbytes : 1);
+}
+
 static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -55,7 +71,7 @@ static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
         f32 |= g->values[v].dtype == TS_F32;
         f64 |= g->values[v].dtype == TS_F64;
     }
-    bool convert = f32 && f64 && nd->op == &ts_op_cast;
+    bool convert = f32 && f64 && (nd->op == &ts_op_cast || nd->op == &ts_op_castlike);
     if (f32 && f64 && !convert)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "node '%s' (%s): mixes float32 and float64 tensors, which the fast runtime "
@@ -71,7 +87,7 @@ static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
     }
     /* In place when the op allows it and nothing else needs the input. */
     int in0 = nd->ninputs == 1 ? s->in[0] : -1;
-    bool inplace = in0 >= 0 && inplace_safe(nd->op) && !p->opts.no_fusion &&
+    bool inplace = in0 >= 0 && inplace_safe(nd->op) && !p->opts.no_fusion && !narrow(p->bufs[in0].dtype) &&
                    p->bufs[in0].dtype == g->values[nd->outputs[0]].dtype &&
                    p->bufs[in0].bytes == (size_t)ts_shape_numel(&g->values[nd->outputs[0]].shape) *
                                              ts_dtype_size(p->bufs[in0].dtype) &&
@@ -108,17 +124,32 @@ static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
     st->nin = nd->ninputs;
     st->nout = nd->noutputs;
     st->convert = convert;
+    st->narrow_in = calloc(ni + 1, sizeof *st->narrow_in);
+    st->narrow_out = calloc(no + 1, sizeof *st->narrow_out);
+    st->shadow_in = calloc(ni + 1, sizeof *st->shadow_in);
+    st->shadow_out = calloc(no + 1, sizeof *st->shadow_out);
+    if (!st->narrow_in || !st->narrow_out || !st->shadow_in || !st->shadow_out)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int j = 0; j < nd->ninputs; j++) {
         if (s->in[j] < 0) continue;
         const xbuf *b = &p->bufs[s->in[j]];
         st->tin[j] = (ts_tensor){.dtype = b->dtype, .shape = b->shape, .nbytes = b->bytes, .refcount = 1};
         st->pin[j] = &st->tin[j];
+        if (narrow(b->dtype)) {
+            st->narrow_in[j] = b->dtype;
+            if (!(st->shadow_in[j] = shadow(&st->tin[j], st->num))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
     }
     for (int o = 0; o < nd->noutputs; o++) {
         const xbuf *b = &p->bufs[s->out[o]];
         st->tout[o] = (ts_tensor){.dtype = b->dtype, .shape = b->shape, .nbytes = b->bytes, .refcount = 1};
         st->pout[o] = &st->tout[o];
         st->zero[o] = !(inplace && o == 0);
+        if (narrow(b->dtype)) {
+            st->narrow_out[o] = b->dtype;
+            st->zero[o] = true;
+            if (!(st->shadow_out[o] = shadow(&st->tout[o], st->num))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
     }
     return TS_OK;
 }
@@ -127,11 +158,19 @@ static void ref_run(const xstep *s, void *const *in, void *const *out, void *scr
 {
     (void)scratch;
     ref_state *st = s->state;
-    for (int j = 0; j < st->nin; j++)
-        if (st->pin[j]) st->tin[j].data = in[j];
+    for (int j = 0; j < st->nin; j++) {
+        if (!st->pin[j]) continue;
+        st->tin[j].data = in[j];
+        if (st->narrow_in[j]) {
+            ts_tensor src = {.dtype = st->narrow_in[j], .shape = st->tin[j].shape, .data = in[j]};
+            st->tin[j].data = st->shadow_in[j];
+            for (int64_t i = 0, n = ts_tensor_numel(&src); i < n; i++)
+                st->num->from_f64(ts_num_at(st->num, st->shadow_in[j], i), ts_tensor_get_f64(&src, i));
+        }
+    }
     for (int o = 0; o < st->nout; o++) {
-        st->tout[o].data = out[o];
-        if (st->zero[o] && st->tout[o].nbytes) memset(out[o], 0, st->tout[o].nbytes);
+        st->tout[o].data = st->narrow_out[o] ? st->shadow_out[o] : out[o];
+        if (st->zero[o] && st->tout[o].nbytes) memset(st->tout[o].data, 0, st->tout[o].nbytes);
     }
     if (st->convert) { /* element by element through double: exact both ways */
         int64_t n = ts_tensor_numel(&st->tout[0]);
@@ -144,6 +183,12 @@ static void ref_run(const xstep *s, void *const *in, void *const *out, void *scr
     ts_kernel_ctx k = {.node = st->node, .attrs = st->node->attrs, .opset = st->opset, .num = st->num,
                        .nin = st->nin, .in = st->pin, .nout = st->nout, .out = st->pout, .err = &st->err};
     st->failed = st->node->op->kernel(&k) != TS_OK;
+    for (int o = 0; o < st->nout && !st->failed; o++) {
+        if (!st->narrow_out[o]) continue; /* rounded to the narrow type once, here */
+        ts_tensor dst = {.dtype = st->narrow_out[o], .shape = st->tout[o].shape, .data = out[o]};
+        for (int64_t i = 0, n = ts_tensor_numel(&dst); i < n; i++)
+            ts_tensor_set_f64(&dst, i, st->num->to_f64(ts_num_cat(st->num, st->shadow_out[o], i)));
+    }
 }
 
 static void ref_destroy(void *state)
@@ -155,6 +200,12 @@ static void ref_destroy(void *state)
     free(st->pin);
     free(st->pout);
     free(st->zero);
+    for (int j = 0; st->shadow_in && j < st->nin; j++) free(st->shadow_in[j]);
+    for (int o = 0; st->shadow_out && o < st->nout; o++) free(st->shadow_out[o]);
+    free(st->narrow_in);
+    free(st->narrow_out);
+    free(st->shadow_in);
+    free(st->shadow_out);
     free(st);
 }
 

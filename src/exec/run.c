@@ -6,6 +6,7 @@
 #include <omp.h>
 #include "exec/plan_internal.h"
 #include "exec/step_timer.h"
+#include "util/wait_policy.h"
 
 static ts_status check_tensor(const char *what, const ts_value *v, const ts_tensor *t, ts_error *err)
 {
@@ -18,7 +19,8 @@ static ts_status check_tensor(const char *what, const ts_value *v, const ts_tens
                         t ? ts_dtype_name(t->dtype) : "nothing", t ? ts_shape_str(&t->shape, b, sizeof b) : "");
 }
 
-static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err)
+static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_wait_run *w,
+                          ts_error *err)
 {
     xplan *p = (xplan *)plan;
     const ts_graph *g = p->g;
@@ -51,6 +53,8 @@ static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *co
         s->k->run(s, in, out, s->scratch_bytes ? arena + s->scratch_offset : NULL);
         if (p->step_ms) p->step_ms[i] = xstep_timer_now() - t0;
         if (s->k == &xk_ref && xk_ref_take_error(s, err)) return err->code;
+        if (s->k == &xk_cf && xk_cf_take_error(s, err)) return err->code;
+        if ((i & 15) == 15) ts_wait_run_poll(w); /* a long run is judged while it runs */
     }
     return TS_OK;
 }
@@ -60,7 +64,11 @@ ts_status ts_plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *const 
     /* the OpenMP thread count is the caller's process-wide setting: give it
      * back as found */
     int caller_threads = omp_get_max_threads();
-    ts_status st = plan_run(plan, inputs, outputs, err);
+    /* how idle threads wait adapts to the machine's load, run by run */
+    ts_wait_run w;
+    ts_wait_run_begin(&w, ((xplan *)plan)->opts.threads);
+    ts_status st = plan_run(plan, inputs, outputs, &w, err);
+    ts_wait_run_end(&w);
     omp_set_num_threads(caller_threads);
     return st;
 }

@@ -98,6 +98,9 @@ static const struct {
     {&ts_op_mul, XO_MUL, XO_MUL_S, XO_MUL_S}, {&ts_op_div, XO_DIV, XO_DIV_S, XO_RDIV_S},
     {&ts_op_pow, XO_POW, XO_POW_S, XO_POW},   {&ts_op_max, XO_MAX, XO_MAX_S, XO_MAX_S},
     {&ts_op_min, XO_MIN, XO_MIN_S, XO_MIN_S}, {&ts_op_prelu, XO_PRELU, XO_PRELU, XO_PRELU},
+    /* float Mod has fmod = 1 (its inference refuses 0): C's fmod, the
+     * dividend's sign; integer Mod is not float32 and runs elsewhere */
+    {&ts_op_mod, XO_FMOD, XO_FMOD_S, XO_RFMOD_S},
 };
 
 static bool lower_binary(const xplan *p, const ts_node *nd, int k, int cur, xv_prog *pr, int *ext)
@@ -208,6 +211,15 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
         case XO_MAX: LOOP(a[i] > b[i] ? a[i] : b[i]); break;
         case XO_MIN: LOOP(a[i] < b[i] ? a[i] : b[i]); break;
         case XO_PRELU: LOOP(a[i] < 0 ? a[i] * b[i] : a[i]); break;
+        case XO_FMOD:
+            for (int64_t i = 0; i < n; i++) y[i] = fmodf(a[i], b[i]);
+            break;
+        case XO_FMOD_S:
+            for (int64_t i = 0; i < n; i++) y[i] = fmodf(a[i], c);
+            break;
+        case XO_RFMOD_S:
+            for (int64_t i = 0; i < n; i++) y[i] = fmodf(c, a[i]);
+            break;
         case XO_ADD_S: LOOP(a[i] + c); break;
         case XO_SUB_S: LOOP(a[i] - c); break;
         case XO_RSUB_S: LOOP(c - a[i]); break;

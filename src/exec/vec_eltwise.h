@@ -18,9 +18,9 @@
 
 typedef enum xv_opc {
     /* binary on two operands */
-    XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_POW, XO_MAX, XO_MIN, XO_PRELU,
+    XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_POW, XO_MAX, XO_MIN, XO_PRELU, XO_FMOD,
     /* operand a with the immediate p0 */
-    XO_ADD_S, XO_SUB_S, XO_RSUB_S, XO_MUL_S, XO_DIV_S, XO_RDIV_S, XO_POW_S, XO_MAX_S, XO_MIN_S,
+    XO_ADD_S, XO_SUB_S, XO_RSUB_S, XO_MUL_S, XO_DIV_S, XO_RDIV_S, XO_POW_S, XO_MAX_S, XO_MIN_S, XO_FMOD_S, XO_RFMOD_S,
     /* unary on operand a (p0/p1: parameters) */
     XO_COPY, XO_SQUARE, XO_RELU, XO_NEG, XO_ABS, XO_SQRT, XO_EXP, XO_LOG, XO_RECIP, XO_ERF, XO_SIGMOID, XO_TANH,
     XO_LEAKY, XO_HSIG, XO_HSWISH, XO_CLIP,

@@ -39,7 +39,6 @@ typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned 
 typedef struct xg_state {
     int64_t rows, K, N; /* rows: all stacked products' rows together */
     int threads;
-    int64_t par_min; /* multiply-adds from which both threads work */
     xv_prog epi; /* fused element-wise chain (the first product's); epi.nins == 0: none */
     /* Stacked products (see stack_members): nstack > 1 products by the
      * same weights, product i reading in[ain[i]] and writing out[i], with
@@ -169,7 +168,9 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
             memcpy(xs + r * K, in[c->ain[i]], sizeof(float) * (size_t)(c->mrows[i] * K));
         x = xs, y = ys;
     }
-    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= c->par_min;
+    /* the wait mode can change between runs (util/wait_policy.c) */
+    const int64_t par_min = ts_wait_threads_sleep() ? XG_PAR_MIN : XG_PAR_MIN_SPIN;
+    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= par_min;
 #pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
     for (int64_t p = 0; p < npanel; p++) {
         int64_t j0 = p * XG_NB;
@@ -252,7 +253,6 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = c;
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
-    c->par_min = ts_wait_threads_sleep() ? XG_PAR_MIN : XG_PAR_MIN_SPIN;
 
     /* Stacking: other MatMuls by the same constant whose inputs exist now
      * (nasrnn multiplies each of x0..x4 by the same eight weights, all

@@ -24,6 +24,7 @@ ts_graph *ts_graph_new(const char *name, int opset)
 
 static void node_clear(ts_node *n)
 {
+    if (n->attrs && n->op && n->op->attrs_release) n->op->attrs_release(n->attrs);
     free(n->name);
     free(n->inputs);
     free(n->outputs);
@@ -87,6 +88,7 @@ ts_graph *ts_graph_copy(const ts_graph *g)
         d->inputs = dup_mem(s->inputs, sizeof(int) * (size_t)s->ninputs);
         d->outputs = dup_mem(s->outputs, sizeof(int) * (size_t)s->noutputs);
         d->attrs = dup_mem(s->attrs, s->op->attr_size);
+        if (d->attrs && s->op->attrs_retain) s->op->attrs_retain(d->attrs); /* bodies are shared by copies */
     }
     ts_model_meta_ref(c->meta);
     return c;
@@ -187,6 +189,10 @@ static void unique_name(const ts_graph *g, const char *base, char *out, size_t n
     for (int k = 1; ts_graph_find_value(g, out) >= 0; k++) snprintf(out, n, "%s_%d", base, k);
 }
 
+static int add_node(ts_graph *g, const ts_op_desc *op, const char *name, const int *inputs, int ninputs,
+                    const ts_attr *attrs, int nattrs, const void *parsed, int nout, const char *const *out_names,
+                    int *outputs, ts_error *err);
+
 int ts_graph_add_node(ts_graph *g, const char *opname, const char *name, const int *inputs, int ninputs,
                       const ts_attr *attrs, int nattrs, int nout, const char *const *out_names, int *outputs,
                       ts_error *err)
@@ -201,6 +207,21 @@ int ts_graph_add_node(ts_graph *g, const char *opname, const char *name, const i
         ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': operator '%s' is not supported", name, opname);
         return -1;
     }
+    return add_node(g, op, name, inputs, ninputs, attrs, nattrs, NULL, nout, out_names, outputs, err);
+}
+
+int ts_graph_add_node_parsed(ts_graph *g, const ts_op_desc *op, const char *name, const int *inputs, int ninputs,
+                             const void *attrs, int nout, const char *const *out_names, int *outputs, ts_error *err)
+{
+    return add_node(g, op, name, inputs, ninputs, NULL, 0, attrs, nout, out_names, outputs, err);
+}
+
+/* parsed: the attribute struct itself (copied), else attrs are parsed. */
+static int add_node(ts_graph *g, const ts_op_desc *op, const char *name, const int *inputs, int ninputs,
+                    const ts_attr *attrs, int nattrs, const void *parsed, int nout, const char *const *out_names,
+                    int *outputs, ts_error *err)
+{
+    const char *opname = op->name;
     if (ninputs < op->min_inputs || (op->max_inputs >= 0 && ninputs > op->max_inputs)) {
         ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): has %d inputs, expected %d to %d", name, opname, ninputs,
                      op->min_inputs, op->max_inputs);
@@ -235,7 +256,9 @@ int ts_graph_add_node(ts_graph *g, const char *opname, const char *name, const i
         goto out;
     }
     memcpy(nd.inputs, inputs, sizeof(int) * (size_t)ninputs);
-    if (op->parse && op->parse(nd.attrs, attrs, nattrs, g->opset, err)) {
+    if (parsed)
+        memcpy(nd.attrs, parsed, op->attr_size);
+    else if (op->parse && op->parse(nd.attrs, attrs, nattrs, g->opset, err)) {
         ts_error_prefix(err, "node '%s' (%s)", name, opname);
         goto out;
     }

@@ -47,7 +47,19 @@ ts_status ts_node_eval(const ts_graph *g, int ni, const ts_num *num, const ts_te
     }
     ts_kernel_ctx k = {.node = n, .attrs = n->attrs, .opset = g->opset, .num = num, .nin = n->ninputs, .in = in,
                        .nout = n->noutputs, .out = out, .err = err};
-    if (n->op->kernel(&k) == TS_OK) return TS_OK;
+    if (n->op->kernel(&k) == TS_OK) {
+        /* float16/bfloat16 values are computed in the domain and rounded
+         * to their precision here, at each node's output */
+        for (int o = 0; o < n->noutputs && !num->exact; o++) {
+            ts_dtype dt = g->values[n->outputs[o]].dtype;
+            if (dt != TS_F16 && dt != TS_BF16) continue;
+            for (int64_t i = 0, cnt = ts_tensor_numel(out[o]); i < cnt; i++) {
+                void *x = ts_num_at(num, out[o]->data, i);
+                num->from_f64(x, ts_dtype_round(dt, num->to_f64(x)));
+            }
+        }
+        return TS_OK;
+    }
 fail:
     for (int o = 0; o < n->noutputs; o++) {
         ts_tensor_unref(out[o]);
@@ -146,7 +158,7 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
     size_t in_bytes = 0, out_bytes = 0;
     ts_tensor shapes[64]; /* data-less stand-ins for TS_OP_SHAPE_ONLY inputs */
     bool shape_only = n->op->flags & TS_OP_SHAPE_ONLY;
-    if (n->dead || n->ninputs > 64 || n->noutputs > 64) return 0;
+    if (n->dead || n->ninputs > 64 || n->noutputs > 64 || (n->op->flags & (TS_OP_OPAQUE | TS_OP_NO_FOLD))) return 0;
     for (int j = 0; j < n->ninputs; j++)
         if (n->inputs[j] >= 0) {
             const ts_value *v = &g->values[n->inputs[j]];
@@ -160,7 +172,7 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
     if (out_bytes > FOLD_FREE_BYTES && out_bytes > 2 * in_bytes) return 0;
     const ts_tensor *in[64];
     ts_tensor *out[64], *conv[64] = {0};
-    /* constants keep their declared dtype; float64 ones go through the domain */
+    /* constants keep their declared dtype; float64/float16 ones go through the domain */
     bool ok = true;
     for (int j = 0; j < n->ninputs; j++) {
         in[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].constant : NULL;
@@ -169,7 +181,7 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
             shapes[j] = (ts_tensor){.dtype = v->dtype, .shape = v->shape, .refcount = 1};
             in[j] = &shapes[j];
         }
-        if (ok && in[j] && in[j]->data && in[j]->dtype == TS_F64) {
+        if (ok && in[j] && in[j]->data && in[j]->dtype != num->storage && ts_dtype_is_float(in[j]->dtype)) {
             conv[j] = ts_tensor_to_domain((ts_tensor *)in[j], num, err);
             ok = conv[j] != NULL;
             in[j] = conv[j];

@@ -18,6 +18,10 @@ ts_tensor *ts_tensor_from_domain(const ts_tensor *t, ts_dtype dtype, ts_error *e
 int ts_node_fold(ts_graph *g, int ni, ts_error *err);
 /* Number of live nodes using value v (plus one per graph-output slot). */
 int ts_value_uses(const ts_graph *g, int v);
+/* ts_graph_add_node for a descriptor and its attribute struct as they are
+ * (copied, not parsed): nodes no file op_type names (opaque nodes). */
+int ts_graph_add_node_parsed(ts_graph *g, const ts_op_desc *op, const char *name, const int *inputs, int ninputs,
+                             const void *attrs, int nout, const char *const *out_names, int *outputs, ts_error *err);
 /* Names: strdup that reports failure in err. */
 char *ts_strdup(const char *s);
 

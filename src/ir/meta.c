@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/meta.h"
+#include "ops/opaque.h"
 
 ts_model_meta *ts_model_meta_new(void)
 {
@@ -58,6 +59,7 @@ void ts_model_meta_unref(ts_model_meta *m)
     free(m->sized);
     for (int i = 0; i < m->nliterals; i++) ts_tensor_unref(m->literals[i]);
     free(m->literals);
+    ts_opaque_table_free(m->opaque);
     free(m);
 }
 

@@ -82,6 +82,11 @@ typedef struct ts_model_meta {
      * means them at every size.  By pointer, as sized. */
     ts_tensor **literals;
     int nliterals;
+    /* the file's opaque nodes (src/ops/opaque.h), NULL when none */
+    struct ts_opaque_table *opaque;
+    /* import folded only small constants: folding everything made the
+     * weights more than 10% larger than the file's (docs/onnx-models.md) */
+    bool small_folds;
 } ts_model_meta;
 
 /* A zeroed record holding one reference; NULL when out of memory. */

@@ -17,6 +17,8 @@
 #include "ir/ir.h"
 #include "ir/meta.h"
 #include "onnx/proto.h"
+#include "ops/control_flow.h"
+#include "ops/opaque.h"
 
 /* Zeroed allocations freed together. */
 typedef struct arena {
@@ -139,6 +141,8 @@ static Onnx__ValueInfoProto *value_info(exporter *ex, int v, const ts_meta_io *i
     return vi;
 }
 
+static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const struct ts_body *b);
+
 static Onnx__AttributeProto *attribute(exporter *ex, const ts_node *n, const ts_attr *at)
 {
     Onnx__AttributeProto *a = arena_alloc(&ex->ar, 1, sizeof *a);
@@ -195,15 +199,33 @@ static Onnx__AttributeProto *attribute(exporter *ex, const ts_node *n, const ts_
         a->t = tp;
         break;
     }
+    case TS_ATTR_GRAPH:
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+        if (!at->body) {
+            ts_error_set(ex->err, TS_ERR_INVALID, "node '%s' (%s): attribute '%s' has no graph", n->name, n->op->name,
+                         at->name);
+            return NULL;
+        }
+        if (!(a->g = body_proto(ex, n, at->body))) return NULL;
+        break;
     }
     return a;
 }
 
 #define MAX_ATTRS 64
+/* protobuf's limit on a message: 2 GiB - 1 */
+#define PROTOBUF_LIMIT (((size_t)1 << 31) - 1)
+
+static void *arena_alloc1(void *a, size_t size) { return arena_alloc(a, 1, size); }
 
 static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
 {
     const ts_graph *g = ex->g;
+    if (ts_node_is_opaque(n)) { /* as the file had it (src/onnx/opaque.c) */
+        Onnx__NodeProto *np = ts_onnx_opaque_export(g, n, arena_alloc1, &ex->ar, ex->err);
+        if (np) np->doc_string = (char *)ts_model_meta_node_doc(ex->meta, n->name);
+        return np;
+    }
     Onnx__NodeProto *np = arena_alloc(&ex->ar, 1, sizeof *np);
     char **ins = arena_alloc(&ex->ar, (size_t)n->ninputs, sizeof *ins);
     char **outs = arena_alloc(&ex->ar, (size_t)n->noutputs, sizeof *outs);
@@ -219,7 +241,7 @@ static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
     np->op_type = (char *)n->op->name;
     for (int j = 0; j < n->ninputs; j++) ins[j] = n->inputs[j] >= 0 ? g->values[n->inputs[j]].name : "";
     for (int j = 0; j < n->noutputs; j++) outs[j] = g->values[n->outputs[j]].name;
-    np->n_input = (size_t)n->ninputs;
+    np->n_input = (size_t)(ts_op_is_control_flow(n->op) ? ts_cf_explicit_inputs(n) : n->ninputs); /* not captures */
     np->input = ins;
     np->n_output = (size_t)n->noutputs;
     np->output = outs;
@@ -233,6 +255,172 @@ static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
     np->n_attribute = (size_t)na;
     np->attribute = ap;
     return np;
+}
+
+/* The types and shapes of opaque nodes' outputs: no engine can infer
+ * them, and tsopt needs them to load the model again. */
+static ts_status opaque_value_infos(exporter *ex, Onnx__GraphProto *gp, const int *order, int cnt)
+{
+    const ts_graph *g = ex->g;
+    size_t nvi = 0;
+    for (int k = 0; k < cnt; k++)
+        if (ts_node_is_opaque(&g->nodes[order[k]])) nvi += (size_t)g->nodes[order[k]].noutputs;
+    if (!nvi) return TS_OK;
+    if (!(gp->value_info = arena_alloc(&ex->ar, nvi, sizeof *gp->value_info))) return oom(ex);
+    for (int k = 0; k < cnt; k++) {
+        const ts_node *n = &g->nodes[order[k]];
+        if (!ts_node_is_opaque(n)) continue;
+        for (int o = 0; o < n->noutputs; o++) {
+            bool is_out = false;
+            for (int i = 0; i < g->noutputs; i++) is_out |= g->outputs[i] == n->outputs[o];
+            if (is_out) continue; /* written with the graph's outputs */
+            Onnx__ValueInfoProto *vi = value_info(ex, n->outputs[o], NULL);
+            if (!vi) return ex->err->code;
+            gp->value_info[gp->n_value_info++] = vi;
+            /* written symbolic: the dimensions that follow an input's symbolic one say so */
+            const ts_opaque_attrs *a = n->attrs;
+            Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
+            for (size_t d = 0; ex->symbolic && o < TS_OPAQUE_MAX_IO && d < sp->n_dim && d < TS_MAX_RANK; d++) {
+                int k = a->follow_in[o][d], ax = a->follow_axis[o][d];
+                if (k < 0 || k >= ex->meta->ninputs || ax < 0 || ax >= ex->meta->inputs[k].rank ||
+                    !ex->meta->inputs[k].dims[ax].symbolic)
+                    continue;
+                const char *p = ex->meta->inputs[k].dims[ax].param;
+                sp->dim[d]->value_case = p ? ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                           : ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE__NOT_SET;
+                sp->dim[d]->dim_param = (char *)p;
+            }
+        }
+    }
+    return TS_OK;
+}
+
+/* ------------------------------------------------- control-flow bodies */
+
+static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n);
+
+static Onnx__NodeProto *identity_proto(exporter *ex, const char *name, const char *in, const char *out)
+{
+    Onnx__NodeProto *np = arena_alloc(&ex->ar, 1, sizeof *np);
+    char **ins = arena_alloc(&ex->ar, 1, sizeof *ins), **outs = arena_alloc(&ex->ar, 1, sizeof *outs);
+    char *nm = arena_alloc(&ex->ar, strlen(name) + 1, 1);
+    if (ex->ar.failed) return NULL;
+    onnx__node_proto__init(np);
+    strcpy(nm, name);
+    np->name = nm;
+    np->op_type = "Identity";
+    ins[0] = (char *)in;
+    outs[0] = (char *)out;
+    np->n_input = np->n_output = 1;
+    np->input = ins;
+    np->output = outs;
+    return np;
+}
+
+static char *arena_printf(exporter *ex, const char *fmt, const char *a, int k)
+{
+    size_t len = strlen(fmt) + strlen(a) + 24;
+    char *s = arena_alloc(&ex->ar, len, 1);
+    if (s) snprintf(s, len, fmt, a, k);
+    return s;
+}
+
+/* Body b of control-flow node n (of ex->g) as a GraphProto: its formal
+ * inputs, its nodes (nested bodies recursively), its outputs and its own
+ * constants.  Captures are read by their name in the enclosing graph; one
+ * the optimizer renamed there gets an Identity to the body's name.  Outputs
+ * that no node of the body computes (an input, a capture, a constant) get
+ * an Identity too: a graph output that is another scope's value or an
+ * initializer is read differently by different runtimes. */
+static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const ts_body *b)
+{
+    const ts_graph *outer = ex->g, *g = b->g;
+    const ts_model_meta *meta = ex->meta;
+    bool symbolic = ex->symbolic;
+    arena *a = &ex->ar;
+    Onnx__GraphProto *gp = arena_alloc(a, 1, sizeof *gp);
+    int *order = arena_alloc(a, (size_t)g->nnodes, sizeof(int));
+    char *used = arena_alloc(a, (size_t)g->nvalues, 1);
+    if (a->failed) {
+        oom(ex);
+        return NULL;
+    }
+    int cnt;
+    if (ts_graph_topo_order(g, order, &cnt, ex->err)) return NULL;
+    onnx__graph_proto__init(gp);
+    gp->name = g->name;
+    size_t maxnodes = (size_t)cnt + (size_t)b->ncap + (size_t)g->noutputs;
+    gp->node = arena_alloc(a, maxnodes, sizeof *gp->node);
+    gp->input = arena_alloc(a, (size_t)b->nformal, sizeof *gp->input);
+    gp->output = arena_alloc(a, (size_t)g->noutputs, sizeof *gp->output);
+    if (a->failed) {
+        oom(ex);
+        return NULL;
+    }
+    ex->g = g;
+    ex->meta = NULL;
+    ex->symbolic = false;
+    Onnx__GraphProto *res = NULL;
+    for (int j = 0; j < b->ncap; j++) {
+        int slot = b->cap_slot[j], ov = slot >= 0 && slot < n->ninputs ? n->inputs[slot] : -1;
+        if (ov < 0) {
+            ts_error_set(ex->err, TS_ERR_INVALID, "node '%s' (%s): captured '%s' is not among its inputs", n->name,
+                         n->op->name, b->cap_name[j]);
+            goto done;
+        }
+        const char *oname = outer->values[ov].name;
+        if (strcmp(oname, b->cap_name[j]) &&
+            !(gp->node[gp->n_node++] = identity_proto(ex, b->cap_name[j], oname, b->cap_name[j]))) {
+            oom(ex);
+            goto done;
+        }
+    }
+    for (int i = 0; i < b->nformal; i++)
+        if (!(gp->input[gp->n_input++] = value_info(ex, g->inputs[i], NULL))) goto done;
+    for (int k = 0; k < cnt; k++) {
+        const ts_node *m = &g->nodes[order[k]];
+        if (!(gp->node[gp->n_node++] = node_proto(ex, m))) goto done;
+        for (int j = 0; j < m->ninputs; j++)
+            if (m->inputs[j] >= 0) used[m->inputs[j]] = 1;
+    }
+    for (int o = 0; o < g->noutputs; o++) {
+        int v = g->outputs[o];
+        Onnx__ValueInfoProto *vi = value_info(ex, v, NULL);
+        if (!vi) goto done;
+        if (g->values[v].producer < 0) {
+            char *nm = arena_printf(ex, "%s_out%d", g->values[v].name, o);
+            if (!nm || !(gp->node[gp->n_node++] = identity_proto(ex, nm, g->values[v].name, nm))) {
+                oom(ex);
+                goto done;
+            }
+            vi->name = nm;
+            used[v] = 1;
+        }
+        gp->output[gp->n_output++] = vi;
+    }
+    size_t ninit = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        ninit += used[v] && g->values[v].constant && ts_body_capture_index(b, g->values[v].name) < 0;
+    gp->initializer = arena_alloc(a, ninit, sizeof *gp->initializer);
+    Onnx__TensorProto *tps = arena_alloc(a, ninit, sizeof *tps);
+    if (a->failed) {
+        oom(ex);
+        goto done;
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        const ts_value *val = &g->values[v];
+        if (!used[v] || !val->constant || ts_body_capture_index(b, val->name) >= 0) continue;
+        Onnx__TensorProto *tp = &tps[gp->n_initializer];
+        onnx__tensor_proto__init(tp);
+        if (ts_onnx_tensor_encode(tp, val->constant, val->name, ex->err)) goto done;
+        gp->initializer[gp->n_initializer++] = tp;
+    }
+    res = gp;
+done:
+    ex->g = outer;
+    ex->meta = meta;
+    ex->symbolic = symbolic;
+    return res;
 }
 
 /* Builds the model; every pointer in it refers to g or the arena. */
@@ -322,6 +510,7 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
     }
     gp->n_node = (size_t)cnt;
     for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
+    if (opaque_value_infos(ex, gp, order, cnt)) return ex->err->code;
 
     /* Initializers: every constant something reads, in value order. */
     size_t ninit = 0;
@@ -648,20 +837,31 @@ ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_s
     Onnx__OperatorSetIdProto os;
     ts_status st = build_model(&ex, &mp, &gp, &os);
     uint8_t *buf = NULL;
+    char *data_path = NULL;
     if (!st) {
         size_t len = protobuf_c_message_get_packed_size(&mp.base);
-        /* protobuf messages are limited to 2 GiB; larger weights would need
-         * external data, which export does not write */
-        if (len > ((size_t)1 << 31) - 1)
+        /* protobuf messages are limited to 2 GiB: larger models go to
+         * external data whether asked or not (external_data.c) */
+        if ((o && o->external_data) || len > PROTOBUF_LIMIT) {
+            st = ts_onnx_external_write(&gp, path, arena_alloc1, &ex.ar, &data_path, err);
+            if (!st) len = protobuf_c_message_get_packed_size(&mp.base);
+        }
+        if (st)
+            ;
+        else if (len > PROTOBUF_LIMIT)
             st = ts_error_set(err, TS_ERR_UNSUPPORTED,
-                              "cannot write '%s': model is %zu bytes, over the 2 GiB ONNX limit", path, len);
+                              "cannot write '%s': model is %zu bytes without its external data, over the 2 GiB ONNX "
+                              "limit",
+                              path, len);
         else if (!(buf = malloc(len ? len : 1)))
             st = oom(&ex);
         else {
             size_t packed = protobuf_c_message_pack(&mp.base, buf);
             st = write_file(path, buf, packed, err);
         }
+        if (st && data_path) unlink(data_path); /* written together or not at all */
     }
+    free(data_path);
     free(buf);
     arena_free(&ex.ar);
     ts_graph_free(sym);

@@ -22,6 +22,8 @@
 #include "ir/ir.h"
 #include "ir/meta.h"
 #include "onnx/proto.h"
+#include "ops/control_flow.h"
+#include "ops/opaque.h"
 
 /* ------------------------------------------------ name -> int hash map */
 
@@ -94,6 +96,15 @@ typedef struct importer {
     char **names;    /* display name of each node (file order) */
     int *order;      /* node indices in dependency order */
     ts_tensor **inits; /* decoded initializers (file order): kept by the first import, reused by the probe's */
+    const ts_input_bind *binds; /* --input bindings: graph inputs, and outputs of opaque nodes */
+    int nbinds;
+    struct ts_opaque_table *opaque; /* records of the opaque nodes (src/ops/opaque.h), NULL when none */
+    bool small_folds; /* fold only nodes whose outputs are small (the model grew too much otherwise) */
+    /* control-flow bodies (docs/control-flow.md): the enclosing graph's
+     * importer, and the outer names this body captured */
+    struct importer *parent;
+    const char **caps;
+    int ncaps;
 } importer;
 
 static ts_status oom(importer *im) { return ts_error_set(im->err, TS_ERR_NOMEM, "out of memory importing ONNX model"); }
@@ -195,6 +206,7 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
             const char *n = im->gp->input[i]->name;
             found = n && !strcmp(n, bn) && !map_find(&im->values, n, NULL);
         }
+        if (!found && ts_onnx_opaque_output(im->gp, bn)) continue; /* shape of an opaque node's output */
         if (!found) return ts_error_set(im->err, TS_ERR_INVALID, "input bind '%s' does not name a graph input", bn);
     }
     for (size_t i = 0; i < im->gp->n_input; i++) {
@@ -232,6 +244,95 @@ static void node_name(const Onnx__NodeProto *n, size_t i, char *buf, size_t size
         snprintf(buf, size, "%s_%zu", n->op_type, i);
 }
 
+/* ------------------------------------- scopes of control-flow bodies */
+
+/* Whether name is a value of this graph or of an enclosing one. */
+static bool scope_has(const importer *im, const char *name)
+{
+    for (; im; im = im->parent)
+        if (map_find(&im->values, name, NULL)) return true;
+    return false;
+}
+
+/* The value id of name in this graph.  A name of an enclosing graph is
+ * captured: it becomes an input of this body (or a constant holding the
+ * same tensor when it is one there), recorded in im->caps.  Non-zero
+ * when no scope has it (err set only when something else failed). */
+static ts_status resolve(importer *im, const char *name, int *v)
+{
+    if (map_find(&im->values, name, v)) return TS_OK;
+    if (!im->parent || !scope_has(im->parent, name)) return TS_ERR_INVALID;
+    int pv;
+    if (resolve(im->parent, name, &pv)) return im->err->code ? im->err->code : TS_ERR_INVALID;
+    const ts_value *ov = &im->parent->g->values[pv];
+    int nv = ov->constant ? ts_graph_add_constant(im->g, name, ov->constant, im->err)
+                          : ts_graph_add_input(im->g, name, ov->dtype, &ov->shape, im->err);
+    if (nv < 0) return im->err->code;
+    const char **c = realloc(im->caps, sizeof *c * (size_t)(im->ncaps + 1));
+    if (!c) return oom(im);
+    im->caps = c;
+    if (!map_put(&im->values, name, nv)) return oom(im);
+    im->caps[im->ncaps++] = name;
+    *v = nv;
+    return TS_OK;
+}
+
+static bool is_control_flow(const char *op) { return !strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan"); }
+
+/* Names a node depends on: its inputs, then every name read inside its
+ * bodies (nested ones too), which must be computed before it runs. */
+typedef struct dep_list {
+    const char **names;
+    size_t n, cap;
+} dep_list;
+
+static bool dep_push(dep_list *d, const char *name)
+{
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? 2 * d->cap : 8;
+        const char **p = realloc(d->names, sizeof *p * nc);
+        if (!p) return false;
+        d->names = p;
+        d->cap = nc;
+    }
+    d->names[d->n++] = name;
+    return true;
+}
+
+static bool body_reads(const Onnx__GraphProto *gp, dep_list *d);
+
+static bool attrs_read(Onnx__AttributeProto *const *a, size_t n, dep_list *d)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (a[i]->g && !body_reads(a[i]->g, d)) return false;
+        for (size_t k = 0; k < a[i]->n_graphs; k++)
+            if (!body_reads(a[i]->graphs[k], d)) return false;
+    }
+    return true;
+}
+
+static bool body_reads(const Onnx__GraphProto *gp, dep_list *d)
+{
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        for (size_t k = 0; k < n->n_input; k++)
+            if (!dep_push(d, n->input[k])) return false;
+        if (!attrs_read(n->attribute, n->n_attribute, d)) return false;
+    }
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (!dep_push(d, gp->output[i]->name)) return false;
+    return true;
+}
+
+static bool deps_of(const Onnx__NodeProto *n, dep_list *d)
+{
+    for (size_t k = 0; k < n->n_input; k++)
+        if (!dep_push(d, n->input[k])) return false;
+    return attrs_read(n->attribute, n->n_attribute, d);
+}
+
+static ts_status add_cf_node(importer *im, int ni);
+
 /* Names nodes for messages and checks every operator before anything is
  * built. */
 static ts_status check_nodes(importer *im)
@@ -248,11 +349,13 @@ static ts_status check_nodes(importer *im)
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
         const char *op = n->op_type, *name = im->names[i];
+        if (ts_onnx_node_is_opaque(n)) { /* kept as it is: its outputs' types must be known */
+            if (ts_onnx_opaque_check(im->g, gp, n, name, im->binds, im->nbinds, im->err)) return im->err->code;
+            continue;
+        }
         if (!is_onnx_domain(n->domain))
             return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s' (%s): domain '%s' is not supported", name, op,
                                 n->domain);
-        if (!strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan"))
-            return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s' (%s): control flow is not supported", name, op);
         if (strcmp(op, "Constant") && !ts_op_find(op))
             return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s': operator '%s' (opset %d) is not supported",
                                 name, op, im->g->opset);
@@ -298,8 +401,11 @@ static ts_status sort_nodes(importer *im)
     int *ustart = calloc((size_t)nn + 2, sizeof(int));
     int *heap = malloc(sizeof(int) * ((size_t)nn + 1));
     int *users = NULL, *fill = NULL;
+    dep_list *deps = calloc((size_t)nn + 1, sizeof *deps);
     ts_status st = TS_OK;
-    if (!indeg || !ustart || !heap) goto nomem;
+    if (!indeg || !ustart || !heap || !deps) goto nomem;
+    for (int i = 0; i < nn; i++)
+        if (!deps_of(gp->node[i], &deps[i])) goto nomem;
     for (int i = 0; i < nn; i++) {
         const Onnx__NodeProto *n = gp->node[i];
         for (size_t o = 0; o < n->n_output; o++) {
@@ -324,11 +430,12 @@ static ts_status sort_nodes(importer *im)
     size_t nedges = 0;
     for (int i = 0; i < nn; i++) {
         const Onnx__NodeProto *n = gp->node[i];
-        for (size_t k = 0; k < n->n_input; k++) {
-            const char *t = n->input[k];
+        for (size_t k = 0; k < deps[i].n; k++) {
+            const char *t = deps[i].names[k];
             int p;
-            if (!t || !*t || map_find(&im->values, t, NULL)) continue;
+            if (!t || !*t || scope_has(im, t)) continue;
             if (!map_find(&prod, t, &p)) {
+                if (k >= n->n_input) continue; /* read inside a body: its import names it */
                 st = ts_error_set(im->err, TS_ERR_INVALID,
                                   "node '%s' (%s): input '%s' is not produced by any node or graph input", im->names[i],
                                   n->op_type, t);
@@ -344,11 +451,10 @@ static ts_status sort_nodes(importer *im)
     fill = calloc((size_t)nn + 1, sizeof(int));
     if (!users || !fill) goto nomem;
     for (int i = 0; i < nn; i++) {
-        const Onnx__NodeProto *n = gp->node[i];
-        for (size_t k = 0; k < n->n_input; k++) {
-            const char *t = n->input[k];
+        for (size_t k = 0; k < deps[i].n; k++) {
+            const char *t = deps[i].names[k];
             int p;
-            if (!t || !*t || map_find(&im->values, t, NULL) || !map_find(&prod, t, &p)) continue;
+            if (!t || !*t || scope_has(im, t) || !map_find(&prod, t, &p)) continue;
             users[ustart[p] + fill[p]++] = i;
         }
     }
@@ -369,12 +475,11 @@ static ts_status sort_nodes(importer *im)
         memset(fill, 0, sizeof(int) * (size_t)nn);
         while (!fill[cur]) {
             fill[cur] = 1;
-            const Onnx__NodeProto *n = gp->node[cur];
             int next = -1;
-            for (size_t k = 0; k < n->n_input && next < 0; k++) {
-                const char *t = n->input[k];
+            for (size_t k = 0; k < deps[cur].n && next < 0; k++) {
+                const char *t = deps[cur].names[k];
                 int p;
-                if (t && *t && !map_find(&im->values, t, NULL) && map_find(&prod, t, &p) && indeg[p]) next = p;
+                if (t && *t && !scope_has(im, t) && map_find(&prod, t, &p) && indeg[p]) next = p;
             }
             if (next < 0) break; /* cannot happen; stay safe */
             cur = next;
@@ -385,6 +490,8 @@ static ts_status sort_nodes(importer *im)
 nomem:
     st = oom(im);
 out:
+    for (int i = 0; deps && i < nn; i++) free(deps[i].names);
+    free(deps);
     map_free(&prod);
     free(indeg);
     free(ustart);
@@ -436,10 +543,24 @@ static ts_status add_constant_node(importer *im, int ni)
     return map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
 }
 
+/* Folds that stay allowed when the model must not grow: shape arithmetic. */
+#define SMALL_FOLD_BYTES 4096
+
+static bool fold_is_small(const ts_graph *g, int ni)
+{
+    const ts_node *n = &g->nodes[ni];
+    for (int o = 0; o < n->noutputs; o++) {
+        const ts_value *v = &g->values[n->outputs[o]];
+        if ((size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype) > SMALL_FOLD_BYTES) return false;
+    }
+    return true;
+}
+
 static ts_status add_node(importer *im, int ni)
 {
     const Onnx__NodeProto *n = im->gp->node[ni];
     const char *name = im->names[ni];
+    if (is_control_flow(n->op_type) && is_onnx_domain(n->domain)) return add_cf_node(im, ni);
     /* Trailing empty names are absent optional inputs/outputs: drop them so
      * the count matches what the operator expects. */
     int nin = (int)n->n_input, nout = (int)n->n_output;
@@ -454,7 +575,8 @@ static ts_status add_node(importer *im, int ni)
         st = oom(im);
         goto out;
     }
-    const ts_op_desc *op = ts_op_find(n->op_type);
+    bool opaque = ts_onnx_node_is_opaque(n);
+    const ts_op_desc *op = opaque ? &ts_op_opaque : ts_op_find(n->op_type);
     for (int k = 0; k < nin; k++) {
         ins[k] = -1;
         const char *t = n->input[k];
@@ -464,12 +586,25 @@ static ts_status add_node(importer *im, int ni)
                               n->op_type, k);
             goto out;
         }
-        if (t && *t && !map_find(&im->values, t, &ins[k])) { /* sort_nodes guarantees it; stay safe */
+        if (t && *t && resolve(im, t, &ins[k])) { /* sort_nodes guarantees it; stay safe */
             st = ts_error_set(im->err, TS_ERR_INVALID,
                               "node '%s' (%s): input '%s' is not produced by any node or graph input", name, n->op_type,
                               t);
             goto out;
         }
+    }
+    if (opaque) {
+        int idx = ts_onnx_opaque_import(im->g, im->gp, n, name, ins, nin, im->binds, im->nbinds, &im->opaque, im->err);
+        if (idx < 0) {
+            st = im->err->code;
+            goto out;
+        }
+        for (int o = 0; o < im->g->nodes[idx].noutputs; o++)
+            if (n->output[o] && *n->output[o] && !map_put(&im->values, n->output[o], im->g->nodes[idx].outputs[o])) {
+                st = oom(im);
+                goto out;
+            }
+        goto out;
     }
     if (ts_onnx_attrs_decode(n->attribute, n->n_attribute, im->base_dir, name, n->op_type, attrs, &store, im->err)) {
         st = im->err->code;
@@ -487,7 +622,7 @@ static ts_status add_node(importer *im, int ni)
             goto out;
         }
     /* Shape of a static shape folds too (TS_OP_SHAPE_ONLY) */
-    if (ts_node_fold(im->g, idx, im->err) < 0) st = im->err->code;
+    if ((!im->small_folds || fold_is_small(im->g, idx)) && ts_node_fold(im->g, idx, im->err) < 0) st = im->err->code;
 out:
     ts_onnx_attr_store_free(&store);
     free(ins);
@@ -503,7 +638,7 @@ static ts_status add_outputs(importer *im)
         int v;
         if (!name || !*name)
             return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph output %zu has no name", im->model, i);
-        if (!map_find(&im->values, name, &v))
+        if (resolve(im, name, &v))
             return ts_error_set(im->err, TS_ERR_INVALID, "graph output '%s' is not produced by any node or graph input",
                                 name);
         if (ts_graph_add_output(im->g, v, im->err)) return im->err->code;
@@ -511,13 +646,301 @@ static ts_status add_outputs(importer *im)
     return TS_OK;
 }
 
+/* ------------------------------------------------- control-flow nodes */
+
+/* Imports body gp of node `node` as a graph of its own whose formal inputs
+ * have the types dt/sh (the ONNX body's own declarations may leave shapes
+ * out; element types must agree).  Outer names it reads become captures
+ * (b->cap_slot still to be set by the caller). */
+static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const char *node, const char *op,
+                             const char *attr, int nformal, const ts_dtype *dt, const ts_shape *sh, ts_body **out)
+{
+    ts_error *err = parent->err;
+    *out = NULL;
+    if ((int)gp->n_input != nformal)
+        return ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): attribute '%s' has %zu inputs, expected %d", node,
+                            op, attr, gp->n_input, nformal);
+    if (gp->n_sparse_initializer)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): attribute '%s': sparse initializers are not "
+                            "supported", node, op, attr);
+    int depth = 0;
+    for (const importer *p = parent; p; p = p->parent) depth++;
+    if (depth > 64)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): bodies nested more than 64 deep", node, op);
+    importer im = {.gp = gp, .base_dir = parent->base_dir, .model = parent->model, .err = err, .parent = parent};
+    im.g = ts_graph_new(str_or(gp->name, attr), parent->g->opset);
+    im.names = calloc(gp->n_node + 1, sizeof *im.names);
+    im.order = malloc(sizeof(int) * (gp->n_node + 1));
+    im.inits = calloc(gp->n_initializer + 1, sizeof *im.inits);
+    ts_status st = TS_OK;
+    if (!im.g || !im.names || !im.order || !im.inits) st = oom(&im);
+    if (!st) st = add_initializers(&im);
+    for (int i = 0; !st && i < nformal; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const char *name = vi->name;
+        const Onnx__TypeProto *tp = vi->type;
+        ts_dtype ddt;
+        if (!name || !*name) {
+            st = ts_error_set(err, TS_ERR_PARSE, "node '%s' (%s): attribute '%s': input %d has no name", node, op, attr,
+                              i);
+            break;
+        }
+        if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+            tp->tensor_type->has_elem_type && tp->tensor_type->elem_type &&
+            (!ts_onnx_dtype_from(tp->tensor_type->elem_type, &ddt) || ddt != dt[i])) {
+            st = ts_error_set(err, TS_ERR_INVALID, "node '%s' (%s): attribute '%s': input '%s' is declared %s, the "
+                              "node gives %s", node, op, attr, name, ts_onnx_dtype_name(tp->tensor_type->elem_type),
+                              ts_dtype_name(dt[i]));
+            break;
+        }
+        int v = ts_graph_add_input(im.g, name, dt[i], &sh[i], err);
+        if (v < 0 || !map_put(&im.values, name, v)) st = v < 0 ? err->code : oom(&im);
+    }
+    if (!st && !(st = check_nodes(&im)) && !(st = sort_nodes(&im))) {
+        for (size_t k = 0; k < gp->n_node && !st; k++) {
+            int ni = im.order[k];
+            st = strcmp(gp->node[ni]->op_type, "Constant") ? add_node(&im, ni) : add_constant_node(&im, ni);
+        }
+        if (!st) st = add_outputs(&im);
+        if (!st && im.opaque)
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): attribute '%s': nodes of other domains inside "
+                              "control-flow bodies are not supported", node, op, attr);
+        if (!st) {
+            ts_graph_compact(im.g);
+            st = ts_graph_validate(im.g, err);
+        }
+    }
+    ts_body *b = NULL;
+    if (!st) {
+        b = ts_body_new(im.g, nformal, err);
+        im.g = NULL;
+        if (!b) st = err->code;
+    }
+    /* captures whose constants folded away are gone from the body */
+    for (int j = 0; !st && j < im.ncaps; j++)
+        if (ts_graph_find_value(b->g, im.caps[j]) >= 0) st = ts_body_add_capture(b, im.caps[j], -1, err);
+    if (st && !strstr(err->msg, attr)) ts_error_prefix(err, "node '%s' (%s): attribute '%s'", node, op, attr);
+    map_free(&im.values);
+    if (im.names)
+        for (size_t i = 0; i < gp->n_node; i++) free(im.names[i]);
+    free(im.names);
+    free(im.order);
+    if (im.inits)
+        for (size_t i = 0; i < gp->n_initializer; i++) ts_tensor_unref(im.inits[i]);
+    free(im.inits);
+    free(im.caps);
+    ts_opaque_table_free(im.opaque);
+    ts_graph_free(im.g);
+    if (st) {
+        ts_body_unref(b);
+        return st;
+    }
+    *out = b;
+    return TS_OK;
+}
+
+/* What graph gp declares for tensor name: a static tensor type, else rank -1. */
+static void declared_type(const Onnx__GraphProto *gp, const char *name, ts_dtype *dt, ts_shape *sh)
+{
+    *dt = TS_UNDEFINED;
+    sh->rank = -1;
+    const Onnx__ValueInfoProto *vi = NULL;
+    for (size_t i = 0; i < gp->n_output && !vi; i++)
+        if (gp->output[i]->name && !strcmp(gp->output[i]->name, name)) vi = gp->output[i];
+    for (size_t i = 0; i < gp->n_value_info && !vi; i++)
+        if (gp->value_info[i]->name && !strcmp(gp->value_info[i]->name, name)) vi = gp->value_info[i];
+    const Onnx__TypeProto *tp = vi ? vi->type : NULL;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type) ts_onnx_dtype_from(tt->elem_type, dt);
+    if (!tt->shape || tt->shape->n_dim > TS_MAX_RANK) return;
+    for (size_t d = 0; d < tt->shape->n_dim; d++)
+        if (tt->shape->dim[d]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+            tt->shape->dim[d]->dim_value < 0)
+            return;
+    sh->rank = (int)tt->shape->n_dim;
+    for (int d = 0; d < sh->rank; d++) sh->dims[d] = tt->shape->dim[d]->dim_value;
+}
+
+/* An int (or ints) attribute of a NodeProto read before the node exists. */
+static const Onnx__AttributeProto *proto_attr(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t a = 0; a < n->n_attribute; a++)
+        if (n->attribute[a]->name && !strcmp(n->attribute[a]->name, name)) return n->attribute[a];
+    return NULL;
+}
+
+/* If, Loop, Scan: the bodies are imported first (their formal inputs typed
+ * from the node's inputs), then the node, whose inputs are its own
+ * followed by every value its bodies capture. */
+static ts_status add_cf_node(importer *im, int ni)
+{
+    const Onnx__NodeProto *n = im->gp->node[ni];
+    const char *name = im->names[ni], *opn = n->op_type;
+    const ts_op_desc *op = ts_op_find(opn);
+    int nin = (int)n->n_input, nout = (int)n->n_output;
+    while (nin > 0 && !str_or(n->input[nin - 1], NULL)) nin--;
+    while (nout > 0 && !str_or(n->output[nout - 1], NULL)) nout--;
+    int nexp = op == &ts_op_loop && nin < 2 ? 2 : nin; /* Loop's M and cond keep their slots */
+    bool scan = op == &ts_op_scan;
+    if (scan && im->g->opset < 9)
+        return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s' (Scan): Scan of opset %d (batched, with "
+                            "sequence_lens) is not supported; opset 9 and later are", name, im->g->opset);
+    size_t cap = (size_t)nexp + 16;
+    int *ins = malloc(sizeof(int) * cap), *outs = malloc(sizeof(int) * ((size_t)nout + 1));
+    ts_dtype *dt = calloc((size_t)nexp + 1, sizeof *dt);
+    ts_shape *sh = calloc((size_t)nexp + 1, sizeof *sh);
+    ts_dtype *ddt = calloc((size_t)nout + 1, sizeof *ddt);
+    ts_shape *dsh = calloc((size_t)nout + 1, sizeof *dsh);
+    ts_attr *attrs = calloc(n->n_attribute + 1, sizeof *attrs);
+    Onnx__AttributeProto **plain = calloc(n->n_attribute + 1, sizeof *plain);
+    ts_body *bodies[TS_CF_MAX_BODIES] = {0};
+    ts_onnx_attr_store store = {0};
+    int nins = nexp, nformal = 0, nplain = 0;
+    ts_status st = TS_OK;
+    if (!ins || !outs || !dt || !sh || !ddt || !dsh || !attrs || !plain) {
+        st = oom(im);
+        goto out;
+    }
+    for (int k = 0; k < nexp; k++) {
+        const char *t = k < nin ? n->input[k] : NULL;
+        ins[k] = -1;
+        if (t && *t && resolve(im, t, &ins[k])) {
+            st = im->err->code ? im->err->code
+                               : ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (%s): input '%s' is not produced by "
+                                              "any node or graph input", name, opn, t);
+            goto out;
+        }
+    }
+    /* the bodies' formal inputs */
+    if (op == &ts_op_loop) {
+        nformal = nexp;
+        dt[0] = TS_I64;
+        dt[1] = TS_BOOL;
+        for (int k = 2; k < nexp; k++) {
+            if (ins[k] < 0) {
+                st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Loop): loop-carried input %d has no name", name,
+                                  k - 2);
+                goto out;
+            }
+            dt[k] = im->g->values[ins[k]].dtype;
+            sh[k] = im->g->values[ins[k]].shape;
+        }
+    } else if (scan) {
+        const Onnx__AttributeProto *a = proto_attr(n, "num_scan_inputs"), *ax = proto_attr(n, "scan_input_axes");
+        int m = a && a->has_i ? (int)a->i : -1;
+        if (m < 1 || m > nexp) {
+            st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Scan): num_scan_inputs is missing or not between 1 "
+                              "and its %d inputs", name, nexp);
+            goto out;
+        }
+        nformal = nexp;
+        for (int k = 0; k < nexp; k++) {
+            if (ins[k] < 0) {
+                st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Scan): input %d has no name", name, k);
+                goto out;
+            }
+            dt[k] = im->g->values[ins[k]].dtype;
+            sh[k] = im->g->values[ins[k]].shape;
+            int j = k - (nexp - m), axis = 0;
+            if (j < 0) continue;
+            if (sh[k].rank < 1 || (ax && (size_t)j < ax->n_ints && !ts_axis_norm(ax->ints[j], sh[k].rank, &axis))) {
+                st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Scan): scan input %d has no such axis", name, j);
+                goto out;
+            }
+            for (int d = axis; d + 1 < sh[k].rank; d++) sh[k].dims[d] = sh[k].dims[d + 1];
+            sh[k].rank--;
+        }
+    }
+    /* bodies, then the other attributes */
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        Onnx__AttributeProto *at = n->attribute[a];
+        const char *an = at->name ? at->name : "";
+        int slot = -1;
+        for (int k = 0; k < (op == &ts_op_if ? 2 : 1); k++)
+            if (!strcmp(an, ts_cf_body_attr_name(op, k))) slot = k;
+        if (slot < 0) {
+            plain[nplain++] = at;
+            continue;
+        }
+        if (!at->g) {
+            st = ts_error_set(im->err, TS_ERR_PARSE, "node '%s' (%s): attribute '%s' holds no graph", name, opn, an);
+            goto out;
+        }
+        if (bodies[slot]) continue; /* a repeated attribute: the first counts */
+        if ((st = import_body(im, at->g, name, opn, an, nformal, dt, sh, &bodies[slot]))) goto out;
+    }
+    if (ts_onnx_attrs_decode(plain, (size_t)nplain, im->base_dir, name, opn, attrs, &store, im->err)) {
+        st = im->err->code;
+        goto out;
+    }
+    int na = nplain;
+    for (int k = 0; k < TS_CF_MAX_BODIES; k++) {
+        ts_body *b = bodies[k];
+        if (!b) continue;
+        attrs[na++] = (ts_attr){.name = ts_cf_body_attr_name(op, k), .kind = TS_ATTR_GRAPH, .body = b};
+        /* each capture: resolved here (maybe captured from further out) and
+         * given a node input after the explicit ones */
+        for (int j = 0; j < b->ncap; j++) {
+            int v, slot = -1;
+            if (resolve(im, b->cap_name[j], &v)) {
+                st = im->err->code ? im->err->code : oom(im);
+                goto out;
+            }
+            for (int s = nexp; s < nins && slot < 0; s++)
+                if (ins[s] == v) slot = s;
+            if (slot < 0) {
+                if ((size_t)nins == cap) {
+                    int *p = realloc(ins, sizeof(int) * (cap *= 2));
+                    if (!p) {
+                        st = oom(im);
+                        goto out;
+                    }
+                    ins = p;
+                }
+                ins[slot = nins++] = v;
+            }
+            b->cap_slot[j] = slot;
+        }
+    }
+    for (int o = 0; o < nout; o++) declared_type(im->gp, str_or(n->output[o], ""), &ddt[o], &dsh[o]);
+    for (int k = 0; k < TS_CF_MAX_BODIES; k++)
+        if (bodies[k] && (st = ts_body_set_declared(bodies[k], nout, ddt, dsh, im->err))) goto out;
+    int idx = ts_graph_add_node(im->g, opn, name, ins, nins, attrs, na, nout, (const char *const *)n->output, outs,
+                                im->err);
+    if (idx < 0) {
+        st = im->err->code;
+        goto out;
+    }
+    for (int o = 0; o < nout; o++)
+        if (n->output[o] && *n->output[o] && !map_put(&im->values, n->output[o], outs[o])) {
+            st = oom(im);
+            goto out;
+        }
+    if (ts_node_fold(im->g, idx, im->err) < 0) st = im->err->code;
+out:
+    for (int k = 0; k < TS_CF_MAX_BODIES; k++) ts_body_unref(bodies[k]); /* the node holds its own references */
+    ts_onnx_attr_store_free(&store);
+    free(ins);
+    free(outs);
+    free(dt);
+    free(sh);
+    free(ddt);
+    free(dsh);
+    free(attrs);
+    free(plain);
+    return st;
+}
+
 /* Steps 2-5: the graph at the sizes binds give.  inits (n_initializer
  * entries) receives each decoded initializer, or supplies it when set. */
 static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char *base_dir, const char *model,
                               const ts_input_bind *binds, int nbinds, ts_tensor **inits, ts_graph **out,
-                              ts_error *err)
+                              struct ts_opaque_table **opaque, bool small_folds, ts_error *err)
 {
-    importer im = {.gp = gp, .base_dir = base_dir, .model = model, .err = err, .inits = inits};
+    importer im = {.gp = gp, .base_dir = base_dir, .model = model, .err = err, .inits = inits, .binds = binds,
+                   .nbinds = nbinds, .small_folds = small_folds};
+    *opaque = NULL;
     im.g = ts_graph_new(str_or(gp->name, "graph"), opset);
     im.names = calloc(gp->n_node + 1, sizeof *im.names);
     im.order = malloc(sizeof(int) * (gp->n_node + 1));
@@ -543,9 +966,11 @@ static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char 
     free(im.order);
     if (st) {
         ts_graph_free(im.g);
+        ts_opaque_table_free(im.opaque);
         return st;
     }
     *out = im.g;
+    *opaque = im.opaque;
     return TS_OK;
 }
 
@@ -806,7 +1231,10 @@ static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int o
                 if (m->inputs[k].dims[d].symbolic) binds[k].shape.dims[d] = sym_of(m, k, d)->probe;
         }
         ts_error e = {0};
-        if (import_graph(gp, opset, base_dir, model, binds, m->ninputs, inits, &p, &e) && !attempt) perr = e;
+        struct ts_opaque_table *tab = NULL;
+        if (import_graph(gp, opset, base_dir, model, binds, m->ninputs, inits, &p, &tab, m->small_folds, &e) && !attempt)
+            perr = e;
+        ts_opaque_table_free(tab); /* the probe's graph is compared, never written */
     }
     free(binds);
     char syms[200];
@@ -819,6 +1247,45 @@ static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int o
     bool ok = probe_diff(m, g, p);
     ts_graph_free(p);
     return ok ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+}
+
+/* Bytes of the weights the file holds: initializers (decoded) and
+ * Constant nodes. */
+static int64_t file_weight_bytes(const Onnx__GraphProto *gp, ts_tensor *const *inits)
+{
+    int64_t b = 0;
+    for (size_t i = 0; i < gp->n_initializer; i++) b += inits[i] ? (int64_t)inits[i]->nbytes : 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (!n->op_type || strcmp(n->op_type, "Constant") || n->n_attribute != 1) continue;
+        const Onnx__AttributeProto *a = n->attribute[0];
+        ts_dtype dt;
+        if (a->t && a->t->has_data_type && ts_onnx_dtype_from(a->t->data_type, &dt)) {
+            int64_t e = 1;
+            for (size_t d = 0; d < a->t->n_dims && e >= 0; d++)
+                e = a->t->dims[d] >= 0 && a->t->dims[d] < ((int64_t)1 << 40) ? e * a->t->dims[d] : -1;
+            if (e > 0 && e < ((int64_t)1 << 40)) b += e * (int64_t)ts_dtype_size(dt);
+        } else
+            b += (int64_t)(a->n_floats * 4 + a->n_ints * 8 + 8);
+    }
+    return b;
+}
+
+/* Bytes of the constants g's nodes and outputs read: the weights a
+ * written model holds. */
+static int64_t folded_bytes(const ts_graph *g)
+{
+    char *used = calloc((size_t)g->nvalues + 1, 1);
+    if (!used) return 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].ninputs; j++)
+            if (g->nodes[i].inputs[j] >= 0) used[g->nodes[i].inputs[j]] = 1;
+    for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
+    int64_t b = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (used[v] && g->values[v].constant) b += (int64_t)g->values[v].constant->nbytes;
+    free(used);
+    return b;
 }
 
 static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
@@ -837,9 +1304,27 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     ts_tensor **inits = calloc(gp->n_initializer + 1, sizeof *inits);
     if (!inits) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
     ts_graph *g = NULL;
-    ts_status st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, err);
+    struct ts_opaque_table *opaque = NULL;
+    ts_status st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err);
+    bool small_folds = false;
+    if (!st && folded_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
+        /* folding made the weights more than 10% larger (Expand, Tile of
+         * weights...): what cannot be folded without growing stays
+         * computed, as the file had it */
+        ts_graph_free(g);
+        ts_opaque_table_free(opaque);
+        g = NULL;
+        opaque = NULL;
+        small_folds = true;
+        st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, true, err);
+    }
     if (!st && !(g->meta = meta_record(mp, g)))
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
+    if (!st) {
+        g->meta->opaque = opaque;
+        g->meta->small_folds = small_folds;
+    } else
+        ts_opaque_table_free(opaque);
     if (!st && g->meta->nsyms && !g->meta->why_static[0])
         st = probe_sizes(g->meta, gp, opset, base_dir, model, inits, g, err);
     for (size_t i = 0; i < gp->n_initializer; i++) ts_tensor_unref(inits[i]);

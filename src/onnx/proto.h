@@ -41,4 +41,38 @@ ts_status ts_onnx_attrs_decode(Onnx__AttributeProto *const *a, size_t n, const c
                                const char *op, ts_attr *out, ts_onnx_attr_store *store, ts_error *err);
 void ts_onnx_attr_store_free(ts_onnx_attr_store *store);
 
+/* Opaque nodes (opaque.c, src/ops/opaque.h).  Whether the file's node is
+ * kept as it is (custom domain, unknown operator). */
+bool ts_onnx_node_is_opaque(const Onnx__NodeProto *n);
+/* Whether `name` is an output of an opaque node of gp (a --input binding
+ * may give its shape). */
+bool ts_onnx_opaque_output(const Onnx__GraphProto *gp, const char *name);
+struct ts_opaque_table;
+/* Fails naming node n when the types and shapes of its outputs are not
+ * known (value_info, graph outputs, binds): before anything is built. */
+ts_status ts_onnx_opaque_check(const ts_graph *g, const Onnx__GraphProto *gp, const Onnx__NodeProto *n,
+                               const char *name, const ts_input_bind *binds, int nbinds, ts_error *err);
+/* Adds node n of gp (named `name`, inputs ins[0..nin)) to g as an opaque
+ * node; its record goes into *tab (allocated on first use).  Returns the
+ * node index or -1 (err set, naming the node and what is missing). */
+int ts_onnx_opaque_import(ts_graph *g, const Onnx__GraphProto *gp, const Onnx__NodeProto *n, const char *name,
+                          const int *ins, int nin, const ts_input_bind *binds, int nbinds,
+                          struct ts_opaque_table **tab, ts_error *err);
+/* The NodeProto of opaque node n as the file had it, with the graph's
+ * current input/output names; every allocation through alloc(ctx, size)
+ * (zeroed, freed by the caller's arena). */
+Onnx__NodeProto *ts_onnx_opaque_export(const ts_graph *g, const ts_node *n, void *(*alloc)(void *ctx, size_t size),
+                                       void *ctx, ts_error *err);
+
+/* External data (external_data.c).  Maps tp's bytes from its external
+ * file into *out when the tensor is large and aligned enough: 1 mapped,
+ * 0 not (read it instead: that path reports errors). */
+int ts_onnx_external_map(const Onnx__TensorProto *tp, const char *base_dir, ts_dtype dt, const ts_shape *shape,
+                         size_t want, ts_tensor **out);
+/* Moves gp's initializers of 1 KiB or more into MODEL_PATH.data (written
+ * and renamed now; *data_path receives its path, malloc'ed) and makes them
+ * refer to it; allocations through alloc(ctx, size). */
+ts_status ts_onnx_external_write(Onnx__GraphProto *gp, const char *model_path, void *(*alloc)(void *ctx, size_t size),
+                                 void *ctx, char **data_path, ts_error *err);
+
 #endif

@@ -17,7 +17,10 @@ static const struct {
     {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, TS_F32}, {ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, TS_F64},
     {ONNX__TENSOR_PROTO__DATA_TYPE__INT64, TS_I64}, {ONNX__TENSOR_PROTO__DATA_TYPE__INT32, TS_I32},
     {ONNX__TENSOR_PROTO__DATA_TYPE__INT8, TS_I8},   {ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, TS_U8},
-    {ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, TS_BOOL},
+    {ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, TS_BOOL}, {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16, TS_F16},
+    {ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16, TS_BF16}, {ONNX__TENSOR_PROTO__DATA_TYPE__INT16, TS_I16},
+    {ONNX__TENSOR_PROTO__DATA_TYPE__UINT16, TS_U16}, {ONNX__TENSOR_PROTO__DATA_TYPE__UINT32, TS_U32},
+    {ONNX__TENSOR_PROTO__DATA_TYPE__UINT64, TS_U64},
 };
 
 bool ts_onnx_dtype_from(int32_t onnx_type, ts_dtype *out)
@@ -152,7 +155,8 @@ static int64_t typed_count(const Onnx__TensorProto *tp, ts_dtype dt)
     case TS_F32: return (int64_t)tp->n_float_data;
     case TS_F64: return (int64_t)tp->n_double_data;
     case TS_I64: return (int64_t)tp->n_int64_data;
-    default: return (int64_t)tp->n_int32_data;
+    case TS_U32: case TS_U64: return (int64_t)tp->n_uint64_data;
+    default: return (int64_t)tp->n_int32_data; /* 8- and 16-bit types, float16/bfloat16 bit patterns too */
     }
 }
 
@@ -173,6 +177,16 @@ static void copy_typed(const Onnx__TensorProto *tp, ts_tensor *t)
     case TS_BOOL:
         for (int64_t i = 0; i < n; i++) ((uint8_t *)t->data)[i] = tp->int32_data[i] != 0;
         break;
+    case TS_I16:
+        for (int64_t i = 0; i < n; i++) ((int16_t *)t->data)[i] = (int16_t)tp->int32_data[i];
+        break;
+    case TS_F16: case TS_BF16: case TS_U16: /* the 16 bits, as stored */
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)t->data)[i] = (uint16_t)(uint32_t)tp->int32_data[i];
+        break;
+    case TS_U32:
+        for (int64_t i = 0; i < n; i++) ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
+        break;
+    case TS_U64: memcpy(t->data, tp->uint64_data, (size_t)n * 8); break;
     default: break;
     }
 }
@@ -215,6 +229,8 @@ ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_di
             return ts_error_set(err, TS_ERR_PARSE, "%s has %lld values, expected %lld", what,
                                 (long long)typed_count(tp, dt), (long long)numel);
     }
+    /* large external weights are mapped from their file, not copied */
+    if (external && ts_onnx_external_map(tp, base_dir, dt, &shape, want, out)) return TS_OK;
     ts_tensor *t = ts_tensor_new(dt, &shape, err);
     if (!t) return ts_error_prefix(err, "%s", what);
     if (external) {

@@ -102,5 +102,5 @@ static ts_status argmin_kernel(ts_kernel_ctx *k) { return arg_run(k, -1); }
 
 #define ARG(NAME) .name = NAME, .attr_size = sizeof(arg_attrs), .min_inputs = 1, .max_inputs = 1, \
                   .min_outputs = 1, .max_outputs = 1, .parse = arg_parse, .emit = arg_emit, .infer = arg_infer
-const ts_op_desc ts_op_argmax = {ARG("ArgMax"), .kernel = argmax_kernel};
-const ts_op_desc ts_op_argmin = {ARG("ArgMin"), .kernel = argmin_kernel};
+const ts_op_desc ts_op_argmax = {.opset_min = 1, ARG("ArgMax"), .kernel = argmax_kernel};
+const ts_op_desc ts_op_argmin = {.opset_min = 1, ARG("ArgMin"), .kernel = argmin_kernel};

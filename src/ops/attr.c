@@ -153,6 +153,12 @@ ts_status ts_infer_const_ints(ts_infer_ctx *c, int i, int64_t *out, int max, int
     return TS_OK;
 }
 
+const ts_tensor *ts_infer_const_tensor(ts_infer_ctx *c, int i)
+{
+    const ts_value *v = const_input(c, i);
+    return v ? v->constant : NULL;
+}
+
 ts_status ts_infer_const_floats(ts_infer_ctx *c, int i, double *out, int max, int *n)
 {
     const ts_value *v = const_input(c, i);
@@ -175,6 +181,12 @@ ts_dtype ts_dtype_from_onnx(int64_t code)
     case 7: return TS_I64;
     case 9: return TS_BOOL;
     case 11: return TS_F64;
+    case 4: return TS_U16;
+    case 5: return TS_I16;
+    case 10: return TS_F16;
+    case 12: return TS_U32;
+    case 13: return TS_U64;
+    case 16: return TS_BF16;
     default: return TS_UNDEFINED;
     }
 }

@@ -104,7 +104,7 @@ static double bn_flops(const ts_node *n, const ts_graph *g)
     return 2.0 * (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
 }
 
-const ts_op_desc ts_op_batchnorm = {
+const ts_op_desc ts_op_batchnorm = {.opset_min = 1, 
     .name = "BatchNormalization", .attr_size = sizeof(ts_batchnorm_attrs), .min_inputs = 5, .max_inputs = 5,
     .min_outputs = 1, .max_outputs = 5, .flags = 0,
     .linear_inputs = 0xf, /* degree 1 in X, scale, B, mean; not in var (docs/pet.md) */

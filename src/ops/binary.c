@@ -375,59 +375,59 @@ static double variadic_flops(const ts_node *n, const ts_graph *g)
 
 #define BINARY(NAME) .name = NAME, .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1
 
-const ts_op_desc ts_op_add = {
+const ts_op_desc ts_op_add = {.opset_min = 7, 
     BINARY("Add"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
     .linear_inputs = 0x3, /* degree 1 in each (PET: a sum of multi-linear terms, docs/pet.md) */
     .expr = "L[i] A[i] + B[i]", .infer = infer_arith, .kernel = add_kernel,
 };
-const ts_op_desc ts_op_sub = {
+const ts_op_desc ts_op_sub = {.opset_min = 7, 
     BINARY("Sub"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[i] A[i] - B[i]",
     .infer = infer_arith, .kernel = sub_kernel,
 };
-const ts_op_desc ts_op_mul = {
+const ts_op_desc ts_op_mul = {.opset_min = 7, 
     BINARY("Mul"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[i] A[i] * B[i]",
     .infer = infer_arith, .kernel = mul_kernel,
 };
-const ts_op_desc ts_op_div = {
+const ts_op_desc ts_op_div = {.opset_min = 7, 
     BINARY("Div"), .flags = TS_OP_ELEMENTWISE, .linear_inputs = 0x1, /* linear in the dividend */
     .expr = "L[i] A[i] / B[i]", .infer = infer_arith, .kernel = div_kernel,
 };
-const ts_op_desc ts_op_pow = {
+const ts_op_desc ts_op_pow = {.opset_min = 7, 
     BINARY("Pow"), .flags = TS_OP_ELEMENTWISE, .infer = infer_pow, .kernel = pow_kernel,
 };
-const ts_op_desc ts_op_equal = {
+const ts_op_desc ts_op_equal = {.opset_min = 7, 
     BINARY("Equal"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = infer_equal, .kernel = equal_kernel,
 };
-const ts_op_desc ts_op_max = {
+const ts_op_desc ts_op_max = {.opset_min = 1, 
     .name = "Max", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = max_kernel, .flops = variadic_flops,
 };
 /* Sum and Mean: variadic, polynomial (exact) and linear in every input. */
-const ts_op_desc ts_op_sum = {
+const ts_op_desc ts_op_sum = {.opset_min = 1, 
     .name = "Sum", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0xffffffffu, .infer = infer_arith,
     .kernel = sum_kernel, .flops = variadic_flops,
 };
-const ts_op_desc ts_op_mean = {
+const ts_op_desc ts_op_mean = {.opset_min = 1, 
     .name = "Mean", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0xffffffffu, .infer = infer_mean,
     .kernel = mean_kernel, .flops = variadic_flops,
 };
-const ts_op_desc ts_op_min = {
+const ts_op_desc ts_op_min = {.opset_min = 1, 
     .name = "Min", .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE, .infer = infer_arith, .kernel = min_kernel, .flops = variadic_flops,
 };
 
-#define CMP_DESC(SYM, NAME, INFER, FLAGS) \
-    const ts_op_desc ts_op_##SYM = {BINARY(NAME), .flags = FLAGS, .infer = INFER, .kernel = SYM##_kernel};
-CMP_DESC(greater, "Greater", infer_compare, TS_OP_ELEMENTWISE)
-CMP_DESC(less, "Less", infer_compare, TS_OP_ELEMENTWISE)
-CMP_DESC(greater_eq, "GreaterOrEqual", infer_compare, TS_OP_ELEMENTWISE)
-CMP_DESC(less_eq, "LessOrEqual", infer_compare, TS_OP_ELEMENTWISE)
-CMP_DESC(and, "And", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
-CMP_DESC(or, "Or", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
-CMP_DESC(xor, "Xor", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT)
-const ts_op_desc ts_op_mod = {
+#define CMP_DESC(SYM, NAME, INFER, FLAGS, SINCE) \
+    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, BINARY(NAME), .flags = FLAGS, .infer = INFER, .kernel = SYM##_kernel};
+CMP_DESC(greater, "Greater", infer_compare, TS_OP_ELEMENTWISE, 7)
+CMP_DESC(less, "Less", infer_compare, TS_OP_ELEMENTWISE, 7)
+CMP_DESC(greater_eq, "GreaterOrEqual", infer_compare, TS_OP_ELEMENTWISE, 12)
+CMP_DESC(less_eq, "LessOrEqual", infer_compare, TS_OP_ELEMENTWISE, 12)
+CMP_DESC(and, "And", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT, 7)
+CMP_DESC(or, "Or", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT, 7)
+CMP_DESC(xor, "Xor", infer_logic, TS_OP_ELEMENTWISE | TS_OP_EXACT, 7)
+const ts_op_desc ts_op_mod = {.opset_min = 10, 
     BINARY("Mod"), .attr_size = sizeof(mod_attrs), .flags = TS_OP_ELEMENTWISE, .parse = mod_parse,
     .emit = mod_emit, .infer = infer_mod, .kernel = mod_kernel,
 };

@@ -22,8 +22,8 @@ static ts_status cast_parse(void *attrs, const ts_attr *a, int na, int opset, ts
     p->to = ts_dtype_from_onnx(p->onnx_to);
     if (p->to == TS_UNDEFINED)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "attribute 'to': element type %lld is not supported (expected float32, float64, int64, "
-                            "int32, int8, uint8 or bool)",
+                            "attribute 'to': element type %lld is not supported (expected float32, float64, "
+                            "float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool)",
                             (long long)p->onnx_to);
     return TS_OK;
 }
@@ -64,6 +64,10 @@ static void put_int(ts_tensor *t, int64_t i, int64_t v)
     case TS_I32: ((int32_t *)t->data)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
     case TS_I8: ((int8_t *)t->data)[i] = (int8_t)(uint8_t)(uint64_t)v; break;
     case TS_U8: ((uint8_t *)t->data)[i] = (uint8_t)(uint64_t)v; break;
+    case TS_I16: ((int16_t *)t->data)[i] = (int16_t)(uint16_t)(uint64_t)v; break;
+    case TS_U16: ((uint16_t *)t->data)[i] = (uint16_t)(uint64_t)v; break;
+    case TS_U32: ((uint32_t *)t->data)[i] = (uint32_t)(uint64_t)v; break;
+    case TS_U64: ((uint64_t *)t->data)[i] = (uint64_t)v; break;
     case TS_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
     default: break;
     }
@@ -97,8 +101,25 @@ static ts_status cast_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_cast = {
+const ts_op_desc ts_op_cast = {.opset_min = 6, 
     .name = "Cast", .attr_size = sizeof(cast_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_ELEMENTWISE, .parse = cast_parse, .emit = cast_emit,
     .infer = cast_infer, .kernel = cast_kernel,
+};
+
+/* CastLike (opset 15): Cast to the element type of the second input, whose
+ * values are not read. */
+static ts_status castlike_infer(ts_infer_ctx *c)
+{
+    ts_dtype from = c->in[0]->dtype, to = c->in[1]->dtype;
+    if (from == TS_UNDEFINED || from == TS_MODP) return ts_infer_fail(c, "cannot cast from %s", ts_dtype_name(from));
+    if (to == TS_UNDEFINED || to == TS_MODP) return ts_infer_fail(c, "cannot cast to %s", ts_dtype_name(to));
+    c->out_dtype[0] = to;
+    c->out_shape[0] = c->in[0]->shape;
+    return TS_OK;
+}
+
+const ts_op_desc ts_op_castlike = {.opset_min = 15, 
+    .name = "CastLike", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .flags = TS_OP_EXACT, .infer = castlike_infer, .kernel = cast_kernel,
 };

@@ -80,7 +80,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 
 /* Every output element is one element of one input: linear in each input
  * (PET treats concat as multi-linear). */
-const ts_op_desc ts_op_concat = {
+const ts_op_desc ts_op_concat = {.opset_min = 4, 
     .name = "Concat", .attr_size = sizeof(ts_concat_attrs), .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0xffffffffu,
     .parse = concat_parse, .emit = concat_emit, .infer = concat_infer, .kernel = concat_kernel, .flops = no_flops,

@@ -83,7 +83,7 @@ static ts_status cs_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_cumsum = {
+const ts_op_desc ts_op_cumsum = {.opset_min = 11, 
     .name = "CumSum", .attr_size = sizeof(cumsum_attrs), .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = cs_parse, .emit = cs_emit,
     .infer = cs_infer, .kernel = cs_kernel,

@@ -100,5 +100,5 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 #define DS(NAME) .name = NAME, .attr_size = sizeof(ds_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, \
                  .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1,                      \
                  .parse = ds_parse, .emit = ds_emit, .flops = no_flops
-const ts_op_desc ts_op_depth_to_space = {DS("DepthToSpace"), .infer = d2s_infer, .kernel = d2s_kernel};
-const ts_op_desc ts_op_space_to_depth = {DS("SpaceToDepth"), .infer = s2d_infer, .kernel = s2d_kernel};
+const ts_op_desc ts_op_depth_to_space = {.opset_min = 1, DS("DepthToSpace"), .infer = d2s_infer, .kernel = d2s_kernel};
+const ts_op_desc ts_op_space_to_depth = {.opset_min = 1, DS("SpaceToDepth"), .infer = s2d_infer, .kernel = s2d_kernel};

@@ -40,7 +40,11 @@ static inline void bcast_next(bcast_iter *it)
     }
 }
 
-static inline bool dtype_is_int(ts_dtype t) { return t == TS_I64 || t == TS_I32 || t == TS_I8 || t == TS_U8; }
+static inline bool dtype_is_int(ts_dtype t)
+{
+    return t == TS_I64 || t == TS_I32 || t == TS_I8 || t == TS_U8 || t == TS_I16 || t == TS_U16 || t == TS_U32 ||
+           t == TS_U64;
+}
 
 /* Float tensors arrive in the domain's storage; everything else keeps its dtype. */
 static inline double el_get(const ts_num *num, const ts_tensor *t, int64_t i)
@@ -64,6 +68,10 @@ static inline void el_set_i64(ts_tensor *t, int64_t i, int64_t v)
     case TS_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
     case TS_I8: ((int8_t *)t->data)[i] = (int8_t)v; break;
     case TS_U8: ((uint8_t *)t->data)[i] = (uint8_t)v; break;
+    case TS_I16: ((int16_t *)t->data)[i] = (int16_t)v; break;
+    case TS_U16: ((uint16_t *)t->data)[i] = (uint16_t)v; break;
+    case TS_U32: ((uint32_t *)t->data)[i] = (uint32_t)v; break;
+    case TS_U64: ((uint64_t *)t->data)[i] = (uint64_t)v; break;
     case TS_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
     default: break;
     }

@@ -47,7 +47,7 @@ static ts_status expand_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_expand = {
+const ts_op_desc ts_op_expand = {.opset_min = 8, 
     .name = "Expand", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .infer = expand_infer, .kernel = expand_kernel,
     .flops = no_flops,
@@ -93,7 +93,7 @@ static ts_status tile_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_tile = {
+const ts_op_desc ts_op_tile = {.opset_min = 1, 
     .name = "Tile", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .infer = tile_infer, .kernel = tile_kernel,
     .flops = no_flops,

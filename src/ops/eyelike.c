@@ -55,7 +55,7 @@ static ts_status eye_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_eyelike = {
+const ts_op_desc ts_op_eyelike = {.opset_min = 9, 
     .name = "EyeLike", .attr_size = sizeof(eyelike_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_SHAPE_ONLY, .parse = eye_parse, .emit = eye_emit,
     .infer = eye_infer, .kernel = eye_kernel,

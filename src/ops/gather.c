@@ -81,7 +81,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_gather = {
+const ts_op_desc ts_op_gather = {.opset_min = 1, 
     .name = "Gather", .attr_size = sizeof(ts_gather_attrs), .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = gather_parse,
     .emit = gather_emit, .infer = gather_infer, .kernel = gather_kernel, .flops = no_flops,

@@ -72,7 +72,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_gather_elements = {
+const ts_op_desc ts_op_gather_elements = {.opset_min = 11, 
     .name = "GatherElements", .attr_size = sizeof(gather_el_attrs), .min_inputs = 2, .max_inputs = 2,
     .min_outputs = 1, .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1,
     .parse = ge_parse, .emit = ge_emit, .infer = ge_infer, .kernel = ge_kernel, .flops = no_flops,

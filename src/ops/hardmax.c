@@ -62,7 +62,7 @@ static ts_status hm_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_hardmax = {
+const ts_op_desc ts_op_hardmax = {.opset_min = 1, 
     .name = "Hardmax", .attr_size = sizeof(hardmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .parse = hm_parse, .emit = hm_emit, .infer = hm_infer, .kernel = hm_kernel,
 };

@@ -31,7 +31,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_identity = {
+const ts_op_desc ts_op_identity = {.opset_min = 1, 
     .name = "Identity", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_EXACT | TS_OP_MOVEMENT | TS_OP_ELEMENTWISE, .linear_inputs = 0x1, .expr = "L[i] A[i]",
     .infer = copy_infer, .kernel = copy_kernel, .flops = no_flops,
@@ -101,7 +101,7 @@ static ts_status dropout_kernel(ts_kernel_ctx *k)
     return copy_kernel(k);
 }
 
-const ts_op_desc ts_op_dropout = {
+const ts_op_desc ts_op_dropout = {.opset_min = 1, 
     .name = "Dropout", .attr_size = sizeof(dropout_attrs), .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
     .max_outputs = 2, .flags = TS_OP_EXACT | TS_OP_MOVEMENT | TS_OP_ELEMENTWISE | TS_OP_RANDOM, .linear_inputs = 0x1,
     .parse = dropout_parse, .emit = dropout_emit, .infer = dropout_infer, .kernel = dropout_kernel, .flops = no_flops,

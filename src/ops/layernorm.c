@@ -134,7 +134,7 @@ static double ln_flops(const ts_node *n, const ts_graph *g)
     return 5.0 * (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
 }
 
-const ts_op_desc ts_op_layernorm = {
+const ts_op_desc ts_op_layernorm = {.opset_min = 17, 
     .name = "LayerNormalization", .attr_size = sizeof(ts_layernorm_attrs), .min_inputs = 2, .max_inputs = 3,
     .min_outputs = 1, .max_outputs = 3, .flags = 0, .parse = ln_parse, .emit = ln_emit, .infer = ln_infer,
     .kernel = ln_kernel, .flops = ln_flops,

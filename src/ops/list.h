@@ -36,5 +36,14 @@ extern const ts_op_desc ts_op_concat, ts_op_split, ts_op_slice, ts_op_reshape, t
     ts_op_dropout, ts_op_pad, ts_op_resize, ts_op_upsample, ts_op_expand, ts_op_tile;
 extern const ts_op_desc ts_op_size, ts_op_trilu, ts_op_gather_elements, ts_op_argmax, ts_op_argmin,
     ts_op_depth_to_space, ts_op_space_to_depth, ts_op_eyelike;
+extern const ts_op_desc ts_op_castlike, ts_op_range, ts_op_topk, ts_op_onehot, ts_op_nms, ts_op_grid_sample;
+extern const ts_op_desc ts_op_scatter_elements, ts_op_scatter, ts_op_scatternd, ts_op_gathernd, ts_op_instance_norm,
+    ts_op_mvn, ts_op_lrn;
+extern const ts_op_desc ts_op_nonzero, ts_op_compress, ts_op_unique;
+extern const ts_op_desc ts_op_bitshift, ts_op_hann_window, ts_op_hamming_window, ts_op_blackman_window, ts_op_det,
+    ts_op_einsum, ts_op_tfidf, ts_op_quantize_linear, ts_op_dequantize_linear, ts_op_dynamic_quantize_linear,
+    ts_op_reverse_sequence, ts_op_rnn, ts_op_gru, ts_op_lstm, ts_op_matmul_integer, ts_op_qlinear_matmul,
+    ts_op_conv_integer, ts_op_qlinear_conv, ts_op_roi_align, ts_op_max_unpool, ts_op_dft, ts_op_stft,
+    ts_op_mel_weight_matrix;
 
 #endif

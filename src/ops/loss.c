@@ -125,12 +125,12 @@ static ts_status loss_run(ts_kernel_ctx *k, bool softmax)
 static ts_status nll_kernel(ts_kernel_ctx *k) { return loss_run(k, false); }
 static ts_status sce_kernel(ts_kernel_ctx *k) { return loss_run(k, true); }
 
-const ts_op_desc ts_op_nll_loss = {
+const ts_op_desc ts_op_nll_loss = {.opset_min = 12, 
     .name = "NegativeLogLikelihoodLoss", .attr_size = sizeof(loss_attrs), .min_inputs = 2, .max_inputs = 3,
     .min_outputs = 1, .max_outputs = 1, .parse = loss_parse, .emit = loss_emit, .infer = loss_infer,
     .kernel = nll_kernel,
 };
-const ts_op_desc ts_op_softmax_ce_loss = {
+const ts_op_desc ts_op_softmax_ce_loss = {.opset_min = 12, 
     .name = "SoftmaxCrossEntropyLoss", .attr_size = sizeof(loss_attrs), .min_inputs = 2, .max_inputs = 3,
     .min_outputs = 1, .max_outputs = 2, .parse = loss_parse, .emit = loss_emit, .infer = loss_infer,
     .kernel = sce_kernel,

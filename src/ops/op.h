@@ -18,6 +18,11 @@ enum {
                                    folds to a constant as soon as shapes are static */
     TS_OP_RANDOM = 1 << 5,      /* may draw random numbers (Dropout in training mode, Random*):
                                    two such nodes are never one (CSE) */
+    TS_OP_OPAQUE = 1 << 6,      /* a file's node kept as it is (ops/opaque.h): no kernel,
+                                   never folded, a boundary for every rewrite */
+    TS_OP_NO_FOLD = 1 << 7,     /* never folded, even on constant inputs: the file keeps it
+                                   (DequantizeLinear of int8 weights would write them as
+                                   float, four times larger, their quantization lost) */
 };
 
 /* Shape/dtype inference context.  Inputs absent in the node are NULL.  An
@@ -66,6 +71,11 @@ struct ts_op_desc {
      * node from its attributes and shapes in src/einnet/translate.c
      * (stride, dilation, groups, padding included). */
     const char *expr;
+    /* The ai.onnx opsets whose version of this operator tsopt implements:
+     * opset_min (>= 1: where its current form begins, e.g. 7 for arithmetic,
+     * whose older versions had the legacy 'broadcast' attribute) to
+     * opset_max (0: every later opset too).  `tsopt ops` lists them. */
+    int opset_min, opset_max;
 
     /* Fills the zeroed struct `attrs` from generic attributes (defaults for
      * those absent).  NULL: the op has no attributes. */
@@ -77,6 +87,11 @@ struct ts_op_desc {
     ts_status (*kernel)(ts_kernel_ctx *k);
     /* Multiply-adds counted as 2 flops. NULL: one flop per output element. */
     double (*flops)(const ts_node *n, const ts_graph *g);
+    /* For attribute structs holding references (control-flow bodies,
+     * ops/control_flow.h): called after a node's attrs are copied byte for
+     * byte (graph copies) and before they are freed.  NULL: plain data. */
+    void (*attrs_retain)(void *attrs);
+    void (*attrs_release)(void *attrs);
 };
 
 /* ----------------------------------------------------------- registry */
@@ -113,6 +128,11 @@ ts_status ts_attr_get_string(const ts_attr *a, int na, const char *name, const c
 ts_status ts_infer_const_ints(ts_infer_ctx *c, int i, int64_t *out, int max, int *n);
 /* Same for float constants (Resize scales, Clip bounds). */
 ts_status ts_infer_const_floats(ts_infer_ctx *c, int i, double *out, int max, int *n);
+/* The constant tensor of input i, for operators whose output shape
+ * depends on input values (NonZero, NonMaxSuppression...); NULL with the
+ * error set (the same "must be a constant" as above, which a session
+ * answers by loading the model at the run's values) when it is not. */
+const ts_tensor *ts_infer_const_tensor(ts_infer_ctx *c, int i);
 
 /* The dtype of an ONNX TensorProto.DataType code (Cast's `to`, EyeLike's
  * `dtype`); TS_UNDEFINED for types tsopt does not handle. */

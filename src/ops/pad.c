@@ -171,7 +171,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
 }
 
 /* Degree 1 in the data (docs/pet.md: with a non-zero pad value, affine). */
-const ts_op_desc ts_op_pad = {
+const ts_op_desc ts_op_pad = {.opset_min = 2, 
     .name = "Pad", .attr_size = sizeof(pad_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = pad_parse, .emit = pad_emit,
     .infer = pad_infer, .kernel = pad_kernel, .flops = no_flops,

@@ -174,12 +174,12 @@ static double pool_flops(const ts_node *n, const ts_graph *g)
     return (double)ts_shape_numel(&g->values[n->outputs[0]].shape) * k;
 }
 
-const ts_op_desc ts_op_maxpool = {
+const ts_op_desc ts_op_maxpool = {.opset_min = 1, 
     .name = "MaxPool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 2, .flags = 0, .parse = pool_parse, .emit = pool_emit, .infer = pool_infer,
     .kernel = maxpool_kernel, .flops = pool_flops,
 };
-const ts_op_desc ts_op_avgpool = {
+const ts_op_desc ts_op_avgpool = {.opset_min = 1, 
     .name = "AveragePool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = pool_parse, .emit = pool_emit,
     .infer = pool_infer, .kernel = avgpool_kernel, .flops = pool_flops,
@@ -239,11 +239,11 @@ static double global_flops(const ts_node *n, const ts_graph *g)
     return (double)ts_shape_numel(&g->values[n->inputs[0]].shape);
 }
 
-const ts_op_desc ts_op_global_maxpool = {
+const ts_op_desc ts_op_global_maxpool = {.opset_min = 1, 
     .name = "GlobalMaxPool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .flags = 0,
     .infer = global_infer, .kernel = gmax_kernel, .flops = global_flops,
 };
-const ts_op_desc ts_op_global_avgpool = {
+const ts_op_desc ts_op_global_avgpool = {.opset_min = 1, 
     .name = "GlobalAveragePool", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_EXACT, .linear_inputs = 0x1, .expr = "L[n,c] Sum[h,w] A[n,c,h,w]", .infer = global_infer,
     .kernel = gavg_kernel, .flops = global_flops,

@@ -90,7 +90,7 @@ static ts_status reshape_infer(ts_infer_ctx *c)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_reshape = {
+const ts_op_desc ts_op_reshape = {.opset_min = 5, 
     .name = "Reshape", .attr_size = sizeof(reshape_attrs), .min_inputs = 2, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = reshape_parse,
     .emit = reshape_emit, .infer = reshape_infer, .kernel = relabel_kernel, .flops = no_flops,
@@ -135,7 +135,7 @@ static ts_status flatten_infer(ts_infer_ctx *c)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_flatten = {
+const ts_op_desc ts_op_flatten = {.opset_min = 1, 
     .name = "Flatten", .attr_size = sizeof(flatten_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = flatten_parse,
     .emit = flatten_emit, .infer = flatten_infer, .kernel = relabel_kernel, .flops = no_flops,
@@ -229,12 +229,12 @@ static ts_status unsqueeze_infer(ts_infer_ctx *c)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_squeeze = {
+const ts_op_desc ts_op_squeeze = {.opset_min = 1, 
     .name = "Squeeze", .attr_size = sizeof(axes_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = axes_parse,
     .emit = axes_emit, .infer = squeeze_infer, .kernel = relabel_kernel, .flops = no_flops,
 };
-const ts_op_desc ts_op_unsqueeze = {
+const ts_op_desc ts_op_unsqueeze = {.opset_min = 1, 
     .name = "Unsqueeze", .attr_size = sizeof(axes_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = axes_parse,
     .emit = axes_emit, .infer = unsqueeze_infer, .kernel = relabel_kernel, .flops = no_flops,

@@ -460,12 +460,12 @@ static double resize_flops(const ts_node *n, const ts_graph *g)
 /* Linear in the data for every mode (interpolation weights do not depend on
  * it).  TS_OP_EXACT: nearest runs in the mod-p domain; linear refuses it in
  * the kernel with a clear message. */
-const ts_op_desc ts_op_resize = {
+const ts_op_desc ts_op_resize = {.opset_min = 10, 
     .name = "Resize", .attr_size = sizeof(ts_resize_attrs), .min_inputs = 1, .max_inputs = 4, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = resize_parse, .emit = resize_emit,
     .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,
 };
-const ts_op_desc ts_op_upsample = {
+const ts_op_desc ts_op_upsample = {.opset_min = 7, 
     .name = "Upsample", .attr_size = sizeof(ts_resize_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = upsample_parse, .emit = resize_emit,
     .infer = resize_infer, .kernel = resize_kernel, .flops = resize_flops,

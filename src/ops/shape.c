@@ -64,7 +64,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_shape = {
+const ts_op_desc ts_op_shape = {.opset_min = 1, 
     .name = "Shape", .attr_size = sizeof(shape_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_SHAPE | TS_OP_SHAPE_ONLY, .parse = shape_parse, .emit = shape_emit,
     .infer = shape_infer, .kernel = shape_kernel, .flops = no_flops,
@@ -144,7 +144,7 @@ static ts_status cos_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_constant_of_shape = {
+const ts_op_desc ts_op_constant_of_shape = {.opset_min = 9, 
     .name = "ConstantOfShape", .attr_size = sizeof(cos_attrs), .min_inputs = 1, .max_inputs = 1,
     .min_outputs = 1, .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_SHAPE, .parse = cos_parse, .emit = cos_emit,
     .infer = cos_infer, .kernel = cos_kernel, .flops = no_flops,
@@ -166,7 +166,7 @@ static ts_status size_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_size = {
+const ts_op_desc ts_op_size = {.opset_min = 1, 
     .name = "Size", .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_EXACT | TS_OP_SHAPE | TS_OP_SHAPE_ONLY, .infer = size_infer, .kernel = size_kernel,
     .flops = no_flops,

@@ -165,7 +165,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_slice = {
+const ts_op_desc ts_op_slice = {.opset_min = 1, 
     .name = "Slice", .attr_size = sizeof(ts_slice_attrs), .min_inputs = 1, .max_inputs = 5, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = slice_parse,
     .emit = slice_emit, .infer = slice_infer, .kernel = slice_kernel, .flops = no_flops,

@@ -80,12 +80,12 @@ static double softmax_flops(const ts_node *n, const ts_graph *g)
     return 5.0 * (double)ts_shape_numel(&g->values[n->outputs[0]].shape);
 }
 
-const ts_op_desc ts_op_softmax = {
+const ts_op_desc ts_op_softmax = {.opset_min = 1, 
     .name = "Softmax", .attr_size = sizeof(ts_softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .parse = softmax_parse, .emit = softmax_emit, .infer = softmax_infer,
     .kernel = softmax_kernel, .flops = softmax_flops,
 };
-const ts_op_desc ts_op_logsoftmax = {
+const ts_op_desc ts_op_logsoftmax = {.opset_min = 1, 
     .name = "LogSoftmax", .attr_size = sizeof(ts_softmax_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .parse = softmax_parse, .emit = softmax_emit, .infer = softmax_infer,
     .kernel = logsoftmax_kernel, .flops = softmax_flops,

@@ -113,7 +113,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_split = {
+const ts_op_desc ts_op_split = {.opset_min = 2, 
     .name = "Split", .attr_size = sizeof(split_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = SPLIT_MAX, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = split_parse,
     .emit = split_emit, .infer = split_infer, .kernel = split_kernel, .flops = no_flops,

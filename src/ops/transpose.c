@@ -74,7 +74,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_transpose = {
+const ts_op_desc ts_op_transpose = {.opset_min = 1, 
     .name = "Transpose", .attr_size = sizeof(ts_transpose_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = transpose_parse,
     .emit = transpose_emit, .infer = transpose_infer, .kernel = transpose_kernel, .flops = no_flops,

@@ -63,7 +63,7 @@ static double no_flops(const ts_node *n, const ts_graph *g)
     return 0;
 }
 
-const ts_op_desc ts_op_trilu = {
+const ts_op_desc ts_op_trilu = {.opset_min = 14, 
     .name = "Trilu", .attr_size = sizeof(trilu_attrs), .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_MOVEMENT, .linear_inputs = 0x1, .parse = trilu_parse,
     .emit = trilu_emit, .infer = trilu_infer, .kernel = trilu_kernel, .flops = no_flops,

@@ -38,7 +38,7 @@ static ts_status where_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
-const ts_op_desc ts_op_where = {
+const ts_op_desc ts_op_where = {.opset_min = 9, 
     .name = "Where", .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
     .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = where_infer, .kernel = where_kernel,
 };

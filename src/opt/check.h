@@ -8,7 +8,40 @@
  * and gives the largest scaled difference of their outputs in *worst:
  * max |a-b| / (1e-4 * max(1, max|a|) + 1e-3 * |a|), so <= 1 means every
  * output matches within rtol 1e-3, atol 1e-4 (atol scaled by the output's
- * magnitude).  Integer outputs must be equal (else infinity). */
+ * magnitude).  Integer outputs must be equal (else infinity); NaN matches
+ * NaN and an infinity the same infinity. */
 ts_status ts_opt_check(const ts_graph *g0, const ts_graph *g1, uint64_t seed, double *worst, ts_error *err);
+
+typedef struct ts_check_result {
+    double worst;     /* the largest scaled difference over every comparison made */
+    int regions;      /* rewritten regions, each compared with its original at its boundary */
+    int boundary;     /* values compared at the regions' boundaries */
+    double region_worst;
+    bool whole;       /* the whole models were run and compared (both runnable) */
+    bool user_inputs; /* ... on the caller's inputs */
+    double whole_worst;
+    char why_not_whole[256]; /* when !whole: why (one line) */
+    char worst_at[256];      /* where the largest difference was: "region of node 'x': value 'y'" */
+} ts_check_result;
+
+/* The check of a rewritten graph g1 against its original g0 (same inputs
+ * and outputs), in two parts:
+ *   - regions: the nodes of g1 that are not g0's own (same name, operator,
+ *     attributes and weights, reading the values g0's node reads) form the
+ *     rewritten regions; each is run against the g0 nodes it replaced, both
+ *     fed the same seeded random tensors at the values where they start,
+ *     and compared where they end (the values kept nodes and the graph's
+ *     outputs read).  Needs only those regions to be runnable, so a model
+ *     with opaque nodes (src/ops/opaque.h) is checked too;
+ *   - the whole model, when tsopt can run it: on `inputs` (g0->ninputs
+ *     tensors of the inputs' dtypes and shapes) when given, else on seeded
+ *     random inputs. */
+ts_status ts_opt_check_all(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_tensor *const *inputs,
+                           ts_check_result *r, ts_error *err);
+
+/* Reads DIR/NAME.npy for every graph input of g (NAME sanitized as `tsopt
+ * run` names them) into out[0..g->ninputs): each must have the input's
+ * dtype and shape. */
+ts_status ts_opt_inputs_load(const ts_graph *g, const char *dir, ts_tensor **out, ts_error *err);
 
 #endif

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "opt/bodies.h"
 #include "opt/driver.h"
 #include "opt/passes.h"
 
@@ -426,9 +427,10 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 
 /* ---- graph passes */
 
-enum { PASS_BN, PASS_CSE, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, NPASSES };
-static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "merge-matmul-sums", "merge-siblings",
-                                         "merge-matmul-sums+siblings", "stack-shared-weight-matmuls"};
+enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, NPASSES };
+static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
+                                         "merge-siblings", "merge-matmul-sums+siblings",
+                                         "stack-shared-weight-matmuls"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -439,6 +441,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
         return n;
     }
     case PASS_CSE: return ts_cse(g, s->err);
+    case PASS_BODIES: return ts_opt_bodies(g, s->err); /* control flow (opt/bodies.c) */
     case PASS_SUMS: return ts_merge_matmul_sums(g, s->cc, s->err);
     case PASS_SUMS_SIBLINGS: {
         /* merging the sums pays mostly through the sibling merge it enables
@@ -496,7 +499,8 @@ static bool try_pass(dctx *s, int k, bool always, ts_graph **cur, double *cost, 
  * says: the runtime fuses the pair anyway (the costs differ only by noise),
  * and only a folded conv matches a rule's conv (NasNet-A's branch sums are
  * Add(BN(conv), BN(conv)), which no ewadd(conv, conv) matches unfolded).
- * CSE never makes a graph slower and is kept likewise.  Then each merge
+ * CSE never makes a graph slower and is kept likewise, and so are the
+ * control-flow bodies' own passes (opt/bodies.c).  Then each merge
  * pass is applied to the whole graph and the cheapest kept when the cost
  * model says the graph got cheaper, until nothing improves: one whole-graph
  * merge stands for many rule applications (merging 8 MatMuls is 7 pairwise
@@ -508,7 +512,8 @@ static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
     double unused_c = 0;
     int uk = 0, un = 0;
     if (!try_pass(s, PASS_BN, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
-        !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un))
+        !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
+        !try_pass(s, PASS_BODIES, true, cur, cost, h, &unused, &unused_c, &uk, &un))
         return false;
     for (int round = 0; round < 8 && !must_stop(s); round++) {
         /* moves overlap (the sums merge and the sibling merge compete for

@@ -11,6 +11,7 @@
 #include "opt/check.h"
 #include "opt/driver.h"
 #include "opt/measure.h"
+#include "ops/opaque.h"
 
 /* Time left after the search for the check and the measurement: the whole
  * run ends within the time limit plus this. */
@@ -41,6 +42,23 @@ static double peak_rss_mb(void)
         if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
     if (f) fclose(f);
     return kb / 1024;
+}
+
+/* Bytes of the constants g's nodes and outputs read: the weights a
+ * written model holds. */
+static int64_t weight_bytes(const ts_graph *g)
+{
+    char *used = calloc((size_t)g->nvalues + 1, 1);
+    if (!used) return 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].ninputs; j++)
+            if (g->nodes[i].inputs[j] >= 0) used[g->nodes[i].inputs[j]] = 1;
+    for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
+    int64_t b = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (used[v] && g->values[v].constant) b += (int64_t)g->values[v].constant->nbytes;
+    free(used);
+    return b;
 }
 
 static int live_nodes(const ts_graph *g)
@@ -117,6 +135,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     ts_costdb *db = NULL;
     ts_const_cache *cc = ts_const_cache_new();
     ts_drive_result dr = {0};
+    ts_tensor **user_in = NULL; /* --inputs: the whole-model check's inputs */
     ts_status st = cc ? ts_costdb_open(o.cost_cache, &db, err) : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     ts_source_env env = {.opts = &o, .db = db, .cc = cc};
     for (; !st && opened < nsrc; opened++) st = src[opened]->open(&env, &state[opened], err);
@@ -130,7 +149,18 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     /* the original's groups timed in its own plan, once per machine: every
      * candidate's cost is then built from in-plan times and the few new
      * groups timed in context (docs/runtime.md, the cost model) */
-    if (!o.roofline && (st = ts_cost_prime(db, g, err))) goto done;
+    /* a model with opaque nodes cannot run as a whole: no priming, no
+     * timing; its rewrites are checked region by region (check.c) */
+    ts_error why_run = {0};
+    bool runnable = !ts_graph_check_runnable(g, &why_run);
+    if (o.inputs_dir) {
+        if (!(user_in = calloc((size_t)g->ninputs + 1, sizeof *user_in))) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((st = ts_opt_inputs_load(g, o.inputs_dir, user_in, err))) goto done;
+    }
+    if (!o.roofline && runnable && (st = ts_cost_prime(db, g, err))) goto done;
     if ((st = ts_drive(g, &o, db, src, state, nsrc, cc, &dr, err))) goto done;
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
@@ -146,8 +176,21 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     for (int k = 0; k < nsrc; k++) snprintf(res->applied[k].name, TS_OPT_NAME_MAX, "%s", src[k]->name);
     snprintf(res->applied[nsrc].name, TS_OPT_NAME_MAX, "passes");
 
-    if (dr.nsteps > 0) {
-        if ((st = ts_opt_check(g, dr.best, o.seed, &res->max_scaled_error, err))) goto done;
+    res->weight_bytes_before = weight_bytes(g);
+    ts_check_result cr = {0};
+    ts_status cst = dr.nsteps > 0 ? ts_opt_check_all(g, dr.best, o.seed, user_in, &cr, err) : TS_OK;
+    if (cst == TS_ERR_UNSUPPORTED) {
+        /* a rewritten region holds a node tsopt cannot run: unchecked, so not written */
+        snprintf(res->reason, sizeof res->reason, "original kept: the rewrites cannot be checked (%.200s)", err->msg);
+        *err = (ts_error){0};
+    } else if (cst) {
+        st = cst;
+        goto done;
+    } else if (dr.nsteps > 0) {
+        res->max_scaled_error = cr.worst;
+        res->check_regions = cr.regions;
+        res->check_whole = cr.whole;
+        res->check_user_inputs = cr.user_inputs;
         if (!(res->max_scaled_error <= 1.0)) {
             char names[512] = "";
             for (int i = 0; i < dr.nnames; i++) {
@@ -155,29 +198,52 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                 snprintf(names + len, sizeof names - len, "%s%s x%d", i ? ", " : "", dr.names[i].name,
                          dr.names[i].count);
             }
+            char at[300] = "";
+            if (cr.region_worst > 1.0) snprintf(at, sizeof at, " at %s", cr.worst_at);
             st = ts_error_set(err, TS_ERR_INVALID,
-                              "the optimized graph differs from the original (scaled error %.3g > 1; rewrites: %s): "
+                              "the optimized graph differs from the original (scaled error %.3g > 1%s; rewrites: %s): "
                               "nothing written; please report this model",
-                              res->max_scaled_error, names);
+                              res->max_scaled_error, at, names);
             goto done;
         }
+        int64_t grown = weight_bytes(dr.best);
         char why[256];
         double left = o.time_limit > 0 ? o.time_limit + FINISH_S - (now_s() - t0) : 60;
         /* Ctrl-C asks for the best graph now: a short measurement decides */
         if (!strcmp(dr.stop, "interrupted")) left = fmin(left, INTERRUPTED_S);
-        if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
+        if (!o.allow_growth && (double)grown > 1.1 * (double)res->weight_bytes_before + 4096) {
+            /* folded constants and concatenated weights must not bloat the
+             * written model (docs/onnx-models.md); 4 KiB of slack for shape
+             * arithmetic in tiny models */
+            snprintf(res->reason, sizeof res->reason,
+                     "original kept: the optimized graph's weights are %.3g MB, more than 10%% over the original's "
+                     "%.3g MB (--allow-growth writes it)",
+                     (double)grown / 1e6, (double)res->weight_bytes_before / 1e6);
+            if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+                goto done;
+        } else if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
             /* one written model serves every batch size, or it is not an
              * improvement (docs/decisions.md, "Symbolic dimensions on export") */
             snprintf(res->reason, sizeof res->reason,
                      "original kept: the optimized graph would fix the model's symbolic dimensions (%.150s)", why);
-            if (!o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err))) goto done;
+            if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+                goto done;
+        } else if (!runnable) {
+            /* no timing: the model cannot run as a whole */
+            res->optimized = dr.cost_after < dr.cost_before * (1 - o.min_gain / 100);
+            snprintf(res->reason, sizeof res->reason,
+                     res->optimized ? "written on the cost model alone (%.3f -> %.3f ms predicted; not timed: %.120s)"
+                                    : "original kept: the cost model predicts less than --min-gain (%.3f -> %.3f ms; "
+                                      "not timed: %.120s)",
+                     dr.cost_before, dr.cost_after, why_run.msg);
         } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), res, err)))
             goto done;
     } else {
         snprintf(res->reason, sizeof res->reason,
                  "original kept: the search found no rewrite the cost model prefers (%d graphs explored)",
                  dr.explored);
-        if (!o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err))) goto done;
+        if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+            goto done;
         res->latency_after_ms = res->latency_before_ms;
     }
     if (!res->optimized) {
@@ -191,6 +257,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         goto done;
     }
     res->nodes_after = live_nodes(res->graph);
+    res->weight_bytes_after = weight_bytes(res->graph);
     if (res->optimized) {
         for (int k = 0; k <= nsrc; k++) res->applied[k].count = dr.per_source[k];
         res->rewrites = dr.names;
@@ -198,6 +265,8 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         dr.names = NULL;
     }
 done:
+    for (int i = 0; user_in && i < g->ninputs; i++) ts_tensor_unref(user_in[i]);
+    free(user_in);
     for (int k = 0; k < opened; k++)
         if (state[k]) src[k]->close(state[k]);
     ts_drive_result_free(&dr);

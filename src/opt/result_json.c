@@ -83,8 +83,12 @@ char *ts_optimize_result_json(const ts_optimize_result *r, const char *model, co
     str(&b, r->stop);
     put(&b, ", \"explored\": %d, \"generated\": %d, \"nodes_before\": %d, \"nodes_after\": %d", r->explored,
         r->generated, r->nodes_before, r->nodes_after);
-    put(&b, ", \"peak_rss_mb\": %.1f, \"check\": {\"max_scaled_error\": %.6g, \"rtol\": 1e-3, \"atol\": 1e-4}}",
+    put(&b, ", \"weight_bytes_before\": %lld, \"weight_bytes_after\": %lld", (long long)r->weight_bytes_before,
+        (long long)r->weight_bytes_after);
+    put(&b, ", \"peak_rss_mb\": %.1f, \"check\": {\"max_scaled_error\": %.6g, \"rtol\": 1e-3, \"atol\": 1e-4",
         r->peak_rss_mb, r->max_scaled_error);
+    put(&b, ", \"regions\": %d, \"whole_model\": %s, \"inputs\": \"%s\"}}", r->check_regions,
+        r->check_whole ? "true" : "false", r->check_user_inputs ? "user" : "random");
     if (b.failed) {
         free(b.s);
         return NULL;

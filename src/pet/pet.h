@@ -15,6 +15,8 @@
  *              operators, ranked by predicted cost
  *   correct.c  a correction per failing box (the original recomputed on a
  *              slab), stitched with Slice/Concat, re-checked exact
+ *   layout.c   post-optimization: inverse layout chains around an
+ *              element-wise operator removed
  *   source_pet.c  the `pet` source of the optimize pipeline (src/opt/)
  *
  * A *program* is a ts_graph of its own whose inputs are the subprogram's
@@ -143,6 +145,7 @@ typedef struct ts_pet_mutant {
     ts_graph *prog;  /* over the original program's inputs */
     char what[64];   /* what it does, for the report: "pet:conv-dilated-phase" */
     double cost;     /* predicted, before corrections */
+    int variant;     /* which instantiation of the compute operator it uses */
 } ts_pet_mutant;
 
 typedef struct ts_pet_gen_opts {
@@ -156,6 +159,18 @@ typedef struct ts_pet_gen_opts {
  * reads every input, the top `keep` by predicted cost.  *out malloc'd. */
 ts_status ts_pet_mutants(const ts_graph *p0, const ts_pet_gen_opts *o, ts_pet_mutant **out, int *n, ts_error *err);
 void ts_pet_mutants_free(ts_pet_mutant *m, int n);
+
+/* ---------------------------------------------------------- layout.c */
+
+/* Post-optimization: around each one-input element-wise node, a chain of
+ * Reshape/Transpose before it and one after it whose composition is the
+ * identity are both removed (the node then reads the first chain's
+ * source).  Returns how many pairs were removed (graph compacted), or -1
+ * out of memory. */
+int ts_pet_cancel_layouts(ts_graph *g, ts_error *err);
+/* Value `to` of g is `from` moved by a chain of Reshape/Transpose nodes
+ * that composes to the identity (same shape, every element in place). */
+bool ts_pet_chain_is_identity(const ts_graph *g, int from, int to);
 
 /* --------------------------------------------------------- correct.c */
 

@@ -208,8 +208,57 @@ static entry *lookup(pet_state *s, const ts_graph *p0, ts_error *err)
     return e;
 }
 
+/* One convolution of the graph being expanded: its program's cache
+ * entry and how the program's inputs map onto the graph's values. */
+typedef struct site {
+    int node, ei; /* ei: the cache entry (the cache may move while it grows) */
+    entry *e;
+    int map[16];
+} site;
+
+/* Splices found program f in place of each site of g (a copy), rewiring a
+ * later site that reads an earlier one's output; folds the weight-only
+ * work.  NULL when it does not fit (not an error). */
+static ts_graph *rewrite(const ts_graph *g, site *const *sites, int n, int k, ts_error *err)
+{
+    ts_graph *ng = ts_graph_copy(g);
+    ts_error e2 = {0};
+    if (!ng) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
+        return NULL;
+    }
+    int olds[64], news[64], nr = 0;
+    for (int i = 0; i < n && i < 64; i++) {
+        int map[16];
+        memcpy(map, sites[i]->map, sizeof map);
+        for (int q = 0; q < 16; q++)
+            for (int r = 0; r < nr; r++)
+                if (map[q] == olds[r]) map[q] = news[r];
+        int old = ng->nodes[sites[i]->node].outputs[0];
+        int neu = ts_pet_splice(ng, sites[i]->node, sites[i]->e->f[k].prog, map, &e2);
+        if (neu < 0) {
+            ts_graph_free(ng);
+            return NULL;
+        }
+        olds[nr] = old, news[nr++] = neu;
+    }
+    ts_graph_compact(ng);
+    /* post-optimizations: weight-only work (a weight's reshape, slice,
+     * block-diagonal) is precomputed; a layout this mutant undoes that a
+     * neighbouring one did (across a Relu) is removed */
+    if (ts_graph_fold_constants(ng, &e2) < 0 || ts_pet_cancel_layouts(ng, &e2) < 0 || ts_graph_validate(ng, &e2)) {
+        ts_graph_free(ng);
+        return NULL;
+    }
+    return ng;
+}
+
 /* The mutants' names must outlive the proposal (source.h): they point
- * into the cache, which lives until close. */
+ * into the cache, which lives until close.  Each survivor is proposed at
+ * every convolution of its program, and -- where the program occurs more
+ * than once (ResNeXt's 3x3 convolutions of one stage) -- at all of them in
+ * one candidate, counted as that many transformations: the search would
+ * otherwise spend a step and a costing per occurrence. */
 static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     pet_state *s = state;
@@ -217,43 +266,55 @@ static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emi
     ts_pet_split sp;
     if (ts_pet_split_graph(g, &sp, err)) return err->code;
     ts_status st = TS_OK;
+    site *sites = calloc((size_t)g->nnodes + 1, sizeof *sites);
+    site **same = calloc((size_t)g->nnodes + 1, sizeof *same);
+    int nsites = 0;
+    if (!sites || !same) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
     for (int ni = 0; ni < g->nnodes && !st; ni++) {
         if (sp.sub_of[ni] < 0 || g->nodes[ni].op != &ts_op_conv) continue;
         if (g->values[g->nodes[ni].inputs[0]].constant) continue;
         if (emit->stopped(emit)) break;
-        int map[16], nmap = 0;
+        site *t = &sites[nsites];
+        int nmap = 0;
         ts_error e2 = {0};
-        ts_graph *p0 = ts_pet_program_of_node(g, ni, map, &nmap, &e2);
+        for (int q = 0; q < 16; q++) t->map[q] = -1;
+        ts_graph *p0 = ts_pet_program_of_node(g, ni, t->map, &nmap, &e2);
         if (!p0) continue;
+        t->node = ni;
         entry *e = lookup(s, p0, err);
         ts_graph_free(p0);
-        if (!e) {
-            st = err->code;
-            break;
+        if (!e) st = err->code;
+        else if (e->n) t->ei = (int)(e - s->cache), nsites++;
+    }
+    for (int i = 0; i < nsites; i++) sites[i].e = &s->cache[sites[i].ei];
+    bool more = true;
+    /* every occurrence of a program at once */
+    for (int i = 0; i < nsites && !st && more; i++) {
+        int n = 0;
+        bool first = true;
+        for (int j = 0; j < nsites; j++) {
+            if (sites[j].e != sites[i].e) continue;
+            first &= j >= i;
+            same[n++] = &sites[j];
         }
-        for (int k = 0; k < e->n; k++) {
-            ts_graph *ng = ts_graph_copy(g);
-            if (!ng) {
-                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
-                break;
-            }
-            if (ts_pet_splice(ng, ni, e->f[k].prog, map, &e2) < 0) {
-                ts_graph_free(ng);
-                continue;
-            }
-            ts_graph_compact(ng);
-            /* post-optimization: weight-only work (a weight's reshape,
-             * slice) is precomputed */
-            if (ts_graph_fold_constants(ng, &e2) < 0 || ts_graph_validate(ng, &e2)) {
-                ts_graph_free(ng);
-                continue;
-            }
-            if (!emit->fn(emit, ng, e->f[k].what, 1)) {
-                ts_pet_split_free(&sp);
-                return TS_OK;
-            }
+        if (!first || n < 2) continue;
+        for (int k = 0; k < sites[i].e->n && more && !st; k++) {
+            ts_graph *ng = rewrite(g, same, n > 64 ? 64 : n, k, err);
+            if (!ng && err->code) st = err->code;
+            else if (ng) more = emit->fn(emit, ng, sites[i].e->f[k].what, n > 64 ? 64 : n);
         }
     }
+    /* and each occurrence alone */
+    for (int i = 0; i < nsites && !st && more; i++) {
+        site *one = &sites[i];
+        for (int k = 0; k < one->e->n && more && !st; k++) {
+            ts_graph *ng = rewrite(g, &one, 1, k, err);
+            if (!ng && err->code) st = err->code;
+            else if (ng) more = emit->fn(emit, ng, one->e->f[k].what, 1);
+        }
+    }
+    free(sites);
+    free(same);
     ts_pet_split_free(&sp);
     return st;
 }

@@ -79,9 +79,10 @@ save(model([helper.make_node('Relu', ['x'], ['y'])], [vi('x', [2, -3])], [vi('y'
 save(model([helper.make_node('Relu', ['x'], ['y'])], [vi('x', [10**12, 10**12])], [vi('y', [10**12, 10**12])]),
      'huge_dim.onnx')
 then = helper.make_graph([helper.make_node('Identity', ['x'], ['t'])], 'then', [], [vi('t', [2, 3])])
-other = helper.make_graph([helper.make_node('Neg', ['x'], ['e'])], 'else', [], [vi('e', [2, 3])])
+# branches of different shapes and no declared shape: tsopt's shapes are static
+other = helper.make_graph([helper.make_node('Transpose', ['x'], ['e'])], 'else', [], [vi('e', [3, 2])])
 save(model([helper.make_node('If', ['c'], ['y'], then_branch=then, else_branch=other)],
-           [vi('c', [], TP.BOOL), vi('x', [2, 3])], [vi('y', [2, 3])]), 'control_flow.onnx')
+           [vi('c', [], TP.BOOL), vi('x', [2, 3])], [vi('y', None)]), 'control_flow.onnx')
 
 os.makedirs(os.path.join(d, 'in_wrong'))
 np.save(os.path.join(d, 'in_wrong', 'x.npy'), np.zeros((3, 64), np.float32))
@@ -98,13 +99,15 @@ bad "cannot open model" -- info "$T/no_such.onnx"
 bad_model empty.onnx "is empty"
 bad_model truncated.onnx "not a valid ONNX protobuf"
 bad_model random.onnx "not a valid ONNX"
-bad_model unknown_op.onnx "operator 'FooBar' (opset 13) is not supported"
+# an unknown operator loads (kept opaque, docs/onnx-models.md) but cannot run
+bad "operator 'FooBar' (opset 13) is not supported: tsopt cannot execute it" -- \
+  run "$T/unknown_op.onnx" --save-outputs "$T/out"
 bad_model missing_input.onnx "'ghost' is not produced"
 bad_model cycle.onnx "cycle"
 bad_model shape_mismatch.onnx "shapes 2x3 and 4x5 do not broadcast"
 bad_model negative_dim.onnx "negative dimension"
 bad_model huge_dim.onnx "too large"
-bad_model control_flow.onnx "control flow is not supported"
+bad_model control_flow.onnx "output 0 is 2x3 in then_branch and 3x2 in else_branch, and the model declares no static shape"
 
 echo "-- run options and input files"
 bad "parent folder does not exist ($T/no/such)" -- run "$T/good.onnx" --save-outputs "$T/no/such/out"

@@ -28,9 +28,12 @@ PY
 # a user's GOMP_SPINCOUNT is kept (no OMP_WAIT_POLICY added on top)
 env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=100 "$TSOPT" bench "$T/m.onnx" --iters 2 --json | grep -q '"wait_policy": "spin"' \
     || fail "user's GOMP_SPINCOUNT not kept"
-# without either, tsopt chooses one of its two
+# without either, tsopt adapts while it runs (src/util/wait_policy.c);
+# TSOPT_WAIT forces one of its two modes
 w=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$TSOPT" bench "$T/m.onnx" --iters 2 --json | sed 's/.*"wait_policy": "\([a-z]*\)".*/\1/')
-[ "$w" = spin ] || [ "$w" = passive ] || fail "chosen wait policy '$w'"
+[ "$w" = adaptive ] || fail "wait policy '$w', not adaptive"
+w=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT TSOPT_WAIT=sleep "$TSOPT" bench "$T/m.onnx" --iters 2 --json | sed 's/.*"wait_policy": "\([a-z]*\)".*/\1/')
+[ "$w" = sleep ] || fail "TSOPT_WAIT=sleep: wait policy '$w'"
 
 "$TSOPT" bench "$T/m.onnx" --iters 3 >"$T/b.txt"
 grep -qE '^latency: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms.*\(3 runs after 3 warm-up, [0-9]+ threads, OpenMP wait passive\)$' "$T/b.txt" \

@@ -14,7 +14,9 @@
  *
  * Outcomes: passed; refused (tsopt returned an error: unsupported operator,
  * element type, ...); wrong (it ran and an output differs from the
- * expected one: a silent wrong result); crashed (signal or timeout).  Cases
+ * expected one: a silent wrong result); crashed (signal or timeout);
+ * erratum (a difference on one of the few cases whose ONNX 1.12 data
+ * contradicts the operator's definition: ERRATA below).  Cases
  * whose graph inputs are not all tensors (sequences, optionals) are skipped:
  * tsopt has no such values.
  *
@@ -43,8 +45,33 @@
 
 static const char *const SUITES[] = {"node", "simple", "pytorch-converted", "pytorch-operator"};
 
-enum { R_PASS, R_REFUSED, R_WRONG, R_CRASH, R_SKIP };
-static const char *const R_NAMES[] = {"passed", "refused", "wrong", "crashed", "skipped"};
+enum { R_PASS, R_REFUSED, R_WRONG, R_CRASH, R_SKIP, R_ERRATUM };
+static const char *const R_NAMES[] = {"passed", "refused", "wrong", "crashed", "skipped", "erratum"};
+
+/* Cases whose expected outputs in ONNX 1.12's data contradict the
+ * operator's definition as later ONNX releases and ONNX Runtime read it:
+ * a difference there is reported as an erratum, not as a wrong result
+ * (anything else, a crash included, counts as usual). */
+static const struct {
+    const char *name, *why;
+} ERRATA[] = {
+    {"node/test_resize_downsample_scales_linear_align_corners",
+     "ONNX 1.12's values divide by the unrounded output length (input x scale = 2.4), the definition and ONNX "
+     "Runtime by the output size (2)"},
+    {"node/test_resize_downsample_scales_cubic_align_corners",
+     "ONNX 1.12's values divide by the unrounded output length (input x scale = 2.4), the definition and ONNX "
+     "Runtime by the output size (2)"},
+    {"node/test_cast_FLOAT_to_BFLOAT16",
+     "ONNX 1.12 stores the expected bfloat16 values as uint16 bits of truncated floats; the output is bfloat16, "
+     "rounded to nearest even"},
+};
+
+static const char *erratum(const char *name)
+{
+    for (size_t i = 0; i < sizeof ERRATA / sizeof *ERRATA; i++)
+        if (!strcmp(ERRATA[i].name, name)) return ERRATA[i].why;
+    return NULL;
+}
 
 typedef struct ccase {
     char name[256]; /* suite/test_x */
@@ -352,6 +379,7 @@ static void finish(ccase *c, int status, int timeout)
     char *sp = strchr(line, ' ');
     c->result = atoi(line);
     say(c->msg, MSG_MAX, "%s", sp ? sp + 1 : "");
+    if (c->result == R_WRONG && erratum(c->name)) c->result = R_ERRATUM;
 }
 
 /* What a refusal is about, for --causes: an operator tsopt lacks, an
@@ -533,7 +561,7 @@ int main(int argc, char **argv)
             missing++;
         }
     }
-    int count[5] = {0}, newly = 0;
+    int count[6] = {0}, newly = 0;
     for (int i = 0; i < n; i++) {
         const ccase *c = &cs[i];
         count[c->result]++;
@@ -542,6 +570,8 @@ int main(int argc, char **argv)
             regressions++;
         } else if (c->result == R_WRONG || c->result == R_CRASH)
             printf("%s %s: %s\n", c->result == R_WRONG ? "WRONG" : "CRASH", c->name, c->msg);
+        else if (c->result == R_ERRATUM)
+            printf("ERRATUM %s: %s (%s)\n", c->name, c->msg, erratum(c->name));
         else if (expected && c->result == R_PASS && !c->expected) {
             printf("NEW PASS %s (add it to the expected list)\n", c->name);
             newly++;
@@ -562,9 +592,10 @@ int main(int argc, char **argv)
         fclose(f);
     }
     int failed = n - count[R_SKIP] - count[R_PASS];
-    printf("conformance: %d passed, %d refused, %d wrong, %d crashed (%d cases with tensor inputs; %d skipped: "
-           "sequence/optional inputs)\n",
-           count[R_PASS], count[R_REFUSED], count[R_WRONG], count[R_CRASH], n - count[R_SKIP], count[R_SKIP]);
+    printf("conformance: %d passed, %d refused, %d wrong, %d crashed, %d errata (%d cases with tensor inputs; %d "
+           "skipped: sequence/optional inputs)\n",
+           count[R_PASS], count[R_REFUSED], count[R_WRONG], count[R_CRASH], count[R_ERRATUM], n - count[R_SKIP],
+           count[R_SKIP]);
     if (expected)
         printf("expected list: %d cases, %d regressed, %d missing; %d newly passing\n", nexp, regressions, missing,
                newly);

@@ -289,6 +289,26 @@ static ts_graph *mod_fmod(void)
     return oc_node(g, "Mod", in, 2, a, 1, 1);
 }
 
+/* Mod by a scalar (the fast runtime's immediate form), and a scalar
+ * dividend by an input kept away from 0 by the case's range */
+static ts_graph *mod_fmod_scalar(void)
+{
+    ts_graph *g = oc_graph(13);
+    const float two_half = -2.5f;
+    int in[2] = {oc_input(g, "a", TS_F32, "2x3x4"), oc_const_f32(g, "b", "", &two_half, 0, 0)};
+    const ts_attr a[] = {ts_attr_int("fmod", 1)};
+    return oc_node(g, "Mod", in, 2, a, 1, 1);
+}
+
+static ts_graph *mod_fmod_dividend(void)
+{
+    ts_graph *g = oc_graph(13);
+    const float seven = 7.5f;
+    int in[2] = {oc_const_f32(g, "a", "", &seven, 0, 0), oc_input(g, "b", TS_F32, "3x4")};
+    const ts_attr a[] = {ts_attr_int("fmod", 1)};
+    return oc_node(g, "Mod", in, 2, a, 1, 1);
+}
+
 static ts_graph *cumsum_reverse_exclusive(void)
 {
     ts_graph *g = oc_graph(14);
@@ -430,6 +450,8 @@ const opcase opcases_math[] = {
     {"sum_2", sum_2, 0, 0, 0, 0},
     {"mean_2", mean_2, 0, 0, 0, 0},
     {"mod_fmod", mod_fmod, 0, 0, 0, 0},
+    {"mod_fmod_scalar", mod_fmod_scalar, -9, 9, 0, 0},
+    {"mod_fmod_dividend", mod_fmod_dividend, 0.5, 4, 0, 0},
     {"cumsum_reverse_exclusive", cumsum_reverse_exclusive, 0, 0, 0, 0},
     {"softmax_ce_loss_weighted", softmax_ce_loss_weighted, 0, 0, 0, 0},
     {0},

@@ -435,6 +435,149 @@ static ts_graph *tile(void)
     return oc_node(g, "Tile", in, 2, NULL, 0, 1);
 }
 
+/* ------------------------------- operators added for ONNX's backend suite */
+/* Constant int64 tensor of any shape (indices). */
+static int ci64_shaped(ts_graph *g, const char *name, const char *dims, const int64_t *v)
+{
+    ts_error e = {0};
+    ts_shape s = oc_shape(dims);
+    ts_tensor *t = ts_tensor_new(TS_I64, &s, &e);
+    oc_check(t != NULL, &e);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ((int64_t *)t->data)[i] = v[i];
+    int id = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    oc_check(id >= 0, &e);
+    return id;
+}
+static ts_graph *topk_largest(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[2] = {oc_input(g, "x", TS_F32, "3x5"), CI64(g, "k", 2)};
+    return oc_node(g, "TopK", in, 2, NULL, 0, 2);
+}
+static ts_graph *topk_smallest_axis0(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[2] = {oc_input(g, "x", TS_F32, "4x3"), CI64(g, "k", 3)};
+    ts_attr a[] = {A_INT("axis", 0), A_INT("largest", 0)};
+    return oc_node(g, "TopK", in, 2, a, 2, 2);
+}
+static ts_graph *gathernd_batch(void)
+{
+    ts_graph *g = oc_graph(13);
+    /* batch 0 takes x[0][2][1], batch 1 x[1][0][3] */
+    int in[2] = {oc_input(g, "x", TS_F32, "2x3x4"), ci64_shaped(g, "i", "2x2", (const int64_t[]){2, 1, 0, 3})};
+    ts_attr a[] = {A_INT("batch_dims", 1)};
+    return oc_node(g, "GatherND", in, 2, a, 1, 1);
+}
+static ts_graph *scatter_elements_axis1(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[3] = {oc_input(g, "x", TS_F32, "3x4"), ci64_shaped(g, "i", "1x2", (const int64_t[]){-4, 2}),
+                 oc_input(g, "u", TS_F32, "1x2")};
+    ts_attr a[] = {A_INT("axis", 1)};
+    return oc_node(g, "ScatterElements", in, 3, a, 1, 1);
+}
+static ts_graph *scatternd_rows(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[3] = {oc_input(g, "x", TS_F32, "4x3"), ci64_shaped(g, "i", "2x1", (const int64_t[]){3, 0}),
+                 oc_input(g, "u", TS_F32, "2x3")};
+    return oc_node(g, "ScatterND", in, 3, NULL, 0, 1);
+}
+static ts_graph *einsum_batch_matmul(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[2] = {oc_input(g, "a", TS_F32, "2x3x4"), oc_input(g, "b", TS_F32, "2x4x5")};
+    ts_attr a[] = {A_STR("equation", "bij,bjk->bik")};
+    return oc_node(g, "Einsum", in, 2, a, 1, 1);
+}
+static ts_graph *einsum_ellipsis_sum(void)
+{
+    ts_graph *g = oc_graph(13);
+    int x = oc_input(g, "x", TS_F32, "2x3x4");
+    ts_attr a[] = {A_STR("equation", "...ij->...j")};
+    return oc_node(g, "Einsum", &x, 1, a, 1, 1);
+}
+static ts_graph *grid_sample_bilinear(void)
+{
+    ts_graph *g = oc_graph(16);
+    int in[2] = {oc_input(g, "x", TS_F32, "1x2x4x5"), oc_input(g, "grid", TS_F32, "1x3x6x2")};
+    return oc_node(g, "GridSample", in, 2, NULL, 0, 1);
+}
+static ts_graph *grid_sample_nearest_border_aligned(void)
+{
+    ts_graph *g = oc_graph(16);
+    int in[2] = {oc_input(g, "x", TS_F32, "2x1x3x3"), oc_input(g, "grid", TS_F32, "2x2x2x2")};
+    ts_attr a[] = {A_STR("mode", "nearest"), A_STR("padding_mode", "border"), A_INT("align_corners", 1)};
+    return oc_node(g, "GridSample", in, 2, a, 3, 1);
+}
+static ts_graph *grid_sample_bicubic_reflection(void)
+{
+    ts_graph *g = oc_graph(16);
+    int in[2] = {oc_input(g, "x", TS_F32, "1x1x4x4"), oc_input(g, "grid", TS_F32, "1x3x3x2")};
+    ts_attr a[] = {A_STR("mode", "bicubic"), A_STR("padding_mode", "reflection")};
+    return oc_node(g, "GridSample", in, 2, a, 2, 1);
+}
+static ts_graph *instance_norm(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[3] = {oc_input(g, "x", TS_F32, "2x3x4x5"), oc_const_f32(g, "s", "3", NULL, 0.5, 2),
+                 oc_const_f32(g, "b", "3", NULL, -1, 1)};
+    return oc_node(g, "InstanceNormalization", in, 3, NULL, 0, 1);
+}
+static ts_graph *lrn_size3(void)
+{
+    ts_graph *g = oc_graph(13);
+    int x = oc_input(g, "x", TS_F32, "1x5x3x3");
+    ts_attr a[] = {A_INT("size", 3), ts_attr_float("alpha", 0.01)};
+    return oc_node(g, "LRN", &x, 1, a, 2, 1);
+}
+static ts_graph *mvn_default(void)
+{
+    ts_graph *g = oc_graph(13);
+    int x = oc_input(g, "x", TS_F32, "2x3x4x2");
+    return oc_node(g, "MeanVarianceNormalization", &x, 1, NULL, 0, 1);
+}
+static ts_graph *det_batch(void)
+{
+    ts_graph *g = oc_graph(13);
+    int x = oc_input(g, "x", TS_F32, "3x4x4");
+    return oc_node(g, "Det", &x, 1, NULL, 0, 1);
+}
+static ts_graph *reverse_sequence_batch0(void)
+{
+    ts_graph *g = oc_graph(13);
+    int in[2] = {oc_input(g, "x", TS_F32, "3x4x2"), CI64(g, "l", 4, 1, 2)};
+    ts_attr a[] = {A_INT("batch_axis", 0), A_INT("time_axis", 1)};
+    return oc_node(g, "ReverseSequence", in, 2, a, 2, 1);
+}
+static ts_graph *gru_bidirectional(void)
+{
+    ts_graph *g = oc_graph(14);
+    int in[4] = {oc_input(g, "x", TS_F32, "3x2x4"), oc_const_f32(g, "w", "2x15x4", NULL, -0.5, 0.5),
+                 oc_const_f32(g, "r", "2x15x5", NULL, -0.5, 0.5), oc_const_f32(g, "b", "2x30", NULL, -0.5, 0.5)};
+    ts_attr a[] = {A_INT("hidden_size", 5), A_STR("direction", "bidirectional"), A_INT("linear_before_reset", 1)};
+    return oc_node(g, "GRU", in, 4, a, 3, 2);
+}
+/* ORT has no layout 1 (batch first) LSTM; the suite's lstm_batchwise covers it */
+static ts_graph *lstm_reverse(void)
+{
+    ts_graph *g = oc_graph(14);
+    int in[3] = {oc_input(g, "x", TS_F32, "2x3x4"), oc_const_f32(g, "w", "1x12x4", NULL, -0.5, 0.5),
+                 oc_const_f32(g, "r", "1x12x3", NULL, -0.5, 0.5)};
+    ts_attr a[] = {A_INT("hidden_size", 3), A_STR("direction", "reverse")};
+    return oc_node(g, "LSTM", in, 3, a, 2, 3);
+}
+static ts_graph *rnn_clip(void)
+{
+    ts_graph *g = oc_graph(14);
+    int in[3] = {oc_input(g, "x", TS_F32, "4x1x3"), oc_const_f32(g, "w", "1x2x3", NULL, -1, 1),
+                 oc_const_f32(g, "r", "1x2x2", NULL, -1, 1)};
+    ts_attr a[] = {A_INT("hidden_size", 2), ts_attr_float("clip", 0.7)};
+    return oc_node(g, "RNN", in, 3, a, 2, 2);
+}
+
 #define C(fn) {#fn, fn, 0, 0, 0, 0}
 
 const opcase opcases_tensor[] = {
@@ -460,5 +603,9 @@ const opcase opcases_tensor[] = {
     C(resize_sizes_opset13), C(resize_axes_opset18),
     C(upsample_opset9_nearest), C(upsample_opset9_linear),
     C(expand_bidirectional), C(expand_smaller_shape), C(tile),
+    C(topk_largest), C(topk_smallest_axis0), C(gathernd_batch), C(scatter_elements_axis1), C(scatternd_rows),
+    C(einsum_batch_matmul), C(einsum_ellipsis_sum), C(grid_sample_bilinear), C(grid_sample_nearest_border_aligned),
+    C(grid_sample_bicubic_reflection), C(instance_norm), C(lrn_size3), C(mvn_default), C(det_batch),
+    C(reverse_sequence_batch0), C(gru_bidirectional), C(lstm_reverse), C(rnn_clip),
     {0},
 };

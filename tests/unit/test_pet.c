@@ -247,6 +247,7 @@ typedef struct collect {
     ts_source_emit emit;
     ts_graph *g[64];
     char what[64][80];
+    int count[64];
     int n;
 } collect;
 
@@ -259,8 +260,9 @@ static bool never(ts_source_emit *em)
 static bool take(ts_source_emit *em, ts_graph *g, const char *what, int count)
 {
     collect *c = (collect *)em;
-    cr_assert_eq(count, 1);
+    cr_assert_geq(count, 1);
     cr_assert_lt(c->n, 64);
+    c->count[c->n] = count;
     c->g[c->n] = g;
     snprintf(c->what[c->n], sizeof c->what[c->n], "%s", what);
     c->n++;
@@ -367,4 +369,294 @@ Test(pet_cases, figure3_dilated_conv_becomes_a_regular_one)
         ts_graph_free(c.g[i]);
     }
     ts_graph_free(g);
+}
+
+/* ------------------------------- CPU mutants: merged groups, space-to-depth */
+
+static int conv_sg(ts_graph *g, int x, int w, int b, int64_t pad, int64_t stride, int64_t group)
+{
+    int64_t pads[4] = {pad, pad, pad, pad}, strides[2] = {stride, stride};
+    ts_attr a[3] = {ts_attr_ints("pads", pads, 4), ts_attr_ints("strides", strides, 2), ts_attr_int("group", group)};
+    int ins[3] = {x, w, b};
+    return node(g, "Conv", ins, b >= 0 ? 3 : 2, a, 3);
+}
+
+/* relu -> conv(group, stride) + bias -> relu on [1, c, hw, hw] */
+static ts_graph *conv_model_sg(int64_t c, int64_t f, int64_t hw, int64_t k, int64_t pad, int64_t stride, int64_t group)
+{
+    uint64_t rng = 13;
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, c, hw, hw}));
+    int y = conv_sg(g, x, weight(g, "w", 4, (int64_t[]){f, c / group, k, k}, &rng),
+                    weight(g, "b", 1, (int64_t[]){f}, &rng), pad, stride, group);
+    output(g, unary(g, "Relu", y));
+    return g;
+}
+
+/* The attribute `name` of the only live Conv of g. */
+static int64_t conv_attr(const ts_graph *g, const char *name, int64_t dflt)
+{
+    int64_t v = dflt;
+    int convs = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead && !strcmp(g->nodes[i].op->name, "Conv")) {
+            ts_attr buf[4];
+            const ts_attr *a = ts_node_attr(&g->nodes[i], name, buf, 4);
+            if (a) v = a->kind == TS_ATTR_INTS ? a->ints[0] : a->i;
+            convs++;
+        }
+    cr_assert_eq(convs, 1, "one Conv expected, %d found", convs);
+    return v;
+}
+
+static void free_all(collect *c)
+{
+    for (int i = 0; i < c->n; i++) ts_graph_free(c->g[i]);
+}
+
+Test(pet_cases, grouped_conv_merges_groups_over_a_block_diagonal_weight)
+{
+    /* 4 groups of 2 channels: merged by 2 (2 groups of 4) and by 4 (a
+     * regular conv); the weight work is folded away */
+    ts_graph *g = conv_model_sg(8, 8, 6, 3, 1, 1, 4);
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s", c.what[i]);
+    int k2 = find(&c, "pet:conv-g2"), k1 = find(&c, "pet:conv-g1");
+    cr_assert_geq(k2, 0, "the conv with groups merged by 2 was not found (%d proposals)", c.n);
+    cr_assert_geq(k1, 0, "the grouped conv as a regular conv was not found (%d proposals)", c.n);
+    expect_same(g, c.g[k2]);
+    expect_same(g, c.g[k1]);
+    cr_assert_eq(conv_attr(c.g[k2], "group", 1), 2);
+    cr_assert_eq(conv_attr(c.g[k1], "group", 1), 1);
+    cr_assert_eq(count_op(c.g[k1], "Pad") + count_op(c.g[k1], "Slice") + count_op(c.g[k1], "Concat"), 0,
+                 "the block-diagonal weight is precomputed");
+    for (int i = 0; i < c.n; i++) expect_same(g, c.g[i]);
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+Test(pet_check, negative_control_block_diagonal_in_the_wrong_place_is_rejected)
+{
+    /* groups merged by 2 with each block in the other group's slot */
+    ts_error e = {0};
+    ts_graph *p0 = ts_graph_new("p0", 17), *p1 = ts_graph_new("p1", 17);
+    int x0 = input(p0, "x", 4, (int64_t[]){1, 4, 6, 6}), w0 = input(p0, "w", 4, (int64_t[]){4, 2, 3, 3});
+    output(p0, conv_sg(p0, x0, w0, -1, 1, 1, 2));
+    int x1 = input(p1, "x", 4, (int64_t[]){1, 4, 6, 6}), w1 = input(p1, "w", 4, (int64_t[]){4, 2, 3, 3});
+    int lo = ts_pet_slice(p1, w1, 0, 0, 2, &e), hi = ts_pet_slice(p1, w1, 0, 2, 4, &e);
+    int plo = ts_pet_pad(p1, lo, (int64_t[]){0, 2, 0, 0, 0, 0, 0, 0}, &e); /* should be after */
+    int phi = ts_pet_pad(p1, hi, (int64_t[]){0, 0, 0, 0, 0, 2, 0, 0}, &e); /* should be before */
+    int wb = ts_pet_concat(p1, (int[]){plo, phi}, 2, 0, &e);
+    cr_assert(wb >= 0, "%s", e.msg);
+    output(p1, conv_sg(p1, x1, wb, -1, 1, 1, 1));
+    ts_pet_verdict v;
+    cr_assert_eq(ts_pet_check(p0, p1, 2, 1, &v, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(v.nfail, v.nboxes, "every box differs (%d of %d failed)", v.nfail, v.nboxes);
+    ts_pet_verdict_free(&v);
+    ts_graph_free(p0);
+    ts_graph_free(p1);
+}
+
+static void expect_s2d(int64_t c, int64_t hw, int64_t k, int64_t pad)
+{
+    ts_graph *g = conv_model_sg(c, 4, hw, k, pad, 2, 1);
+    collect cl;
+    propose(g, &cl);
+    for (int i = 0; i < cl.n; i++) cr_log_info("proposed %s", cl.what[i]);
+    int m = find(&cl, "pet:conv-s2d2");
+    cr_assert_geq(m, 0, "%lldx%lld stride 2 pad %lld on %lld: the space-to-depth mutant was not found (%d proposals)",
+                  (long long)k, (long long)k, (long long)pad, (long long)hw, cl.n);
+    expect_same(g, cl.g[m]);
+    cr_assert_eq(conv_attr(cl.g[m], "strides", 1), 1, "the convolution runs at stride 1");
+    for (int i = 0; i < cl.n; i++) expect_same(g, cl.g[i]);
+    free_all(&cl);
+    ts_graph_free(g);
+}
+
+Test(pet_cases, strided_conv_becomes_stride_1_by_space_to_depth)
+{
+    expect_s2d(3, 16, 7, 3); /* a ResNet stem: input padded past its end */
+    expect_s2d(3, 15, 3, 1); /* odd size */
+    expect_s2d(4, 15, 3, 0); /* "valid" */
+    expect_s2d(2, 17, 2, 0); /* the last input row is never read: cut */
+}
+
+Test(pet_cases, pointwise_strided_conv_is_not_padded_to_4x_the_work)
+{
+    ts_graph *g = conv_model_sg(4, 4, 8, 1, 0, 2, 1);
+    collect c;
+    propose(g, &c);
+    cr_assert_lt(find(&c, "pet:conv-s2d2"), 0, "a 1x1 stride-2 conv padded to 2x2 does 4x the work");
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+Test(pet_check, negative_control_weight_not_rearranged_like_the_input_is_rejected)
+{
+    /* space-to-depth on the input, but the weight's phases swapped (rows
+     * and columns exchanged): right shapes, wrong values */
+    ts_error e = {0};
+    ts_graph *p0 = ts_graph_new("p0", 17), *p1 = ts_graph_new("p1", 17);
+    int x0 = input(p0, "x", 4, (int64_t[]){1, 1, 8, 8}), w0 = input(p0, "w", 4, (int64_t[]){1, 1, 2, 2});
+    output(p0, conv_sg(p0, x0, w0, -1, 0, 2, 1));
+    int x1 = input(p1, "x", 4, (int64_t[]){1, 1, 8, 8}), w1 = input(p1, "w", 4, (int64_t[]){1, 1, 2, 2});
+    int xa = ts_pet_reshape(p1, x1, (int64_t[]){1, 1, 4, 2, 4, 2}, 6, &e);
+    int xb = ts_pet_transpose(p1, xa, (int64_t[]){0, 1, 3, 5, 2, 4}, 6, &e);
+    int xc = ts_pet_reshape(p1, xb, (int64_t[]){1, 4, 4, 4}, 4, &e);
+    int wa = ts_pet_reshape(p1, w1, (int64_t[]){1, 1, 1, 2, 1, 2}, 6, &e);
+    int wb = ts_pet_transpose(p1, wa, (int64_t[]){0, 1, 5, 3, 2, 4}, 6, &e); /* should be 3, 5 */
+    int wc = ts_pet_reshape(p1, wb, (int64_t[]){1, 4, 1, 1}, 4, &e);
+    cr_assert(xc >= 0 && wc >= 0, "%s", e.msg);
+    output(p1, conv_sg(p1, xc, wc, -1, 0, 1, 1));
+    ts_pet_verdict v;
+    cr_assert_eq(ts_pet_check(p0, p1, 2, 1, &v, &e), TS_OK, "%s", e.msg);
+    cr_assert_gt(v.nfail, 0, "the swapped weight passed every box");
+    ts_pet_verdict_free(&v);
+    ts_graph_free(p0);
+    ts_graph_free(p1);
+}
+
+/* ------------------------------------------ post-optimization: layout pairs */
+
+/* [N,C,H,W] -> phases of 2 in the batch (as the mutants' s2b2), or back */
+static int phase_split(ts_graph *g, int x, bool back)
+{
+    ts_error e = {0};
+    const ts_shape *s = &g->values[x].shape;
+    int64_t N = s->dims[0], C = s->dims[1], H = s->dims[2], W = s->dims[3];
+    int v;
+    if (!back) {
+        v = ts_pet_reshape(g, x, (int64_t[]){N, C, H / 2, 2, W / 2, 2}, 6, &e);
+        v = ts_pet_transpose(g, v, (int64_t[]){3, 5, 0, 1, 2, 4}, 6, &e);
+        v = ts_pet_reshape(g, v, (int64_t[]){4 * N, C, H / 2, W / 2}, 4, &e);
+    } else {
+        v = ts_pet_reshape(g, x, (int64_t[]){2, 2, N / 4, C, H, W}, 6, &e);
+        v = ts_pet_transpose(g, v, (int64_t[]){2, 3, 4, 0, 5, 1}, 6, &e);
+        v = ts_pet_reshape(g, v, (int64_t[]){N / 4, C, H * 2, W * 2}, 4, &e);
+    }
+    cr_assert(v >= 0, "%s", e.msg);
+    return v;
+}
+
+Test(pet_post, inverse_layouts_around_an_elementwise_op_cancel)
+{
+    ts_graph *g = ts_graph_new("l", 17);
+    int x = unary(g, "Neg", input(g, "x", 4, (int64_t[]){1, 2, 8, 8}));
+    int r = unary(g, "Relu", phase_split(g, x, false));
+    output(g, unary(g, "Neg", phase_split(g, r, true)));
+    ts_graph *g0 = ts_graph_copy(g);
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_cancel_layouts(g, &e), 1, "%s", e.msg);
+    cr_assert_eq(count_op(g, "Transpose") + count_op(g, "Reshape"), 0);
+    cr_assert_eq(count_op(g, "Relu"), 1);
+    expect_same(g0, g);
+    ts_graph_free(g0);
+    ts_graph_free(g);
+}
+
+Test(pet_post, layouts_that_do_not_compose_to_the_identity_stay)
+{
+    /* phase split, then the phase split again (not its inverse) */
+    ts_graph *g = ts_graph_new("l", 17);
+    int x = unary(g, "Neg", input(g, "x", 4, (int64_t[]){1, 2, 8, 8}));
+    int r = unary(g, "Relu", phase_split(g, x, false));
+    int y = phase_split(g, r, false);
+    output(g, unary(g, "Neg", y));
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_cancel_layouts(g, &e), 0, "%s", e.msg);
+    cr_assert_eq(count_op(g, "Transpose"), 2);
+    ts_graph_free(g);
+}
+
+Test(pet_post, neighbouring_dilated_convs_share_one_phase_split)
+{
+    /* relu -> dconv -> relu -> dconv -> relu: after both rewrites the
+     * activation between them stays phase-split */
+    uint64_t rng = 17;
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, 4, 8, 8}));
+    int y = conv(g, x, weight(g, "w", 4, (int64_t[]){4, 4, 3, 3}, &rng), weight(g, "b", 1, (int64_t[]){4}, &rng), 2, 2);
+    y = unary(g, "Relu", y);
+    y = conv(g, y, weight(g, "w2", 4, (int64_t[]){4, 4, 3, 3}, &rng), weight(g, "b2", 1, (int64_t[]){4}, &rng), 2, 2);
+    output(g, unary(g, "Relu", y));
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s x%d", c.what[i], c.count[i]);
+    int k = find(&c, "pet:s2b2.conv-undilated.b2s2");
+    cr_assert_geq(k, 0, "the phase-split mutant was not found (%d proposals)", c.n);
+    cr_assert_eq(c.count[k], 2, "both convolutions (one program) rewritten in one candidate");
+    cr_assert_eq(count_op(c.g[k], "Transpose"), 2, "one split before the first conv, one merge after the second");
+    cr_assert_eq(count_op(c.g[k], "Relu"), 3);
+    int alone = 0;
+    for (int i = 0; i < c.n; i++) {
+        expect_same(g, c.g[i]);
+        if (!strcmp(c.what[i], "pet:s2b2.conv-undilated.b2s2") && c.count[i] == 1) {
+            alone++;
+            cr_assert_eq(count_op(c.g[i], "Transpose"), 2, "one conv rewritten: its own split and merge");
+        }
+    }
+    cr_assert_eq(alone, 2, "each conv alone is proposed too");
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+Test(pet_post, identity_chains_are_recognized_by_running_them)
+{
+    ts_graph *g = ts_graph_new("l", 17);
+    ts_error e = {0};
+    int x = input(g, "x", 4, (int64_t[]){1, 2, 8, 8});
+    int there = phase_split(g, x, false), back = phase_split(g, there, true);
+    /* two width splits by 2 undone by one merge of 4 (an identity the
+     * "never follow a layout by its inverse" pruning does not see) */
+    int a = ts_pet_reshape(g, x, (int64_t[]){1, 2, 8, 4, 2}, 5, &e);
+    a = ts_pet_reshape(g, a, (int64_t[]){1, 2, 8, 8}, 4, &e);
+    int t = ts_pet_transpose(g, x, (int64_t[]){0, 1, 3, 2}, 4, &e);
+    cr_assert(a >= 0 && t >= 0, "%s", e.msg);
+    cr_assert(ts_pet_chain_is_identity(g, x, back));
+    cr_assert(ts_pet_chain_is_identity(g, x, a), "reshapes alone move nothing");
+    cr_assert_not(ts_pet_chain_is_identity(g, x, t), "a transpose of a square image has the shape, not the order");
+    cr_assert_not(ts_pet_chain_is_identity(g, x, there));
+    ts_graph_free(g);
+}
+
+Test(pet_mutants, no_mutant_is_the_original_behind_layouts_that_cancel)
+{
+    ts_graph *p0 = conv_program(4, 2, 8, 1, 1);
+    ts_pet_gen_opts o = {.depth = 4, .keep = 1 << 20};
+    ts_pet_mutant *m;
+    int n;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_mutants(p0, &o, &m, &n, &e), TS_OK, "%s", e.msg);
+    cr_assert_gt(n, 0);
+    int x = p0->inputs[0];
+    for (int i = 0; i < n; i++) {
+        const ts_graph *q = m[i].prog;
+        for (int k = 0; k < q->nnodes; k++) {
+            if (q->nodes[k].dead || strcmp(q->nodes[k].op->name, "Conv")) continue;
+            int in = q->nodes[k].inputs[0], out = q->nodes[k].outputs[0];
+            cr_assert(in == x || !ts_pet_chain_is_identity(q, x, in), "%s: layouts before the conv cancel", m[i].what);
+            cr_assert(out == q->outputs[0] || !ts_pet_chain_is_identity(q, out, q->outputs[0]),
+                      "%s: layouts after the conv cancel", m[i].what);
+        }
+    }
+    ts_pet_mutants_free(m, n);
+    ts_graph_free(p0);
+}
+
+Test(pet_mutants, pointwise_conv_gets_no_layout_mutants)
+{
+    /* a 1x1 conv is a GEMM over all positions: moving space into the
+     * batch and back only adds copies */
+    ts_graph *p0 = ts_graph_new("p", 17);
+    output(p0, conv(p0, input(p0, "x", 4, (int64_t[]){2, 4, 8, 8}), input(p0, "w", 4, (int64_t[]){4, 4, 1, 1}), -1,
+                    0, 1));
+    ts_pet_gen_opts o = {.depth = 4, .keep = 1 << 20};
+    ts_pet_mutant *m;
+    int n;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_mutants(p0, &o, &m, &n, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(n, 0, "%d mutants, the first %s", n, n ? m[0].what : "");
+    ts_pet_mutants_free(m, n);
+    ts_graph_free(p0);
 }

@@ -1,7 +1,12 @@
-/* The tsopt binary's OpenMP wait policy (src/util/wait_policy.c). */
+/* How idle OpenMP threads wait (src/util/wait_policy.c): the decision is a
+ * state machine tested on synthetic samples; the one test that uses real
+ * threads checks what the sleeping mode is for (idle threads stop burning
+ * CPU) with bounds that hold under any load.  This program runs without
+ * OMP_WAIT_POLICY (tests/CMakeLists.txt), so libgomp spins by default. */
 #include <criterion/criterion.h>
+#include <omp.h>
 #include <stdlib.h>
-#include <string.h>
+#include <time.h>
 #include "util/wait_policy.h"
 
 Test(wait_policy, counts_other_runnable_tasks)
@@ -21,27 +26,180 @@ Test(wait_policy, rejects_text_that_is_not_loadavg)
     cr_expect_eq(ts_wait_others_runnable("0.5 0.5 0.5 300/250 1"), -1); /* more running than exist */
 }
 
-Test(wait_policy, leaves_a_users_choice_alone)
+Test(wait_policy, parses_schedstat_and_stat)
 {
-    unsetenv("GOMP_SPINCOUNT");
-    setenv("OMP_WAIT_POLICY", "active", 1);
-    cr_expect_not(ts_wait_policy_choose());
-    cr_expect_str_eq(getenv("OMP_WAIT_POLICY"), "active");
-    cr_expect_null(getenv("GOMP_SPINCOUNT"));
-    unsetenv("OMP_WAIT_POLICY");
-    setenv("GOMP_SPINCOUNT", "5", 1);
-    cr_expect_not(ts_wait_policy_choose());
-    cr_expect_str_eq(getenv("GOMP_SPINCOUNT"), "5");
-    cr_expect_null(getenv("OMP_WAIT_POLICY"));
+    uint64_t v = 7;
+    cr_assert(ts_wait_parse_schedstat("123456789 4567 89\n", &v));
+    cr_expect_eq(v, 4567u);
+    cr_expect_not(ts_wait_parse_schedstat("123456789\n", &v));
+    cr_expect_not(ts_wait_parse_schedstat(NULL, &v));
+    /* user nice system idle iowait irq softirq steal guest guest_nice:
+     * busy = 100+2+30 + 4+5+6 */
+    cr_assert(ts_wait_parse_stat("cpu  100 2 30 900 50 4 5 6 0 0\ncpu0 50 1 15 450 25 2 2 3 0 0\n", &v));
+    cr_expect_eq(v, 147u);
+    cr_expect_not(ts_wait_parse_stat("cpu0 50 1 15 450 25 2 2 3 0 0\n", &v));
+    cr_expect_not(ts_wait_parse_stat("cpu  100 2 30", &v));
+    cr_expect_not(ts_wait_parse_stat("intr 5", &v));
 }
 
-Test(wait_policy, sets_exactly_one_policy)
+Test(wait_policy, spins_while_the_threads_get_their_cores)
 {
-    unsetenv("GOMP_SPINCOUNT");
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(c.mode, TS_WAIT_SPIN);
+    /* 100 runs of 1 ms on 2 threads, 0.5% of their time waiting */
+    for (int i = 1; i <= 100; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 0.01, 2), TS_WAIT_SPIN);
+    cr_expect_eq(c.to_sleep, 0);
+}
+
+Test(wait_policy, sleeps_once_a_window_shows_waiting)
+{
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    /* 9 ms of runs waiting 50% is not a window yet */
+    for (int i = 1; i <= 9; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 1.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 1.0, 1.0, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(c.to_sleep, 1);
+    cr_expect_eq(c.since_ms, 10);
+    /* one long collapsed run is a window by itself */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 2), TS_WAIT_SLEEP);
+    /* a single thread never waits for a teammate: no decision */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 1), TS_WAIT_SPIN);
+    /* just under the limit: 7% of 2 x 10 ms */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 1.4, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 1.7, 2), TS_WAIT_SLEEP);
+}
+
+Test(wait_policy, looks_at_the_machine_after_the_quiet_wait)
+{
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    ts_wait_ctl_run(&c, 100, 20.0, 20.0, 2);
+    cr_assert_eq(c.mode, TS_WAIT_SLEEP);
+    cr_expect_not(ts_wait_ctl_look_due(&c, 100 + TS_WAIT_QUIET_MS - 1));
+    cr_expect(ts_wait_ctl_look_due(&c, 100 + TS_WAIT_QUIET_MS));
+    /* a busy loop took one of 2 cores: keep sleeping, look again later */
+    cr_expect_eq(ts_wait_ctl_look(&c, 400, 1.0, 2, 2), TS_WAIT_SLEEP);
+    cr_expect_not(ts_wait_ctl_look_due(&c, 401));
+    cr_expect(ts_wait_ctl_look_due(&c, 400 + TS_WAIT_QUIET_MS));
+    /* unknown (no /proc): keep sleeping */
+    cr_expect_eq(ts_wait_ctl_look(&c, 700, -1, 2, 2), TS_WAIT_SLEEP);
+    /* the others left: spin again */
+    cr_expect_eq(ts_wait_ctl_look(&c, 1000, 0.05, 2, 2), TS_WAIT_SPIN);
+    cr_expect_eq(c.to_spin, 1);
+    cr_expect_not(ts_wait_ctl_look_due(&c, 5000)); /* only a sleeping process looks */
+}
+
+Test(wait_policy, counts_only_the_cores_the_team_needs)
+{
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    ts_wait_ctl_run(&c, 100, 20.0, 20.0, 2);
+    /* 2 threads on 8 cores: others using 5.5 cores leave ours free */
+    cr_expect_eq(ts_wait_ctl_look(&c, 400, 5.5, 8, 2), TS_WAIT_SPIN);
+    ts_wait_ctl_run(&c, 500, 20.0, 20.0, 2);
+    cr_expect_eq(ts_wait_ctl_look(&c, 800, 6.5, 8, 2), TS_WAIT_SLEEP);
+}
+
+Test(wait_policy, looks_less_often_while_spinning_keeps_failing)
+{
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    double t = 100, wait = TS_WAIT_QUIET_MS;
+    ts_wait_ctl_run(&c, t, 20.0, 20.0, 2);
+    for (int k = 0; k < 8; k++) {
+        cr_assert_eq(c.quiet_ms, wait, "round %d: %g", k, c.quiet_ms);
+        t += c.quiet_ms;
+        cr_assert_eq(ts_wait_ctl_look(&c, t, 0.0, 2, 2), TS_WAIT_SPIN); /* looked quiet ... */
+        t += 50;
+        cr_assert_eq(ts_wait_ctl_run(&c, t, 20.0, 20.0, 2), TS_WAIT_SLEEP); /* ... but was not */
+        wait = wait * 2 > TS_WAIT_QUIET_MAX_MS ? TS_WAIT_QUIET_MAX_MS : wait * 2;
+    }
+    cr_expect_eq(c.quiet_ms, TS_WAIT_QUIET_MAX_MS);
+    /* spinning that holds resets the wait */
+    t += c.quiet_ms;
+    ts_wait_ctl_look(&c, t, 0.0, 2, 2);
+    for (int i = 0; i < 300; i++) ts_wait_ctl_run(&c, t += 10, 10.0, 0.0, 2);
+    cr_expect_eq(c.mode, TS_WAIT_SPIN);
+    cr_expect_eq(c.quiet_ms, TS_WAIT_QUIET_MS);
+}
+
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* CPU time the process burns over a 30 ms pause after a 2-thread region:
+ * an idle spinning libgomp thread burns it, a sleeping one does not. */
+static double idle_burn_ms(void)
+{
+    volatile int x = 0;
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp atomic
+        x++;
+    }
+    double c0 = cpu_ms();
+    nanosleep(&(struct timespec){0, 30000000}, NULL);
+    return cpu_ms() - c0;
+}
+
+Test(wait_policy, the_sleeping_mode_stops_idle_threads_spinning)
+{
     unsetenv("OMP_WAIT_POLICY");
-    cr_assert(ts_wait_policy_choose());
-    const char *spin = getenv("GOMP_SPINCOUNT"), *passive = getenv("OMP_WAIT_POLICY");
-    cr_expect((spin != NULL) != (passive != NULL));
-    if (spin) cr_expect_str_eq(spin, TS_WAIT_SPINCOUNT);
-    if (passive) cr_expect_str_eq(passive, "passive");
+    unsetenv("GOMP_SPINCOUNT");
+    unsetenv("TSOPT_WAIT");
+    cr_expect_str_eq(ts_wait_policy_name(), "adaptive");
+    cr_expect_not(ts_wait_threads_sleep());
+    /* libgomp's default spin (300000 iterations, milliseconds): seen unless
+     * the machine is too loaded to give the idle thread a core */
+    double spin = 0;
+    for (int i = 0; i < 5 && spin < 1.0; i++) spin = idle_burn_ms();
+    if (spin < 1.0) cr_skip_test("an idle spinning thread burnt only %.2f ms: cannot tell modes apart", spin);
+
+    /* the helper's team starts on its own thread: give it up to 10 pauses */
+    ts_wait_set_mode(TS_WAIT_SLEEP, 2);
+    cr_expect(ts_wait_threads_sleep());
+    double sleep = spin;
+    for (int i = 0; i < 10 && sleep >= 0.5; i++) sleep = idle_burn_ms();
+    cr_expect_lt(sleep, 0.5, "sleeping mode burnt %.2f ms in 30 ms (spinning: %.2f)", sleep, spin);
+
+    ts_wait_set_mode(TS_WAIT_SPIN, 2);
+    cr_expect_not(ts_wait_threads_sleep());
+    double again = 0;
+    for (int i = 0; i < 10 && again <= 0.5; i++) again = idle_burn_ms();
+    cr_expect_gt(again, 0.5, "spinning again burnt only %.2f ms (before: %.2f)", again, spin);
+    ts_wait_stats st;
+    ts_wait_get_stats(&st);
+    cr_expect_eq(st.spin_runs + st.sleep_runs, 0); /* no plan ran */
+}
+
+Test(wait_policy, a_users_choice_is_left_alone)
+{
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    cr_expect_str_eq(ts_wait_policy_name(), "passive");
+    cr_expect(ts_wait_threads_sleep());
+    ts_wait_set_mode(TS_WAIT_SPIN, 2);
+    cr_expect(ts_wait_threads_sleep());
+}
+
+Test(wait_policy, tsopt_wait_forces_a_mode)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    setenv("TSOPT_WAIT", "spin", 1);
+    cr_expect_str_eq(ts_wait_policy_name(), "spin");
+    ts_wait_run r;
+    ts_wait_run_begin(&r, 2);
+    ts_wait_run_end(&r);
+    cr_expect_not(ts_wait_threads_sleep());
+    ts_wait_stats st;
+    ts_wait_get_stats(&st);
+    cr_expect_eq(st.spin_runs, 1);
+    cr_expect_eq(st.to_sleep, 0);
 }

@@ -1,0 +1,247 @@
+/* A fuzzing campaign: pair after pair until the time, pair or finding
+ * budget is spent.  Pair i depends only on the campaign's seed and i (its
+ * seed graph, the e-graph's limits in nodes and rounds, the extraction's
+ * ties, the inputs), so two campaigns with one seed test the same pairs in
+ * the same order; the time budget only decides how many. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "fuzz/fuzz.h"
+
+void ts_fuzz_pair_free(ts_fuzz_pair *p)
+{
+    ts_graph_free(p->original);
+    ts_graph_free(p->variant);
+    memset(p, 0, sizeof *p);
+}
+
+void ts_fuzz_opts_default(ts_fuzz_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->target.kind = TS_FUZZ_TARGET_TSOPT;
+    o->target.tol = ts_fuzz_tol_default;
+    o->target.optimizer = true;
+    o->target.opt_budget = 2;
+    o->seed = 1;
+    o->time_s = 60;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A folder that already holds pairs or findings is not reused: a new
+ * campaign's NNN would mix with the old ones. */
+static bool holds_campaign(const char *dir)
+{
+    char p[1100];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/pairs", dir);
+    if (!stat(p, &sb)) return true;
+    snprintf(p, sizeof p, "%s/findings", dir);
+    return !stat(p, &sb);
+}
+
+static ts_status write_summary(const ts_fuzz_opts *o, const ts_fuzz_stats *st, ts_error *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/summary.json", o->dir);
+    char *js = ts_fuzz_stats_json(o, st);
+    if (!js) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    FILE *f = fopen(path, "w");
+    bool ok = f && fprintf(f, "%s\n", js) > 0;
+    if (f && fclose(f)) ok = false;
+    free(js);
+    return ok ? TS_OK : ts_error_set(err, TS_ERR_IO, "cannot write '%s'", path);
+}
+
+void ts_fuzz_signature(const ts_fuzz_verdict *v, char *out, size_t n)
+{
+    size_t k = (size_t)snprintf(out, n, "%s:", v->stage);
+    const char *p = v->what;
+    while (*p && k + 3 < n) {
+        size_t w = strcspn(p, " ");
+        if (memchr(p, '/', w)) { /* a path */
+            out[k++] = '?';
+        } else {
+            for (size_t i = 0; i < w && k + 3 < n; i++) {
+                if (p[i] == '\'') {
+                    const char *q = memchr(p + i + 1, '\'', w - i - 1);
+                    out[k++] = '?';
+                    if (q) i = (size_t)(q - p);
+                    else break;
+                } else if (p[i] >= '0' && p[i] <= '9') {
+                    while (i + 1 < w && p[i + 1] >= '0' && p[i + 1] <= '9') i++;
+                    out[k++] = '#';
+                } else {
+                    out[k++] = p[i];
+                }
+            }
+        }
+        p += w;
+        while (*p == ' ' && k + 3 < n) out[k++] = *p++;
+    }
+    out[k < n ? k : n - 1] = 0;
+}
+
+typedef struct seen_set {
+    char **sig;
+    int n, cap;
+} seen_set;
+
+/* True when sig was seen before; else remembers it (false out of memory too). */
+static bool seen_before(seen_set *s, const char *sig)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->sig[i], sig)) return true;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        char **g = realloc(s->sig, sizeof *g * (size_t)cap);
+        if (!g) return false;
+        s->sig = g, s->cap = cap;
+    }
+    if ((s->sig[s->n] = strdup(sig))) s->n++;
+    return false;
+}
+
+/* Minimizes a finding and writes its folder. */
+static ts_status record(const ts_fuzz_opts *o, ts_fuzz_target *t, ts_fuzz_pair_fn make, void *ctx, long index,
+                        long pair, uint64_t pseed, const ts_graph *seed_graph, const ts_fuzz_pair *p,
+                        ts_tensor *const *in, const ts_fuzz_verdict *v, ts_error *err)
+{
+    ts_fuzz_reduced red = {0};
+    bool reduced = false;
+    if (!o->no_minimize) {
+        ts_fuzz_reducer r = {.target = t, .make_pair = make, .make_ctx = ctx, .seed = pseed};
+        if (make == ts_fuzz_pair_make) r.set_rounds = ts_fuzz_rules_set_rounds, r.max_rounds = TS_FUZZ_ROUNDS;
+        ts_error e = {0};
+        if (!ts_fuzz_reduce(&r, seed_graph, v, &red, &e)) reduced = true;
+        else if (e.code == TS_ERR_NOMEM) return *err = e, e.code;
+        /* a finding that does not reproduce from its seed is written as found */
+    }
+    ts_fuzz_finding f = {.index = index, .pair = pair, .pair_seed = pseed, .opts = o, .pair_full = p,
+                         .verdict_full = v, .reduced = reduced ? &red : NULL,
+                         .inputs_full = (const ts_tensor *const *)in};
+    ts_status st = ts_fuzz_write_finding(o->dir, &f, err);
+    ts_fuzz_reduced_free(&red);
+    return st;
+}
+
+ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
+{
+    memset(st, 0, sizeof *st);
+    if (!o->dir) return ts_error_set(err, TS_ERR_INVALID, "fuzz: no output folder");
+    if (o->time_s <= 0 && o->max_pairs <= 0)
+        return ts_error_set(err, TS_ERR_INVALID, "fuzz: neither a time nor a pair budget");
+    if (mkdir(o->dir, 0777) && errno != EEXIST)
+        return ts_error_set(err, TS_ERR_IO, "cannot create folder '%s': %s", o->dir, strerror(errno));
+    if (holds_campaign(o->dir))
+        return ts_error_set(err, TS_ERR_INVALID, "'%s' already holds a campaign (pairs/ or findings/): give a new folder",
+                            o->dir);
+    ts_fuzz_pair_fn make = o->make_pair;
+    void *ctx = o->make_ctx;
+    ts_fuzz_rules *rules = NULL;
+    if (!make) {
+        if (ts_fuzz_rules_load(&rules, err)) return err->code;
+        make = ts_fuzz_pair_make;
+        ctx = rules;
+    }
+    ts_fuzz_target *t = NULL;
+    seen_set seen = {0};
+    ts_status rc = ts_fuzz_target_open(&o->target, &t, err);
+    double t0 = now_s();
+    for (long i = 0; !rc; i++) {
+        double el = now_s() - t0;
+        const char *stop = o->stop && *o->stop                              ? "interrupted"
+                           : o->max_pairs > 0 && i >= o->max_pairs          ? "pairs"
+                           : o->max_findings > 0 && st->findings >= o->max_findings ? "findings"
+                           : o->time_s > 0 && el >= o->time_s               ? "time limit"
+                                                                            : NULL;
+        if (stop) {
+            snprintf(st->stop, sizeof st->stop, "%s", stop);
+            break;
+        }
+        uint64_t ps = ts_fuzz_pair_seed(o->seed, i);
+        ts_graph *g = ts_fuzz_seed_graph(ps, err);
+        if (!g) {
+            rc = err->code;
+            break;
+        }
+        ts_fuzz_pair p = {0};
+        ts_error e = {0};
+        if (make(ctx, g, ps, &p, &e)) {
+            ts_graph_free(g);
+            if (e.code == TS_ERR_NOMEM) rc = (*err = e, e.code);
+            else st->skipped++;
+            continue;
+        }
+        st->generated++;
+        st->saturated += p.stop && !strcmp(p.stop, "saturated");
+        ts_tensor **in = calloc((size_t)p.original->ninputs + 1, sizeof *in);
+        ts_fuzz_verdict v;
+        if (!in) rc = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        else if (!(rc = ts_fuzz_inputs(p.original, ps, in, err)))
+            rc = ts_fuzz_target_check(t, p.original, p.variant, p.nroots, in, ps, &v, err);
+        if (!rc) {
+            if (v.kind == TS_FUZZ_FILTERED) {
+                st->filtered++;
+            } else {
+                st->tested++;
+                st->optimized += v.optimized;
+                st->original_nodes += ts_fuzz_count_nodes(p.original);
+                st->variant_nodes += ts_fuzz_count_nodes(p.variant);
+                if (st->saved < o->save_pairs && !(rc = ts_fuzz_save_pair(o->dir, st->saved, &p, err))) st->saved++;
+            }
+            char sig[sizeof v.what + 40];
+            if (!rc && v.kind == TS_FUZZ_ERROR) ts_fuzz_signature(&v, sig, sizeof sig);
+            if (!rc && v.kind == TS_FUZZ_ERROR && seen_before(&seen, sig)) {
+                st->duplicates++;
+            } else if (!rc && (v.kind == TS_FUZZ_MISMATCH || v.kind == TS_FUZZ_ERROR)) {
+                if (v.kind == TS_FUZZ_MISMATCH) st->mismatches++;
+                else st->errors++;
+                rc = record(o, t, make, ctx, st->findings, i, ps, g, &p, in, &v, err);
+                st->findings++;
+            }
+        }
+        for (int k = 0; in && k < p.original->ninputs; k++) ts_tensor_unref(in[k]);
+        free(in);
+        ts_fuzz_pair_free(&p);
+        ts_graph_free(g);
+        if (o->progress) o->progress(o->progress_ctx, st, now_s() - t0);
+    }
+    st->seconds = now_s() - t0;
+    for (int k = 0; k < seen.n; k++) free(seen.sig[k]);
+    free(seen.sig);
+    ts_fuzz_target_close(t);
+    ts_fuzz_rules_free(rules);
+    if (!rc) rc = write_summary(o, st, err);
+    return rc;
+}
+
+char *ts_fuzz_stats_json(const ts_fuzz_opts *o, const ts_fuzz_stats *st)
+{
+    size_t n = 1024;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    double secs = st->seconds > 0 ? st->seconds : 1e-9;
+    snprintf(s, n,
+             "{\"tested\": %ld, \"findings\": %ld, \"mismatches\": %ld, \"errors\": %ld, \"duplicates\": %ld, "
+             "\"rate\": %.6g, "
+             "\"pairs_per_s\": %.3f, \"seconds\": %.3f, \"seed\": %llu, \"target\": \"%s\", \"stop\": \"%s\", "
+             "\"generated\": %ld, \"filtered\": %ld, \"skipped\": %ld, \"saved_pairs\": %ld, "
+             "\"original_nodes_avg\": %.2f, \"variant_nodes_avg\": %.2f, \"saturated\": %ld, \"optimized\": %ld, \"plant\": \"%s\"}",
+             st->tested, st->findings, st->mismatches, st->errors, st->duplicates,
+             st->tested ? (double)st->findings / (double)st->tested : 0.0, (double)st->generated / secs,
+             st->seconds, (unsigned long long)o->seed, o->target.kind == TS_FUZZ_TARGET_ORT ? "ort" : "tsopt",
+             st->stop, st->generated, st->filtered, st->skipped, st->saved,
+             st->tested ? (double)st->original_nodes / (double)st->tested : 0.0,
+             st->tested ? (double)st->variant_nodes / (double)st->tested : 0.0, st->saturated, st->optimized,
+             o->target.plant ? o->target.plant : "");
+    return s;
+}

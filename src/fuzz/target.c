@@ -1,0 +1,413 @@
+/* Targets of the fuzzer: the compilers a pair is given to.
+ *
+ *  - tsopt: the runtime (src/exec: a plan with its fusion, layouts and
+ *    kernels) runs both graphs; then the optimizer (ts_optimize with a
+ *    tiny budget, the roofline cost model and no timing, so that it is
+ *    deterministic) rewrites the variant, and the runtime runs the result,
+ *    which must still agree with the original.
+ *  - ort: ONNX Runtime with all its graph optimizations, through one
+ *    long-lived node process (ort.c, tools/ort/serve.js).
+ *
+ * A mismatch is checked once more against the float64 reference
+ * interpreter (src/ir/interp.c) to say which side is wrong; when the two
+ * graphs already differ there, the pair itself is not equivalent (a wrong
+ * rewrite rule, not a compiler bug) and the verdict says so. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "fuzz/fuzz.h"
+#include "ops/list.h"
+
+struct ts_fuzz_target {
+    ts_fuzz_target_opts o;
+    ts_fuzz_ort *ort;
+    char work[512];       /* temporary folder: models and .npy for ORT, the optimizer's cost cache */
+    char cost_cache[600]; /* never written: the roofline model times nothing */
+    char *files[2];       /* ORT: model files to give it as they are (replay), NULL: write the graphs */
+};
+
+void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const char *variant)
+{
+    const char *f[2] = {original, variant};
+    for (int i = 0; i < 2; i++) {
+        free(t->files[i]);
+        t->files[i] = f[i] ? strdup(f[i]) : NULL;
+    }
+}
+
+const char *ts_fuzz_plants(void) { return "transpose-add"; }
+
+const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t) { return &t->o; }
+
+/* Removes the work folder: files, and folders of files (its layout). */
+static void remove_tree(const char *path, int depth)
+{
+    DIR *d = depth < 3 ? opendir(path) : NULL;
+    if (d) {
+        struct dirent *e;
+        char sub[1024];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                remove_tree(sub, depth + 1);
+            }
+        closedir(d);
+    }
+    remove(path);
+}
+
+ts_status ts_fuzz_target_open(const ts_fuzz_target_opts *o, ts_fuzz_target **out, ts_error *err)
+{
+    *out = NULL;
+    if (o->plant && *o->plant && strcmp(o->plant, "transpose-add"))
+        return ts_error_set(err, TS_ERR_INVALID, "unknown planted bug '%s' (known: %s)", o->plant, ts_fuzz_plants());
+    ts_fuzz_target *t = calloc(1, sizeof *t);
+    if (!t) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    t->o = *o;
+    if (t->o.opt_budget <= 0) t->o.opt_budget = 2;
+    if (t->o.tol.rtol <= 0) t->o.tol = ts_fuzz_tol_default;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(t->work, sizeof t->work, "%s/tsopt-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(t->work)) {
+        ts_status st = ts_error_set(err, TS_ERR_IO, "cannot make a temporary folder under %s", tmp ? tmp : "/tmp");
+        free(t);
+        return st;
+    }
+    snprintf(t->cost_cache, sizeof t->cost_cache, "%s/costs.tsv", t->work);
+    if (o->kind == TS_FUZZ_TARGET_ORT) {
+        char dirs[3][600];
+        snprintf(dirs[0], sizeof dirs[0], "%s/in", t->work);
+        snprintf(dirs[1], sizeof dirs[1], "%s/o0", t->work);
+        snprintf(dirs[2], sizeof dirs[2], "%s/o1", t->work);
+        for (int i = 0; i < 3; i++) mkdir(dirs[i], 0700);
+        const char *serve = o->ort_serve ? o->ort_serve : ts_fuzz_ort_default_serve();
+        if (ts_fuzz_ort_open(serve, o->ort_log, &t->ort, err)) {
+            ts_status st = err->code;
+            ts_fuzz_target_close(t);
+            return st;
+        }
+    }
+    *out = t;
+    return TS_OK;
+}
+
+void ts_fuzz_target_close(ts_fuzz_target *t)
+{
+    if (!t) return;
+    ts_fuzz_ort_close(t->ort);
+    ts_fuzz_target_set_files(t, NULL, NULL);
+    if (t->work[0]) remove_tree(t->work, 0);
+    free(t);
+}
+
+/* --------------------------------------------------------------- runtime */
+
+/* The planted bug (tests only): a copy of g in which Add and Mul read the
+ * input of a 2-D Transpose of a square matrix instead of its result, as a
+ * fused path that forgot the transpose would compute.  Shapes still fit,
+ * so only the values are wrong: a silent mis-compilation. */
+static ts_graph *plant_transpose_add(const ts_graph *g)
+{
+    ts_graph *c = ts_graph_copy(g);
+    if (!c) return NULL;
+    for (int i = 0; i < c->nnodes; i++) {
+        ts_node *n = &c->nodes[i];
+        if (n->dead || (n->op != &ts_op_add && n->op != &ts_op_mul)) continue;
+        for (int j = 0; j < n->ninputs; j++) {
+            int p = n->inputs[j] >= 0 ? c->values[n->inputs[j]].producer : -1;
+            if (p < 0 || c->nodes[p].op != &ts_op_transpose) continue;
+            const ts_shape *s = &c->values[c->nodes[p].inputs[0]].shape;
+            if (s->rank == 2 && s->dims[0] == s->dims[1]) n->inputs[j] = c->nodes[p].inputs[0];
+        }
+    }
+    return c;
+}
+
+/* Runs g with the fast runtime; out[i] made here (unref them). */
+static ts_status run_runtime(const ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
+                             ts_error *err)
+{
+    for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
+    ts_graph *planted = NULL;
+    if (t->o.plant && !strcmp(t->o.plant, "transpose-add")) {
+        if (!(planted = plant_transpose_add(g))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        g = planted;
+    }
+    ts_status st = TS_OK;
+    for (int i = 0; i < g->noutputs && !st; i++) {
+        const ts_value *v = &g->values[g->outputs[i]];
+        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+    }
+    ts_plan *p = NULL;
+    ts_plan_opts po = {0};
+    if (!st) st = ts_plan_build(g, &po, &p, err);
+    if (!st) st = ts_plan_run(p, in, out, err);
+    ts_plan_free(p);
+    ts_graph_free(planted);
+    return st;
+}
+
+static void unref_all(ts_tensor **t, int n)
+{
+    for (int i = 0; t && i < n; i++) {
+        ts_tensor_unref(t[i]);
+        t[i] = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ ORT */
+
+static ts_status save_model(const char *path, const ts_graph *g, ts_error *err)
+{
+    ts_onnx_save_opts so = {.static_dims = true};
+    return ts_onnx_save_with(g, path, &so, err);
+}
+
+/* Runs g in ORT: the model and its inputs written to the work folder. */
+static ts_status run_ort(ts_fuzz_target *t, const ts_graph *g, int side, ts_tensor *const *in, ts_tensor **out,
+                         bool *target_failed, ts_error *err)
+{
+    char model[4200], dir_in[600], dir_out[600], path[1400];
+    for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
+    *target_failed = false;
+    snprintf(dir_in, sizeof dir_in, "%s/in", t->work);
+    snprintf(dir_out, sizeof dir_out, "%s/o%d", t->work, side);
+    if (t->files[side]) {
+        snprintf(model, sizeof model, "%s", t->files[side]);
+    } else {
+        snprintf(model, sizeof model, "%s/%s.onnx", t->work, side ? "variant" : "original");
+        if (save_model(model, g, err)) return err->code;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        char stem[300];
+        ts_name_sanitize(g->values[g->inputs[i]].name, stem, sizeof stem);
+        snprintf(path, sizeof path, "%s/%s.npy", dir_in, stem);
+        if (ts_npy_save(path, in[i], err)) return err->code;
+    }
+    for (int i = 0; i < g->noutputs; i++) { /* no stale output can pass for a new one */
+        char stem[300];
+        ts_name_sanitize(g->values[g->outputs[i]].name, stem, sizeof stem);
+        snprintf(path, sizeof path, "%s/%s.npy", dir_out, stem);
+        remove(path);
+    }
+    ts_status st = ts_fuzz_ort_run(t->ort, model, dir_in, dir_out, err);
+    if (st == TS_ERR_UNSUPPORTED || st == TS_ERR_IO) {
+        *target_failed = true;
+        return st;
+    }
+    if (st) return st;
+    for (int i = 0; i < g->noutputs; i++) {
+        char stem[300];
+        ts_name_sanitize(g->values[g->outputs[i]].name, stem, sizeof stem);
+        snprintf(path, sizeof path, "%s/%s.npy", dir_out, stem);
+        if (ts_npy_load(path, &out[i], err)) {
+            *target_failed = true;
+            return ts_error_prefix(err, "output '%s' of ORT", g->values[g->outputs[i]].name);
+        }
+    }
+    return TS_OK;
+}
+
+/* --------------------------------------------------------------- judging */
+
+/* Filters, then compares the first nroots outputs.  Returns true when the
+ * verdict is no longer a pass. */
+static bool judge(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, int nroots, ts_tensor **oo,
+                  ts_tensor **ov, const char *stage, ts_fuzz_verdict *v)
+{
+    char why[128];
+    for (int side = 0; side < 2; side++) {
+        const ts_graph *g = side ? gv : go;
+        ts_tensor **o = side ? ov : oo;
+        for (int i = 0; i < g->noutputs; i++)
+            if (ts_fuzz_unstable(o[i], &t->o.tol, why, sizeof why)) {
+                v->kind = TS_FUZZ_FILTERED;
+                snprintf(v->stage, sizeof v->stage, "%s", stage);
+                snprintf(v->what, sizeof v->what, "%s output '%s': %s", side ? "variant" : "original",
+                         g->values[g->outputs[i]].name, why);
+                return true;
+            }
+    }
+    for (int i = 0; i < nroots; i++) {
+        ts_fuzz_diff d;
+        ts_fuzz_compare(oo[i], ov[i], &t->o.tol, &d);
+        if (d.scaled > 1 && (v->kind != TS_FUZZ_MISMATCH || d.scaled > v->diff.scaled)) {
+            v->kind = TS_FUZZ_MISMATCH;
+            v->output = i;
+            v->diff = d;
+        }
+    }
+    if (v->kind != TS_FUZZ_MISMATCH) return false;
+    snprintf(v->stage, sizeof v->stage, "%s", stage);
+    const ts_fuzz_diff *d = &v->diff;
+    char a[160], b[160];
+    if (d->at < 0)
+        snprintf(v->what, sizeof v->what, "output %d ('%s'): %s %s against %s %s", v->output,
+                 go->values[go->outputs[v->output]].name, ts_dtype_name(oo[v->output]->dtype),
+                 ts_shape_str(&oo[v->output]->shape, a, sizeof a), ts_dtype_name(ov[v->output]->dtype),
+                 ts_shape_str(&ov[v->output]->shape, b, sizeof b));
+    else
+        snprintf(v->what, sizeof v->what,
+                 "output %d ('%s') differs: |a-b| = %.6g at element %lld (original %.6g, variant %.6g), "
+                 "%.3g times the tolerance %g + %g * max(|a|, |b|, %.4g)",
+                 v->output, go->values[go->outputs[v->output]].name, d->abs, (long long)d->at, d->a, d->b, d->scaled,
+                 t->o.tol.atol, t->o.tol.rtol, d->scale);
+    return true;
+}
+
+static ts_tensor *to_f64(const ts_tensor *x, ts_error *err)
+{
+    ts_tensor *y = ts_tensor_new(TS_F64, &x->shape, err);
+    if (!y) return NULL;
+    for (int64_t k = 0, n = ts_tensor_numel(x); k < n; k++) ts_tensor_set_f64(y, k, ts_tensor_get_f64(x, k));
+    return y;
+}
+
+/* The float64 reference outputs of g (out: g->noutputs, made here). */
+static ts_status run_f64(const ts_graph *g, ts_tensor *const *in, ts_tensor **out, ts_error *err)
+{
+    ts_tensor **in64 = calloc((size_t)g->ninputs + 1, sizeof *in64);
+    if (!in64) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_status st = TS_OK;
+    for (int i = 0; i < g->ninputs && !st; i++)
+        if (!(in64[i] = to_f64(in[i], err))) st = err->code;
+    for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
+    if (!st) st = ts_graph_run_reference(g, TS_DOMAIN_F64, in64, out, err);
+    unref_all(in64, g->ninputs);
+    free(in64);
+    return st;
+}
+
+/* Which side of a mismatch is wrong, by the float64 reference: got[i] are
+ * the target's outputs of the original (side 0) and the variant. */
+static void blame(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, ts_tensor *const *in_o,
+                  ts_tensor *const *in_v, ts_tensor **oo, ts_tensor **ov, ts_fuzz_verdict *v)
+{
+    int k = v->output;
+    ts_tensor **ro = calloc((size_t)go->noutputs + 1, sizeof *ro), **rv = calloc((size_t)gv->noutputs + 1, sizeof *rv);
+    ts_error e = {0};
+    if (!ro || !rv || run_f64(go, in_o, ro, &e) || run_f64(gv, in_v, rv, &e)) {
+        snprintf(v->wrong, sizeof v->wrong, "unknown");
+    } else {
+        ts_fuzz_diff d;
+        ts_fuzz_compare(ro[k], rv[k], &t->o.tol, &d);
+        if (d.scaled > 1) {
+            snprintf(v->wrong, sizeof v->wrong, "pair"); /* not equivalent: a rule is wrong */
+        } else {
+            ts_tensor *r32 = ts_tensor_new(TS_F32, &ro[k]->shape, &e);
+            bool bad_o = true, bad_v = true;
+            if (r32 && oo[k]->dtype == TS_F32 && ov[k]->dtype == TS_F32) {
+                for (int64_t j = 0, n = ts_tensor_numel(r32); j < n; j++) ts_tensor_set_f64(r32, j, ts_tensor_get_f64(ro[k], j));
+                ts_fuzz_compare(r32, oo[k], &t->o.tol, &d);
+                bad_o = d.scaled > 1;
+                ts_fuzz_compare(r32, ov[k], &t->o.tol, &d);
+                bad_v = d.scaled > 1;
+            }
+            ts_tensor_unref(r32);
+            snprintf(v->wrong, sizeof v->wrong, "%s", bad_o && bad_v ? "both" : bad_o ? "original" : bad_v ? "variant" : "neither");
+        }
+    }
+    if (ro) unref_all(ro, go->noutputs);
+    if (rv) unref_all(rv, gv->noutputs);
+    free(ro);
+    free(rv);
+}
+
+static void set_error(ts_fuzz_verdict *v, const char *stage, const char *side, const ts_error *e)
+{
+    v->kind = TS_FUZZ_ERROR;
+    snprintf(v->stage, sizeof v->stage, "%s", stage);
+    snprintf(v->what, sizeof v->what, "%.40s: %.590s", side, e->msg);
+}
+
+/* The optimizer on the variant, then the runtime on its result, judged
+ * against the runtime's outputs of the original. */
+static ts_status check_optimizer(ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, int nroots,
+                                 ts_tensor *const *in_o, ts_tensor *const *in_v, ts_tensor **oo, uint64_t seed,
+                                 ts_fuzz_verdict *v, ts_error *err)
+{
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.budget = t->o.opt_budget;
+    o.time_limit = 0;
+    o.roofline = true;
+    o.no_timing = true;
+    o.min_gain = 0;
+    o.seed = seed & 0x7fffffff;
+    o.cost_cache = t->cost_cache;
+    ts_optimize_result res = {0};
+    ts_error e = {0};
+    if (ts_optimize(gv, &o, &res, &e)) {
+        if (e.code == TS_ERR_NOMEM) return *err = e, e.code;
+        set_error(v, "optimizer", "optimizing the variant", &e);
+        /* the optimizer's own final check caught a wrong rewrite */
+        if (strstr(e.msg, "differs from the original")) v->kind = TS_FUZZ_MISMATCH;
+        return TS_OK;
+    }
+    const ts_graph *gx = res.graph;
+    v->optimized = res.optimized;
+    ts_tensor **ox = calloc((size_t)gx->noutputs + 1, sizeof *ox);
+    ts_status st = TS_OK;
+    if (!ox) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    } else if (gx->ninputs != gv->ninputs || gx->noutputs != gv->noutputs) {
+        v->kind = TS_FUZZ_ERROR;
+        snprintf(v->stage, sizeof v->stage, "optimizer");
+        snprintf(v->what, sizeof v->what, "the optimized variant has %d inputs and %d outputs, the variant %d and %d",
+                 gx->ninputs, gx->noutputs, gv->ninputs, gv->noutputs);
+    } else if (run_runtime(t, gx, in_v, ox, &e)) {
+        if (e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
+        else set_error(v, "optimizer", "running the optimized variant", &e);
+    } else if (judge(t, go, gx, nroots, oo, ox, "optimizer", v) && v->kind == TS_FUZZ_MISMATCH) {
+        blame(t, go, gx, in_o, in_v, oo, ox, v);
+    }
+    if (ox) unref_all(ox, gx->noutputs);
+    free(ox);
+    ts_optimize_result_free(&res);
+    return st;
+}
+
+ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, int nroots,
+                               ts_tensor *const *inputs, uint64_t seed, ts_fuzz_verdict *v, ts_error *err)
+{
+    memset(v, 0, sizeof *v);
+    v->output = -1;
+    if (nroots > go->noutputs || nroots > gv->noutputs)
+        return ts_error_set(err, TS_ERR_INVALID, "pair: %d common outputs, but the graphs have %d and %d", nroots,
+                            go->noutputs, gv->noutputs);
+    ts_tensor **in_v = calloc((size_t)gv->ninputs + 1, sizeof *in_v);
+    ts_tensor **oo = calloc((size_t)go->noutputs + 1, sizeof *oo), **ov = calloc((size_t)gv->noutputs + 1, sizeof *ov);
+    ts_status st = TS_OK;
+    if (!in_v || !oo || !ov) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (!st) st = ts_fuzz_inputs_by_name(gv, go, inputs, in_v, err);
+    if (st) {
+        free(in_v), free(oo), free(ov);
+        return st;
+    }
+    ts_error e = {0};
+    const char *stage = t->o.kind == TS_FUZZ_TARGET_ORT ? "ort" : "runtime";
+    if (t->o.kind == TS_FUZZ_TARGET_ORT) {
+        bool failed = false;
+        if (run_ort(t, go, 0, inputs, oo, &failed, &e) || run_ort(t, gv, 1, in_v, ov, &failed, &e)) {
+            if (failed) set_error(v, stage, oo[0] || !go->noutputs ? "variant" : "original", &e);
+            else st = (*err = e, e.code);
+        }
+    } else {
+        if (run_runtime(t, go, inputs, oo, &e)) set_error(v, stage, "original", &e);
+        else if (run_runtime(t, gv, in_v, ov, &e)) set_error(v, stage, "variant", &e);
+        if (v->kind == TS_FUZZ_ERROR && e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
+    }
+    if (!st && v->kind == TS_FUZZ_PASS && judge(t, go, gv, nroots, oo, ov, stage, v) && v->kind == TS_FUZZ_MISMATCH)
+        blame(t, go, gv, inputs, in_v, oo, ov, v);
+    if (!st && v->kind == TS_FUZZ_PASS && t->o.kind == TS_FUZZ_TARGET_TSOPT && t->o.optimizer)
+        st = check_optimizer(t, go, gv, nroots, inputs, in_v, oo, seed, v, err);
+    unref_all(in_v, gv->ninputs);
+    unref_all(oo, go->noutputs);
+    unref_all(ov, gv->noutputs);
+    free(in_v), free(oo), free(ov);
+    return st;
+}

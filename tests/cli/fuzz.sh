@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# tsopt fuzz (docs/fuzz.md): bad arguments give one line and exit 2; a
+# short campaign against tsopt keeps the --json contract and writes the
+# first K pairs; one seed gives the same pairs; saved pairs differ in
+# structure (`tsopt info`: the variant has more nodes) and agree in ONNX
+# Runtime; the planted bug (TSOPT_FUZZ_PLANT=transpose-add) is found within
+# 1,000 pairs, minimized, with a complete folder that replays; a short
+# campaign against ORT.  The ORT parts are skipped without
+# tools/ort/node_modules.
+set -euo pipefail
+: "${TSOPT:?}" "${TSOPT_SRC:?}"
+PY=${PYTHON:-/usr/bin/python3}
+ORT_RUN=${ORT_RUN:-$TSOPT_SRC/tools/ort/run.js}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "-- $*"; }
+have_ort=0
+[ -d "$TSOPT_SRC/tools/ort/node_modules/onnxruntime-node" ] && command -v node >/dev/null && have_ort=1
+
+# expect_usage WANT ARGS...: exit 2, one line on stderr containing WANT, nothing on stdout
+expect_usage() {
+    local want=$1 rc=0
+    shift
+    "$@" >"$T/out" 2>"$T/err" || rc=$?
+    [ "$rc" -eq 2 ] || fail "exit $rc, want 2: $* ($(cat "$T/err"))"
+    [ "$(wc -l <"$T/err")" -eq 1 ] || fail "want one error line: $(cat "$T/err")"
+    grep -qF -- "$want" "$T/err" || fail "stderr '$(cat "$T/err")' lacks '$want'"
+    [ ! -s "$T/out" ] || fail "unexpected stdout: $(cat "$T/out")"
+    echo "   $(cat "$T/err")"
+}
+
+step "bad arguments: one line, exit 2"
+expect_usage "expected --target tsopt|ort" "$TSOPT" fuzz -o "$T/x"
+expect_usage "--target: expected 'tsopt' or 'ort', got 'tvm'" "$TSOPT" fuzz --target tvm -o "$T/x"
+expect_usage "expected -o DIR" "$TSOPT" fuzz --target tsopt
+expect_usage "--time: expected seconds > 0, got '0'" "$TSOPT" fuzz --target tsopt --time 0 -o "$T/x"
+expect_usage "--time wants a non-negative number" "$TSOPT" fuzz --target tsopt --time -1 -o "$T/x"
+expect_usage "--seed wants an integer" "$TSOPT" fuzz --target tsopt --seed abc -o "$T/x"
+expect_usage "--save-pairs wants an integer" "$TSOPT" fuzz --target tsopt --save-pairs -3 -o "$T/x"
+expect_usage "unknown option '--bogus'" "$TSOPT" fuzz --target tsopt --bogus -o "$T/x"
+expect_usage "parent folder does not exist" "$TSOPT" fuzz --target tsopt -o "$T/no/such"
+expect_usage "unknown planted bug 'xyz'" env TSOPT_FUZZ_PLANT=xyz "$TSOPT" fuzz --target tsopt -o "$T/x"
+expect_usage "--replay: no such folder" "$TSOPT" fuzz --replay "$T/nothing"
+[ ! -e "$T/x" ] || fail "a failed command left $T/x behind"
+
+step "campaign against tsopt: --json contract, the first 5 pairs saved"
+"$TSOPT" fuzz --target tsopt --pairs 30 --seed 7 --save-pairs 5 -o "$T/a" --json >"$T/a.json" 2>"$T/a.err" ||
+    fail "campaign failed: $(cat "$T/a.err")"
+tail -n 1 "$T/a.err" | sed 's/^/   /'
+"$PY" - "$T/a.json" "$T/a" <<'EOF'
+import json, os, sys
+lines = open(sys.argv[1]).read().strip().splitlines()
+assert len(lines) == 1, lines
+r = json.loads(lines[0])
+for k in ("tested", "findings", "rate", "pairs_per_s", "seed", "target", "stop", "generated", "filtered",
+          "skipped", "saved_pairs", "original_nodes_avg", "variant_nodes_avg"):
+    assert k in r, "missing " + k
+assert r["seed"] == 7 and r["target"] == "tsopt" and r["stop"] == "pairs", r
+assert r["generated"] + r["skipped"] == 30, r
+assert r["tested"] + r["filtered"] == r["generated"], r
+assert r["tested"] >= 20, r
+assert r["saved_pairs"] == 5, r
+assert r["variant_nodes_avg"] > r["original_nodes_avg"] * 1.3, r
+assert json.load(open(os.path.join(sys.argv[2], "summary.json"))) == r
+d = os.path.join(sys.argv[2], "findings")
+n = len(os.listdir(d)) if os.path.isdir(d) else 0
+assert n == r["findings"], (n, r["findings"])
+for f in sorted(os.listdir(d)) if n else []:
+    for need in ("original.onnx", "variant.onnx", "README.md", "finding.json", "inputs"):
+        assert os.path.exists(os.path.join(d, f, need)), (f, need)
+    print("   finding %s: %s" % (f, json.load(open(os.path.join(d, f, "finding.json")))["what"]))
+print("   %d tested, %d findings, variant %.1f nodes against %.1f" % (
+    r["tested"], r["findings"], r["variant_nodes_avg"], r["original_nodes_avg"]))
+EOF
+for k in 000 001 002 003 004; do
+    [ -f "$T/a/pairs/$k/original.onnx" ] && [ -f "$T/a/pairs/$k/variant.onnx" ] || fail "pair $k not saved"
+done
+[ ! -e "$T/a/pairs/005" ] || fail "more than 5 pairs saved"
+expect_usage "already holds a campaign" "$TSOPT" fuzz --target tsopt --pairs 1 -o "$T/a"
+
+step "one seed, the same pairs (runtime only: the pairs do not depend on the target)"
+"$TSOPT" fuzz --target tsopt --no-optimizer --pairs 5 --seed 7 --save-pairs 5 -o "$T/b" >/dev/null 2>&1 ||
+    fail "second campaign failed"
+for k in 000 001 002 003 004; do
+    cmp -s "$T/a/pairs/$k/original.onnx" "$T/b/pairs/$k/original.onnx" || fail "pair $k original differs"
+    cmp -s "$T/a/pairs/$k/variant.onnx" "$T/b/pairs/$k/variant.onnx" || fail "pair $k variant differs"
+done
+"$TSOPT" fuzz --target tsopt --no-optimizer --pairs 5 --seed 8 --save-pairs 1 -o "$T/c" >/dev/null 2>&1
+cmp -s "$T/a/pairs/000/variant.onnx" "$T/c/pairs/000/variant.onnx" && fail "seeds 7 and 8 gave the same pair"
+
+nodes() { "$TSOPT" info "$1" | sed -n 's/^nodes: //p'; }
+step "saved pairs differ in structure (tsopt info) and agree in ONNX Runtime"
+for k in 000 001 002 003 004; do
+    p="$T/a/pairs/$k"
+    no=$(nodes "$p/original.onnx") nv=$(nodes "$p/variant.onnx")
+    [ -n "$no" ] && [ -n "$nv" ] || fail "tsopt info failed on pair $k"
+    [ "$nv" -gt "$no" ] || fail "pair $k: variant has $nv nodes, original $no"
+    line="   pair $k: original $no nodes, variant $nv nodes"
+    if [ $have_ort = 1 ]; then
+        "$TSOPT" run "$p/original.onnx" --seed 3 --save-inputs "$p/in" >/dev/null
+        node "$ORT_RUN" "$p/original.onnx" --inputs "$p/in" --save-outputs "$p/ort-o"
+        node "$ORT_RUN" "$p/variant.onnx" --inputs "$p/in" --save-outputs "$p/ort-v"
+        "$TSOPT" compare "$p/ort-o" "$p/ort-v" --rtol 1e-3 --atol 1e-4 >/dev/null ||
+            fail "pair $k differs in ORT: $("$TSOPT" compare "$p/ort-o" "$p/ort-v" 2>&1 | tail -n 3)"
+        line="$line, equal in ORT"
+    fi
+    echo "$line"
+done
+[ $have_ort = 1 ] || echo "   (ORT checks skipped: no tools/ort/node_modules)"
+
+step "the planted bug is found within 1,000 pairs, minimized, and replays"
+TSOPT_FUZZ_PLANT=transpose-add "$TSOPT" fuzz --target tsopt --no-optimizer --pairs 1000 --max-findings 1 --seed 1 \
+    -o "$T/p" --json >"$T/p.json" 2>"$T/p.err" || fail "planted campaign failed: $(cat "$T/p.err")"
+"$PY" - "$T/p.json" "$T/p/findings/000" <<'EOF'
+import json, os, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["findings"] == 1 and r["stop"] == "findings", r
+assert r["generated"] <= 1000 and r["plant"] == "transpose-add", r
+d = sys.argv[2]
+for need in ("original.onnx", "variant.onnx", "README.md", "finding.json", "inputs", "unminimized/variant.onnx"):
+    assert os.path.exists(os.path.join(d, need)), need
+assert any(f.endswith(".npy") for f in os.listdir(os.path.join(d, "inputs")))
+f = json.load(open(os.path.join(d, "finding.json")))
+assert f["kind"] == "mismatch" and f["stage"] == "runtime" and f["wrong"] in ("variant", "original", "both"), f
+assert f["minimized"] and f["original_nodes"] < f["found_original_nodes"], f
+assert f["variant_nodes"] < f["found_variant_nodes"], f
+readme = open(os.path.join(d, "README.md")).read()
+for s in ("TSOPT_FUZZ_PLANT=transpose-add tsopt fuzz --replay", "Max difference", "Pair %d" % f["pair"]):
+    assert s in readme, s
+print("   found at pair %d of %d; minimized from %d + %d to %d + %d nodes in %d trials (wrong: %s)" % (
+    f["pair"], r["generated"], f["found_original_nodes"], f["found_variant_nodes"], f["original_nodes"],
+    f["variant_nodes"], f["trials"], f["wrong"]))
+EOF
+f="$T/p/findings/000"
+rc=0
+TSOPT_FUZZ_PLANT=transpose-add "$TSOPT" fuzz --replay "$f" --target tsopt >"$T/r.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "replay with the plant: exit $rc, want 1 ($(cat "$T/r.out"))"
+grep -q "mismatch at stage runtime" "$T/r.out" || fail "replay: $(cat "$T/r.out")"
+"$TSOPT" fuzz --replay "$f" --target tsopt >"$T/r.out" 2>&1 || fail "replay without the plant: $(cat "$T/r.out")"
+grep -q ": pass" "$T/r.out" || fail "replay: $(cat "$T/r.out")"
+echo "   replays: mismatch with the plant, pass without"
+
+if [ $have_ort = 1 ]; then
+    step "campaign against ORT: one server process for all pairs"
+    "$TSOPT" fuzz --target ort --pairs 12 --seed 7 --save-pairs 2 -o "$T/o" --json >"$T/o.json" 2>"$T/o.err" ||
+        fail "ORT campaign failed: $(cat "$T/o.err")"
+    "$PY" - "$T/o.json" "$T/a" "$T/o" <<'EOF'
+import json, sys, filecmp
+r = json.loads(open(sys.argv[1]).read())
+assert r["target"] == "ort" and r["stop"] == "pairs" and r["tested"] >= 8, r
+for k in ("000", "001"):   # the same pairs as against tsopt
+    assert filecmp.cmp("%s/pairs/%s/variant.onnx" % (sys.argv[2], k), "%s/pairs/%s/variant.onnx" % (sys.argv[3], k), False)
+print("   %d tested, %d findings, %.1f pairs/s" % (r["tested"], r["findings"], r["pairs_per_s"]))
+EOF
+else
+    step "campaign against ORT: skipped (no tools/ort/node_modules)"
+fi
+echo "ok: fuzz"
