@@ -210,11 +210,13 @@ def main():
     ap.add_argument("--no-real", action="store_true", help="skip the real-model set (bench/real_models.py)")
     ap.add_argument("--real-only", action="store_true", help="only the real-model set")
     ap.add_argument("--real-models", default="", help="comma-separated subset of the real-model set")
+    ap.add_argument("--real-cache", default=os.path.join(ROOT, "build", "real_models"),
+                    help="exported real models (bench/real_models.py --cache)")
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import real_models
     real_argv = ["--rounds", str(a.rounds), "--iters", str(a.iters), "--threads", str(a.threads), "--out", a.out,
-                 "--tsopt", a.tsopt] + (["--models", a.real_models] if a.real_models else [])
+                 "--tsopt", a.tsopt, "--cache", a.real_cache] + (["--models", a.real_models] if a.real_models else [])
     if a.real_only:
         sys.exit(real_models.main(real_argv, load))
     os.makedirs(a.work, exist_ok=True)

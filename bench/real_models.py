@@ -229,7 +229,10 @@ def write_section(path, text):
     """Replaces the section in path (or appends it) through a temporary file."""
     old = open(path).read() if os.path.exists(path) else ""
     kept = keep_section(path)
-    new = old.replace(kept, text) if kept else old.rstrip("\n") + ("\n\n" if old else "") + text
+    if kept:  # a section after it keeps its blank line
+        new = old.replace(kept, text.rstrip("\n") + "\n\n" if kept.endswith("\n\n") else text)
+    else:
+        new = old.rstrip("\n") + ("\n\n" if old else "") + text
     with open(path + ".tmp", "w") as f:
         f.write(new)
     os.replace(path + ".tmp", path)

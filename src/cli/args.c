@@ -158,6 +158,7 @@ ts_graph *cli_load_model(const char *path, const cli_binds *bs)
 {
     ts_graph *g = NULL;
     ts_error err = {0};
+    if (!cli_mem_file_ok(path)) return NULL;
     if (ts_onnx_load(path, bs->b, bs->n, &g, &err)) {
         if (strstr(err.msg, path))
             cli_error_from(CLI_FAIL, &err);

@@ -55,6 +55,8 @@ void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);
 /* False (error printed) when running g cannot fit in memory (mem.c). */
 bool cli_mem_ok(const ts_graph *g);
+/* False (error printed) when the model file is larger than the memory left. */
+bool cli_mem_file_ok(const char *path);
 
 /* Progress of long work on stderr (progress.c): a bar redrawn in place
  * when stderr is a terminal, else a plain line every tenth of the work. */

@@ -159,7 +159,7 @@ int cli_fuzz(int argc, char **argv)
     o.target.kind = kind;
     o.target.plant = getenv("TSOPT_FUZZ_PLANT"); /* tests only (docs/fuzz.md) */
     if (o.target.plant && !*o.target.plant) o.target.plant = NULL;
-    if (o.target.plant && strcmp(o.target.plant, "transpose-add"))
+    if (o.target.plant && !ts_fuzz_plant_known(o.target.plant))
         return cli_error(CLI_USAGE, "fuzz: TSOPT_FUZZ_PLANT: unknown planted bug '%s' (known: %s)", o.target.plant,
                          ts_fuzz_plants());
     struct stat sb;

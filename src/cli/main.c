@@ -41,7 +41,9 @@ static const char USAGE[] =
     "\n"
     "Tensor files are NumPy .npy, named after the tensor with every character\n"
     "outside [A-Za-z0-9._-] replaced by '_'.  --input NAME:D0xD1x... binds the\n"
-    "shape of a graph input (dynamic dimensions must be bound).\n";
+    "shape of a graph input (dynamic dimensions must be bound).\n"
+    "Sizes are checked before allocation against the memory available (and\n"
+    "TSOPT_MEM_LIMIT=SIZE, e.g. 8G, a cap on what tsopt may hold).\n";
 
 typedef struct command {
     const char *name;

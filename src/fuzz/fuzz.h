@@ -113,7 +113,10 @@ typedef struct ts_fuzz_verdict {
     int output;      /* mismatch: which output */
     ts_fuzz_diff diff;
     /* float64 reference interpreter on a mismatch: which side is wrong
-     * ("variant", "original", "both", "neither"; "" when not run) */
+     * ("variant", "original", "optimized" (the runtime on the optimizer's
+     * result), "both", "neither"), or "pair" (the pair is not equivalent:
+     * a wrong rule of the fuzzer), "rewrite" (the optimizer's result
+     * computes something else); "" when not run */
     char wrong[16];
     bool optimized; /* tsopt: the optimizer rewrote the variant (its result was not the variant itself) */
 } ts_fuzz_verdict;
@@ -130,7 +133,8 @@ typedef struct ts_fuzz_target_opts {
     /* Test only: a planted wrong rewrite in the runtime target, to show
      * that the fuzzer finds one ("transpose-add": a 2-D Transpose of a
      * square matrix read by Add or Mul is dropped, as a fused path that
-     * forgets it would).  NULL: none. */
+     * forgets it would; "optimizer-transpose-add": the same in the
+     * optimizer's results only).  NULL: none. */
     const char *plant;
     const char *ort_serve; /* tools/ort/serve.js; NULL: $TSOPT_ORT_SERVE, else the source tree's */
     const char *ort_log;   /* the ORT process's stderr; NULL: discarded */
@@ -150,6 +154,7 @@ const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t);
 void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const char *variant);
 /* The planted bugs there are, comma-separated ("transpose-add"). */
 const char *ts_fuzz_plants(void);
+bool ts_fuzz_plant_known(const char *name);
 
 /* Runs both graphs of a pair on the target with the same inputs (those of
  * the original, taken by name for the variant) and judges the outputs the

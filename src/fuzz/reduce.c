@@ -173,6 +173,75 @@ done:
     return st;
 }
 
+/* Checks g as a pair with itself (original = variant = g): kept (and out
+ * replaced, its seed graph moved over) when it gives the same finding;
+ * g is taken over either way. */
+static ts_status trial_alone(const ts_fuzz_reducer *r, ts_graph *g, const ts_fuzz_verdict *v, ts_fuzz_reduced *out,
+                             bool *kept, ts_error *err)
+{
+    *kept = false;
+    ts_fuzz_reduced c = {.pair = {.original = g, .variant = ts_graph_copy(g), .nroots = g->noutputs}};
+    ts_status st = TS_OK;
+    if (!c.pair.variant || !(c.inputs = calloc((size_t)g->ninputs + 1, sizeof *c.inputs)))
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else if ((st = ts_fuzz_inputs(g, r->seed, c.inputs, err))) {
+        free(c.inputs);
+        c.inputs = NULL;
+    }
+    if (!st) st = ts_fuzz_target_check(r->target, g, c.pair.variant, c.pair.nroots, c.inputs, r->seed, &c.verdict, err);
+    if (!st && same_finding(&c.verdict, v)) {
+        c.pair.stop = out->pair.stop;
+        c.pair.applied = out->pair.applied;
+        c.seed_graph = out->seed_graph;
+        out->seed_graph = NULL;
+        ts_fuzz_reduced_free(out);
+        *out = c;
+        *kept = true;
+        return TS_OK;
+    }
+    ts_fuzz_reduced_free(&c);
+    return st;
+}
+
+/* A finding of the optimizer is about one graph: the optimizer goes wrong
+ * on the variant whatever the original is.  So the variant is cut further
+ * on its own, as a pair with itself (a graph is equivalent to itself),
+ * which no e-graph would give back from a smaller seed. */
+static ts_status reduce_alone(const ts_fuzz_reducer *r, const ts_fuzz_verdict *v, ts_fuzz_reduced *out, int *trials,
+                              int max, int *accepted, ts_error *err)
+{
+    bool kept;
+    for (bool progress = true; progress && *trials < max;) {
+        progress = false;
+        const ts_graph *cur = out->pair.variant;
+        for (int k = 0; !progress && k < cur->noutputs && *trials < max; k++) {
+            ts_graph *c = ts_fuzz_drop_output(cur, k, err);
+            if (!c) {
+                if (err->code) return err->code;
+                continue;
+            }
+            ++*trials;
+            if (trial_alone(r, c, v, out, &kept, err)) return err->code;
+            progress = kept;
+        }
+        for (int n = progress ? -1 : cur->nnodes - 1; !progress && n >= 0 && *trials < max; n--) {
+            if (cur->nodes[n].dead) continue;
+            for (int j = 0; !progress && j <= cur->nodes[n].ninputs && *trials < max; j++) {
+                ts_graph *c = ts_fuzz_cut_node(cur, n, j < cur->nodes[n].ninputs ? j : -1, err);
+                if (!c) {
+                    if (err->code) return err->code;
+                    continue;
+                }
+                ++*trials;
+                if (trial_alone(r, c, v, out, &kept, err)) return err->code;
+                progress = kept;
+            }
+        }
+        *accepted += progress;
+    }
+    return TS_OK;
+}
+
 static ts_status reduce(const ts_fuzz_reducer *r, const ts_graph *seed_graph, const ts_fuzz_verdict *v,
                         ts_fuzz_reduced *out, ts_error *err)
 {
@@ -250,6 +319,7 @@ static ts_status reduce(const ts_fuzz_reducer *r, const ts_graph *seed_graph, co
             ts_graph_free(c);
         }
     }
+    if (!strcmp(v->stage, "optimizer") && (st = reduce_alone(r, v, out, &trials, max, &accepted, err))) return st;
     out->trials = trials;
     out->accepted = accepted;
     return TS_OK;

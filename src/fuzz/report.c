@@ -77,6 +77,10 @@ static const char *wrong_text(const char *w)
     if (!strcmp(w, "both")) return "both differ from the float64 reference interpreter";
     if (!strcmp(w, "neither")) return "both match the float64 reference interpreter within the tolerance "
                                        "(a borderline numerical difference)";
+    if (!strcmp(w, "optimized")) return "the runtime's outputs of the optimizer's result are wrong (that graph "
+                                         "matches the original in the float64 reference interpreter)";
+    if (!strcmp(w, "rewrite")) return "the optimizer's result computes something else than the variant in the "
+                                       "float64 reference interpreter: a wrong rewrite of the optimizer";
     if (!strcmp(w, "pair")) return "the two graphs already differ in the float64 reference interpreter: the pair "
                                     "is not equivalent, so a rewrite rule is wrong (not the target)";
     return "";
@@ -144,7 +148,7 @@ static ts_status write_readme(const char *dir, const ts_fuzz_finding *x, ts_erro
                 x->reduced->trials);
     if (plant) fprintf(f, "- found with the planted bug `%s` (TSOPT_FUZZ_PLANT): a test of the fuzzer\n", plant);
     fprintf(f, "\n## Seen\n\n%s at stage `%s`: %s\n\n", ts_fuzz_kind_name(v->kind), v->stage, v->what);
-    if (v->kind == TS_FUZZ_MISMATCH && v->diff.at >= 0)
+    if (v->kind == TS_FUZZ_MISMATCH && v->output >= 0 && v->diff.at >= 0)
         fprintf(f, "Max difference: %.6g (output %d, element %lld: original %.6g, variant %.6g), %.3g times the "
                    "tolerance |a-b| <= %g + %g * max(|a|, |b|, %.4g).\n\n",
                 v->diff.abs, v->output, (long long)v->diff.at, v->diff.a, v->diff.b, v->diff.scaled,

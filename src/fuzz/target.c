@@ -39,7 +39,14 @@ void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const cha
     }
 }
 
-const char *ts_fuzz_plants(void) { return "transpose-add"; }
+const char *ts_fuzz_plants(void) { return "transpose-add, optimizer-transpose-add"; }
+
+static bool plant_is(const ts_fuzz_target *t, const char *name) { return t->o.plant && !strcmp(t->o.plant, name); }
+
+bool ts_fuzz_plant_known(const char *name)
+{
+    return !strcmp(name, "transpose-add") || !strcmp(name, "optimizer-transpose-add");
+}
 
 const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t) { return &t->o; }
 
@@ -63,7 +70,7 @@ static void remove_tree(const char *path, int depth)
 ts_status ts_fuzz_target_open(const ts_fuzz_target_opts *o, ts_fuzz_target **out, ts_error *err)
 {
     *out = NULL;
-    if (o->plant && *o->plant && strcmp(o->plant, "transpose-add"))
+    if (o->plant && *o->plant && !ts_fuzz_plant_known(o->plant))
         return ts_error_set(err, TS_ERR_INVALID, "unknown planted bug '%s' (known: %s)", o->plant, ts_fuzz_plants());
     ts_fuzz_target *t = calloc(1, sizeof *t);
     if (!t) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -133,7 +140,7 @@ static ts_status run_runtime(const ts_fuzz_target *t, const ts_graph *g, ts_tens
 {
     for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
     ts_graph *planted = NULL;
-    if (t->o.plant && !strcmp(t->o.plant, "transpose-add")) {
+    if (plant_is(t, "transpose-add")) {
         if (!(planted = plant_transpose_add(g))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         g = planted;
     }
@@ -282,39 +289,63 @@ static ts_status run_f64(const ts_graph *g, ts_tensor *const *in, ts_tensor **ou
     return st;
 }
 
-/* Which side of a mismatch is wrong, by the float64 reference: got[i] are
- * the target's outputs of the original (side 0) and the variant. */
-static void blame(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, ts_tensor *const *in_o,
-                  ts_tensor *const *in_v, ts_tensor **oo, ts_tensor **ov, ts_fuzz_verdict *v)
+/* Whether the target's float32 output got differs from the float64
+ * reference ref beyond the tolerance. */
+static bool off_reference(const ts_fuzz_target *t, const ts_tensor *ref, const ts_tensor *got)
+{
+    if (got->dtype != TS_F32 || !ts_shape_eq(&ref->shape, &got->shape)) return true;
+    ts_tensor *r32 = ts_tensor_new(TS_F32, &ref->shape, &(ts_error){0});
+    if (!r32) return true;
+    for (int64_t j = 0, n = ts_tensor_numel(r32); j < n; j++) ts_tensor_set_f64(r32, j, ts_tensor_get_f64(ref, j));
+    ts_fuzz_diff d;
+    ts_fuzz_compare(r32, got, &t->o.tol, &d);
+    ts_tensor_unref(r32);
+    return d.scaled > 1;
+}
+
+/* Which side of a mismatch is wrong, by the float64 reference interpreter.
+ * oo: the target's outputs of the original; og: those of the graph compared
+ * with it, the variant (gx NULL) or the optimizer's result gx of the
+ * variant.  "pair": the original and the variant already differ there (a
+ * wrong rewrite rule of the fuzzer, not the target); "rewrite": the
+ * optimizer's graph computes something else (a wrong rewrite of the
+ * optimizer); else which of the target's runs is off its graph's
+ * reference: "original", "variant" (or "optimized"), "both", "neither". */
+static void blame(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *gv, const ts_graph *gx,
+                  ts_tensor *const *in_o, ts_tensor *const *in_v, ts_tensor **oo, ts_tensor **og, ts_fuzz_verdict *v)
 {
     int k = v->output;
-    ts_tensor **ro = calloc((size_t)go->noutputs + 1, sizeof *ro), **rv = calloc((size_t)gv->noutputs + 1, sizeof *rv);
+    const ts_graph *gc = gx ? gx : gv;
+    ts_tensor **ro = calloc((size_t)go->noutputs + 1, sizeof *ro), **rv = calloc((size_t)gv->noutputs + 1, sizeof *rv),
+              **rx = calloc((size_t)gc->noutputs + 1, sizeof *rx);
     ts_error e = {0};
-    if (!ro || !rv || run_f64(go, in_o, ro, &e) || run_f64(gv, in_v, rv, &e)) {
+    ts_fuzz_diff d;
+    if (!ro || !rv || !rx || run_f64(go, in_o, ro, &e) || run_f64(gv, in_v, rv, &e) ||
+        (gx && run_f64(gx, in_v, rx, &e))) {
         snprintf(v->wrong, sizeof v->wrong, "unknown");
-    } else {
-        ts_fuzz_diff d;
-        ts_fuzz_compare(ro[k], rv[k], &t->o.tol, &d);
+        goto done;
+    }
+    ts_fuzz_compare(ro[k], rv[k], &t->o.tol, &d);
+    if (d.scaled > 1) {
+        snprintf(v->wrong, sizeof v->wrong, "pair");
+        goto done;
+    }
+    const ts_tensor *rc = gx ? rx[k] : rv[k];
+    if (gx) {
+        ts_fuzz_compare(ro[k], rc, &t->o.tol, &d);
         if (d.scaled > 1) {
-            snprintf(v->wrong, sizeof v->wrong, "pair"); /* not equivalent: a rule is wrong */
-        } else {
-            ts_tensor *r32 = ts_tensor_new(TS_F32, &ro[k]->shape, &e);
-            bool bad_o = true, bad_v = true;
-            if (r32 && oo[k]->dtype == TS_F32 && ov[k]->dtype == TS_F32) {
-                for (int64_t j = 0, n = ts_tensor_numel(r32); j < n; j++) ts_tensor_set_f64(r32, j, ts_tensor_get_f64(ro[k], j));
-                ts_fuzz_compare(r32, oo[k], &t->o.tol, &d);
-                bad_o = d.scaled > 1;
-                ts_fuzz_compare(r32, ov[k], &t->o.tol, &d);
-                bad_v = d.scaled > 1;
-            }
-            ts_tensor_unref(r32);
-            snprintf(v->wrong, sizeof v->wrong, "%s", bad_o && bad_v ? "both" : bad_o ? "original" : bad_v ? "variant" : "neither");
+            snprintf(v->wrong, sizeof v->wrong, "rewrite");
+            goto done;
         }
     }
+    bool bad_o = off_reference(t, ro[k], oo[k]), bad_c = off_reference(t, rc, og[k]);
+    snprintf(v->wrong, sizeof v->wrong, "%s",
+             bad_o && bad_c ? "both" : bad_o ? "original" : bad_c ? (gx ? "optimized" : "variant") : "neither");
+done:
     if (ro) unref_all(ro, go->noutputs);
     if (rv) unref_all(rv, gv->noutputs);
-    free(ro);
-    free(rv);
+    if (rx && gx) unref_all(rx, gx->noutputs);
+    free(ro), free(rv), free(rx);
 }
 
 static void set_error(ts_fuzz_verdict *v, const char *stage, const char *side, const ts_error *e)
@@ -350,6 +381,11 @@ static ts_status check_optimizer(ts_fuzz_target *t, const ts_graph *go, const ts
     }
     const ts_graph *gx = res.graph;
     v->optimized = res.optimized;
+    ts_graph *planted = NULL; /* the test plant in the optimizer's result only */
+    if (plant_is(t, "optimizer-transpose-add") && !(gx = planted = plant_transpose_add(res.graph))) {
+        ts_optimize_result_free(&res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
     ts_tensor **ox = calloc((size_t)gx->noutputs + 1, sizeof *ox);
     ts_status st = TS_OK;
     if (!ox) {
@@ -363,10 +399,11 @@ static ts_status check_optimizer(ts_fuzz_target *t, const ts_graph *go, const ts
         if (e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
         else set_error(v, "optimizer", "running the optimized variant", &e);
     } else if (judge(t, go, gx, nroots, oo, ox, "optimizer", v) && v->kind == TS_FUZZ_MISMATCH) {
-        blame(t, go, gx, in_o, in_v, oo, ox, v);
+        blame(t, go, gv, gx, in_o, in_v, oo, ox, v);
     }
     if (ox) unref_all(ox, gx->noutputs);
     free(ox);
+    ts_graph_free(planted);
     ts_optimize_result_free(&res);
     return st;
 }
@@ -376,6 +413,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
 {
     memset(v, 0, sizeof *v);
     v->output = -1;
+    v->diff.at = -1;
     if (nroots > go->noutputs || nroots > gv->noutputs)
         return ts_error_set(err, TS_ERR_INVALID, "pair: %d common outputs, but the graphs have %d and %d", nroots,
                             go->noutputs, gv->noutputs);
@@ -402,7 +440,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
         if (v->kind == TS_FUZZ_ERROR && e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
     }
     if (!st && v->kind == TS_FUZZ_PASS && judge(t, go, gv, nroots, oo, ov, stage, v) && v->kind == TS_FUZZ_MISMATCH)
-        blame(t, go, gv, inputs, in_v, oo, ov, v);
+        blame(t, go, gv, NULL, inputs, in_v, oo, ov, v);
     if (!st && v->kind == TS_FUZZ_PASS && t->o.kind == TS_FUZZ_TARGET_TSOPT && t->o.optimizer)
         st = check_optimizer(t, go, gv, nroots, inputs, in_v, oo, seed, v, err);
     unref_all(in_v, gv->ninputs);

@@ -101,6 +101,44 @@ int ts_body_input_slot(const ts_body *b, int i)
     return j < 0 ? -1 : b->cap_slot[j];
 }
 
+ts_status ts_body_reinfer(const ts_body *b, const ts_shape *in_sh, ts_dtype *odt, ts_shape *osh, ts_error *err)
+{
+    ts_graph *c = ts_graph_copy(b->g);
+    int *order = malloc(sizeof(int) * ((size_t)b->g->nnodes + 1)), cnt = 0;
+    ts_dtype *dt = NULL;
+    ts_shape *sh = NULL;
+    ts_status st = c && order ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (!st) {
+        for (int i = 0; i < c->ninputs; i++) c->values[c->inputs[i]].shape = in_sh[i];
+        st = ts_graph_topo_order(c, order, &cnt, err);
+    }
+    for (int k = 0; !st && k < cnt; k++) {
+        const ts_node *n = &c->nodes[order[k]];
+        ts_dtype *d2 = realloc(dt, sizeof *dt * (size_t)(n->noutputs + 1));
+        if (d2) dt = d2;
+        ts_shape *s2 = realloc(sh, sizeof *sh * (size_t)(n->noutputs + 1));
+        if (s2) sh = s2;
+        if (!d2 || !s2) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((st = ts_node_infer(c, order[k], dt, sh, err))) break;
+        for (int o = 0; o < n->noutputs; o++) {
+            c->values[n->outputs[o]].dtype = dt[o];
+            c->values[n->outputs[o]].shape = sh[o];
+        }
+    }
+    for (int o = 0; !st && o < c->noutputs; o++) {
+        odt[o] = c->values[c->outputs[o]].dtype;
+        osh[o] = c->values[c->outputs[o]].shape;
+    }
+    free(order);
+    free(dt);
+    free(sh);
+    ts_graph_free(c);
+    return st;
+}
+
 int ts_body_count_nodes(const ts_body *b)
 {
     int n = 0;

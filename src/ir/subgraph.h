@@ -51,6 +51,12 @@ ts_body *ts_body_with_graph(const ts_body *b, ts_graph *g, ts_error *err);
 int ts_body_input_slot(const ts_body *b, int i);
 /* Index of capture j's name among b's captures, -1 when name is none. */
 int ts_body_capture_index(const ts_body *b, const char *name);
+/* b's output types when its inputs (every one: formal, then captures) have
+ * the shapes in_sh instead of those it was built for: every node re-inferred
+ * on a copy, nested bodies too (export's check of a model at other sizes of
+ * a symbolic dimension).  Constants folded at import stay as they are; the
+ * importer makes sure none of them follows the sizes (probe_diff). */
+ts_status ts_body_reinfer(const ts_body *b, const ts_shape *in_sh, ts_dtype *odt, ts_shape *osh, ts_error *err);
 /* Total nodes in b and the bodies nested in it. */
 int ts_body_count_nodes(const ts_body *b);
 

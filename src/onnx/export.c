@@ -325,6 +325,16 @@ static char *arena_printf(exporter *ex, const char *fmt, const char *a, int k)
     return s;
 }
 
+/* Leaves every dimension of vi unknown (the rank stays). */
+static void unsized(Onnx__ValueInfoProto *vi)
+{
+    Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
+    for (size_t d = 0; sp && d < sp->n_dim; d++) {
+        sp->dim[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE__NOT_SET;
+        sp->dim[d]->dim_value = 0;
+    }
+}
+
 /* Body b of control-flow node n (of ex->g) as a GraphProto: its formal
  * inputs, its nodes (nested bodies recursively), its outputs and its own
  * constants.  Captures are read by their name in the enclosing graph; one
@@ -358,8 +368,7 @@ static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const ts_bod
         return NULL;
     }
     ex->g = g;
-    ex->meta = NULL;
-    ex->symbolic = false;
+    ex->meta = NULL; /* ex->symbolic stays: nested bodies are written unsized too */
     Onnx__GraphProto *res = NULL;
     for (int j = 0; j < b->ncap; j++) {
         int slot = b->cap_slot[j], ov = slot >= 0 && slot < n->ninputs ? n->inputs[slot] : -1;
@@ -375,8 +384,12 @@ static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const ts_bod
             goto done;
         }
     }
-    for (int i = 0; i < b->nformal; i++)
+    /* a body is built at the bound sizes: written with symbolic dimensions
+     * outside, its inputs and outputs keep their ranks, not their sizes */
+    for (int i = 0; i < b->nformal; i++) {
         if (!(gp->input[gp->n_input++] = value_info(ex, g->inputs[i], NULL))) goto done;
+        if (symbolic) unsized(gp->input[i]);
+    }
     for (int k = 0; k < cnt; k++) {
         const ts_node *m = &g->nodes[order[k]];
         if (!(gp->node[gp->n_node++] = node_proto(ex, m))) goto done;
@@ -387,6 +400,7 @@ static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const ts_bod
         int v = g->outputs[o];
         Onnx__ValueInfoProto *vi = value_info(ex, v, NULL);
         if (!vi) goto done;
+        if (symbolic) unsized(vi);
         if (g->values[v].producer < 0) {
             char *nm = arena_printf(ex, "%s_out%d", g->values[v].name, o);
             if (!nm || !(gp->node[gp->n_node++] = identity_proto(ex, nm, g->values[v].name, nm))) {

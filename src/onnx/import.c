@@ -1150,6 +1150,30 @@ static bool add_sized(ts_model_meta *m, ts_tensor *bound, ts_tensor *probe, int 
     return true;
 }
 
+/* Whether the bodies of control-flow nodes a (bound sizes) and b (probe
+ * sizes) are the same graphs with the same constants, nested ones too:
+ * a body is written as it was built, so none of its constants may follow
+ * the sizes (its shapes are re-inferred at other sizes, its values not). */
+static bool bodies_same(const ts_node *a, const ts_node *b)
+{
+    ts_body *ba[TS_CF_MAX_BODIES], *bb[TS_CF_MAX_BODIES];
+    int na = ts_cf_bodies(a, ba), nb = ts_cf_bodies(b, bb);
+    if (na != nb) return false;
+    for (int k = 0; k < na; k++) {
+        const ts_graph *x = ba[k]->g, *y = bb[k]->g;
+        if (x->nnodes != y->nnodes || x->ninputs != y->ninputs || x->noutputs != y->noutputs) return false;
+        for (int v = 0; v < x->nvalues; v++) {
+            if (!x->values[v].constant) continue;
+            int w = ts_graph_find_value(y, x->values[v].name);
+            if (w < 0 || !y->values[w].constant || !same_tensor(x->values[v].constant, y->values[w].constant))
+                return false;
+        }
+        for (int i = 0; i < x->nnodes; i++)
+            if (x->nodes[i].op != y->nodes[i].op || !bodies_same(&x->nodes[i], &y->nodes[i])) return false;
+    }
+    return true;
+}
+
 /* Compares the graph at the bound sizes (g) with the one at the probe sizes
  * (p): the same nodes must read the same tensors; constants that differ
  * are recorded (m->sized).  false when out of memory. */
@@ -1183,6 +1207,8 @@ static bool probe_diff(ts_model_meta *m, const ts_graph *g, const ts_graph *p)
                 return false;
         }
         if (!same) snprintf(differs, sizeof differs, "node '%s'", a->name);
+        else if (!bodies_same(a, b))
+            snprintf(differs, sizeof differs, "a constant inside the bodies of node '%s'", a->name);
     }
     if (differs[0]) {
         snprintf(m->why_static, sizeof m->why_static, "the model's graph is not the same at other sizes of %s (%s)",

@@ -207,7 +207,8 @@ const ts_op_desc ts_op_leakyrelu = {.opset_min = 1, UNARY("LeakyRelu"), .attr_si
 const ts_op_desc ts_op_hardsigmoid = {.opset_min = 1, UNARY("HardSigmoid"), .attr_size = sizeof(ts_alpha_beta_attrs),
                                       .flags = TS_OP_ELEMENTWISE, .parse = hsig_parse, .emit = hsig_emit,
                                       .infer = infer_float, .kernel = hsig_kernel};
-const ts_op_desc ts_op_hardswish = {.opset_min = 14, UNARY("HardSwish"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+const ts_op_desc ts_op_hardswish = {.opset_min = 14, UNARY("HardSwish"), .flags = TS_OP_ELEMENTWISE,
+                                    .infer = infer_float,
                                     .kernel = hswish_kernel};
 const ts_op_desc ts_op_clip = {.opset_min = 1, 
     .name = "Clip", .attr_size = sizeof(ts_clip_attrs), .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
@@ -269,7 +270,7 @@ static double shrink_f(double x, const ts_alpha_beta_attrs *p)
     return x < -p->beta ? x + p->alpha : x > p->beta ? x - p->alpha : 0;
 }
 
-#define PAIR_ACT(SYM, NAME, PAIR, SINCE)                                                                                   \
+#define PAIR_ACT(SYM, NAME, PAIR, SINCE)                                                                           \
     static ts_status SYM##_parse(void *at, const ts_attr *a, int na, int opset, ts_error *err)                     \
     {                                                                                                              \
         (void)opset;                                                                                               \
@@ -277,8 +278,8 @@ static double shrink_f(double x, const ts_alpha_beta_attrs *p)
     }                                                                                                              \
     static int SYM##_emit(const void *at, ts_attr *out, int max) { return pair_emit(&PAIR, at, out, max); }       \
     static ts_status SYM##_kernel(ts_kernel_ctx *k) { return apply(k, SYM##_f, k->attrs); }                       \
-    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, .name = NAME, .attr_size = sizeof(ts_alpha_beta_attrs), .min_inputs = 1,     \
-                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,                           \
+    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, .name = NAME, .attr_size = sizeof(ts_alpha_beta_attrs),    \
+                                    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,          \
                                     .flags = TS_OP_ELEMENTWISE, .parse = SYM##_parse, .emit = SYM##_emit,          \
                                     .infer = infer_float, .kernel = SYM##_kernel};
 PAIR_ACT(elu, "Elu", ELU, 1)

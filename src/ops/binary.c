@@ -419,7 +419,8 @@ const ts_op_desc ts_op_min = {.opset_min = 1,
 };
 
 #define CMP_DESC(SYM, NAME, INFER, FLAGS, SINCE) \
-    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, BINARY(NAME), .flags = FLAGS, .infer = INFER, .kernel = SYM##_kernel};
+    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, BINARY(NAME), .flags = FLAGS, .infer = INFER, \
+                                    .kernel = SYM##_kernel};
 CMP_DESC(greater, "Greater", infer_compare, TS_OP_ELEMENTWISE, 7)
 CMP_DESC(less, "Less", infer_compare, TS_OP_ELEMENTWISE, 7)
 CMP_DESC(greater_eq, "GreaterOrEqual", infer_compare, TS_OP_ELEMENTWISE, 12)

@@ -138,39 +138,67 @@ static int scan_emit(const void *attrs, ts_attr *out, int max)
 static const ts_value *body_in(const ts_body *b, int i) { return &b->g->values[b->g->inputs[i]]; }
 static const ts_value *body_out(const ts_body *b, int i) { return &b->g->values[b->g->outputs[i]]; }
 
-static bool same_type(const ts_value *a, const ts_value *b)
+/* A body's output types for the node's inputs as they are.  Where they
+ * have the shapes the body was built for (always, but in export's check
+ * at other sizes of a symbolic dimension), the body's own; else the body
+ * is re-inferred on a copy (ts_body_reinfer) and `other` is set. */
+typedef struct btypes {
+    ts_dtype *dt;
+    ts_shape *sh;
+    bool other;
+} btypes;
+
+static void btypes_free(btypes *t)
 {
-    return a->dtype == b->dtype && ts_shape_eq(&a->shape, &b->shape);
+    free(t->dt);
+    free(t->sh);
 }
 
-/* The node's captured inputs must be what the body was built for (they
- * differ when a graph is re-inferred at other sizes). */
-static ts_status check_captures(ts_infer_ctx *c, const ts_body *b, const char *which)
+/* fdt/fsh: the types of the body's formal inputs. */
+static ts_status body_types(ts_infer_ctx *c, const ts_body *b, const char *which, const ts_dtype *fdt,
+                            const ts_shape *fsh, btypes *t)
 {
-    for (int i = b->nformal; i < b->g->ninputs; i++) {
-        const ts_value *bv = body_in(b, i);
-        int slot = ts_body_input_slot(b, i);
-        if (slot < 0 || slot >= c->nin || !c->in[slot])
-            return ts_infer_fail(c, "%s reads '%s', which is not among the node's inputs", which, bv->name);
-        if (!same_type(c->in[slot], bv)) {
-            char x[160], y[160];
-            return ts_infer_fail(c, "%s was built for '%s' as %s %s; it is %s %s here", which, bv->name,
-                                 ts_dtype_name(bv->dtype), ts_shape_str(&bv->shape, x, sizeof x),
-                                 ts_dtype_name(c->in[slot]->dtype), ts_shape_str(&c->in[slot]->shape, y, sizeof y));
-        }
+    int ni = b->g->ninputs, no = b->g->noutputs;
+    ts_shape *in = malloc(sizeof *in * (size_t)(ni + 1));
+    t->dt = malloc(sizeof *t->dt * (size_t)(no + 1));
+    t->sh = malloc(sizeof *t->sh * (size_t)(no + 1));
+    t->other = false;
+    if (!in || !t->dt || !t->sh) {
+        free(in);
+        return ts_error_set(c->err, TS_ERR_NOMEM, "out of memory");
     }
-    return TS_OK;
-}
-
-static ts_status check_formal(ts_infer_ctx *c, const ts_body *b, int i, const ts_value *outer, const char *what)
-{
-    const ts_value *bv = body_in(b, i);
-    char x[160], y[160];
-    if (outer && same_type(outer, bv)) return TS_OK;
-    if (!outer) return ts_infer_fail(c, "%s is absent", what);
-    return ts_infer_fail(c, "the body was built for %s as %s %s; it is %s %s here", what, ts_dtype_name(bv->dtype),
-                         ts_shape_str(&bv->shape, x, sizeof x), ts_dtype_name(outer->dtype),
-                         ts_shape_str(&outer->shape, y, sizeof y));
+    for (int i = 0; i < ni; i++) {
+        const ts_value *bv = body_in(b, i);
+        ts_dtype dt;
+        if (i < b->nformal) {
+            dt = fdt[i];
+            in[i] = fsh[i];
+        } else {
+            int slot = ts_body_input_slot(b, i);
+            if (slot < 0 || slot >= c->nin || !c->in[slot]) {
+                free(in);
+                return ts_infer_fail(c, "%s reads '%s', which is not among the node's inputs", which, bv->name);
+            }
+            dt = c->in[slot]->dtype;
+            in[i] = c->in[slot]->shape;
+        }
+        if (dt != bv->dtype) {
+            free(in);
+            return ts_infer_fail(c, "%s was built for '%s' as %s; it is %s here", which, bv->name,
+                                 ts_dtype_name(bv->dtype), ts_dtype_name(dt));
+        }
+        t->other |= !ts_shape_eq(&in[i], &bv->shape);
+    }
+    ts_status st = TS_OK;
+    if (!t->other)
+        for (int o = 0; o < no; o++) {
+            t->dt[o] = body_out(b, o)->dtype;
+            t->sh[o] = body_out(b, o)->shape;
+        }
+    else if ((st = ts_body_reinfer(b, in, t->dt, t->sh, c->err)))
+        ts_error_prefix(c->err, "node '%s' (%s): %s at other sizes", c->node->name, c->node->op->name, which);
+    free(in);
+    return st;
 }
 
 static bool declared(const ts_body *b, int o) { return o < b->ndecl && b->decl_shape[o].rank >= 0; }
@@ -183,31 +211,36 @@ static ts_status if_infer(ts_infer_ctx *c)
         return ts_infer_fail(c, "condition must be one bool, got %s with %lld elements", ts_dtype_name(c->in[0]->dtype),
                              (long long)ts_shape_numel(&c->in[0]->shape));
     if (tb->nformal || eb->nformal) return ts_infer_fail(c, "If branches take no inputs");
-    if (check_captures(c, tb, "then_branch") || check_captures(c, eb, "else_branch")) return c->err->code;
     if (tb->g->noutputs != c->nout || eb->g->noutputs != c->nout)
         return ts_infer_fail(c, "has %d outputs, its branches give %d and %d", c->nout, tb->g->noutputs,
                              eb->g->noutputs);
+    btypes t = {0}, e = {0};
+    ts_status st = body_types(c, tb, "then_branch", NULL, NULL, &t);
+    if (!st) st = body_types(c, eb, "else_branch", NULL, NULL, &e);
     const ts_tensor *cond = c->in[0]->constant;
-    for (int o = 0; o < c->nout; o++) {
-        const ts_value *t = body_out(tb, o), *e = body_out(eb, o);
+    for (int o = 0; !st && o < c->nout; o++) {
         char x[160], y[160];
-        if (t->dtype != e->dtype)
-            return ts_infer_fail(c, "output %d is %s in then_branch and %s in else_branch", o, ts_dtype_name(t->dtype),
-                                 ts_dtype_name(e->dtype));
-        c->out_dtype[o] = t->dtype;
+        if (t.dt[o] != e.dt[o]) {
+            st = ts_infer_fail(c, "output %d is %s in then_branch and %s in else_branch", o, ts_dtype_name(t.dt[o]),
+                               ts_dtype_name(e.dt[o]));
+            break;
+        }
+        c->out_dtype[o] = t.dt[o];
         if (cond)
-            c->out_shape[o] = ts_tensor_get_i64(cond, 0) ? t->shape : e->shape;
-        else if (ts_shape_eq(&t->shape, &e->shape))
-            c->out_shape[o] = t->shape;
-        else if (declared(tb, o))
+            c->out_shape[o] = ts_tensor_get_i64(cond, 0) ? t.sh[o] : e.sh[o];
+        else if (ts_shape_eq(&t.sh[o], &e.sh[o]))
+            c->out_shape[o] = t.sh[o];
+        else if (declared(tb, o) && !t.other && !e.other)
             c->out_shape[o] = tb->decl_shape[o]; /* the branch taken is checked against it when run */
         else
-            return ts_infer_fail(c,
-                                 "output %d is %s in then_branch and %s in else_branch, and the model declares no "
-                                 "static shape for it",
-                                 o, ts_shape_str(&t->shape, x, sizeof x), ts_shape_str(&e->shape, y, sizeof y));
+            st = ts_infer_fail(c,
+                               "output %d is %s in then_branch and %s in else_branch, and the model declares no "
+                               "static shape for it",
+                               o, ts_shape_str(&t.sh[o], x, sizeof x), ts_shape_str(&e.sh[o], y, sizeof y));
     }
-    return TS_OK;
+    btypes_free(&t);
+    btypes_free(&e);
+    return st;
 }
 
 /* Whether the body's condition output is its condition input passed
@@ -223,23 +256,35 @@ static bool cond_passes(const ts_body *b)
     return g->ninputs > 1 && v == g->inputs[1];
 }
 
-/* Carried values: body input off+i and output 1+i (Loop) or i (Scan) are the
- * node's input base+i and output i. */
-static ts_status infer_carried(ts_infer_ctx *c, const ts_body *b, int n, int in_base, int body_in_base,
-                               int body_out_base)
+/* Carried values: formal input fin+i of the body (types fdt/fsh) comes back
+ * as its output fout+i (types t) and is the node's output i. */
+static ts_status infer_carried(ts_infer_ctx *c, int n, int fin, const ts_dtype *fdt, const ts_shape *fsh,
+                               const btypes *t, int fout)
 {
     for (int i = 0; i < n; i++) {
-        char what[64], x[160], y[160];
-        snprintf(what, sizeof what, "loop-carried input %d", i);
-        if (check_formal(c, b, body_in_base + i, c->in[in_base + i], what)) return c->err->code;
-        const ts_value *bi = body_in(b, body_in_base + i), *bo = body_out(b, body_out_base + i);
-        if (!same_type(bi, bo))
+        char x[160], y[160];
+        const ts_shape *si = &fsh[fin + i], *so = &t->sh[fout + i];
+        ts_dtype di = fdt[fin + i], dout = t->dt[fout + i];
+        if (di != dout || !ts_shape_eq(si, so))
             return ts_infer_fail(c, "loop-carried value %d enters the body as %s %s and leaves it as %s %s (tsopt "
                                     "needs shapes that stay the same)",
-                                 i, ts_dtype_name(bi->dtype), ts_shape_str(&bi->shape, x, sizeof x),
-                                 ts_dtype_name(bo->dtype), ts_shape_str(&bo->shape, y, sizeof y));
-        c->out_dtype[i] = bi->dtype;
-        c->out_shape[i] = bi->shape;
+                                 i, ts_dtype_name(di), ts_shape_str(si, x, sizeof x), ts_dtype_name(dout),
+                                 ts_shape_str(so, y, sizeof y));
+        c->out_dtype[i] = di;
+        c->out_shape[i] = *si;
+    }
+    return TS_OK;
+}
+
+/* Formal input types of a Loop or Scan body from the node's inputs
+ * in[first..first+n-1]; NULL entries are an error naming `what`. */
+static ts_status formal_from(ts_infer_ctx *c, int first, int n, ts_dtype *fdt, ts_shape *fsh, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        const ts_value *v = first + i < c->nin ? c->in[first + i] : NULL;
+        if (!v) return ts_infer_fail(c, "%s %d is absent", what, i);
+        fdt[i] = v->dtype;
+        fsh[i] = v->shape;
     }
     return TS_OK;
 }
@@ -253,7 +298,6 @@ static ts_status loop_infer(ts_infer_ctx *c)
     if (n < 0 || k < 0 || b->nformal != 2 + n || b->g->noutputs != 1 + n + k)
         return ts_infer_fail(c, "%d inputs and %d outputs do not fit a body of %d inputs and %d outputs", nexp, c->nout,
                              b->nformal, b->g->noutputs);
-    if (check_captures(c, b, "the body")) return c->err->code;
     const ts_value *m = c->in[0], *cond = c->in[1];
     if (m && (m->dtype != TS_I64 || ts_shape_numel(&m->shape) != 1))
         return ts_infer_fail(c, "trip count M must be one int64");
@@ -264,40 +308,63 @@ static ts_status loop_infer(ts_infer_ctx *c)
         bo0->dtype != TS_BOOL || ts_shape_numel(&bo0->shape) != 1)
         return ts_infer_fail(c, "the body's iteration number, condition input and condition output must be an "
                                 "int64 and two bools");
-    if (infer_carried(c, b, n, 2, 2, 1)) return c->err->code;
+    ts_dtype *fdt = malloc(sizeof *fdt * (size_t)(nexp + 1));
+    ts_shape *fsh = malloc(sizeof *fsh * (size_t)(nexp + 1));
+    btypes t = {0};
+    ts_status st = fdt && fsh ? TS_OK : ts_error_set(c->err, TS_ERR_NOMEM, "out of memory");
+    if (!st) {
+        fdt[0] = bi0->dtype;
+        fsh[0] = bi0->shape;
+        fdt[1] = bi1->dtype;
+        fsh[1] = bi1->shape;
+        st = formal_from(c, 2, n, fdt + 2, fsh + 2, "loop-carried input");
+    }
+    if (!st) st = body_types(c, b, "the body", fdt, fsh, &t);
+    if (!st) st = infer_carried(c, n, 2, fdt, fsh, &t, 1);
     /* the static trip count, -1 when it depends on the data */
     int64_t trips = -1;
     bool cond_true = !cond || (cond->constant && ts_tensor_get_i64(cond->constant, 0));
+    if (!st && !m && cond_true && cond_passes(b))
+        st = ts_infer_fail(c, "never ends: it has no trip count and its condition stays true");
     if (cond && cond->constant && !ts_tensor_get_i64(cond->constant, 0))
         trips = 0;
     else if (m && m->constant && cond_true && cond_passes(b)) {
         trips = ts_tensor_get_i64(m->constant, 0);
         if (trips < 0) trips = 0;
     }
-    for (int j = 0; j < k; j++) {
-        const ts_value *s = body_out(b, 1 + n + j);
+    for (int j = 0; !st && j < k; j++) {
+        const ts_shape *s = &t.sh[1 + n + j];
         int o = n + j;
-        if (s->shape.rank + 1 > TS_MAX_RANK) return ts_infer_fail(c, "scan output %d has too high a rank", j);
-        ts_shape sh = {.rank = s->shape.rank + 1};
-        memcpy(sh.dims + 1, s->shape.dims, sizeof(int64_t) * (size_t)s->shape.rank);
+        if (s->rank + 1 > TS_MAX_RANK) {
+            st = ts_infer_fail(c, "scan output %d has too high a rank", j);
+            break;
+        }
+        ts_shape sh = {.rank = s->rank + 1};
+        memcpy(sh.dims + 1, s->dims, sizeof(int64_t) * (size_t)s->rank);
         sh.dims[0] = trips;
         if (trips < 0) {
-            const ts_shape *d = declared(b, o) ? &b->decl_shape[o] : NULL;
+            /* the declaration is at the sizes the body was built for */
+            const ts_shape *d = declared(b, o) && !t.other ? &b->decl_shape[o] : NULL;
             bool fits = d && d->rank == sh.rank;
             for (int i = 1; fits && i < sh.rank; i++) fits = d->dims[i] == sh.dims[i];
-            if (!fits)
-                return ts_infer_fail(c,
-                                     "scan output %d has a length that depends on the data (%s), and the model "
-                                     "declares no static shape for it",
-                                     j,
-                                     !m ? "no trip count" : !m->constant ? "the trip count is computed"
-                                                                         : "the body's condition can end the loop");
+            if (!fits) {
+                st = ts_infer_fail(c,
+                                   "scan output %d has a length that depends on the data (%s), and the model "
+                                   "declares no static shape for it",
+                                   j,
+                                   !m ? "no trip count" : !m->constant ? "the trip count is computed"
+                                                                       : "the body's condition can end the loop");
+                break;
+            }
             sh.dims[0] = d->dims[0]; /* the run checks the count */
         }
-        c->out_dtype[o] = s->dtype;
+        c->out_dtype[o] = t.dt[1 + n + j];
         c->out_shape[o] = sh;
     }
-    return TS_OK;
+    btypes_free(&t);
+    free(fdt);
+    free(fsh);
+    return st;
 }
 
 static int scan_axis(const int64_t *axes, int n, int j, int rank)
@@ -317,37 +384,45 @@ static ts_status scan_infer(ts_infer_ctx *c)
                              nexp, m, c->nout, b->nformal, b->g->noutputs);
     if (p->nin_axes > m || p->nin_dirs > m || p->nout_axes > k || p->nout_dirs > k)
         return ts_infer_fail(c, "more scan axes or directions than scan inputs or outputs");
-    if (check_captures(c, b, "the body")) return c->err->code;
+    ts_dtype *fdt = malloc(sizeof *fdt * (size_t)(nexp + 1));
+    ts_shape *fsh = malloc(sizeof *fsh * (size_t)(nexp + 1));
+    btypes t = {0};
+    ts_status st = fdt && fsh ? TS_OK : ts_error_set(c->err, TS_ERR_NOMEM, "out of memory");
+    if (!st) st = formal_from(c, 0, nexp, fdt, fsh, "input");
     int64_t len = -1;
-    for (int j = 0; j < m; j++) {
-        const ts_value *x = c->in[n + j];
-        if (!x) return ts_infer_fail(c, "scan input %d is absent", j);
-        int a = scan_axis(p->in_axes, p->nin_axes, j, x->shape.rank);
-        if (a < 0 || x->shape.rank < 1) return ts_infer_fail(c, "scan input %d has no axis to scan", j);
-        if (len >= 0 && x->shape.dims[a] != len)
-            return ts_infer_fail(c, "scan inputs have lengths %lld and %lld", (long long)len,
-                                 (long long)x->shape.dims[a]);
-        len = x->shape.dims[a];
-        ts_value slice = *x;
-        slice.constant = NULL;
-        slice.shape.rank--;
-        for (int d = a; d < slice.shape.rank; d++) slice.shape.dims[d] = x->shape.dims[d + 1];
-        char what[64];
-        snprintf(what, sizeof what, "a slice of scan input %d", j);
-        if (check_formal(c, b, n + j, &slice, what)) return c->err->code;
+    for (int j = 0; !st && j < m; j++) {
+        ts_shape *x = &fsh[n + j];
+        int a = scan_axis(p->in_axes, p->nin_axes, j, x->rank);
+        if (a < 0 || x->rank < 1) {
+            st = ts_infer_fail(c, "scan input %d has no axis to scan", j);
+            break;
+        }
+        if (len >= 0 && x->dims[a] != len) {
+            st = ts_infer_fail(c, "scan inputs have lengths %lld and %lld", (long long)len, (long long)x->dims[a]);
+            break;
+        }
+        len = x->dims[a];
+        for (int d = a; d + 1 < x->rank; d++) x->dims[d] = x->dims[d + 1]; /* the body gets one slice */
+        x->rank--;
     }
-    if (infer_carried(c, b, n, 0, 0, 0)) return c->err->code;
-    for (int j = 0; j < k; j++) {
-        const ts_value *s = body_out(b, n + j);
-        if (s->shape.rank + 1 > TS_MAX_RANK) return ts_infer_fail(c, "scan output %d has too high a rank", j);
-        int a = scan_axis(p->out_axes, p->nout_axes, j, s->shape.rank + 1);
-        if (a < 0) return ts_infer_fail(c, "scan output %d: axis out of range", j);
-        ts_shape sh = {.rank = s->shape.rank + 1};
-        for (int d = 0, e = 0; d < sh.rank; d++) sh.dims[d] = d == a ? len : s->shape.dims[e++];
-        c->out_dtype[n + j] = s->dtype;
+    if (!st) st = body_types(c, b, "the body", fdt, fsh, &t);
+    if (!st) st = infer_carried(c, n, 0, fdt, fsh, &t, 0);
+    for (int j = 0; !st && j < k; j++) {
+        const ts_shape *s = &t.sh[n + j];
+        int a = s->rank + 1 > TS_MAX_RANK ? -1 : scan_axis(p->out_axes, p->nout_axes, j, s->rank + 1);
+        if (a < 0) {
+            st = ts_infer_fail(c, "scan output %d: axis out of range or rank too high", j);
+            break;
+        }
+        ts_shape sh = {.rank = s->rank + 1};
+        for (int d = 0, e = 0; d < sh.rank; d++) sh.dims[d] = d == a ? len : s->dims[e++];
+        c->out_dtype[n + j] = t.dt[n + j];
         c->out_shape[n + j] = sh;
     }
-    return TS_OK;
+    btypes_free(&t);
+    free(fdt);
+    free(fsh);
+    return st;
 }
 
 /* ------------------------------------------------------------- execution */
@@ -499,7 +574,8 @@ static ts_status run_loop(const ts_node *n, const ts_cf_attrs *p, const ts_cf_ru
         if (k && t >= bound) {
             st = ts_error_set(err, TS_ERR_INVALID,
                               "node '%s' (Loop): runs more than %lld iterations, the length of its scan outputs bound "
-                              "at load (from the model's declared shape)",
+                              "at load (from the model's declared shape; the inputs decide the count: give ones that "
+                              "fit with --inputs)",
                               n->name, (long long)bound);
             break;
         }
@@ -523,7 +599,7 @@ static ts_status run_loop(const ts_node *n, const ts_cf_attrs *p, const ts_cf_ru
     if (!st && k && t != bound)
         st = ts_error_set(err, TS_ERR_INVALID,
                           "node '%s' (Loop): ran %lld iterations, but its scan outputs were bound at load to %lld "
-                          "(the model's declared shape)",
+                          "(the model's declared shape; the inputs decide the count: give ones that fit with --inputs)",
                           n->name, (long long)t, (long long)bound);
     if (!st) copy_out(&s, out);
     if (slices) iter_free(&s);

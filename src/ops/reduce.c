@@ -294,11 +294,13 @@ const ts_op_desc ts_op_reducesum = {.opset_min = 1, REDUCE("ReduceSum"), .flags 
                                     .parse = sum_parse, .infer = sum_infer, .kernel = sum_kernel};
 const ts_op_desc ts_op_reducemean = {.opset_min = 1, REDUCE("ReduceMean"), .flags = TS_OP_EXACT, .linear_inputs = 0x1,
                                      .parse = mean_max_parse, .infer = mean_max_infer, .kernel = mean_kernel};
-const ts_op_desc ts_op_reducemax = {.opset_min = 1, REDUCE("ReduceMax"), .parse = mean_max_parse, .infer = mean_max_infer,
+const ts_op_desc ts_op_reducemax = {.opset_min = 1, REDUCE("ReduceMax"), .parse = mean_max_parse,
+                                    .infer = mean_max_infer,
                                     .kernel = max_kernel};
 
 /* Float-only reductions with axes as an input from opset 18. */
-#define REDUCE18(NAME, KERNEL) {.opset_min = 1, REDUCE(NAME), .parse = mean_max_parse, .infer = mean_max_infer, .kernel = KERNEL}
+#define REDUCE18(NAME, KERNEL)                                                                                 \
+    {.opset_min = 1, REDUCE(NAME), .parse = mean_max_parse, .infer = mean_max_infer, .kernel = KERNEL}
 const ts_op_desc ts_op_reducemin = REDUCE18("ReduceMin", min_kernel);
 const ts_op_desc ts_op_reduceprod = REDUCE18("ReduceProd", prod_kernel);
 const ts_op_desc ts_op_reducel1 = REDUCE18("ReduceL1", l1_kernel);

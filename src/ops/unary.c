@@ -185,25 +185,36 @@ static ts_status not_kernel(ts_kernel_ctx *k)
 
 #define UNARY(NAME) .name = NAME, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1
 
-const ts_op_desc ts_op_relu = {.opset_min = 1, UNARY("Relu"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = infer_number,
+const ts_op_desc ts_op_relu = {.opset_min = 1, UNARY("Relu"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
+                               .infer = infer_number,
                                .kernel = relu_kernel};
-const ts_op_desc ts_op_neg = {.opset_min = 1, UNARY("Neg"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .linear_inputs = 0x1,
+const ts_op_desc ts_op_neg = {.opset_min = 1, UNARY("Neg"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
+                              .linear_inputs = 0x1,
                               .expr = "L[i] -A[i]", .infer = infer_number, .kernel = neg_kernel};
-const ts_op_desc ts_op_abs = {.opset_min = 1, UNARY("Abs"), .flags = TS_OP_ELEMENTWISE, .infer = infer_number, .kernel = abs_kernel};
-const ts_op_desc ts_op_sqrt = {.opset_min = 1, UNARY("Sqrt"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = sqrt_kernel};
-const ts_op_desc ts_op_exp = {.opset_min = 1, UNARY("Exp"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = exp_kernel};
-const ts_op_desc ts_op_log = {.opset_min = 1, UNARY("Log"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = log_kernel};
-const ts_op_desc ts_op_reciprocal = {.opset_min = 1, UNARY("Reciprocal"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+const ts_op_desc ts_op_abs = {.opset_min = 1, UNARY("Abs"), .flags = TS_OP_ELEMENTWISE, .infer = infer_number,
+                              .kernel = abs_kernel};
+const ts_op_desc ts_op_sqrt = {.opset_min = 1, UNARY("Sqrt"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+                               .kernel = sqrt_kernel};
+const ts_op_desc ts_op_exp = {.opset_min = 1, UNARY("Exp"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+                              .kernel = exp_kernel};
+const ts_op_desc ts_op_log = {.opset_min = 1, UNARY("Log"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+                              .kernel = log_kernel};
+const ts_op_desc ts_op_reciprocal = {.opset_min = 1, UNARY("Reciprocal"), .flags = TS_OP_ELEMENTWISE,
+                                     .infer = infer_float,
                                      .kernel = recip_kernel};
-const ts_op_desc ts_op_erf = {.opset_min = 9, UNARY("Erf"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = erf_kernel};
+const ts_op_desc ts_op_erf = {.opset_min = 9, UNARY("Erf"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+                              .kernel = erf_kernel};
 const ts_op_desc ts_op_sigmoid = {.opset_min = 1, UNARY("Sigmoid"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
                                   .kernel = sigmoid_kernel};
-const ts_op_desc ts_op_tanh = {.opset_min = 1, UNARY("Tanh"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float, .kernel = tanh_kernel};
-const ts_op_desc ts_op_not = {.opset_min = 1, UNARY("Not"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT, .infer = infer_not,
+const ts_op_desc ts_op_tanh = {.opset_min = 1, UNARY("Tanh"), .flags = TS_OP_ELEMENTWISE, .infer = infer_float,
+                               .kernel = tanh_kernel};
+const ts_op_desc ts_op_not = {.opset_min = 1, UNARY("Not"), .flags = TS_OP_ELEMENTWISE | TS_OP_EXACT,
+                              .infer = infer_not,
                               .kernel = not_kernel};
 
 #define FLOAT_DESC(SYM, NAME, INFER, SINCE) \
-    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, UNARY(NAME), .flags = TS_OP_ELEMENTWISE, .infer = INFER, .kernel = SYM##_kernel};
+    const ts_op_desc ts_op_##SYM = {.opset_min = SINCE, UNARY(NAME), .flags = TS_OP_ELEMENTWISE, .infer = INFER, \
+                                    .kernel = SYM##_kernel};
 FLOAT_DESC(acos, "Acos", infer_float, 7)
 FLOAT_DESC(acosh, "Acosh", infer_float, 9)
 FLOAT_DESC(asin, "Asin", infer_float, 7)
@@ -222,5 +233,6 @@ FLOAT_DESC(ceil, "Ceil", infer_number, 1)
 FLOAT_DESC(floor, "Floor", infer_number, 1)
 FLOAT_DESC(sign, "Sign", infer_number, 9)
 FLOAT_DESC(isnan, "IsNaN", infer_isnan, 9)
-const ts_op_desc ts_op_isinf = {.opset_min = 10, UNARY("IsInf"), .attr_size = sizeof(isinf_attrs), .flags = TS_OP_ELEMENTWISE,
+const ts_op_desc ts_op_isinf = {.opset_min = 10, UNARY("IsInf"), .attr_size = sizeof(isinf_attrs),
+                                .flags = TS_OP_ELEMENTWISE,
                                 .parse = isinf_parse, .emit = isinf_emit, .infer = infer_isnan, .kernel = isinf_kernel};

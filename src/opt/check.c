@@ -1,7 +1,8 @@
 /* The final check: the optimized graph against the original, run by the
- * fast runtime -- region by region at the rewrites' boundaries (so models
- * tsopt cannot run as a whole, with opaque nodes, are checked too), and as
- * whole models when both can run (check.h). */
+ * fast runtime -- as whole models when both can run, and stretch by
+ * stretch between opaque nodes when there are any (so models tsopt cannot
+ * run as a whole are checked too); the rewritten regions are counted by a
+ * name-based diff of the two graphs (check.h, docs/onnx-models.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,38 @@ static ts_status pair_nodes(rctx *c, ts_error *err)
     return TS_OK;
 }
 
+/* Keeps only the opaque nodes, paired by name with the original's (the
+ * optimizer never rewrites them); fails when one cannot be. */
+static ts_status pair_opaque(rctx *c, ts_error *err)
+{
+    const ts_graph *g0 = c->g0, *g1 = c->g1;
+    for (int i = 0; i < g0->nnodes; i++) c->pair0[i] = -1;
+    for (int n1 = 0; n1 < g1->nnodes; n1++) {
+        c->pair1[n1] = -1;
+        const ts_node *b = &g1->nodes[n1];
+        if (b->dead || !ts_node_is_opaque(b)) continue;
+        int n0 = -1, same = 0;
+        for (int i = 0; i < g0->nnodes; i++)
+            if (!g0->nodes[i].dead && !strcmp(g0->nodes[i].name, b->name)) {
+                n0 = i;
+                same++;
+            }
+        char what[256];
+        if (same != 1 || !same_node(g0, n0, g1, n1))
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "opaque node '%s' (%s) is not the original's", b->name,
+                                ts_opaque_what(b, what, sizeof what));
+        c->pair1[n1] = n0;
+        c->pair0[n0] = n1;
+    }
+    for (int i = 0; i < g0->nnodes; i++)
+        if (!g0->nodes[i].dead && ts_node_is_opaque(&g0->nodes[i]) && c->pair0[i] < 0) {
+            char what[256];
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "opaque node '%s' (%s) is missing from the optimized graph",
+                                g0->nodes[i].name, ts_opaque_what(&g0->nodes[i], what, sizeof what));
+        }
+    return TS_OK;
+}
+
 /* The boundary pairs: every input of a kept node and every graph output
  * where g1 and g0 read values that are not the same kept value. */
 static ts_status boundary(rctx *c, ts_error *err)
@@ -414,9 +447,22 @@ static ts_status check_regions(const ts_graph *g0, const ts_graph *g1, uint64_t 
     ts_tensor **x1 = NULL, **x0 = NULL, **y1 = NULL, **y0 = NULL;
     ts_status st = c.pair1 && c.pair0 && data ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     if (!st) st = pair_nodes(&c, err);
-    if (!st) st = boundary(&c, err);
+    if (!st) st = boundary(&c, err); /* joins each region to what it replaced, for the count */
     if (st) goto done;
     r->regions = count_regions(&c);
+    free(c.bpair);
+    c.bpair = NULL;
+    c.nb = 0;
+    /* What runs: a model tsopt can run is checked whole (ts_opt_check_all);
+     * around opaque nodes, every stretch between them, the graph's inputs
+     * and outputs is run on both sides from the same random tensors at
+     * the opaque nodes' outputs and compared at their inputs and the
+     * graph's outputs.  Cutting only at opaque nodes (never rewritten)
+     * keeps every compared value a function of the same free inputs on
+     * both sides, whatever the rewrites did in between. */
+    if (ts_graph_first_opaque(g0) < 0 && ts_graph_first_opaque(g1) < 0) goto done;
+    if ((st = pair_opaque(&c, err))) goto done;
+    if ((st = boundary(&c, err))) goto done;
     r->boundary = c.nb;
     if (!c.nb) goto done;
     /* the region outputs of each side: boundary values its rewritten nodes produce */
@@ -507,23 +553,6 @@ static ts_status check_regions(const ts_graph *g0, const ts_graph *g1, uint64_t 
             for (int q = 0; s0 && q < s0->noutputs && !a; q++)
                 if (!strcmp(s0->values[s0->outputs[q]].name, g0->values[v0].name)) a = y0[q];
         double e = a && b ? compare_one(a, b) : INFINITY;
-        if (getenv("TSOPT_CHECK_DEBUG") && e > 1) { /* DEBUG-TEMP */
-            fprintf(stderr, "pair %s / %s e=%g\n", g1->values[v1].name, g0->values[v0].name, e);
-            for (int s = 0; s < 2; s++) {
-                const ts_graph *gg = s ? s0 : s1;
-                fprintf(stderr, " side %d inputs:", s);
-                for (int q = 0; gg && q < gg->ninputs; q++) fprintf(stderr, " %s", gg->values[gg->inputs[q]].name);
-                fprintf(stderr, "\n nodes:");
-                for (int q = 0; gg && q < gg->nnodes; q++) {
-                    const ts_node *nd = &gg->nodes[q];
-                    if (nd->dead) continue;
-                    fprintf(stderr, " %s(%s<-", nd->name, nd->op->name);
-                    for (int z = 0; z < nd->ninputs; z++) fprintf(stderr, "%s,", nd->inputs[z] >= 0 ? gg->values[nd->inputs[z]].name : "-");
-                    fprintf(stderr, ")");
-                }
-                fprintf(stderr, "\n");
-            }
-        }
         if (e > r->region_worst || (isinf(e) && !isinf(r->region_worst))) {
             r->region_worst = e;
             snprintf(r->worst_at, sizeof r->worst_at, "value '%.100s' (the original's '%.100s')", g1->values[v1].name,

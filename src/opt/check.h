@@ -14,28 +14,28 @@ ts_status ts_opt_check(const ts_graph *g0, const ts_graph *g1, uint64_t seed, do
 
 typedef struct ts_check_result {
     double worst;     /* the largest scaled difference over every comparison made */
-    int regions;      /* rewritten regions, each compared with its original at its boundary */
-    int boundary;     /* values compared at the regions' boundaries */
+    int regions;      /* rewritten regions: connected groups of nodes that are not the original's own */
+    int boundary;     /* values compared around opaque nodes (their inputs, the graph's outputs) */
     double region_worst;
     bool whole;       /* the whole models were run and compared (both runnable) */
     bool user_inputs; /* ... on the caller's inputs */
     double whole_worst;
     char why_not_whole[256]; /* when !whole: why (one line) */
-    char worst_at[256];      /* where the largest difference was: "region of node 'x': value 'y'" */
+    char worst_at[256];      /* where the largest stretch difference was: "value 'y' (the original's 'x')" */
 } ts_check_result;
 
 /* The check of a rewritten graph g1 against its original g0 (same inputs
- * and outputs), in two parts:
- *   - regions: the nodes of g1 that are not g0's own (same name, operator,
- *     attributes and weights, reading the values g0's node reads) form the
- *     rewritten regions; each is run against the g0 nodes it replaced, both
- *     fed the same seeded random tensors at the values where they start,
- *     and compared where they end (the values kept nodes and the graph's
- *     outputs read).  Needs only those regions to be runnable, so a model
- *     with opaque nodes (src/ops/opaque.h) is checked too;
- *   - the whole model, when tsopt can run it: on `inputs` (g0->ninputs
+ * and outputs; docs/onnx-models.md):
+ *   - the whole model, when tsopt can run both: on `inputs` (g0->ninputs
  *     tensors of the inputs' dtypes and shapes) when given, else on seeded
- *     random inputs. */
+ *     random inputs;
+ *   - around opaque nodes (src/ops/opaque.h), when there are any: they
+ *     must be the original's, unchanged; the stretches between them are
+ *     run on both sides from the same seeded random tensors at the graph's
+ *     inputs and the opaque nodes' outputs, and compared at the opaque
+ *     nodes' inputs and the graph's outputs.  TS_ERR_UNSUPPORTED when an
+ *     opaque node is missing or changed, or a stretch cannot run.
+ * r->regions counts the rewritten regions either way. */
 ts_status ts_opt_check_all(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_tensor *const *inputs,
                            ts_check_result *r, ts_error *err);
 

@@ -99,6 +99,22 @@ node "$ORT_RUN" "$T/o/fast.onnx" --inputs "$T/in" --save-outputs "$T/ort.out" --
     || fail "tsopt cannot run its written model"
 "$TSOPT" compare "$T/ref" "$T/tsopt2.out" --rtol 1e-3 --atol 1e-4 >"$T/cmp2" || { cat "$T/cmp2"; fail "tsopt output differs"; }
 
+step "--inputs DIR: the whole-model check runs on the user's tensors"
+G=$T/grow/grow.onnx # a model the search rewrites (below)
+"$TSOPT" run "$G" --save-inputs "$T/gin" >/dev/null
+"$TSOPT" optimize "$G" -o "$T/o/user.onnx" --inputs "$T/gin" --cost-model roofline --no-timing --budget 20 \
+    --min-gain 0 --allow-growth --json >"$T/user.json" 2>"$T/user.log" || { cat "$T/user.log"; fail "optimize --inputs failed"; }
+"$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1]))['check']; assert c['inputs'] == 'user' and c['whole_model'], c" \
+    "$T/user.json" || { cat "$T/user.json"; fail "--inputs was not used"; }
+mkdir -p "$T/badin"
+cp "$T/gin/z.npy" "$T/badin/"
+"$PYTHON" -c "import numpy as np, sys; np.save(sys.argv[1], np.zeros((3, 256), np.float32))" "$T/badin/x.npy"
+if "$TSOPT" optimize "$G" -o "$T/o/bad.onnx" --inputs "$T/badin" --cost-model roofline --no-timing \
+    >/dev/null 2>"$T/badin.err"; then fail "optimize took an input of the wrong shape"; fi
+grep -q "input 'x': the model wants float32 4x256, '.*x.npy' holds float32 3x256" "$T/badin.err" \
+    || { cat "$T/badin.err"; fail "--inputs: wrong-shape message"; }
+[ ! -e "$T/o/bad.onnx" ] || fail "a model was written despite bad --inputs"
+
 step "without --external-data the weights are inline"
 "$TSOPT" optimize "$M" -o "$T/o/inline.onnx" --cost-model roofline --no-timing --budget 10 >/dev/null 2>&1 \
     || fail "optimize (inline) failed"

@@ -142,6 +142,17 @@ grep -q ": pass" "$T/r.out" || fail "replay: $(cat "$T/r.out")"
 echo "   replays: mismatch with the plant, pass without"
 
 if [ $have_ort = 1 ]; then
+    step "tools/ort/serve.js: ready line, one reply line per request, EOF ends it"
+    printf 'run\t%s\t%s\t%s\nbogus\nrun\t%s\t%s\t%s\n' "$T/a/pairs/000/original.onnx" "$T/a/pairs/000/in" \
+        "$T/srv" "$T/nothing.onnx" "$T/a/pairs/000/in" "$T/srv" |
+        node "$TSOPT_SRC/tools/ort/serve.js" >"$T/srv.out" 2>"$T/srv.err" || fail "serve.js: $(cat "$T/srv.err")"
+    sed 's/^/   /' "$T/srv.out"
+    [ "$(wc -l <"$T/srv.out")" -eq 4 ] || fail "serve.js: want 4 lines"
+    grep -q "^ready	" "$T/srv.out" && [ "$(sed -n 2p "$T/srv.out")" = ok ] || fail "serve.js: no ready/ok"
+    sed -n 3p "$T/srv.out" | grep -q "^error	bad request 'bogus'" || fail "serve.js: bad request not refused"
+    sed -n 4p "$T/srv.out" | grep -q "^error	cannot load $T/nothing.onnx" || fail "serve.js: missing model"
+    ls "$T/srv"/*.npy >/dev/null || fail "serve.js wrote no output"
+
     step "campaign against ORT: one server process for all pairs"
     "$TSOPT" fuzz --target ort --pairs 12 --seed 7 --save-pairs 2 -o "$T/o" --json >"$T/o.json" 2>"$T/o.err" ||
         fail "ORT campaign failed: $(cat "$T/o.err")"

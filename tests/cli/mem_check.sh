@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sizes are checked before allocation: a model whose input binding cannot
 # fit in memory fails at once with one line naming what needs how much
-# (tsopt run, bench, profile), instead of allocating and thrashing; the
-# TSOPT_MEM_LIMIT cap is obeyed and a bad value rejected; normal runs work.
+# (tsopt run, bench, profile), instead of allocating and thrashing; so does
+# a plan whose arena cannot fit, and a model file larger than the memory
+# left; the TSOPT_MEM_LIMIT cap is obeyed and a bad value rejected; normal
+# runs work.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}"
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -60,6 +62,24 @@ expect_fail profile "needs 3\.8 GiB, but only" "$TSOPT" profile "$T/m.onnx" --in
 export TSOPT_MEM_LIMIT=100M
 expect_fail arena "the plan's arena \(activations and scratch\) needs .*TSOPT_MEM_LIMIT" \
   "$TSOPT" run "$T/m.onnx" --input x:1x3x500x500
+# a model file larger than the memory left is refused before it is read
+# (32 MB of weights against a 30 MiB cap, less what the process holds)
+"$PYTHON" - "$T/big.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import helper, TensorProto, numpy_helper
+c = numpy_helper.from_array(np.zeros((8, 1000, 1000), np.float32), "c")
+g = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "big",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 1000, 1000])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 1000, 1000])], [c])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+export TSOPT_MEM_LIMIT=30M
+expect_fail file "^tsopt: loading .*big\.onnx \(its file\) needs 30\.5 MiB, but only [0-9.]+ (MiB|KiB|bytes) of memory is available" \
+  "$TSOPT" info "$T/big.onnx"
+unset TSOPT_MEM_LIMIT
+"$TSOPT" info "$T/big.onnx" | grep -q '^parameters: 8000000' || fail "big model info"
 export TSOPT_MEM_LIMIT=twelve
 expect_fail bad_env "TSOPT_MEM_LIMIT='twelve' is not a size" "$TSOPT" run "$T/m.onnx" --input x:1x3x8x8
 unset TSOPT_MEM_LIMIT

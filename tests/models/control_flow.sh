@@ -7,7 +7,10 @@
 #     --reference` (interpreter) match ONNX Runtime on the model's own inputs;
 #   - `tsopt optimize` writes a model ONNX Runtime runs with the original's
 #     outputs, and tsopt runs it again (on body_cse_op17 the optimized
-#     model, with the body's duplicate MatMul merged, must be the one written).
+#     model, with the body's duplicate MatMul merged, must be the one written);
+#   - a model with a symbolic batch through a Loop and a nested If is written
+#     back with the batch symbolic and runs at another batch; one whose
+#     branch folds the batch size into a constant is written at the bound batch.
 # Skips (77) without torch or onnxruntime-node.
 set -uo pipefail
 : "${TSOPT:?TSOPT not set}" "${TSOPT_SRC:?TSOPT_SRC not set}"
@@ -47,19 +50,23 @@ while read -r name; do
   in=$T/$name.in
   d=$T/$name
   mkdir -p "$d"
+  binds=()
+  if [ -f "$T/$name.binds" ]; then
+    while read -r b; do binds+=(--input "$b"); done <"$T/$name.binds"
+  fi
   echo "== $name"
   ok=1
-  check "info" "$TSOPT" info "$m" || ok=0
+  check "info" "$TSOPT" info "$m" "${binds[@]}" || ok=0
   if [ $ok = 1 ] && ! grep -q '^control flow' "$T/cmd.log"; then
     echo "   FAIL info does not list the control flow"
     ok=0
   fi
   check "ort run" node "$ORT_RUN" "$m" --inputs "$in" --save-outputs "$d/ort" || ok=0
-  check "tsopt run" "$TSOPT" run "$m" --inputs "$in" --save-outputs "$d/fast" || ok=0
-  check "tsopt run --reference" "$TSOPT" run "$m" --reference --inputs "$in" --save-outputs "$d/ref" || ok=0
+  check "tsopt run" "$TSOPT" run "$m" "${binds[@]}" --inputs "$in" --save-outputs "$d/fast" || ok=0
+  check "tsopt run --reference" "$TSOPT" run "$m" "${binds[@]}" --reference --inputs "$in" --save-outputs "$d/ref" || ok=0
   check "compare fast/ort" "$TSOPT" compare "$d/fast" "$d/ort" --rtol "$RTOL" --atol "$ATOL" || ok=0
   check "compare reference/ort" "$TSOPT" compare "$d/ref" "$d/ort" --rtol "$RTOL" --atol "$ATOL" || ok=0
-  check "optimize" "$TSOPT" optimize "$m" -o "$d/opt.onnx" --cost-model roofline --no-timing --time-limit 5 \
+  check "optimize" "$TSOPT" optimize "$m" "${binds[@]}" -o "$d/opt.onnx" --cost-model roofline --no-timing --time-limit 5 \
     --budget 20 --inputs "$in" --cost-cache "$T/costs.tsv" --json || ok=0
   # the duplicated MatMul inside a branch is merged by the body passes
   if [ "$name" = body_cse_op17 ] && ! grep -q '"written": "optimized".*"optimize-bodies": 1' "$T/cmd.log"; then
@@ -70,8 +77,27 @@ while read -r name; do
   check "ort run optimized" node "$ORT_RUN" "$d/opt.onnx" --inputs "$in" --save-outputs "$d/ort_opt" || ok=0
   check "compare optimized/original (ort)" "$TSOPT" compare "$d/ort_opt" "$d/ort" --rtol "$RTOL" --atol "$ATOL" ||
     ok=0
-  check "tsopt run optimized" "$TSOPT" run "$d/opt.onnx" --inputs "$in" --save-outputs "$d/fast_opt" || ok=0
+  check "tsopt run optimized" "$TSOPT" run "$d/opt.onnx" "${binds[@]}" --inputs "$in" --save-outputs "$d/fast_opt" || ok=0
   check "compare tsopt optimized/ort" "$TSOPT" compare "$d/fast_opt" "$d/ort" --rtol "$RTOL" --atol "$ATOL" || ok=0
+  if [ -d "$T/$name.other" ]; then
+    # the symbolic batch is written back: the optimized model runs at another batch
+    other=()
+    while read -r b; do other+=(--input "$b"); done <"$T/$name.binds_other"
+    check "symbolic batch kept" "$PYTHON" -c "import onnx, sys; m = onnx.load(sys.argv[1]); \
+assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_param == 'batch', m.graph.input[0]" "$d/opt.onnx" || ok=0
+    check "ort run at another batch" node "$ORT_RUN" "$m" --inputs "$T/$name.other" --save-outputs "$d/ort5" || ok=0
+    check "ort run optimized at another batch" node "$ORT_RUN" "$d/opt.onnx" --inputs "$T/$name.other" \
+      --save-outputs "$d/ort5_opt" || ok=0
+    check "compare at another batch (ort)" "$TSOPT" compare "$d/ort5_opt" "$d/ort5" --rtol "$RTOL" --atol "$ATOL" || ok=0
+    check "tsopt run optimized at another batch" "$TSOPT" run "$d/opt.onnx" "${other[@]}" --inputs "$T/$name.other" \
+      --save-outputs "$d/fast5" || ok=0
+    check "compare tsopt at another batch" "$TSOPT" compare "$d/fast5" "$d/ort5" --rtol "$RTOL" --atol "$ATOL" || ok=0
+  fi
+  if [ -f "$T/$name.static" ]; then
+    # a size folded inside a body follows the batch: written at the bound one
+    check "written at the bound batch" "$PYTHON" -c "import onnx, sys; m = onnx.load(sys.argv[1]); \
+assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3, m.graph.input[0]" "$d/opt.onnx" || ok=0
+  fi
   if [ $ok = 1 ]; then
     pass=$((pass + 1))
     echo "   ok"

@@ -11,7 +11,11 @@ count and scan outputs.  Each model gets its inputs as .npy (data-dependent
 control flow needs meaningful inputs, not random ones).
 
     make_control_flow.py OUTDIR    writes OUTDIR/NAME.onnx, OUTDIR/NAME.in/*.npy
-                                   and OUTDIR/models.txt (one NAME a line)
+                                   and OUTDIR/models.txt (one NAME a line); a
+                                   model with a symbolic batch also gets
+                                   NAME.binds (tsopt's --input values) and
+                                   NAME.other/ (inputs at another batch) with
+                                   NAME.binds_other
 """
 import os
 import sys
@@ -91,6 +95,19 @@ class Half(nn.Module):
             y = (x.half() * self.w16 + self.w16).float()
         else:
             y = x * 2.0
+        return y
+
+
+class SizedBranch(nn.Module):
+    """A branch that multiplies by the batch size: the folded size inside the
+    body follows the symbolic batch, so the model must be written back at
+    the bound batch, not symbolic."""
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            y = x * float(x.shape[0])
+        else:
+            y = x - 1.0
         return y
 
 
@@ -275,6 +292,27 @@ def main():
     add("scan_op16", scan_model(f"{out}/scan_op16.onnx"))
     add("loop_scan_op15", loop_scan_model(f"{out}/loop_scan_op15.onnx"))
     add("body_cse_op17", body_cse_model(f"{out}/body_cse_op17.onnx"))
+
+    # a symbolic batch through a Loop and the If inside it: written back
+    # symbolic, the optimized model must run at another batch
+    x3 = RNG.standard_normal((3, 6)).astype(np.float32)
+    torch.onnx.export(torch.jit.script(Nested().eval()), (torch.from_numpy(x3), torch.from_numpy(b6), torch.from_numpy(n4)),
+                      f"{out}/nested_dyn_op17.onnx", opset_version=17, input_names=["x", "bias", "n"],
+                      dynamic_axes={"x": {0: "batch"}}, do_constant_folding=False)
+    add("nested_dyn_op17", {"x": x3, "bias": b6, "n": n4})
+    save_inputs(f"{out}/nested_dyn_op17.other", {"x": RNG.standard_normal((5, 6)).astype(np.float32), "bias": b6,
+                                                  "n": np.array(2, np.int64)})
+    with open(f"{out}/nested_dyn_op17.binds", "w") as f:
+        f.write("x:3x6\n")
+    with open(f"{out}/nested_dyn_op17.binds_other", "w") as f:
+        f.write("x:5x6\n")
+
+    torch.onnx.export(torch.jit.script(SizedBranch()), (torch.from_numpy(np.abs(x3)),), f"{out}/sized_dyn_op15.onnx",
+                      opset_version=15, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    add("sized_dyn_op15", {"x": np.abs(x3)})
+    with open(f"{out}/sized_dyn_op15.binds", "w") as f:
+        f.write("x:3x6\n")
+    open(f"{out}/sized_dyn_op15.static", "w").close()
 
     with open(os.path.join(out, "models.txt"), "w") as f:
         f.write("\n".join(names) + "\n")

@@ -10,8 +10,8 @@ set -uo pipefail
 : "${TSOPT:?TSOPT not set}" "${TSOPT_SRC:?TSOPT_SRC not set}" "${TSOPT_BUILD:?TSOPT_BUILD not set}"
 PYTHON=${PYTHON:-/usr/bin/python3}
 # channel shuffle, depthwise + SE + hardswish, a transformer encoder: about
-# 35 s with the exports, 8 s cached (swin_t alone takes 100 s: 71 s to
-# export, 28 s for tsopt to load its 2760 constants; make bench checks it)
+# 45 s with the exports on a busy 2-core machine, 10 s cached (swin_t, the
+# Mod carrier, takes over a minute to export alone: make bench checks it)
 MODELS=${REAL_MODELS:-shufflenet_v2_x1_0,mobilenet_v3_small,transformer_encoder}
 
 if ! "$PYTHON" -c 'import torch, torchvision, numpy' 2>/dev/null; then

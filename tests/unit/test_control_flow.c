@@ -343,3 +343,26 @@ Test(control_flow, branch_shapes_differ_without_declaration)
     ts_body_unref(br[1]);
     ts_graph_free(g);
 }
+
+Test(control_flow, loop_that_never_ends_is_refused)
+{
+    ts_error e = {0};
+    ts_shape s2 = {1, {2}};
+    ts_graph *b = ts_graph_new("forever", 17);
+    ts_graph_add_input(b, "i", TS_I64, &SCALAR, &e);
+    int c = ts_graph_add_input(b, "c", TS_BOOL, &SCALAR, &e);
+    int x = ts_graph_add_input(b, "x", TS_F32, &s2, &e);
+    int co = node(b, "Identity", &c, 1, NULL, 0, "c2");
+    int xo = node(b, "Neg", &x, 1, NULL, 0, "x2");
+    cr_assert_eq(ts_graph_add_output(b, co, &e) | ts_graph_add_output(b, xo, &e), TS_OK);
+    ts_body *body = ts_body_new(b, 3, &e);
+    ts_graph *g = ts_graph_new("g", 17);
+    int x0 = ts_graph_add_input(g, "x0", TS_F32, &s2, &e);
+    ts_attr a = {.name = "body", .kind = TS_ATTR_GRAPH, .body = body};
+    int o;
+    cr_assert_eq(ts_graph_add_node(g, "Loop", "forever", (int[]){-1, -1, x0}, 3, &a, 1, 1, NULL, &o, &e), -1);
+    cr_assert(strstr(e.msg, "node 'forever' (Loop): never ends: it has no trip count and its condition stays true"),
+              "%s", e.msg);
+    ts_body_unref(body);
+    ts_graph_free(g);
+}

@@ -85,6 +85,10 @@ async function run(model, inDir, outDir) {
 }
 
 async function main() {
+  // Ctrl-C reaches the whole process group: the client (tsopt) finishes its
+  // pair and closes our stdin, which ends this process; dying first would
+  // turn the pair in flight into a false finding.
+  process.on('SIGINT', () => {});
   const out = (s) => process.stdout.write(s + '\n');
   out(`ready\t${version}`);
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
