@@ -322,6 +322,12 @@ typedef struct ts_plan_opts {
     int threads;       /* 0: one per core */
     bool no_fusion;    /* one step per node (debugging, cost measurement) */
     bool plain_layout; /* keep every tensor in plain row-major layout */
+    /* Weights held once (src/exec/weights_once.c): free a graph constant's
+     * data as soon as every node reading it was lowered by a kernel that
+     * packed it into the plan's own copy (data becomes NULL).  Only for a
+     * graph that is planned once and then used for its shapes and names:
+     * it can no longer be planned again, interpreted or saved. */
+    bool release_packed_weights;
 } ts_plan_opts;
 
 typedef struct ts_plan_stats {
@@ -333,6 +339,7 @@ typedef struct ts_plan_stats {
     size_t arena_bytes;  /* activations, after buffer reuse */
     size_t naive_bytes;  /* activations if every tensor had its own buffer */
     size_t weight_bytes; /* constants, after pre-packing */
+    size_t released_bytes; /* graph constants freed by release_packed_weights */
 } ts_plan_stats;
 
 ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err);

@@ -119,8 +119,11 @@ int cli_info(int argc, char **argv)
     for (int i = 0; counts && i < g->nnodes; i++) {
         if (g->nodes[i].dead) continue;
         int k = 0;
-        while (k < nkinds && strcmp(counts[k].name, g->nodes[i].op->name)) k++;
-        if (k == nkinds) counts[nkinds++].name = g->nodes[i].op->name;
+        /* an opaque node by its own op_type (listed again below) */
+        const char *kind = ts_node_is_opaque(&g->nodes[i]) ? ((const ts_opaque_attrs *)g->nodes[i].attrs)->op_type
+                                                           : g->nodes[i].op->name;
+        while (k < nkinds && strcmp(counts[k].name, kind)) k++;
+        if (k == nkinds) counts[nkinds++].name = kind;
         counts[k].n++;
     }
     if (counts) qsort(counts, (size_t)nkinds, sizeof *counts, by_count);

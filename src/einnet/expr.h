@@ -143,6 +143,16 @@ int64_t ts_ein_points(const ts_ein *e);
  * max_points to evaluate), -1 error (err set). */
 int ts_ein_check_equal(const ts_ein *a, const ts_ein *b, int64_t max_points, ts_error *err);
 
+/* ---------------------------------------------------------------- text */
+
+/* e as one line of text (its flat storage, src/einnet/text.c): the
+ * attribute of an eOperator node.  Writes at most n bytes (NUL included)
+ * and returns the length the whole text needs, like snprintf. */
+size_t ts_ein_to_text(const ts_ein *e, char *buf, size_t n);
+/* Reads what ts_ein_to_text wrote, validating every id, count and size;
+ * TS_ERR_PARSE with the field at fault otherwise. */
+ts_status ts_ein_from_text(const char *text, ts_ein *e, ts_error *err);
+
 /* --------------------------------------------------------- translation */
 
 /* The expression computed by output 0 of node n of g; its inputs are the

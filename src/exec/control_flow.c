@@ -74,6 +74,7 @@ static ts_status cf_build(xplan *p, int n, xstep *s, ts_error *err)
     ts_body *bodies[TS_CF_MAX_BODIES];
     int nb = ts_cf_bodies(nd, bodies);
     ts_plan_opts o = p->opts;
+    o.release_packed_weights = false; /* a body the plan declines runs in the interpreter, on its weights */
     for (int k = 0; k < nb; k++) {
         ts_status r = ts_plan_build(bodies[k]->g, &o, &st->plans[k], err);
         if (r) {

@@ -795,6 +795,9 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
     *src = XCOST_FREE;
     if (hd->dead || group_of[head] != head) return 0;
     if (xcost_is_free(hd)) return 0; /* views: aliases, no step */
+    /* an opaque node cannot run here, and no rewrite changes it: the same
+     * (unknown) cost in every candidate, so none (docs/onnx-models.md) */
+    if (hd->op->flags & TS_OP_OPAQUE) return 0;
     /* A convolution fed by a convolution is measured after that producer,
      * so that it sees its input in the layout it gets in the model; the key
      * names both. */

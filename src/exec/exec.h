@@ -81,6 +81,7 @@ struct xplan {
     int nsteps, cap_steps;
     int *value_buf; /* graph value id -> current buffer id (-1 none yet) */
     bool *claimed;  /* graph node -> already lowered (fused) */
+    const struct xkernel **claimed_by; /* graph node -> kernel of the step holding it (NULL: view, alias) */
     int *consumers; /* graph value id -> number of live consumer nodes (+1 if graph output) */
     dnnl_engine_t engine;
     dnnl_stream_t stream;

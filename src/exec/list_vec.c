@@ -3,6 +3,8 @@
 #include "exec/vec.h"
 #include "ops/list.h"
 
+extern const xkernel xk_einnet; /* einnet_kernel.c */
+
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
     {&ts_op_div, &xk_vec_eltwise},       {&ts_op_pow, &xk_vec_eltwise},        {&ts_op_max, &xk_vec_eltwise},
@@ -19,6 +21,7 @@ const xentry xkernels_vec[] = {
     {&ts_op_concat, &xk_vec_concat},     {&ts_op_gather, &xk_vec_gather},      {&ts_op_split, &xk_vec_split},
     {&ts_op_resize, &xk_vec_resize},     {&ts_op_upsample, &xk_vec_resize},
     {&ts_op_pad, &xk_vec_pad},           {&ts_op_batchnorm, &xk_vec_batchnorm},
+    {&ts_op_einnet, &xk_einnet}, /* einnet_kernel.c: a compiled eOperator */
     {NULL, NULL},
 };
 

@@ -130,6 +130,7 @@ void xplan_claim(xplan *p, int n, xstep *s)
 {
     if (p->claimed[n]) return;
     p->claimed[n] = true;
+    p->claimed_by[n] = s->k;
     release_inputs(p, n);
     s->nfused++;
 }
@@ -448,6 +449,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     if (r < 0) return err->code;
     if (r > 0) {
         p->claimed[n] = true;
+        p->claimed_by[n] = NULL;
         release_inputs(p, n);
         return TS_OK;
     }
@@ -470,6 +472,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
         if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
         if (st == TS_OK) {
             p->claimed[n] = true;
+            p->claimed_by[n] = cand[c];
             release_inputs(p, n);
             if ((st = xplan_push_step(p, &s, err))) step_clear(&s);
             return st;
@@ -568,6 +571,7 @@ static void plan_destroy(xplan *p)
     free(p->bufs);
     free(p->value_buf);
     free(p->claimed);
+    free(p->claimed_by);
     free(p->consumers);
     free(p->arena);
     free(p->ptrs);
@@ -587,7 +591,8 @@ static ts_status init_plan(xplan *p, ts_error *err)
     p->value_buf = malloc(sizeof(int) * nv);
     p->consumers = calloc(nv, sizeof(int));
     p->claimed = calloc(nn, sizeof(bool));
-    if (!p->value_buf || !p->consumers || !p->claimed) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    p->claimed_by = calloc(nn, sizeof *p->claimed_by);
+    if (!p->value_buf || !p->consumers || !p->claimed || !p->claimed_by) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int v = 0; v < g->nvalues; v++) p->value_buf[v] = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];
@@ -617,8 +622,10 @@ static ts_status lower_all(xplan *p, ts_error *err)
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     else
         st = ts_graph_topo_order(g, order, &cnt, err);
+    bool once = !st && xweights_once_allowed(p);
     for (int k = 0; !st && k < cnt; k++)
-        if (!p->claimed[order[k]]) st = lower_node(p, order[k], &u, err);
+        if (!p->claimed[order[k]] && !(st = lower_node(p, order[k], &u, err)) && once)
+            xweights_once_node(p, order[k]); /* this layer's originals go before the next layer packs */
     free(order);
     free(u.value_buf);
     free(u.consumers);
@@ -639,6 +646,7 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     ts_status st = init_plan(p, err);
     if (!st) st = lower_all(p, err);
     if (!st) st = bind_outputs(p, err);
+    if (!st && xweights_once_allowed(p)) xweights_once_all(p);
     if (st) {
         plan_destroy(p);
         return st;

@@ -36,4 +36,12 @@ ts_status xreorder_build(xplan *p, xstep *s, ts_error *err);
 /* Appends a copy of s to the plan's steps (s's arrays move with it). */
 ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err);
 
+/* Weights held once (weights_once.c, opts.release_packed_weights): whether
+ * the plan may release constants at all; after node n was lowered, release
+ * its constant inputs that only packing kernels read; at the end, all such
+ * constants. */
+bool xweights_once_allowed(const xplan *p);
+void xweights_once_node(xplan *p, int n);
+void xweights_once_all(xplan *p);
+
 #endif

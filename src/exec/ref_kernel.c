@@ -182,7 +182,7 @@ static void ref_run(const xstep *s, void *const *in, void *const *out, void *scr
     st->err.msg[0] = 0;
     ts_kernel_ctx k = {.node = st->node, .attrs = st->node->attrs, .opset = st->opset, .num = st->num,
                        .nin = st->nin, .in = st->pin, .nout = st->nout, .out = st->pout, .err = &st->err};
-    st->failed = st->node->op->kernel(&k) != TS_OK;
+    st->failed = ts_kernel_u64_check(st->node, st->nin, st->pin, &st->err) || st->node->op->kernel(&k) != TS_OK;
     for (int o = 0; o < st->nout && !st->failed; o++) {
         if (!st->narrow_out[o]) continue; /* rounded to the narrow type once, here */
         ts_tensor dst = {.dtype = st->narrow_out[o], .shape = st->tout[o].shape, .data = out[o]};

@@ -47,6 +47,7 @@ ts_status ts_node_eval(const ts_graph *g, int ni, const ts_num *num, const ts_te
     }
     ts_kernel_ctx k = {.node = n, .attrs = n->attrs, .opset = g->opset, .num = num, .nin = n->ninputs, .in = in,
                        .nout = n->noutputs, .out = out, .err = err};
+    if (ts_kernel_u64_check(n, n->ninputs, in, err)) goto fail;
     if (n->op->kernel(&k) == TS_OK) {
         /* float16/bfloat16 values are computed in the domain and rounded
          * to their precision here, at each node's output */

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "ops/list.h"
 #include "ops/op.h"
 
 ts_attr ts_attr_int(const char *name, int64_t v) { return (ts_attr){.name = name, .kind = TS_ATTR_INT, .i = v}; }
@@ -150,6 +151,23 @@ ts_status ts_infer_const_ints(ts_infer_ctx *c, int i, int64_t *out, int max, int
     if (cnt > max) return ts_infer_fail(c, "input %d ('%s') has too many values (%lld)", i, v->name, (long long)cnt);
     for (int64_t j = 0; j < cnt; j++) out[j] = ts_tensor_get_i64(t, j);
     *n = (int)cnt;
+    return TS_OK;
+}
+
+ts_status ts_kernel_u64_check(const ts_node *n, int nin, const ts_tensor *const *in, ts_error *err)
+{
+    if ((n->op->flags & TS_OP_MOVEMENT) || n->op == &ts_op_cast || n->op == &ts_op_castlike || n->op == &ts_op_bitshift)
+        return TS_OK;
+    for (int j = 0; j < nin; j++) {
+        const ts_tensor *t = in[j];
+        if (!t || t->dtype != TS_U64 || !t->data) continue;
+        for (int64_t i = 0, cnt = ts_tensor_numel(t); i < cnt; i++)
+            if (((const uint64_t *)t->data)[i] >> 63)
+                return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                    "node '%s' (%s): uint64 input %d holds %llu: values of 2^63 and above are not "
+                                    "supported",
+                                    n->name, n->op->name, j, (unsigned long long)((const uint64_t *)t->data)[i]);
+    }
     return TS_OK;
 }
 

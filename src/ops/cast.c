@@ -94,7 +94,8 @@ static ts_status cast_kernel(ts_kernel_ctx *k)
             put_int(y, i, y->dtype == TS_BOOL ? (v != 0) : f64_to_i64(v));
         }
     } else if (fto) {
-        for (int64_t i = 0; i < n; i++) num->from_f64(ts_num_at(num, y->data, i), (double)ts_tensor_get_i64(x, i));
+        for (int64_t i = 0; i < n; i++) /* get_f64 reads uint64 above 2^63 as the unsigned value */
+            num->from_f64(ts_num_at(num, y->data, i), ts_tensor_get_f64(x, i));
     } else {
         for (int64_t i = 0; i < n; i++) put_int(y, i, ts_tensor_get_i64(x, i));
     }

@@ -45,5 +45,6 @@ extern const ts_op_desc ts_op_bitshift, ts_op_hann_window, ts_op_hamming_window,
     ts_op_reverse_sequence, ts_op_rnn, ts_op_gru, ts_op_lstm, ts_op_matmul_integer, ts_op_qlinear_matmul,
     ts_op_conv_integer, ts_op_qlinear_conv, ts_op_roi_align, ts_op_max_unpool, ts_op_dft, ts_op_stft,
     ts_op_mel_weight_matrix;
+extern const ts_op_desc ts_op_einnet; /* einnet_op.c: an eOperator (EinNetOp, ai.tsopt) */
 
 #endif

@@ -25,6 +25,7 @@ const ts_op_desc *const ts_ops_tensor[] = {
     &ts_op_matmul_integer, &ts_op_qlinear_matmul, &ts_op_conv_integer, &ts_op_qlinear_conv, /* *_integer.c */
     &ts_op_roi_align, &ts_op_max_unpool, /* roi_align.c, max_unpool.c */
     &ts_op_dft, &ts_op_stft, &ts_op_mel_weight_matrix, /* dft.c */
+    &ts_op_einnet, /* einnet_op.c */
     /* control_flow.c */
     &ts_op_if,      &ts_op_loop,     &ts_op_scan,
     NULL,

@@ -134,6 +134,12 @@ ts_status ts_infer_const_floats(ts_infer_ctx *c, int i, double *out, int max, in
  * answers by loading the model at the run's values) when it is not. */
 const ts_tensor *ts_infer_const_tensor(ts_infer_ctx *c, int i);
 
+/* uint64 tensors are computed through int64 (src/ops/elementwise.h): a
+ * value of 2^63 or more would compare, divide and reduce wrongly.  Fails
+ * (naming the node) when an input of node n holds one, unless n only moves
+ * data or converts it bit-exactly (Cast, CastLike, BitShift). */
+ts_status ts_kernel_u64_check(const ts_node *n, int nin, const ts_tensor *const *in, ts_error *err);
+
 /* The dtype of an ONNX TensorProto.DataType code (Cast's `to`, EyeLike's
  * `dtype`); TS_UNDEFINED for types tsopt does not handle. */
 ts_dtype ts_dtype_from_onnx(int64_t code);

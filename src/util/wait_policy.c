@@ -63,21 +63,26 @@ static void enter(ts_wait_ctl *c, int mode, double now_ms)
     c->mode = mode;
     c->since_ms = now_ms;
     c->win_ms = c->win_delay_ms = 0;
+    c->strikes = 0;
 }
 
 int ts_wait_ctl_run(ts_wait_ctl *c, double now_ms, double wall_ms, double delay_ms, int threads)
 {
     if (c->mode != TS_WAIT_SPIN || threads < 2 || !(wall_ms > 0)) return c->mode;
-    c->win_ms += wall_ms * threads;
+    c->win_ms += wall_ms;
     c->win_delay_ms += delay_ms > 0 ? delay_ms : 0;
-    if (c->win_ms < TS_WAIT_WINDOW_MS * threads) return c->mode;
+    if (c->win_ms < TS_WAIT_WINDOW_MS) return c->mode;
     bool busy = c->win_delay_ms > TS_WAIT_DELAY_MAX * c->win_ms;
     c->win_ms = c->win_delay_ms = 0;
+    c->strikes = busy ? c->strikes + 1 : 0;
     if (!busy) {
         /* spinning held long enough: the last look at the machine was right */
         if (now_ms - c->since_ms >= TS_WAIT_SPIN_OK_MS) c->quiet_ms = TS_WAIT_QUIET_MS;
         return c->mode;
     }
+    /* one disturbed window can be a moment's noise (a process exiting,
+     * the kernel freeing its memory); a competitor disturbs the next too */
+    if (c->strikes < TS_WAIT_STRIKES) return c->mode;
     /* spinning that failed soon after a look said quiet: look less often */
     if (c->to_spin && now_ms - c->since_ms < TS_WAIT_SPIN_OK_MS) {
         c->quiet_ms *= 2;
@@ -348,6 +353,7 @@ void ts_wait_set_mode(int mode, int threads)
         W.ctl.mode = mode;
         W.ctl.since_ms = now;
         W.ctl.win_ms = W.ctl.win_delay_ms = 0;
+        W.ctl.strikes = 0;
     }
     apply(mode, threads);
     pthread_mutex_unlock(&W.mu);

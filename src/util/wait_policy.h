@@ -58,10 +58,15 @@ enum { TS_WAIT_SPIN = 0, TS_WAIT_SLEEP = 1 };
 
 /* A spinning team is judged over at least this much sampled run time. */
 #define TS_WAIT_WINDOW_MS 10.0
-/* Spinning stops when the team's threads waited for a CPU more than this
- * share of their time (undisturbed: 0.2-0.6%; beside one busy loop with
- * spinning threads 30% and more: docs/runtime.md). */
+/* Spinning stops when the team's threads together waited for a CPU more
+ * than this share of the wall time (undisturbed: 0.2-0.6%; beside one busy
+ * loop with spinning threads 30% and more: docs/runtime.md; the measure of
+ * opt/measure.c).  Summed, not averaged over the threads: a region ends
+ * with its last thread, so one thread that waits stalls the whole team,
+ * however large. */
 #define TS_WAIT_DELAY_MAX 0.08
+/* ... in this many windows in a row. */
+#define TS_WAIT_STRIKES 2
 /* Sleeping lasts at least this long, doubled (up to TS_WAIT_QUIET_MAX_MS)
  * each time spinning resumed and failed within TS_WAIT_SPIN_OK_MS. */
 #define TS_WAIT_QUIET_MS 250.0
@@ -74,13 +79,14 @@ enum { TS_WAIT_SPIN = 0, TS_WAIT_SLEEP = 1 };
 typedef struct ts_wait_ctl {
     int mode;
     double since_ms;                  /* when the current mode began */
-    double win_ms, win_delay_ms;      /* spinning: sampled thread time, of it waiting */
+    double win_ms, win_delay_ms;      /* spinning: sampled wall time, the threads' waiting in it */
+    int strikes;                      /* disturbed windows in a row */
     double quiet_ms;                  /* sleeping: how long before the next look */
     int to_sleep, to_spin;
 } ts_wait_ctl;
 
 void ts_wait_ctl_init(ts_wait_ctl *c, double now_ms);
-/* Spinning mode: one sampled run of `wall_ms` on `threads` threads whose
+/* Spinning mode: `wall_ms` of a sampled run on `threads` threads whose
  * threads waited `delay_ms` in all for a CPU.  Returns the mode. */
 int ts_wait_ctl_run(ts_wait_ctl *c, double now_ms, double wall_ms, double delay_ms, int threads);
 /* Sleeping mode: true when it is time to look at the machine again. */

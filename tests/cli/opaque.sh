@@ -159,6 +159,18 @@ EOF
     "$TSOPT" info "$T/$m.opt.onnx" >/dev/null || fail "$m: tsopt cannot load its own output"
 done
 
+step "the measured cost model works around the node too (it is never timed)"
+"$TSOPT" optimize "$T/custom.onnx" -o "$T/measured.onnx" --budget 5 --time-limit 30 --min-gain 0 --json \
+    >"$T/measured.json" 2>"$T/measured.log" || { cat "$T/measured.log"; fail "measured: optimize failed"; }
+"$PYTHON" - "$T/measured.json" "$T/measured.onnx" <<'EOF' || { cat "$T/measured.json"; fail "measured: result"; }
+import json, sys
+import onnx
+r = json.load(open(sys.argv[1]))
+assert r['stop'] in ('exhausted', 'budget'), r['stop']  # not 'time limit': the node is never timed
+assert r['check']['regions'] >= 1 or r['written'] == 'original', r
+assert [n.domain for n in onnx.load(sys.argv[2]).graph.node if n.name == 'custom'] == ['com.example']
+EOF
+
 step "dynamic: the batch stays symbolic through the opaque node"
 "$TSOPT" optimize "$T/dynamic.onnx" -o "$T/dynamic.opt.onnx" --cost-model roofline --budget 20 --min-gain 0 \
     --json >"$T/dynamic.json" 2>"$T/dynamic.log" || { cat "$T/dynamic.log"; fail "dynamic: optimize failed"; }

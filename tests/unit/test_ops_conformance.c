@@ -500,3 +500,61 @@ Test(ops, dft)
     node(g, "DFT", &x, 1, &one, 1, 1, &y);
     check(g, "1x3x2", NV(10, 0, -2, 2, -2, 0));
 }
+
+/* The optimizer keeps operators it has no rules for: a graph of suite
+ * operators around a Conv goes through ts_optimize (roofline costs, no
+ * timing) and comes back checked, with those nodes in it. */
+Test(ops, optimizer_keeps_suite_operators)
+{
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("t", 16);
+    ts_shape xs = ts_shape_make(4, (const int64_t[]){1, 2, 4, 5}), gs = ts_shape_make(4, (const int64_t[]){1, 3, 3, 2});
+    int in[2] = {ts_graph_add_input(g, "x", TS_F32, &xs, &e), ts_graph_add_input(g, "grid", TS_F32, &gs, &e)};
+    int s, r, n, k[2];
+    ts_error e2 = {0};
+    cr_assert(ts_graph_add_node(g, "GridSample", NULL, in, 2, NULL, 0, 1, NULL, &s, &e2) >= 0, "%s", e2.msg);
+    cr_assert(ts_graph_add_node(g, "Relu", NULL, &s, 1, NULL, 0, 1, NULL, &r, &e2) >= 0, "%s", e2.msg);
+    int nin[3] = {r, cst(g, "sc", TS_F32, "2", NV(1, 2)), cst(g, "b", TS_F32, "2", NV(0, 1))};
+    cr_assert(ts_graph_add_node(g, "InstanceNormalization", NULL, nin, 3, NULL, 0, 1, NULL, &n, &e2) >= 0, "%s", e2.msg);
+    int tin[2] = {n, cst(g, "k", TS_I64, "1", NV(2))};
+    cr_assert(ts_graph_add_node(g, "TopK", NULL, tin, 2, NULL, 0, 2, NULL, k, &e2) >= 0, "%s", e2.msg);
+    cr_assert_eq(ts_graph_add_output(g, k[0], &e2), TS_OK);
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    o.no_timing = true;
+    o.budget = 5;
+    o.time_limit = 10;
+    o.transforms = "taso";
+    ts_optimize_result res;
+    cr_assert_eq(ts_optimize(g, &o, &res, &e), TS_OK, "%s", e.msg);
+    const char *want[] = {"GridSample", "InstanceNormalization", "TopK"};
+    for (int w = 0; w < 3; w++) {
+        bool found = false;
+        for (int i = 0; i < res.graph->nnodes; i++)
+            found |= !res.graph->nodes[i].dead && !strcmp(res.graph->nodes[i].op->name, want[w]);
+        cr_assert(found, "%s is missing from the optimized graph", want[w]);
+    }
+    ts_optimize_result_free(&res);
+    ts_graph_free(g);
+}
+
+/* uint64 runs through int64: a value of 2^63 or more is refused, not
+ * compared wrongly; moving and converting it stays exact */
+Test(dtypes, uint64_beyond_int64)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int in[2] = {cst(g, "a", TS_U64, "2", NV(1e19, 1)), cst(g, "b", TS_U64, "2", NV(5, 9))};
+    int y;
+    node(g, "Max", in, 2, NULL, 0, 1, &y);
+    ts_tensor *out[1];
+    ts_error e = {0};
+    cr_assert_neq(ts_graph_run_reference(g, TS_DOMAIN_F32, NULL, out, &e), TS_OK);
+    cr_assert(strstr(e.msg, "2^63") && strstr(e.msg, "Max"), "%s", e.msg);
+    ts_graph_free(g);
+    g = ts_graph_new("t", 13);
+    int x = cst(g, "a", TS_U64, "2", NV(1e19, 1));
+    ts_attr to = ts_attr_int("to", 11);
+    node(g, "Cast", &x, 1, &to, 1, 1, &y);
+    check(g, "2", NV(1e19, 1));
+}

@@ -52,32 +52,56 @@ Test(wait_policy, spins_while_the_threads_get_their_cores)
     cr_expect_eq(c.to_sleep, 0);
 }
 
-Test(wait_policy, sleeps_once_a_window_shows_waiting)
+Test(wait_policy, sleeps_once_two_windows_in_a_row_show_waiting)
 {
     ts_wait_ctl c;
     ts_wait_ctl_init(&c, 0);
     /* 9 ms of runs waiting 50% is not a window yet */
     for (int i = 1; i <= 9; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 1.0, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 10, 1.0, 1.0, 2), TS_WAIT_SLEEP);
+    /* the first disturbed window may be a moment's noise ... */
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 1.0, 1.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(c.strikes, 1);
+    /* ... the second in a row is not */
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 10.0, 2), TS_WAIT_SLEEP);
     cr_expect_eq(c.to_sleep, 1);
-    cr_expect_eq(c.since_ms, 10);
-    /* one long collapsed run is a window by itself */
+    cr_expect_eq(c.since_ms, 20);
+    /* an undisturbed window between two disturbed ones starts the count again */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 10.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 0.1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 30, 10.0, 10.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 40, 10.0, 10.0, 2), TS_WAIT_SLEEP);
+    /* a long collapsed run is a whole window */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 160, 77.0, 60.0, 2), TS_WAIT_SLEEP);
     /* a single thread never waits for a teammate: no decision */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 1), TS_WAIT_SPIN);
-    /* just under the limit: 7% of 2 x 10 ms */
+    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 80 * i, 77.0, 60.0, 1), TS_WAIT_SPIN);
+    /* just under the limit (7% of 10 ms, summed over the threads) never
+     * switches; just over does */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 1.4, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 1.7, 2), TS_WAIT_SLEEP);
+    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 10 * i, 10.0, 0.7, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 50, 10.0, 0.9, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 60, 10.0, 0.9, 2), TS_WAIT_SLEEP);
+    /* 16 threads of which one waits half the time: the team stalls */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 5.0, 16), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 5.0, 16), TS_WAIT_SLEEP);
+}
+
+/* Two disturbed windows: the switch to sleeping at `t`. */
+static void to_sleep(ts_wait_ctl *c, double t)
+{
+    ts_wait_ctl_run(c, t - 1, 20.0, 20.0, 2);
+    ts_wait_ctl_run(c, t, 20.0, 20.0, 2);
 }
 
 Test(wait_policy, looks_at_the_machine_after_the_quiet_wait)
 {
     ts_wait_ctl c;
     ts_wait_ctl_init(&c, 0);
-    ts_wait_ctl_run(&c, 100, 20.0, 20.0, 2);
+    to_sleep(&c, 100);
     cr_assert_eq(c.mode, TS_WAIT_SLEEP);
     cr_expect_not(ts_wait_ctl_look_due(&c, 100 + TS_WAIT_QUIET_MS - 1));
     cr_expect(ts_wait_ctl_look_due(&c, 100 + TS_WAIT_QUIET_MS));
@@ -97,10 +121,10 @@ Test(wait_policy, counts_only_the_cores_the_team_needs)
 {
     ts_wait_ctl c;
     ts_wait_ctl_init(&c, 0);
-    ts_wait_ctl_run(&c, 100, 20.0, 20.0, 2);
+    to_sleep(&c, 100);
     /* 2 threads on 8 cores: others using 5.5 cores leave ours free */
     cr_expect_eq(ts_wait_ctl_look(&c, 400, 5.5, 8, 2), TS_WAIT_SPIN);
-    ts_wait_ctl_run(&c, 500, 20.0, 20.0, 2);
+    to_sleep(&c, 500);
     cr_expect_eq(ts_wait_ctl_look(&c, 800, 6.5, 8, 2), TS_WAIT_SLEEP);
 }
 
@@ -109,13 +133,15 @@ Test(wait_policy, looks_less_often_while_spinning_keeps_failing)
     ts_wait_ctl c;
     ts_wait_ctl_init(&c, 0);
     double t = 100, wait = TS_WAIT_QUIET_MS;
-    ts_wait_ctl_run(&c, t, 20.0, 20.0, 2);
+    to_sleep(&c, t);
     for (int k = 0; k < 8; k++) {
         cr_assert_eq(c.quiet_ms, wait, "round %d: %g", k, c.quiet_ms);
         t += c.quiet_ms;
         cr_assert_eq(ts_wait_ctl_look(&c, t, 0.0, 2, 2), TS_WAIT_SPIN); /* looked quiet ... */
         t += 50;
-        cr_assert_eq(ts_wait_ctl_run(&c, t, 20.0, 20.0, 2), TS_WAIT_SLEEP); /* ... but was not */
+        cr_assert_eq(ts_wait_ctl_run(&c, t, 20.0, 20.0, 2), TS_WAIT_SPIN); /* ... but was not */
+        cr_assert_eq(ts_wait_ctl_run(&c, t + 1, 20.0, 20.0, 2), TS_WAIT_SLEEP);
+        t += 1;
         wait = wait * 2 > TS_WAIT_QUIET_MAX_MS ? TS_WAIT_QUIET_MAX_MS : wait * 2;
     }
     cr_expect_eq(c.quiet_ms, TS_WAIT_QUIET_MAX_MS);

@@ -1,0 +1,38 @@
+/* The fast runtime's kernel for eOperators (EinNetOp, src/ops/einnet_op.c):
+ * the node's expression compiled to native code (src/einnet/codegen.c) at
+ * plan time, called on plain float32 buffers at run time.  It declines
+ * (the reference kernel, which evaluates the expression, runs instead)
+ * what the generator does not cover and whenever no kernel can be made --
+ * no compiler, a compile error, a load error; TSOPT_DEBUG=1 says why. */
+#include <stdlib.h>
+#include "einnet/codegen.h"
+#include "exec/vec.h"
+#include "ops/list.h"
+
+static ts_status eop_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    const ts_ein *e = nd->attrs;
+    if (nd->ninputs != e->ninputs || nd->noutputs != 1) return TS_ERR_UNSUPPORTED;
+    for (int i = 0; i < nd->ninputs; i++)
+        if (nd->inputs[i] < 0 || p->g->values[nd->inputs[i]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
+    if (p->g->values[nd->outputs[0]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
+    ts_error why = {0};
+    ts_ein_kernel *k;
+    if (ts_ein_compile(e, &k, &why)) return TS_ERR_UNSUPPORTED; /* the reference kernel runs it */
+    s->state = k;
+    return xv_bind_io(p, n, s, err);
+}
+
+static void eop_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    (void)scratch;
+    const ts_ein_kernel *k = s->state;
+    const float *ins[EIN_MAX_INPUTS];
+    for (int i = 0; i < s->nin && i < EIN_MAX_INPUTS; i++) ins[i] = in[i];
+    k->fn(ins, out[0]);
+}
+
+static void eop_destroy(void *state) { ts_ein_kernel_free(state); }
+
+const xkernel xk_einnet = {"einnet.eop", eop_build, eop_run, eop_destroy};

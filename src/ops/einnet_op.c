@@ -1,0 +1,92 @@
+/* EinNetOp (domain ai.tsopt): an eOperator, a node that computes one
+ * EinNet expression (src/einnet/, docs/einnet.md) given as the string
+ * attribute `expr` (ts_ein_to_text).  Its reference kernel evaluates the
+ * expression point by point (einnet/eval.c), in any number domain the
+ * expression allows (RELU and DIV have no exact value), so the reference
+ * interpreter and the optimizer's checks see it as any other operator;
+ * the fast runtime runs the compiled kernel (src/exec/einnet_kernel.c).
+ *
+ * It is never written to a file: ONNX Runtime does not know the domain,
+ * so its emit refuses and ts_onnx_save fails naming the node.  The rule
+ * (docs/einnet.md) is that nothing proposes an eOperator into a graph
+ * that is written until it can be lowered to standard operators. */
+#include <stdlib.h>
+#include <string.h>
+#include "einnet/expr.h"
+#include "ops/op.h"
+
+#define EIN_TEXT_MAX 16384
+
+static ts_status einop_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
+{
+    (void)opset;
+    const ts_attr *x = ts_attr_find(a, na, "expr");
+    if (!x) return ts_error_set(err, TS_ERR_INVALID, "attribute 'expr': missing (EinNetOp needs its expression)");
+    if (x->kind != TS_ATTR_STRING || !x->s) return ts_attr_fail(err, x, "must be a string");
+    if (strlen(x->s) > EIN_TEXT_MAX) return ts_attr_fail(err, x, "is longer than any expression");
+    ts_status st = ts_ein_from_text(x->s, attrs, err);
+    if (st) ts_error_prefix(err, "attribute 'expr'");
+    return st;
+}
+
+/* Refused: an eOperator is never written (see above). */
+static int einop_emit(const void *attrs, ts_attr *out, int max)
+{
+    (void)attrs, (void)out, (void)max;
+    return -1;
+}
+
+static ts_status einop_infer(ts_infer_ctx *c)
+{
+    const ts_ein *e = c->attrs;
+    if (c->nin != e->ninputs)
+        return ts_infer_fail(c, "%d inputs, its expression reads %d", c->nin, e->ninputs);
+    for (int i = 0; i < c->nin; i++) {
+        char a[160], b[160];
+        if (!c->in[i]) return ts_infer_fail(c, "input %d is absent", i);
+        if (!ts_dtype_is_float(c->in[i]->dtype)) return ts_infer_fail(c, "input %d is not a float tensor", i);
+        if (!ts_shape_eq(&c->in[i]->shape, &e->in_shape[i]))
+            return ts_infer_fail(c, "input %d has shape %s, its expression reads %s", i,
+                                 ts_shape_str(&c->in[i]->shape, a, sizeof a), ts_shape_str(&e->in_shape[i], b, sizeof b));
+        if (c->in[i]->dtype != c->in[0]->dtype) return ts_infer_fail(c, "inputs of different dtypes");
+    }
+    c->out_dtype[0] = c->nin ? c->in[0]->dtype : TS_F32;
+    c->out_shape[0] = e->out_shape;
+    return TS_OK;
+}
+
+static ts_status einop_kernel(ts_kernel_ctx *k)
+{
+    ts_tensor *r = NULL;
+    ts_status st = ts_ein_eval(k->attrs, k->num, k->in, &r, k->err);
+    if (st) return ts_error_prefix(k->err, "node '%s' (EinNetOp)", k->node->name), st;
+    if (r->nbytes != k->out[0]->nbytes) {
+        ts_tensor_unref(r);
+        return ts_kernel_fail(k, TS_ERR_INVALID, "expression result of another size than the output");
+    }
+    memcpy(k->out[0]->data, r->data, r->nbytes);
+    ts_tensor_unref(r);
+    return TS_OK;
+}
+
+/* Multiply-adds of the evaluation: two flops per traversal x summation point. */
+static double einop_flops(const ts_node *n, const ts_graph *g)
+{
+    (void)g;
+    return 2.0 * (double)ts_ein_points(n->attrs);
+}
+
+const ts_op_desc ts_op_einnet = {
+    .name = "EinNetOp",
+    .attr_size = sizeof(ts_ein),
+    .min_inputs = 0,
+    .max_inputs = EIN_MAX_INPUTS,
+    .min_outputs = 1,
+    .max_outputs = 1,
+    .opset_min = 1,
+    .parse = einop_parse,
+    .emit = einop_emit,
+    .infer = einop_infer,
+    .kernel = einop_kernel,
+    .flops = einop_flops,
+};
