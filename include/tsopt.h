@@ -529,7 +529,10 @@ void ts_session_free(ts_session *s);
  * whose shapes depend on the values of inputs (a Reshape's shape or a
  * Range's limits fed as graph inputs): such a model is loaded at each
  * run, with those inputs' values as constants, and its graphs and plans
- * are cached by the inputs' shapes and those values. */
+ * are cached by the inputs' shapes and those values.  After a run at the
+ * default sizes, the constants that plan packed have NULL data (weights
+ * held once, ts_plan_opts.release_packed_weights): names, dtypes and
+ * shapes stay. */
 const ts_graph *ts_session_graph(const ts_session *s);
 int ts_session_ninputs(const ts_session *s);
 int ts_session_noutputs(const ts_session *s);

@@ -24,6 +24,9 @@ typedef struct entry {
     ts_graph *g;      /* owned, unless it is the session's own graph */
     ts_plan *p;
     uint64_t used; /* last run, for eviction */
+    /* its plan holds the only copy of the session graph's packed weights
+     * (weights held once): never evicted, a new plan could not be built */
+    bool pinned;
 } entry;
 
 struct ts_session {
@@ -42,6 +45,7 @@ struct ts_session {
     Onnx__ModelProto *mp;
     bool *value_in, *any_shape;
     entry cache[SESSION_PLANS];
+    bool graph_spent; /* a plan build released weights of `graph` */
     uint64_t clock;
     pthread_mutex_t lock;
 };
@@ -119,6 +123,7 @@ ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_er
     }
     pthread_mutex_init(&s->lock, NULL);
     s->popts.threads = threads;
+    s->popts.release_packed_weights = true; /* each graph here is planned once (weights held once) */
     ts_status st = ts_onnx_load(path, NULL, 0, &s->graph, err);
     char name[256];
     if (st && ts_vin_needs_value(err, name, sizeof name)) {
@@ -263,11 +268,12 @@ static ts_status load_by_value(ts_session *s, entry *e, ts_tensor *const *inputs
  * least recently used slot. */
 static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
 {
-    entry *e = NULL, *lru = &s->cache[0];
+    entry *e = NULL, *lru = NULL;
     for (int k = 0; k < SESSION_PLANS; k++) {
         entry *c = &s->cache[k];
         if (c->shapes && same_signature(s, c, inputs)) e = c;
-        if (!c->shapes || (lru->shapes && c->used < lru->used)) lru = c;
+        if (c->pinned) continue;
+        if (!lru || !c->shapes || (lru->shapes && c->used < lru->used)) lru = c;
     }
     if (e) return e;
     e = lru;
@@ -293,6 +299,12 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     else if ((st = ts_onnx_load_buffer(s->bytes, s->size, s->base_dir, binds, n, &e->g, err)))
         ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
     free(binds);
+    /* the default sizes' plan empties the session graph's packed weights:
+     * planning it again (after a failed build) would read freed memory */
+    if (!st && e->g == s->graph && s->graph_spent)
+        st = ts_error_set(err, TS_ERR_INVALID, "model '%s': an earlier plan build failed after releasing its weights; "
+                          "open the session again", s->path);
+    if (!st && e->g == s->graph && s->popts.release_packed_weights) s->graph_spent = e->pinned = true;
     if (!st && (st = ts_plan_build(e->g, &s->popts, &e->p, err))) ts_error_prefix(err, "model '%s'", s->path);
     if (st) {
         entry_clear(s, e);

@@ -136,7 +136,9 @@ static int run_fast(const ts_graph *g, const run_args *a, ts_tensor *const *in, 
 {
     ts_error err = {0};
     ts_plan *plan = NULL;
-    if (ts_plan_build(g, NULL, &plan, &err)) return cli_error_from(CLI_FAIL, &err);
+    /* g is needed after this for names and shapes only: weights held once */
+    ts_plan_opts o = {.release_packed_weights = true};
+    if (ts_plan_build(g, &o, &plan, &err)) return cli_error_from(CLI_FAIL, &err);
     int rc = CLI_OK;
     for (int o = 0; o < g->noutputs && !rc; o++) {
         const ts_value *v = &g->values[g->outputs[o]];

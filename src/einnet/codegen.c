@@ -1,6 +1,8 @@
 /* eOperator code generation and its compile cache (codegen.h).
  *
- * The generated function is plain loops in the traversal's order (the
+ * The generated function is one loop nest per scope, each after the
+ * scopes it reads, the intermediate ones written to the caller's scratch.
+ * A loop nest is plain loops in the traversal's order (the
  * output layout): every traversal iterator but the last outermost,
  * collapsed into one OpenMP parallel loop; then the summations; the last
  * traversal iterator innermost, so the output row it writes is contiguous
@@ -10,8 +12,8 @@
  * tensor over the iterators' ranges (known from the affine bounds) load
  * directly.
  *
- * The shared object is named by a 64-bit FNV-1a hash of the source and of
- * the compiler command, under $TSOPT_CACHE_DIR (else ~/.cache/tsopt, as
+ * The shared object is named by a 64-bit FNV-1a hash of the source, the
+ * compiler command and the CPU (-march=native), under $TSOPT_CACHE_DIR (else ~/.cache/tsopt, as
  * the cost cache) in eop/.  It is compiled to a file private to this
  * process and renamed into place, so concurrent processes never load a
  * half-written object. */
@@ -20,12 +22,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "exec/cost.h"
 
 extern char **environ;
 
@@ -51,64 +56,79 @@ static void put_idx(FILE *f, const ts_ein_idx *x)
     if (x->mod) fprintf(f, ", %lldL)", (long long)x->mod);
 }
 
-static void put_read(FILE *f, const ts_ein *e, const ts_ein_node *x)
+/* Scratch offsets (floats) of the non-root scopes, -1 for the root. */
+typedef struct gen {
+    FILE *f;
+    const ts_ein *e;
+    int64_t off[EIN_MAX_SCOPES];
+} gen;
+
+/* A read of input i (A<i>, its shape) or of scope s (T<s>, its traversal
+ * ranges, offset by their lower bounds). */
+static void put_read(gen *g, const ts_ein_node *x)
 {
-    const ts_shape *sh = &e->in_shape[x->src];
-    if (ts_shape_numel(sh) == 0) { /* nothing to read: every read is out of range */
+    FILE *f = g->f;
+    const ts_ein *e = g->e;
+    ts_shape sh = ts_ein_src_shape(e, x->src);
+    int64_t lo[EIN_MAX_TRAV] = {0};
+    char name[16];
+    if (x->src >= 0) {
+        snprintf(name, sizeof name, "A%d", x->src);
+    } else {
+        int sc = ts_ein_src_scope(x->src);
+        snprintf(name, sizeof name, "T%d", sc);
+        for (int d = 0; d < x->rank; d++) lo[d] = e->iter[e->scope[sc].trav[d]].lo;
+    }
+    if (ts_shape_numel(&sh) == 0) { /* nothing to read: every read is out of range */
         fputs("0.0f", f);
         return;
     }
-    bool check[TS_MAX_RANK] = {0}, any = false;
+    bool check[EIN_MAX_TRAV] = {0}, any = false;
     for (int d = 0; d < x->rank; d++) {
         const ts_ein_idx *ix = &e->idx[x->idx + d];
-        int64_t lo, hi;
-        ts_ein_idx_bounds(e, ix, &lo, &hi);
-        check[d] = ix->div != 1 || ix->mod || lo < 0 || hi >= sh->dims[d];
+        int64_t mn, mx;
+        ts_ein_idx_bounds(e, ix, &mn, &mx);
+        check[d] = ix->div != 1 || ix->mod || mn < lo[d] || mx >= lo[d] + sh.dims[d];
         any |= check[d];
     }
     if (any) {
-        fprintf(f, "ts_rd(A%d, ", x->src);
+        fprintf(f, "ts_rd(%s, ", name);
         bool first = true;
         for (int d = 0; d < x->rank; d++) {
             if (!check[d]) continue;
             fputs(first ? "" : " && ", f);
-            fputs("(unsigned long)", f);
+            fputs("(unsigned long)(", f);
             put_idx(f, &e->idx[x->idx + d]);
-            fprintf(f, " < %lldUL", (long long)sh->dims[d]);
+            fprintf(f, " - %lldL) < %lldUL", (long long)lo[d], (long long)sh.dims[d]);
             first = false;
         }
         fputs(", ", f);
     } else {
-        fprintf(f, "A%d[", x->src);
+        fprintf(f, "%s[", name);
     }
     int64_t stride = 1;
     fputs("0L", f);
     for (int d = x->rank - 1; d >= 0; d--) {
-        fputs(" + ", f);
+        fputs(" + (", f);
         put_idx(f, &e->idx[x->idx + d]);
-        fprintf(f, " * %lldL", (long long)stride);
-        stride *= sh->dims[d];
+        fprintf(f, " - %lldL) * %lldL", (long long)lo[d], (long long)stride);
+        stride *= sh.dims[d];
     }
     fputs(any ? ")" : "]", f);
 }
 
-static bool put_node(FILE *f, const ts_ein *e, int k, ts_error *err)
+static bool put_node(gen *g, int k, ts_error *err)
 {
-    const ts_ein_node *x = &e->node[k];
+    FILE *f = g->f;
+    const ts_ein_node *x = &g->e->node[k];
     static const char *const sym[] = {[EIN_ADD] = "+", [EIN_SUB] = "-", [EIN_MUL] = "*", [EIN_DIV] = "/"};
     switch (x->op) {
-    case EIN_READ:
-        if (x->src < 0) {
-            ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: a read of another scope (one scope only)");
-            return false;
-        }
-        put_read(f, e, x);
-        return true;
+    case EIN_READ: put_read(g, x); return true;
     case EIN_NUM: fprintf(f, "((float)(%.17g))", x->num); return true;
     case EIN_NEG:
     case EIN_RELU:
         fputs(x->op == EIN_NEG ? "(-" : "ts_relu(", f);
-        if (!put_node(f, e, x->a, err)) return false;
+        if (!put_node(g, x->a, err)) return false;
         fputc(')', f);
         return true;
     case EIN_ADD:
@@ -116,9 +136,9 @@ static bool put_node(FILE *f, const ts_ein *e, int k, ts_error *err)
     case EIN_MUL:
     case EIN_DIV:
         fputc('(', f);
-        if (!put_node(f, e, x->a, err)) return false;
+        if (!put_node(g, x->a, err)) return false;
         fprintf(f, " %s ", sym[x->op]);
-        if (!put_node(f, e, x->b, err)) return false;
+        if (!put_node(g, x->b, err)) return false;
         fputc(')', f);
         return true;
     default: ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: node operation %d", x->op); return false;
@@ -131,69 +151,131 @@ static void put_loop(FILE *f, const ts_ein *e, int it, int depth)
             (long long)e->iter[it].hi, it);
 }
 
-char *ts_ein_codegen(const ts_ein *e, ts_error *err)
+/* The loops of scope s writing its whole tensor at dst (a float pointer
+ * expression), in its traversal's row-major order. */
+static bool put_scope(gen *g, int s, const char *dst, ts_error *err)
 {
-    if (e->nscope != 1)
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: %d scopes (one scope only)", e->nscope), NULL;
-    const ts_ein_scope *sc = &e->scope[0];
+    FILE *f = g->f;
+    const ts_ein *e = g->e;
+    const ts_ein_scope *sc = &e->scope[s];
     int nt = sc->ntrav, ns = sc->nsum;
-    if (nt < 1) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: a root without traversal"), NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return ts_error_set(err, TS_ERR_NOMEM, "out of memory generating an eOperator"), NULL;
-    fputs(prelude, f);
-    fprintf(f, "void " EOP_SYMBOL "(const float *const *in, float *restrict out)\n{\n");
-    for (int i = 0; i < e->ninputs; i++) fprintf(f, "  const float *restrict A%d = in[%d];\n", i, i);
-    /* output strides of the traversal (its ranges, row-major) */
-    int64_t ostride[EIN_MAX_TRAV];
-    int64_t s = 1;
+    if (nt < 1) {
+        ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: a scope without traversal");
+        return false;
+    }
+    int64_t ostride[EIN_MAX_TRAV], st = 1;
     for (int d = nt - 1; d >= 0; d--) {
-        ostride[d] = s;
-        s *= e->iter[sc->trav[d]].hi - e->iter[sc->trav[d]].lo;
+        ostride[d] = st;
+        st *= e->iter[sc->trav[d]].hi - e->iter[sc->trav[d]].lo;
     }
     const int last = sc->trav[nt - 1];
     const long long last_lo = (long long)e->iter[last].lo;
+    fprintf(f, "  { /* scope %d */\n", s);
     int depth = 1;
     if (nt == 1) {
-        fprintf(f, "#pragma omp parallel for schedule(static)\n");
+        fprintf(f, "#pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1)\n");
         put_loop(f, e, last, depth);
         fprintf(f, "  {\n    float acc = 0.0f;\n");
         depth = 2;
         for (int d = 0; d < ns; d++) put_loop(f, e, sc->sum[d], depth++);
         fprintf(f, "%*sacc += ", 2 * depth, "");
-        if (!put_node(f, e, sc->body, err)) goto fail;
-        fprintf(f, ";\n    out[i%d - %lldL] = acc;\n  }\n}\n", last, last_lo);
-    } else {
-        if (nt > 2)
-            fprintf(f, "#pragma omp parallel for collapse(%d) schedule(static)\n", nt - 1);
-        else
-            fprintf(f, "#pragma omp parallel for schedule(static)\n");
-        for (int d = 0; d < nt - 1; d++) put_loop(f, e, sc->trav[d], depth++);
-        fprintf(f, "%*s{\n%*sfloat *restrict o = out", 2 * depth, "", 2 * depth + 2, "");
-        for (int d = 0; d < nt - 1; d++)
-            fprintf(f, " + (i%d - %lldL) * %lldL", sc->trav[d], (long long)e->iter[sc->trav[d]].lo,
-                    (long long)ostride[d]);
-        fputs(";\n", f);
-        int in = depth + 1;
-        if (ns) {
-            fprintf(f, "%*sfor (long j = 0; j < %lldL; j++) o[j] = 0.0f;\n", 2 * in, "", (long long)ostride[nt - 2]);
-            for (int d = 0; d < ns; d++) put_loop(f, e, sc->sum[d], in++);
-        }
-        put_loop(f, e, last, in);
-        fprintf(f, "%*so[i%d - %lldL] %s ", 2 * in + 2, "", last, last_lo, ns ? "+=" : "=");
-        if (!put_node(f, e, sc->body, err)) goto fail;
-        fprintf(f, ";\n%*s}\n}\n", 2 * depth, "");
+        if (!put_node(g, sc->body, err)) return false;
+        fprintf(f, ";\n    %s[i%d - %lldL] = acc;\n  }\n  }\n", dst, last, last_lo);
+        return true;
     }
-    if (fclose(f)) {
+    if (nt > 2)
+        fprintf(f, "#pragma omp parallel for collapse(%d) schedule(static) num_threads(nthreads) if (nthreads > 1)\n", nt - 1);
+    else
+        fprintf(f, "#pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1)\n");
+    for (int d = 0; d < nt - 1; d++) put_loop(f, e, sc->trav[d], depth++);
+    fprintf(f, "%*s{\n%*sfloat *restrict o = %s", 2 * depth, "", 2 * depth + 2, "", dst);
+    for (int d = 0; d < nt - 1; d++)
+        fprintf(f, " + (i%d - %lldL) * %lldL", sc->trav[d], (long long)e->iter[sc->trav[d]].lo, (long long)ostride[d]);
+    fputs(";\n", f);
+    int in = depth + 1;
+    if (ns) {
+        fprintf(f, "%*sfor (long j = 0; j < %lldL; j++) o[j] = 0.0f;\n", 2 * in, "", (long long)ostride[nt - 2]);
+        for (int d = 0; d < ns; d++) put_loop(f, e, sc->sum[d], in++);
+    }
+    put_loop(f, e, last, in);
+    fprintf(f, "%*so[i%d - %lldL] %s ", 2 * in + 2, "", last, last_lo, ns ? "+=" : "=");
+    if (!put_node(g, sc->body, err)) return false;
+    fprintf(f, ";\n%*s}\n  }\n", 2 * depth, "");
+    return true;
+}
+
+/* The scopes node k's subtree reads, each after those it reads (post
+ * order), appended to order[*n]. */
+static void scope_order(const ts_ein *e, int s, bool *seen, int *order, int *n);
+
+static void node_scopes(const ts_ein *e, int k, bool *seen, int *order, int *n)
+{
+    const ts_ein_node *x = &e->node[k];
+    if (x->op == EIN_READ) {
+        if (x->src < 0) scope_order(e, ts_ein_src_scope(x->src), seen, order, n);
+    } else if (x->op != EIN_NUM) {
+        node_scopes(e, x->a, seen, order, n);
+        if (x->op != EIN_NEG && x->op != EIN_RELU) node_scopes(e, x->b, seen, order, n);
+    }
+}
+
+static void scope_order(const ts_ein *e, int s, bool *seen, int *order, int *n)
+{
+    if (seen[s]) return;
+    seen[s] = true;
+    node_scopes(e, e->scope[s].body, seen, order, n);
+    order[(*n)++] = s;
+}
+
+/* Intermediate scopes live in the caller's scratch; beyond this many
+ * floats an eOperator is not worth making (and not what it is for). */
+#define EOP_MAX_SCRATCH ((int64_t)1 << 28)
+
+char *ts_ein_codegen(const ts_ein *e, size_t *scratch_floats, ts_error *err)
+{
+    if (e->nscope < 1 || e->scope[0].ntrav < 1)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: a root without traversal"), NULL;
+    gen g = {.e = e};
+    bool seen[EIN_MAX_SCOPES] = {0};
+    int order[EIN_MAX_SCOPES], n = 0;
+    scope_order(e, 0, seen, order, &n); /* scopes nothing reads are not computed */
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        int s = order[k];
+        g.off[s] = -1;
+        if (s == 0) continue;
+        int64_t len = 1;
+        for (int d = 0; d < e->scope[s].ntrav; d++) len *= e->iter[e->scope[s].trav[d]].hi - e->iter[e->scope[s].trav[d]].lo;
+        if (len > EOP_MAX_SCRATCH - total)
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: intermediate scopes over 2^28 floats"), NULL;
+        g.off[s] = total;
+        total += (len + 15) & ~(int64_t)15; /* 64-byte aligned rows of scopes */
+    }
+    *scratch_floats = (size_t)total;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return ts_error_set(err, TS_ERR_NOMEM, "out of memory generating an eOperator"), NULL;
+    g.f = f;
+    fputs(prelude, f);
+    fprintf(f, "void " EOP_SYMBOL "(const float *const *in, float *restrict out, float *restrict scratch, int nthreads)\n{\n");
+    fprintf(f, "  (void)scratch;\n  if (nthreads < 1) nthreads = 1;\n");
+    for (int i = 0; i < e->ninputs; i++) fprintf(f, "  const float *restrict A%d = in[%d];\n", i, i);
+    for (int k = 0; k < n; k++)
+        if (order[k]) fprintf(f, "  float *restrict T%d = scratch + %lldL;\n", order[k], (long long)g.off[order[k]]);
+    bool ok = true;
+    for (int k = 0; k < n && ok; k++) {
+        char dst[16];
+        snprintf(dst, sizeof dst, order[k] ? "T%d" : "out", order[k]);
+        ok = put_scope(&g, order[k], dst, err);
+    }
+    fputs("}\n", f);
+    if (fclose(f) || !ok) {
+        if (ok) ts_error_set(err, TS_ERR_NOMEM, "out of memory generating an eOperator");
         free(buf);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory generating an eOperator"), NULL;
+        return NULL;
     }
     return buf;
-fail:
-    fclose(f);
-    free(buf);
-    return NULL;
 }
 
 /* ---------------------------------------------------------- the cache */
@@ -248,11 +330,15 @@ static ts_status run_cc(const char *cc, const char *so, const char *c, const cha
 
 static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
 {
-    char *src = ts_ein_codegen(e, err);
+    char *src = ts_ein_codegen(e, &k->scratch_floats, err);
     if (!src) return err->code;
     const char *cc = getenv("CC");
     if (!cc || !*cc) cc = "cc";
-    uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, src), cc);
+    /* -march=native: an object made on another CPU (a cache directory on a
+     * shared disk) may not run here, so the CPU is part of the key */
+    char cpu[256];
+    xcost_cpu_id(cpu, sizeof cpu);
+    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, src), cc), cpu);
     const char *dir = getenv("TSOPT_CACHE_DIR"), *home = getenv("HOME");
     char base[900];
     if (dir && *dir)
@@ -265,9 +351,12 @@ static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
     if (!st && access(k->path, R_OK) == 0) {
         k->was_cached = true;
     } else if (!st) {
+        /* private names: other processes (pid) and threads of this one */
+        static atomic_uint serial;
         long pid = (long)getpid();
-        snprintf(c, sizeof c, "%s/eop-%016llx.%ld.c", base, (unsigned long long)h, pid);
-        snprintf(tmp, sizeof tmp, "%s/eop-%016llx.%ld.so", base, (unsigned long long)h, pid);
+        unsigned sn = atomic_fetch_add(&serial, 1);
+        snprintf(c, sizeof c, "%s/eop-%016llx.%ld.%u.c", base, (unsigned long long)h, pid, sn);
+        snprintf(tmp, sizeof tmp, "%s/eop-%016llx.%ld.%u.so", base, (unsigned long long)h, pid, sn);
         snprintf(log, sizeof log, "%s/eop-%016llx.log", base, (unsigned long long)h);
         FILE *f = fopen(c, "w");
         if (!f || fputs(src, f) < 0 || fclose(f)) {
@@ -277,6 +366,7 @@ static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
             st = run_cc(cc, tmp, c, log, err);
             if (!st && rename(tmp, k->path))
                 st = ts_error_set(err, TS_ERR_IO, "einnet codegen: cannot rename '%s': %s", tmp, strerror(errno));
+            if (!st) remove(log); /* kept only where it says why a compile failed */
         }
         remove(c);
         if (st) remove(tmp);

@@ -12,20 +12,25 @@
 #include "einnet/expr.h"
 
 /* The generated function: in[i] holds input i (plain row-major float32 of
- * e->in_shape[i]), out the output (e->out_shape); out is written whole. */
-typedef void (*ts_ein_fn)(const float *const *in, float *out);
+ * e->in_shape[i]), out the output (e->out_shape), written whole; scratch
+ * (scratch_floats floats) holds the intermediate scopes; its parallel
+ * loops use nthreads OpenMP threads (< 2: none). */
+typedef void (*ts_ein_fn)(const float *const *in, float *out, float *scratch, int nthreads);
 
 typedef struct ts_ein_kernel {
     void *dl;         /* dlopen handle */
     ts_ein_fn fn;
+    size_t scratch_floats;
     char path[1024];  /* the cached shared object */
     bool was_cached;  /* loaded without compiling */
 } ts_ein_kernel;
 
-/* The C source of e (malloc'ed), or NULL with err set (TS_ERR_UNSUPPORTED)
- * when e is outside what the generator covers: more than one scope (a
- * scope read needs an intermediate tensor), a root without traversal. */
-char *ts_ein_codegen(const ts_ein *e, ts_error *err);
+/* The C source of e (malloc'ed) and the scratch its intermediate scopes
+ * need, or NULL with err set (TS_ERR_UNSUPPORTED) when e is outside what
+ * the generator covers: a scope without traversal, intermediates over
+ * 2^28 floats.  Each scope is its own loop nest (its own parallel loop),
+ * run after the scopes it reads. */
+char *ts_ein_codegen(const ts_ein *e, size_t *scratch_floats, ts_error *err);
 
 /* Compiles (or finds in the cache) and loads the kernel of e.  Nothing
  * is printed unless TSOPT_DEBUG is set, then one line says why a kernel

@@ -9,6 +9,11 @@
 #include "exec/vec.h"
 #include "ops/list.h"
 
+typedef struct eop_state {
+    ts_ein_kernel *k;
+    int threads;
+} eop_state;
+
 static ts_status eop_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
@@ -20,19 +25,30 @@ static ts_status eop_build(xplan *p, int n, xstep *s, ts_error *err)
     ts_error why = {0};
     ts_ein_kernel *k;
     if (ts_ein_compile(e, &k, &why)) return TS_ERR_UNSUPPORTED; /* the reference kernel runs it */
-    s->state = k;
+    eop_state *es = xv_state(sizeof *es, err);
+    if (!es) {
+        ts_ein_kernel_free(k);
+        return err->code;
+    }
+    *es = (eop_state){k, xv_threads(p)};
+    s->state = es;
+    s->scratch_bytes = k->scratch_floats * sizeof(float);
     return xv_bind_io(p, n, s, err);
 }
 
 static void eop_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
-    (void)scratch;
-    const ts_ein_kernel *k = s->state;
+    const eop_state *es = s->state;
     const float *ins[EIN_MAX_INPUTS];
     for (int i = 0; i < s->nin && i < EIN_MAX_INPUTS; i++) ins[i] = in[i];
-    k->fn(ins, out[0]);
+    es->k->fn(ins, out[0], scratch, es->threads);
 }
 
-static void eop_destroy(void *state) { ts_ein_kernel_free(state); }
+static void eop_destroy(void *state)
+{
+    eop_state *es = state;
+    if (es) ts_ein_kernel_free(es->k);
+    free(es);
+}
 
 const xkernel xk_einnet = {"einnet.eop", eop_build, eop_run, eop_destroy};

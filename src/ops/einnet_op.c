@@ -1,4 +1,5 @@
-/* EinNetOp (domain ai.tsopt): an eOperator, a node that computes one
+/* tsopt.EinNetOp (the issue's ai.tsopt EinNetOp; the dot marks an
+ * internal operator, never read from a file): an eOperator, a node that computes one
  * EinNet expression (src/einnet/, docs/einnet.md) given as the string
  * attribute `expr` (ts_ein_to_text).  Its reference kernel evaluates the
  * expression point by point (einnet/eval.c), in any number domain the
@@ -77,7 +78,7 @@ static double einop_flops(const ts_node *n, const ts_graph *g)
 }
 
 const ts_op_desc ts_op_einnet = {
-    .name = "EinNetOp",
+    .name = "tsopt.EinNetOp", /* internal (the dot): never an ai.onnx operator */
     .attr_size = sizeof(ts_ein),
     .min_inputs = 0,
     .max_inputs = EIN_MAX_INPUTS,

@@ -17,10 +17,12 @@ const ts_op_desc *ts_op_at(int i)
     return NULL;
 }
 
+/* Every node built looks its operator up here: walk the families once
+ * (through ts_op_at the walk was quadratic in the number of operators). */
 const ts_op_desc *ts_op_find(const char *name)
 {
-    const ts_op_desc *d;
-    for (int i = 0; (d = ts_op_at(i)); i++)
-        if (!strcmp(d->name, name)) return d;
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (const ts_op_desc *const *d = families[f]; *d; d++)
+            if (!strcmp((*d)->name, name)) return *d;
     return NULL;
 }

@@ -32,6 +32,11 @@
 typedef struct found {
     ts_graph *prog; /* corrected mutant at full size, over the node's program inputs */
     char what[72];
+    /* The driver costed it above the graph it rewrote (alone / at every
+     * occurrence at once): a mutant's gain depends on its program, the
+     * cache key, hardly on the rest of the graph, so it is not proposed
+     * that way again (source.h, `gain`). */
+    bool loses_one, loses_all;
 } found;
 
 typedef struct entry {
@@ -123,7 +128,7 @@ static bool push_found(entry *e, ts_graph *prog, const char *what)
     found *f = realloc(e->f, sizeof *f * (size_t)(e->n + 1));
     if (!f) return false;
     e->f = f;
-    f[e->n].prog = prog;
+    f[e->n] = (found){.prog = prog};
     snprintf(f[e->n].what, sizeof f[e->n].what, "%s", what);
     e->n++;
     return true;
@@ -342,18 +347,22 @@ static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emi
         }
         if (!first || n < 2) continue;
         for (int k = 0; k < sites[i].e->n && more && !st; k++) {
+            found *f = &sites[i].e->f[k];
+            if (f->loses_all) continue;
             ts_graph *ng = rewrite(g, same, n > 64 ? 64 : n, k, err);
             if (!ng && err->code) st = err->code;
-            else if (ng) more = emit->fn(emit, ng, sites[i].e->f[k].what, n > 64 ? 64 : n);
+            else if (ng && (more = emit->fn(emit, ng, f->what, n > 64 ? 64 : n))) f->loses_all = emit->gain <= 0;
         }
     }
     /* and each occurrence alone */
     for (int i = 0; i < nsites && !st && more; i++) {
         site *one = &sites[i];
         for (int k = 0; k < one->e->n && more && !st; k++) {
+            found *f = &one->e->f[k];
+            if (f->loses_one) continue;
             ts_graph *ng = rewrite(g, &one, 1, k, err);
             if (!ng && err->code) st = err->code;
-            else if (ng) more = emit->fn(emit, ng, one->e->f[k].what, 1);
+            else if (ng && (more = emit->fn(emit, ng, f->what, 1))) f->loses_one = emit->gain <= 0;
         }
     }
     free(sites);
