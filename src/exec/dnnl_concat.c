@@ -100,7 +100,7 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
         xd_md_of(b, &src[j]);
         blocked |= b->blocked;
         if (dense)
-            dense = xv_dense_order(b, j ? order : order0) &&
+            dense = xbuf_dense_order(b, j ? order : order0) &&
                     (!j || !memcmp(order, order0, sizeof(int) * (size_t)ys->rank));
     }
     if (!st && (!blocked || dense)) st = TS_ERR_UNSUPPORTED;

@@ -227,6 +227,24 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
     return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 7 * 7;
 }
 
+/* Winograd's memory: its transformed weights (4x the direct ones for
+ * F(4,3)) and a scratchpad holding the transformed input and output tiles
+ * of the whole layer.  On a wide layer that is a lot: FCN-ResNet50's head
+ * (3x3, 2048 -> 512 channels, 38 MB of weights) took ~150 MB of weights and
+ * ~150 MB of scratch on Winograd, peak RSS 500 vs 260 MiB without it (ORT:
+ * 437 MiB).  Past 64 MiB more than the direct conv's weights the layer
+ * stays direct (issue 12: memory no larger than ORT's); ResNet's widest
+ * Winograd layers (512 channels: 38 MB transformed) stay under it. */
+#define WINO_MAX_EXTRA_BYTES ((size_t)64 << 20)
+
+static bool wino_too_big(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
+{
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t extra = (wmd ? dnnl_memory_desc_get_size(wmd) : 0) + (smd ? dnnl_memory_desc_get_size(smd) : 0);
+    return extra > W->nbytes + WINO_MAX_EXTRA_BYTES;
+}
+
 static bool is_wino(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
@@ -296,7 +314,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
             e2 = (ts_error){0};
             if (make_pd(p, n, transposed, &gw, &wsrc, &wei, bias, &dst, &f, &pd, &e2)) pd = NULL;
         }
-        if (pd && xd_pd_is_ref(pd)) {
+        if (pd && (xd_pd_is_ref(pd) || wino_too_big(pd, W))) {
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
         }

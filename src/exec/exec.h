@@ -94,6 +94,13 @@ struct xplan {
 
 /* ---- for kernels, at plan time */
 
+/* True when buffer b is plain or a dense permutation of its logical dims;
+ * order[k] is then the logical dim stored at physical position k
+ * (outermost first), for b's rank (rank 0 counts as 1).  buf_order.c */
+bool xbuf_dense_order(const xbuf *b, int *order);
+/* True when order is 0, 1, ..., rank-1 (plain row-major). */
+bool xbuf_order_plain(const int *order, int rank);
+
 /* Buffer currently holding graph value v (created on first use: graph
  * inputs/outputs/constants/arena). */
 int xplan_value_buf(xplan *p, int v);

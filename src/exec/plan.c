@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/plan_internal.h"
-#include "exec/vec_layout.h"
 #include "ops/list.h"
 #include "ops/opaque.h"
 
@@ -337,7 +336,7 @@ static int try_split_view(xplan *p, int n, ts_error *err)
          * after merge-siblings: 136 reorders a run against 1); vec.split
          * copies the pieces in the physical order instead */
         int order[TS_MAX_RANK];
-        if (xv_dense_order(&p->bufs[b], order) && !xv_order_plain(order, in->shape.rank)) return 0;
+        if (xbuf_dense_order(&p->bufs[b], order) && !xbuf_order_plain(order, in->shape.rank)) return 0;
     }
     if (!block && (b = xplan_plain(p, b, err)) < 0) return -1;
     int64_t off = xbuf_alias_offset(p, b);

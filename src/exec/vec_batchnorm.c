@@ -68,7 +68,7 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     bool graph_out = false;
     for (int i = 0; i < g->noutputs; i++) graph_out |= g->outputs[i] == nd->outputs[0];
-    if (graph_out || !xv_dense_order(&p->bufs[xb], order)) {
+    if (graph_out || !xbuf_dense_order(&p->bufs[xb], order)) {
         for (int k = 0; k < x->shape.rank; k++) order[k] = k;
         if ((xb = xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }

@@ -27,13 +27,13 @@ static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, con
         if (p->g->outputs[i] == cur) return false; /* the caller's tensor is plain */
     for (int j = 0; j < pr->next; j++) {
         int o[TS_MAX_RANK], b = xplan_value_buf(p, ext[j]);
-        if (b < 0 || !ts_shape_eq(&p->g->values[ext[j]].shape, shape) || !xv_dense_order(&p->bufs[b], o)) return false;
+        if (b < 0 || !ts_shape_eq(&p->g->values[ext[j]].shape, shape) || !xbuf_dense_order(&p->bufs[b], o)) return false;
         if (j == 0)
             memcpy(order, o, sizeof o);
         else if (memcmp(order, o, sizeof o))
             return false;
     }
-    return pr->next > 0 && shape->rank > 0 && !xv_order_plain(order, shape->rank);
+    return pr->next > 0 && shape->rank > 0 && !xbuf_order_plain(order, shape->rank);
 }
 
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)

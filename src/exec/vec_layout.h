@@ -10,14 +10,6 @@
 
 #include "exec/exec.h"
 
-/* True when buffer b is plain or a dense permutation of its logical dims;
- * order[k] is then the logical dim stored at physical position k
- * (outermost first), for b's rank (rank 0 counts as 1). */
-bool xv_dense_order(const xbuf *b, int *order);
-
-/* True when order is 0, 1, ..., rank-1 (plain row-major). */
-bool xv_order_plain(const int *order, int rank);
-
 /* Makes buffer b (a fresh float32 arena buffer of its logical shape) hold
  * the dense layout `order`: blocked with a strided md, or plain for the
  * identity. */

@@ -142,14 +142,14 @@ static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
     if (y->dtype != TS_F32 || y->shape.rank < 2 || xgraph_is_output(p->g, nd->outputs[0])) return false;
     for (int j = 0; j < nshared; j++) {
         int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
-        if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xv_dense_order(&p->bufs[b], o))
+        if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xbuf_dense_order(&p->bufs[b], o))
             return false;
         if (j == 0)
             memcpy(order, o, sizeof o);
         else if (memcmp(order, o, sizeof o))
             return false;
     }
-    return !xv_order_plain(order, y->shape.rank);
+    return !xbuf_order_plain(order, y->shape.rank);
 }
 
 /* A dense permuted input (vec_layout.h) is sliced in its own order and the

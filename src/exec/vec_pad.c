@@ -137,7 +137,7 @@ static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
     int xb = xplan_value_buf(p, nd->inputs[0]);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     int order[TS_MAX_RANK];
-    if (!xv_dense_order(&p->bufs[xb], order) || xgraph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
+    if (!xbuf_dense_order(&p->bufs[xb], order) || xgraph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
         for (int k = 0; k < rank; k++) order[k] = k;
         if ((xb = xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }

@@ -60,7 +60,7 @@ static ts_status split_build(xplan *p, int n, xstep *st, ts_error *err)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
     int xb = xplan_value_buf(p, nd->inputs[0]), order[TS_MAX_RANK], rank = x->shape.rank;
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    bool keep = x->dtype == TS_F32 && rank >= 2 && xv_dense_order(&p->bufs[xb], order) && !xv_order_plain(order, rank);
+    bool keep = x->dtype == TS_F32 && rank >= 2 && xbuf_dense_order(&p->bufs[xb], order) && !xbuf_order_plain(order, rank);
     for (int j = 0; j < nd->noutputs && keep; j++) {
         /* a graph output is the caller's plain tensor */
         for (int k = 0; k < p->g->noutputs; k++) keep &= p->g->outputs[k] != nd->outputs[j];

@@ -56,7 +56,7 @@ static bool channels_last(const xplan *p, int v)
     int order[TS_MAX_RANK];
     for (int i = 0; i < p->nsteps; i++) {
         const xbuf *b = &p->bufs[p->steps[i].out[0]];
-        if (b->value == v) return b->blocked && xv_dense_order(b, order) && !xv_order_plain(order, b->shape.rank);
+        if (b->value == v) return b->blocked && xbuf_dense_order(b, order) && !xbuf_order_plain(order, b->shape.rank);
     }
     return false;
 }
