@@ -19,6 +19,7 @@
 #include "onnx/proto.h"
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
+#include "ops/list.h"
 
 /* Zeroed allocations freed together. */
 typedef struct arena {
@@ -631,7 +632,7 @@ static bool allowzero(const ts_node *n)
 static bool patch_shape(const ts_node *n, const int64_t *e1, const int64_t *e2, int ne, const ts_shape *in_b,
                         const ts_shape *in_p, int64_t *out, bool *changed, const char *syms, char *why, size_t nwhy)
 {
-    bool reshape = !strcmp(n->op->name, "Reshape"), zero_ok = reshape && !allowzero(n), has_minus = false;
+    bool reshape = n->op == &ts_op_reshape, zero_ok = reshape && !allowzero(n), has_minus = false;
     int nfree = 0, free_at = -1;
     *changed = false;
     for (int k = 0; k < ne; k++) has_minus |= reshape && e1[k] == -1;
@@ -696,7 +697,7 @@ static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms,
 {
     const ts_model_meta *m = g->meta;
     const ts_node *n = &c->nodes[ni];
-    bool shape_op = !strcmp(n->op->name, "Reshape") || !strcmp(n->op->name, "Expand");
+    bool shape_op = n->op == &ts_op_reshape || n->op == &ts_op_expand;
     const int64_t *expect = NULL; /* a Reshape's shape at the probe sizes, as the model computed it */
     int nexpect = 0;
     for (int j = 0; j < n->ninputs; j++) {
@@ -723,7 +724,7 @@ static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms,
         int x = n->inputs[0];
         int64_t ents[TS_MAX_RANK];
         bool changed;
-        if (tp && !strcmp(n->op->name, "Reshape")) {
+        if (tp && n->op == &ts_op_reshape) {
             expect = tp->data;
             nexpect = ne;
         }

@@ -24,6 +24,7 @@
 #include "onnx/proto.h"
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
+#include "ops/list.h"
 
 /* ------------------------------------------------ name -> int hash map */
 
@@ -1202,7 +1203,7 @@ static bool probe_diff(ts_model_meta *m, const ts_graph *g, const ts_graph *p)
                 continue;
             else if (!same_tensor(x->constant, y->constant)) {
                 if (!add_sized(m, x->constant, y->constant, &cap)) return false;
-            } else if (j == 1 && (!strcmp(a->op->name, "Reshape") || !strcmp(a->op->name, "Expand")) &&
+            } else if (j == 1 && (a->op == &ts_op_reshape || a->op == &ts_op_expand) &&
                        !add_literal(m, x->constant, &lcap))
                 return false;
         }
