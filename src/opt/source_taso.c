@@ -4,6 +4,7 @@
  * of them at once, opt/passes.h) -- where the whole-graph merge pass was
  * not cheaper, merging at one input may be.  Every rewrite is justified by
  * a rule `tsopt verify` proves. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ typedef struct taso_state {
     const ts_source_env *env;
     ts_rule *rules;
     int nrules, loaded, reversed, usable;
+    bool shared; /* rules are the built-in set (never freed here) */
     char origin[300];
 } taso_state;
 
@@ -34,24 +36,52 @@ static bool append_rules(ts_rule **dst, int *n, ts_rule *src, int m)
  * direction that pays: merges), then the generated and proved set
  * (rules/taso.rules) in both directions -- the generator keeps one
  * orientation of each equivalence (rule.h), and TASO's pruning argument
- * needs both. */
-static ts_status load_default(taso_state *s, ts_error *err)
+ * needs both.  Parsed once per process and shared, read-only, by every
+ * search: the fuzzer optimizes thousands of small graphs, and parsing
+ * the ~1,800 rules took most of each optimize call. */
+static struct {
+    pthread_once_t once;
+    ts_rule *rules;
+    int nrules, core, reversed;
+    ts_error err;
+} builtin = {.once = PTHREAD_ONCE_INIT};
+
+static void parse_builtin(void)
 {
     ts_rule *gen = NULL;
-    int ngen = 0, core = 0;
-    ts_status st = ts_rules_parse_string(ts_core_rules, "<built-in core rules>", &s->rules, &s->nrules, err);
-    core = s->nrules;
+    int ngen = 0;
+    ts_error *err = &builtin.err;
+    ts_status st = ts_rules_parse_string(ts_core_rules, "<built-in core rules>", &builtin.rules, &builtin.nrules, err);
+    builtin.core = builtin.nrules;
     if (!st) st = ts_rules_parse_string(ts_taso_rules, "<built-in rules/taso.rules>", &gen, &ngen, err);
-    if (!st) st = ts_rules_add_reverses(&gen, &ngen, &s->reversed, err);
-    if (!st && !append_rules(&s->rules, &s->nrules, gen, ngen)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (!st) st = ts_rules_add_reverses(&gen, &ngen, &builtin.reversed, err);
+    if (!st && !append_rules(&builtin.rules, &builtin.nrules, gen, ngen)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     else if (!st)
         gen = NULL;
     ts_rules_free(gen, ngen);
-    s->loaded = core + ngen - s->reversed;
+    if (st) {
+        ts_rules_free(builtin.rules, builtin.nrules);
+        builtin.rules = NULL;
+        builtin.nrules = 0;
+    }
+}
+
+static ts_status load_default(taso_state *s, ts_error *err)
+{
+    pthread_once(&builtin.once, parse_builtin);
+    if (builtin.err.code) {
+        *err = builtin.err;
+        return err->code;
+    }
+    s->rules = builtin.rules;
+    s->nrules = builtin.nrules;
+    s->shared = true;
+    s->reversed = builtin.reversed;
+    s->loaded = builtin.nrules - builtin.reversed;
     snprintf(s->origin, sizeof s->origin,
-             "the built-in rules (rules/core.rules: %d, as written; rules/taso.rules: %d, generated and proved)", core,
-             s->loaded - core);
-    return st;
+             "the built-in rules (rules/core.rules: %d, as written; rules/taso.rules: %d, generated and proved)",
+             builtin.core, s->loaded - builtin.core);
+    return TS_OK;
 }
 
 static ts_status taso_open(const ts_source_env *env, void **out, ts_error *err)
@@ -71,7 +101,7 @@ static ts_status taso_open(const ts_source_env *env, void **out, ts_error *err)
         st = load_default(s, err);
     }
     if (st) {
-        ts_rules_free(s->rules, s->nrules);
+        if (!s->shared) ts_rules_free(s->rules, s->nrules);
         free(s);
         return st;
     }
@@ -140,7 +170,7 @@ static void taso_close(void *state)
 {
     taso_state *s = state;
     if (!s) return;
-    ts_rules_free(s->rules, s->nrules);
+    if (!s->shared) ts_rules_free(s->rules, s->nrules);
     free(s);
 }
 
