@@ -197,3 +197,14 @@ void cli_fill_random_input(ts_tensor *t, uint64_t *rng)
     else
         ts_tensor_fill_random(t, rng, 0, 10);
 }
+
+bool cli_model_arg(const char *cmd, const char *arg, const char **model)
+{
+    if (arg[0] == '-' && arg[1])
+        cli_error(CLI_USAGE, "%s: unknown option '%s' (try 'tsopt %s --help')", cmd, arg, cmd);
+    else if (*model)
+        cli_error(CLI_USAGE, "%s: more than one model given ('%s')", cmd, arg);
+    else
+        *model = arg;
+    return *model == arg;
+}

@@ -67,12 +67,8 @@ static int parse(int argc, char **argv, bench_args *a)
             if (!val || !cli_parse_int("--warmup", val, 0, 1000000, &a->warmup)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--threads", &val)) {
             if (!val || !cli_parse_int("--threads", val, 1, 4096, &a->threads)) return CLI_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_error(CLI_USAGE, "bench: unknown option '%s' (try 'tsopt bench --help')", argv[i]);
-        } else if (a->model) {
-            return cli_error(CLI_USAGE, "bench: more than one model given ('%s')", argv[i]);
-        } else {
-            a->model = argv[i];
+        } else if (!cli_model_arg("bench", argv[i], &a->model)) {
+            return CLI_USAGE;
         }
     }
     if (!a->model) {

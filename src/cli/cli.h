@@ -32,6 +32,9 @@ int cli_error_from(int code, const ts_error *err);
  * "--opt VALUE" or "--opt=VALUE".  Returns true when argv[*i] names `opt`
  * (advancing *i past a separate value); *value is NULL when it is missing. */
 bool cli_opt(int argc, char **argv, int *i, const char *opt, const char **value);
+/* The command's one positional argument, MODEL: sets *model, or prints a
+ * usage error (an unknown option, a second model) and returns false. */
+bool cli_model_arg(const char *cmd, const char *arg, const char **model);
 bool cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out);
 bool cli_parse_double(const char *opt, const char *text, double *out);
 

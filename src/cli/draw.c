@@ -26,14 +26,8 @@ int cli_draw(int argc, char **argv)
             if (!(orig = v)) goto done;
         } else if (cli_opt(argc, argv, &i, "--input", &v)) {
             if (!v || !cli_binds_add(&binds, v)) goto done;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(CLI_USAGE, "draw: unknown option '%s' (try 'tsopt draw --help')", argv[i]);
+        } else if (!cli_model_arg("draw", argv[i], &model)) {
             goto done;
-        } else if (model) {
-            cli_error(CLI_USAGE, "draw: more than one model given ('%s')", argv[i]);
-            goto done;
-        } else {
-            model = argv[i];
         }
     }
     if (!model || !out) {

@@ -90,14 +90,8 @@ int cli_info(int argc, char **argv)
             goto done;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
             if (!val || !cli_binds_add(&bs, val)) goto done;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(CLI_USAGE, "info: unknown option '%s'", argv[i]);
+        } else if (!cli_model_arg("info", argv[i], &model)) {
             goto done;
-        } else if (model) {
-            cli_error(CLI_USAGE, "info: more than one model given ('%s')", argv[i]);
-            goto done;
-        } else {
-            model = argv[i];
         }
     }
     if (!model) {

@@ -253,14 +253,8 @@ int cli_profile(int argc, char **argv)
             cache = val;
         } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
             if (!val || !cli_parse_int("--iters", val, 1, 100000, &iters)) return cli_binds_free(&binds), CLI_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_binds_free(&binds);
-            return cli_error(CLI_USAGE, "profile: unknown option '%s' (try 'tsopt profile --help')", argv[i]);
-        } else if (model) {
-            cli_binds_free(&binds);
-            return cli_error(CLI_USAGE, "profile: more than one model given ('%s')", argv[i]);
-        } else {
-            model = argv[i];
+        } else if (!cli_model_arg("profile", argv[i], &model)) {
+            return cli_binds_free(&binds), CLI_USAGE;
         }
     }
     if (!model) {

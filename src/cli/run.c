@@ -53,12 +53,8 @@ static int parse(int argc, char **argv, run_args *a)
             long s;
             if (!val || !cli_parse_int("--seed", val, 0, 2147483647L, &s)) return CLI_USAGE;
             a->seed = (unsigned long long)s;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_error(CLI_USAGE, "run: unknown option '%s' (try 'tsopt run --help')", argv[i]);
-        } else if (a->model) {
-            return cli_error(CLI_USAGE, "run: more than one model given ('%s')", argv[i]);
-        } else {
-            a->model = argv[i];
+        } else if (!cli_model_arg("run", argv[i], &a->model)) {
+            return CLI_USAGE;
         }
     }
     if (!a->model) {
