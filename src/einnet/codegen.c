@@ -13,10 +13,10 @@
  * directly.
  *
  * The shared object is named by a 64-bit FNV-1a hash of the source, the
- * compiler command and the CPU (-march=native), under $TSOPT_CACHE_DIR (else ~/.cache/tsopt, as
- * the cost cache) in eop/.  It is compiled to a file private to this
- * process and renamed into place, so concurrent processes never load a
- * half-written object. */
+ * compiler command and the CPU (-march=native), under $TSOPT_CACHE_DIR
+ * (else ~/.cache/tsopt, as the cost cache) in eop/.  It is compiled to a
+ * file private to this process and thread and renamed into place, so
+ * concurrent compiles never load a half-written object. */
 #include "einnet/codegen.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -65,12 +65,13 @@ typedef struct gen {
 
 /* A read of input i (A<i>, its shape) or of scope s (T<s>, its traversal
  * ranges, offset by their lower bounds). */
-static void put_read(gen *g, const ts_ein_node *x)
+static bool put_read(gen *g, const ts_ein_node *x, ts_error *err)
 {
     FILE *f = g->f;
     const ts_ein *e = g->e;
-    ts_shape sh = ts_ein_src_shape(e, x->src);
-    int64_t lo[EIN_MAX_TRAV] = {0};
+    int64_t dims[EIN_MAX_TRAV], lo[EIN_MAX_TRAV] = {0}, numel = 1;
+    int rank = ts_ein_src_dims(e, x->src, dims);
+    for (int d = 0; d < rank; d++) numel *= dims[d];
     char name[16];
     if (x->src >= 0) {
         snprintf(name, sizeof name, "A%d", x->src);
@@ -79,16 +80,20 @@ static void put_read(gen *g, const ts_ein_node *x)
         snprintf(name, sizeof name, "T%d", sc);
         for (int d = 0; d < x->rank; d++) lo[d] = e->iter[e->scope[sc].trav[d]].lo;
     }
-    if (ts_shape_numel(&sh) == 0) { /* nothing to read: every read is out of range */
+    if (rank != x->rank) {
+        ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: a read of rank %d of a source of rank %d", x->rank, rank);
+        return false;
+    }
+    if (numel == 0) { /* nothing to read: every read is out of range */
         fputs("0.0f", f);
-        return;
+        return true;
     }
     bool check[EIN_MAX_TRAV] = {0}, any = false;
     for (int d = 0; d < x->rank; d++) {
         const ts_ein_idx *ix = &e->idx[x->idx + d];
         int64_t mn, mx;
         ts_ein_idx_bounds(e, ix, &mn, &mx);
-        check[d] = ix->div != 1 || ix->mod || mn < lo[d] || mx >= lo[d] + sh.dims[d];
+        check[d] = ix->div != 1 || ix->mod || mn < lo[d] || mx >= lo[d] + dims[d];
         any |= check[d];
     }
     if (any) {
@@ -99,7 +104,7 @@ static void put_read(gen *g, const ts_ein_node *x)
             fputs(first ? "" : " && ", f);
             fputs("(unsigned long)(", f);
             put_idx(f, &e->idx[x->idx + d]);
-            fprintf(f, " - %lldL) < %lldUL", (long long)lo[d], (long long)sh.dims[d]);
+            fprintf(f, " - %lldL) < %lldUL", (long long)lo[d], (long long)dims[d]);
             first = false;
         }
         fputs(", ", f);
@@ -112,9 +117,10 @@ static void put_read(gen *g, const ts_ein_node *x)
         fputs(" + (", f);
         put_idx(f, &e->idx[x->idx + d]);
         fprintf(f, " - %lldL) * %lldL", (long long)lo[d], (long long)stride);
-        stride *= sh.dims[d];
+        stride *= dims[d];
     }
     fputs(any ? ")" : "]", f);
+    return true;
 }
 
 static bool put_node(gen *g, int k, ts_error *err)
@@ -123,7 +129,7 @@ static bool put_node(gen *g, int k, ts_error *err)
     const ts_ein_node *x = &g->e->node[k];
     static const char *const sym[] = {[EIN_ADD] = "+", [EIN_SUB] = "-", [EIN_MUL] = "*", [EIN_DIV] = "/"};
     switch (x->op) {
-    case EIN_READ: put_read(g, x); return true;
+    case EIN_READ: return put_read(g, x, err);
     case EIN_NUM: fprintf(f, "((float)(%.17g))", x->num); return true;
     case EIN_NEG:
     case EIN_RELU:

@@ -162,12 +162,13 @@ static bool tighten_iter(ts_ein *e, int it, const int *reads, int nr)
     int64_t lo = e->iter[it].lo, hi = e->iter[it].hi;
     for (int i = 0; i < nr; i++) {
         const ts_ein_node *r = &e->node[reads[i]];
-        ts_shape sh = ts_ein_src_shape(e, r->src);
+        int64_t dims[EIN_MAX_TRAV];
+        ts_ein_src_dims(e, r->src, dims);
         for (int d = 0; d < r->rank; d++) {
             const ts_ein_idx *x = &e->idx[r->idx + d];
             if (x->n != 1 || x->it[0] != it || x->co[0] != 1 || x->div != 1 || x->mod) continue;
             int64_t slo = r->src >= 0 ? 0 : e->iter[e->scope[ts_ein_src_scope(r->src)].trav[d]].lo;
-            int64_t shi = slo + sh.dims[d];
+            int64_t shi = slo + dims[d];
             if (slo - x->c > lo) lo = slo - x->c;
             if (shi - x->c < hi) hi = shi - x->c;
         }

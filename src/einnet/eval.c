@@ -44,7 +44,8 @@ static void body(ev *v, int n, void *out)
     switch (x->op) {
     case EIN_READ: {
         const ts_tensor *t;
-        int64_t lo[TS_MAX_RANK + 4] = {0};
+        int64_t lo[EIN_MAX_TRAV] = {0}, dims[EIN_MAX_TRAV];
+        ts_ein_src_dims(v->e, x->src, dims);
         if (x->src >= 0) {
             t = v->in[x->src];
         } else {
@@ -60,11 +61,11 @@ static void body(ev *v, int n, void *out)
         int64_t off = 0;
         for (int d = 0; d < x->rank; d++) {
             int64_t i = idx_value(v, &v->e->idx[x->idx + d]) - lo[d];
-            if (i < 0 || i >= t->shape.dims[d]) {
+            if (i < 0 || i >= dims[d]) {
                 num->zero(out);
                 return;
             }
-            off = off * t->shape.dims[d] + i;
+            off = off * dims[d] + i;
         }
         memcpy(out, ts_num_cat(num, t->data, off), num->size);
         return;
@@ -112,12 +113,9 @@ static ts_status eval_scope(ev *v, int s)
 {
     const ts_ein *e = v->e;
     const ts_ein_scope *sc = &e->scope[s];
+    /* a scope wider than a tensor may be is held as its flat size (readers
+     * index it by the scope's extents, body() above) */
     ts_shape sh = ts_ein_src_shape(e, -s - 1);
-    if (sh.rank > TS_MAX_RANK) {
-        /* a scope wider than a tensor may be is evaluated as its flat size */
-        int64_t n = ts_shape_numel(&sh);
-        sh = ts_shape_make(1, &n);
-    }
     ts_tensor *t = ts_tensor_new(v->num->storage, &sh, v->err);
     if (!t) return v->err->code;
     int nt = sc->ntrav, ns = sc->nsum;

@@ -123,12 +123,28 @@ void ts_ein_idx_bounds(const ts_ein *e, const ts_ein_idx *x, int64_t *min, int64
     *max = hi;
 }
 
+int ts_ein_src_dims(const ts_ein *e, int src, int64_t dims[EIN_MAX_TRAV])
+{
+    if (src >= 0) {
+        for (int d = 0; d < e->in_shape[src].rank; d++) dims[d] = e->in_shape[src].dims[d];
+        return e->in_shape[src].rank;
+    }
+    const ts_ein_scope *s = &e->scope[ts_ein_src_scope(src)];
+    for (int d = 0; d < s->ntrav; d++) dims[d] = e->iter[s->trav[d]].hi - e->iter[s->trav[d]].lo;
+    return s->ntrav;
+}
+
 ts_shape ts_ein_src_shape(const ts_ein *e, int src)
 {
-    if (src >= 0) return e->in_shape[src];
-    const ts_ein_scope *s = &e->scope[ts_ein_src_scope(src)];
-    ts_shape sh = {.rank = s->ntrav};
-    for (int d = 0; d < s->ntrav; d++) sh.dims[d] = e->iter[s->trav[d]].hi - e->iter[s->trav[d]].lo;
+    int64_t dims[EIN_MAX_TRAV];
+    int rank = ts_ein_src_dims(e, src, dims);
+    ts_shape sh = {.rank = rank};
+    if (rank > TS_MAX_RANK) { /* wider than a tensor: its flat size (ts_shape holds TS_MAX_RANK dims) */
+        int64_t n = 1;
+        for (int d = 0; d < rank; d++) n *= dims[d];
+        return ts_shape_make(1, &n);
+    }
+    for (int d = 0; d < rank; d++) sh.dims[d] = dims[d];
     return sh;
 }
 

@@ -114,8 +114,12 @@ bool ts_ein_idx_subst(ts_ein_idx *x, int it, const ts_ein_idx *r);
 /* Smallest and largest value of the affine part over the iterators' ranges. */
 void ts_ein_idx_bounds(const ts_ein *e, const ts_ein_idx *x, int64_t *min, int64_t *max);
 
-/* The shape of what src is: an input's shape or a scope's ranges. */
+/* The shape of what src is: an input's shape or a scope's ranges; a scope
+ * of more traversal iterators than a tensor has dimensions as its flat
+ * element count (rank 1).  ts_ein_src_dims: the extents, one per index of
+ * a read of src (up to EIN_MAX_TRAV); returns their number. */
 ts_shape ts_ein_src_shape(const ts_ein *e, int src);
+int ts_ein_src_dims(const ts_ein *e, int src, int64_t dims[EIN_MAX_TRAV]);
 
 /* Drops nodes, index entries, iterators and scopes nothing reachable from
  * the root uses, renumbering the rest in depth-first order (so two

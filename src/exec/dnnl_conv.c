@@ -232,10 +232,11 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
  * of the whole layer.  On a wide layer that is a lot: FCN-ResNet50's head
  * (3x3, 2048 -> 512 channels, 38 MB of weights) took ~150 MB of weights and
  * ~150 MB of scratch on Winograd, peak RSS 500 vs 260 MiB without it (ORT:
- * 437 MiB).  Past 64 MiB more than the direct conv's weights the layer
- * stays direct (issue 12: memory no larger than ORT's); ResNet's widest
- * Winograd layers (512 channels: 38 MB transformed) stay under it. */
-#define WINO_MAX_EXTRA_BYTES ((size_t)64 << 20)
+ * 437 MiB): 317 MB more than the direct conv's weights.  Past 128 MiB
+ * more the layer stays direct (issue 12: memory no larger than ORT's);
+ * the widest layers Winograd was measured to speed up stay under it (CSRNet's
+ * and ResNet's 512-channel ones: 38 MB weights + 51 MB scratch, 80 MB more). */
+#define WINO_MAX_EXTRA_BYTES ((size_t)128 << 20)
 
 static bool wino_too_big(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
 {

@@ -188,6 +188,38 @@ static bool try_activation(const xplan *p, int c, xd_fuse *f)
     return true;
 }
 
+/* SiLU as exporters write it: v -> Sigmoid, then Mul of v and that sigmoid
+ * (either order), the sigmoid used by nothing else -- oneDNN's swish
+ * post-op (x * sigmoid(alpha x), alpha 1), so EfficientNet-style blocks
+ * make one step instead of a conv, a sigmoid pass and a multiply pass.
+ * Returns the Mul node (*sig: the Sigmoid), -1 when v is not used so. */
+static int swish_after(const xplan *p, int v, int *sig)
+{
+    const ts_graph *g = p->g;
+    if (p->consumers[v] != 2 || xgraph_is_output(g, v)) return -1;
+    int s = -1, m = -1;
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (nd->dead || p->claimed[n]) continue;
+        bool uses = false;
+        for (int i = 0; i < nd->ninputs; i++) uses |= nd->inputs[i] == v;
+        if (!uses) continue;
+        if (nd->op == &ts_op_sigmoid && s < 0 && nd->noutputs == 1)
+            s = n;
+        else if (nd->op == &ts_op_mul && m < 0 && nd->ninputs == 2 && nd->noutputs == 1)
+            m = n;
+        else
+            return -1;
+    }
+    if (s < 0 || m < 0) return -1;
+    int so = g->nodes[s].outputs[0];
+    const int *mi = g->nodes[m].inputs;
+    if (!((mi[0] == v && mi[1] == so) || (mi[0] == so && mi[1] == v))) return -1;
+    if (p->consumers[so] != 1 || xgraph_is_output(g, so)) return -1;
+    *sig = s;
+    return m;
+}
+
 ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd_fuse *f, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -196,8 +228,18 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
     f->in_value = f->out_value = v;
     if (p->opts.no_fusion) return TS_OK;
     while (f->nnodes < XD_MAX_FUSE) {
-        int c = xplan_sole_consumer(p, v);
-        if (c < 0) break;
+        int c = xplan_sole_consumer(p, v), sig;
+        if (c < 0) {
+            int m = swish_after(p, v, &sig);
+            if (m < 0 || f->nnodes + 2 > XD_MAX_FUSE || f->npo + 1 > XD_MAX_FUSE ||
+                !is_f32(g, g->nodes[m].outputs[0]) || !ts_shape_eq(&g->values[g->nodes[m].outputs[0]].shape, &g->values[v].shape))
+                break;
+            f->po[f->npo++] = (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_swish, .alpha = 1};
+            f->nodes[f->nnodes++] = sig;
+            f->nodes[f->nnodes++] = m;
+            v = f->out_value = g->nodes[m].outputs[0];
+            continue;
+        }
         const ts_node *nd = &g->nodes[c];
         if (nd->noutputs != 1 || !is_f32(g, nd->outputs[0]) ||
             !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))

@@ -230,6 +230,28 @@ Test(einnet_codegen, intermediate_scope_offset_range)
     cr_assert_eq(check_kernel(&m, "offset scope"), 7);
 }
 
+/* A grouped 3-D convolution's merged traversal (n, g, f', d, h, w) plus
+ * three summation iterators split out: an intermediate scope of 9
+ * traversal iterators, more than a tensor has dimensions.  Evaluated
+ * (exactly, mod p) and compiled, both equal to the operator. */
+Test(einnet_codegen, scope_wider_than_a_tensor)
+{
+    ts_ein c = node_expr("Conv", DIMS("1x4x3x4x3", "4x2x2x3x2"), 2,
+                         (const ts_attr[]){ts_attr_int("group", 2), INTS("pads", 1, 0, 1, 0, 1, 0)}, 2);
+    ts_ein_found *found = calloc(64, sizeof *found);
+    ts_ein_search_opts o = {.max_depth = 1, .max_states = 200, .accept = several_scopes};
+    ts_ein_search_stats st;
+    int n = ts_ein_search(&c, &o, found, 64, &st), wide = -1;
+    for (int k = 0; k < n && wide < 0; k++)
+        for (int s = 1; s < found[k].e.nscope; s++)
+            if (found[k].e.scope[s].ntrav > TS_MAX_RANK) wide = k;
+    cr_assert_geq(wide, 0, "no derivation with a scope of more than %d iterators among %d", TS_MAX_RANK, n);
+    ts_error err = {0};
+    cr_assert_eq(ts_ein_check_equal(&found[wide].e, &c, 1 << 22, &err), 1, "%s: %s", found[wide].path, err.msg);
+    check_kernel_ref(&found[wide].e, &c, "grouped conv3d, wide scope");
+    free(found);
+}
+
 Test(einnet_codegen, elementwise_chain_matches_evaluator)
 {
     ts_ein e = chain_expr();
@@ -310,6 +332,11 @@ Test(einnet_codegen, runtime_runs_the_compiled_kernel)
     /* the reference interpreter evaluates the expression; the plan runs the .so */
     ts_plan_stats st = xt_plan_stats(g, NULL, 5, -1, 1, 1e-4, XT_TOL_ELEM);
     cr_assert_eq(st.fallback_steps, 0, "the compiled eOperator was not used");
+    for (int threads = 1; threads <= 3; threads += 2) { /* the plan's thread count reaches the kernel */
+        ts_plan_opts o = {.threads = threads};
+        st = xt_plan_stats(g, &o, 5 + threads, -1, 1, 1e-4, XT_TOL_ELEM);
+        cr_assert_eq(st.fallback_steps, 0);
+    }
     ts_graph_free(g);
     /* an intermediate scope: the kernel's scratch comes from the plan */
     ts_ein m = offset_expr();

@@ -106,6 +106,27 @@ Test(exec_dnnl, conv_bn_relu_fused)
     ts_graph_free(g);
 }
 
+/* SiLU after a conv, as PyTorch exports it (Sigmoid, then Mul of the conv's
+ * output and the sigmoid, in either order): one step with oneDNN's swish
+ * post-op; not when the sigmoid is also used elsewhere. */
+static void swish_case(bool swap, bool sigmoid_used_twice)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x16x8x8"), cst(g, "24x16x3x3", -1, 1)}, 2,
+                    (ts_attr[]){ts_attr_ints("pads", I(1, 1, 1, 1), 4)}, 1);
+    int s = xt_node(g, "Sigmoid", &c, 1, NULL, 0);
+    int m = xt_node(g, "Mul", swap ? (int[]){s, c} : (int[]){c, s}, 2, NULL, 0);
+    if (sigmoid_used_twice) xt_node(g, "Add", (int[]){m, s}, 2, NULL, 0);
+    ts_plan_stats st = check(g, NULL);
+    if (!sigmoid_used_twice) cr_assert_eq(st.fused_nodes, 2);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}
+
+Test(exec_dnnl, conv_silu_fused) { swish_case(false, false); }
+Test(exec_dnnl, conv_silu_fused_swapped) { swish_case(true, false); }
+Test(exec_dnnl, conv_silu_sigmoid_shared) { swish_case(false, true); }
+
 /* ResNet block tail: conv(conv(x)) + x -> Relu, with x produced by a conv
  * too: the residual Add and Relu fuse; tensors stay blocked between the
  * convolutions (one reorder: the blocked result into the plain output). */
