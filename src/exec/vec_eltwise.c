@@ -156,10 +156,27 @@ bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
 
 void xv_geometry(xv_prog *pr, const ts_shape *out, const ts_shape *const *in)
 {
+    xv_geometry_order(pr, out, in, NULL, NULL);
+}
+
+void xv_geometry_order(xv_prog *pr, const ts_shape *out, const ts_shape *const *in, const int *order,
+                       const bool *in_order)
+{
     int64_t st[XV_MAXIN][TS_MAX_RANK];
     int r = 0;
-    for (int j = 0; j < pr->next; j++) ts_shape_bcast_strides(in[j], out, st[j]);
-    for (int d = 0; d < out->rank; d++) {
+    for (int j = 0; j < pr->next; j++) {
+        if (order && in_order[j]) { /* dense in `order`: logical dim order[k] is physical position k */
+            int64_t step = 1;
+            for (int k = out->rank - 1; k >= 0; k--) {
+                st[j][order[k]] = step;
+                step *= out->dims[order[k]];
+            }
+        } else {
+            ts_shape_bcast_strides(in[j], out, st[j]);
+        }
+    }
+    for (int k = 0; k < out->rank; k++) {
+        int d = order ? order[k] : k; /* walk the dims outermost-first as the output is stored */
         if (out->dims[d] == 1) continue; /* no extent: its strides never matter */
         bool merge = r > 0;
         for (int j = 0; j < pr->next && merge; j++)

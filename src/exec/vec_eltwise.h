@@ -54,6 +54,11 @@ bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext);
 
 /* Fills the collapsed geometry from the output and input shapes. */
 void xv_geometry(xv_prog *pr, const ts_shape *out, const ts_shape *const *in);
+/* The same for an output stored in the dense permuted layout `order`
+ * (vec_layout.h): inputs with in_order[j] are stored so too (the output's
+ * shape), the others plain (broadcast as NumPy does). */
+void xv_geometry_order(xv_prog *pr, const ts_shape *out, const ts_shape *const *in, const int *order,
+                       const bool *in_order);
 
 void xv_prog_run(const xstep *s, void *const *in, void *const *out, void *scratch);
 

@@ -16,24 +16,42 @@ static bool joinable(const xplan *p, int c, int cur, const ts_shape *shape)
     return ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape) && xplan_inputs_ready(p, c, cur);
 }
 
-/* The chain may run on its inputs' own layout when they all have the
- * result's shape (no broadcast: element i of every operand is the same
- * logical element) and one dense permuted layout, like the channels-last
- * outputs of convolutions; the result then keeps that layout.  Saves a
- * conversion to plain per input and one back before the next conv. */
-static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, const ts_shape *shape, int *order)
+/* The chain may run on its inputs' own layout when those of the result's
+ * shape share one dense permuted layout, like the channels-last outputs of
+ * convolutions (element i of each is the same logical element); the result
+ * then keeps that layout.  Saves a conversion to plain per input and one
+ * back before the next conv.  Broadcast operands (a squeeze-excite block's
+ * N x C x 1 x 1 scale) are read plain, walked in the same stored order:
+ * they must then be contiguous or one value along the innermost stored
+ * dim.  in_order[j]: operand j is read in `order`. */
+static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, const ts_shape *shape, int *order,
+                       bool *in_order)
 {
     for (int i = 0; i < p->g->noutputs; i++)
         if (p->g->outputs[i] == cur) return false; /* the caller's tensor is plain */
+    bool any = false;
     for (int j = 0; j < pr->next; j++) {
         int o[TS_MAX_RANK], b = xplan_value_buf(p, ext[j]);
-        if (b < 0 || !ts_shape_eq(&p->g->values[ext[j]].shape, shape) || !xbuf_dense_order(&p->bufs[b], o)) return false;
-        if (j == 0)
+        if (b < 0) return false;
+        in_order[j] = ts_shape_eq(&p->g->values[ext[j]].shape, shape);
+        if (!in_order[j]) continue;
+        if (!xbuf_dense_order(&p->bufs[b], o)) return false;
+        if (!any)
             memcpy(order, o, sizeof o);
         else if (memcmp(order, o, sizeof o))
             return false;
+        any = true;
     }
-    return pr->next > 0 && shape->rank > 0 && !xbuf_order_plain(order, shape->rank);
+    if (!any || shape->rank == 0 || xbuf_order_plain(order, shape->rank)) return false;
+    int k = shape->rank - 1;
+    while (k > 0 && shape->dims[order[k]] == 1) k--;
+    for (int j = 0; j < pr->next; j++) {
+        int64_t st[TS_MAX_RANK];
+        if (in_order[j]) continue;
+        ts_shape_bcast_strides(&p->g->values[ext[j]].shape, shape, st);
+        if (st[order[k]] > 1) return false;
+    }
+    return true;
 }
 
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
@@ -66,16 +84,17 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
     if (xstep_alloc(s, pr->next, 1, err)) return err->code;
     const ts_shape *shapes[XV_MAXIN];
     int order[TS_MAX_RANK];
-    bool keep = keep_order(p, pr, ext, cur, &shape, order);
+    bool in_order[XV_MAXIN];
+    bool keep = keep_order(p, pr, ext, cur, &shape, order, in_order);
     for (int j = 0; j < pr->next; j++) {
         shapes[j] = &g->values[ext[j]].shape;
-        s->in[j] = keep ? xplan_value_buf(p, ext[j]) : xplan_plain(p, xplan_value_buf(p, ext[j]), err);
+        s->in[j] = keep && in_order[j] ? xplan_value_buf(p, ext[j]) : xplan_plain(p, xplan_value_buf(p, ext[j]), err);
         if (s->in[j] < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
     s->out[0] = xplan_value_buf(p, cur);
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (keep) xv_set_order(p, s->out[0], order);
-    xv_geometry(pr, &shape, shapes);
+    xv_geometry_order(pr, &shape, shapes, keep ? order : NULL, in_order);
     pr->threads = xv_threads(p);
     return TS_OK;
 }

@@ -166,3 +166,36 @@ Test(layout, duplicate_elementwise_reused)
     compare(1e-4, 0);
     cr_assert_eq(plan_steps(), shared, "%d steps, %d with the Relu shared", plan_steps(), shared);
 }
+
+/* ---------------------------------- broadcast operands on conv outputs */
+
+static int plan_reorders(void)
+{
+    ts_plan *plan = NULL;
+    ts_plan_stats st;
+    cr_assert_eq(ts_plan_build(G, NULL, &plan, &E), TS_OK, "%s", E.msg);
+    ts_plan_stats_get(plan, &st);
+    ts_plan_free(plan);
+    return st.reorders;
+}
+
+/* A squeeze-excite block: the conv's output scaled by a per-channel
+ * N x C x 1 x 1 sigmoid (and by a constant C x 1 x 1, operands swapped),
+ * then a conv.  The scaling runs on the conv's channels-last output, the
+ * small operand read plain: no conversion of the big tensor to plain and
+ * back. */
+Test(layout, broadcast_scale_keeps_layout)
+{
+    graph(17);
+    int x = input("1x16x9x11");
+    int c = conv1x1(x, 16, 16);
+    int pooled = op("GlobalAveragePool", INS(c), NOATTR);
+    int sc = op("Sigmoid", INS(conv1x1(pooled, 16, 16)), NOATTR);
+    int m = op("Mul", INS(c, sc), NOATTR);
+    int m2 = op("Mul", INS(rnd("16x1x1", 0.5, 1.5), m), NOATTR);
+    output(conv1x1(m2, 16, 8));
+    compare(1e-4, 0);
+    /* one conversion left: the small scale to plain (2 when the big
+     * tensor also went to plain and back) */
+    cr_assert_eq(plan_reorders(), 1, "%d layout conversions", plan_reorders());
+}
