@@ -246,6 +246,9 @@ ts_status ts_graph_topo_order(const ts_graph *g, int *order, int *count, ts_erro
 ts_status ts_graph_validate(const ts_graph *g, ts_error *err);
 /* Structural hash: independent of node order and value names. */
 uint64_t ts_graph_hash(const ts_graph *g);
+/* Bytes of the constants g's live nodes and outputs read: the weights a
+ * written model holds. */
+int64_t ts_graph_weight_bytes(const ts_graph *g);
 /* Drops dead nodes and values nothing uses any more (renumbers ids). */
 void ts_graph_compact(ts_graph *g);
 /* Evaluates every node whose inputs are all constant and replaces its

@@ -237,3 +237,18 @@ void ts_graph_stats_get(const ts_graph *g, ts_graph_stats *st)
             st->param_bytes += (int64_t)g->values[v].constant->nbytes;
         }
 }
+
+int64_t ts_graph_weight_bytes(const ts_graph *g)
+{
+    char *used = calloc((size_t)g->nvalues + 1, 1);
+    if (!used) return 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].ninputs; j++)
+            if (g->nodes[i].inputs[j] >= 0) used[g->nodes[i].inputs[j]] = 1;
+    for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
+    int64_t b = 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (used[v] && g->values[v].constant) b += (int64_t)g->values[v].constant->nbytes;
+    free(used);
+    return b;
+}

@@ -44,18 +44,6 @@ static void mapping_release(void *keep)
     free(m);
 }
 
-static bool parse_num(const char *s, int64_t *out)
-{
-    if (!s || !*s) return false;
-    int64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (INT64_MAX - 9) / 10) return false;
-        v = v * 10 + (*s - '0');
-    }
-    *out = v;
-    return true;
-}
-
 int ts_onnx_external_map(const Onnx__TensorProto *tp, const char *base_dir, ts_dtype dt, const ts_shape *shape,
                          size_t want, ts_tensor **out)
 {
@@ -65,8 +53,8 @@ int ts_onnx_external_map(const Onnx__TensorProto *tp, const char *base_dir, ts_d
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key) continue;
         if (!strcmp(e->key, "location")) loc = e->value;
-        else if (!strcmp(e->key, "offset") && !parse_num(e->value, &off)) return 0;
-        else if (!strcmp(e->key, "length") && !parse_num(e->value, &len)) return 0;
+        else if (!strcmp(e->key, "offset") && !ts_onnx_parse_offset(e->value, &off)) return 0;
+        else if (!strcmp(e->key, "length") && !ts_onnx_parse_offset(e->value, &len)) return 0;
     }
     /* the pread path checks the location and reports every problem */
     if (!loc || !*loc || loc[0] == '/' || strstr(loc, "..") || !base_dir || dt == TS_BOOL) return 0;

@@ -1298,23 +1298,6 @@ static int64_t file_weight_bytes(const Onnx__GraphProto *gp, ts_tensor *const *i
     return b;
 }
 
-/* Bytes of the constants g's nodes and outputs read: the weights a
- * written model holds. */
-static int64_t folded_bytes(const ts_graph *g)
-{
-    char *used = calloc((size_t)g->nvalues + 1, 1);
-    if (!used) return 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].ninputs; j++)
-            if (g->nodes[i].inputs[j] >= 0) used[g->nodes[i].inputs[j]] = 1;
-    for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
-    int64_t b = 0;
-    for (int v = 0; v < g->nvalues; v++)
-        if (used[v] && g->values[v].constant) b += (int64_t)g->values[v].constant->nbytes;
-    free(used);
-    return b;
-}
-
 static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
                               const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
 {
@@ -1334,7 +1317,7 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     struct ts_opaque_table *opaque = NULL;
     ts_status st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err);
     bool small_folds = false;
-    if (!st && folded_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
+    if (!st && ts_graph_weight_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
         /* folding made the weights more than 10% larger (Expand, Tile of
          * weights...): what cannot be folded without growing stays
          * computed, as the file had it */

@@ -25,6 +25,9 @@ ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_di
                                 ts_tensor **out, ts_error *err);
 /* Fills tp (already initialised) to describe t; raw_data and dims point
  * into t and name into `name`, so both must outlive the packing. */
+/* Non-negative decimal integer of an external_data entry (offset, length);
+ * false on anything else or overflow. */
+bool ts_onnx_parse_offset(const char *s, int64_t *out);
 ts_status ts_onnx_tensor_encode(Onnx__TensorProto *tp, const ts_tensor *t, const char *name, ts_error *err);
 
 /* Owner of what attribute decoding allocates (strings, tensors). */

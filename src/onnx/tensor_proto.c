@@ -51,8 +51,7 @@ const char *ts_onnx_dtype_name(int32_t t)
     return "unknown";
 }
 
-/* Non-negative decimal integer of an external_data entry. */
-static bool parse_u64(const char *s, int64_t *out)
+bool ts_onnx_parse_offset(const char *s, int64_t *out)
 {
     if (!s || !*s) return false;
     int64_t v = 0;
@@ -88,11 +87,11 @@ static ts_status read_external(const Onnx__TensorProto *tp, const char *base_dir
         if (!e->key) continue;
         if (!strcmp(e->key, "location")) loc = e->value ? e->value : "";
         else if (!strcmp(e->key, "offset")) {
-            if (!parse_u64(e->value, &off))
+            if (!ts_onnx_parse_offset(e->value, &off))
                 return ts_error_set(err, TS_ERR_PARSE, "%s: external data offset '%s' is not a number", what,
                                     e->value ? e->value : "");
         } else if (!strcmp(e->key, "length")) {
-            if (!parse_u64(e->value, &len))
+            if (!ts_onnx_parse_offset(e->value, &len))
                 return ts_error_set(err, TS_ERR_PARSE, "%s: external data length '%s' is not a number", what,
                                     e->value ? e->value : "");
         }

@@ -44,23 +44,6 @@ static double peak_rss_mb(void)
     return kb / 1024;
 }
 
-/* Bytes of the constants g's nodes and outputs read: the weights a
- * written model holds. */
-static int64_t weight_bytes(const ts_graph *g)
-{
-    char *used = calloc((size_t)g->nvalues + 1, 1);
-    if (!used) return 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].ninputs; j++)
-            if (g->nodes[i].inputs[j] >= 0) used[g->nodes[i].inputs[j]] = 1;
-    for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
-    int64_t b = 0;
-    for (int v = 0; v < g->nvalues; v++)
-        if (used[v] && g->values[v].constant) b += (int64_t)g->values[v].constant->nbytes;
-    free(used);
-    return b;
-}
-
 static int live_nodes(const ts_graph *g)
 {
     int n = 0;
@@ -176,7 +159,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     for (int k = 0; k < nsrc; k++) snprintf(res->applied[k].name, TS_OPT_NAME_MAX, "%s", src[k]->name);
     snprintf(res->applied[nsrc].name, TS_OPT_NAME_MAX, "passes");
 
-    res->weight_bytes_before = weight_bytes(g);
+    res->weight_bytes_before = ts_graph_weight_bytes(g);
     ts_check_result cr = {0};
     ts_status cst = dr.nsteps > 0 ? ts_opt_check_all(g, dr.best, o.seed, user_in, &cr, err) : TS_OK;
     if (cst == TS_ERR_UNSUPPORTED) {
@@ -206,7 +189,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                               res->max_scaled_error, at, names);
             goto done;
         }
-        int64_t grown = weight_bytes(dr.best);
+        int64_t grown = ts_graph_weight_bytes(dr.best);
         char why[256];
         double left = o.time_limit > 0 ? o.time_limit + FINISH_S - (now_s() - t0) : 60;
         /* Ctrl-C asks for the best graph now: a short measurement decides */
@@ -257,7 +240,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         goto done;
     }
     res->nodes_after = live_nodes(res->graph);
-    res->weight_bytes_after = weight_bytes(res->graph);
+    res->weight_bytes_after = ts_graph_weight_bytes(res->graph);
     if (res->optimized) {
         for (int k = 0; k <= nsrc; k++) res->applied[k].count = dr.per_source[k];
         res->rewrites = dr.names;
