@@ -245,6 +245,7 @@ Test(pet_check, negative_control_dropped_dilation_is_rejected)
 
 typedef struct collect {
     ts_source_emit emit;
+    double gain; /* reported after each candidate */
     ts_graph *g[64];
     char what[64][80];
     int count[64];
@@ -266,6 +267,7 @@ static bool take(ts_source_emit *em, ts_graph *g, const char *what, int count)
     c->g[c->n] = g;
     snprintf(c->what[c->n], sizeof c->what[c->n], "%s", what);
     c->n++;
+    em->gain = c->gain; /* what the driver would say: NAN, not costed */
     return true;
 }
 
@@ -277,6 +279,7 @@ static void propose(const ts_graph *g, collect *c)
     void *state = NULL;
     ts_error e = {0};
     memset(c, 0, sizeof *c);
+    c->gain = NAN;
     c->emit.fn = take;
     c->emit.stopped = never;
     cr_assert_eq(ts_source_pet.open(&env, &state, &e), TS_OK, "%s", e.msg);
@@ -597,6 +600,37 @@ Test(pet_post, neighbouring_dilated_convs_share_one_phase_split)
         }
     }
     cr_assert_eq(alone, 2, "each conv alone is proposed too");
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+/* A mutant the driver costed above the graph it rewrote is not proposed
+ * again for the same program (source.h, `gain`): the second graph gets
+ * none of the first one's losers. */
+Test(pet_post, losing_mutants_not_proposed_again)
+{
+    uint64_t rng = 17;
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, 4, 8, 8}));
+    int y = conv(g, x, weight(g, "w", 4, (int64_t[]){4, 4, 3, 3}, &rng), weight(g, "b", 1, (int64_t[]){4}, &rng), 2, 2);
+    output(g, unary(g, "Relu", y));
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    ts_source_env env = {.opts = &o};
+    void *state = NULL;
+    ts_error e = {0};
+    collect c;
+    memset(&c, 0, sizeof c);
+    c.gain = -1; /* every candidate costs more */
+    c.emit.fn = take;
+    c.emit.stopped = never;
+    cr_assert_eq(ts_source_pet.open(&env, &state, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_source_pet.propose(state, g, &c.emit, &e), TS_OK, "%s", e.msg);
+    int first = c.n;
+    cr_assert_gt(first, 0, "nothing proposed");
+    cr_assert_eq(ts_source_pet.propose(state, g, &c.emit, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(c.n, first, "%d losers proposed again", c.n - first);
+    ts_source_pet.close(state);
     free_all(&c);
     ts_graph_free(g);
 }
