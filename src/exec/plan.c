@@ -591,7 +591,8 @@ static ts_status init_plan(xplan *p, ts_error *err)
     p->consumers = calloc(nv, sizeof(int));
     p->claimed = calloc(nn, sizeof(bool));
     p->claimed_by = calloc(nn, sizeof *p->claimed_by);
-    if (!p->value_buf || !p->consumers || !p->claimed || !p->claimed_by) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (!p->value_buf || !p->consumers || !p->claimed || !p->claimed_by)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int v = 0; v < g->nvalues; v++) p->value_buf[v] = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];

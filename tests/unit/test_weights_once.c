@@ -235,8 +235,10 @@ Test(weights_once_session, default_plan_is_kept)
         const float *yd = y->data;
         for (int64_t r = 0; r < sizes[k]; r++) /* by hand: row r of x times W */
             for (int j = 0; j < 2; j++) {
-                float want = xd[r * 3] * (float)(1 + j) + xd[r * 3 + 1] * (float)(3 + j) + xd[r * 3 + 2] * (float)(5 + j);
-                cr_assert_float_eq(yd[r * 2 + j], want, 1e-5, "N=%lld y[%lld][%d]", (long long)sizes[k], (long long)r, j);
+                const float *xr = xd + r * 3;
+                float want = xr[0] * (float)(1 + j) + xr[1] * (float)(3 + j) + xr[2] * (float)(5 + j);
+                cr_assert_float_eq(yd[r * 2 + j], want, 1e-5, "N=%lld y[%lld][%d]", (long long)sizes[k],
+                                   (long long)r, j);
             }
         ts_tensor_unref(x);
         ts_tensor_unref(y);
