@@ -63,18 +63,29 @@ def one(b, name, batch, run, last_json, log, load):
         900)
     r["ort_ok"], r["ort_err"] = compare(b, oa, oc)
     t0, t1, o0 = [], [], []
+    q0, q1 = [], []  # quiet medians: the runs of undisturbed rounds (docs/runtime.md, "tsopt bench")
+    r["rounds_seen"] = r["rounds_disturbed"] = 0
     timing = ["--iters", str(b.iters), "--min-time", str(b.min_time), "--threads", str(b.threads), "--json"]
     for k in range(b.rounds):
         # the order alternates between rounds: with the original always first,
         # 7 of 10 ratios came out below 1.0, 5 of them between identical graphs
-        for path, t in ((src, t0), (opt, t1)) if k % 2 == 0 else ((opt, t1), (src, t0)):
-            t.append(last_json(run([b.tsopt, "bench", path] + timing, 900))["median_ms"])
+        for path, t, q in ((src, t0, q0), (opt, t1, q1)) if k % 2 == 0 else ((opt, t1, q1), (src, t0, q0)):
+            j = last_json(run([b.tsopt, "bench", path] + timing, 900))
+            t.append(j["median_ms"])
+            if j.get("quiet_median_ms") is not None:
+                q.append(j["quiet_median_ms"])
+            r["rounds_seen"] += j.get("rounds", 0)
+            r["rounds_disturbed"] += j.get("disturbed_rounds", 0)
         o0.append(last_json(run(["node", b.ort_run, src, "--inputs", ins, "--iters", str(b.iters), "--threads",
                                  str(b.threads)], 900))["median_ms"])
     r["orig_ms"], r["opt_ms"], r["ort_ms"] = statistics.median(t0), statistics.median(t1), statistics.median(o0)
     r["speedup"] = r["orig_ms"] / r["opt_ms"]
-    r["cerr0"] = r["cost0"] / r["orig_ms"] - 1
-    r["cerr1"] = r["cost1"] / r["opt_ms"] - 1
+    # the prediction reads undisturbed runs of spinning threads (cost_plan.c):
+    # compared with the bench's quiet median, the runs of its undisturbed
+    # rounds; with none, with the plain median (marked in the table)
+    r["quiet"] = bool(q0) and bool(q1)
+    r["cerr0"] = r["cost0"] / (statistics.median(q0) if r["quiet"] else r["orig_ms"]) - 1
+    r["cerr1"] = r["cost1"] / (statistics.median(q1) if r["quiet"] else r["opt_ms"]) - 1
     r["load1"] = load()
     for d in (ins, oa, ob, oc):
         shutil.rmtree(d, ignore_errors=True)
@@ -101,7 +112,10 @@ def section(b, rows, argv):
              "and through ONNX Runtime running the optimized file (both must pass rtol 1e-3 / atol 1e-4). Where "
              "the optimizer kept the original (\"none (original kept)\"), both files hold the same graph and the "
              "speedup column shows only the measurement noise at that load. Cost error: the optimizer's predicted "
-             "cost (from the cold cache) against the bench median of the same file." % (
+             "cost (from the cold cache: the sum of the steps' medians over undisturbed runs, docs/runtime.md) "
+             "against the same file's quiet bench median (`quiet_median_ms`: the median run of the bench's "
+             "undisturbed 50 ms rounds, median over the rounds; the disturbed-rounds column counts the rounds "
+             "thrown out; † = no undisturbed round, plain median used)." % (
                  b.opt_time, b.rounds, b.iters, b.min_time, b.threads))
     L.append("")
     L.append("```")
@@ -109,20 +123,21 @@ def section(b, rows, argv):
     L.append("```")
     L.append("")
     L.append("| model | batch | search s | wall s | peak MiB | original ms | optimized ms | speedup "
-             "| cost error before / after | ORT ms (original) | rewrites in the written graph "
+             "| cost error before / after | disturbed rounds | ORT ms (original) | rewrites in the written graph "
              "| max error tsopt / ORT | load |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|---|")
     ok = []
     for r in rows:
         if "error" in r:
-            L.append("| %s | %d | — | — | — | — | — | — | — | — | failed: %s | — | — |" % (
+            L.append("| %s | %d | — | — | — | — | — | — | — | — | — | failed: %s | — | — |" % (
                 r["name"], r["batch"], r["error"]))
             continue
         ok.append(r["speedup"])
-        L.append("| %s | %d | %.1f | %.1f | %.0f | %.3f | %.3f | **%.3f** | %+.0f%% / %+.0f%% | %.3f | %s "
+        L.append("| %s | %d | %.1f | %.1f | %.0f | %.3f | %.3f | **%.3f** | %+.0f%% / %+.0f%%%s | %d of %d | %.3f | %s "
                  "| %.2g%s / %.2g%s | %s → %s |" % (
             r["name"], r["batch"], r["search_s"], r["wall_s"], r["peak_mb"], r["orig_ms"], r["opt_ms"], r["speedup"],
-            100 * r["cerr0"], 100 * r["cerr1"], r["ort_ms"],
+            100 * r["cerr0"], 100 * r["cerr1"], "" if r.get("quiet", True) else " †",
+            r.get("rounds_disturbed", 0), r.get("rounds_seen", 0), r["ort_ms"],
             r["subs"], r["ts_err"], "" if r["ts_ok"] else " FAIL", r["ort_err"], "" if r["ort_ok"] else " FAIL",
             r["load0"].split()[0], r["load1"].split()[0]))
     if ok:

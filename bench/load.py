@@ -166,8 +166,9 @@ def measure(a, name, work):
                 got[(case, engine)].append(j)
                 extra = ""
                 if engine == "tsopt" and "wait_sleep_runs" in j:
-                    extra = ", %d of %d runs sleeping, %d switches" % (
-                        j["wait_sleep_runs"], j["wait_sleep_runs"] + j["wait_spin_runs"], j["wait_switches"])
+                    extra = ", %d of %d runs sleeping (%.0f of %.0f ms), %d switches" % (
+                        j["wait_sleep_runs"], j["wait_sleep_runs"] + j["wait_spin_runs"], j.get("wait_sleep_ms", 0),
+                        j.get("wait_sleep_ms", 0) + j.get("wait_spin_ms", 0), j["wait_switches"])
                 log("   round %d %-6s %-5s median %.3f ms%s" % (r + 1, case, engine, j["median_ms"], extra))
     row = {"name": name, "iters": iters}
     for case in CASES:
@@ -177,6 +178,9 @@ def measure(a, name, work):
         row[(case, "sleep")] = sum(j.get("wait_sleep_runs", 0) for j in ts)
         row[(case, "runs")] = sum(j.get("wait_sleep_runs", 0) + j.get("wait_spin_runs", 0) for j in ts)
         row[(case, "policy")] = ts[0].get("wait_policy", "?")
+        row[(case, "switches")] = sum(j.get("wait_switches", 0) for j in ts)
+        row[(case, "sleep_ms")] = sum(j.get("wait_sleep_ms", 0) for j in ts)
+        row[(case, "all_ms")] = sum(j.get("wait_sleep_ms", 0) + j.get("wait_spin_ms", 0) for j in ts)
     return row
 
 
@@ -196,20 +200,23 @@ def section(a, rows, started, elapsed, argv, load_before):
     L.append("```\n")
     L.append("Latency: each process's median run, the median over the rounds. \"busy/quiet\": tsopt's latency in the "
              "case over its quiet latency (bound: 2.5); \"tsopt/ORT\": bound 1 in the busy cases. \"sleeping runs\": "
-             "runs tsopt began with sleeping idle threads (docs/runtime.md, Threading).\n")
-    L.append("| model | case | tsopt ms | ORT ms | tsopt/ORT | tsopt busy/quiet | ORT busy/quiet | sleeping runs | within bounds |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
+             "runs tsopt began with sleeping idle threads (docs/runtime.md, Threading), and their share of the run time; "
+             "\"switches\": mode changes, all rounds together.\n")
+    L.append("| model | case | tsopt ms | ORT ms | tsopt/ORT | tsopt busy/quiet | ORT busy/quiet | sleeping runs "
+             "| switches | within bounds |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         if "error" in r:
-            L.append("| %s | — | — | — | — | — | — | — | failed: %s |" % (r["name"], r["error"].replace("|", "/")))
+            L.append("| %s | — | — | — | — | — | — | — | — | failed: %s |" % (r["name"], r["error"].replace("|", "/")))
             continue
         q_ts, q_ort = r[("quiet", "tsopt")], r[("quiet", "ort")]
         for case in CASES:
             ts, ort = r[(case, "tsopt")], r[(case, "ort")]
             ok = "—" if case == "quiet" else ("yes" if ts <= ort and ts <= 2.5 * q_ts else "**no**")
-            L.append("| %s | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %d of %d | %s |" % (
+            all_ms = r.get((case, "all_ms"), 0)
+            L.append("| %s | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %d of %d (%.0f%% of the time) | %d | %s |" % (
                 r["name"], case, ts, ort, ts / ort, ts / q_ts, ort / q_ort, r[(case, "sleep")], r[(case, "runs")],
-                ok))
+                100 * r.get((case, "sleep_ms"), 0) / all_ms if all_ms else 0, r.get((case, "switches"), 0), ok))
     L.append("")
     return "\n".join(L) + "\n"
 

@@ -115,7 +115,7 @@ class InferenceSession:
                 want.append(outs.index(n))
         arrays = []
         for name, dtype in zip(names, self._in_dtypes):
-            a = np.ascontiguousarray(input_feed[name])
+            a = np.require(input_feed[name], requirements='C')  # not ascontiguousarray: it makes scalars 1-D
             if a.dtype.name != dtype:
                 raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects {dtype}")
             arrays.append(a)

@@ -6,11 +6,13 @@
  * depend on input values (value_inputs.h) is loaded at each run's shapes
  * and values of those inputs, and cached by both. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "api/value_inputs.h"
 #include "ir/meta.h"
 #include "tsopt.h"
@@ -31,10 +33,12 @@ typedef struct entry {
 
 struct ts_session {
     char *path;
-    /* The file's bytes and folder, kept for loading at new sizes (models
-     * with symbolic dimensions only): the file may be gone by then. */
-    void *bytes;
-    size_t size;
+    /* The file, kept open for loading at new sizes (models with symbolic
+     * dimensions only; -1 otherwise): it may be gone from its folder by
+     * then.  Not its bytes: those would be a second copy of the weights for
+     * the session's whole life. */
+    int fd;
+    uint64_t size;
     char *base_dir;
     ts_graph *graph; /* at the default sizes; NULL by value */
     ts_plan_opts popts;
@@ -58,20 +62,14 @@ static bool has_symbolic(const ts_graph *g)
     return false;
 }
 
-static ts_status read_file(ts_session *s, ts_error *err)
+static ts_status open_file(ts_session *s, ts_error *err)
 {
-    FILE *f = fopen(s->path, "rb");
-    if (!f) return ts_error_set(err, TS_ERR_IO, "cannot open model '%s': %s", s->path, strerror(errno));
+    s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0) return ts_error_set(err, TS_ERR_IO, "cannot open model '%s': %s", s->path, strerror(errno));
     struct stat sb;
-    ts_status st = TS_OK;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode))
-        st = ts_error_set(err, TS_ERR_IO, "cannot read model '%s': not a regular file", s->path);
-    else if (!(s->bytes = malloc((size_t)sb.st_size + 1)))
-        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory reading model '%s'", s->path);
-    else if ((s->size = fread(s->bytes, 1, (size_t)sb.st_size, f)) != (size_t)sb.st_size || ferror(f))
-        st = ts_error_set(err, TS_ERR_IO, "cannot read model '%s': short read", s->path);
-    fclose(f);
-    if (st) return st;
+    if (fstat(s->fd, &sb) || !S_ISREG(sb.st_mode))
+        return ts_error_set(err, TS_ERR_IO, "cannot read model '%s': not a regular file", s->path);
+    s->size = (uint64_t)sb.st_size;
     /* external data is found relative to the model's folder */
     if (!(s->base_dir = strdup(s->path))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     char *slash = strrchr(s->base_dir, '/');
@@ -101,9 +99,19 @@ static ts_io_info *io_infos(const ts_graph *g, bool output)
  * inputs and outputs come from the file; graphs are made at run time. */
 static ts_status open_by_value(ts_session *s, ts_error *err)
 {
-    ts_status st = read_file(s, err);
+    ts_status st = open_file(s, err);
     if (st) return st;
-    if (!(s->mp = onnx__model_proto__unpack(NULL, s->size, s->bytes)) || !s->mp->graph)
+    uint8_t *bytes = malloc(s->size ? (size_t)s->size : 1);
+    if (!bytes) return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading model '%s'", s->path);
+    const ts_onnx_src src = {.fd = s->fd, .size = s->size};
+    const ts_onnx_span all = {0, s->size};
+    char what[300];
+    snprintf(what, sizeof what, "model '%.250s'", s->path);
+    if (!(st = ts_onnx_span_read(&src, &all, bytes, what, err)))
+        s->mp = onnx__model_proto__unpack(NULL, (size_t)s->size, bytes);
+    free(bytes); /* the unpacked message is what loads read */
+    if (st) return st;
+    if (!s->mp || !s->mp->graph)
         return ts_error_set(err, TS_ERR_PARSE, "model '%s' is not a valid ONNX protobuf", s->path);
     if ((st = ts_vin_io_infos(s->mp, &s->ins, &s->nin, &s->any_shape, &s->outs, &s->nout, err)))
         return ts_error_prefix(err, "model '%s'", s->path);
@@ -121,6 +129,7 @@ ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_er
         free(s);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
     }
+    s->fd = -1;
     pthread_mutex_init(&s->lock, NULL);
     s->popts.threads = threads;
     s->popts.release_packed_weights = true; /* each graph here is planned once (weights held once) */
@@ -131,7 +140,7 @@ ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_er
         st = open_by_value(s, &e);
         *err = e; /* the load's complaint is answered: no error left on success */
     } else {
-        if (!st && has_symbolic(s->graph)) st = read_file(s, err);
+        if (!st && has_symbolic(s->graph)) st = open_file(s, err);
         if (!st && (!(s->ins = io_infos(s->graph, false)) || !(s->outs = io_infos(s->graph, true))))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
         if (!st) {
@@ -168,7 +177,7 @@ void ts_session_free(ts_session *s)
     free(s->any_shape);
     free(s->ins);
     free(s->outs);
-    free(s->bytes);
+    if (s->fd >= 0) close(s->fd);
     free(s->base_dir);
     free(s->path);
     pthread_mutex_destroy(&s->lock);
@@ -294,9 +303,10 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     ts_status st = TS_OK;
     if (s->mp) st = load_by_value(s, e, inputs, err);
     else if (defaults) e->g = s->graph;
-    else if (!s->bytes) /* no symbolic dimension: check_inputs let only the declared shapes through */
+    else if (s->fd < 0) /* no symbolic dimension: check_inputs let only the declared shapes through */
         st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
-    else if ((st = ts_onnx_load_buffer(s->bytes, s->size, s->base_dir, binds, n, &e->g, err)))
+    else if ((st = ts_onnx_load_src(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model", binds, n,
+                                    &e->g, err)))
         ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
     free(binds);
     /* the default sizes' plan empties the session graph's packed weights:

@@ -2,6 +2,7 @@
  * they are, and the model loaded with their values as constants. */
 #include <stdlib.h>
 #include <string.h>
+#include "api/loop_unroll.h"
 #include "api/value_inputs.h"
 #include "ops/op.h"
 
@@ -71,6 +72,25 @@ ts_status ts_vin_io_infos(const Onnx__ModelProto *mp, ts_io_info **ins, int *nin
     return TS_OK;
 }
 
+/* Whether a graph attribute of n (at any depth) computes or initializes name. */
+static bool body_defines(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t a = 0; a < n->n_attribute; a++) {
+        const Onnx__AttributeProto *at = n->attribute[a];
+        for (size_t q = 0; q < at->n_graphs + 1; q++) {
+            const Onnx__GraphProto *g = q < at->n_graphs ? at->graphs[q] : at->g;
+            if (!g) continue;
+            if (is_initializer(g, name)) return true;
+            for (size_t k = 0; k < g->n_node; k++) {
+                for (size_t o = 0; o < g->node[k]->n_output; o++)
+                    if (g->node[k]->output[o] && !strcmp(g->node[k]->output[o], name)) return true;
+                if (body_defines(g->node[k], name)) return true;
+            }
+        }
+    }
+    return false;
+}
+
 int ts_vin_mark_sources(const Onnx__ModelProto *mp, const char *name, bool *mark)
 {
     const Onnx__GraphProto *gp = mp->graph;
@@ -102,6 +122,17 @@ int ts_vin_mark_sources(const Onnx__ModelProto *mp, const char *name, bool *mark
             const Onnx__NodeProto *nd = gp->node[k];
             bool produces = false;
             for (size_t o = 0; o < nd->n_output && !produces; o++) produces = nd->output[o] && !strcmp(nd->output[o], v);
+            /* a value inside a body: a Loop's shapes there follow its trip
+             * count and condition (which unroll it, loop_unroll.h); other
+             * bodies' follow any input of the node */
+            bool loop = nd->op_type && !strcmp(nd->op_type, "Loop");
+            if (!produces && body_defines(nd, v)) {
+                if (seen[k]) continue;
+                seen[k] = true;
+                for (size_t j = 0; j < (loop && nd->n_input > 2 ? 2 : nd->n_input); j++)
+                    if (nd->input[j] && *nd->input[j] && ntodo < cap) todo[ntodo++] = nd->input[j];
+                continue;
+            }
             if (!produces || seen[k]) continue;
             seen[k] = true;
             /* Shape and Size read only their input's shape, which the
@@ -129,6 +160,7 @@ ts_status ts_vin_load(const Onnx__ModelProto *mp, const char *base_dir, const ts
     ts_input_bind *binds = calloc((size_t)nin + 1, sizeof *binds);
     ts_status st = TS_OK;
     uint8_t *buf = NULL;
+    ts_unroll_arena arena = {0};
     if (!tps || !inits || !binds) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
@@ -149,13 +181,28 @@ ts_status ts_vin_load(const Onnx__ModelProto *mp, const char *base_dir, const ts
         if ((st = ts_onnx_tensor_encode(&tps[k], inputs[i], ins[i].name, err))) goto done;
         inits[g2.n_initializer++] = &tps[k++];
     }
-    size_t size = onnx__model_proto__get_packed_size(&m2);
-    if (!(buf = malloc(size ? size : 1))) {
-        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        goto done;
+    int opset = 1;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const char *d = mp->opset_import[i]->domain;
+        if (!d || !*d || !strcmp(d, "ai.onnx")) opset = (int)mp->opset_import[i]->version;
     }
-    onnx__model_proto__pack(&m2, buf);
-    if ((st = ts_onnx_load_buffer(buf, size, base_dir, binds, nb, out, err))) goto done;
+    /* a Loop whose body's shapes follow the iteration number is unrolled
+     * once its trip count is a constant (loop_unroll.h), and loaded again */
+    for (int tries = 0;; tries++) {
+        size_t size = onnx__model_proto__get_packed_size(&m2);
+        free(buf);
+        if (!(buf = malloc(size ? size : 1))) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        onnx__model_proto__pack(&m2, buf);
+        if (!(st = ts_onnx_load_buffer(buf, size, base_dir, binds, nb, out, err))) break;
+        char name[256];
+        int r = tries < 16 && ts_vin_needs_value(err, name, sizeof name) ? ts_loop_unroll(&g2, name, opset, &arena) : 0;
+        if (r < 0) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory unrolling a loop");
+        if (r <= 0) goto done;
+        memset(err, 0, sizeof *err);
+    }
     for (int g = 0; g < (*out)->ninputs; g++) {
         const char *name = (*out)->values[(*out)->inputs[g]].name;
         slot[g] = -1;
@@ -169,6 +216,7 @@ ts_status ts_vin_load(const Onnx__ModelProto *mp, const char *base_dir, const ts
         }
     }
 done:
+    ts_unroll_arena_free(&arena);
     free(buf);
     free(tps);
     free(inits);

@@ -2,11 +2,13 @@
  * once, a few warm-up runs fill caches and let OpenMP spin up, then N timed
  * runs (monotonic clock) give median/min/max.  --json prints exactly one
  * JSON object (for bench/ scripts comparing with ONNX Runtime's runner). */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "opt/measure.h"
 #include "util/wait_policy.h"
 
 static const char USAGE[] =
@@ -78,6 +80,84 @@ static int parse(int argc, char **argv, bench_args *a)
     return CLI_OK;
 }
 
+/* A round of timed runs lasts about this long: long enough for the
+ * tick-based counters (/proc/stat, 10 ms) to mean something, short enough
+ * that a disturbance costs few runs. */
+#define ROUND_MS 50.0
+
+/* Wall time of runs first..n-1. */
+static double round_ms(const double *t, long first, long n)
+{
+    double s = 0;
+    for (long i = first; i < n; i++) s += t[i];
+    return s;
+}
+
+/* Ends round *nround (runs rfirst[*nround]..n-1; *pa taken before it):
+ * its evidence into rs[*nround], growing the arrays. */
+static bool round_close(ts_measure_sample **rs_p, long **rfirst_p, long *nround, long *rcap, const double *t, long n,
+                        const ts_measure_probe *pa, ts_measure_probe *pb)
+{
+    ts_measure_probe_take(pb);
+    if (*nround + 1 >= *rcap) {
+        long c = *rcap * 2;
+        ts_measure_sample *r = realloc(*rs_p, sizeof *r * (size_t)c);
+        if (!r) return false;
+        *rs_p = r;
+        long *f = realloc(*rfirst_p, sizeof *f * (size_t)(c + 1));
+        if (!f) return false;
+        *rfirst_p = f;
+        *rcap = c;
+    }
+    ts_measure_sample *x = &(*rs_p)[*nround];
+    *x = (ts_measure_sample){0};
+    ts_measure_sample_between(x, pa, pb);
+    long first = (*rfirst_p)[*nround], k = n - first;
+    double *c = malloc(sizeof *c * (size_t)k);
+    if (!c) return false;
+    memcpy(c, t + first, sizeof *c * (size_t)k);
+    x->med_ms = cli_sort_median(c, k);
+    x->min_ms = c[0];
+    free(c);
+    (*rfirst_p)[++*nround] = n;
+    return true;
+}
+
+/* The runs of undisturbed rounds. */
+typedef struct quiet_stats {
+    long rounds, disturbed;   /* rounds of timed runs, and those thrown out */
+    long runs;                /* runs in the undisturbed rounds */
+    double median_ms, min_ms; /* over those runs; NAN when none */
+    unsigned reasons;         /* TS_MEASURE_* of the disturbed rounds, or-ed */
+} quiet_stats;
+
+static bool quiet_median(ts_measure_sample *rs, const long *rfirst, long nround, const double *t, long n, int threads,
+                         quiet_stats *q)
+{
+    ts_measure_machine m = {.threads = threads, .cores = omp_get_num_procs()};
+    int nr = nround > 1 << 30 ? 1 << 30 : (int)nround;
+    ts_measure_judge_runs(rs, nr, &m);
+    double *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
+    if (!c) return false;
+    *q = (quiet_stats){.rounds = nr, .median_ms = NAN, .min_ms = NAN};
+    for (int r = 0; r < nr; r++) {
+        if (rs[r].flags) {
+            q->disturbed++;
+            q->reasons |= rs[r].flags;
+            continue;
+        }
+        for (long i = rfirst[r]; i < rfirst[r + 1]; i++) c[q->runs++] = t[i];
+    }
+    if (q->runs) {
+        q->median_ms = cli_sort_median(c, q->runs);
+        q->min_ms = c[0];
+    }
+    free(c);
+    return true;
+}
+
+static const char *const REASON_NAMES[] = {"run delay", "CPU share", "other runnable tasks", "steal", "collapse"};
+
 static void json_string(const char *s)
 {
     putchar('"');
@@ -95,7 +175,7 @@ static void json_string(const char *s)
 
 /* t: the n times sorted ascending, med their median. */
 static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, long n,
-                   double med, double build_ms)
+                   double med, double build_ms, const quiet_stats *q)
 {
     double mean = 0;
     for (long i = 0; i < n; i++) mean += t[i] / (double)n;
@@ -110,11 +190,24 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
                med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
                st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
         json_string(ts_wait_policy_name());
+        printf(", \"rounds\": %ld, \"disturbed_rounds\": %ld, \"quiet_runs\": %ld, \"quiet_median_ms\": ", q->rounds,
+               q->disturbed, q->runs);
+        if (q->runs)
+            printf("%.4f, \"quiet_min_ms\": %.4f", q->median_ms, q->min_ms);
+        else
+            printf("null, \"quiet_min_ms\": null");
+        printf(", \"disturbed_by\": [");
+        for (int i = 0, k = 0; i < 5; i++)
+            if (q->reasons >> i & 1) printf("%s\"%s\"", k++ ? ", " : "", REASON_NAMES[i]);
+        printf("]");
         /* runs in each mode of the adaptive policy (warm-up included) */
         ts_wait_stats ws;
         ts_wait_get_stats(&ws);
-        printf(", \"wait_sleep_runs\": %ld, \"wait_spin_runs\": %ld, \"wait_switches\": %d}\n", ws.sleep_runs,
-               ws.spin_runs, ws.to_sleep + ws.to_spin);
+        printf(", \"wait_sleep_runs\": %ld, \"wait_spin_runs\": %ld, \"wait_switches\": %d, \"wait_to_sleep\": %d, "
+               "\"wait_to_spin\": %d, \"wait_sleep_ms\": %.1f, \"wait_spin_ms\": %.1f, \"wait_windows\": %ld, "
+               "\"wait_busy_windows\": %ld, \"wait_vetoed\": %ld}\n",
+               ws.sleep_runs, ws.spin_runs, ws.to_sleep + ws.to_spin, ws.to_sleep, ws.to_spin, ws.sleep_ms,
+               ws.spin_ms, ws.windows, ws.busy_windows, ws.vetoed);
         return;
     }
     const double mib = 1024.0 * 1024.0;
@@ -122,6 +215,21 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
     printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "
            "threads, OpenMP wait %s)\n",
            med, t[0], t[n - 1], mean, n, a->warmup, o->threads, ts_wait_policy_name());
+    if (q->runs)
+        printf("quiet: median %.3f ms, min %.3f ms over the %ld runs of %ld undisturbed rounds of %ld", q->median_ms,
+               q->min_ms, q->runs, q->rounds - q->disturbed, q->rounds);
+    else
+        printf("quiet: none of %ld rounds undisturbed", q->rounds);
+    for (int i = 0, k = 0; i < 5; i++)
+        if (q->reasons >> i & 1) printf("%s%s", k++ ? ", " : " (disturbed by: ", REASON_NAMES[i]);
+    printf("%s\n", q->reasons ? ")" : "");
+    ts_wait_stats ws;
+    ts_wait_get_stats(&ws);
+    if (ws.spin_runs + ws.sleep_runs)
+        printf("wait: %ld runs (%.1f ms) spinning, %ld runs (%.1f ms) sleeping, %d switches to sleep, %d to spin; "
+               "%ld of %ld windows disturbed, %ld not followed (others' CPU low)\n",
+               ws.spin_runs, ws.spin_ms, ws.sleep_runs, ws.sleep_ms, ws.to_sleep, ws.to_spin, ws.busy_windows,
+               ws.windows, ws.vetoed);
     printf("plan: %d steps (%d nodes fused, %d reorders, %d reference, %d on oneDNN's reference), built in %.1f ms\n",
            st->steps, st->fused_nodes, st->reorders, st->fallback_steps, st->ref_impls, build_ms);
     printf("memory: arena %.2f MiB (%.2f MiB without reuse), weights %.2f MiB (%.2f MiB of originals freed once "
@@ -173,33 +281,62 @@ int cli_bench(int argc, char **argv)
         goto done;
     }
     double build_ms = cli_now_ms() - t0;
-    long n = 0, cap = a.iters;
+    /* Timed runs in rounds of about ROUND_MS, each bracketed by the
+     * disturbance evidence of opt/measure.c (run delay, CPU share, other
+     * runnable tasks, steal, collapse): the runs of undisturbed rounds give
+     * quiet_median_ms, the one to compare across processes. */
+    long n = 0, cap = a.iters, nround = 0, rcap = 16;
     double total_ms = 0;
+    ts_measure_sample *rs = calloc((size_t)rcap, sizeof *rs);
+    long *rfirst = calloc((size_t)rcap + 1, sizeof *rfirst);
+    if (!rs || !rfirst) {
+        free(rs);
+        free(rfirst);
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    ts_measure_probe pa, pb;
     for (long i = 0; i < a.warmup || n < a.iters || (total_ms < a.min_time * 1e3 && n < 1000000); i++) {
+        bool timed = i >= a.warmup;
+        if (timed && (n == 0 || round_ms(times, rfirst[nround], n) >= ROUND_MS)) {
+            /* a round ends here, the next begins */
+            if (n > 0 && !round_close(&rs, &rfirst, &nround, &rcap, times, n, &pa, &pb)) goto oom;
+            rfirst[nround] = n;
+            ts_measure_probe_take(&pa);
+        }
         double s = cli_now_ms();
         if (ts_plan_run(plan, in, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
+            free(rs);
+            free(rfirst);
             goto done;
         }
-        if (i < a.warmup) continue;
+        if (!timed) continue;
         if (n == cap) {
             double *t = realloc(times, sizeof *times * (size_t)(cap *= 2));
-            if (!t) {
-                cli_error(CLI_FAIL, "out of memory");
-                goto done;
-            }
+            if (!t) goto oom;
             times = t;
         }
         times[n] = cli_now_ms() - s;
         total_ms += times[n++];
     }
+    if (n > 0 && !round_close(&rs, &rfirst, &nround, &rcap, times, n, &pa, &pb)) goto oom;
+    ts_plan_opts used = o;
+    if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
+    quiet_stats q = {0};
+    if (!quiet_median(rs, rfirst, nround, times, n, used.threads, &q)) goto oom;
+    free(rs);
+    free(rfirst);
     double med = cli_sort_median(times, n);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
-    ts_plan_opts used = o;
-    if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
-    report(&a, &used, &st, times, n, med, build_ms);
+    report(&a, &used, &st, times, n, med, build_ms, &q);
     rc = CLI_OK;
+    goto done;
+oom:
+    free(rs);
+    free(rfirst);
+    cli_error(CLI_FAIL, "out of memory");
 done:
     for (int i = 0; i < nin; i++)
         if (in) ts_tensor_unref(in[i]);

@@ -220,6 +220,7 @@ typedef struct bld {
     ts_error *err;
     tref scope[EIN_MAX_SCOPES];
     bool done[EIN_MAX_SCOPES];
+    bool mixed; /* building the MatMuls an eOperator reads (ts_ein_instantiate_mixed) */
 } bld;
 
 static void fresh(bld *b, const char *kind, char *out, size_t n)
@@ -265,11 +266,28 @@ static int scalar(bld *b, double v)
     return id;
 }
 
+static int reshape(bld *b, int v, const int64_t *dims, int nd);
+
 static int transpose(bld *b, int v, const int *perm, int nd)
 {
     bool id = true;
     for (int j = 0; j < nd; j++) id &= perm[j] == j;
     if (id || v < 0) return v;
+    /* moving only dimensions of size 1 keeps the bytes in place: a Reshape,
+     * a view, instead of a copy (NCHW with N = 1 read as [C, N*H*W]) */
+    const ts_shape *sh = &b->g->values[v].shape;
+    int last = -1;
+    bool inplace = sh->rank == nd;
+    for (int j = 0; j < nd && inplace; j++) {
+        if (sh->dims[perm[j]] == 1) continue;
+        inplace = perm[j] > last;
+        last = perm[j];
+    }
+    if (inplace) {
+        int64_t dims[TS_MAX_RANK];
+        for (int j = 0; j < nd; j++) dims[j] = sh->dims[perm[j]];
+        return reshape(b, v, dims, nd);
+    }
     int64_t p[TS_MAX_RANK];
     for (int j = 0; j < nd; j++) p[j] = perm[j];
     ts_attr at = ts_attr_ints("perm", p, nd);
@@ -596,6 +614,32 @@ static int build_arith(bld *b, int s, int n)
     return node(b, ops[x->op], ins, x->b >= 0 ? 2 : 1, NULL, 0);
 }
 
+/* Whether a reader of scope s reads, at one of its dimensions, the
+ * innermost traversal iterator of the scope it is in (the eOperator's
+ * contiguous, vectorized loop) while that dimension is in MatMul s's M
+ * group: then the operands are swapped so it becomes N, the innermost
+ * dimension of the MatMul's result, and the eOperator reads it
+ * contiguously (a 1x11 conv's OffsetReduce read its [11, H*W, 21] result
+ * at stride 21 and took longer than the Slices and Adds it replaced). */
+static bool inner_in_m(const ts_ein *e, int s, const mm *m)
+{
+    for (int k = 0; k < e->nscope; k++) {
+        if (k == s || !e->scope[k].ntrav) continue;
+        int last = e->scope[k].trav[e->scope[k].ntrav - 1];
+        for (int n = 0; n < e->nnode; n++) {
+            const ts_ein_node *r = &e->node[n];
+            if (r->op != EIN_READ || r->src != -s - 1) continue;
+            for (int d = 0; d < r->rank && d < e->scope[s].ntrav; d++) {
+                if (!ts_ein_idx_coef(&e->idx[r->idx + d], last)) continue;
+                int it = e->scope[s].trav[d];
+                for (int j = 0; j < m->ngrp[G_M]; j++)
+                    if (m->grp[G_M][j] == it) return true;
+            }
+        }
+    }
+    return false;
+}
+
 static ts_status scope_build(bld *b, int s)
 {
     mm m;
@@ -603,6 +647,16 @@ static ts_status scope_build(bld *b, int s)
     switch (ts_ein_scope_kind(b->e, s)) {
     case EIN_KIND_MATMUL:
         mm_analyze(b->e, s, &m);
+        if (b->mixed && inner_in_m(b->e, s, &m)) { /* A x B as (B^T A^T)^T: the same scope */
+            int r = m.read[0];
+            m.read[0] = m.read[1], m.read[1] = r;
+            int16_t g[EIN_MAX_TRAV];
+            memcpy(g, m.grp[G_M], sizeof g);
+            memcpy(m.grp[G_M], m.grp[G_N], sizeof g);
+            memcpy(m.grp[G_N], g, sizeof g);
+            int n = m.ngrp[G_M];
+            m.ngrp[G_M] = m.ngrp[G_N], m.ngrp[G_N] = n;
+        }
         st = build_matmul(b, s, &m);
         break;
     case EIN_KIND_REDUCE: st = build_reduce(b, s); break;
@@ -642,5 +696,115 @@ ts_status ts_ein_instantiate(const ts_ein *e, ts_graph *g, const int *inputs, co
     v = reshape(&b, v, e->out_shape.dims, e->out_shape.rank);
     if (v < 0) return fail(&b);
     *out = v;
+    return TS_OK;
+}
+
+/* ------------------------------------------- library MatMul + eOperator */
+
+bool ts_ein_mixable(const ts_ein *e)
+{
+    if (e->nscope < 2 || ts_ein_scope_kind(e, 0) == EIN_KIND_MATMUL) return false;
+    int nmm = 0;
+    for (int s = 0; s < e->nscope; s++) {
+        ts_ein_kind k = ts_ein_scope_kind(e, s);
+        if (k == EIN_KIND_NONE) return false;
+        if (k != EIN_KIND_MATMUL) continue;
+        nmm++;
+        /* a MatMul reads inputs and other MatMuls only: it is built first */
+        mm m;
+        mm_analyze(e, s, &m);
+        for (int o = 0; o < 2; o++) {
+            int src = e->node[m.read[o]].src;
+            if (src < 0 && ts_ein_scope_kind(e, ts_ein_src_scope(src)) != EIN_KIND_MATMUL) return false;
+        }
+    }
+    return nmm > 0;
+}
+
+/* Every MatMul scope of e built as library nodes, every other scope
+ * fused into one eOperator reading the MatMul results in the layout they
+ * were built in (their tref: physical dim j holds position lay[j], from
+ * lo[lay[j]]) and the inputs those scopes read. */
+ts_status ts_ein_instantiate_mixed(const ts_ein *e, ts_graph *g, const int *inputs, const char *prefix, int *out,
+                                   ts_error *err)
+{
+    if (!ts_ein_mixable(e)) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: no MatMul to keep in a library");
+    if (g->opset < 11) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: opset %d < 11", g->opset);
+    bld b = {.e = e, .g = g, .inputs = inputs, .prefix = prefix, .err = err, .dtype = TS_F32, .mixed = true};
+    if (e->ninputs) b.dtype = g->values[inputs[0]].dtype;
+    for (int s = 1; s < e->nscope; s++)
+        if (ts_ein_scope_kind(e, s) == EIN_KIND_MATMUL && !b.done[s] && scope_build(&b, s)) return err->code;
+    /* the eOperator: e without its MatMul scopes, whose reads become reads of new inputs */
+    ts_ein f = *e;
+    int map_in[EIN_MAX_INPUTS], map_mm[EIN_MAX_SCOPES], vals[EIN_MAX_INPUTS], nin = 0;
+    bool used_in[EIN_MAX_INPUTS] = {0}, used_mm[EIN_MAX_SCOPES] = {0};
+    /* which inputs and MatMul scopes the remaining scopes read: walk each body */
+    for (int s = 0; s < e->nscope; s++) {
+        if (ts_ein_scope_kind(e, s) == EIN_KIND_MATMUL) continue;
+        int stack[EIN_MAX_NODES], sp = 0;
+        stack[sp++] = e->scope[s].body;
+        while (sp) {
+            const ts_ein_node *x = &e->node[stack[--sp]];
+            if (x->op == EIN_READ) {
+                if (x->src >= 0) used_in[x->src] = true;
+                else if (ts_ein_scope_kind(e, ts_ein_src_scope(x->src)) == EIN_KIND_MATMUL)
+                    used_mm[ts_ein_src_scope(x->src)] = true;
+                continue;
+            }
+            if (x->op == EIN_NUM) continue;
+            if (x->a >= 0 && sp < EIN_MAX_NODES) stack[sp++] = x->a;
+            if (x->b >= 0 && sp < EIN_MAX_NODES) stack[sp++] = x->b;
+        }
+    }
+    for (int i = 0; i < e->ninputs; i++) {
+        map_in[i] = -1;
+        if (!used_in[i]) continue;
+        if (nin == EIN_MAX_INPUTS) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: too many eOperator inputs");
+        f.in_shape[nin] = e->in_shape[i];
+        vals[nin] = inputs[i];
+        map_in[i] = nin++;
+    }
+    for (int s = 0; s < e->nscope; s++) {
+        map_mm[s] = -1;
+        if (!used_mm[s]) continue;
+        if (nin == EIN_MAX_INPUTS) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: too many eOperator inputs");
+        f.in_shape[nin] = g->values[b.scope[s].v].shape;
+        if (f.in_shape[nin].rank != b.scope[s].nd)
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: a MatMul result of another rank than its scope");
+        vals[nin] = b.scope[s].v;
+        map_mm[s] = nin++;
+    }
+    f.ninputs = nin;
+    for (int n = 0; n < f.nnode; n++) {
+        ts_ein_node *x = &f.node[n];
+        if (x->op != EIN_READ) continue;
+        if (x->src >= 0) {
+            x->src = (int16_t)(map_in[x->src] >= 0 ? map_in[x->src] : x->src); /* unused reads are dropped by gc */
+            continue;
+        }
+        int s = ts_ein_src_scope(x->src);
+        if (map_mm[s] < 0) continue;
+        const tref *t = &b.scope[s];
+        ts_ein_idx old[EIN_MAX_TRAV];
+        for (int d = 0; d < x->rank; d++) old[d] = e->idx[x->idx + d];
+        for (int j = 0; j < t->nd; j++) {
+            ts_ein_idx ix = old[t->lay[j]];
+            ix.c -= t->lo[t->lay[j]];
+            f.idx[x->idx + j] = ix;
+        }
+        x->src = (int16_t)map_mm[s];
+    }
+    ts_ein_gc(&f);
+    size_t need = ts_ein_to_text(&f, NULL, 0) + 1;
+    char text[16384];
+    if (need > sizeof text) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet: eOperator text too long");
+    ts_ein_to_text(&f, text, sizeof text);
+    ts_ein check;
+    if (ts_ein_from_text(text, &check, err)) return err->code; /* what the node will parse */
+    char name[200];
+    fresh(&b, "eop", name, sizeof name);
+    const char *oname = name;
+    ts_attr at = ts_attr_string("expr", text);
+    if (ts_graph_add_node(g, "tsopt.EinNetOp", name, vals, nin, &at, 1, 1, &oname, out, err) < 0) return err->code;
     return TS_OK;
 }

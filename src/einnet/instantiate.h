@@ -30,4 +30,16 @@ void ts_ein_describe(const ts_ein *e, char *buf, size_t n);
 ts_status ts_ein_instantiate(const ts_ein *e, ts_graph *g, const int *inputs, const char *prefix, int *out,
                              ts_error *err);
 
+/* Whether e can be built as library MatMuls plus one eOperator: its root
+ * is not a MatMul, it has a MatMul scope, and every MatMul reads only
+ * inputs and other MatMuls. */
+bool ts_ein_mixable(const ts_ein *e);
+/* The MatMul scopes of e as library nodes (as ts_ein_instantiate builds
+ * them), every other scope fused into one eOperator node (tsopt.EinNetOp)
+ * reading the MatMul results where they lie and the inputs those scopes
+ * read: an OffsetReduce summed in one pass instead of a Pad, a Slice per
+ * point and an Add per point.  *out: the eOperator's output (e->out_shape). */
+ts_status ts_ein_instantiate_mixed(const ts_ein *e, ts_graph *g, const int *inputs, const char *prefix, int *out,
+                                   ts_error *err);
+
 #endif

@@ -4,7 +4,9 @@
  * where the derivations differ from what the runtime already does), the
  * node's expression is searched (search.c) for derivations whose every
  * scope instantiates in standard operators (instantiate.c); each is one
- * candidate: the node replaced by its instantiation.  The driver costs,
+ * candidate: the node replaced by its instantiation (library operators;
+ * the first derivation of a small expression also as one eOperator node,
+ * which the exporter writes as an ONNX function).  The driver costs,
  * dedups and keeps or drops them like any other proposal.
  *
  * The search depends only on the expression, so its results are cached
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "einnet/codegen.h"
 #include "einnet/derive.h"
 #include "einnet/instantiate.h"
 #include "ir/ir.h"
@@ -28,14 +31,24 @@
 #define MAX_CACHE 256
 #define MAX_NAMES 64
 #define CHECK_POINTS 4000000 /* evaluation points the equality check may cost */
+#define EIN_TEXT_BYTES 16384
+#define EOP_MAX_POINTS (1 << 22) /* evaluation points of an expression proposed as one eOperator */ /* an eOperator's expression text (the attribute's limit) */
+
+/* How a derivation is instantiated: its MatMuls in the library and the
+ * rest fused in one eOperator (ts_ein_instantiate_mixed), all in library
+ * and standard operators (ts_ein_instantiate), or all one eOperator. */
+enum form { FORM_MIXED, FORM_LIBRARY, FORM_EOP, NFORMS };
 
 typedef struct cached {
     uint64_t fp;
     int nfound;
     ts_ein_found *found; /* nfound entries */
     int name[MAX_FOUND]; /* index into names */
-    int verified[MAX_FOUND]; /* 0 not yet, 1 the instantiation ran equal, -1 it did not */
-    bool loses[MAX_FOUND];   /* the driver costed it above the graph it rewrote */
+    /* per derivation i and form f (enum form): [f * MAX_FOUND + i] */
+    int verified[NFORMS * MAX_FOUND]; /* 0 not yet, 1 the instantiation ran equal, -1 it did not */
+    bool loses[NFORMS * MAX_FOUND];   /* the driver costed it above the graph it rewrote */
+    int form_name[NFORMS][MAX_FOUND]; /* -1: the derivation has no such form */
+    double gain[NFORMS * MAX_FOUND];  /* the largest gain the driver costed it at (ms; 0 none) */
 } cached;
 
 typedef struct ein_state {
@@ -114,7 +127,41 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_er
         ts_ein_describe(&c->found[i].e, kinds, sizeof kinds);
         snprintf(name, sizeof name, "einnet:%s-%s", op == &ts_op_conv ? "conv" : "convt", kinds);
         c->found[c->nfound] = c->found[i];
-        c->name[c->nfound++] = intern(s, name);
+        c->name[c->nfound] = intern(s, name);
+        c->form_name[FORM_LIBRARY][c->nfound] = c->name[c->nfound];
+        c->form_name[FORM_EOP][c->nfound] = c->form_name[FORM_MIXED][c->nfound] = -1;
+        /* The first two derivations with a MatMul also as library MatMul +
+         * one eOperator for the rest (the OffsetReduce summed in one pass:
+         * oneDNN's convolution with 21 output channels and a 1x11 kernel is
+         * 5-7x slower than the MatMul of its derivation, GCN). */
+        int nmixed = 0;
+        for (int k = 0; k < c->nfound; k++) nmixed += c->form_name[FORM_MIXED][k] >= 0;
+        if (nmixed < 2 && ts_ein_mixable(&c->found[i].e)) {
+            snprintf(name, sizeof name, "einnet:%s-mixed-%.36s", op == &ts_op_conv ? "conv" : "convt", kinds);
+            c->form_name[FORM_MIXED][c->nfound] = intern(s, name);
+        }
+        /* The first derivation is also proposed as one eOperator: its
+         * scopes fused in one generated kernel, no intermediate tensor
+         * but the scratch.  Only where it can be written (every scope has
+         * a standard-operator form: the function body) and generated, and
+         * only for small expressions: the stand-in for the paper's delayed
+         * code generation.  A generated nest is plain loops (no blocking),
+         * so a compute-bound expression loses to the library by several
+         * times, and measuring it in the search would cost seconds per
+         * candidate (a CSRNet conv is 1.8 G multiply-adds); below
+         * EOP_MAX_POINTS the library's call and packing overhead is what
+         * an eOperator can win back. */
+        size_t scratch;
+        ts_error gerr = {0};
+        char *src = c->nfound == 0 && ts_ein_points(&c->found[i].e) <= EOP_MAX_POINTS
+                        ? ts_ein_codegen(&c->found[i].e, &scratch, &gerr)
+                        : NULL;
+        if (src) {
+            free(src);
+            snprintf(name, sizeof name, "einnet:%s-eop-%.36s", op == &ts_op_conv ? "conv" : "convt", kinds);
+            c->form_name[FORM_EOP][c->nfound] = intern(s, name);
+        }
+        c->nfound++;
     }
     s->derivations += c->nfound;
     s->ncache++;
@@ -123,7 +170,7 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_er
 
 /* g with node n replaced by the instantiation of e; NULL when it does not
  * fit (err untouched) or on error (err set). */
-static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, ts_error *err)
+static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, int form, ts_error *err)
 {
     ts_graph *g = ts_graph_copy(g0);
     if (!g) {
@@ -134,7 +181,17 @@ static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *
     char prefix[200];
     snprintf(prefix, sizeof prefix, "%s.einnet", g->nodes[n].name);
     int old = g->nodes[n].outputs[0], nv = -1;
-    if (ts_ein_instantiate(e, g, inputs, prefix, &nv, &lerr) || g->values[nv].producer < 0 ||
+    if (form == FORM_MIXED) {
+        if (ts_ein_instantiate_mixed(e, g, inputs, prefix, &nv, &lerr)) goto reject;
+    } else if (form == FORM_EOP) { /* one eOperator node computing all of e */
+        char text[EIN_TEXT_BYTES];
+        if (ts_ein_to_text(e, text, sizeof text) >= sizeof text) goto reject;
+        ts_attr at = ts_attr_string("expr", text);
+        if (ts_graph_add_node(g, "tsopt.EinNetOp", prefix, inputs, e->ninputs, &at, 1, 1, NULL, &nv, &lerr) < 0)
+            goto reject;
+    } else if (ts_ein_instantiate(e, g, inputs, prefix, &nv, &lerr))
+        goto reject;
+    if (g->values[nv].producer < 0 ||
         !ts_shape_eq(&g->values[nv].shape, &g->values[old].shape))
         goto reject;
     for (int i = 0; i < g->nnodes; i++) {
@@ -185,13 +242,13 @@ fail:
     return NULL;
 }
 
-static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, ts_error *err);
+static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, int form, ts_error *err);
 
 /* Runs the node and its instantiation d on one random input with the fast
  * runtime: the expression was checked mod p (where small enough), this
  * checks what was built from it, at the real shapes.  1 equal (rtol 1e-3,
  * atol 1e-4 as the final check), 0 not, -1 error. */
-static int verify_local(const ts_graph *g, int n, const ts_ein *d, ts_error *err)
+static int verify_local(const ts_graph *g, int n, const ts_ein *d, int form, ts_error *err)
 {
     ts_error lerr = {0};
     ts_graph *a = node_graph(g, n, &lerr), *b = NULL;
@@ -201,7 +258,7 @@ static int verify_local(const ts_graph *g, int n, const ts_ein *d, ts_error *err
     if (!a) goto out;
     int inputs[EIN_MAX_INPUTS];
     for (int k = 0; k < a->nodes[0].ninputs; k++) inputs[k] = a->nodes[0].inputs[k];
-    if (!(b = replace(a, 0, d, inputs, err))) {
+    if (!(b = replace(a, 0, d, inputs, form, err))) {
         res = err->code ? -1 : 0;
         goto out;
     }
@@ -242,6 +299,74 @@ out:
     return res;
 }
 
+/* The cached entry of node n's expression, if searched; *e and inputs
+ * filled. */
+static cached *lookup(ein_state *s, const ts_graph *g, int n, ts_ein *e, int *inputs)
+{
+    ts_error lerr = {0};
+    if (g->nodes[n].dead || !wanted(g, &g->nodes[n]) || ts_ein_from_node(g, n, e, inputs, &lerr)) return NULL;
+    uint64_t fp = ts_ein_fingerprint(e);
+    for (int i = 0; i < s->ncache; i++)
+        if (s->cache[i].fp == fp) return &s->cache[i];
+    return NULL;
+}
+
+/* Every operator of g replaced at once by the form of its derivation the
+ * driver found cheapest (when it found one cheaper than the operator), as
+ * one more candidate: the driver expands one graph at a time and costs
+ * every candidate of it, so on GCN its minute went into the root's 160
+ * candidates and it applied one rewrite of the twelve that pay.  Proposed
+ * again after each operator that gains (the driver skips a graph it has
+ * seen), so what the time limit leaves is the largest set so far. */
+static ts_status propose_all_cheaper(ein_state *s, const ts_graph *g, ts_source_emit *emit, ts_error *err)
+{
+    char **names = calloc(g->nnodes > 0 ? (size_t)g->nnodes : 1, sizeof *names);
+    if (!names) return ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
+    int nn = 0;
+    ts_ein e;
+    int inputs[EIN_MAX_INPUTS];
+    for (int n = 0; n < g->nnodes; n++) {
+        cached *c = lookup(s, g, n, &e, inputs);
+        for (int v = 0; c && v < NFORMS * MAX_FOUND; v++)
+            if (c->gain[v] > 0 && !c->loses[v]) {
+                names[nn++] = g->nodes[n].name;
+                break;
+            }
+    }
+    ts_graph *cur = NULL;
+    int done = 0;
+    for (int k = 0; nn >= 2 && k < nn && !emit->stopped(emit); k++) {
+        const ts_graph *src = cur ? cur : g;
+        int n = 0;
+        while (n < src->nnodes && (src->nodes[n].dead || strcmp(src->nodes[n].name, names[k]))) n++;
+        cached *c = n < src->nnodes ? lookup(s, src, n, &e, inputs) : NULL;
+        int best = -1;
+        for (int v = 0; c && v < NFORMS * MAX_FOUND; v++)
+            if (c->gain[v] > 0 && !c->loses[v] && c->verified[v] > 0 && (best < 0 || c->gain[v] > c->gain[best]))
+                best = v;
+        if (best < 0) continue;
+        ts_graph *ng = replace(src, n, &c->found[best % MAX_FOUND].e, inputs, best / MAX_FOUND, err);
+        if (!ng) {
+            if (err->code) break;
+            continue;
+        }
+        ts_graph_free(cur);
+        cur = ng;
+        done++;
+    }
+    free(names);
+    if (err->code) {
+        ts_graph_free(cur);
+        return err->code;
+    }
+    if (done < 2) {
+        ts_graph_free(cur);
+        return TS_OK;
+    }
+    emit->fn(emit, cur, "einnet:all-cheaper", done);
+    return TS_OK;
+}
+
 static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     ein_state *s = state;
@@ -257,28 +382,38 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
             if (err->code) return err->code;
             continue;
         }
-        for (int i = 0; i < c->nfound && !emit->stopped(emit); i++) {
-            if (!c->verified[i]) {
-                int ok = verify_local(g, n, &c->found[i].e, err);
+        bool won = false;
+        for (int j = 0; j < NFORMS * c->nfound && !emit->stopped(emit); j++) {
+            int form = j / c->nfound, i = j % c->nfound, v = form * MAX_FOUND + i;
+            if (c->form_name[form][i] < 0) continue;
+            if (!c->verified[v]) {
+                int ok = verify_local(g, n, &c->found[i].e, form, err);
                 if (ok < 0) return err->code;
-                c->verified[i] = ok ? 1 : -1;
+                c->verified[v] = ok ? 1 : -1;
                 s->rejected += !ok;
             }
-            if (c->verified[i] < 0) continue; /* an instantiation that differs is never proposed */
+            if (c->verified[v] < 0) continue; /* an instantiation that differs is never proposed */
             /* A derivation replaces one operator by its instantiation: what it
              * gains depends on the expression (the cache key), hardly on the
              * rest of the graph.  Once it has cost more, it is not proposed
              * for that expression again -- on nasnet_a this took einnet from
              * 3-10 s per explored graph to almost nothing after the first. */
-            if (c->loses[i]) continue;
-            ts_graph *ng = replace(g, n, &c->found[i].e, inputs, err);
+            if (c->loses[v]) continue;
+            ts_graph *ng = replace(g, n, &c->found[i].e, inputs, form, err);
             if (!ng) {
                 if (err->code) return err->code;
                 continue;
             }
-            if (!emit->fn(emit, ng, s->names[c->name[i]], 1)) return TS_OK;
-            if (emit->gain <= 0) c->loses[i] = true; /* NAN (not costed) compares false */
+            if (!emit->fn(emit, ng, s->names[c->form_name[form][i]], 1)) return TS_OK;
+            if (emit->gain <= 0) c->loses[v] = true; /* NAN (not costed) compares false */
+            if (emit->gain > c->gain[v]) {
+                c->gain[v] = emit->gain;
+                won = true;
+            }
         }
+        /* after each operator that had a cheaper form: the time limit often
+         * ends the expansion of a large graph before its last operator */
+        if (won && !emit->stopped(emit) && propose_all_cheaper(s, g, emit, err)) return err->code;
     }
     return TS_OK;
 }
@@ -288,7 +423,8 @@ static void ein_describe(void *state, char *buf, size_t n)
     (void)state;
     /* called when the source is opened: say what it does, not what it found */
     snprintf(buf, n, "Conv/ConvTranspose expressions searched to depth 7 (at most 2000 expressions each), "
-                     "derivations instantiated as MatMul + Pad/Slice/Add, each checked exactly mod p first");
+                     "derivations instantiated as MatMul + Pad/Slice/Add (and small ones as one eOperator, written as an "
+                     "ai.tsopt function), each checked exactly mod p first");
 }
 
 static void ein_close(void *state)

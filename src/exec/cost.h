@@ -94,8 +94,26 @@ typedef struct xcost_plan_times {
     double run_ms;     /* median wall time of the timed runs (whole ts_plan_run) */
     double plain_ms;   /* median of as many untimed runs, paired with them */
     double unowned_ms; /* steps attributed to no group (none found) */
-    int runs;          /* timed runs made */
+    int runs;          /* timed runs the medians read */
+    int dropped;       /* timed runs left out: their threads waited for a CPU, or slept (adaptive policy) */
 } xcost_plan_times;
+
+/* How a timed run went: its threads spun and got their cores, began
+ * sleeping (the adaptive wait policy judged the machine busy: another
+ * mode's runtime), or waited for a CPU more than TS_WAIT_DELAY_MAX of the
+ * run (another process took their cores). */
+enum { XCOST_RUN_GOOD, XCOST_RUN_SLEPT, XCOST_RUN_DISTURBED };
+typedef struct xcost_run_probe {
+    uint64_t d0;
+    int threads;
+    bool known, slept;
+} xcost_run_probe;
+void xcost_run_begin(xcost_run_probe *p);
+int xcost_run_end(const xcost_run_probe *p, double wall_ms);
+/* Keeps the runs the medians read: the good ones when at least 5 (or all
+ * n when fewer), else good and sleeping ones, else all; compacts the rows
+ * of ns doubles in t (and a[], b[] when given) and returns the count. */
+int xcost_keep_runs(const unsigned char *kind, int n, double *t, int ns, double *a, double *b);
 
 /* Builds g's plan, runs it warmup + iters times with the step timer (and
  * iters times without, paired in random order: the end-to-end time under

@@ -391,9 +391,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     /* weights: fold, reorder once, keep as a plan constant */
     dnnl_memory_desc_t wsrc;
     weights_md(&wsrc, &W->shape, G, transposed, false);
-    if (!(wplain = folded_weights(W, G, transposed, f.scale))) goto nomem;
+    /* no scale to fold: packed straight from the graph's tensor (no third copy) */
+    if (f.scale && !(wplain = folded_weights(W, G, transposed, f.scale))) goto nomem;
     if (!(wpacked = xd_alloc(dnnl_memory_desc_get_size(cwei)))) goto nomem;
-    if ((st = reorder_now(p, n, &wsrc, wplain, cwei, wpacked, err))) goto fail;
+    if ((st = reorder_now(p, n, &wsrc, wplain ? wplain : W->data, cwei, wpacked, err))) goto fail;
     free(wplain);
     wplain = NULL;
     int wb = xd_const_buf(p, cwei, &W->shape, wpacked);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include "exec/dnnl_residual.h"
 #include "exec/dnnl_util.h"
+#include "exec/plan_internal.h"
 #include "ops/attrs.h"
 
 typedef struct mm_state {
@@ -152,6 +153,28 @@ static void gemm_prob(const ts_graph *g, int n, mm_prob *m)
     m->cv = nd->ninputs > 2 ? nd->inputs[2] : -1;
 }
 
+/* dst = B x alpha x scale[column] (dst may be B itself). */
+static void fold_weights(float *dst, const float *b, size_t nbytes, const mm_prob *m, const float *scale)
+{
+    int64_t total = (int64_t)(nbytes / sizeof(float));
+    for (int64_t i = 0; i < total; i++) {
+        int64_t col = m->tb ? (i / m->K) % m->N : i % m->N;
+        dst[i] = (float)(b[i] * m->alpha * (scale ? scale[col] : 1.0f));
+    }
+}
+
+typedef struct fold_ctx {
+    const ts_tensor *B;
+    const mm_prob *m;
+    const float *scale;
+} fold_ctx;
+
+static void fold_in_place(void *ctx)
+{
+    const fold_ctx *c = ctx;
+    fold_weights(c->B->data, c->B->data, c->B->nbytes, c->m, c->scale);
+}
+
 static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
                          const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst, const xd_fuse *f, double alpha,
                          dnnl_primitive_desc_t *pd, ts_error *err)
@@ -255,29 +278,30 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if ((st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
 
     int wb = bb_in;
+    dnnl_memory_desc_t wsrc;
+    bool consume = false, fold = false;
+    void *wdst = NULL;
     if (Bt) { /* fold alpha and column scales, pre-pack */
-        if (!(wplain = xd_alloc(Bt->nbytes))) goto nomem;
-        const float *b = Bt->data;
-        int64_t batch = (int64_t)(Bt->nbytes / sizeof(float)) / (m.K * m.N);
-        for (int64_t i = 0; i < batch * m.K * m.N; i++) {
-            int64_t col = m.tb ? (i / m.K) % m.N : i % m.N;
-            wplain[i] = (float)(b[i] * m.alpha * (f.scale ? f.scale[col] : 1.0f));
+        fold = m.alpha != 1.0 || f.scale;
+        /* the graph's own tensor, released after this node: folded in place
+         * and packed last, giving its pages back as it goes (weights_once.c);
+         * else packed now, from a folded copy only when there is something
+         * to fold (a copy beside it held a large FC weight three times) */
+        consume = xweights_once_consumable(p, m.bv, n);
+        if (fold && !consume) {
+            if (!(wplain = xd_alloc(Bt->nbytes))) goto nomem;
+            fold_weights(wplain, Bt->data, Bt->nbytes, &m, f.scale);
         }
-        dnnl_memory_desc_t wsrc;
         dims_md(&wsrc, r, m.b, m.tb, false);
         if (!(wpacked = xd_alloc(dnnl_memory_desc_get_size(cwei)))) goto nomem;
-        xd_reorder rr;
-        if ((st = xd_reorder_init(&rr, &wsrc, cwei, p, n, err))) {
-            xd_reorder_fini(&rr);
+        if (!consume && (st = xweights_pack(p, n, fold ? wplain : Bt->data, Bt->nbytes, &wsrc, cwei, wpacked, false,
+                                            NULL, NULL, err)))
             goto fail;
-        }
-        xd_reorder_run(&rr, wplain, wpacked, p->stream);
-        dnnl_stream_wait(p->stream);
-        xd_reorder_fini(&rr);
         free(wplain);
         wplain = NULL;
         ts_shape ws = Bt->shape;
         if ((wb = xd_const_buf(p, cwei, &ws, wpacked)) < 0) goto nomem;
+        wdst = wpacked;
         wpacked = NULL;
     }
     int biasb = -1;
@@ -324,6 +348,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
     if ((st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
                                err)))
+        goto fail;
+    fold_ctx fc = {Bt, &m, f.scale};
+    if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
+                                       fold ? fold_in_place : NULL, &fc, err)))
         goto fail;
     xd_fuse_claim(p, &f, s);
     xd_fuse_free(&f);

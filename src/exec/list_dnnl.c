@@ -5,9 +5,13 @@
 
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_dnnl_pool;
 extern const xkernel xk_deconv_gemm; /* deconv_gemm.c: GEMM + col2im, tried first (per-shape rule inside) */
+extern const xkernel xk_dnnl_transpose; /* dnnl_transpose.c: a blocked input (else vec.transpose) */
 extern const xkernel xk_dnnl_concat; /* dnnl_concat.c: only inputs in mixed layouts (else vec.concat) */
+extern const xkernel xk_dense_concat; /* dense_concat.c: DenseNet's Concat chains as views of one buffer */
+extern const xkernel xk_pool_first;   /* pool_first.c: conv1x1 -> AvgPool(k, stride k) run pool first */
 
 const xentry xkernels_dnnl[] = {
+    {&ts_op_conv, &xk_pool_first},
     {&ts_op_conv, &xk_dnnl_conv},
     {&ts_op_conv_transpose, &xk_deconv_gemm},
     {&ts_op_conv_transpose, &xk_dnnl_deconv},
@@ -17,6 +21,8 @@ const xentry xkernels_dnnl[] = {
     {&ts_op_avgpool, &xk_dnnl_pool},
     {&ts_op_global_avgpool, &xk_dnnl_pool},
     {&ts_op_global_maxpool, &xk_dnnl_pool},
+    {&ts_op_concat, &xk_dense_concat},
     {&ts_op_concat, &xk_dnnl_concat},
+    {&ts_op_transpose, &xk_dnnl_transpose}, /* dnnl_transpose.c: blocked input, one reorder */
     {NULL, NULL},
 };

@@ -4,6 +4,8 @@
 #include "ops/list.h"
 
 extern const xkernel xk_einnet; /* einnet_kernel.c */
+extern const xkernel xk_vec_dwconv; /* vec_depthwise.c: strided depthwise conv on a large channels-last input */
+extern const xkernel xk_vec_se;     /* vec_se.c: squeeze-excite gate (pool, two 1x1 convs, activations) */
 
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
@@ -32,5 +34,8 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_matmul, &xk_vec_gemv},
     {&ts_op_matmul, &xk_vec_band},
     {&ts_op_gather, &xk_vec_band_defer},
+    {&ts_op_reducemean, &xk_vec_layernorm_ops}, /* vec_layernorm.c: the whole decomposed LayerNorm */
+    {&ts_op_conv, &xk_vec_dwconv},
+    {&ts_op_global_avgpool, &xk_vec_se},
     {NULL, NULL},
 };

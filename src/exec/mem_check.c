@@ -137,6 +137,18 @@ size_t xmem_rss(void)
     return (size_t)v;
 }
 
+void xmem_trace(const char *where)
+{
+    static int on = -1;
+    if (on < 0) on = getenv("TSOPT_MEM_TRACE") && *getenv("TSOPT_MEM_TRACE");
+    if (!on) return;
+    uint64_t rss = 0, hwm = 0;
+    proc_kb("/proc/self/status", "VmRSS", &rss);
+    proc_kb("/proc/self/status", "VmHWM", &hwm);
+    fprintf(stderr, "mem: %-28s rss %7.1f MiB  peak %7.1f MiB\n", where, (double)rss / 1048576.0,
+            (double)hwm / 1048576.0);
+}
+
 size_t ts_mem_available(void)
 {
     xmem_info m;

@@ -6,6 +6,7 @@
  * In-place reuse needs nothing here: a kernel that works in place makes its
  * output an alias of its input, and the alias's uses extend the root's
  * interval (plan.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include "exec/plan_internal.h"
 
@@ -36,6 +37,28 @@ static int by_lo(const void *a, const void *b)
 }
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
+
+/* With TSOPT_MEM_TRACE: the arena beside its lower bound, the most bytes
+ * alive at one step (no placement can do with less). */
+static void trace_bound(const xplan *p, const item *it, int n, size_t total)
+{
+    if (!it || !getenv("TSOPT_MEM_TRACE")) return;
+    int64_t *delta = calloc((size_t)p->nsteps + 2, sizeof *delta);
+    if (!delta) return;
+    for (int i = 0; i < n; i++)
+        if (it[i].first >= 0 && it[i].last < p->nsteps) {
+            delta[it[i].first] += (int64_t)it[i].size;
+            delta[it[i].last + 1] -= (int64_t)it[i].size;
+        }
+    int64_t live = 0, most = 0;
+    for (int s = 0; s <= p->nsteps; s++) {
+        live += delta[s];
+        if (live > most) most = live;
+    }
+    free(delta);
+    fprintf(stderr, "mem: arena %.2f MiB, at least %.2f MiB (the most bytes alive at one step)\n",
+            (double)total / 1048576.0, (double)most / 1048576.0);
+}
 
 size_t xmemplan_assign(xplan *p)
 {
@@ -93,6 +116,7 @@ size_t xmemplan_assign(xplan *p)
             if ((size_t)*it[i].offset + it[i].size > total) total = (size_t)*it[i].offset + it[i].size;
         }
     }
+    trace_bound(p, it, n, total);
     free(it);
     free(busy);
     p->stats.arena_bytes = total;

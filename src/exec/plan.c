@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include "exec/mem_check.h"
 #include "exec/plan_internal.h"
 #include "ops/list.h"
 #include "ops/opaque.h"
@@ -77,7 +78,19 @@ int xplan_value_buf(xplan *p, int v)
 
 void xplan_bind_value(xplan *p, int v, int b) { p->value_buf[v] = b; }
 
-const ts_tensor *xplan_const(const xplan *p, int v) { return v >= 0 ? p->g->values[v].constant : NULL; }
+/* Identity of a constant is that constant: PyTorch's exporter shares the
+ * weights of cloned layers (torch.nn.TransformerEncoder) through Identity
+ * nodes, which import keeps when folding them would copy the weights; seen
+ * through, their MatMuls get pre-packed weights instead of runtime ones. */
+const ts_tensor *xplan_const(const xplan *p, int v)
+{
+    while (v >= 0 && !p->g->values[v].constant && p->g->values[v].producer >= 0) {
+        const ts_node *nd = &p->g->nodes[p->g->values[v].producer];
+        if (nd->op != &ts_op_identity || nd->ninputs != 1) break;
+        v = nd->inputs[0];
+    }
+    return v >= 0 ? p->g->values[v].constant : NULL;
+}
 
 ts_status xstep_alloc(xstep *s, int nin, int nout, ts_error *err)
 {
@@ -644,9 +657,12 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     if (p->opts.threads <= 0) p->opts.threads = omp_get_num_procs();
     omp_set_num_threads(p->opts.threads); /* oneDNN builds for the pool it will run on */
     ts_status st = init_plan(p, err);
+    xmem_trace("plan: start");
     if (!st) st = lower_all(p, err);
+    xmem_trace("plan: nodes lowered");
     if (!st) st = bind_outputs(p, err);
     if (!st && xweights_once_allowed(p)) xweights_once_all(p);
+    xmem_trace("plan: originals released");
     if (st) {
         plan_destroy(p);
         return st;
@@ -675,6 +691,7 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
     }
     fill_stats(p);
+    xmem_trace("plan: arena allocated");
     *out = (ts_plan *)p;
     return TS_OK;
 }

@@ -43,5 +43,20 @@ ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err);
 bool xweights_once_allowed(const xplan *p);
 void xweights_once_node(xplan *p, int n);
 void xweights_once_all(xplan *p);
+/* Whether constant v is read by node n alone and released once n is
+ * lowered: n's kernel may then give its pages back as it packs them. */
+bool xweights_once_consumable(const xplan *p, int v, int n);
+/* Packs the f32 weight w (wbytes, laid out as `from`, plain 2-D) into dst
+ * (`to`) with a reorder; with consume, a weight of at least
+ * XWEIGHTS_SLICE_MIN_BYTES goes a slice of about XWEIGHTS_SLICE_BYTES at a
+ * time, each slice's pages of w given back once packed (w is garbage after:
+ * only for a consumable constant, and as the kernel's last step that can
+ * fail).  prepare(ctx), when given, runs once nothing can fail any more,
+ * before w is read (folding scales into w in place). */
+#define XWEIGHTS_SLICE_MIN_BYTES ((size_t)32 << 20)
+#define XWEIGHTS_SLICE_BYTES ((size_t)8 << 20)
+ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memory_desc_t *from,
+                        const dnnl_memory_desc_t *to, void *dst, bool consume, void (*prepare)(void *ctx), void *ctx,
+                        ts_error *err);
 
 #endif

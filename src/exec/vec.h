@@ -128,5 +128,6 @@ extern const xkernel xk_vec_eltwise, xk_vec_softmax, xk_vec_layernorm, xk_vec_re
     xk_vec_concat, xk_vec_slice, xk_vec_gather, xk_vec_expand, xk_vec_resize, xk_vec_gemv, xk_vec_split,
     xk_vec_band, xk_vec_band_defer;
 extern const xkernel xk_vec_pad, xk_vec_batchnorm; /* vec_pad.c, vec_batchnorm.c */
+extern const xkernel xk_vec_layernorm_ops; /* vec_layernorm.c: LayerNorm written out in ops */
 
 #endif

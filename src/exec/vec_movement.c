@@ -5,6 +5,7 @@
  * transpose that keeps the last axis, a slice of whole rows or a broadcast
  * of a row become row memcpys.  Rows are split over threads when large. */
 #include <stdlib.h>
+#include "exec/plan_internal.h"
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
 #include "ops/attrs.h"
@@ -363,6 +364,30 @@ static void gather_run(const xstep *st, void *const *in, void *const *out, void 
                    (size_t)s->inner_bytes);
 }
 
+/* One index into a tensor whose dims before the axis are all 1 (Swin's
+ * q, k, v = qkv[0], qkv[1], qkv[2] of a [3, windows, heads, 49, 32]) picks
+ * one contiguous block: the result is a view at that offset, no copy.  The
+ * step stays (it names the node in profiles) and moves nothing. */
+static ts_status gather_view(xplan *p, int n, xstep *st, int64_t offset, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    mv_state *s = st->state;
+    int src = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
+    if (src < 0) return err->code ? err->code : TS_ERR_INVALID;
+    const ts_value *ov = &p->g->values[nd->outputs[0]];
+    int a = xplan_new_buf(p, nd->outputs[0], ov->dtype, &ov->shape);
+    if (a < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    p->bufs[a].kind = XB_ALIAS;
+    p->bufs[a].alias_of = xbuf_root(p, src);
+    p->bufs[a].offset = xbuf_alias_offset(p, src) + offset;
+    xplan_bind_value(p, nd->outputs[0], a);
+    s->nidx = 0; /* gather_run copies nothing */
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = src;
+    st->out[0] = a;
+    return TS_OK;
+}
+
 /* Constant indices only: they are checked here once, while a run cannot
  * report an index out of range (the reference kernel does). */
 static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
@@ -396,6 +421,8 @@ static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
     s->inner_bytes = (int64_t)s->es;
     for (int d = axis + 1; d < x->shape.rank; d++) s->inner_bytes *= x->shape.dims[d];
     s->bytes = s->outer * ni * s->inner_bytes;
+    if (s->outer == 1 && ni == 1 && !xgraph_is_output(p->g, nd->outputs[0]))
+        return gather_view(p, n, st, s->blk[0] * s->inner_bytes, err);
     return bind_first(p, n, st, err);
 }
 

@@ -6,7 +6,11 @@
  * unpadded inner dims merge into the row, so NHWC padding of H and W copies
  * whole pixels.  A dense permuted input (channels-last from a conv) is
  * padded in its own order and the result keeps it: no reorders around.
- * pads, constant_value and axes must be constants (opset >= 11 inputs). */
+ * pads, constant_value and axes must be constants (opset >= 11 inputs).
+ * All pads zero (PyTorch exports one before every AvgPool2d: DenseNet's
+ * transitions copied 1.3 MB each, and a blocked input was converted to
+ * plain for it) is a view: the result is the input's storage, in any
+ * layout, and the step does nothing. */
 #include <stdlib.h>
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
@@ -18,6 +22,7 @@ typedef struct pad_state {
     int64_t in[TS_MAX_RANK], out[TS_MAX_RANK], beg[TS_MAX_RANK], istride[TS_MAX_RANK];
     int64_t rows, bytes;
     unsigned char cval[16];
+    bool view; /* all pads zero: the output is an alias of the input */
 } pad_state;
 
 /* Source index on one axis for output index i, or -1 (constant: outside). */
@@ -68,8 +73,9 @@ static void pad_run(const xstep *st, void *const *in, void *const *out, void *sc
     const pad_state *s = st->state;
     const char *x = in[0];
     char *y = out[0];
-    const int64_t orow = s->out[s->rank - 1] * (int64_t)s->es;
     (void)scratch;
+    if (s->view) return;
+    const int64_t orow = s->out[s->rank - 1] * (int64_t)s->es;
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
     for (int64_t row = 0; row < s->rows; row++) {
         int64_t off = 0, rest = row;
@@ -97,6 +103,35 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
 }
 
 static bool has_input(const ts_node *nd, int i) { return i < nd->ninputs && nd->inputs[i] >= 0; }
+
+/* All pads zero: the output becomes an alias of input buffer xb (its
+ * layout too) and the step is empty. */
+static ts_status pad_view(xplan *p, int n, xstep *st, int xb, ts_error *err)
+{
+    pad_state *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->view = true;
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    int v = p->g->nodes[n].outputs[0], yb = xplan_new_buf(p, v, p->g->values[v].dtype, &p->g->values[v].shape);
+    if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    const xbuf *x = &p->bufs[xb];
+    xbuf *y = &p->bufs[yb];
+    y->kind = XB_ALIAS;
+    y->alias_of = xb;
+    y->offset = 0;
+    while (p->bufs[y->alias_of].kind == XB_ALIAS) { /* an alias names its root directly */
+        y->offset += p->bufs[y->alias_of].offset;
+        y->alias_of = p->bufs[y->alias_of].alias_of;
+    }
+    y->blocked = x->blocked;
+    y->md = x->md;
+    y->bytes = x->bytes;
+    xplan_bind_value(p, v, yb);
+    st->in[0] = xb;
+    st->out[0] = yb;
+    return TS_OK;
+}
 
 static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
 {
@@ -132,10 +167,14 @@ static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
         beg[d] = pads[i];
     }
 
-    /* the input's layout: plain, or dense permuted when the result can keep
-     * it (a graph output is the caller's plain tensor) */
     int xb = xplan_value_buf(p, nd->inputs[0]);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    bool zero = x->dtype == y->dtype && !xgraph_is_output(g, nd->outputs[0]);
+    for (int i = 0; i < npads; i++) zero &= pads[i] == 0;
+    if (zero) return pad_view(p, n, st, xb, err);
+
+    /* the input's layout: plain, or dense permuted when the result can keep
+     * it (a graph output is the caller's plain tensor) */
     int order[TS_MAX_RANK];
     if (!xbuf_dense_order(&p->bufs[xb], order) || xgraph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
         for (int k = 0; k < rank; k++) order[k] = k;

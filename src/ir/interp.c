@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/ir.h"
+#include "ops/opaque.h"
 
 static ts_dtype storage_of(ts_dtype declared, const ts_num *num)
 {
@@ -160,6 +161,7 @@ int ts_node_fold(ts_graph *g, int ni, ts_error *err)
     ts_tensor shapes[64]; /* data-less stand-ins for TS_OP_SHAPE_ONLY inputs */
     bool shape_only = n->op->flags & TS_OP_SHAPE_ONLY;
     if (n->dead || n->ninputs > 64 || n->noutputs > 64 || (n->op->flags & (TS_OP_OPAQUE | TS_OP_NO_FOLD))) return 0;
+    if (ts_node_holds_opaque(n)) return 0; /* an If/Loop/Scan with a custom node in a body */
     for (int j = 0; j < n->ninputs; j++)
         if (n->inputs[j] >= 0) {
             const ts_value *v = &g->values[n->inputs[j]];

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ir/ir.h"
+#include "einnet/function.h"
 #include "ir/meta.h"
 #include "onnx/proto.h"
 #include "ops/control_flow.h"
@@ -62,6 +63,11 @@ typedef struct exporter {
     bool symbolic;             /* write the inputs' and outputs' symbolic dimensions */
     arena ar;
     ts_error *err;
+    /* eOperators written as model-local functions (einnet/function.h):
+     * one per distinct expression, bodies freed after packing */
+    char **fn_name;
+    ts_graph **fn_body;
+    int nfn, capfn;
 } exporter;
 
 static ts_status oom(exporter *ex) { return ts_error_set(ex->err, TS_ERR_NOMEM, "out of memory writing ONNX model"); }
@@ -219,6 +225,127 @@ static Onnx__AttributeProto *attribute(exporter *ex, const ts_node *n, const ts_
 
 static void *arena_alloc1(void *a, size_t size) { return arena_alloc(a, 1, size); }
 
+/* ------------------------------------------------ eOperators as functions */
+
+static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n);
+
+/* np (an eOperator node, attribute expr = text) becomes a call of its
+ * function in the domain ai.tsopt; the function's body is built once per
+ * distinct expression.  An expression without a standard-operator form
+ * cannot be written: one error naming the node, no file. */
+static ts_status einnet_call(exporter *ex, const ts_node *n, Onnx__NodeProto *np, const char *text)
+{
+    const ts_value *out = &ex->g->values[n->outputs[0]];
+    char name[64];
+    ts_ein_function_name(text ? text : "", out->dtype, name, sizeof name);
+    int f = 0;
+    while (f < ex->nfn && strcmp(ex->fn_name[f], name)) f++;
+    if (f == ex->nfn) {
+        if (ex->nfn == ex->capfn) {
+            int nc = ex->capfn ? 2 * ex->capfn : 8;
+            char **nn = arena_alloc(&ex->ar, (size_t)nc, sizeof *nn);
+            ts_graph **nb = arena_alloc(&ex->ar, (size_t)nc, sizeof *nb);
+            if (ex->ar.failed) return oom(ex);
+            if (ex->nfn) memcpy(nn, ex->fn_name, sizeof *nn * (size_t)ex->nfn);
+            if (ex->nfn) memcpy(nb, ex->fn_body, sizeof *nb * (size_t)ex->nfn);
+            ex->fn_name = nn, ex->fn_body = nb, ex->capfn = nc;
+        }
+        if (!(ex->fn_name[f] = arena_alloc(&ex->ar, strlen(name) + 1, 1))) return oom(ex);
+        strcpy(ex->fn_name[f], name);
+        if (ts_ein_function_body(n->attrs, out->dtype, ex->g->opset, &ex->fn_body[f], ex->err))
+            return ts_error_prefix(ex->err, "node '%s' (%s): cannot write it", n->name, n->op->name), ex->err->code;
+        ex->nfn++;
+    }
+    np->domain = TS_EIN_DOMAIN;
+    np->op_type = ex->fn_name[f];
+    return TS_OK;
+}
+
+/* Function f's proto: its body's nodes, its index constants as Constant
+ * nodes (a function has no initializers), the graph's opset. */
+static Onnx__FunctionProto *einnet_function(exporter *ex, int f, Onnx__OperatorSetIdProto **os)
+{
+    ts_graph *b = ex->fn_body[f];
+    exporter sub = {.g = b, .ar = ex->ar, .err = ex->err};
+    Onnx__FunctionProto *fp = arena_alloc(&sub.ar, 1, sizeof *fp);
+    char **ins = arena_alloc(&sub.ar, (size_t)b->ninputs, sizeof *ins);
+    char **outs = arena_alloc(&sub.ar, (size_t)b->noutputs, sizeof *outs);
+    static char *attr_names[] = {"expr"};
+    int *order = arena_alloc(&sub.ar, (size_t)b->nnodes, sizeof *order);
+    Onnx__NodeProto **nodes = arena_alloc(&sub.ar, (size_t)(b->nnodes + b->nvalues), sizeof *nodes);
+    int cnt = 0;
+    size_t nn = 0;
+    if (sub.ar.failed || ts_graph_topo_order(b, order, &cnt, ex->err)) goto fail;
+    onnx__function_proto__init(fp);
+    fp->name = ex->fn_name[f];
+    fp->domain = TS_EIN_DOMAIN;
+    fp->doc_string = "tsopt eOperator (docs/einnet.md): tsopt runs the expression in the calling node's "
+                     "attribute expr as a generated kernel";
+    for (int i = 0; i < b->ninputs; i++) ins[i] = b->values[b->inputs[i]].name;
+    for (int i = 0; i < b->noutputs; i++) outs[i] = b->values[b->outputs[i]].name;
+    fp->n_input = (size_t)b->ninputs, fp->input = ins;
+    fp->n_output = (size_t)b->noutputs, fp->output = outs;
+    fp->n_attribute = 1, fp->attribute = attr_names;
+    fp->n_opset_import = 1, fp->opset_import = os;
+    for (int v = 0; v < b->nvalues; v++) {
+        if (!b->values[v].constant) continue;
+        Onnx__NodeProto *np = arena_alloc(&sub.ar, 1, sizeof *np);
+        char **o = arena_alloc(&sub.ar, 1, sizeof *o);
+        Onnx__AttributeProto *a = arena_alloc(&sub.ar, 1, sizeof *a), **ap = arena_alloc(&sub.ar, 1, sizeof *ap);
+        Onnx__TensorProto *tp = arena_alloc(&sub.ar, 1, sizeof *tp);
+        if (sub.ar.failed) goto fail;
+        onnx__node_proto__init(np);
+        onnx__attribute_proto__init(a);
+        onnx__tensor_proto__init(tp);
+        if (ts_onnx_tensor_encode(tp, b->values[v].constant, NULL, ex->err)) goto fail;
+        tp->name = NULL;
+        a->name = "value", a->has_type = 1, a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, a->t = tp;
+        *ap = a;
+        *o = b->values[v].name;
+        np->name = b->values[v].name, np->op_type = "Constant";
+        np->n_output = 1, np->output = o, np->n_attribute = 1, np->attribute = ap;
+        nodes[nn++] = np;
+    }
+    for (int k = 0; k < cnt; k++)
+        if (!(nodes[nn++] = node_proto(&sub, &b->nodes[order[k]]))) goto fail;
+    fp->n_node = nn, fp->node = nodes;
+    ex->ar = sub.ar;
+    return fp;
+fail:
+    ex->ar = sub.ar;
+    if (ex->ar.failed) oom(ex);
+    return NULL;
+}
+
+/* After the graph's nodes: the functions its eOperators call, and the
+ * ai.tsopt opset they need (local functions need IR version 8). */
+static ts_status einnet_functions(exporter *ex, Onnx__ModelProto *mp, Onnx__OperatorSetIdProto *deflt)
+{
+    if (!ex->nfn) return TS_OK;
+    Onnx__FunctionProto **fps = arena_alloc(&ex->ar, (size_t)ex->nfn, sizeof *fps);
+    Onnx__OperatorSetIdProto **osp = arena_alloc(&ex->ar, mp->n_opset_import + 1, sizeof *osp);
+    Onnx__OperatorSetIdProto **fos = arena_alloc(&ex->ar, 1, sizeof *fos);
+    Onnx__OperatorSetIdProto *tos = arena_alloc(&ex->ar, 1, sizeof *tos);
+    if (ex->ar.failed) return oom(ex);
+    *fos = deflt;
+    for (int f = 0; f < ex->nfn; f++)
+        if (!(fps[f] = einnet_function(ex, f, fos))) return ex->err->code;
+    mp->n_functions = (size_t)ex->nfn, mp->functions = fps;
+    bool has = false;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        osp[i] = mp->opset_import[i];
+        has |= osp[i]->domain && !strcmp(osp[i]->domain, TS_EIN_DOMAIN);
+    }
+    if (!has) {
+        onnx__operator_set_id_proto__init(tos);
+        tos->domain = TS_EIN_DOMAIN, tos->has_version = 1, tos->version = 1;
+        osp[mp->n_opset_import++] = tos;
+    }
+    mp->opset_import = osp;
+    if (mp->ir_version < 8) mp->ir_version = 8;
+    return TS_OK;
+}
+
 static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
 {
     const ts_graph *g = ex->g;
@@ -255,6 +382,7 @@ static Onnx__NodeProto *node_proto(exporter *ex, const ts_node *n)
         if (!(ap[k] = attribute(ex, n, &attrs[k]))) return NULL;
     np->n_attribute = (size_t)na;
     np->attribute = ap;
+    if (n->op == &ts_op_einnet && einnet_call(ex, n, np, na ? attrs[0].s : NULL)) return NULL;
     return np;
 }
 
@@ -283,7 +411,7 @@ static ts_status opaque_value_infos(exporter *ex, Onnx__GraphProto *gp, const in
             Onnx__TensorShapeProto *sp = vi->type->tensor_type->shape;
             for (size_t d = 0; ex->symbolic && o < TS_OPAQUE_MAX_IO && d < sp->n_dim && d < TS_MAX_RANK; d++) {
                 int k = a->follow_in[o][d], ax = a->follow_axis[o][d];
-                if (k < 0 || k >= ex->meta->ninputs || ax < 0 || ax >= ex->meta->inputs[k].rank ||
+                if (!ex->meta || k < 0 || k >= ex->meta->ninputs || ax < 0 || ax >= ex->meta->inputs[k].rank ||
                     !ex->meta->inputs[k].dims[ax].symbolic)
                     continue;
                 const char *p = ex->meta->inputs[k].dims[ax].param;
@@ -397,6 +525,7 @@ static Onnx__GraphProto *body_proto(exporter *ex, const ts_node *n, const ts_bod
         for (int j = 0; j < m->ninputs; j++)
             if (m->inputs[j] >= 0) used[m->inputs[j]] = 1;
     }
+    if (opaque_value_infos(ex, gp, order, cnt)) goto done; /* opaque nodes inside the body */
     for (int o = 0; o < g->noutputs; o++) {
         int v = g->outputs[o];
         Onnx__ValueInfoProto *vi = value_info(ex, v, NULL);
@@ -524,6 +653,7 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
             if (n->inputs[j] >= 0) used[n->inputs[j]] = 1;
     }
     gp->n_node = (size_t)cnt;
+    if (einnet_functions(ex, mp, os)) return ex->err->code;
     for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
     if (opaque_value_infos(ex, gp, order, cnt)) return ex->err->code;
 
@@ -878,6 +1008,7 @@ ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_s
     }
     free(data_path);
     free(buf);
+    for (int f = 0; f < ex.nfn; f++) ts_graph_free(ex.fn_body[f]);
     arena_free(&ex.ar);
     ts_graph_free(sym);
     return st;

@@ -15,12 +15,16 @@
  *      tells which folded constants hold those sizes, which export needs to
  *      write the model with its dimensions symbolic again. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include "einnet/function.h"
 #include "ir/ir.h"
 #include "ir/meta.h"
+#include "exec/mem_check.h"
 #include "onnx/proto.h"
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
@@ -350,6 +354,7 @@ static ts_status check_nodes(importer *im)
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
         const char *op = n->op_type, *name = im->names[i];
+        if (ts_ein_function_is_call(n->domain, op)) continue; /* tsopt's own eOperator (einnet/function.h) */
         if (ts_onnx_node_is_opaque(n)) { /* kept as it is: its outputs' types must be known */
             if (ts_onnx_opaque_check(im->g, gp, n, name, im->binds, im->nbinds, im->err)) return im->err->code;
             continue;
@@ -576,8 +581,10 @@ static ts_status add_node(importer *im, int ni)
         st = oom(im);
         goto out;
     }
-    bool opaque = ts_onnx_node_is_opaque(n);
-    const ts_op_desc *op = opaque ? &ts_op_opaque : ts_op_find(n->op_type);
+    /* a call of tsopt's eOperator function is read back as the eOperator */
+    bool ein = ts_ein_function_is_call(n->domain, n->op_type);
+    bool opaque = !ein && ts_onnx_node_is_opaque(n);
+    const ts_op_desc *op = ein ? &ts_op_einnet : opaque ? &ts_op_opaque : ts_op_find(n->op_type);
     for (int k = 0; k < nin; k++) {
         ins[k] = -1;
         const char *t = n->input[k];
@@ -611,7 +618,7 @@ static ts_status add_node(importer *im, int ni)
         st = im->err->code;
         goto out;
     }
-    int idx = ts_graph_add_node(im->g, n->op_type, name, ins, nin, attrs, (int)n->n_attribute, nout,
+    int idx = ts_graph_add_node(im->g, ein ? op->name : n->op_type, name, ins, nin, attrs, (int)n->n_attribute, nout,
                                 (const char *const *)n->output, outs, im->err);
     if (idx < 0) {
         st = im->err->code;
@@ -703,9 +710,18 @@ static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const
             st = strcmp(gp->node[ni]->op_type, "Constant") ? add_node(&im, ni) : add_constant_node(&im, ni);
         }
         if (!st) st = add_outputs(&im);
-        if (!st && im.opaque)
-            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): attribute '%s': nodes of other domains inside "
-                              "control-flow bodies are not supported", node, op, attr);
+        if (!st && im.opaque) {
+            /* opaque nodes inside the body: its graph gets a model record
+             * of its own that holds just their NodeProtos, for export */
+            ts_model_meta *m = ts_model_meta_new();
+            if (!m)
+                st = oom(&im);
+            else {
+                m->opaque = im.opaque;
+                im.opaque = NULL;
+                im.g->meta = m;
+            }
+        }
         if (!st) {
             ts_graph_compact(im.g);
             st = ts_graph_validate(im.g, err);
@@ -784,9 +800,7 @@ static ts_status add_cf_node(importer *im, int ni)
     while (nout > 0 && !str_or(n->output[nout - 1], NULL)) nout--;
     int nexp = op == &ts_op_loop && nin < 2 ? 2 : nin; /* Loop's M and cond keep their slots */
     bool scan = op == &ts_op_scan;
-    if (scan && im->g->opset < 9)
-        return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s' (Scan): Scan of opset %d (batched, with "
-                            "sequence_lens) is not supported; opset 9 and later are", name, im->g->opset);
+    int scan0 = scan && im->g->opset < 9; /* opset 8: input 0 is sequence_lens, axis 0 the batch */
     size_t cap = (size_t)nexp + 16;
     int *ins = malloc(sizeof(int) * cap), *outs = malloc(sizeof(int) * ((size_t)nout + 1));
     ts_dtype *dt = calloc((size_t)nexp + 1, sizeof *dt);
@@ -835,22 +849,29 @@ static ts_status add_cf_node(importer *im, int ni)
                               "and its %d inputs", name, nexp);
             goto out;
         }
-        nformal = nexp;
-        for (int k = 0; k < nexp; k++) {
+        nformal = nexp - scan0;
+        for (int k = scan0; k < nexp; k++) {
             if (ins[k] < 0) {
                 st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Scan): input %d has no name", name, k);
                 goto out;
             }
-            dt[k] = im->g->values[ins[k]].dtype;
-            sh[k] = im->g->values[ins[k]].shape;
-            int j = k - (nexp - m), axis = 0;
+            int f = k - scan0; /* the body's formal input */
+            dt[f] = im->g->values[ins[k]].dtype;
+            sh[f] = im->g->values[ins[k]].shape;
+            int j = k - (nexp - m), axis = scan0;
+            if (scan0 && sh[f].rank >= 1) { /* the batch axis */
+                for (int d = 0; d + 1 < sh[f].rank; d++) sh[f].dims[d] = sh[f].dims[d + 1];
+                sh[f].rank--;
+                axis = 0;
+            }
             if (j < 0) continue;
-            if (sh[k].rank < 1 || (ax && (size_t)j < ax->n_ints && !ts_axis_norm(ax->ints[j], sh[k].rank, &axis))) {
+            if (sh[f].rank < 1 || (ax && !scan0 && (size_t)j < ax->n_ints &&
+                                   !ts_axis_norm(ax->ints[j], sh[f].rank, &axis))) {
                 st = ts_error_set(im->err, TS_ERR_INVALID, "node '%s' (Scan): scan input %d has no such axis", name, j);
                 goto out;
             }
-            for (int d = axis; d + 1 < sh[k].rank; d++) sh[k].dims[d] = sh[k].dims[d + 1];
-            sh[k].rank--;
+            for (int d = axis; d + 1 < sh[f].rank; d++) sh[f].dims[d] = sh[f].dims[d + 1];
+            sh[f].rank--;
         }
     }
     /* bodies, then the other attributes */
@@ -1298,8 +1319,25 @@ static int64_t file_weight_bytes(const Onnx__GraphProto *gp, ts_tensor *const *i
     return b;
 }
 
+/* The initializers whose raw_data was cut from the message (spans into
+ * src), decoded now: import_graph finds them in inits. */
+static ts_status decode_cut(const Onnx__GraphProto *gp, const ts_onnx_src *src, const ts_onnx_span *spans,
+                            const char *base_dir, ts_tensor **inits, ts_error *err)
+{
+    for (size_t i = 0; src && i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->name || !*tp->name) break; /* add_initializers says so, in order */
+        if (!spans[i].len) continue;
+        char what[400];
+        snprintf(what, sizeof what, "initializer '%s'", tp->name);
+        if (ts_onnx_tensor_decode_span(tp, src, &spans[i], base_dir, what, &inits[i], err)) return err->code;
+    }
+    return TS_OK;
+}
+
 static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
-                              const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
+                              const ts_input_bind *binds, int nbinds, const ts_onnx_src *src,
+                              const ts_onnx_span *spans, ts_graph **out, ts_error *err)
 {
     if (!mp->has_ir_version || mp->ir_version <= 0)
         return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: ir_version is missing or 0", model);
@@ -1315,7 +1353,8 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     if (!inits) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
     ts_graph *g = NULL;
     struct ts_opaque_table *opaque = NULL;
-    ts_status st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err);
+    ts_status st = decode_cut(gp, src, spans, base_dir, inits, err);
+    if (!st) st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err);
     bool small_folds = false;
     if (!st && ts_graph_weight_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
         /* folding made the weights more than 10% larger (Expand, Tile of
@@ -1347,55 +1386,72 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     return TS_OK;
 }
 
-/* *owned (when owned is not NULL) is the caller's malloc'ed copy of data:
- * freed (and set NULL) right after unpacking, which copies every tensor's
- * bytes, so that file, unpacked message and graph tensors are never all
- * in memory at once (BERT's 340 MB of weights: peak 1030 -> ~700 MB). */
-static ts_status load_buffer(const void *data, size_t size, const char *base_dir, const char *model,
-                             const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err, char **owned)
+/* Reads the whole of src (a model that could not be cut: protobuf-c parses
+ * it as it is and names what is wrong). */
+static ts_status read_whole(const ts_onnx_src *src, const char *model, uint8_t **out, ts_error *err)
+{
+    *out = malloc(src->size ? (size_t)src->size : 1);
+    if (!*out) return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s (%llu bytes)", model,
+                                   (unsigned long long)src->size);
+    ts_onnx_span all = {0, src->size};
+    if (ts_onnx_span_read(src, &all, *out, model, err)) {
+        free(*out);
+        *out = NULL;
+        return err->code;
+    }
+    return TS_OK;
+}
+
+/* Parses and imports the model in src.  Its initializers' large raw_data
+ * is cut from the message before protobuf-c sees it (raw_spans.c) and read
+ * into each tensor as it is made, so the weights are in memory once at
+ * every moment of the load (the plain way held them in the file's bytes
+ * and the unpacked message, then in the message and the tensors). */
+ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const char *model, const ts_input_bind *binds,
+                           int nbinds, ts_graph **out, ts_error *err)
 {
     *out = NULL;
-    if (!size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
-    if (owned) {
-        free(*owned);
-        *owned = NULL;
-    }
-    if (!mp)
-        return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
-    ts_status st = import_model(mp, base_dir, model, binds, nbinds, out, err);
-    onnx__model_proto__free_unpacked(mp, NULL);
+    if (!src->size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
+    uint8_t *msg = NULL, *whole = NULL;
+    size_t mlen = 0, nspans = 0;
+    ts_onnx_span *spans = NULL;
+    ts_status st = ts_onnx_raw_spans(src, &msg, &mlen, &spans, &nspans, model, err);
+    if (!st && !msg && !src->mem) st = read_whole(src, model, &whole, err);
+    if (st) return st;
+    xmem_trace("import: message read");
+    Onnx__ModelProto *mp = msg ? onnx__model_proto__unpack(NULL, mlen, msg)
+                               : onnx__model_proto__unpack(NULL, (size_t)src->size, whole ? whole : src->mem);
+    free(msg);
+    free(whole);
+    xmem_trace("import: message unpacked");
+    if (!mp) st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
+    else if (spans && (!mp->graph || mp->graph->n_initializer != nspans)) /* the walk and protobuf-c disagree */
+        st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
+                          model, nspans, mp->graph ? mp->graph->n_initializer : (size_t)0);
+    else
+        st = import_model(mp, base_dir, model, binds, nbinds, spans ? src : NULL, spans, out, err);
+    xmem_trace("import: graph built");
+    if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+    free(spans);
     return st;
 }
 
 ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_dir, const ts_input_bind *binds,
                               int nbinds, ts_graph **out, ts_error *err)
 {
-    return load_buffer(data, size, base_dir, "model", binds, nbinds, out, err, NULL);
+    const ts_onnx_src src = {.mem = data, .fd = -1, .size = size};
+    return ts_onnx_load_src(&src, base_dir, "model", binds, nbinds, out, err);
 }
 
 ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds, ts_graph **out, ts_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ts_error_set(err, TS_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ts_error_set(err, TS_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
         return ts_error_set(err, TS_ERR_IO, "cannot read model '%s': not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
-    char *data = malloc(size ? size : 1);
-    if (!data) {
-        fclose(f);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading model '%s' (%zu bytes)", path, size);
-    }
-    size_t got = size ? fread(data, 1, size, f) : 0;
-    int rerr = ferror(f);
-    fclose(f);
-    if (got != size || rerr) {
-        free(data);
-        return ts_error_set(err, TS_ERR_IO, "cannot read model '%s': short read", path);
     }
     /* External data is relative to the model's directory. */
     char *dir = ts_strdup(path);
@@ -1411,10 +1467,11 @@ ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds,
         else
             strcpy(dir, ".");
         snprintf(model, mlen, "model '%s'", path);
-        st = load_buffer(data, size, dir, model, binds, nbinds, out, err, &data);
+        const ts_onnx_src src = {.fd = fd, .size = (uint64_t)sb.st_size};
+        st = ts_onnx_load_src(&src, dir, model, binds, nbinds, out, err);
     }
+    close(fd);
     free(dir);
     free(model);
-    free(data);
     return st;
 }

@@ -23,6 +23,36 @@ const char *ts_onnx_dtype_name(int32_t onnx_type);
  * "initializer 'w'". */
 ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_dir, const char *what,
                                 ts_tensor **out, ts_error *err);
+/* A model's bytes: in memory (mem), else in the file open as fd. */
+typedef struct ts_onnx_src {
+    const uint8_t *mem;
+    int fd;
+    uint64_t size;
+} ts_onnx_src;
+/* Where an initializer's raw_data lies in the model's bytes (len 0: left in
+ * the message). */
+typedef struct ts_onnx_span {
+    uint64_t off, len;
+} ts_onnx_span;
+/* Weights read once (raw_spans.c): *msg (malloc'ed, *msg_len bytes) is the
+ * model less the large raw_data of its main graph's initializers, spans[i]
+ * (malloc'ed, *nspans entries) where initializer i's was.  *msg NULL and
+ * TS_OK: not cut (parse src whole; protobuf-c names what is wrong).  Fails
+ * on read errors and out of memory only; `model` names it, e.g.
+ * "model 'm.onnx'". */
+ts_status ts_onnx_raw_spans(const ts_onnx_src *src, uint8_t **msg, size_t *msg_len, ts_onnx_span **spans,
+                            size_t *nspans, const char *model, ts_error *err);
+/* span's bytes of src into dst; `what` names the tensor in errors. */
+ts_status ts_onnx_span_read(const ts_onnx_src *src, const ts_onnx_span *span, void *dst, const char *what,
+                            ts_error *err);
+/* ts_onnx_load / ts_onnx_load_buffer of the model in src (`model` names it
+ * in errors, e.g. "model 'm.onnx'"). */
+ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const char *model, const ts_input_bind *binds,
+                           int nbinds, ts_graph **out, ts_error *err);
+/* ts_onnx_tensor_decode of a tensor whose raw_data was cut (span into src;
+ * span NULL or empty: as ts_onnx_tensor_decode). */
+ts_status ts_onnx_tensor_decode_span(const Onnx__TensorProto *tp, const ts_onnx_src *src, const ts_onnx_span *span,
+                                     const char *base_dir, const char *what, ts_tensor **out, ts_error *err);
 /* Fills tp (already initialised) to describe t; raw_data and dims point
  * into t and name into `name`, so both must outlive the packing. */
 /* Non-negative decimal integer of an external_data entry (offset, length);

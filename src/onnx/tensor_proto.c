@@ -193,6 +193,16 @@ static void copy_typed(const Onnx__TensorProto *tp, ts_tensor *t)
 ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_dir, const char *what,
                                 ts_tensor **out, ts_error *err)
 {
+    return ts_onnx_tensor_decode_span(tp, NULL, NULL, base_dir, what, out, err);
+}
+
+ts_status ts_onnx_tensor_decode_span(const Onnx__TensorProto *tp, const ts_onnx_src *src, const ts_onnx_span *span,
+                                     const char *base_dir, const char *what, ts_tensor **out, ts_error *err)
+{
+    /* raw_data cut from the message (raw_spans.c): as if it were there */
+    bool cut = src && span && span->len;
+    bool has_raw = tp->has_raw_data || cut;
+    size_t raw_len = cut ? (size_t)span->len : tp->raw_data.len;
     *out = NULL;
     ts_dtype dt;
     int32_t ot = tp->has_data_type ? tp->data_type : 0;
@@ -220,10 +230,10 @@ ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_di
     /* Sizes are checked against what the file holds before allocating, so a
      * tiny file cannot make tsopt allocate a huge tensor. */
     if (!external) {
-        if (tp->has_raw_data) {
-            if (tp->raw_data.len != want)
+        if (has_raw) {
+            if (raw_len != want)
                 return ts_error_set(err, TS_ERR_PARSE, "%s has %zu bytes of raw data, expected %zu (%s, %lld elements)",
-                                    what, tp->raw_data.len, want, ts_dtype_name(dt), (long long)numel);
+                                    what, raw_len, want, ts_dtype_name(dt), (long long)numel);
         } else if (typed_count(tp, dt) != numel)
             return ts_error_set(err, TS_ERR_PARSE, "%s has %lld values, expected %lld", what,
                                 (long long)typed_count(tp, dt), (long long)numel);
@@ -234,6 +244,11 @@ ts_status ts_onnx_tensor_decode(const Onnx__TensorProto *tp, const char *base_di
     if (!t) return ts_error_prefix(err, "%s", what);
     if (external) {
         if (read_external(tp, base_dir, what, t->data, want, err)) {
+            ts_tensor_unref(t);
+            return err->code;
+        }
+    } else if (cut) {
+        if (ts_onnx_span_read(src, span, t->data, what, err)) {
             ts_tensor_unref(t);
             return err->code;
         }

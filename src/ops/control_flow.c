@@ -1,4 +1,4 @@
-/* If, Loop (opset 1+) and Scan (opset 9+): descriptors and iteration
+/* If, Loop (opset 1+) and Scan (opset 8+; 8 is batched): descriptors and iteration
  * semantics (control_flow.h, docs/control-flow.md).
  *
  * Shapes are static in tsopt, so inference asks the bodies: an If's
@@ -87,10 +87,7 @@ static ts_status loop_parse(void *attrs, const ts_attr *a, int na, int opset, ts
 static ts_status scan_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
     ts_cf_attrs *p = attrs;
-    if (opset < 9)
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "Scan of opset %d (batched, with sequence_lens) is not supported; opset 9 and later are",
-                            opset);
+    p->batched = opset < 9;
     if (parse_bodies(p, &ts_op_scan, 1, a, na, err)) return err->code;
     int64_t m;
     if (ts_attr_get_int(a, na, "num_scan_inputs", -1, &m, err)) return err->code;
@@ -99,6 +96,12 @@ static ts_status scan_parse(void *attrs, const ts_attr *a, int na, int opset, ts
                             (long long)m, TS_CF_MAX_SCAN);
     p->num_scan_inputs = (int32_t)m;
     int n;
+    p->nin_axes = p->nout_axes = p->nout_dirs = -1;
+    if (p->batched) { /* opset 8: the scan inputs' directions only */
+        if (ts_attr_get_ints(a, na, "directions", p->in_dirs, TS_CF_MAX_SCAN, &n, err)) return err->code;
+        p->nin_dirs = n;
+        return TS_OK;
+    }
     if (ts_attr_get_ints(a, na, "scan_input_axes", p->in_axes, TS_CF_MAX_SCAN, &n, err)) return err->code;
     p->nin_axes = n;
     if (ts_attr_get_ints(a, na, "scan_input_directions", p->in_dirs, TS_CF_MAX_SCAN, &n, err)) return err->code;
@@ -126,6 +129,10 @@ static int scan_emit(const void *attrs, ts_attr *out, int max)
     const ts_cf_attrs *p = attrs;
     int k = emit_bodies(p, &ts_op_scan, out, max);
     if (k < max) out[k++] = ts_attr_int("num_scan_inputs", p->num_scan_inputs);
+    if (p->batched) {
+        if (p->nin_dirs >= 0 && k < max) out[k++] = ts_attr_ints("directions", p->in_dirs, p->nin_dirs);
+        return k;
+    }
     if (p->nin_axes >= 0 && k < max) out[k++] = ts_attr_ints("scan_input_axes", p->in_axes, p->nin_axes);
     if (p->nin_dirs >= 0 && k < max) out[k++] = ts_attr_ints("scan_input_directions", p->in_dirs, p->nin_dirs);
     if (p->nout_axes >= 0 && k < max) out[k++] = ts_attr_ints("scan_output_axes", p->out_axes, p->nout_axes);
@@ -374,10 +381,78 @@ static int scan_axis(const int64_t *axes, int n, int j, int rank)
     return a;
 }
 
+/* Scan of opset 8: in[0] is sequence_lens (may be absent), then the
+ * states [B, ...] and the scan inputs [B, T, ...]; the body sees one batch
+ * row of each state and one [B, T] element of each scan input, and the
+ * outputs are the states [B, ...] and the scan outputs [B, T, ...]. */
+static ts_status scan8_infer(ts_infer_ctx *c)
+{
+    const ts_cf_attrs *p = c->attrs;
+    const ts_body *b = p->body[0];
+    int m = p->num_scan_inputs, nexp = ts_cf_explicit_inputs(c->node), n = nexp - 1 - m, k = c->nout - n;
+    if (n < 0 || k < 0 || b->nformal != n + m || b->g->noutputs != n + k)
+        return ts_infer_fail(c, "%d inputs (%d scanned) and %d outputs do not fit a body of %d inputs and %d outputs",
+                             nexp, m, c->nout, b->nformal, b->g->noutputs);
+    if (p->nin_dirs > m) return ts_infer_fail(c, "more directions than scan inputs");
+    ts_dtype *fdt = malloc(sizeof *fdt * (size_t)(nexp + 1));
+    ts_shape *fsh = malloc(sizeof *fsh * (size_t)(nexp + 1));
+    btypes t = {0};
+    ts_status st = fdt && fsh ? TS_OK : ts_error_set(c->err, TS_ERR_NOMEM, "out of memory");
+    if (!st) st = formal_from(c, 1, n + m, fdt, fsh, "input");
+    int64_t batch = -1, len = -1;
+    for (int i = 0; !st && i < n + m; i++) {
+        ts_shape *x = &fsh[i];
+        int strip = i < n ? 1 : 2; /* the batch axis; and the scan axis of a scan input */
+        if (x->rank < strip) {
+            st = ts_infer_fail(c, "input %d has rank %d, less than its batch%s axes", 1 + i, x->rank,
+                               strip > 1 ? " and sequence" : "");
+            break;
+        }
+        if (batch >= 0 && x->dims[0] != batch) {
+            st = ts_infer_fail(c, "inputs have batch sizes %lld and %lld", (long long)batch, (long long)x->dims[0]);
+            break;
+        }
+        batch = x->dims[0];
+        if (strip > 1) {
+            if (len >= 0 && x->dims[1] != len) {
+                st = ts_infer_fail(c, "scan inputs have lengths %lld and %lld", (long long)len, (long long)x->dims[1]);
+                break;
+            }
+            len = x->dims[1];
+        }
+        for (int d = 0; d + strip < x->rank; d++) x->dims[d] = x->dims[d + strip];
+        x->rank -= strip;
+    }
+    const ts_value *sl = c->in[0];
+    if (!st && sl && (sl->dtype != TS_I32 || sl->shape.rank != 1 || sl->shape.dims[0] != batch))
+        st = ts_infer_fail(c, "sequence_lens must be int32 of shape [%lld]", (long long)batch);
+    if (!st) st = body_types(c, b, "the body", fdt, fsh, &t);
+    if (!st) st = infer_carried(c, n, 0, fdt, fsh, &t, 0);
+    for (int o = 0; !st && o < n + k; o++) {
+        const ts_shape *s = o < n ? &fsh[o] : &t.sh[o];
+        int add = o < n ? 1 : 2;
+        if (s->rank + add > TS_MAX_RANK) {
+            st = ts_infer_fail(c, "output %d has too high a rank", o);
+            break;
+        }
+        ts_shape sh = {.rank = s->rank + add};
+        sh.dims[0] = batch;
+        sh.dims[1] = len; /* overwritten below for a state */
+        memcpy(sh.dims + add, s->dims, sizeof(int64_t) * (size_t)s->rank);
+        c->out_dtype[o] = t.dt[o];
+        c->out_shape[o] = sh;
+    }
+    btypes_free(&t);
+    free(fdt);
+    free(fsh);
+    return st;
+}
+
 static ts_status scan_infer(ts_infer_ctx *c)
 {
     const ts_cf_attrs *p = c->attrs;
     const ts_body *b = p->body[0];
+    if (p->batched) return scan8_infer(c);
     int m = p->num_scan_inputs, nexp = ts_cf_explicit_inputs(c->node), n = nexp - m, k = c->nout - n;
     if (n < 0 || k < 0 || b->nformal != n + m || b->g->noutputs != n + k)
         return ts_infer_fail(c, "%d inputs (%d scanned) and %d outputs do not fit a body of %d inputs and %d outputs",
@@ -607,29 +682,32 @@ static ts_status run_loop(const ts_node *n, const ts_cf_attrs *p, const ts_cf_ru
     return st;
 }
 
-static ts_status run_scan(const ts_node *n, const ts_cf_attrs *p, const ts_cf_runner *r, const ts_tensor *const *in,
-                          ts_tensor *const *out, ts_error *err)
+/* Scan over in[first..] (states, then scan inputs); first is 1 for the
+ * opset-8 form, whose callers pass one batch row as views (scan axis 0). */
+static ts_status scan_rows(const ts_node *n, const ts_cf_attrs *p, const ts_cf_runner *r, const ts_tensor *const *in,
+                           ts_tensor *const *out, int first, ts_error *err)
 {
     const ts_body *b = p->body[0];
-    int m = p->num_scan_inputs, nc = ts_cf_explicit_inputs(n) - m, k = n->noutputs - nc;
+    int m = p->num_scan_inputs, nc = ts_cf_explicit_inputs(n) - first - m, k = n->noutputs - nc;
+    const ts_tensor *const *x = in + first;
     iter_state s;
-    ts_status st = iter_init(&s, b, r, nc, 0, in, m + k, err);
+    ts_status st = iter_init(&s, b, r, nc, 0, x, m + k, err);
     int in_ax[TS_CF_MAX_SCAN], out_ax[TS_CF_MAX_SCAN];
     int64_t len = 0;
     for (int j = 0; !st && j < m; j++) {
-        in_ax[j] = scan_axis(p->in_axes, p->nin_axes, j, in[nc + j]->shape.rank);
-        len = in[nc + j]->shape.dims[in_ax[j]];
+        in_ax[j] = p->batched ? 0 : scan_axis(p->in_axes, p->nin_axes, j, x[nc + j]->shape.rank);
+        len = x[nc + j]->shape.dims[in_ax[j]];
         if (!(s.tmp[j] = new_for(r, body_in(b, nc + j), err))) st = err->code;
     }
     for (int j = 0; !st && j < k; j++) {
-        out_ax[j] = scan_axis(p->out_axes, p->nout_axes, j, out[nc + j]->shape.rank);
+        out_ax[j] = p->batched ? 0 : scan_axis(p->out_axes, p->nout_axes, j, out[nc + j]->shape.rank);
         if (!(s.tmp[m + j] = new_for(r, body_out(b, nc + j), err))) st = err->code;
     }
     if (!st) st = fill_captures(n, b, in, s.bin, err);
     for (int64_t t = 0; !st && t < len; t++) {
         for (int j = 0; j < m; j++) {
             bool rev = j < p->nin_dirs && p->in_dirs[j];
-            slice_copy((ts_tensor *)in[nc + j], in_ax[j], rev ? len - 1 - t : t, s.tmp[j], true);
+            slice_copy((ts_tensor *)x[nc + j], in_ax[j], rev ? len - 1 - t : t, s.tmp[j], true);
             s.bin[nc + j] = s.tmp[j];
         }
         for (int i = 0; i < nc; i++) {
@@ -647,6 +725,65 @@ static ts_status run_scan(const ts_node *n, const ts_cf_attrs *p, const ts_cf_ru
     if (!st) copy_out(&s, out);
     iter_free(&s);
     return st;
+}
+
+/* Row i of t (axis 0 dropped) as a view sharing t's data. */
+static ts_tensor row_view(const ts_tensor *t, int64_t i)
+{
+    ts_tensor v = {.dtype = t->dtype, .refcount = 1};
+    v.shape.rank = t->shape.rank - 1;
+    for (int d = 0; d < v.shape.rank; d++) v.shape.dims[d] = t->shape.dims[d + 1];
+    v.nbytes = t->shape.dims[0] ? t->nbytes / (size_t)t->shape.dims[0] : 0;
+    v.data = (char *)t->data + (size_t)i * v.nbytes;
+    return v;
+}
+
+/* Scan of opset 8: each batch row is an opset-9 scan over axis 0 of views
+ * of that row; sequence_lens, when given, must be the whole length. */
+static ts_status run_scan8(const ts_node *n, const ts_cf_attrs *p, const ts_cf_runner *r, const ts_tensor *const *in,
+                           ts_tensor *const *out, ts_error *err)
+{
+    int nexp = ts_cf_explicit_inputs(n);
+    const ts_tensor *x0 = in[1];
+    int64_t batch = x0->shape.dims[0], len = in[nexp - 1]->shape.dims[1];
+    for (int64_t i = 0; in[0] && i < batch; i++) {
+        int64_t l = ts_tensor_get_i64(in[0], i);
+        if (l != len)
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "node '%s' (Scan): sequence_lens[%lld] is %lld; tsopt runs opset-8 Scan over whole "
+                                "sequences only (%lld)",
+                                n->name, (long long)i, (long long)l, (long long)len);
+    }
+    ts_tensor *vin = calloc((size_t)n->ninputs + 1, sizeof *vin), *vout = calloc((size_t)n->noutputs + 1, sizeof *vout);
+    const ts_tensor **pin = calloc((size_t)n->ninputs + 1, sizeof *pin);
+    ts_tensor **pout = calloc((size_t)n->noutputs + 1, sizeof *pout);
+    ts_status st = vin && vout && pin && pout ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < batch; i++) {
+        for (int j = 0; j < n->ninputs; j++) {
+            if (j == 0 || j >= nexp || !in[j]) { /* sequence_lens, captures: as they are */
+                pin[j] = in[j];
+                continue;
+            }
+            vin[j] = row_view(in[j], i);
+            pin[j] = &vin[j];
+        }
+        for (int o = 0; o < n->noutputs; o++) {
+            vout[o] = row_view(out[o], i);
+            pout[o] = &vout[o];
+        }
+        st = scan_rows(n, p, r, pin, pout, 1, err);
+    }
+    free(vin);
+    free(vout);
+    free(pin);
+    free(pout);
+    return st;
+}
+
+static ts_status run_scan(const ts_node *n, const ts_cf_attrs *p, const ts_cf_runner *r, const ts_tensor *const *in,
+                          ts_tensor *const *out, ts_error *err)
+{
+    return p->batched ? run_scan8(n, p, r, in, out, err) : scan_rows(n, p, r, in, out, 0, err);
 }
 
 ts_status ts_cf_execute(const ts_node *n, const ts_cf_runner *r, const ts_tensor *const *in, ts_tensor *const *out,
@@ -737,7 +874,10 @@ static double cf_flops(const ts_node *n, const ts_graph *g)
         const ts_value *x = first >= 0 && first < n->ninputs && n->inputs[first] >= 0 ? &g->values[n->inputs[first]]
                                                                                          : NULL;
         int a = x ? scan_axis(p->in_axes, p->nin_axes, 0, x->shape.rank) : -1;
-        if (a >= 0) trips = (double)x->shape.dims[a];
+        if (x && p->batched && x->shape.rank >= 2)
+            trips = (double)x->shape.dims[0] * (double)x->shape.dims[1]; /* batch rows times their length */
+        else if (a >= 0)
+            trips = (double)x->shape.dims[a];
     } else {
         int nc = nexp - 2;
         const ts_value *m = n->ninputs > 0 && n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
@@ -763,8 +903,9 @@ const ts_op_desc ts_op_loop = {.opset_min = 1,
     .attrs_retain = cf_retain, .attrs_release = cf_release,
 };
 
-const ts_op_desc ts_op_scan = {.opset_min = 9, 
-    .name = "Scan", .attr_size = sizeof(ts_cf_attrs), .min_inputs = 1, .max_inputs = -1, .min_outputs = 1,
+/* min_inputs 0: opset 8 leaves its input 0 (sequence_lens) empty */
+const ts_op_desc ts_op_scan = {.opset_min = 8, 
+    .name = "Scan", .attr_size = sizeof(ts_cf_attrs), .min_inputs = 0, .max_inputs = -1, .min_outputs = 1,
     .max_outputs = -1, .parse = scan_parse, .emit = scan_emit, .infer = scan_infer, .kernel = cf_kernel, .flops = cf_flops,
     .attrs_retain = cf_retain, .attrs_release = cf_release,
 };

@@ -19,6 +19,10 @@ typedef struct ts_cf_attrs {
     int32_t nin_axes, nin_dirs, nout_axes, nout_dirs; /* -1: attribute absent */
     int64_t in_axes[TS_CF_MAX_SCAN], in_dirs[TS_CF_MAX_SCAN];
     int64_t out_axes[TS_CF_MAX_SCAN], out_dirs[TS_CF_MAX_SCAN];
+    /* Scan of opset 8: a batch axis 0 on every state, scan input and
+     * output (the scan axis is 1), sequence_lens as explicit input 0, and
+     * `directions` (held in in_dirs) for the scan inputs only */
+    int32_t batched;
 } ts_cf_attrs;
 
 extern const ts_op_desc ts_op_if, ts_op_loop, ts_op_scan;

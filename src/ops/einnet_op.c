@@ -7,16 +7,25 @@
  * interpreter and the optimizer's checks see it as any other operator;
  * the fast runtime runs the compiled kernel (src/exec/einnet_kernel.c).
  *
- * It is never written to a file: ONNX Runtime does not know the domain,
- * so its emit refuses and ts_onnx_save fails naming the node.  The rule
- * (docs/einnet.md) is that nothing proposes an eOperator into a graph
- * that is written until it can be lowered to standard operators. */
+ * Written to a file, it is a call of a model-local function of the domain
+ * ai.tsopt whose body is the expression in standard operators (the
+ * exporter builds it: einnet/function.h), so ONNX Runtime runs the file
+ * and tsopt's importer reads the call back as this operator.  Its
+ * attributes keep the text they were parsed from, which emit writes. */
 #include <stdlib.h>
 #include <string.h>
 #include "einnet/expr.h"
 #include "ops/op.h"
 
 #define EIN_TEXT_MAX 16384
+
+/* The parsed expression first (kernels read attrs as a ts_ein), then the
+ * text it was parsed from, for emit: attributes are plain data, copied
+ * with memcpy, so the text is held inline. */
+typedef struct einop_attrs {
+    ts_ein e;
+    char text[EIN_TEXT_MAX + 1];
+} einop_attrs;
 
 static ts_status einop_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
@@ -25,16 +34,19 @@ static ts_status einop_parse(void *attrs, const ts_attr *a, int na, int opset, t
     if (!x) return ts_error_set(err, TS_ERR_INVALID, "attribute 'expr': missing (EinNetOp needs its expression)");
     if (x->kind != TS_ATTR_STRING || !x->s) return ts_attr_fail(err, x, "must be a string");
     if (strlen(x->s) > EIN_TEXT_MAX) return ts_attr_fail(err, x, "is longer than any expression");
-    ts_status st = ts_ein_from_text(x->s, attrs, err);
-    if (st) ts_error_prefix(err, "attribute 'expr'");
-    return st;
+    einop_attrs *w = attrs;
+    ts_status st = ts_ein_from_text(x->s, &w->e, err);
+    if (st) return ts_error_prefix(err, "attribute 'expr'"), st;
+    memcpy(w->text, x->s, strlen(x->s) + 1);
+    return TS_OK;
 }
 
-/* Refused: an eOperator is never written (see above). */
 static int einop_emit(const void *attrs, ts_attr *out, int max)
 {
-    (void)attrs, (void)out, (void)max;
-    return -1;
+    const einop_attrs *w = attrs;
+    if (max < 1) return -1;
+    out[0] = ts_attr_string("expr", w->text);
+    return 1;
 }
 
 static ts_status einop_infer(ts_infer_ctx *c)
@@ -79,7 +91,7 @@ static double einop_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_einnet = {
     .name = "tsopt.EinNetOp", /* internal (the dot): never an ai.onnx operator */
-    .attr_size = sizeof(ts_ein),
+    .attr_size = sizeof(einop_attrs),
     .min_inputs = 0,
     .max_inputs = EIN_MAX_INPUTS,
     .min_outputs = 1,

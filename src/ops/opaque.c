@@ -4,12 +4,15 @@
 #include <string.h>
 #include "ir/ir.h"
 #include "ir/meta.h"
+#include "ops/control_flow.h"
 #include "ops/opaque.h"
 
 const char *ts_opaque_what(const ts_node *n, char *buf, size_t size)
 {
     const ts_opaque_attrs *a = n->attrs;
-    if (a->domain[0])
+    if (!ts_node_is_opaque(n)) /* a control-flow node holding one */
+        snprintf(buf, size, "%s holding an opaque node", n->op->name);
+    else if (a->domain[0])
         snprintf(buf, size, "%s::%s", a->domain, a->op_type);
     else
         snprintf(buf, size, "%s", a->op_type);
@@ -123,10 +126,20 @@ const ts_opaque_rec *ts_opaque_rec_of(const ts_graph *g, const ts_node *n)
     return t && a->id >= 0 && a->id < t->n ? &t->recs[a->id] : NULL;
 }
 
+bool ts_node_holds_opaque(const ts_node *n)
+{
+    if (ts_node_is_opaque(n)) return true;
+    ts_body *b[TS_CF_MAX_BODIES];
+    int nb = ts_cf_bodies(n, b);
+    for (int j = 0; j < nb; j++)
+        if (ts_graph_first_opaque(b[j]->g) >= 0) return true;
+    return false;
+}
+
 int ts_graph_first_opaque(const ts_graph *g)
 {
     for (int i = 0; i < g->nnodes; i++)
-        if (!g->nodes[i].dead && ts_node_is_opaque(&g->nodes[i])) return i;
+        if (!g->nodes[i].dead && ts_node_holds_opaque(&g->nodes[i])) return i;
     return -1;
 }
 
@@ -134,6 +147,15 @@ ts_status ts_graph_check_runnable(const ts_graph *g, ts_error *err)
 {
     int i = ts_graph_first_opaque(g);
     if (i < 0) return TS_OK;
+    if (!ts_node_is_opaque(&g->nodes[i])) { /* the opaque node is inside a body: named there */
+        const ts_node *n = &g->nodes[i];
+        ts_body *b[TS_CF_MAX_BODIES];
+        int nb = ts_cf_bodies(n, b);
+        for (int j = 0; j < nb; j++)
+            if (ts_graph_check_runnable(b[j]->g, err))
+                return ts_error_prefix(err, "node '%s' (%s): attribute '%s'", n->name, n->op->name,
+                                       ts_cf_body_attr_name(n->op, j));
+    }
     const ts_node *n = &g->nodes[i];
     const ts_opaque_attrs *a = n->attrs;
     char what[2 * TS_OPAQUE_NAME_MAX + 4];

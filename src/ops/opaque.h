@@ -66,7 +66,10 @@ const ts_opaque_rec *ts_opaque_rec_of(const ts_graph *g, const ts_node *n);
 
 /* "Foo" or "com.example::Foo", for messages. */
 const char *ts_opaque_what(const ts_node *n, char *buf, size_t size);
-/* The first opaque node of g in node order, or -1. */
+/* Whether n is opaque or a control-flow node with an opaque node in a
+ * body (nested bodies too): a node tsopt keeps as it is and cannot run. */
+bool ts_node_holds_opaque(const ts_node *n);
+/* The first node of g in node order that holds an opaque node, or -1. */
 int ts_graph_first_opaque(const ts_graph *g);
 /* Fails (TS_ERR_UNSUPPORTED) naming the first node of g that tsopt cannot
  * execute; TS_OK when there is none.  For the runtime and the reference

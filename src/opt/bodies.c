@@ -2,6 +2,7 @@
 #include "opt/bodies.h"
 #include "ir/ir.h"
 #include "ops/control_flow.h"
+#include "ops/opaque.h"
 #include "opt/passes.h"
 
 /* The passes on one body graph, in place: rewrites made, or -1. */
@@ -24,7 +25,8 @@ int ts_opt_bodies(ts_graph *g, ts_error *err)
     int total = 0;
     for (int i = 0; i < g->nnodes; i++) {
         ts_node *nd = &g->nodes[i];
-        if (nd->dead || !ts_op_is_control_flow(nd->op)) continue;
+        /* a body holding an opaque node is kept as it is, like the node */
+        if (nd->dead || !ts_op_is_control_flow(nd->op) || ts_node_holds_opaque(nd)) continue;
         ts_cf_attrs *p = nd->attrs;
         for (int k = 0; k < p->nbodies; k++) {
             ts_body *b = p->body[k];

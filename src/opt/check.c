@@ -268,7 +268,7 @@ static ts_status pair_opaque(rctx *c, ts_error *err)
     for (int n1 = 0; n1 < g1->nnodes; n1++) {
         c->pair1[n1] = -1;
         const ts_node *b = &g1->nodes[n1];
-        if (b->dead || !ts_node_is_opaque(b)) continue;
+        if (b->dead || !ts_node_holds_opaque(b)) continue; /* a control-flow node with one in a body too */
         int n0 = -1, same = 0;
         for (int i = 0; i < g0->nnodes; i++)
             if (!g0->nodes[i].dead && !strcmp(g0->nodes[i].name, b->name)) {
@@ -283,7 +283,7 @@ static ts_status pair_opaque(rctx *c, ts_error *err)
         c->pair0[n0] = n1;
     }
     for (int i = 0; i < g0->nnodes; i++)
-        if (!g0->nodes[i].dead && ts_node_is_opaque(&g0->nodes[i]) && c->pair0[i] < 0) {
+        if (!g0->nodes[i].dead && ts_node_holds_opaque(&g0->nodes[i]) && c->pair0[i] < 0) {
             char what[256];
             return ts_error_set(err, TS_ERR_UNSUPPORTED, "opaque node '%s' (%s) is missing from the optimized graph",
                                 g0->nodes[i].name, ts_opaque_what(&g0->nodes[i], what, sizeof what));

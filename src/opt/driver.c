@@ -13,7 +13,8 @@
  * Sources are asked in proportion to what they give: one whose proposals
  * for a graph all cost more than that graph is skipped on the next graph,
  * then on the next 3, 7, ... (at most 31) until one of its proposals beats
- * the graph it rewrites again.  A source that finds nothing in a model
+ * the graph it rewrites again; a graph that leaves the queue empty is
+ * given to the skipped sources too.  A source that finds nothing in a model
  * (PET or EinNet on a graph whose convolutions oneDNN already runs best)
  * would otherwise take most of the time limit from one that does: on
  * nasnet_a, 3 graphs explored in 20 s with all sources against 48 with
@@ -63,6 +64,7 @@ typedef struct sched {
     int streak; /* graphs in a row on which it beat nothing */
     int next;   /* explored count from which it is asked again */
     bool won;   /* a proposal for the current graph cost less than it */
+    bool asked; /* asked about the current graph */
 } sched;
 
 typedef struct dctx {
@@ -92,6 +94,7 @@ typedef struct dctx {
     ts_error *err;
     bool failed;
     const char *stop; /* set once the search must end */
+    double rss0;      /* resident MiB when the search began: the model's weights (mapped or read) are not the search's */
     ts_source_emit emit;
 } dctx;
 
@@ -102,15 +105,18 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Anonymous resident MiB: pages of a file mapping (weights memory-mapped
+ * from external data, which the search reads when it hashes or folds
+ * them) are the kernel's to drop, not memory the search holds. */
 static double rss_mb(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0, res = 0;
+    long pages = 0, res = 0, shared = 0;
     if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        if (fscanf(f, "%ld %ld %ld", &pages, &res, &shared) != 3) res = shared = 0;
         fclose(f);
     }
-    return (double)res * 4096.0 / (1 << 20);
+    return (double)(res - shared) * 4096.0 / (1 << 20);
 }
 
 /* ---- history: a tree of rewrites shared by the queued graphs */
@@ -342,12 +348,12 @@ static void tick(dctx *s, bool final)
     if (!final && t - s->last_tick < 0.25) return;
     s->last_tick = t;
     double limit = s->o->max_memory_mb > 0 ? s->o->max_memory_mb : 1536;
-    if (!final && rss_mb() > limit) {
+    if (!final && rss_mb() - s->rss0 > limit) {
         /* the frontier is the one thing the driver can give back */
         while (s->n > 0 && s->bytes > s->max_bytes / 4) drop_worst(s);
         s->max_bytes /= 2;
         malloc_trim(0);
-        if (rss_mb() > limit && !s->stop) s->stop = "memory";
+        if (rss_mb() - s->rss0 > limit && !s->stop) s->stop = "memory";
     }
     if (!s->o->progress) return;
     /* a line rewritten in place on a terminal; elsewhere (a log) a plain
@@ -576,6 +582,7 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
     s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
     s.tty = isatty(2);
     s.last_line = s.t0;
+    s.rss0 = rss_mb();
     ts_graph *start = ts_graph_copy(g0);
     s.sched = calloc((size_t)nsrc + 1, sizeof *s.sched);
     if (!start || !s.sched || !pset_init(&s.orig, g0)) {
@@ -613,14 +620,21 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
         s.explored++;
         s.cur_h = e.h;
         s.cur_cost = e.cost;
-        for (int k = 0; k < nsrc && !s.failed && !must_stop(&s); k++) {
-            sched *q = &s.sched[k];
-            if (s.explored < q->next) continue;
-            s.cur_src = k;
-            q->won = false;
-            if (sources[k]->propose(states[k], e.g, &s.emit, err)) s.failed = true;
-            q->streak = q->won ? 0 : q->streak < 5 ? q->streak + 1 : 5;
-            q->next = s.explored + (1 << q->streak);
+        /* Second pass: when the queue ran dry, the sources skipped for this
+         * graph get it after all, or the search would end "exhausted"
+         * without them ever seeing its last graph. */
+        for (int k = 0; k < nsrc; k++) s.sched[k].asked = false;
+        for (int pass = 0; pass < 2 && !(pass == 1 && s.n > 0); pass++) {
+            for (int k = 0; k < nsrc && !s.failed && !must_stop(&s); k++) {
+                sched *q = &s.sched[k];
+                if (q->asked || (pass == 0 && s.explored < q->next)) continue;
+                q->asked = true;
+                s.cur_src = k;
+                q->won = false;
+                if (sources[k]->propose(states[k], e.g, &s.emit, err)) s.failed = true;
+                q->streak = q->won ? 0 : q->streak < 5 ? q->streak + 1 : 5;
+                q->next = s.explored + (1 << q->streak);
+            }
         }
         ts_graph_free(e.g);
         hist_unref(e.h);

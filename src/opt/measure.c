@@ -164,6 +164,55 @@ static void say(ts_measure_result *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Sets x->flags from its evidence against its graph's best round. */
+static void flag_sample(ts_measure_sample *x, double best_share, double best_med, const ts_measure_machine *m,
+                        int threads, evidence *ev)
+{
+    double wall = x->wall_ms > 0 ? x->wall_ms : 1e-9;
+    double share = x->cpu_ms / (wall * threads);
+    x->flags = 0;
+    if (x->wait_ms >= 0 && x->wait_ms > WAIT_FRAC * wall) {
+        x->flags |= TS_MEASURE_WAITED;
+        note(ev, 0, x->wait_ms / (wall * threads), false);
+    }
+    if (best_share > 0 && share < SHARE_DROP * best_share) {
+        x->flags |= TS_MEASURE_CPU_SHARE;
+        note(ev, 1, share / best_share, true);
+    }
+    /* cores this graph leaves idle when undisturbed: a serial graph with
+     * sleeping workers keeps one core busy, spinning workers keep all of
+     * theirs */
+    double idle = m->cores - best_share * threads;
+    if (x->others >= 0 && x->others > (idle > 0 ? floor(idle + 0.5) : 0)) {
+        x->flags |= TS_MEASURE_OTHERS;
+        note(ev, 2, x->others, false);
+    }
+    if (x->steal_ms >= 0 && x->steal_ms > STEAL_FRAC * wall) {
+        x->flags |= TS_MEASURE_STOLEN;
+        note(ev, 3, x->steal_ms / wall, false);
+    }
+    if (isfinite(best_med) && x->med_ms > COLLAPSE * best_med) {
+        x->flags |= TS_MEASURE_COLLAPSE;
+        note(ev, 4, x->med_ms / best_med, false);
+    }
+}
+
+int ts_measure_judge_runs(ts_measure_sample *s, int n, const ts_measure_machine *m)
+{
+    int threads = m->threads > 0 ? m->threads : 1, clean = 0;
+    double best_share = 0, best_med = INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (s[i].wall_ms > 0) best_share = fmax(best_share, s[i].cpu_ms / (s[i].wall_ms * threads));
+        if (s[i].med_ms > 0) best_med = fmin(best_med, s[i].med_ms);
+    }
+    evidence ev = {.worst = {0, INFINITY, 0, 0, 0}};
+    for (int i = 0; i < n; i++) {
+        flag_sample(&s[i], best_share, best_med, m, threads, &ev);
+        clean += !s[i].flags;
+    }
+    return clean;
+}
+
 int ts_measure_judge(ts_measure_sample *s, int n, const ts_measure_machine *m, const ts_measure_opts *o,
                      ts_measure_result *r)
 {
@@ -188,33 +237,7 @@ int ts_measure_judge(ts_measure_sample *s, int n, const ts_measure_machine *m, c
         for (int h = 0; h < 2; h++) {
             ts_measure_sample *x = &s[2 * k + h];
             int g = x->graph ? 1 : 0;
-            double wall = x->wall_ms > 0 ? x->wall_ms : 1e-9;
-            double share = x->cpu_ms / (wall * threads);
-            x->flags = 0;
-            if (x->wait_ms >= 0 && x->wait_ms > WAIT_FRAC * wall) {
-                x->flags |= TS_MEASURE_WAITED;
-                note(&ev, 0, x->wait_ms / (wall * threads), false);
-            }
-            if (best_share[g] > 0 && share < SHARE_DROP * best_share[g]) {
-                x->flags |= TS_MEASURE_CPU_SHARE;
-                note(&ev, 1, share / best_share[g], true);
-            }
-            /* cores this graph leaves idle when undisturbed: a serial
-             * graph with sleeping workers keeps one core busy, spinning
-             * workers keep all of theirs */
-            double idle = m->cores - best_share[g] * threads;
-            if (x->others >= 0 && x->others > (idle > 0 ? floor(idle + 0.5) : 0)) {
-                x->flags |= TS_MEASURE_OTHERS;
-                note(&ev, 2, x->others, false);
-            }
-            if (x->steal_ms >= 0 && x->steal_ms > STEAL_FRAC * wall) {
-                x->flags |= TS_MEASURE_STOLEN;
-                note(&ev, 3, x->steal_ms / wall, false);
-            }
-            if (isfinite(best_med[g]) && x->med_ms > COLLAPSE * best_med[g]) {
-                x->flags |= TS_MEASURE_COLLAPSE;
-                note(&ev, 4, x->med_ms / best_med[g], false);
-            }
+            flag_sample(x, best_share[g], best_med[g], m, threads, &ev);
             round_flags |= x->flags;
         }
         for (int i = 0; i < NREASONS; i++) ev.rounds[i] += (round_flags >> i) & 1;
@@ -262,15 +285,7 @@ static double now_ms(clockid_t c)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* The counters around a half-round. */
-typedef struct probe {
-    double wall_ms, cpu_ms;
-    double wait_ms;   /* sum of the threads' run delay; < 0 unknown */
-    double slices;    /* sum of the threads' timeslices; < 0 unknown */
-    double preempted; /* involuntary context switches; < 0 unknown */
-    double steal_ms;  /* machine-wide; < 0 unknown */
-    int others;       /* runnable tasks not ours; < 0 unknown */
-} probe;
+typedef ts_measure_probe probe;
 
 static bool read_text(const char *path, char *buf, size_t n)
 {
@@ -330,7 +345,7 @@ static double read_steal_ms(void)
     return (double)v[7] * 1e3 / (double)hz;
 }
 
-static void probe_take(probe *p)
+void ts_measure_probe_take(ts_measure_probe *p)
 {
     int own = 0;
     read_tasks(&p->wait_ms, &p->slices, &own);
@@ -364,9 +379,15 @@ static ts_status half_round(ts_plan *p, ts_tensor **in, ts_tensor **out, int run
         t[i] = now_ms(CLOCK_MONOTONIC) - t0;
         if (t0 + t[i] > deadline_ms) runs = i + 1;
     }
-    probe_take(b);
+    ts_measure_probe_take(b);
     s->med_ms = median(t, runs); /* sorts t */
     s->min_ms = t[0];
+    ts_measure_sample_between(s, a, b);
+    return TS_OK;
+}
+
+void ts_measure_sample_between(ts_measure_sample *s, const ts_measure_probe *a, const ts_measure_probe *b)
+{
     s->wall_ms = b->wall_ms - a->wall_ms;
     s->cpu_ms = b->cpu_ms - a->cpu_ms;
     s->wait_ms = delta(a->wait_ms, b->wait_ms);
@@ -375,7 +396,6 @@ static ts_status half_round(ts_plan *p, ts_tensor **in, ts_tensor **out, int run
     s->steal_ms = delta(a->steal_ms, b->steal_ms);
     s->others = a->others < 0 ? b->others : b->others < 0 ? a->others : a->others < b->others ? a->others : b->others;
     s->flags = 0;
-    return TS_OK;
 }
 
 static ts_status same_inputs(const ts_graph *g0, const ts_graph *g1, ts_error *err)
@@ -463,7 +483,10 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
         goto done;
     }
     ts_plan_opts po = {.threads = opts.threads};
-    if ((st = make_inputs(g0, opts.seed ? opts.seed : DEFAULT_SEED, in, err))) goto done;
+    if (opts.inputs) /* optimize --inputs: a loop's trip count, a branch, as the user's data take them */
+        for (int i = 0; i < g0->ninputs; i++) in[i] = ts_tensor_ref(opts.inputs[i]);
+    else if ((st = make_inputs(g0, opts.seed ? opts.seed : DEFAULT_SEED, in, err)))
+        goto done;
     for (int k = 0; k < 2; k++)
         if ((st = make_outputs(g[k], out[k], err)) || (st = ts_plan_build(g[k], &po, &plan[k], err))) goto done;
     ts_measure_machine m = {.threads = opts.threads > 0 ? opts.threads : omp_get_num_procs(),
@@ -493,7 +516,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
         if (elapsed + round_ms > budget_ms) break;
         int first = clean % 2;
         probe a, b, c;
-        probe_take(&a);
+        ts_measure_probe_take(&a);
         s[n].graph = first;
         double deadline = start + budget_ms;
         if ((st = half_round(plan[first], in, out[first], runs, deadline, t, &a, &b, &s[n], err))) goto done;

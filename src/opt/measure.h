@@ -25,6 +25,7 @@ typedef struct ts_measure_opts {
     double budget_s;            /* wall clock for the whole comparison, waiting for quiet included (0: 10) */
     double min_gain;            /* percent the result's fastest run must gain */
     uint64_t seed;              /* random inputs (0: a fixed seed) */
+    ts_tensor *const *inputs;   /* the user's inputs, one per graph input (NULL: random ones from seed) */
     FILE *trace;                /* one line per half-round and its verdict (NULL: none) */
 } ts_measure_opts;
 
@@ -82,5 +83,23 @@ typedef struct ts_measure_machine {
  * returns their count. */
 int ts_measure_judge(ts_measure_sample *s, int n, const ts_measure_machine *m, const ts_measure_opts *o,
                      ts_measure_result *r);
+
+/* ---- the same evidence around any stretch of runs (tsopt bench's rounds) */
+
+/* The counters read before and after a stretch. */
+typedef struct ts_measure_probe {
+    double wall_ms, cpu_ms;
+    double wait_ms;   /* sum of the threads' run delay; < 0 unknown */
+    double slices;    /* sum of the threads' timeslices; < 0 unknown */
+    double preempted; /* involuntary context switches; < 0 unknown */
+    double steal_ms;  /* machine-wide; < 0 unknown */
+    int others;       /* runnable tasks not ours; < 0 unknown */
+} ts_measure_probe;
+void ts_measure_probe_take(ts_measure_probe *p);
+/* The evidence of the stretch between a and b (not min_ms, med_ms, graph). */
+void ts_measure_sample_between(ts_measure_sample *s, const ts_measure_probe *a, const ts_measure_probe *b);
+/* Flags samples s[0..n-1], all of one graph, by the evidence and
+ * thresholds of ts_measure_judge; returns how many are undisturbed. */
+int ts_measure_judge_runs(ts_measure_sample *s, int n, const ts_measure_machine *m);
 
 #endif

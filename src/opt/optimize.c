@@ -66,7 +66,7 @@ ts_status ts_optimize_opts_check(const ts_optimize_opts *o, ts_error *err)
 
 /* The measured keep decision for a checked result that differs from g. */
 static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_optimize_opts *o, double budget_s,
-                        ts_optimize_result *res, ts_error *err)
+                        ts_tensor *const *user_in, ts_optimize_result *res, ts_error *err)
 {
     if (o->no_timing) {
         /* --min-gain then applies to the prediction */
@@ -79,7 +79,7 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
         return TS_OK;
     }
     ts_measure_opts mo = {.min_rounds = 3, .max_rounds = 7, .budget_s = budget_s, .min_gain = o->min_gain,
-                          .seed = o->seed};
+                          .seed = o->seed, .inputs = user_in};
     ts_measure_result mr;
     if (ts_measure_pair(g, dr->best, &mo, &mr, err)) return err->code;
     res->latency_before_ms = mr.median0_ms;
@@ -90,6 +90,8 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
     res->optimized = mr.faster && !mr.busy;
     if (mr.busy)
         snprintf(res->reason, sizeof res->reason, "original kept: the machine was too busy to measure (%s)", mr.why);
+    else if (mr.rounds < mo.min_rounds) /* undecided: too few rounds fit in the time left */
+        snprintf(res->reason, sizeof res->reason, "original kept: not measured (%s)", mr.why);
     else if (res->optimized)
         snprintf(res->reason, sizeof res->reason,
                  "optimized: measured faster by at least %.3g%% (fastest %.3f -> %.3f ms, median %.3f -> %.3f ms, "
@@ -219,7 +221,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                                     : "original kept: the cost model predicts less than --min-gain (%.3f -> %.3f ms; "
                                       "not timed: %.120s)",
                      dr.cost_before, dr.cost_after, why_run.msg);
-        } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), res, err)))
+        } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), user_in, res, err)))
             goto done;
     } else {
         snprintf(res->reason, sizeof res->reason,

@@ -257,7 +257,7 @@ typedef struct gen {
 /* The predicted cost used to rank mutants: a roofline of 100 GFLOP/s and
  * 20 GB/s plus 2 us per operator (the driver costs the corrected graph
  * with its own model; this only orders the candidates). */
-static double predict(const ts_graph *p)
+double ts_pet_predict(const ts_graph *p)
 {
     double ms = 0;
     for (int i = 0; i < p->nnodes; i++) {
@@ -307,7 +307,7 @@ static void record(gen *s, const ts_graph *p, int cur, const char *what)
     m->prog = c;
     m->variant = s->cur_variant;
     snprintf(m->what, sizeof m->what, "pet:%.56s", what);
-    m->cost = predict(c);
+    m->cost = ts_pet_predict(c);
 }
 
 static void dfs(gen *s, const ts_graph *p, int cur, int depth, bool used, int last_rt, int64_t last_f,

@@ -13,6 +13,8 @@
  *              inputs uniform in F_p) through the interpreter's mod-p domain
  *   mutant.c   Algorithm 1: depth-first enumeration of mutants over PET's
  *              operators, ranked by predicted cost
+ *   commute.c  mutants of a two-operator subset (an AveragePool and a
+ *              pointwise Conv): the operators in every order, the bias moved
  *   correct.c  a correction per failing box (the original recomputed on a
  *              slab), stitched with Slice/Concat, re-checked exact
  *   layout.c   post-optimization: inverse layout chains around an
@@ -72,6 +74,7 @@ int ts_pet_transpose(ts_graph *g, int x, const int64_t *perm, int rank, ts_error
 int ts_pet_slice(ts_graph *g, int x, int axis, int64_t lo, int64_t hi, ts_error *err);
 int ts_pet_concat(ts_graph *g, const int *xs, int n, int axis, ts_error *err);
 int ts_pet_pad(ts_graph *g, int x, const int64_t *pads, ts_error *err); /* 2*rank, zeros */
+int ts_pet_binary(ts_graph *g, const char *op, int a, int b, ts_error *err); /* "Add", "Mul", ... */
 /* A node of the same operator as node `like` of graph `from`, with the
  * typed attribute struct attrs (NULL: like's own) on the given inputs. */
 int ts_pet_node_like(ts_graph *g, const ts_graph *from, int like, const void *attrs, const int *ins, int nin,
@@ -159,6 +162,30 @@ typedef struct ts_pet_gen_opts {
  * reads every input, the top `keep` by predicted cost.  *out malloc'd. */
 ts_status ts_pet_mutants(const ts_graph *p0, const ts_pet_gen_opts *o, ts_pet_mutant **out, int *n, ts_error *err);
 void ts_pet_mutants_free(ts_pet_mutant *m, int n);
+/* The roofline estimate mutants are ranked by (ms). */
+double ts_pet_predict(const ts_graph *p);
+
+/* --------------------------------------------------------- commute.c */
+
+/* Node conv of g is a pointwise Conv (1x1, stride 1, no pad, one group)
+ * paired with an AveragePool (no ceil mode, no auto_pad) of the same
+ * multi-linear subprogram (sub_of: the splitter's per-node subprogram;
+ * NULL: not checked): the pool before it, its output read by the conv
+ * alone (Inception's pool branch), or after it, reading the conv's output
+ * alone, maybe through a Pad of zeros (*between gets that Pad, else -1;
+ * DenseNet's transitions).  Returns the pool's node, else -1. */
+int ts_pet_pool_conv_pair(const ts_graph *g, const int *sub_of, int conv, int *between);
+/* The program of that pair of g, in g's order, over inputs x (the first
+ * node's data input), W and B (B when the conv has one), with C input and
+ * F output channels (<= 0: g's); map[k] = the value of g that program
+ * input k stands for, *nmap of them. */
+ts_graph *ts_pet_pair_program(const ts_graph *g, int pool, int conv, int64_t C, int64_t F, int *map, int *nmap,
+                              ts_error *err);
+/* Mutants of such a two-operator program: every sequence of the pool, the
+ * conv with or without its bias and an Add of the bias that reads each
+ * input once and has the output's shape (the original excluded).  *out
+ * malloc'd, unranked. */
+ts_status ts_pet_commute_mutants(const ts_graph *p0, ts_pet_mutant **out, int *n, ts_error *err);
 
 /* ---------------------------------------------------------- layout.c */
 

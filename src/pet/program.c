@@ -127,6 +127,12 @@ int ts_pet_concat(ts_graph *g, const int *xs, int n, int axis, ts_error *err)
     return add1(g, "Concat", xs, n, &a, 1, err);
 }
 
+int ts_pet_binary(ts_graph *g, const char *op, int a, int b, ts_error *err)
+{
+    int ins[2] = {a, b};
+    return add1(g, op, ins, 2, NULL, 0, err);
+}
+
 int ts_pet_pad(ts_graph *g, int x, const int64_t *pads, ts_error *err)
 {
     int rank = g->values[x].shape.rank;

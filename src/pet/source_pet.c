@@ -50,7 +50,18 @@ typedef struct pet_state {
     entry *cache;
     int ncache;
     int checked, passed, corrected, rejected; /* mutants, over the run */
+    /* the driver's side while propose() runs: checking a program's mutants
+     * at full size takes seconds on CSRNet, and a search that overruns its
+     * time limit leaves the keep decision no time to measure */
+    ts_source_emit *emit;
 } pet_state;
+
+/* Time is up or a stop was asked: a program's remaining mutants are not
+ * checked (its cache entry stays partial; no graph follows a stop). */
+static bool stopping(const pet_state *s)
+{
+    return s->emit && s->emit->stopped(s->emit);
+}
 
 static ts_status pet_open(const ts_source_env *env, void **out, ts_error *err)
 {
@@ -77,8 +88,8 @@ static void pet_describe(void *state, char *buf, size_t n)
 {
     (void)state;
     snprintf(buf, n,
-             "mutants of each convolution in a multi-linear subprogram (depth %d, top %d by predicted cost), "
-             "%d F_p tests per box, corrections of at most %.0f%% of an output",
+             "mutants of each convolution in a multi-linear subprogram (depth %d, top %d by predicted cost) and of "
+             "each AveragePool -> 1x1 conv pair, %d F_p tests per box, corrections of at most %.0f%% of an output",
              PET_DEPTH, PET_KEEP, PET_TESTS, 100 * PET_MAX_FRAC);
 }
 
@@ -190,7 +201,7 @@ static ts_status mutate(pet_state *s, const ts_graph *p0, entry *e, ts_error *er
     ts_pet_gen_opts all = {.depth = PET_DEPTH, .keep = 1 << 20};
     if (!st) st = ts_pet_mutants(p0, &all, &mf, &nmf, err);
     uint64_t seed = s->env && s->env->opts ? s->env->opts->seed : 1;
-    for (int i = 0; i < nms && !st; i++) {
+    for (int i = 0; i < nms && !st && !stopping(s); i++) {
         ts_pet_verdict v;
         ts_error e2 = {0};
         s->checked++;
@@ -239,6 +250,69 @@ static ts_status mutate(pet_state *s, const ts_graph *p0, entry *e, ts_error *er
     return st;
 }
 
+/* Mutants of a two-operator program (an AveragePool and a pointwise Conv,
+ * in either order, commute.c): generated on a copy with at most 3
+ * channels in and out (the operators act on channels and on space
+ * separately, so which boxes agree does not depend on the counts),
+ * checked box by box, then every position in F_p and in floats; a mutant
+ * with a failing box is dropped (corrections are for one window
+ * operator).  The survivor is rebuilt at full size and compared with the
+ * original by the fast runtime, as for single convolutions. */
+static ts_status mutate_pair(pet_state *s, const ts_graph *p0, entry *e, ts_error *err)
+{
+    int pool = -1, conv = -1, map[3], nmap = 0;
+    for (int i = 0; i < p0->nnodes; i++)
+        if (!p0->nodes[i].dead) *(p0->nodes[i].op == &ts_op_avgpool ? &pool : &conv) = i;
+    if (pool < 0 || conv < 0) return TS_OK;
+    int64_t C = p0->values[p0->nodes[conv].inputs[1]].shape.dims[1];
+    int64_t F = p0->values[p0->nodes[conv].inputs[1]].shape.dims[0];
+    int64_t c = C < 3 ? C : 3, f = F < 3 ? F : 3;
+    if (C != F && c == f) f = c > 1 ? c - 1 : c + 1; /* keep "C equals F" as it is: it decides which Adds fit */
+    ts_graph *small = ts_pet_pair_program(p0, pool, conv, c, f, map, &nmap, err);
+    if (!small) return err->code;
+    ts_pet_mutant *ms = NULL, *mf = NULL;
+    int nms = 0, nmf = 0;
+    ts_status st = ts_pet_commute_mutants(small, &ms, &nms, err);
+    if (!st) st = ts_pet_commute_mutants(p0, &mf, &nmf, err);
+    uint64_t seed = s->env && s->env->opts ? s->env->opts->seed : 1;
+    double base = ts_pet_predict(p0);
+    for (int i = 0; i < nms && !st && !stopping(s); i++) {
+        ts_pet_verdict v;
+        ts_error e2 = {0};
+        bool eq = false;
+        double fe = 1e30;
+        s->checked++;
+        if (ts_pet_check(small, ms[i].prog, PET_TESTS, seed + (uint64_t)i, &v, &e2)) {
+            if (e2.code == TS_ERR_NOMEM) st = ts_error_set(err, TS_ERR_NOMEM, "%s", e2.msg);
+            s->rejected++;
+            continue;
+        }
+        bool ok = v.nfail == 0 && !ts_pet_equal_modp(small, ms[i].prog, 1, seed + 200, &eq, &e2) && eq &&
+                  !ts_pet_float_error(small, ms[i].prog, seed + 300, &fe, &e2) && fe <= 1;
+        ts_pet_verdict_free(&v);
+        /* an equivalent program predicted to cost more (the original
+         * order with the bias as an extra Add) is not proposed */
+        const ts_graph *full = NULL;
+        for (int k = 0; ok && k < nmf && !full; k++)
+            if (!strcmp(mf[k].what, ms[i].what) && mf[k].cost < base) full = mf[k].prog;
+        ts_graph *fc = full ? ts_graph_copy(full) : NULL;
+        if (fc && full_size_ok(p0, fc, seed, &e2)) {
+            if (!push_found(e, fc, ms[i].what)) {
+                ts_graph_free(fc);
+                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
+            }
+            s->passed++;
+        } else {
+            ts_graph_free(fc);
+            s->rejected++;
+        }
+    }
+    ts_pet_mutants_free(ms, nms);
+    ts_pet_mutants_free(mf, nmf);
+    ts_graph_free(small);
+    return st;
+}
+
 static entry *lookup(pet_state *s, const ts_graph *p0, ts_error *err)
 {
     uint64_t key = ts_graph_hash(p0);
@@ -252,7 +326,9 @@ static entry *lookup(pet_state *s, const ts_graph *p0, ts_error *err)
     s->cache = c;
     entry *e = &c[s->ncache++];
     *e = (entry){.key = key};
-    if (mutate(s, p0, e, err)) return NULL;
+    int live = 0;
+    for (int i = 0; i < p0->nnodes; i++) live += !p0->nodes[i].dead;
+    if (live == 2 ? mutate_pair(s, p0, e, err) : mutate(s, p0, e, err)) return NULL;
     return e;
 }
 
@@ -260,6 +336,7 @@ static entry *lookup(pet_state *s, const ts_graph *p0, ts_error *err)
  * entry and how the program's inputs map onto the graph's values. */
 typedef struct site {
     int node, ei; /* ei: the cache entry (the cache may move while it grows) */
+    int extra[2]; /* a two-operator program's first node and a Pad of zeros between, dead once spliced; -1 */
     entry *e;
     int map[16];
 } site;
@@ -288,6 +365,8 @@ static ts_graph *rewrite(const ts_graph *g, site *const *sites, int n, int k, ts
             ts_graph_free(ng);
             return NULL;
         }
+        for (int x = 0; x < 2; x++)
+            if (sites[i]->extra[x] >= 0) ng->nodes[sites[i]->extra[x]].dead = true;
         olds[nr] = old, news[nr++] = neu;
     }
     ts_graph_compact(ng);
@@ -310,12 +389,13 @@ static ts_graph *rewrite(const ts_graph *g, site *const *sites, int n, int k, ts
 static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     pet_state *s = state;
+    s->emit = emit;
     if (g->opset < 13) return TS_OK; /* Slice/Pad/Reshape take their parameters as inputs from 13 on */
     ts_pet_split sp;
     if (ts_pet_split_graph(g, &sp, err)) return err->code;
     ts_status st = TS_OK;
-    site *sites = calloc((size_t)g->nnodes + 1, sizeof *sites);
-    site **same = calloc((size_t)g->nnodes + 1, sizeof *same);
+    site *sites = calloc(2 * (size_t)g->nnodes + 1, sizeof *sites);
+    site **same = calloc(2 * (size_t)g->nnodes + 1, sizeof *same);
     int nsites = 0;
     if (!sites || !same) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory in the PET source");
     for (int ni = 0; ni < g->nnodes && !st; ni++) {
@@ -329,7 +409,23 @@ static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emi
         ts_graph *p0 = ts_pet_program_of_node(g, ni, t->map, &nmap, &e2);
         if (!p0) continue;
         t->node = ni;
+        t->extra[0] = t->extra[1] = -1;
         entry *e = lookup(s, p0, err);
+        ts_graph_free(p0);
+        if (!e) st = err->code;
+        else if (e->n) t->ei = (int)(e - s->cache), nsites++;
+        /* and with the AveragePool it reads or that reads it, as one
+         * program (commute.c); the pair's last node is the one replaced */
+        int mid = -1, pool = st ? -1 : ts_pet_pool_conv_pair(g, sp.sub_of, ni, &mid);
+        if (pool < 0) continue;
+        bool pool_first = g->nodes[ni].inputs[0] == g->nodes[pool].outputs[0];
+        t = &sites[nsites];
+        for (int q = 0; q < 16; q++) t->map[q] = -1;
+        if (!(p0 = ts_pet_pair_program(g, pool, ni, 0, 0, t->map, &nmap, &e2))) continue;
+        t->node = pool_first ? ni : pool;
+        t->extra[0] = pool_first ? pool : ni;
+        t->extra[1] = mid;
+        e = lookup(s, p0, err);
         ts_graph_free(p0);
         if (!e) st = err->code;
         else if (e->n) t->ei = (int)(e - s->cache), nsites++;
@@ -368,6 +464,7 @@ static ts_status pet_propose(void *state, const ts_graph *g, ts_source_emit *emi
     free(sites);
     free(same);
     ts_pet_split_free(&sp);
+    s->emit = NULL;
     return st;
 }
 

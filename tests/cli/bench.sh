@@ -48,7 +48,23 @@ grep -q '^memory: arena ' "$T/b.txt" || fail "no memory line"
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
 assert d["iters"] > 3 and d["iters"] * d["mean_ms"] >= 2000 * 0.999, d
+# the runs come in rounds of about 50 ms, each judged for disturbance: the
+# quiet median reads the undisturbed ones (null when there are none)
+assert d["rounds"] >= 2 and 0 <= d["disturbed_rounds"] <= d["rounds"], d
+assert 0 <= d["quiet_runs"] <= d["iters"], d
+if d["disturbed_rounds"] < d["rounds"]:
+    assert d["quiet_runs"] > 0 and d["min_ms"] <= d["quiet_min_ms"] <= d["quiet_median_ms"] <= d["max_ms"], d
+else:
+    assert d["quiet_runs"] == 0 and d["quiet_median_ms"] is None, d
+assert isinstance(d["disturbed_by"], list) and (d["disturbed_by"] != []) == (d["disturbed_rounds"] > 0), d
+# how the wait policy spent the runs (passive here: no adaptive switching)
+for k in ("wait_spin_runs", "wait_sleep_runs", "wait_spin_ms", "wait_sleep_ms", "wait_to_sleep", "wait_to_spin",
+          "wait_windows", "wait_busy_windows", "wait_vetoed"):
+    assert k in d, k
+assert d["wait_to_sleep"] == d["wait_to_spin"] == 0, d
 PY
+grep -qE '^quiet: (median [0-9.]+ ms, min [0-9.]+ ms over the [0-9]+ runs of [0-9]+ undisturbed rounds of [0-9]+|none of [0-9]+ rounds undisturbed)' \
+    <("$TSOPT" bench "$T/m.onnx" --iters 3) || fail "no quiet line in the text form"
 
 # errors: one line, non-zero exit
 for args in "--iters 0" "--iters x" "--threads 0" "--bogus" "--min-time -1" "--min-time 5000"; do

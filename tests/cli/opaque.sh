@@ -8,7 +8,8 @@
 # unknown default-domain op is kept the same way, a missing output shape is
 # reported (and given with --input), a dynamic batch stays symbolic through
 # the opaque node, and QuantizeLinear/DequantizeLinear are kept, never
-# folded into float weights.
+# folded into float weights.  float16 values and weights around an opaque
+# node, and the model's metadata, are written back as they were.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}"
 : "${ORT_RUN:?ORT_RUN not set}"
@@ -210,4 +211,51 @@ node "$ORT_RUN" "$T/qdq.opt.onnx" --inputs "$T/qdq.in" --save-outputs "$T/qdq.ou
     || fail "qdq: ORT cannot run the written model"
 "$TSOPT" compare "$T/qdq.ref" "$T/qdq.out" --rtol 1e-3 --atol 1e-4 >"$T/qdq.cmp" \
     || { cat "$T/qdq.cmp"; fail "qdq: outputs differ in ORT"; }
+step "float16 around the opaque node; the model's metadata kept"
+"$PYTHON" - "$T/half.onnx" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto as TP
+rng = np.random.default_rng(2)
+f32 = lambda n, a: numpy_helper.from_array(np.asarray(a, np.float32), n)
+inits = [f32('w', rng.standard_normal((4, 3, 3, 3)) * 0.3), f32('s', 1 + rng.random(4)), f32('o', rng.random(4)),
+         f32('m', rng.random(4) * 0.1), f32('v', 0.5 + rng.random(4)),
+         numpy_helper.from_array(np.linspace(-1, 1, 4).astype(np.float16).reshape(4, 1, 1), 'w16')]
+nodes = [helper.make_node('Conv', ['x', 'w'], ['c'], pads=[1, 1, 1, 1]),
+         helper.make_node('BatchNormalization', ['c', 's', 'o', 'm', 'v'], ['b']),
+         helper.make_node('Cast', ['b'], ['h'], to=TP.FLOAT16), helper.make_node('Mul', ['h', 'w16'], ['hw']),
+         helper.make_node('HalfOp', ['hw'], ['u'], domain='com.example', name='custom16', gain=0.5),
+         helper.make_node('Cast', ['u'], ['uf'], to=TP.FLOAT), helper.make_node('Relu', ['uf'], ['y'])]
+g = helper.make_graph(nodes, 'half', [helper.make_tensor_value_info('x', TP.FLOAT, ['batch', 3, 8, 8])],
+                      [helper.make_tensor_value_info('y', TP.FLOAT, ['batch', 4, 8, 8])], inits,
+                      value_info=[helper.make_tensor_value_info('u', TP.FLOAT16, ['batch', 4, 8, 8])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 17), helper.make_opsetid('com.example', 3)],
+                      producer_name='exporter', producer_version='9.9', doc_string='a model with float16')
+helper.set_model_props(m, {'author': 'tsopt tests', 'license': 'none'})
+m.ir_version = 8
+onnx.save(m, sys.argv[1])
+EOF
+"$TSOPT" optimize "$T/half.onnx" -o "$T/half.opt.onnx" --cost-model roofline --no-timing --budget 20 --min-gain 0 \
+    --json >"$T/half.json" 2>"$T/half.log" || { cat "$T/half.log"; fail "half: optimize failed"; }
+"$PYTHON" - "$T/half.json" "$T/half.opt.onnx" <<'EOF' || { cat "$T/half.json"; fail "half: not kept"; }
+import json, sys
+import onnx
+from onnx import numpy_helper, TensorProto as TP
+r = json.load(open(sys.argv[1]))
+assert r['written'] == 'optimized' and r['check']['regions'] >= 1, r
+m = onnx.load(sys.argv[2])
+ops = [n.op_type for n in m.graph.node]
+assert 'BatchNormalization' not in ops, ops  # folded into the Conv before the node
+[c] = [n for n in m.graph.node if n.name == 'custom16']
+assert (c.domain, c.op_type, c.attribute[0].f) == ('com.example', 'HalfOp', 0.5), c
+assert {(o.domain, o.version) for o in m.opset_import} >= {('com.example', 3)}, m.opset_import
+w16 = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}['w16']
+assert w16.dtype.name == 'float16', w16.dtype
+vi = {v.name: v.type.tensor_type for v in m.graph.value_info}
+assert vi['u'].elem_type == TP.FLOAT16 and vi['u'].shape.dim[0].dim_param == 'batch', vi['u']
+assert (m.producer_name, m.producer_version, m.doc_string) == ('exporter', '9.9', 'a model with float16'), m
+assert {p.key: p.value for p in m.metadata_props} == {'author': 'tsopt tests', 'license': 'none'}, m.metadata_props
+EOF
+
 echo "opaque OK"

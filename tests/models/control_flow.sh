@@ -11,6 +11,8 @@
 #   - a model with a symbolic batch through a Loop and a nested If is written
 #     back with the batch symbolic and runs at another batch; one whose
 #     branch folds the batch size into a constant is written at the bound batch.
+#   - a custom-domain node inside a Loop body is kept as it is (float16
+#     around it) while optimize rewrites around the Loop; run names it.
 # Skips (77) without torch or onnxruntime-node.
 set -uo pipefail
 : "${TSOPT:?TSOPT not set}" "${TSOPT_SRC:?TSOPT_SRC not set}"
@@ -135,6 +137,72 @@ else
   sed 's/^/      /' "$T/grow.log"
   fail=$((fail + 1))
 fi
+
+# A custom-domain node inside a Loop body (float16 around it): kept as it
+# is, the Loop holding it kept whole, the rest optimized around it; run
+# names the inner node in one line.
+"$PYTHON" - "$T/body_custom.onnx" <<'EOF'
+import sys
+import numpy as np
+from onnx import TensorProto as TP, helper, numpy_helper
+rng = np.random.default_rng(0)
+f32 = lambda n, a: numpy_helper.from_array(np.asarray(a, np.float32), n)
+body = helper.make_graph(
+    [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Cast", ["v_in"], ["h"], to=TP.FLOAT16),
+     helper.make_node("Mul", ["h", "w16"], ["hw"]),
+     helper.make_node("BodyOp", ["hw"], ["u"], domain="com.example", name="inner_custom", k=3),
+     helper.make_node("Cast", ["u"], ["uf"], to=TP.FLOAT), helper.make_node("Add", ["uf", "v_in"], ["v_out"])],
+    "body",
+    [helper.make_tensor_value_info("i", TP.INT64, []), helper.make_tensor_value_info("c_in", TP.BOOL, []),
+     helper.make_tensor_value_info("v_in", TP.FLOAT, [1, 4, 8, 8])],
+    [helper.make_tensor_value_info("c_out", TP.BOOL, []), helper.make_tensor_value_info("v_out", TP.FLOAT, [1, 4, 8, 8])],
+    [numpy_helper.from_array(np.linspace(-1, 1, 4).astype(np.float16).reshape(4, 1, 1), "w16")],
+    value_info=[helper.make_tensor_value_info("u", TP.FLOAT16, [1, 4, 8, 8])])
+inits = [f32("w", rng.standard_normal((4, 3, 3, 3)) * 0.3), f32("s", 1 + rng.random(4)), f32("o", rng.random(4)),
+         f32("m", rng.random(4) * 0.1), f32("v", 0.5 + rng.random(4)), numpy_helper.from_array(np.array(3, np.int64), "M")]
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                       helper.make_node("BatchNormalization", ["c", "s", "o", "m", "v"], ["b"]),
+                       helper.make_node("Loop", ["M", "", "b"], ["y"], body=body, name="loop")], "g",
+                      [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+                      [helper.make_tensor_value_info("y", TP.FLOAT, [1, 4, 8, 8])], inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 2)])
+m.ir_version = 8
+open(sys.argv[1], "wb").write(m.SerializeToString())
+# every input of the Loop a constant: it must not be folded (its body cannot run)
+g.node[2].input[2] = "b0"
+g.initializer.append(f32("b0", np.ones((1, 4, 8, 8))))
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 2)])
+m.ir_version = 8
+open(sys.argv[1].replace(".onnx", "_const.onnx"), "wb").write(m.SerializeToString())
+EOF
+echo "== body_custom (a custom-domain node inside a Loop body)"
+ok=1
+"$TSOPT" run "$T/body_custom.onnx" >"$T/bc_run.log" 2>&1 && ok=0
+if [ "$(wc -l <"$T/bc_run.log")" -ne 1 ] || ! grep -q "node 'loop' (Loop): attribute 'body': node 'inner_custom' (com.example::BodyOp): tsopt cannot execute" "$T/bc_run.log"; then
+  echo "   FAIL run's message:"; sed 's/^/      /' "$T/bc_run.log"; ok=0
+fi
+check "optimize" "$TSOPT" optimize "$T/body_custom.onnx" -o "$T/body_custom.opt.onnx" --cost-model roofline --no-timing \
+  --budget 20 --min-gain 0 --json || ok=0
+cp "$T/cmd.log" "$T/bc_opt.log"
+check "the body's node kept, the rest optimized" "$PYTHON" - "$T/bc_opt.log" "$T/body_custom.opt.onnx" <<'EOF' || ok=0
+import json, sys
+import onnx
+from onnx import TensorProto as TP
+log = open(sys.argv[1]).read()
+r = json.loads(log[log.index('{'):])
+assert r["written"] == "optimized" and r["rewrites"] == {"fold-conv-batchnorm": 1} and r["check"]["regions"] >= 1, r
+m = onnx.load(sys.argv[2])
+onnx.checker.check_model(m)
+assert [n.op_type for n in m.graph.node] == ["Conv", "Loop"], [n.op_type for n in m.graph.node]
+body = m.graph.node[1].attribute[0].g
+[c] = [n for n in body.node if n.name == "inner_custom"]
+assert (c.domain, c.op_type, c.attribute[0].i) == ("com.example", "BodyOp", 3), c
+assert {v.name: v.type.tensor_type.elem_type for v in body.value_info}["u"] == TP.FLOAT16, body.value_info
+assert ("com.example", 2) in [(o.domain, o.version) for o in m.opset_import], m.opset_import
+EOF
+check "info loads the written model" "$TSOPT" info "$T/body_custom.opt.onnx" || ok=0
+check "a constant Loop holding it is not folded" "$TSOPT" info "$T/body_custom_const.onnx" || ok=0
+if [ $ok = 1 ]; then echo "   ok"; pass=$((pass + 1)); else fail=$((fail + 1)); fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -8,7 +8,8 @@ operator whose definition changed in opset 18.  Two models are written with
 onnx.helper where torch has no export: a Scan (opset 16) with an
 initializer inside its body and a nested If, and a Loop with a constant trip
 count and scan outputs.  Each model gets its inputs as .npy (data-dependent
-control flow needs meaningful inputs, not random ones).
+control flow needs meaningful inputs, not random ones).  A batched Scan of
+opset 8 is written with onnx.helper too.
 
     make_control_flow.py OUTDIR    writes OUTDIR/NAME.onnx, OUTDIR/NAME.in/*.npy
                                    and OUTDIR/models.txt (one NAME a line); a
@@ -225,6 +226,74 @@ def loop_scan_model(path):
     return {"v0": np.array([0.25, -0.5], np.float32), "step": np.array([0.1, 0.2], np.float32)}
 
 
+def scan8_model(path):
+    """Scan of opset 8 (the batched form): batch 2, two scan inputs, the
+    second read backwards (directions), an empty sequence_lens, a running
+    sum and a scan output of the sum times a body initializer."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x_t", "w_t"], ["xw"]),
+         helper.make_node("Add", ["s_in", "xw"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "k"], ["y_t"])],
+        "scan8_body",
+        [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("w_t", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [3])],
+        initializer=[numpy_helper.from_array(np.array([1.0, -0.5, 2.0], np.float32), "k")])
+    g = helper.make_graph(
+        [helper.make_node("Scan", ["", "init", "xs", "ws"], ["final", "ys"], body=body, num_scan_inputs=2,
+                          directions=[0, 1])],
+        "scan8_model",
+        [helper.make_tensor_value_info("init", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("xs", TensorProto.FLOAT, [2, 4, 3]),
+         helper.make_tensor_value_info("ws", TensorProto.FLOAT, [2, 4, 1])],
+        [helper.make_tensor_value_info("final", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("ys", TensorProto.FLOAT, [2, 4, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)])
+    m.ir_version = 4
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+    return {"init": RNG.standard_normal((2, 3)).astype(np.float32),
+            "xs": RNG.standard_normal((2, 4, 3)).astype(np.float32),
+            "ws": RNG.standard_normal((2, 4, 1)).astype(np.float32)}
+
+
+def loop_data_model(path):
+    """Loop (opset 16) whose trip count is an input and whose scan output's
+    length comes from the declared shape (4), with the same MatMul twice in
+    its body: optimize merges them, and its check and its timing need the
+    user's inputs (random ones give no valid trip count)."""
+    w = numpy_helper.from_array((RNG.standard_normal((8, 8)) * 0.3).astype(np.float32), "w")
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("MatMul", ["v_in", "w"], ["m1"]),
+         helper.make_node("MatMul", ["v_in", "w"], ["m2"]),
+         helper.make_node("Add", ["m1", "m2"], ["s"]),
+         helper.make_node("Tanh", ["s"], ["v_out"]),
+         helper.make_node("Identity", ["v_out"], ["scan"])],
+        "loop_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("scan", TensorProto.FLOAT, [2, 8])])
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "v0"], ["v_final", "scans"], body=body)],
+        "loop_data",
+        [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("v_final", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("scans", TensorProto.FLOAT, [4, 2, 8])],
+        initializer=[w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+    return {"v0": RNG.standard_normal((2, 8)).astype(np.float32), "n": np.array(4, np.int64)}
+
+
 def body_cse_model(path):
     """If (opset 17) whose then-branch computes the same MatMul twice on a
     captured weight: the optimizer's passes inside the body merge them
@@ -292,6 +361,9 @@ def main():
     add("scan_op16", scan_model(f"{out}/scan_op16.onnx"))
     add("loop_scan_op15", loop_scan_model(f"{out}/loop_scan_op15.onnx"))
     add("body_cse_op17", body_cse_model(f"{out}/body_cse_op17.onnx"))
+    add("scan8_op8", scan8_model(f"{out}/scan8_op8.onnx"))
+    # not in models.txt: control_flow.sh optimizes it with timing on
+    save_inputs(f"{out}/loop_data_op16.in", loop_data_model(f"{out}/loop_data_op16.onnx"))
 
     # a symbolic batch through a Loop and the If inside it: written back
     # symbolic, the optimized model must run at another batch

@@ -142,6 +142,36 @@ class SessionTest(unittest.TestCase):
         # the session still works after errors
         self.assertEqual(s.run(['y'], {'x': np.zeros((3, 8), np.float32)})[0].shape, (3, 4))
 
+    def test_loop_slicing_by_iteration(self):
+        """A Loop whose body slices x[i:i+1] (ONNX's test_loop11 pattern: the
+        body's shapes follow the iteration number) runs once the trip count
+        is known: the session unrolls it (src/api/loop_unroll.c)."""
+        body = helper.make_graph(
+            [helper.make_node('Identity', ['c_in'], ['c_out']),
+             helper.make_node('Add', ['i', 'one'], ['end']),
+             helper.make_node('Unsqueeze', ['i', 'ax'], ['st']), helper.make_node('Unsqueeze', ['end', 'ax'], ['en']),
+             helper.make_node('Slice', ['x', 'st', 'en'], ['xi']),
+             helper.make_node('Add', ['y_in', 'xi'], ['y_out']), helper.make_node('Mul', ['y_out', 'y_out'], ['sq'])],
+            'body', [helper.make_tensor_value_info('i', TP.INT64, []), helper.make_tensor_value_info('c_in', TP.BOOL, []),
+                     helper.make_tensor_value_info('y_in', TP.FLOAT, [1])],
+            [helper.make_tensor_value_info('c_out', TP.BOOL, []), helper.make_tensor_value_info('y_out', TP.FLOAT, [1]),
+             helper.make_tensor_value_info('sq', TP.FLOAT, [1])],
+            [helper.make_tensor('one', TP.INT64, [], [1]), helper.make_tensor('ax', TP.INT64, [1], [0])])
+        g = helper.make_graph(
+            [helper.make_node('Loop', ['n', '', 'y0'], ['y', 'sqs'], body=body)], 'loop_slice',
+            [helper.make_tensor_value_info('n', TP.INT64, []), helper.make_tensor_value_info('y0', TP.FLOAT, [1]),
+             helper.make_tensor_value_info('x', TP.FLOAT, [6])],
+            [helper.make_tensor_value_info('y', TP.FLOAT, [1]), helper.make_tensor_value_info('sqs', TP.FLOAT, ['T', 1])])
+        path = os.path.join(Models.d, 'loop_slice.onnx')
+        save(g, path, opset=13)
+        s = tsopt.InferenceSession(path)
+        x = np.array([1, 2, 3, 4, 5, 6], np.float32)
+        for n in (3, 5, 0, 1, 3):
+            y, sqs = s.run(None, {'n': np.array(n, np.int64), 'y0': np.array([0.5], np.float32), 'x': x})
+            acc = 0.5 + np.cumsum(x[:n])
+            np.testing.assert_allclose(y, [acc[-1] if n else 0.5], rtol=1e-6)
+            np.testing.assert_allclose(sqs.reshape(-1), acc ** 2, rtol=1e-6)
+
     def test_close(self):
         with tsopt.InferenceSession(Models.small) as s:
             s.run(None, {'x': np.zeros((1, 8), np.float32)})
@@ -192,6 +222,73 @@ class OptimizeTest(unittest.TestCase):
         ry, rz = Models.small_ref(x)
         np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(z, rz)
+
+    def test_optimize_check_inputs(self):
+        """check_inputs (the CLI's --inputs): a dict of arrays or a folder of
+        .npy; the whole-model check says it used them."""
+        cache = os.path.join(Models.d, 'costs.tsv')
+        rng = np.random.default_rng(5)
+        feed = {'x0': rng.standard_normal((1, 256)).astype(np.float32),
+                'x1': rng.standard_normal((1, 256)).astype(np.float32)}
+        kw = dict(time_limit=2, transforms='taso', cost_model='roofline', no_timing=True, cost_cache=cache)
+        r = tsopt.optimize(Models.shared, os.path.join(Models.d, 'user-dict.onnx'), check_inputs=feed, **kw)
+        self.assertEqual(r['written'], 'optimized', r['reason'])
+        self.assertEqual((r['check']['inputs'], r['check']['whole_model']), ('user', True))
+        folder = os.path.join(Models.d, 'user-in')
+        os.makedirs(folder, exist_ok=True)
+        for k, v in feed.items():
+            np.save(os.path.join(folder, k + '.npy'), v)
+        r = tsopt.optimize(Models.shared, os.path.join(Models.d, 'user-dir.onnx'), check_inputs=folder, **kw)
+        self.assertEqual(r['check']['inputs'], 'user')
+        r = tsopt.optimize(Models.shared, os.path.join(Models.d, 'random.onnx'), **kw)
+        self.assertEqual(r['check']['inputs'], 'random')
+        bad = dict(feed, x0=np.zeros((3, 256), np.float32))
+        with self.assertRaisesRegex(tsopt.TsoptError, r"input 'x0': the model wants float32 1x256, .* holds float32 "
+                                                      r"3x256"):
+            tsopt.optimize(Models.shared, os.path.join(Models.d, 'bad-in.onnx'), check_inputs=bad, **kw)
+        self.assertFalse(os.path.exists(os.path.join(Models.d, 'bad-in.onnx')))
+
+    def test_optimize_external_data(self):
+        dst = os.path.join(Models.d, 'ext', 'shared.onnx')
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        r = tsopt.optimize(Models.shared, dst, time_limit=2, transforms='taso', cost_model='roofline', no_timing=True,
+                           external_data=True, cost_cache=os.path.join(Models.d, 'costs.tsv'))
+        self.assertIn(r['written'], ('optimized', 'original'))
+        self.assertLess(os.path.getsize(dst), 16 * 1024)  # the 256 KiB weight is beside it
+        self.assertGreaterEqual(os.path.getsize(dst + '.data'), 256 * 256 * 4)
+        m = onnx.load(dst, load_external_data=False)
+        self.assertTrue(any(t.data_location == TP.EXTERNAL for t in m.graph.initializer))
+        rng = np.random.default_rng(6)
+        feed = {'x0': rng.standard_normal((1, 256)).astype(np.float32),
+                'x1': rng.standard_normal((1, 256)).astype(np.float32)}
+        a, b = tsopt.InferenceSession(Models.shared), tsopt.InferenceSession(dst)
+        np.testing.assert_allclose(b.run(None, feed)[0], a.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+
+    def test_optimize_allow_growth(self):
+        """x @ w1 + x @ w2 -> x @ (w1 + w2) while w1 and w2 stay for other
+        readers: the weights grow by half, written only with allow_growth."""
+        rng = np.random.default_rng(7)
+        w1, w2 = ((rng.standard_normal((256, 256)) * 0.1).astype(np.float32) for _ in range(2))
+        g = helper.make_graph(
+            [helper.make_node('MatMul', ['x', 'w1'], ['p']), helper.make_node('MatMul', ['x', 'w2'], ['q']),
+             helper.make_node('Add', ['p', 'q'], ['y']), helper.make_node('MatMul', ['w1', 'z'], ['s']),
+             helper.make_node('MatMul', ['w2', 'z'], ['t']), helper.make_node('Relu', ['s'], ['y2']),
+             helper.make_node('Relu', ['t'], ['y3'])], 'grow',
+            [helper.make_tensor_value_info('x', TP.FLOAT, [4, 256]), helper.make_tensor_value_info('z', TP.FLOAT, [256, 4])],
+            [helper.make_tensor_value_info('y', TP.FLOAT, [4, 256]), helper.make_tensor_value_info('y2', TP.FLOAT, [256, 4]),
+             helper.make_tensor_value_info('y3', TP.FLOAT, [256, 4])],
+            [helper.make_tensor('w1', TP.FLOAT, w1.shape, w1.flatten()),
+             helper.make_tensor('w2', TP.FLOAT, w2.shape, w2.flatten())])
+        src = os.path.join(Models.d, 'grow.onnx')
+        save(g, src)
+        kw = dict(cost_model='roofline', no_timing=True, budget=20, min_gain=0,
+                  cost_cache=os.path.join(Models.d, 'costs.tsv'))
+        a = tsopt.optimize(src, os.path.join(Models.d, 'grow-a.onnx'), **kw)
+        self.assertEqual(a['written'], 'original')
+        self.assertIn('--allow-growth', a['reason'])
+        b = tsopt.optimize(src, os.path.join(Models.d, 'grow-b.onnx'), allow_growth=True, **kw)
+        self.assertEqual(b['written'], 'optimized', b['reason'])
+        self.assertGreater(b['weight_bytes_after'], 1.1 * b['weight_bytes_before'])
 
     def test_optimize_errors(self):
         dst = os.path.join(Models.d, 'never.onnx')

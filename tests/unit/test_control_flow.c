@@ -276,6 +276,57 @@ Test(control_flow, scan_forward_and_reverse)
     ts_tensor_unref(in[1]);
 }
 
+/* Scan of opset 8: the same running sum per batch row of s0 [2,2] and
+ * xs [2,3,2] (axis 0 the batch, 1 the sequence), sequence_lens empty. */
+static ts_graph *scan8_graph(int64_t direction)
+{
+    ts_error e = {0};
+    ts_shape s2 = {1, {2}}, sb = {2, {2, 2}}, sbx = {3, {2, 3, 2}};
+    ts_graph *b = ts_graph_new("scan8_body", 8);
+    int st = ts_graph_add_input(b, "s", TS_F32, &s2, &e);
+    int x = ts_graph_add_input(b, "x", TS_F32, &s2, &e);
+    int so = node(b, "Add", (int[]){st, x}, 2, NULL, 0, "s_out");
+    int y = node(b, "Identity", &so, 1, NULL, 0, "y");
+    cr_assert_eq(ts_graph_add_output(b, so, &e) | ts_graph_add_output(b, y, &e), TS_OK);
+    ts_body *body = ts_body_new(b, 2, &e);
+    ts_graph *g = ts_graph_new("scan8", 8);
+    int s0 = ts_graph_add_input(g, "s0", TS_F32, &sb, &e);
+    int xs = ts_graph_add_input(g, "xs", TS_F32, &sbx, &e);
+    ts_attr a[3] = {{.name = "body", .kind = TS_ATTR_GRAPH, .body = body}, ts_attr_int("num_scan_inputs", 1),
+                    ts_attr_ints("directions", &direction, 1)};
+    int outs[2];
+    cr_assert(ts_graph_add_node(g, "Scan", "scan8", (int[]){-1, s0, xs}, 3, a, 3, 2, NULL, outs, &e) >= 0, "%s",
+              e.msg);
+    ts_body_unref(body);
+    cr_assert_eq(ts_graph_add_output(g, outs[0], &e) | ts_graph_add_output(g, outs[1], &e), TS_OK);
+    const ts_shape *ys = &g->values[outs[1]].shape;
+    cr_assert(ys->rank == 3 && ys->dims[0] == 2 && ys->dims[1] == 3 && ys->dims[2] == 2, "scan output [2,3,2]");
+    return g;
+}
+
+Test(control_flow, scan_opset8_batched)
+{
+    ts_error e = {0};
+    ts_shape sb = {2, {2, 2}}, sbx = {3, {2, 3, 2}};
+    ts_tensor *s0 = ts_tensor_new(TS_F32, &sb, &e), *xs = ts_tensor_new(TS_F32, &sbx, &e);
+    const float s0v[] = {0, 0, 1, 1}, xv[] = {1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60};
+    memcpy(s0->data, s0v, sizeof s0v);
+    memcpy(xs->data, xv, sizeof xv);
+    ts_tensor *in[2] = {s0, xs};
+    const int n[] = {4, 12};
+    /* row 0 from 0: 1,2 / 4,6 / 9,12; row 1 from 1: 11,21 / 41,61 / 91,121; reversed: from the last row */
+    const float fin[] = {9, 12, 91, 121}, fwd[] = {1, 2, 4, 6, 9, 12, 11, 21, 41, 61, 91, 121},
+                rev[] = {5, 6, 8, 10, 9, 12, 51, 61, 81, 101, 91, 121};
+    for (int dir = 0; dir < 2; dir++) {
+        ts_graph *g = scan8_graph(dir);
+        expect(g, in, (const float *[]){fin, dir ? rev : fwd}, n);
+        expect_round_trip(g, in, (const float *[]){fin, dir ? rev : fwd}, n);
+        ts_graph_free(g);
+    }
+    ts_tensor_unref(s0);
+    ts_tensor_unref(xs);
+}
+
 Test(control_flow, carried_value_changing_shape_is_refused)
 {
     ts_error e = {0};

@@ -660,3 +660,32 @@ Test(cost, one_measurement_per_key)
     ts_costdb_free(db);
     ts_graph_free(g);
 }
+
+/* Which timed runs the step medians read (cost_plan.c, cost_ctx.c): the
+ * good ones when at least 5 (all when fewer runs), else good and sleeping,
+ * else all; rows are compacted in order with their run times. */
+Test(cost, medians_read_the_undisturbed_runs)
+{
+    enum { G = XCOST_RUN_GOOD, S = XCOST_RUN_SLEPT, D = XCOST_RUN_DISTURBED };
+    double t[16], a[8], b[8];
+    const unsigned char k1[8] = {G, D, G, S, G, G, D, G};
+    for (int i = 0; i < 16; i++) t[i] = i; /* 8 runs x 2 steps: run i has steps 2i, 2i+1 */
+    for (int i = 0; i < 8; i++) a[i] = 10 + i, b[i] = 20 + i;
+    cr_assert_eq(xcost_keep_runs(k1, 8, t, 2, a, b), 5);
+    const double want1[10] = {0, 1, 4, 5, 8, 9, 10, 11, 14, 15};
+    for (int i = 0; i < 10; i++) cr_expect_float_eq(t[i], want1[i], 0, "t[%d] = %g", i, t[i]);
+    cr_expect(a[0] == 10 && a[1] == 12 && a[4] == 17 && b[2] == 24);
+    /* 3 good runs: the sleeping ones join, the disturbed one stays out */
+    const unsigned char k2[6] = {S, D, G, S, G, G};
+    for (int i = 0; i < 12; i++) t[i] = i;
+    cr_assert_eq(xcost_keep_runs(k2, 6, t, 2, NULL, NULL), 5);
+    cr_expect(t[0] == 0 && t[2] == 4 && t[4] == 6 && t[8] == 10);
+    /* busy all along: every run */
+    const unsigned char k3[6] = {D, D, S, D, G, G};
+    cr_expect_eq(xcost_keep_runs(k3, 6, t, 2, NULL, NULL), 6);
+    /* fewer than 5 runs: all of them must be good to leave none out */
+    const unsigned char k4[2] = {G, G};
+    cr_expect_eq(xcost_keep_runs(k4, 2, t, 2, NULL, NULL), 2);
+    const unsigned char k5[3] = {G, D, G};
+    cr_expect_eq(xcost_keep_runs(k5, 3, t, 2, NULL, NULL), 3);
+}

@@ -16,6 +16,11 @@
 #include <unistd.h>
 #include "einnet/codegen.h"
 #include "einnet/derive.h"
+#include "einnet/function.h"
+#include "einnet/instantiate.h"
+#include "onnx/proto.h"
+#include "ops/list.h"
+#include "opt/source.h"
 #include "exec_check.h"
 
 static char cache_dir[64];
@@ -456,5 +461,280 @@ Test(einnet_codegen, graph_with_eoperator_is_not_written)
     cr_assert_neq(ts_onnx_save(g, path, &err), TS_OK);
     cr_assert(strstr(err.msg, "EinNetOp"), "%s", err.msg);
     cr_assert_neq(access(path, F_OK), 0, "a file was written");
+    ts_graph_free(g);
+}
+
+/* Reference outputs of g and h (same inputs, one output each) compared. */
+static void same_outputs(const ts_graph *g, const ts_graph *h, uint64_t seed)
+{
+    ts_error err = {0};
+    ts_tensor *in[EIN_MAX_INPUTS] = {0}, *a = NULL, *b = NULL;
+    cr_assert_eq(g->ninputs, h->ninputs);
+    for (int i = 0; i < g->ninputs; i++) {
+        const ts_value *v = &g->values[g->inputs[i]];
+        in[i] = ts_tensor_new(v->dtype, &v->shape, &err);
+        ts_tensor_fill_random(in[i], &seed, -1, 1);
+    }
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, &a, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_graph_run_reference(h, TS_DOMAIN_F32, in, &b, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_tensor_numel(a), ts_tensor_numel(b));
+    for (int64_t i = 0; i < ts_tensor_numel(a); i++)
+        cr_assert_float_eq(ts_tensor_get_f64(a, i), ts_tensor_get_f64(b, i), 1e-4 + 1e-3 * fabs(ts_tensor_get_f64(a, i)),
+                           "element %lld", (long long)i);
+    for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
+    ts_tensor_unref(a);
+    ts_tensor_unref(b);
+}
+
+/* Written, an eOperator is a call of a model-local function (domain
+ * ai.tsopt) whose body is standard operators; read back, it is the
+ * eOperator again with the same expression, and both the written body
+ * (as a graph) and the read-back node compute the original's values.
+ * Two nodes of one expression share one function. */
+static void written_and_read_back(const ts_ein *e, const char *what)
+{
+    ts_graph *g = eop_graph(e);
+    char path[128];
+    snprintf(path, sizeof path, "%s/eop-fn.onnx", cache_dir);
+    ts_error err = {0};
+    cr_assert_eq(ts_onnx_save(g, path, &err), TS_OK, "%s: %s", what, err.msg);
+    ts_graph *h = NULL;
+    cr_assert_eq(ts_onnx_load(path, NULL, 0, &h, &err), TS_OK, "%s: %s", what, err.msg);
+    int neop = 0;
+    for (int n = 0; n < h->nnodes; n++) neop += h->nodes[n].op == &ts_op_einnet;
+    cr_assert_eq(neop, 1, "%s: read back without its eOperator", what);
+    char t1[4096], t2[4096];
+    ts_ein_to_text(e, t1, sizeof t1);
+    for (int n = 0; n < h->nnodes; n++)
+        if (h->nodes[n].op == &ts_op_einnet) ts_ein_to_text(h->nodes[n].attrs, t2, sizeof t2);
+    cr_assert_str_eq(t1, t2, "%s: another expression read back", what);
+    same_outputs(g, h, 7);
+    /* the function body alone (what ONNX Runtime runs) */
+    ts_graph *body = NULL;
+    cr_assert_eq(ts_ein_function_body(e, TS_F32, 17, &body, &err), TS_OK, "%s: %s", what, err.msg);
+    for (int n = 0; n < body->nnodes; n++)
+        cr_assert_neq(body->nodes[n].op, &ts_op_einnet, "%s: an eOperator in its own body", what);
+    same_outputs(g, body, 8);
+    ts_graph_free(body);
+    ts_graph_free(h);
+    ts_graph_free(g);
+}
+
+Test(einnet_codegen, eoperator_written_as_function)
+{
+    ts_ein mm = node_expr("MatMul", DIMS("3x4", "4x5"), 2, NULL, 0);
+    written_and_read_back(&mm, "matmul");
+    /* the paper's MatMul + OffsetReduce (Figure 3), derived by the search */
+    ts_ein c = node_expr("Conv", DIMS("1x3x7x6", "4x3x3x3"), 2, (const ts_attr[]){INTS("pads", 1, 1, 1, 1)}, 1);
+    ts_ein_found *found = calloc(200, sizeof *found);
+    ts_ein_search_opts o = {.max_depth = 3, .max_states = 600, .accept = several_scopes};
+    ts_ein_search_stats st;
+    int n = ts_ein_search(&c, &o, found, 200, &st), k = 0;
+    while (k < n && strcmp(found[k].path, "split,subst,subst")) k++;
+    cr_assert_lt(k, n, "no MatMul + OffsetReduce derivation");
+    cr_assert(ts_ein_instantiable(&found[k].e));
+    written_and_read_back(&found[k].e, "conv3x3 via split,subst,subst");
+    free(found);
+
+    /* one function for two nodes of one expression */
+    ts_graph *g = eop_graph(&mm);
+    size_t tn = ts_ein_to_text(&mm, NULL, 0) + 1;
+    char *text = malloc(tn);
+    ts_ein_to_text(&mm, text, tn);
+    int two = xt_node(g, "tsopt.EinNetOp", g->inputs, 2, (const ts_attr[]){ts_attr_string("expr", text)}, 1);
+    free(text);
+    xt_output(g, two);
+    char path[128];
+    snprintf(path, sizeof path, "%s/eop-two.onnx", cache_dir);
+    ts_error err = {0};
+    cr_assert_eq(ts_onnx_save(g, path, &err), TS_OK, "%s", err.msg);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f);
+    static uint8_t buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    cr_assert(mp);
+    cr_assert_eq(mp->n_functions, 1, "%zu functions for one expression", mp->n_functions);
+    cr_assert_str_eq(mp->functions[0]->domain, TS_EIN_DOMAIN);
+    cr_assert_geq(mp->ir_version, 8);
+    int calls = 0, tsopt_opset = 0;
+    for (size_t i = 0; i < mp->graph->n_node; i++)
+        calls += mp->graph->node[i]->domain && !strcmp(mp->graph->node[i]->domain, TS_EIN_DOMAIN) &&
+                 !strcmp(mp->graph->node[i]->op_type, mp->functions[0]->name);
+    for (size_t i = 0; i < mp->n_opset_import; i++)
+        tsopt_opset += mp->opset_import[i]->domain && !strcmp(mp->opset_import[i]->domain, TS_EIN_DOMAIN);
+    cr_assert_eq(calls, 2);
+    cr_assert_eq(tsopt_opset, 1);
+    for (size_t i = 0; i < mp->functions[0]->n_node; i++) { /* standard operators only */
+        const char *d = mp->functions[0]->node[i]->domain;
+        cr_assert(!d || !*d, "a body node of domain %s", d);
+    }
+    onnx__model_proto__free_unpacked(mp, NULL);
+    ts_graph_free(g);
+}
+
+/* ------------------------------------------------ the source proposes */
+
+typedef struct got {
+    ts_graph *g[32];
+    char what[32][96];
+    int n;
+} got;
+
+static bool got_fn(ts_source_emit *e, ts_graph *g, const char *what, int count)
+{
+    (void)count;
+    got *r = e->driver;
+    if (r->n == 32) {
+        ts_graph_free(g);
+        return false;
+    }
+    snprintf(r->what[r->n], sizeof r->what[r->n], "%s", what);
+    r->g[r->n++] = g;
+    e->gain = 1; /* as if cheaper: keep proposing */
+    return true;
+}
+
+static bool got_stopped(ts_source_emit *e)
+{
+    (void)e;
+    return false;
+}
+
+static int count_op(const ts_graph *g, const ts_op_desc *op)
+{
+    int k = 0;
+    for (int n = 0; n < g->nnodes; n++) k += !g->nodes[n].dead && g->nodes[n].op == op;
+    return k;
+}
+
+/* The einnet source on the unmodified operator -- a ConvTranspose reading
+ * a 1x1 input (DCGAN's first layer, narrower), then Relu: it proposes the
+ * derivation in library operators (one MatMul: the aggregation has one
+ * point) and the same derivation as one eOperator; every proposal equals
+ * the original in the reference interpreter, and the eOperator proposal
+ * is written (as a function) and read back as an eOperator. */
+Test(einnet_codegen, source_proposes_library_and_eoperator_forms)
+{
+    ts_graph *g = ts_graph_new("convt", 17);
+    uint64_t rng = 3;
+    int x = xt_input(g, "z", "1x5x1x1"), w = xt_const_random(g, "5x6x4x4", -1, 1, &rng);
+    int t = xt_node(g, "ConvTranspose", (const int[]){x, w}, 2, NULL, 0);
+    xt_output(g, xt_node(g, "Relu", &t, 1, NULL, 0));
+    ts_optimize_opts opts = {0};
+    ts_source_env env = {.opts = &opts};
+    void *st = NULL;
+    ts_error err = {0};
+    cr_assert_eq(ts_source_einnet.open(&env, &st, &err), TS_OK, "%s", err.msg);
+    got r = {0};
+    ts_source_emit em = {.fn = got_fn, .stopped = got_stopped, .driver = &r};
+    cr_assert_eq(ts_source_einnet.propose(st, g, &em, &err), TS_OK, "%s", err.msg);
+    int lib = -1, eop = -1;
+    for (int i = 0; i < r.n; i++) {
+        cr_log_info("proposed %s", r.what[i]);
+        if (!strcmp(r.what[i], "einnet:convt-matmul+reduce1")) lib = i;
+        if (!strcmp(r.what[i], "einnet:convt-eop-matmul+reduce1")) eop = i;
+        same_outputs(g, r.g[i], 11 + (uint64_t)i);
+    }
+    cr_assert_geq(lib, 0, "no library form among %d proposals", r.n);
+    cr_assert_geq(eop, 0, "no eOperator form among %d proposals", r.n);
+    cr_assert_eq(count_op(r.g[lib], &ts_op_conv_transpose), 0);
+    cr_assert_eq(count_op(r.g[lib], &ts_op_einnet), 0);
+    cr_assert_geq(count_op(r.g[lib], &ts_op_matmul), 1);
+    cr_assert_eq(count_op(r.g[eop], &ts_op_einnet), 1);
+    cr_assert_eq(count_op(r.g[eop], &ts_op_conv_transpose), 0);
+    /* the eOperator candidate runs its compiled kernel and can be written */
+    ts_plan_stats ps = xt_plan_stats(r.g[eop], NULL, 12, -1, 1, 1e-4, XT_TOL_ELEM);
+    cr_assert_eq(ps.fallback_steps, 0, "the compiled eOperator was not used");
+    char path[128];
+    snprintf(path, sizeof path, "%s/proposed.onnx", cache_dir);
+    cr_assert_eq(ts_onnx_save(r.g[eop], path, &err), TS_OK, "%s", err.msg);
+    ts_graph *back = NULL;
+    cr_assert_eq(ts_onnx_load(path, NULL, 0, &back, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(count_op(back, &ts_op_einnet), 1);
+    same_outputs(g, back, 13);
+    ts_graph_free(back);
+    for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
+    ts_source_einnet.close(st);
+    ts_graph_free(g);
+}
+
+/* GCN's 1xk convolution with bias, odd shapes: the source proposes the
+ * mixed form -- the library MatMul of the derivation plus one eOperator
+ * summing the offsets and adding the bias -- next to the library form;
+ * the mixed graph holds no Conv, one MatMul and one eOperator, equals the
+ * original, runs the compiled kernel and is written and read back. */
+Test(einnet_codegen, source_proposes_mixed_matmul_eoperator)
+{
+    ts_graph *g = ts_graph_new("gcn", 17);
+    uint64_t rng = 5;
+    int x = xt_input(g, "x", "1x7x6x9"), w = xt_const_random(g, "5x7x1x5", -1, 1, &rng);
+    int bias = xt_const_random(g, "5", -1, 1, &rng);
+    xt_output(g, xt_node(g, "Conv", (const int[]){x, w, bias}, 3, (const ts_attr[]){INTS("pads", 0, 2, 0, 2)}, 1));
+    ts_optimize_opts opts = {0};
+    ts_source_env env = {.opts = &opts};
+    void *st = NULL;
+    ts_error err = {0};
+    cr_assert_eq(ts_source_einnet.open(&env, &st, &err), TS_OK, "%s", err.msg);
+    got r = {0};
+    ts_source_emit em = {.fn = got_fn, .stopped = got_stopped, .driver = &r};
+    cr_assert_eq(ts_source_einnet.propose(st, g, &em, &err), TS_OK, "%s", err.msg);
+    int mixed = -1, lib = -1;
+    for (int i = 0; i < r.n; i++) {
+        cr_log_info("proposed %s", r.what[i]);
+        if (mixed < 0 && !strncmp(r.what[i], "einnet:conv-mixed-matmul+reduce5", 32)) mixed = i;
+        if (lib < 0 && !strncmp(r.what[i], "einnet:conv-matmul+reduce5", 26)) lib = i;
+        same_outputs(g, r.g[i], 21 + (uint64_t)i);
+    }
+    cr_assert_geq(mixed, 0, "no mixed form among %d proposals", r.n);
+    cr_assert_geq(lib, 0, "no library form among %d proposals", r.n);
+    const ts_graph *m = r.g[mixed];
+    cr_assert_eq(count_op(m, &ts_op_conv), 0);
+    cr_assert_eq(count_op(m, &ts_op_matmul), 1);
+    cr_assert_eq(count_op(m, &ts_op_einnet), 1);
+    cr_assert_eq(count_op(r.g[lib], &ts_op_einnet), 0);
+    ts_plan_stats ps = xt_plan_stats(m, NULL, 22, -1, 1, 1e-4, XT_TOL_ELEM);
+    cr_assert_eq(ps.fallback_steps, 0, "the compiled eOperator was not used");
+    char path[128];
+    snprintf(path, sizeof path, "%s/mixed.onnx", cache_dir);
+    cr_assert_eq(ts_onnx_save(m, path, &err), TS_OK, "%s", err.msg);
+    ts_graph *back = NULL;
+    cr_assert_eq(ts_onnx_load(path, NULL, 0, &back, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(count_op(back, &ts_op_einnet), 1);
+    same_outputs(g, back, 23);
+    ts_graph_free(back);
+    for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
+    ts_source_einnet.close(st);
+    ts_graph_free(g);
+}
+
+/* Two operators whose forms were costed cheaper: after the second, the
+ * source proposes both replaced at once (einnet:all-cheaper), equal to
+ * the original. */
+Test(einnet_codegen, source_proposes_all_cheaper_at_once)
+{
+    ts_graph *g = ts_graph_new("two", 17);
+    uint64_t rng = 9;
+    int x = xt_input(g, "x", "1x4x5x7"), w1 = xt_const_random(g, "6x4x1x3", -1, 1, &rng);
+    int w2 = xt_const_random(g, "3x6x3x1", -1, 1, &rng);
+    int a = xt_node(g, "Conv", (const int[]){x, w1}, 2, (const ts_attr[]){INTS("pads", 0, 1, 0, 1)}, 1);
+    xt_output(g, xt_node(g, "Conv", (const int[]){a, w2}, 2, (const ts_attr[]){INTS("pads", 1, 0, 1, 0)}, 1));
+    ts_optimize_opts opts = {0};
+    ts_source_env env = {.opts = &opts};
+    void *st = NULL;
+    ts_error err = {0};
+    cr_assert_eq(ts_source_einnet.open(&env, &st, &err), TS_OK, "%s", err.msg);
+    got r = {0};
+    ts_source_emit em = {.fn = got_fn, .stopped = got_stopped, .driver = &r};
+    cr_assert_eq(ts_source_einnet.propose(st, g, &em, &err), TS_OK, "%s", err.msg);
+    int all = -1;
+    for (int i = 0; i < r.n; i++)
+        if (!strcmp(r.what[i], "einnet:all-cheaper")) all = i;
+    cr_assert_geq(all, 0, "no combined proposal among %d", r.n);
+    cr_assert_eq(count_op(r.g[all], &ts_op_conv), 0, "an operator left in the combined proposal");
+    same_outputs(g, r.g[all], 31);
+    for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
+    ts_source_einnet.close(st);
     ts_graph_free(g);
 }

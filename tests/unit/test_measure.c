@@ -181,6 +181,30 @@ static ts_graph *tiny(void)
     return g;
 }
 
+/* tsopt bench's rounds: one graph, every round judged on its own evidence
+ * against the best round (ts_measure_judge_runs). */
+Test(measure, bench_rounds_of_one_graph_are_judged_alone)
+{
+    ts_measure_sample s[8];
+    for (int i = 0; i < 8; i++) s[i] = quiet(0, 1.0, 1.05 + 0.01 * (i % 3));
+    cr_expect_eq(ts_measure_judge_runs(s, 8, &M2), 8);
+    s[1].wait_ms = 30;     /* threads waited 30 ms of 100 */
+    s[3].cpu_ms = 100;     /* half the CPU of the best round */
+    s[4].others = 1;       /* a competitor runnable, no idle core */
+    s[5].steal_ms = 20;    /* the hypervisor took 20% */
+    s[6].med_ms = 3.0;     /* collapsed */
+    cr_expect_eq(ts_measure_judge_runs(s, 8, &M2), 3);
+    cr_expect_eq(s[0].flags, 0u);
+    cr_expect_eq(s[1].flags, (unsigned)TS_MEASURE_WAITED);
+    cr_expect_eq(s[3].flags, (unsigned)TS_MEASURE_CPU_SHARE);
+    cr_expect_eq(s[4].flags, (unsigned)TS_MEASURE_OTHERS);
+    cr_expect_eq(s[5].flags, (unsigned)TS_MEASURE_STOLEN);
+    cr_expect_eq(s[6].flags, (unsigned)TS_MEASURE_COLLAPSE);
+    cr_expect_eq(s[2].flags | s[7].flags, 0u);
+    /* no samples: nothing undisturbed, no crash */
+    cr_expect_eq(ts_measure_judge_runs(s, 0, &M2), 0);
+}
+
 Test(measure, pair_of_identical_graphs_gives_sane_numbers)
 {
     ts_graph *a = tiny(), *b = tiny();

@@ -694,3 +694,187 @@ Test(pet_mutants, pointwise_conv_gets_no_layout_mutants)
     ts_pet_mutants_free(m, n);
     ts_graph_free(p0);
 }
+
+/* ------------------- two-operator subsets: AveragePool -> pointwise Conv */
+
+/* relu -> AveragePool 3x3/1 pad 1 -> Conv 1x1 (c -> f, bias) -> relu:
+ * Inception-v3's pool branch */
+static ts_graph *pool_conv_model(int64_t c, int64_t f, int64_t hw, int count_include_pad)
+{
+    uint64_t rng = 19;
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, c, hw, hw}));
+    int64_t k[2] = {3, 3}, pads[4] = {1, 1, 1, 1};
+    ts_attr a[3] = {ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("pads", pads, 4),
+                    ts_attr_int("count_include_pad", count_include_pad)};
+    int p = node(g, "AveragePool", &x, 1, a, 3);
+    int y = conv(g, p, weight(g, "w", 4, (int64_t[]){f, c, 1, 1}, &rng), weight(g, "b", 1, (int64_t[]){f}, &rng), 0, 1);
+    output(g, unary(g, "Relu", y));
+    return g;
+}
+
+Test(pet_cases, pool_then_pointwise_conv_commuted_bias_moved_after_the_pool)
+{
+    ts_graph *g = pool_conv_model(64, 8, 16, 1);
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s", c.what[i]);
+    int k = find(&c, "pet:conv-nobias.pool.add-bias");
+    cr_assert_geq(k, 0, "the commuted pair was not found (%d proposals)", c.n);
+    const ts_graph *m = c.g[k];
+    expect_same(g, m);
+    /* the pool now reads the conv's 8 channels, not the input's 64 */
+    int pools = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if (!m->nodes[i].dead && !strcmp(m->nodes[i].op->name, "AveragePool")) {
+            pools++;
+            cr_assert_eq(m->values[m->nodes[i].inputs[0]].shape.dims[1], 8);
+        }
+    cr_assert_eq(pools, 1);
+    cr_assert_eq(count_op(m, "Reshape"), 0, "the bias's reshape is precomputed");
+    /* with count_include_pad the bias kept in the conv is averaged with
+     * the padding's zeros at the border: never proposed */
+    cr_assert_lt(find(&c, "pet:conv.pool"), 0);
+    cr_assert_lt(find(&c, "pet:conv-nobias.add-bias.pool"), 0);
+    /* the original order with the bias as an extra Add: right, and
+     * predicted to cost more than the original */
+    cr_assert_lt(find(&c, "pet:pool.conv-nobias.add-bias"), 0);
+    for (int i = 0; i < c.n; i++) expect_same(g, c.g[i]);
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+Test(pet_check, negative_control_bias_through_a_padded_pool_fails_the_border_boxes)
+{
+    /* the generator's "conv.pool" on a count_include_pad pool: the box
+     * check fails exactly the boxes that touch the border, and without
+     * count_include_pad (the pool of a constant is that constant) none */
+    for (int cip = 1; cip >= 0; cip--) {
+        ts_graph *g = pool_conv_model(3, 2, 7, cip);
+        int pool = -1, cv = -1, map[3], nmap = 0;
+        for (int i = 0; i < g->nnodes; i++) {
+            if (!strcmp(g->nodes[i].op->name, "AveragePool")) pool = i;
+            if (!strcmp(g->nodes[i].op->name, "Conv")) cv = i;
+        }
+        cr_assert_eq(ts_pet_pool_conv_pair(g, NULL, cv, NULL), pool);
+        ts_error e = {0};
+        ts_graph *p0 = ts_pet_pair_program(g, pool, cv, 0, 0, map, &nmap, &e);
+        cr_assert(p0, "%s", e.msg);
+        cr_assert_eq(nmap, 3);
+        ts_pet_mutant *m;
+        int n;
+        cr_assert_eq(ts_pet_commute_mutants(p0, &m, &n, &e), TS_OK, "%s", e.msg);
+        int wrong = -1, right = -1;
+        for (int i = 0; i < n; i++) {
+            cr_log_info("mutant %s", m[i].what);
+            if (!strcmp(m[i].what, "pet:conv.pool")) wrong = i;
+            if (!strcmp(m[i].what, "pet:conv-nobias.pool.add-bias")) right = i;
+        }
+        cr_assert(wrong >= 0 && right >= 0, "both orders are generated (%d mutants)", n);
+        ts_pet_verdict v;
+        cr_assert_eq(ts_pet_check(p0, m[right].prog, 2, 3, &v, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(v.nfail, 0, "bias after the pool: %d of %d boxes fail", v.nfail, v.nboxes);
+        ts_pet_verdict_free(&v);
+        cr_assert_eq(ts_pet_check(p0, m[wrong].prog, 2, 3, &v, &e), TS_OK, "%s", e.msg);
+        if (cip) {
+            /* boxes along H and W: a 3x3 grid, the middle one is interior */
+            int border = 0;
+            for (int b = 0; b < v.nboxes; b++) {
+                bool edge = false;
+                for (int d = 2; d < 4; d++) edge |= v.boxes[b].lo[d] == 0 || v.boxes[b].hi[d] == 7;
+                border += edge;
+                cr_assert_eq(!v.ok[b], edge, "box %d: fails %d, on the border %d", b, !v.ok[b], edge);
+            }
+            cr_log_info("count_include_pad: %d of %d boxes fail, all on the border", v.nfail, v.nboxes);
+            cr_assert_eq(v.nfail, border);
+            cr_assert_gt(v.nfail, 0);
+            cr_assert_lt(v.nfail, v.nboxes, "the interior agrees");
+        } else {
+            cr_assert_eq(v.nfail, 0, "without count_include_pad the bias commutes too");
+        }
+        ts_pet_verdict_free(&v);
+        ts_pet_mutants_free(m, n);
+        ts_graph_free(p0);
+        ts_graph_free(g);
+    }
+}
+
+/* A stop asked while a program's mutants are being checked ends the
+ * checking there (a search must not overrun its time limit by the
+ * seconds CSRNet's full-size checks take): the driver says "go on" when
+ * the convolution is reached, "stop" from then on, and nothing is
+ * proposed. */
+static int stop_calls;
+static bool stop_after_first(ts_source_emit *em)
+{
+    (void)em;
+    return stop_calls++ > 0;
+}
+
+Test(pet_post, stop_during_the_checks_ends_them)
+{
+    ts_graph *g = conv_model(1, 4, 8, 8, 2, 2);
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    ts_source_env env = {.opts = &o};
+    void *state = NULL;
+    ts_error e = {0};
+    collect c;
+    memset(&c, 0, sizeof c);
+    c.gain = NAN;
+    c.emit.fn = take;
+    c.emit.stopped = stop_after_first;
+    stop_calls = 0;
+    cr_assert_eq(ts_source_pet.open(&env, &state, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_source_pet.propose(state, g, &c.emit, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(c.n, 0, "%d proposals after a stop", c.n);
+    cr_assert_geq(stop_calls, 2, "the checks asked whether to stop");
+    ts_source_pet.close(state);
+    /* the same source without a stop finds the phase split (figure 3) */
+    propose(g, &c);
+    cr_assert_geq(find(&c, "pet:s2b2.conv-undilated.b2s2"), 0);
+    free_all(&c);
+    ts_graph_free(g);
+}
+
+/* relu -> Conv 1x1 (c -> f, no bias) -> Pad of zeros -> AveragePool 2x2/2
+ * -> relu: DenseNet's transition as PyTorch exports it */
+static ts_graph *transition_model(int64_t c, int64_t f, int64_t hw)
+{
+    uint64_t rng = 23;
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("m", 17);
+    int x = unary(g, "Relu", input(g, "x", 4, (int64_t[]){1, c, hw, hw}));
+    int y = conv(g, x, weight(g, "w", 4, (int64_t[]){f, c, 1, 1}, &rng), -1, 0, 1);
+    int64_t eight = 8;
+    ts_shape ps = ts_shape_make(1, &eight);
+    ts_tensor *zeros = ts_tensor_new(TS_I64, &ps, &e);
+    cr_assert(zeros, "%s", e.msg);
+    memset(zeros->data, 0, zeros->nbytes);
+    int pads = ts_graph_add_constant(g, "pads", zeros, &e);
+    ts_tensor_unref(zeros);
+    y = node(g, "Pad", (int[]){y, pads}, 2, NULL, 0);
+    int64_t k[2] = {2, 2};
+    ts_attr a[2] = {ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("strides", k, 2)};
+    output(g, unary(g, "Relu", node(g, "AveragePool", &y, 1, a, 2)));
+    return g;
+}
+
+Test(pet_cases, pointwise_conv_then_pool_commuted_conv_on_a_quarter_of_the_positions)
+{
+    ts_graph *g = transition_model(32, 16, 16);
+    collect c;
+    propose(g, &c);
+    for (int i = 0; i < c.n; i++) cr_log_info("proposed %s", c.what[i]);
+    int k = find(&c, "pet:pool.conv");
+    cr_assert_geq(k, 0, "the pool-first mutant was not found (%d proposals)", c.n);
+    const ts_graph *m = c.g[k];
+    expect_same(g, m);
+    cr_assert_eq(count_op(m, "Pad"), 0, "the Pad of zeros goes with the pair");
+    for (int i = 0; i < m->nnodes; i++)
+        if (!m->nodes[i].dead && !strcmp(m->nodes[i].op->name, "Conv"))
+            cr_assert_eq(m->values[m->nodes[i].outputs[0]].shape.dims[2], 8, "the conv runs on the pooled 8x8");
+    for (int i = 0; i < c.n; i++) expect_same(g, c.g[i]);
+    free_all(&c);
+    ts_graph_free(g);
+}

@@ -4,6 +4,7 @@
  * CPU) with bounds that hold under any load.  This program runs without
  * OMP_WAIT_POLICY (tests/CMakeLists.txt), so libgomp spins by default. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <time.h>
@@ -40,6 +41,16 @@ Test(wait_policy, parses_schedstat_and_stat)
     cr_expect_not(ts_wait_parse_stat("cpu0 50 1 15 450 25 2 2 3 0 0\n", &v));
     cr_expect_not(ts_wait_parse_stat("cpu  100 2 30", &v));
     cr_expect_not(ts_wait_parse_stat("intr 5", &v));
+    /* a process allowed on CPUs 1 and 3 of 4 counts their lines only */
+    const char *st = "cpu  400 0 40 0 0 0 0 0 0 0\n"
+                     "cpu0 100 0 10 900 0 0 0 0 0 0\ncpu1 50 1 5 900 7 2 3 4 0 0\n"
+                     "cpu2 100 0 10 900 0 0 0 0 0 0\ncpu3 150 0 15 900 0 0 0 1 0 0\nintr 12345 6 7\n";
+    const unsigned char allowed[4] = {0, 1, 0, 1};
+    cr_assert(ts_wait_parse_stat_cpus(st, allowed, 4, &v));
+    cr_expect_eq(v, (50u + 1 + 5 + 2 + 3 + 4) + (150u + 15 + 1));
+    const unsigned char none[4] = {0, 0, 0, 0};
+    cr_expect_not(ts_wait_parse_stat_cpus(st, none, 4, &v));
+    cr_expect_not(ts_wait_parse_stat_cpus("cpu  1 2 3 4 5 6 7 8\n", allowed, 4, &v));
 }
 
 Test(wait_policy, spins_while_the_threads_get_their_cores)
@@ -48,7 +59,7 @@ Test(wait_policy, spins_while_the_threads_get_their_cores)
     ts_wait_ctl_init(&c, 0);
     cr_expect_eq(c.mode, TS_WAIT_SPIN);
     /* 100 runs of 1 ms on 2 threads, 0.5% of their time waiting */
-    for (int i = 1; i <= 100; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 0.01, 2), TS_WAIT_SPIN);
+    for (int i = 1; i <= 100; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 0.01, 2, -1, 2), TS_WAIT_SPIN);
     cr_expect_eq(c.to_sleep, 0);
 }
 
@@ -57,44 +68,72 @@ Test(wait_policy, sleeps_once_two_windows_in_a_row_show_waiting)
     ts_wait_ctl c;
     ts_wait_ctl_init(&c, 0);
     /* 9 ms of runs waiting 50% is not a window yet */
-    for (int i = 1; i <= 9; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 1.0, 2), TS_WAIT_SPIN);
+    for (int i = 1; i <= 9; i++) cr_assert_eq(ts_wait_ctl_run(&c, i, 1.0, 1.0, 2, -1, 2), TS_WAIT_SPIN);
     /* the first disturbed window may be a moment's noise ... */
-    cr_expect_eq(ts_wait_ctl_run(&c, 10, 1.0, 1.0, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 1.0, 1.0, 2, -1, 2), TS_WAIT_SPIN);
     cr_expect_eq(c.strikes, 1);
     /* ... the second in a row is not */
-    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 10.0, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 10.0, 2, -1, 2), TS_WAIT_SLEEP);
     cr_expect_eq(c.to_sleep, 1);
     cr_expect_eq(c.since_ms, 20);
     /* an undisturbed window between two disturbed ones starts the count again */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 10.0, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 0.1, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 30, 10.0, 10.0, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 40, 10.0, 10.0, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 10.0, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 0.1, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 30, 10.0, 10.0, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 40, 10.0, 10.0, 2, -1, 2), TS_WAIT_SLEEP);
     /* a long collapsed run is a whole window */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 160, 77.0, 60.0, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(ts_wait_ctl_run(&c, 80, 77.0, 60.0, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 160, 77.0, 60.0, 2, -1, 2), TS_WAIT_SLEEP);
     /* a single thread never waits for a teammate: no decision */
     ts_wait_ctl_init(&c, 0);
-    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 80 * i, 77.0, 60.0, 1), TS_WAIT_SPIN);
+    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 80 * i, 77.0, 60.0, 1, -1, 2), TS_WAIT_SPIN);
     /* just under the limit (7% of 10 ms, summed over the threads) never
      * switches; just over does */
     ts_wait_ctl_init(&c, 0);
-    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 10 * i, 10.0, 0.7, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 50, 10.0, 0.9, 2), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 60, 10.0, 0.9, 2), TS_WAIT_SLEEP);
+    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 10 * i, 10.0, 0.7, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 50, 10.0, 0.9, 2, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 60, 10.0, 0.9, 2, -1, 2), TS_WAIT_SLEEP);
     /* 16 threads of which one waits half the time: the team stalls */
     ts_wait_ctl_init(&c, 0);
-    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 5.0, 16), TS_WAIT_SPIN);
-    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 5.0, 16), TS_WAIT_SLEEP);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 5.0, 16, -1, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 5.0, 16, -1, 2), TS_WAIT_SLEEP);
+}
+
+Test(wait_policy, waiting_without_a_competitor_keeps_spinning)
+{
+    ts_wait_ctl c;
+    ts_wait_ctl_init(&c, 0);
+    /* a short task preempted a thread in every window (20% waited), but the
+     * other processes used 0.1 core of 2: no competitor, spin on */
+    for (int i = 1; i <= 50; i++)
+        cr_assert_eq(ts_wait_ctl_run(&c, 10 * i, 10.0, 2.0, 2, 0.1, 2), TS_WAIT_SPIN, "window %d", i);
+    cr_expect_eq(c.to_sleep, 0);
+    cr_expect_eq(c.busy_windows, 50);
+    cr_expect_eq(c.vetoed, 49); /* every window from the second strike on */
+    /* a busy loop appears: run delay and the others' CPU (0.7 core) agree */
+    cr_expect_eq(ts_wait_ctl_run(&c, 600, 10.0, 6.0, 2, 0.7, 2), TS_WAIT_SLEEP);
+    cr_expect_eq(c.to_sleep, 1);
+    /* not measurable yet (NAN: under 100 ms since spinning began): the
+     * strikes stay and the switch comes with the first measurable stretch */
+    ts_wait_ctl_init(&c, 0);
+    cr_expect_eq(ts_wait_ctl_run(&c, 10, 10.0, 6.0, 2, NAN, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 20, 10.0, 6.0, 2, NAN, 2), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 30, 10.0, 6.0, 2, NAN, 2), TS_WAIT_SPIN);
+    cr_expect_eq(c.strikes, 3);
+    cr_expect_eq(ts_wait_ctl_run(&c, 40, 10.0, 6.0, 2, 1.0, 2), TS_WAIT_SLEEP);
+    /* 2 threads on 8 cores: others on 5.5 cores leave the team its cores */
+    ts_wait_ctl_init(&c, 0);
+    for (int i = 1; i <= 4; i++) cr_expect_eq(ts_wait_ctl_run(&c, 10 * i, 10.0, 6.0, 2, 5.5, 8), TS_WAIT_SPIN);
+    cr_expect_eq(ts_wait_ctl_run(&c, 50, 10.0, 6.0, 2, 6.5, 8), TS_WAIT_SLEEP);
 }
 
 /* Two disturbed windows: the switch to sleeping at `t`. */
 static void to_sleep(ts_wait_ctl *c, double t)
 {
-    ts_wait_ctl_run(c, t - 1, 20.0, 20.0, 2);
-    ts_wait_ctl_run(c, t, 20.0, 20.0, 2);
+    ts_wait_ctl_run(c, t - 1, 20.0, 20.0, 2, -1, 2);
+    ts_wait_ctl_run(c, t, 20.0, 20.0, 2, -1, 2);
 }
 
 Test(wait_policy, looks_at_the_machine_after_the_quiet_wait)
@@ -139,8 +178,8 @@ Test(wait_policy, looks_less_often_while_spinning_keeps_failing)
         t += c.quiet_ms;
         cr_assert_eq(ts_wait_ctl_look(&c, t, 0.0, 2, 2), TS_WAIT_SPIN); /* looked quiet ... */
         t += 50;
-        cr_assert_eq(ts_wait_ctl_run(&c, t, 20.0, 20.0, 2), TS_WAIT_SPIN); /* ... but was not */
-        cr_assert_eq(ts_wait_ctl_run(&c, t + 1, 20.0, 20.0, 2), TS_WAIT_SLEEP);
+        cr_assert_eq(ts_wait_ctl_run(&c, t, 20.0, 20.0, 2, -1, 2), TS_WAIT_SPIN); /* ... but was not */
+        cr_assert_eq(ts_wait_ctl_run(&c, t + 1, 20.0, 20.0, 2, -1, 2), TS_WAIT_SLEEP);
         t += 1;
         wait = wait * 2 > TS_WAIT_QUIET_MAX_MS ? TS_WAIT_QUIET_MAX_MS : wait * 2;
     }
@@ -148,7 +187,7 @@ Test(wait_policy, looks_less_often_while_spinning_keeps_failing)
     /* spinning that holds resets the wait */
     t += c.quiet_ms;
     ts_wait_ctl_look(&c, t, 0.0, 2, 2);
-    for (int i = 0; i < 300; i++) ts_wait_ctl_run(&c, t += 10, 10.0, 0.0, 2);
+    for (int i = 0; i < 300; i++) ts_wait_ctl_run(&c, t += 10, 10.0, 0.0, 2, -1, 2);
     cr_expect_eq(c.mode, TS_WAIT_SPIN);
     cr_expect_eq(c.quiet_ms, TS_WAIT_QUIET_MS);
 }

@@ -1,0 +1,242 @@
+/* Squeeze-and-excitation gate as one step: GlobalAveragePool -> 1x1 Conv
+ * -> activation -> 1x1 Conv -> gate activation (Sigmoid, HardSigmoid),
+ * the N x C x 1 x 1 scale that the block's Mul then applies (that Mul stays
+ * an element-wise step: it reads the block's tensor in its channels-last
+ * layout, vec_fuse.c).
+ *
+ * Why: on oneDNN the gate is three steps (pool, two convolutions on a 1x1
+ * image) of which the convolutions are a few thousand multiply-adds each,
+ * 3-20 us per step mostly in primitive dispatch; EfficientNet-B0 has 16
+ * such blocks (32 convolution steps, 0.31-0.33 ms of per-step minima at 1
+ * and 2 threads), MobileNet-v3-Large 8.  Here the pool reads the tensor
+ * once in whatever dense layout it lies (channels-last from oneDNN's
+ * convolutions, or plain), and the two tiny matrix-vector products and
+ * their activations run on the pooled vector in the same step.
+ *
+ * The activations are whatever the oneDNN fusion walker recognises after
+ * each conv (xd_fuse_collect: ReLU, SiLU as Sigmoid + Mul, HardSigmoid,
+ * Sigmoid, Clip, HardSwish, per-channel affine nodes folded into the
+ * weights), so the pattern is the block, not one model's spelling of it. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/dnnl_util.h"
+#include "exec/vec.h"
+#include "exec/vec_post.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+#include "ops/window.h"
+
+typedef struct se_state {
+    int64_t N, C, HW, R; /* batch, channels, pooled pixels, reduced channels */
+    bool nhwc;           /* input channels-last, else plain NCHW */
+    float *w1, *b1;      /* [R][C] (scaled by 1/HW: the pool's mean), [R] */
+    float *w2t, *b2;     /* [R][C]: the second conv transposed, [C] */
+    xd_po po1[XD_MAX_FUSE], po2[XD_MAX_FUSE];
+    int npo1, npo2, threads;
+} se_state;
+
+static void se_destroy(void *state)
+{
+    se_state *s = state;
+    if (!s) return;
+    free(s->w1);
+    free(s->b1);
+    free(s->w2t);
+    free(s->b2);
+    free(s);
+}
+
+/* Sums of image n's channels into sum[0..C) (pixels p0..p1 for channels-
+ * last, channels c0..c1 for plain, so that threads can split either). */
+XV_CLONES static void se_sum_nhwc(const float *x, int64_t C, int64_t p0, int64_t p1, float *sum)
+{
+    for (int64_t c = 0; c < C; c++) sum[c] = 0;
+    for (int64_t p = p0; p < p1; p++) {
+        const float *r = x + p * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) sum[c] += r[c];
+    }
+}
+
+XV_CLONES static void se_sum_nchw(const float *x, int64_t HW, int64_t c0, int64_t c1, float *sum)
+{
+    for (int64_t c = c0; c < c1; c++) {
+        const float *r = x + c * HW;
+        float a = 0;
+#pragma omp simd reduction(+ : a)
+        for (int64_t p = 0; p < HW; p++) a += r[p];
+        sum[c] = a;
+    }
+}
+
+/* gate = act2(W2 act1(W1 sum + b1) + b2), W1 already divided by HW. */
+XV_CLONES static void se_gate(const se_state *s, const float *sum, float *h, float *gate)
+{
+    const int64_t C = s->C, R = s->R;
+    for (int64_t j = 0; j < R; j++) {
+        const float *w = s->w1 + j * C;
+        float a = 0;
+#pragma omp simd reduction(+ : a)
+        for (int64_t c = 0; c < C; c++) a += w[c] * sum[c];
+        h[j] = a + s->b1[j];
+    }
+    xv_post_apply(s->po1, s->npo1, h, R);
+    memcpy(gate, s->b2, sizeof(float) * (size_t)C);
+    for (int64_t j = 0; j < R; j++) {
+        const float *w = s->w2t + j * C, hj = h[j];
+#pragma omp simd
+        for (int64_t c = 0; c < C; c++) gate[c] += w[c] * hj;
+    }
+    xv_post_apply(s->po2, s->npo2, gate, C);
+}
+
+static void se_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const se_state *s = st->state;
+    const int64_t C = s->C, HW = s->HW;
+    float *part = scratch, *h = part + 2 * C;
+    /* a parallel region costs more than pooling a small tensor */
+    int nt = s->threads > 1 && HW * C >= 4 * XV_PAR_MIN ? 2 : 1;
+    for (int64_t n = 0; n < s->N; n++) {
+        const float *x = (const float *)in[0] + n * C * HW;
+        float *sum = part;
+        if (nt == 1) {
+            if (s->nhwc)
+                se_sum_nhwc(x, C, 0, HW, sum);
+            else
+                se_sum_nchw(x, HW, 0, C, sum);
+        } else if (s->nhwc) {
+            /* two halves of the pixels, each thread its own partial sums */
+#pragma omp parallel num_threads(nt)
+            {
+                int t = omp_get_thread_num(), k = omp_get_num_threads();
+                se_sum_nhwc(x, C, HW * t / k, HW * (t + 1) / k, part + t * C);
+            }
+            for (int64_t c = 0; c < C; c++) sum[c] = part[c] + part[C + c];
+        } else {
+#pragma omp parallel num_threads(nt)
+            {
+                int t = omp_get_thread_num(), k = omp_get_num_threads();
+                se_sum_nchw(x, HW, C * t / k, C * (t + 1) / k, sum);
+            }
+        }
+        se_gate(s, sum, h, (float *)out[0] + n * C);
+    }
+}
+
+/* Node c is a 1x1 convolution (group 1, no padding, stride or dilation
+ * that matter on a 1x1 image) of value v with constant float weights
+ * [F][Cin][1][1] and optional constant bias; its output is N x F x 1 x 1. */
+static bool conv1x1_on(const xplan *p, int c, int v, int64_t Cin)
+{
+    const ts_graph *g = p->g;
+    if (c < 0) return false;
+    const ts_node *nd = &g->nodes[c];
+    if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) return false;
+    const ts_tensor *W = xplan_const(p, nd->inputs[1]);
+    const ts_tensor *B = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
+    if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || W->shape.dims[1] != Cin ||
+        W->shape.dims[2] != 1 || W->shape.dims[3] != 1)
+        return false;
+    if (nd->ninputs > 2 && nd->inputs[2] >= 0 && (!B || !B->data || B->dtype != TS_F32)) return false;
+    const ts_conv_attrs *ca = nd->attrs;
+    const ts_shape *y = &g->values[nd->outputs[0]].shape;
+    return ca->group == 1 && y->rank == 4 && y->dims[1] == W->shape.dims[0] && y->dims[2] == 1 && y->dims[3] == 1 &&
+           g->values[nd->outputs[0]].dtype == TS_F32;
+}
+
+/* Copies conv c's weights (scaled by scale[f] and by `mul`) and folded bias. */
+static void take_conv(const xplan *p, int c, const xd_fuse *f, float mul, float *w, float *b, bool transpose)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    const ts_tensor *W = xplan_const(p, nd->inputs[1]);
+    const ts_tensor *B = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
+    int64_t F = W->shape.dims[0], Cin = W->shape.dims[1];
+    const float *ws = W->data, *bs = B ? B->data : NULL;
+    for (int64_t o = 0; o < F; o++) {
+        float sc = f->scale ? f->scale[o] : 1.0f;
+        for (int64_t i = 0; i < Cin; i++) {
+            float v = ws[o * Cin + i] * sc * mul;
+            if (transpose)
+                w[i * F + o] = v;
+            else
+                w[o * Cin + i] = v;
+        }
+        float bv = bs ? bs[o] : 0.0f;
+        b[o] = f->scale ? bv * f->scale[o] + f->shift[o] : bv;
+    }
+}
+
+static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    static const int nhwc[4] = {0, 2, 3, 1};
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (p->opts.no_fusion || nd->ninputs != 1 || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    if (getenv("TSOPT_NO_SE")) return TS_ERR_UNSUPPORTED; /* A/B measurements: pool and convs on oneDNN */
+    int xv = nd->inputs[0], pv = nd->outputs[0];
+    const ts_shape *xs = &g->values[xv].shape;
+    if (xs->rank != 4) return TS_ERR_UNSUPPORTED;
+    const int64_t N = xs->dims[0], C = xs->dims[1], HW = xs->dims[2] * xs->dims[3];
+    int xb = xplan_value_buf(p, xv), order[TS_MAX_RANK];
+    if (xb < 0 || HW < 1 || !xbuf_dense_order(&p->bufs[xb], order)) return TS_ERR_UNSUPPORTED;
+    bool is_nhwc = !memcmp(order, nhwc, sizeof nhwc);
+    if (!is_nhwc && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
+
+    /* pool -> conv1 -> act1 -> conv2 -> act2 */
+    int c1 = xplan_sole_consumer(p, pv);
+    if (!conv1x1_on(p, c1, pv, C)) return TS_ERR_UNSUPPORTED;
+    const int64_t R = g->values[g->nodes[c1].outputs[0]].shape.dims[1];
+    xd_fuse f1, f2 = {0};
+    ts_status e = xd_fuse_collect(p, g->nodes[c1].outputs[0], 1, R, &f1, err);
+    if (e) return e;
+    int c2 = xplan_sole_consumer(p, f1.out_value);
+    bool ok = xv_post_supported(&f1) && conv1x1_on(p, c2, f1.out_value, R) &&
+              g->values[g->nodes[c2].outputs[0]].shape.dims[1] == C;
+    if (ok && (e = xd_fuse_collect(p, g->nodes[c2].outputs[0], 1, C, &f2, err))) {
+        xd_fuse_free(&f1);
+        return e;
+    }
+    /* a gate: something must squash it (the block's Mul scales by it) */
+    ok = ok && f2.npo > 0 && xv_post_supported(&f2) && !xgraph_is_output(g, f2.out_value);
+    se_state *s = ok ? xv_state(sizeof *s, err) : NULL;
+    if (!s) {
+        xd_fuse_free(&f1);
+        xd_fuse_free(&f2);
+        return ok ? err->code : TS_ERR_UNSUPPORTED;
+    }
+    st->state = s;
+    *s = (se_state){.N = N, .C = C, .HW = HW, .R = R, .nhwc = is_nhwc, .npo1 = f1.npo, .npo2 = f2.npo,
+                    .threads = xv_threads(p)};
+    memcpy(s->po1, f1.po, sizeof f1.po);
+    memcpy(s->po2, f2.po, sizeof f2.po);
+    s->w1 = malloc(sizeof(float) * (size_t)(R * C));
+    s->b1 = malloc(sizeof(float) * (size_t)R);
+    s->w2t = malloc(sizeof(float) * (size_t)(R * C));
+    s->b2 = malloc(sizeof(float) * (size_t)C);
+    if (s->w1 && s->b1 && s->w2t && s->b2) {
+        take_conv(p, c1, &f1, 1.0f / (float)HW, s->w1, s->b1, false);
+        take_conv(p, c2, &f2, 1.0f, s->w2t, s->b2, true);
+    }
+    if (!s->w1 || !s->b1 || !s->w2t || !s->b2 || (e = xstep_alloc(st, 1, 1, err))) {
+        xd_fuse_free(&f1);
+        xd_fuse_free(&f2);
+        return e ? e : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory packing the squeeze-excite gate",
+                                    nd->name);
+    }
+    st->in[0] = xb;
+    st->out[0] = xplan_value_buf(p, f2.out_value);
+    st->scratch_bytes = sizeof(float) * (size_t)(2 * C + R);
+    if (st->out[0] >= 0) {
+        xplan_claim(p, c1, st);
+        xd_fuse_claim(p, &f1, st);
+        xplan_claim(p, c2, st);
+        xd_fuse_claim(p, &f2, st);
+    }
+    xd_fuse_free(&f1);
+    xd_fuse_free(&f2);
+    return st->out[0] < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer") : TS_OK;
+}
+
+const xkernel xk_vec_se = {"vec.se", se_build, se_run, se_destroy};
