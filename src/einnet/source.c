@@ -130,13 +130,13 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_er
         c->name[c->nfound] = intern(s, name);
         c->form_name[FORM_LIBRARY][c->nfound] = c->name[c->nfound];
         c->form_name[FORM_EOP][c->nfound] = c->form_name[FORM_MIXED][c->nfound] = -1;
-        /* The first two derivations with a MatMul also as library MatMul +
+        /* The first derivation with a MatMul also as library MatMul +
          * one eOperator for the rest (the OffsetReduce summed in one pass:
          * oneDNN's convolution with 21 output channels and a 1x11 kernel is
          * 5-7x slower than the MatMul of its derivation, GCN). */
         int nmixed = 0;
         for (int k = 0; k < c->nfound; k++) nmixed += c->form_name[FORM_MIXED][k] >= 0;
-        if (nmixed < 2 && ts_ein_mixable(&c->found[i].e)) {
+        if (nmixed < 1 && ts_ein_mixable(&c->found[i].e)) {
             snprintf(name, sizeof name, "einnet:%s-mixed-%.36s", op == &ts_op_conv ? "conv" : "convt", kinds);
             c->form_name[FORM_MIXED][c->nfound] = intern(s, name);
         }
@@ -170,30 +170,29 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_er
 
 /* g with node n replaced by the instantiation of e; NULL when it does not
  * fit (err untouched) or on error (err set). */
-static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, int form, ts_error *err)
+/* Node n of g (a copy being edited: nodes are not compacted) replaced
+ * by the instantiation of e in form `form`; false when it does not fit
+ * (*lerr says why, or why not: NOMEM). */
+static bool replace_in(ts_graph *g, int n, const ts_ein *e, const int *inputs, int form, ts_error *lerr)
 {
-    ts_graph *g = ts_graph_copy(g0);
-    if (!g) {
-        ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
-        return NULL;
-    }
-    ts_error lerr = {0};
     char prefix[200];
     snprintf(prefix, sizeof prefix, "%s.einnet", g->nodes[n].name);
-    int old = g->nodes[n].outputs[0], nv = -1;
+    int old = g->nodes[n].outputs[0], nv = -1, first = g->nnodes;
     if (form == FORM_MIXED) {
-        if (ts_ein_instantiate_mixed(e, g, inputs, prefix, &nv, &lerr)) goto reject;
+        if (ts_ein_instantiate_mixed(e, g, inputs, prefix, &nv, lerr)) return false;
     } else if (form == FORM_EOP) { /* one eOperator node computing all of e */
         char text[EIN_TEXT_BYTES];
-        if (ts_ein_to_text(e, text, sizeof text) >= sizeof text) goto reject;
+        if (ts_ein_to_text(e, text, sizeof text) >= sizeof text) return false;
         ts_attr at = ts_attr_string("expr", text);
-        if (ts_graph_add_node(g, "tsopt.EinNetOp", prefix, inputs, e->ninputs, &at, 1, 1, NULL, &nv, &lerr) < 0)
-            goto reject;
-    } else if (ts_ein_instantiate(e, g, inputs, prefix, &nv, &lerr))
-        goto reject;
-    if (g->values[nv].producer < 0 ||
-        !ts_shape_eq(&g->values[nv].shape, &g->values[old].shape))
-        goto reject;
+        if (ts_graph_add_node(g, "tsopt.EinNetOp", prefix, inputs, e->ninputs, &at, 1, 1, NULL, &nv, lerr) < 0)
+            return false;
+    } else if (ts_ein_instantiate(e, g, inputs, prefix, &nv, lerr))
+        return false;
+    if (g->values[nv].producer < 0 || !ts_shape_eq(&g->values[nv].shape, &g->values[old].shape)) return false;
+    /* an eOperator is only proposed where it can be written (as a function
+     * whose body is its instantiation in standard operators) */
+    for (int k = first; k < g->nnodes; k++)
+        if (g->nodes[k].op == &ts_op_einnet && !ts_ein_instantiable(g->nodes[k].attrs)) return false;
     for (int i = 0; i < g->nnodes; i++) {
         ts_node *nd = &g->nodes[i];
         for (int j = 0; !nd->dead && j < nd->ninputs; j++)
@@ -208,14 +207,42 @@ static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *
             g->outputs[j] = nv;
         }
     g->nodes[n].dead = true;
-    if (ts_graph_fold_constants(g, &lerr) < 0) goto reject;
+    return true;
+}
+
+/* The edited copy made whole: weights transposed for the MatMuls folded,
+ * dead nodes dropped, checked.  NULL (g freed) when it does not validate. */
+static ts_graph *replace_finish(ts_graph *g, ts_error *lerr)
+{
+    if (ts_graph_fold_constants(g, lerr) < 0) {
+        ts_graph_free(g);
+        return NULL;
+    }
     ts_graph_compact(g);
-    if (ts_graph_validate(g, &lerr)) goto reject;
+    if (ts_graph_validate(g, lerr)) {
+        ts_graph_free(g);
+        return NULL;
+    }
     return g;
-reject:
-    ts_graph_free(g);
-    if (lerr.code == TS_ERR_NOMEM) *err = lerr;
-    return NULL;
+}
+
+/* g with node n replaced by the instantiation of e; NULL when it does not
+ * fit (err untouched) or on error (err set). */
+static ts_graph *replace(const ts_graph *g0, int n, const ts_ein *e, const int *inputs, int form, ts_error *err)
+{
+    ts_graph *g = ts_graph_copy(g0);
+    if (!g) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
+        return NULL;
+    }
+    ts_error lerr = {0};
+    if (!replace_in(g, n, e, inputs, form, &lerr)) {
+        ts_graph_free(g);
+        g = NULL;
+    } else
+        g = replace_finish(g, &lerr);
+    if (!g && lerr.code == TS_ERR_NOMEM) *err = lerr;
+    return g;
 }
 
 /* The node alone, as a graph: its constant inputs kept, the others inputs. */
@@ -320,48 +347,31 @@ static cached *lookup(ein_state *s, const ts_graph *g, int n, ts_ein *e, int *in
  * seen), so what the time limit leaves is the largest set so far. */
 static ts_status propose_all_cheaper(ein_state *s, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
-    char **names = calloc(g->nnodes > 0 ? (size_t)g->nnodes : 1, sizeof *names);
-    if (!names) return ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
-    int nn = 0;
+    ts_graph *cur = ts_graph_copy(g);
+    if (!cur) return ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
     ts_ein e;
-    int inputs[EIN_MAX_INPUTS];
-    for (int n = 0; n < g->nnodes; n++) {
-        cached *c = lookup(s, g, n, &e, inputs);
-        for (int v = 0; c && v < NFORMS * MAX_FOUND; v++)
-            if (c->gain[v] > 0 && !c->loses[v]) {
-                names[nn++] = g->nodes[n].name;
-                break;
-            }
-    }
-    ts_graph *cur = NULL;
-    int done = 0;
-    for (int k = 0; nn >= 2 && k < nn && !emit->stopped(emit); k++) {
-        const ts_graph *src = cur ? cur : g;
-        int n = 0;
-        while (n < src->nnodes && (src->nodes[n].dead || strcmp(src->nodes[n].name, names[k]))) n++;
-        cached *c = n < src->nnodes ? lookup(s, src, n, &e, inputs) : NULL;
+    int inputs[EIN_MAX_INPUTS], done = 0, nn = g->nnodes; /* the nodes appended are never operators to replace */
+    ts_error lerr = {0};
+    for (int n = 0; n < nn; n++) {
+        cached *c = lookup(s, cur, n, &e, inputs);
         int best = -1;
         for (int v = 0; c && v < NFORMS * MAX_FOUND; v++)
             if (c->gain[v] > 0 && !c->loses[v] && c->verified[v] > 0 && (best < 0 || c->gain[v] > c->gain[best]))
                 best = v;
         if (best < 0) continue;
-        ts_graph *ng = replace(src, n, &c->found[best % MAX_FOUND].e, inputs, best / MAX_FOUND, err);
-        if (!ng) {
-            if (err->code) break;
-            continue;
-        }
-        ts_graph_free(cur);
-        cur = ng;
-        done++;
+        /* nodes appended by a failed instantiation are left unused: compact drops them */
+        if (replace_in(cur, n, &c->found[best % MAX_FOUND].e, inputs, best / MAX_FOUND, &lerr)) done++;
+        else if (lerr.code == TS_ERR_NOMEM)
+            break;
     }
-    free(names);
-    if (err->code) {
+    if (lerr.code == TS_ERR_NOMEM || done < 2) {
         ts_graph_free(cur);
+        if (lerr.code == TS_ERR_NOMEM) *err = lerr;
         return err->code;
     }
-    if (done < 2) {
-        ts_graph_free(cur);
-        return TS_OK;
+    if (!(cur = replace_finish(cur, &lerr))) {
+        if (lerr.code == TS_ERR_NOMEM) *err = lerr;
+        return err->code;
     }
     emit->fn(emit, cur, "einnet:all-cheaper", done);
     return TS_OK;
@@ -370,6 +380,7 @@ static ts_status propose_all_cheaper(ein_state *s, const ts_graph *g, ts_source_
 static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     ein_state *s = state;
+    int winners = 0, proposed_at = 1; /* operators of g with a cheaper form; at the last combined proposal */
     for (int n = 0; n < g->nnodes && !emit->stopped(emit); n++) {
         const ts_node *nd = &g->nodes[n];
         if (nd->dead || !wanted(g, nd)) continue;
@@ -411,10 +422,17 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
                 won = true;
             }
         }
-        /* after each operator that had a cheaper form: the time limit often
-         * ends the expansion of a large graph before its last operator */
-        if (won && !emit->stopped(emit) && propose_all_cheaper(s, g, emit, err)) return err->code;
+        /* when the operators with a cheaper form have doubled since the
+         * last time (2, 4, 8, ...): the time limit often ends the expansion
+         * of a large graph before its last operator, and each combined
+         * candidate is one more graph for the driver to cost */
+        if (won && ++winners >= 2 * proposed_at && !emit->stopped(emit)) {
+            proposed_at = winners;
+            if (propose_all_cheaper(s, g, emit, err)) return err->code;
+        }
     }
+    if (winners > proposed_at && proposed_at && !emit->stopped(emit) && propose_all_cheaper(s, g, emit, err))
+        return err->code;
     return TS_OK;
 }
 

@@ -15,9 +15,10 @@
  *     keeps no pointer into them);
  *   - no step reads the constant's buffer (or a view of it) at run time;
  *   - it is no graph output, and its tensor is referenced once (a tensor
- *     shared with another graph is not ours to empty);
- *   - the graph has no control flow (bodies may read outer constants
- *     without being their consumer nodes here).
+ *     shared with another graph is not ours to empty).  A control-flow
+ *     body reads an outer constant through an input of its node (a
+ *     capture, ir/subgraph.h), which is no packing kernel: such a constant
+ *     stays.
  * The check runs after each node is lowered, so that a layer's original is
  * freed before the next layer packs its own (the peak is the weights once
  * plus one layer, not twice the weights), and once more at the end for the
@@ -35,7 +36,6 @@
 #include <unistd.h>
 #include "exec/dnnl_util.h"
 #include "exec/plan_internal.h"
-#include "ops/control_flow.h"
 
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_deconv_gemm, xk_vec_gemv;
 extern const xkernel xk_vec_se, xk_vec_dwconv; /* vec_se.c, vec_depthwise.c: copy their weights at build */
@@ -48,10 +48,7 @@ static bool packs_its_constants(const xkernel *k)
 
 bool xweights_once_allowed(const xplan *p)
 {
-    if (!p->opts.release_packed_weights || !p->claimed_by) return false;
-    for (int n = 0; n < p->g->nnodes; n++)
-        if (!p->g->nodes[n].dead && ts_op_is_control_flow(p->g->nodes[n].op)) return false;
-    return true;
+    return p->opts.release_packed_weights && p->claimed_by;
 }
 
 static bool read_by_step(const xplan *p, int v)
@@ -211,39 +208,41 @@ ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memo
     int d = consume && wbytes >= XWEIGHTS_SLICE_MIN_BYTES ? slice_dim(from, to, &rows) : -1;
     xd_reorder r[2];
     memset(r, 0, sizeof r);
-    int64_t D = d >= 0 ? from->dims[d] : 0, last = d >= 0 ? D - (D - 1) / rows * rows : 0;
-    dnnl_memory_desc_t sf[2], sd[2];
-    int64_t off;
-    ts_status st = TS_OK;
-    /* both reorders (full slices, the last one) are made before any page
-     * goes: after the first, packing cannot fail half-way */
-    for (int k = 0; d >= 0 && k < 2 && !st; k++) {
-        int64_t nr = k ? last : rows;
-        if (!slice_md(from, d, 0, nr, &sf[k], &off) || !slice_md(to, d, 0, nr, &sd[k], &off)) d = -1;
-        else st = xd_reorder_init(&r[k], &sf[k], &sd[k], p, n, err);
+    int64_t D = d >= 0 ? from->dims[d] : 0, last = d >= 0 ? D - (D - 1) / rows * rows : 0, off;
+    dnnl_memory_desc_t a, b;
+    /* every slice's descriptors, and both reorders (full slices, the last
+     * one), are made before any page goes: once the first is given back,
+     * packing cannot fail half-way.  Anything oneDNN declines: whole. */
+    for (int64_t r0 = 0; d >= 0 && r0 < D; r0 += rows) {
+        int64_t nr = r0 + rows >= D ? last : rows;
+        if (!slice_md(from, d, r0, nr, &a, &off) || !slice_md(to, d, r0, nr, &b, &off)) d = -1;
     }
-    if (st || d < 0) {
+    for (int k = 0; d >= 0 && k < 2; k++) {
+        ts_error e = {0};
+        int64_t nr = k ? last : rows;
+        if (!slice_md(from, d, 0, nr, &a, &off) || !slice_md(to, d, 0, nr, &b, &off) ||
+            xd_reorder_init(&r[k], &a, &b, p, n, &e))
+            d = -1;
+    }
+    if (d < 0) {
         xd_reorder_fini(&r[0]);
         xd_reorder_fini(&r[1]);
-        if (st) return st;
-        if ((st = xd_reorder_init(&r[0], from, to, p, n, err))) { /* whole */
-            xd_reorder_fini(&r[0]);
-            return st;
+        ts_status st = xd_reorder_init(&r[0], from, to, p, n, err);
+        if (!st) {
+            if (prepare) prepare(ctx);
+            xd_reorder_run(&r[0], w, dst, p->stream);
+            dnnl_stream_wait(p->stream);
         }
-        if (prepare) prepare(ctx);
-        xd_reorder_run(&r[0], w, dst, p->stream);
-        dnnl_stream_wait(p->stream);
         xd_reorder_fini(&r[0]);
-        return TS_OK;
+        return st;
     }
     if (prepare) prepare(ctx);
     size_t row_bytes = sizeof(float) * (size_t)from->dims[1 - d];
     uintptr_t next = (uintptr_t)w;
     for (int64_t r0 = 0; r0 < D; r0 += rows) {
         int k = r0 + rows >= D && last != rows;
-        int64_t nr = k ? last : rows, soff, doff;
-        dnnl_memory_desc_t a, b;
-        slice_md(from, d, r0, nr, &a, &soff);
+        int64_t nr = r0 + rows >= D ? last : rows, soff = 0, doff = 0;
+        slice_md(from, d, r0, nr, &a, &soff); /* checked above */
         slice_md(to, d, r0, nr, &b, &doff);
         xd_reorder_run(&r[k], (float *)w + soff, (float *)dst + doff, p->stream);
         dnnl_stream_wait(p->stream);

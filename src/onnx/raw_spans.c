@@ -194,7 +194,8 @@ static bool rewrite(walk *w, uint64_t pos, uint64_t end, int level, buf *out)
         default: goto bad; /* groups (3, 4) and invalid types */
         }
         if (!field) goto bad;
-        bool follow = wt == WT_LEN && ((level == 0 && field == MODEL_GRAPH) || (level == 1 && field == GRAPH_INITIALIZER));
+        bool follow =
+            wt == WT_LEN && ((level == 0 && field == MODEL_GRAPH) || (level == 1 && field == GRAPH_INITIALIZER));
         if (wt == WT_LEN && level == 2 && field == TENSOR_RAW_DATA) {
             if (seen) goto bad; /* the last would win: keep it simple */
             seen = true;
@@ -241,7 +242,8 @@ ts_status ts_onnx_raw_spans(const ts_onnx_src *src, uint8_t **msg, size_t *msg_l
     *spans = NULL;
     *nspans = 0;
     walk w = {.r = {.src = src}};
-    if (!src->mem && !(w.r.win = malloc(WINDOW))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
+    if (!src->mem && !(w.r.win = malloc(WINDOW)))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
     buf out = {0};
     bool ok = rewrite(&w, 0, src->size, 0, &out);
     free(w.r.win);

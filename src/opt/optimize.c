@@ -25,6 +25,19 @@ void ts_optimize_opts_default(ts_optimize_opts *o)
                             .max_memory_mb = 1536};
 }
 
+/* msg cut to fit n bytes at a word boundary, "..." marking the cut: a
+ * reason is one sentence, and a word cut in half reads as a typo. */
+static const char *clip_words(const char *msg, char *buf, size_t n)
+{
+    size_t len = strlen(msg);
+    if (len < n) return msg;
+    size_t cut = n - 4;
+    while (cut > 0 && msg[cut] != ' ') cut--;
+    if (cut == 0) cut = n - 4;
+    snprintf(buf, n, "%.*s...", (int)cut, msg);
+    return buf;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -215,12 +228,13 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                 goto done;
         } else if (!runnable) {
             /* no timing: the model cannot run as a whole */
+            char clipped[121];
             res->optimized = dr.cost_after < dr.cost_before * (1 - o.min_gain / 100);
             snprintf(res->reason, sizeof res->reason,
-                     res->optimized ? "written on the cost model alone (%.3f -> %.3f ms predicted; not timed: %.120s)"
+                     res->optimized ? "written on the cost model alone (%.3f -> %.3f ms predicted; not timed: %s)"
                                     : "original kept: the cost model predicts less than --min-gain (%.3f -> %.3f ms; "
-                                      "not timed: %.120s)",
-                     dr.cost_before, dr.cost_after, why_run.msg);
+                                      "not timed: %s)",
+                     dr.cost_before, dr.cost_after, clip_words(why_run.msg, clipped, sizeof clipped));
         } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), user_in, res, err)))
             goto done;
     } else {

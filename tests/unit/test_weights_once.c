@@ -255,14 +255,18 @@ Test(weights_once_session, default_plan_is_kept)
  * Gemm with transB (sliced along N, the original's rows), MatMul (along K)
  * and a padded N (2000 is no multiple of oneDNN's 64-column blocks: packed
  * whole). */
-static void check_large_product(const char *op, const char *x, const char *w, bool trans_b, bool with_bias)
+static void check_large_product(const char *op, const char *x, const char *w, bool trans_b, bool with_bias,
+                                double alpha)
 {
     uint64_t rng = 21;
     ts_graph *g = ts_graph_new("t", 17);
     int xv = xt_input(g, "x", x);
     int wv = xt_const_random(g, w, -0.05, 0.05, &rng);
     cr_assert_geq(g->values[wv].constant->nbytes, XWEIGHTS_SLICE_MIN_BYTES, "large enough to be sliced");
-    ts_attr tb = ts_attr_int("transB", 1);
+    /* alpha != 1 is folded into the weight in place before it is sliced */
+    ts_attr at[2] = {ts_attr_int("transB", 1), ts_attr_float("alpha", alpha)};
+    int nat = (trans_b ? 1 : 0) + (alpha != 1.0);
+    if (!trans_b) at[0] = at[1];
     int ins[3] = {xv, wv, -1}, nin = 2;
     if (with_bias) {
         int64_t nout = g->values[wv].shape.dims[trans_b ? 0 : 1];
@@ -270,7 +274,7 @@ static void check_large_product(const char *op, const char *x, const char *w, bo
         snprintf(b, sizeof b, "%lld", (long long)nout);
         ins[nin++] = xt_const_random(g, b, -0.5, 0.5, &rng);
     }
-    xt_output(g, xt_node(g, op, ins, nin, trans_b ? &tb : NULL, trans_b ? 1 : 0));
+    xt_output(g, xt_node(g, op, ins, nin, nat ? at : NULL, nat));
     ts_plan_opts o = {.release_packed_weights = true};
     ts_plan *p = xt_plan_check(g, &o, 9, -1, 1, 1e-4, XT_TOL_MAX);
     cr_assert_null(g->values[wv].constant->data, "%s: the original is released", op);
@@ -278,6 +282,13 @@ static void check_large_product(const char *op, const char *x, const char *w, bo
     ts_graph_free(g);
 }
 
-Test(weights_once, gemm_weight_packed_in_slices) { check_large_product("Gemm", "3x4096", "2048x4096", true, true); }
-Test(weights_once, matmul_weight_packed_in_slices) { check_large_product("MatMul", "5x4096", "4096x2048", false, false); }
-Test(weights_once, padded_weight_packed_whole) { check_large_product("Gemm", "2x4200", "2000x4200", true, false); }
+Test(weights_once, gemm_weight_packed_in_slices) { check_large_product("Gemm", "3x4096", "2048x4096", true, true, 1); }
+Test(weights_once, scaled_gemm_weight_packed_in_slices)
+{
+    check_large_product("Gemm", "3x4096", "2048x4096", true, true, 0.5);
+}
+Test(weights_once, matmul_weight_packed_in_slices)
+{
+    check_large_product("MatMul", "64x4096", "4096x2048", false, false, 1); /* rows enough for oneDNN (not vec.gemv) */
+}
+Test(weights_once, padded_weight_packed_whole) { check_large_product("Gemm", "2x4200", "2000x4200", true, false, 1); }
