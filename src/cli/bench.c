@@ -21,6 +21,9 @@ static const char USAGE[] =
     "  --threads N   OpenMP threads (default: one per core)\n"
     "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
     "                peak_rss_bytes, the plan's statistics and the OpenMP wait policy\n"
+    "Timed runs come in rounds of about 50 ms; a round in which another process took the\n"
+    "CPU (run delay, CPU share, runnable tasks, steal, collapse) is counted as disturbed,\n"
+    "and quiet_median_ms is the median run of the undisturbed rounds (median_ms: all runs).\n"
     "Idle OpenMP threads spin between steps while they get their cores and sleep while\n"
     "other processes need them, decided as it runs (TSOPT_WAIT=spin|sleep forces one;\n"
     "OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n";

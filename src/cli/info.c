@@ -31,19 +31,50 @@ static void print_values(const ts_graph *g, const char *title, const int *ids, i
     }
 }
 
+/* Opaque nodes in g and, at any depth, in its control-flow bodies. */
+static int count_opaque(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *nd = &g->nodes[i];
+        ts_body *b[TS_CF_MAX_BODIES];
+        int nb = nd->dead ? 0 : ts_cf_bodies(nd, b);
+        n += !nd->dead && ts_node_is_opaque(nd);
+        for (int k = 0; k < nb; k++) n += count_opaque(b[k]->g);
+    }
+    return n;
+}
+
+/* One line per opaque node; one inside a body is named by its path from
+ * the top graph ("Loop_0/body/Custom_3"), each step a control-flow node
+ * and the attribute holding the body. */
+static void print_opaque_in(const ts_graph *g, const char *path)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *nd = &g->nodes[i];
+        if (nd->dead) continue;
+        char what[256], name[1024];
+        /* a path over 1 KB is cut (only its printing) */
+        if (snprintf(name, sizeof name, "%s%s", path, nd->name) < 0) continue;
+        if (ts_node_is_opaque(nd)) printf("  %-24s %s\n", name, ts_opaque_what(nd, what, sizeof what));
+        ts_body *b[TS_CF_MAX_BODIES];
+        int nb = ts_cf_bodies(nd, b);
+        for (int k = 0; k < nb; k++) {
+            char sub[1024];
+            if (snprintf(sub, sizeof sub, "%s/%s/", name, ts_cf_body_attr_name(nd->op, k)) < 0) continue;
+            print_opaque_in(b[k]->g, sub);
+        }
+    }
+}
+
 /* Nodes kept as the file has them (custom domains, unknown operators):
  * optimize works around them, run and bench cannot execute them. */
 static void print_opaque(const ts_graph *g)
 {
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && ts_node_is_opaque(&g->nodes[i]);
+    int n = count_opaque(g);
     if (!n) return;
     printf("opaque nodes (%d, kept as they are; tsopt cannot execute them):\n", n);
-    for (int i = 0; i < g->nnodes; i++) {
-        const ts_node *nd = &g->nodes[i];
-        char what[256];
-        if (!nd->dead && ts_node_is_opaque(nd)) printf("  %-24s %s\n", nd->name, ts_opaque_what(nd, what, sizeof what));
-    }
+    print_opaque_in(g, "");
 }
 
 /* Control-flow nodes and their bodies, nested ones indented. */

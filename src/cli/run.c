@@ -1,11 +1,15 @@
 /* tsopt run: runs a model on .npy (or seeded random) inputs, prints the
  * outputs and the time per run, optionally saves inputs and outputs.
  * By default it runs the fast runtime (a plan built once, src/exec/);
- * --reference runs the reference interpreter in float32 instead. */
+ * --reference runs the reference interpreter in float32 instead.
+ * A model whose shapes follow the values of some inputs (a Loop's trip
+ * count, a Reshape's shape fed as an input) runs through a session, which
+ * loads it once those values are known (run_by_value). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "api/value_inputs.h"
 #include "cli/cli.h"
 #include "ir/ir.h"
 
@@ -97,13 +101,13 @@ static ts_tensor *random_input(const ts_value *v, uint64_t *rng)
     return t;
 }
 
-static bool save_all(const char *dir, const ts_graph *g, const int *ids, ts_tensor *const *ts, int n)
+static bool save_all(const char *dir, const char *const *names, ts_tensor *const *ts, int n)
 {
     if (!cli_dir_make(dir)) return false;
     for (int i = 0; i < n; i++) {
         char path[4096];
         ts_error err = {0};
-        cli_npy_path(dir, g->values[ids[i]].name, path, sizeof path);
+        cli_npy_path(dir, names[i], path, sizeof path);
         if (ts_npy_save(path, ts[i], &err)) {
             cli_error_from(CLI_USAGE, &err);
             return false;
@@ -112,10 +116,10 @@ static bool save_all(const char *dir, const ts_graph *g, const int *ids, ts_tens
     return true;
 }
 
-static void print_output(const ts_value *v, const ts_tensor *t)
+static void print_output(const char *name, const ts_tensor *t)
 {
     char buf[160];
-    printf("output %s: %s %s [", v->name, ts_dtype_name(t->dtype), ts_shape_str(&t->shape, buf, sizeof buf));
+    printf("output %s: %s %s [", name, ts_dtype_name(t->dtype), ts_shape_str(&t->shape, buf, sizeof buf));
     int64_t n = ts_tensor_numel(t), show = n < 6 ? n : 6;
     for (int64_t i = 0; i < show; i++) {
         if (ts_dtype_is_float(t->dtype))
@@ -149,6 +153,129 @@ static int run_fast(const ts_graph *g, const run_args *a, ts_tensor *const *in, 
     return rc;
 }
 
+/* Input names then output names of g, for save_all. */
+static const char **value_names(const ts_graph *g, int nin, int nout)
+{
+    const char **v = calloc((size_t)(nin + nout) + 1, sizeof *v);
+    for (int i = 0; v && i < nin; i++) v[i] = g->values[g->inputs[i]].name;
+    for (int o = 0; v && o < nout; o++) v[nin + o] = g->values[g->outputs[o]].name;
+    return v;
+}
+
+/* The model at the bound sizes, as cli_load_model loads it; NULL with
+ * *by_value set (nothing printed) when its shapes need the values of some
+ * inputs, which only the run gives. */
+static ts_graph *load(const run_args *a, bool *by_value)
+{
+    ts_graph *g = NULL;
+    ts_error err = {0};
+    char name[256];
+    if (!cli_mem_file_ok(a->model)) return NULL;
+    if (!ts_onnx_load(a->model, a->binds.b, a->binds.n, &g, &err)) return g;
+    if (ts_vin_needs_value(&err, name, sizeof name)) {
+        *by_value = true;
+        return NULL;
+    }
+    if (strstr(err.msg, a->model)) cli_error_from(CLI_FAIL, &err);
+    else cli_error(CLI_FAIL, "%s (%s)", err.msg, a->model);
+    return NULL;
+}
+
+/* By value: input i's shape, the declared one with --input's binding. */
+static ts_shape by_value_shape(const run_args *a, const ts_io_info *in)
+{
+    for (int b = 0; b < a->binds.n; b++)
+        if (!strcmp(a->binds.b[b].name, in->name)) return a->binds.b[b].shape;
+    return in->shape;
+}
+
+/* A model whose shapes follow input values (value_inputs.h): the session
+ * loads it with the values of the inputs that feed a shape as constants
+ * (a Loop whose trip count is an input unrolled at that count,
+ * loop_unroll.h), once per run's values; timed runs with the same values
+ * reuse its plan.  Returns CLI_OK or the exit code. */
+static int run_by_value(const run_args *a)
+{
+    if (a->reference)
+        return cli_error(CLI_USAGE, "run: --reference cannot run model '%s': its shapes depend on input values "
+                         "(the fast runtime loads it once they are known)", a->model);
+    ts_session *s = NULL;
+    ts_error err = {0};
+    if (ts_session_open(a->model, 0, &s, &err)) return cli_error_from(CLI_FAIL, &err);
+    int nin = ts_session_ninputs(s), nout = ts_session_noutputs(s), rc = CLI_FAIL;
+    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    const char **names = calloc((size_t)(nin + nout) + 1, sizeof *names);
+    double *times = calloc((size_t)a->iters, sizeof *times);
+    uint64_t rng = 0x7501u + a->seed * 0x9e3779b97f4a7c15ull;
+    if (!in || !out || !names || !times) {
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    for (int b = 0; b < a->binds.n; b++) {
+        int i = 0;
+        ts_io_info info;
+        while (ts_session_input_info(s, i, &info) && strcmp(info.name, a->binds.b[b].name)) i++;
+        if (i == nin) {
+            cli_error(CLI_USAGE, "--input '%s': the model has no input of that name", a->binds.b[b].name);
+            goto done;
+        }
+    }
+    for (int i = 0; i < nin; i++) {
+        ts_io_info info;
+        ts_session_input_info(s, i, &info);
+        names[i] = info.name;
+        if (a->inputs) {
+            char path[4096];
+            cli_npy_path(a->inputs, info.name, path, sizeof path);
+            if (ts_npy_load(path, &in[i], &err)) {
+                cli_error(CLI_USAGE, "input '%s': %s", info.name, err.msg);
+                goto done;
+            }
+        } else {
+            ts_shape sh = by_value_shape(a, &info);
+            if (!(in[i] = ts_tensor_new(info.dtype, &sh, &err))) {
+                cli_error(CLI_FAIL, "input '%s': %s", info.name, err.msg);
+                goto done;
+            }
+            cli_fill_random_input(in[i], &rng);
+        }
+    }
+    for (long it = 0; it < a->iters; it++) {
+        for (int o = 0; o < nout; o++) {
+            ts_tensor_unref(out[o]);
+            out[o] = NULL;
+        }
+        double t0 = cli_now_ms();
+        if (ts_session_run(s, in, out, &err)) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        times[it] = cli_now_ms() - t0;
+    }
+    for (int o = 0; o < nout; o++) {
+        ts_io_info info;
+        ts_session_output_info(s, o, &info);
+        names[nin + o] = info.name;
+        print_output(info.name, out[o]);
+    }
+    /* the first run also loaded and planned the model: the median of one
+     * run includes that */
+    double med = cli_sort_median(times, a->iters);
+    printf("time: %.3f ms per run (median of %ld, fast runtime, loaded at the inputs' values)\n", med, a->iters);
+    if (a->save_inputs && !save_all(a->save_inputs, names, in, nin)) goto done;
+    if (a->save_outputs && !save_all(a->save_outputs, names + nin, out, nout)) goto done;
+    rc = CLI_OK;
+done:
+    for (int i = 0; in && i < nin; i++) ts_tensor_unref(in[i]);
+    for (int o = 0; out && o < nout; o++) ts_tensor_unref(out[o]);
+    free(in);
+    free(out);
+    free(names);
+    free(times);
+    ts_session_free(s);
+    return rc;
+}
+
 int cli_run(int argc, char **argv)
 {
     run_args a = {0};
@@ -158,8 +285,15 @@ int cli_run(int argc, char **argv)
         return rc < 0 ? CLI_OK : rc;
     }
     rc = CLI_FAIL;
-    ts_graph *g = cli_load_model(a.model, &a.binds);
+    bool by_value = false;
+    ts_graph *g = load(&a, &by_value);
+    if (by_value) {
+        rc = run_by_value(&a);
+        cli_binds_free(&a.binds);
+        return rc;
+    }
     ts_tensor **in = NULL, **dom = NULL, **out = NULL;
+    const char **names = NULL;
     double *times = NULL;
     int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
     if (!g || !cli_mem_ok(g)) goto done;
@@ -205,13 +339,17 @@ int cli_run(int argc, char **argv)
         }
         ts_tensor_unref(out[o]);
         out[o] = c;
-        print_output(&g->values[g->outputs[o]], c);
+        print_output(g->values[g->outputs[o]].name, c);
     }
     double med = cli_sort_median(times, a.iters);
     printf("time: %.3f ms per run (median of %ld, %s)\n", med, a.iters,
            a.reference ? "reference interpreter, float32" : "fast runtime");
-    if (a.save_inputs && !save_all(a.save_inputs, g, g->inputs, in, nin)) goto done;
-    if (a.save_outputs && !save_all(a.save_outputs, g, g->outputs, out, nout)) goto done;
+    if ((a.save_inputs || a.save_outputs) && !(names = value_names(g, nin, nout))) {
+        cli_error(CLI_FAIL, "out of memory");
+        goto done;
+    }
+    if (a.save_inputs && !save_all(a.save_inputs, names, in, nin)) goto done;
+    if (a.save_outputs && !save_all(a.save_outputs, names + nin, out, nout)) goto done;
     rc = CLI_OK;
 done:
     for (int i = 0; i < nin; i++) {
@@ -224,6 +362,7 @@ done:
     free(dom);
     free(out);
     free(times);
+    free(names);
     ts_graph_free(g);
     cli_binds_free(&a.binds);
     return rc;

@@ -675,7 +675,9 @@ static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const
     for (const importer *p = parent; p; p = p->parent) depth++;
     if (depth > 64)
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): bodies nested more than 64 deep", node, op);
-    importer im = {.gp = gp, .base_dir = parent->base_dir, .model = parent->model, .err = err, .parent = parent};
+    /* the binds reach the body for its opaque nodes' outputs (--input OUT:DIMS) */
+    importer im = {.gp = gp, .base_dir = parent->base_dir, .model = parent->model, .err = err, .parent = parent,
+                   .binds = parent->binds, .nbinds = parent->nbinds};
     im.g = ts_graph_new(str_or(gp->name, attr), parent->g->opset);
     im.names = calloc(gp->n_node + 1, sizeof *im.names);
     im.order = malloc(sizeof(int) * (gp->n_node + 1));

@@ -38,15 +38,30 @@ static bool is_read(const Onnx__GraphProto *gp, const char *name)
     return false;
 }
 
-bool ts_onnx_opaque_output(const Onnx__GraphProto *gp, const char *name)
+/* Inside control-flow bodies too (the body importer gets the same binds);
+ * depth as the importer bounds it. */
+static bool opaque_output_in(const Onnx__GraphProto *gp, const char *name, int depth)
 {
-    for (size_t i = 0; i < gp->n_node; i++) {
+    for (size_t i = 0; i < gp->n_node && depth <= 64; i++) {
         const Onnx__NodeProto *n = gp->node[i];
-        if (!ts_onnx_node_is_opaque(n)) continue;
-        for (size_t k = 0; k < n->n_output; k++)
-            if (n->output[k] && !strcmp(n->output[k], name)) return true;
+        if (ts_onnx_node_is_opaque(n)) {
+            for (size_t k = 0; k < n->n_output; k++)
+                if (n->output[k] && !strcmp(n->output[k], name)) return true;
+            continue;
+        }
+        for (size_t a = 0; a < n->n_attribute; a++) {
+            const Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g && opaque_output_in(at->g, name, depth + 1)) return true;
+            for (size_t q = 0; q < at->n_graphs; q++)
+                if (at->graphs[q] && opaque_output_in(at->graphs[q], name, depth + 1)) return true;
+        }
     }
     return false;
+}
+
+bool ts_onnx_opaque_output(const Onnx__GraphProto *gp, const char *name)
+{
+    return opaque_output_in(gp, name, 0);
 }
 
 /* Size of a symbolic dimension named p: the size bound to the graph input

@@ -77,8 +77,8 @@ void ts_onnx_attr_store_free(ts_onnx_attr_store *store);
 /* Opaque nodes (opaque.c, src/ops/opaque.h).  Whether the file's node is
  * kept as it is (custom domain, unknown operator). */
 bool ts_onnx_node_is_opaque(const Onnx__NodeProto *n);
-/* Whether `name` is an output of an opaque node of gp (a --input binding
- * may give its shape). */
+/* Whether `name` is an output of an opaque node of gp or of a body in it
+ * (a --input binding may give its shape). */
 bool ts_onnx_opaque_output(const Onnx__GraphProto *gp, const char *name);
 struct ts_opaque_table;
 /* Fails naming node n when the types and shapes of its outputs are not

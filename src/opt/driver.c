@@ -433,10 +433,10 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 
 /* ---- graph passes */
 
-enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, NPASSES };
+enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, NPASSES };
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
-                                         "stack-shared-weight-matmuls"};
+                                         "stack-shared-weight-matmuls", "pool-after-pointwise-conv"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -456,6 +456,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
         return n < 0 || m < 0 ? -1 : m > 0 ? n + m : 0;
     }
     case PASS_STACK: return ts_merge_shared_weights(g, s->cc, s->err);
+    case PASS_POOL_CONV: return ts_swap_pool_conv(g, s->err);
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }

@@ -629,3 +629,85 @@ int ts_fold_conv_bn(ts_graph *g, ts_error *err)
     if (folded) ts_graph_compact(g);
     return folded;
 }
+
+/* ---- average pooling after a 1x1 convolution */
+
+/* Whether conv node c is a plain 1x1 channel mix: group 1, stride 1, no
+ * padding or dilation, constant 1x1 weight (and constant bias if any). */
+static bool pointwise_conv(const ts_graph *g, const ts_node *c)
+{
+    const ts_conv_attrs *ca = c->attrs;
+    const ts_window *w = &ca->win;
+    if (ca->group != 1 || w->auto_pad != TS_PAD_NOTSET || !f32_const(g, c->inputs[1], 4)) return false;
+    const ts_shape *ws = &g->values[c->inputs[1]].shape;
+    if (ws->dims[2] != 1 || ws->dims[3] != 1) return false;
+    for (int i = 0; i < w->nstrides; i++)
+        if (w->strides[i] != 1) return false;
+    for (int i = 0; i < w->npads; i++)
+        if (w->pads[i] != 0) return false;
+    for (int i = 0; i < w->ndilations; i++)
+        if (w->dilations[i] != 1) return false;
+    return c->ninputs < 3 || c->inputs[2] < 0 || f32_const(g, c->inputs[2], 1);
+}
+
+/* Rewrites one AveragePool -> Conv pair at pool node p; 1 done, 0 not a
+ * candidate, -1 error. */
+static int swap_at(ts_graph *g, int p, ts_error *err)
+{
+    const ts_node *pn = &g->nodes[p];
+    if (!is_op(g, p, &ts_op_avgpool) || pn->noutputs != 1) return 0;
+    int x = pn->inputs[0], y = pn->outputs[0];
+    const ts_value *xv = &g->values[x], *yv = &g->values[y];
+    if (xv->dtype != TS_F32 || xv->shape.rank != 4 || yv->shape.rank != 4) return 0;
+    /* the conv must not run on more pixels than before */
+    if (xv->shape.dims[2] != yv->shape.dims[2] || xv->shape.dims[3] != yv->shape.dims[3]) return 0;
+    int c = sole_user(g, y);
+    if (c < 0 || !is_op(g, c, &ts_op_conv) || g->nodes[c].inputs[0] != y) return 0;
+    const ts_node *cn = &g->nodes[c];
+    if (!pointwise_conv(g, cn) || is_output(g, cn->outputs[0])) return 0;
+    const ts_shape *ws = &g->values[cn->inputs[1]].shape;
+    int64_t K = ws->dims[0], C = ws->dims[1];
+    if (K >= C) return 0; /* pooling K channels instead of C is the whole gain */
+    ts_pool_attrs pa = *(const ts_pool_attrs *)pn->attrs;
+    ts_conv_attrs ca = *(const ts_conv_attrs *)cn->attrs;
+    int bias = cn->ninputs > 2 ? cn->inputs[2] : -1, out = cn->outputs[0];
+    /* The average of a constant is that constant only when every divisor
+     * counts just the pixels inside: count_include_pad=0, or no padding and
+     * no partial (ceil_mode) windows.  Otherwise the bias is added after. */
+    bool pads = false;
+    for (int i = 0; i < pa.win.npads; i++) pads |= pa.win.pads[i] != 0;
+    bool bias_inside = bias < 0 || (!pa.win.ceil_mode && pa.win.auto_pad == TS_PAD_NOTSET &&
+                                    (!pa.count_include_pad || !pads));
+    char name[64];
+    int in[3] = {x, cn->inputs[1], bias}, cy = -1, py = -1;
+    if (ts_graph_add_node_parsed(g, &ts_op_conv, ts_graph_fresh_name(g, "taso_pool_conv", name, sizeof name), in,
+                                 bias_inside && bias >= 0 ? 3 : 2, &ca, 1, NULL, &cy, err) < 0 ||
+        ts_graph_add_node_parsed(g, &ts_op_avgpool, ts_graph_fresh_name(g, "taso_conv_pool", name, sizeof name), &cy,
+                                 1, &pa, 1, NULL, &py, err) < 0)
+        return -1;
+    if (!bias_inside) {
+        int64_t d[3] = {K, 1, 1};
+        ts_shape s = ts_shape_make(3, d);
+        ts_tensor *b = ts_tensor_new(TS_F32, &s, err);
+        if (!b) return -1;
+        memcpy(b->data, g->values[bias].constant->data, sizeof(float) * (size_t)K);
+        int bv = add_const(g, b, err);
+        if (bv < 0) return -1;
+        int ain[2] = {py, bv};
+        if ((py = add_node1(g, "Add", ain, 2, NULL, 0, err)) < 0) return -1;
+    }
+    redirect(g, out, py);
+    g->nodes[p].dead = g->nodes[c].dead = true;
+    return 1;
+}
+
+int ts_swap_pool_conv(ts_graph *g, ts_error *err)
+{
+    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
+    for (int p = 0; p < nn; p++) {
+        int r = swap_at(g, p, err);
+        if (r < 0) return -1;
+        total += r;
+    }
+    return finish(g, total, err);
+}

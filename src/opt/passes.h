@@ -40,5 +40,13 @@ int ts_merge_candidates(const ts_graph *g, int *values, int max);
  * weights and bias.  Returns the number of folds, or -1 (err set). */
 int ts_fold_conv_bn(ts_graph *g, ts_error *err);
 
+/* AveragePool (same spatial size out as in) read only by a 1x1 stride-1
+ * Conv with K < C channels: Conv(AvgPool(x)) -> AvgPool(Conv(x)), the
+ * pooling then averaging K channels instead of C (exact: both are linear
+ * and one mixes channels, the other pixels; the bias is added after the
+ * pooling where padded pixels count in the divisor).  Inception's pool
+ * branches.  Returns the number of swaps, or -1 (err set). */
+int ts_swap_pool_conv(ts_graph *g, ts_error *err);
+
 
 #endif
