@@ -205,6 +205,8 @@ def main():
                     help="instead: tsopt optimize on the zoo models (batch 1; --batch16 adds 16), original vs optimized vs ORT; "
                          "writes only the 'Optimizer' section (bench/bench_optimize.py)")
     ap.add_argument("--opt-time", type=float, default=30, help="--optimize: search time limit per model (s)")
+    ap.add_argument("--transforms", default="",
+                    help="--optimize: passed to tsopt optimize (e.g. pet, einnet; default: every source)")
     ap.add_argument("--min-time", type=float, default=0,
                     help="--optimize: each `tsopt bench` also runs until its timed runs add up to S seconds")
     ap.add_argument("--no-real", action="store_true", help="skip the real-model set (bench/real_models.py)")

@@ -44,7 +44,7 @@ def one(b, name, batch, run, last_json, log, load):
     if os.path.exists(cache):
         os.remove(cache)
     j = last_json(run([b.tsopt, "optimize", src, "-o", opt, "--report", rep, "--time-limit", str(b.opt_time),
-                       "--cost-cache", cache, "--json"], 900))
+                       "--cost-cache", cache, "--json"] + (["--transforms", b.transforms] if b.transforms else []), 900))
     r["wall_s"] = time.time() - t
     r["search_s"], r["peak_mb"], r["stop"] = j["search_s"], j["peak_rss_mb"], j["stop"]
     r["kept"] = j["written"] == "original"

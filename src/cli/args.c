@@ -90,7 +90,7 @@ bool cli_binds_add(cli_binds *bs, const char *text)
         return false;
     }
     for (int i = 0; i < bs->n; i++)
-        if (!strcmp(bs->b[i].name, name)) {
+        if (!strcmp(nb[i].name, name)) { /* bs->b may be freed by the realloc */
             cli_error(CLI_USAGE, "--input '%s' is bound twice", name);
             free(name);
             bs->b = nb;

@@ -13,6 +13,7 @@
 #include "exec/dnnl_serial.h"
 #include "exec/dnnl_util.h"
 #include "ops/attrs.h"
+#include "ops/list.h"
 
 typedef struct conv_state {
     dnnl_primitive_t prim;
@@ -25,6 +26,9 @@ typedef struct conv_state {
     xd_reorder in_r, res_r;
     dnnl_exec_arg_t args[6];
     int nargs;
+    /* on Winograd: transformed weights beyond the direct ones, and the
+     * scratchpad bytes it writes (wino_budget_ok) */
+    size_t wino_wei_extra, wino_pad_used;
 } conv_state;
 
 static void conv_destroy(void *state)
@@ -227,23 +231,63 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
     return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 7 * 7;
 }
 
-/* Winograd's memory: its transformed weights (4x the direct ones for
- * F(4,3)) and a scratchpad holding the transformed input and output tiles
- * of the whole layer.  On a wide layer that is a lot: FCN-ResNet50's head
- * (3x3, 2048 -> 512 channels, 38 MB of weights) took ~150 MB of weights and
- * ~150 MB of scratch on Winograd, peak RSS 500 vs 260 MiB without it (ORT:
- * 437 MiB): 317 MB more than the direct conv's weights.  Past 128 MiB
- * more the layer stays direct (issue 12: memory no larger than ORT's);
- * the widest layers Winograd was measured to speed up stay under it (CSRNet's
- * and ResNet's 512-channel ones: 38 MB weights + 51 MB scratch, 80 MB more). */
-#define WINO_MAX_EXTRA_BYTES ((size_t)128 << 20)
-
-static bool wino_too_big(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
+/* Winograd's memory: its transformed weights (16/9 or 4x the direct ones)
+ * and a scratchpad.  oneDNN's avx512 F(4,3) kernel books in that scratchpad
+ * a buffer for transformed weights as large as the weights themselves, which
+ * inference never writes (the weights come transformed): with mincore after
+ * a run, 2 threads, scratch touched / booked / weights: 2048->512 at 20x20
+ * 9.2 / 166.5 / 151.0 MB, 256->256 at 56x56 14.5 / 30.2 / 9.4, 64->64 at
+ * 224x224 0.8 / 1.3 / 0.3, 128->128 at 28x28 3.2 / 4.1 / 1.0 (no weights
+ * buffer there: 0.1 MB under the estimate), 512->512 at 7x7 1.0 / 3.2 / 16.8
+ * (F(2,3): scratch smaller than the weights, counted whole).  The pages
+ * never written cost no memory (the arena is one lazily backed mapping).
+ * Until 2026-11-26 the whole scratchpad counted, against a fixed 128 MiB:
+ * FCN-ResNet50's head (3x3, 2048 -> 512) looked 317 MB dearer than direct
+ * instead of 122, and ran direct at 1.6x Winograd's time. */
+static size_t wino_pad_used(const_dnnl_primitive_desc_t pd)
 {
     const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    size_t extra = (wmd ? dnnl_memory_desc_get_size(wmd) : 0) + (smd ? dnnl_memory_desc_get_size(smd) : 0);
-    return extra > W->nbytes + WINO_MAX_EXTRA_BYTES;
+    size_t w = wmd ? dnnl_memory_desc_get_size(wmd) : 0, sp = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    return sp > w ? sp - w : sp;
+}
+
+static size_t wino_wei_extra(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
+{
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    size_t w = wmd ? dnnl_memory_desc_get_size(wmd) : 0;
+    return w > W->nbytes ? w - W->nbytes : 0;
+}
+
+/* The cap is relative to what ONNX Runtime holds for the same model (issue
+ * 12: peak memory at most 1.05x ORT's).  ORT keeps every Conv weight twice
+ * (the initializer and its packed copy: its peak is 2.9x the weights on
+ * resnet50, 3.6x on fcn_resnet50, 1.97x on vgg11, whose weights are mostly
+ * a Gemm's); tsopt holds them once.  So the plan's Winograd extras (all
+ * transformed weights beyond the direct ones, plus the largest scratchpad
+ * written: the scratch region is shared by the steps) may take up to
+ * 1.05 x 2 - 1 = 1.1 times the model's Conv weights.  Measured: resnet50
+ * 24 MiB of extras for 97 MiB of weights; fcn_resnet50 with its head on
+ * Winograd ~128 MiB for 126 MiB (peak RSS below). */
+extern const xkernel xk_dnnl_conv;
+
+static bool wino_budget_ok(const xplan *p, size_t wei_extra, size_t pad_used)
+{
+    const ts_graph *g = p->g;
+    size_t conv_w = 0, extra = wei_extra, pad = pad_used;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_tensor *t = g->nodes[i].op == &ts_op_conv && g->nodes[i].ninputs > 1
+                                 ? xplan_const(p, g->nodes[i].inputs[1])
+                                 : NULL;
+        if (t) conv_w += t->nbytes;
+    }
+    for (int i = 0; i < p->nsteps; i++) {
+        const conv_state *c = p->steps[i].k == &xk_dnnl_conv ? p->steps[i].state : NULL;
+        if (!c) continue;
+        extra += c->wino_wei_extra;
+        if (c->wino_pad_used > pad) pad = c->wino_pad_used;
+    }
+    return extra + pad <= conv_w + conv_w / 10;
 }
 
 static bool is_wino(const_dnnl_primitive_desc_t pd)
@@ -293,6 +337,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
         bias = &bmd;
     }
     dnnl_primitive_desc_t pd = NULL;
+    size_t wei_extra = 0, pad_used = 0; /* Winograd's, when it is chosen */
     /* 3x3 stride-1 convolutions on Winograd: oneDNN's "auto" never picks it
      * for float32 here, yet per layer it is 1.5-3x faster than the direct
      * kernels from 32 channels (batch 1, 2 threads, one layer repeated:
@@ -315,9 +360,14 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
             e2 = (ts_error){0};
             if (make_pd(p, n, transposed, &gw, &wsrc, &wei, bias, &dst, &f, &pd, &e2)) pd = NULL;
         }
-        if (pd && (xd_pd_is_ref(pd) || wino_too_big(pd, W))) {
+        if (pd && !xd_pd_is_ref(pd)) {
+            wei_extra = wino_wei_extra(pd, W);
+            pad_used = wino_pad_used(pd);
+        }
+        if (pd && (xd_pd_is_ref(pd) || !wino_budget_ok(p, wei_extra, pad_used))) {
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
+            wei_extra = pad_used = 0;
         }
     }
     if (pd)
@@ -382,6 +432,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     if (!c) goto nomem;
     s->state = c;
     c->stream = p->stream;
+    if (is_wino(pd)) c->wino_wei_extra = wei_extra, c->wino_pad_used = pad_used;
     const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);

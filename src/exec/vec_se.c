@@ -26,6 +26,7 @@
 #include "ops/attrs.h"
 #include "ops/list.h"
 #include "ops/window.h"
+#include "util/wait_policy.h"
 
 typedef struct se_state {
     int64_t N, C, HW, R; /* batch, channels, pooled pixels, reduced channels */
@@ -70,25 +71,59 @@ XV_CLONES static void se_sum_nchw(const float *x, int64_t HW, int64_t c0, int64_
     }
 }
 
-/* gate = act2(W2 act1(W1 sum + b1) + b2), W1 already divided by HW. */
-XV_CLONES static void se_gate(const se_state *s, const float *sum, float *h, float *gate)
+/* h[j0..j1) = act1(W1 sum + b1) rows j0..j1 (W1 already divided by HW). */
+XV_CLONES static void se_fc1(const se_state *s, const float *sum, float *h, int64_t j0, int64_t j1)
 {
-    const int64_t C = s->C, R = s->R;
-    for (int64_t j = 0; j < R; j++) {
+    const int64_t C = s->C;
+    for (int64_t j = j0; j < j1; j++) {
         const float *w = s->w1 + j * C;
         float a = 0;
 #pragma omp simd reduction(+ : a)
         for (int64_t c = 0; c < C; c++) a += w[c] * sum[c];
         h[j] = a + s->b1[j];
     }
-    xv_post_apply(s->po1, s->npo1, h, R);
-    memcpy(gate, s->b2, sizeof(float) * (size_t)C);
-    for (int64_t j = 0; j < R; j++) {
+    xv_post_apply(s->po1, s->npo1, h + j0, j1 - j0);
+}
+
+/* gate[c0..c1) = act2(W2 h + b2) for those channels. */
+XV_CLONES static void se_fc2(const se_state *s, const float *h, float *gate, int64_t c0, int64_t c1)
+{
+    const int64_t C = s->C;
+    memcpy(gate + c0, s->b2 + c0, sizeof(float) * (size_t)(c1 - c0));
+    for (int64_t j = 0; j < s->R; j++) {
         const float *w = s->w2t + j * C, hj = h[j];
 #pragma omp simd
-        for (int64_t c = 0; c < C; c++) gate[c] += w[c] * hj;
+        for (int64_t c = c0; c < c1; c++) gate[c] += w[c] * hj;
     }
-    xv_post_apply(s->po2, s->npo2, gate, C);
+    xv_post_apply(s->po2, s->npo2, gate + c0, c1 - c0);
+}
+
+/* Weights of the two products (multiply-adds) from which the second
+ * thread pays: at batch 1 the products stream 2 R C floats from memory
+ * (MobileNet-v3's last blocks, 960 x 240: 1.8 MB, 0.17 ms on one thread,
+ * as long as oneDNN's two convolutions; ORT splits them: 0.09-0.11).  As
+ * vec_gemv.c: a sleeping team's wake-up costs more. */
+#define SE_PAR_MIN_SPIN (1 << 16)
+#define SE_PAR_MIN (1 << 20)
+
+static void se_gate(const se_state *s, const float *sum, float *h, float *gate)
+{
+    const int64_t par_min = ts_wait_threads_sleep() ? SE_PAR_MIN : SE_PAR_MIN_SPIN;
+    if (s->threads < 2 || 2 * s->R * s->C < par_min) {
+        se_fc1(s, sum, h, 0, s->R);
+        se_fc2(s, h, gate, 0, s->C);
+        return;
+    }
+#pragma omp parallel num_threads(s->threads)
+    {
+        int t = omp_get_thread_num(), k = omp_get_num_threads();
+        se_fc1(s, sum, h, s->R * t / k, s->R * (t + 1) / k);
+#pragma omp barrier
+        /* channel ranges of 16 (whole vectors) */
+        int64_t nb = (s->C + 15) / 16, c0 = nb * t / k * 16, c1 = nb * (t + 1) / k * 16;
+        if (c1 > s->C) c1 = s->C;
+        if (c0 < c1) se_fc2(s, h, gate, c0, c1);
+    }
 }
 
 static void se_run(const xstep *st, void *const *in, void *const *out, void *scratch)

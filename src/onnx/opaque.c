@@ -117,8 +117,9 @@ static ts_status output_type(const Onnx__GraphProto *gp, const ts_graph *g, cons
             return TS_OK;
         }
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "%s the model declares no %s for its output '%s' (add it to the model's value_info, or "
-                            "give its shape with --input %s:DIMS)",
+                            "%s the model declares no %s for its output '%s' (add it to the value_info of the graph "
+                            "holding the node, a body's own for a node inside one, or give its shape with --input "
+                            "%s:DIMS)",
                             why, tt ? "shape" : "type and shape", out, out);
     }
     const Onnx__TensorShapeProto *sp = tt->shape;
