@@ -22,7 +22,9 @@ static const char USAGE[] =
     "  --save-outputs DIR  write the outputs as .npy\n"
     "  --iters N           time N runs and print the median (default 1)\n"
     "  --seed S            seed of the random inputs (default 0)\n"
-    "  --reference         use the reference interpreter (float32) instead of the fast runtime\n";
+    "  --reference         use the reference interpreter (float32) instead of the fast runtime\n"
+    "A model whose shapes depend on input values (a Loop's trip count, a Reshape's shape given\n"
+    "as an input) is loaded once the inputs are read, with those values (not with --reference).\n";
 
 typedef struct run_args {
     const char *model, *inputs, *save_inputs, *save_outputs;

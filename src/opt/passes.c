@@ -4,7 +4,9 @@
  * siblings at once, so the search need not walk through the pairwise
  * merges one at a time), and x W1 + y W2 -> [x y] [W1; W2].  Each is an
  * exhaustive application of a rule `tsopt verify` proves (core-matmul-merge,
- * core-conv-merge-*, core-matmul-sum) or plain CSE.
+ * core-conv-merge-*, core-matmul-sum) or plain CSE; and average pooling
+ * moved after the 1x1 conv that reads it (exact by linearity, see
+ * ts_swap_pool_conv; docs/taso.md "What pays on this CPU").
  *
  * Weight concatenations are built directly as constants, through the memo
  * of rules/const_cache.c. */

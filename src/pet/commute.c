@@ -12,7 +12,9 @@
  * What it buys on a CPU: the pool on the smaller side of the conv's
  * channels (Inception-v3: 32 of 192 up to 192 of 2048 -- measured no
  * gain, the pools are 1 % of the run), or the conv on the pool's fewer
- * positions (DenseNet-121: a quarter; measured about 1.05x, docs/pet.md). */
+ * positions (DenseNet-121: a quarter; tsopt's plan now does that itself,
+ * exec/pool_first.c, so the gain is for other engines running the
+ * written model; docs/pet.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -80,6 +80,15 @@ Test(exec_se, parallel_pool)
     cr_assert_eq(se_case("1x48x56x57", 0, 48, 12, SE_RELU_HARDSIGMOID), 1);
 }
 
+/* Wide enough (2 x 1024 x 512 multiply-adds) that the two products split
+ * between threads whether they spin or sleep; 1000 channels: the second
+ * product's ranges of 16 channels end in a partial one. */
+Test(exec_se, parallel_gate)
+{
+    cr_assert_eq(se_case("1x1024x3x3", 0, 1024, 512, SE_RELU_HARDSIGMOID), 1);
+    cr_assert_eq(se_case("1x1000x2x3", 0, 1000, 520, SE_SILU_SIGMOID), 1);
+}
+
 /* No squashing activation after the second conv: not a gate, left alone;
  * and a classifier head (pool -> Flatten) is no SE block either. */
 Test(exec_se, declines_non_gates)
