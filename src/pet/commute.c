@@ -186,36 +186,7 @@ typedef struct cgen {
 
 static void keep(cgen *s, const ts_graph *p, int cur, const char *what)
 {
-    ts_graph *c = ts_graph_copy(p);
-    if (!c || ts_graph_add_output(c, cur, s->err)) {
-        ts_graph_free(c);
-        s->failed = true;
-        return;
-    }
-    ts_graph_compact(c);
-    uint64_t h = ts_graph_hash(c);
-    bool dup = h == s->p0_hash;
-    for (int i = 0; i < s->n && !dup; i++) dup = ts_graph_hash(s->m[i].prog) == h;
-    if (dup) {
-        ts_graph_free(c);
-        return;
-    }
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 8;
-        ts_pet_mutant *m = realloc(s->m, sizeof *m * (size_t)cap);
-        if (!m) {
-            ts_graph_free(c);
-            s->failed = true;
-            return;
-        }
-        s->m = m;
-        s->cap = cap;
-    }
-    ts_pet_mutant *m = &s->m[s->n++];
-    m->prog = c;
-    m->variant = 0;
-    snprintf(m->what, sizeof m->what, "pet:%.56s", what);
-    m->cost = ts_pet_predict(c);
+    if (!ts_pet_mutant_push(&s->m, &s->n, &s->cap, s->p0_hash, p, cur, what, 0, s->err)) s->failed = true;
 }
 
 /* One operator of the set on value cur of p; -1 when it does not fit. */

@@ -278,36 +278,41 @@ static void record(gen *s, const ts_graph *p, int cur, const char *what)
     /* layouts after the compute node that compose to nothing: the same
      * mutant as without them, plus copies */
     if (cur != s->conv_out && ts_pet_chain_is_identity(p, s->conv_out, cur)) return;
+    if (!ts_pet_mutant_push(&s->m, &s->n, &s->cap, s->p0_hash, p, cur, what, s->cur_variant, s->err)) s->failed = true;
+}
+
+bool ts_pet_mutant_push(ts_pet_mutant **list, int *n, int *cap, uint64_t p0_hash, const ts_graph *p, int cur,
+                        const char *what, int variant, ts_error *err)
+{
     ts_graph *c = ts_graph_copy(p);
-    if (!c || ts_graph_add_output(c, cur, s->err)) {
+    if (!c || ts_graph_add_output(c, cur, err)) {
         ts_graph_free(c);
-        s->failed = true;
-        return;
+        return false;
     }
     ts_graph_compact(c); /* drops the original's node, dead in the base */
     uint64_t h = ts_graph_hash(c);
-    bool dup = h == s->p0_hash;
-    for (int i = 0; i < s->n && !dup; i++) dup = ts_graph_hash(s->m[i].prog) == h;
+    bool dup = h == p0_hash;
+    for (int i = 0; i < *n && !dup; i++) dup = ts_graph_hash((*list)[i].prog) == h;
     if (dup) {
         ts_graph_free(c);
-        return;
+        return true;
     }
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 16;
-        ts_pet_mutant *m = realloc(s->m, sizeof *m * (size_t)cap);
+    if (*n == *cap) {
+        int ncap = *cap ? 2 * *cap : 16;
+        ts_pet_mutant *m = realloc(*list, sizeof *m * (size_t)ncap);
         if (!m) {
             ts_graph_free(c);
-            s->failed = true;
-            return;
+            return false;
         }
-        s->m = m;
-        s->cap = cap;
+        *list = m;
+        *cap = ncap;
     }
-    ts_pet_mutant *m = &s->m[s->n++];
+    ts_pet_mutant *m = &(*list)[(*n)++];
     m->prog = c;
-    m->variant = s->cur_variant;
+    m->variant = variant;
     snprintf(m->what, sizeof m->what, "pet:%.56s", what);
     m->cost = ts_pet_predict(c);
+    return true;
 }
 
 static void dfs(gen *s, const ts_graph *p, int cur, int depth, bool used, int last_rt, int64_t last_f,

@@ -162,6 +162,11 @@ typedef struct ts_pet_gen_opts {
  * reads every input, the top `keep` by predicted cost.  *out malloc'd. */
 ts_status ts_pet_mutants(const ts_graph *p0, const ts_pet_gen_opts *o, ts_pet_mutant **out, int *n, ts_error *err);
 void ts_pet_mutants_free(ts_pet_mutant *m, int n);
+/* Appends a copy of p with output cur, as mutant `what`, to the list
+ * (*list, *n of *cap) unless the list or p0 (p0_hash) holds the same graph
+ * already; false: out of memory (err may be set). */
+bool ts_pet_mutant_push(ts_pet_mutant **list, int *n, int *cap, uint64_t p0_hash, const ts_graph *p, int cur,
+                        const char *what, int variant, ts_error *err);
 /* The roofline estimate mutants are ranked by (ms). */
 double ts_pet_predict(const ts_graph *p);
 
