@@ -31,6 +31,7 @@
 #include <string.h>
 #include "exec/dnnl_util.h"
 #include "exec/vec.h"
+#include "exec/vec_post.h"
 #include "ops/attrs.h"
 
 typedef struct dg_state {
@@ -70,43 +71,6 @@ static void dg_destroy(void *state)
     free(c->cnt_w);
     free(c->kj_span);
     free(c);
-}
-
-/* The fused activations, in order, over one pixel's channels. */
-XV_INLINE void dg_act(const dg_state *c, float *v, int64_t F)
-{
-    for (int i = 0; i < c->npo; i++) {
-        const float a = c->po[i].alpha, b = c->po[i].beta;
-        switch (c->po[i].alg) {
-        case dnnl_eltwise_relu:
-#pragma omp simd
-            for (int64_t k = 0; k < F; k++) v[k] = v[k] > 0 ? v[k] : v[k] * a;
-            break;
-        case dnnl_eltwise_logistic:
-#pragma omp simd
-            for (int64_t k = 0; k < F; k++) v[k] = xv_sigmoid(v[k]);
-            break;
-        case dnnl_eltwise_tanh:
-#pragma omp simd
-            for (int64_t k = 0; k < F; k++) v[k] = xv_tanh(v[k]);
-            break;
-        case dnnl_eltwise_linear:
-#pragma omp simd
-            for (int64_t k = 0; k < F; k++) v[k] = a * v[k] + b;
-            break;
-        default: /* dnnl_eltwise_clip: dg_po_ok admits nothing else */
-#pragma omp simd
-            for (int64_t k = 0; k < F; k++) v[k] = v[k] < a ? a : v[k] > b ? b : v[k];
-            break;
-        }
-    }
-}
-
-static bool dg_po_ok(const xd_po *o)
-{
-    return o->kind == XD_PO_ELTWISE && (o->alg == dnnl_eltwise_relu || o->alg == dnnl_eltwise_logistic ||
-                                        o->alg == dnnl_eltwise_tanh || o->alg == dnnl_eltwise_linear ||
-                                        o->alg == dnnl_eltwise_clip);
 }
 
 /* Taps of one spatial dim: for each output coordinate o, the kernel
@@ -162,7 +126,7 @@ XV_CLONES static void dg_col2im(const dg_state *c, const float *cols, const floa
 #pragma omp simd
                     for (int64_t k = 0; k < F; k++) acc[k] += src[k];
                 }
-            dg_act(c, acc, F);
+            xv_post_apply(c->po, c->npo, acc, F);
         }
         if (!c->nhwc_out) /* NHWC row -> NCHW: contiguous writes, reads from L1/L2 */
             for (int64_t k = 0; k < F; k++) {
@@ -193,7 +157,7 @@ XV_CLONES static void dg_col2im_planar(const dg_state *c, const float *cols, con
                 float *dst = orow + sp[2];
                 for (int64_t i = 0; i < sp[1]; i++) dst[i * sw] += src[i];
             }
-        dg_act(c, orow, OW);
+        xv_post_apply(c->po, c->npo, orow, OW);
     }
 }
 
@@ -291,9 +255,7 @@ static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
     xd_fuse f;
     ts_status st = xd_fuse_collect(p, yv, 1, F, &f, err);
     if (st) return st;
-    bool po_ok = true;
-    for (int i = 0; i < f.npo; i++) po_ok = po_ok && dg_po_ok(&f.po[i]);
-    if (!po_ok) xd_fuse_drop_post(p, &f); /* the rest runs as its own steps */
+    if (!xv_post_supported(&f)) xd_fuse_drop_post(p, &f); /* the rest runs as its own steps */
 
     /* input: NHWC as left by this kernel is the GEMM operand as is;
      * anything else is made plain NCHW (after the primitive is known to be

@@ -662,7 +662,12 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
     const ts_value *xv = &g->values[x], *yv = &g->values[y];
     if (xv->dtype != TS_F32 || xv->shape.rank != 4 || yv->shape.rank != 4) return 0;
     /* the conv must not run on more pixels than before */
-    if (xv->shape.dims[2] != yv->shape.dims[2] || xv->shape.dims[3] != yv->shape.dims[3]) return 0;
+    if (xv->shape.dims[2] != yv->shape.dims[2] || xv->shape.dims[3] != yv->shape.dims[3] || xv->shape.dims[2] <= 0 ||
+        xv->shape.dims[3] <= 0)
+        return 0;
+    const ts_pool_attrs *pw = pn->attrs;
+    for (int i = 0; i < pw->win.nstrides; i++)
+        if (pw->win.strides[i] != 1) return 0;
     int c = sole_user(g, y);
     if (c < 0 || !is_op(g, c, &ts_op_conv) || g->nodes[c].inputs[0] != y) return 0;
     const ts_node *cn = &g->nodes[c];
