@@ -8,6 +8,8 @@
  * reordered inside the step into scratch.  Run time: bind pointers, execute. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include "exec/dnnl_conv.h"
 #include "exec/dnnl_layout.h"
 #include "exec/dnnl_residual.h"
 #include "exec/dnnl_serial.h"
@@ -29,6 +31,8 @@ typedef struct conv_state {
     /* on Winograd: transformed weights beyond the direct ones, and the
      * scratchpad bytes it writes (wino_budget_ok) */
     size_t wino_wei_extra, wino_pad_used;
+    void *own_pad; /* Winograd's own scratchpad mapping (wino_pad_own), or NULL */
+    size_t own_pad_bytes;
 } conv_state;
 
 static void conv_destroy(void *state)
@@ -43,6 +47,7 @@ static void conv_destroy(void *state)
     xd_mem_fini(&c->pad);
     xd_reorder_fini(&c->in_r);
     xd_reorder_fini(&c->res_r);
+    if (c->own_pad) munmap(c->own_pad, c->own_pad_bytes);
     free(c);
 }
 
@@ -62,7 +67,7 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
     xd_mem_bind(&c->wei, in[1], c->stream);
     if (c->has_bias) xd_mem_bind(&c->bias, in[2], c->stream);
     xd_mem_bind(&c->dst, out[0], c->stream);
-    xd_mem_bind(&c->pad, scratch, c->stream);
+    xd_mem_bind(&c->pad, c->own_pad ? c->own_pad : scratch, c->stream);
     dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
     dnnl_stream_wait(c->stream);
     xd_serial_leave(c->serial, threads);
@@ -239,9 +244,10 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
  * 9.2 / 166.5 / 151.0 MB, 256->256 at 56x56 14.5 / 30.2 / 9.4, 64->64 at
  * 224x224 0.8 / 1.3 / 0.3, 128->128 at 28x28 3.2 / 4.1 / 1.0 (no weights
  * buffer there: 0.1 MB under the estimate), 512->512 at 7x7 1.0 / 3.2 / 16.8
- * (F(2,3): scratch smaller than the weights, counted whole).  The pages
- * never written cost no memory (the arena is one lazily backed mapping).
- * Until 2026-11-26 the whole scratchpad counted, against a fixed 128 MiB:
+ * (F(2,3): scratch smaller than the weights, counted whole).  The plan's
+ * arena is zeroed when made, which would back those pages too: such a
+ * scratchpad gets a mapping of its own (wino_pad_own), where pages never
+ * written cost nothing.  Until 2026-11-26 the whole scratchpad counted, against a fixed 128 MiB:
  * FCN-ResNet50's head (3x3, 2048 -> 512) looked 317 MB dearer than direct
  * instead of 122, and ran direct at 1.6x Winograd's time. */
 static size_t wino_pad_used(const_dnnl_primitive_desc_t pd)
@@ -252,6 +258,24 @@ static size_t wino_pad_used(const_dnnl_primitive_desc_t pd)
     return sp > w ? sp - w : sp;
 }
 
+/* The scratchpad is mostly the unwritten weights buffer: it gets its own
+ * lazily backed mapping rather than the plan's zeroed, shared scratch region
+ * (a private one costs what it writes, in every such step; the shared one
+ * costs its largest scratchpad, once).  Worth it only where the unwritten
+ * part dwarfs what other layers share: more than WINO_OWN_PAD_BYTES (the
+ * plans' whole shared scratch was at most 52 MiB on the bench and zoo
+ * models: csrnet).  Lower, googlenet's six 3x3 convs with a few MiB
+ * unwritten took 6 MiB more peak, csrnet's 512-channel ones 5 MiB. */
+#define WINO_OWN_PAD_BYTES ((size_t)64 << 20)
+#define WINO_FREE_BYTES ((size_t)16 << 20)
+
+static bool wino_pad_own(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t used = wino_pad_used(pd), unwritten = smd ? dnnl_memory_desc_get_size(smd) - used : 0;
+    return unwritten > used && unwritten > WINO_OWN_PAD_BYTES;
+}
+
 static size_t wino_wei_extra(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
 {
     const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -260,34 +284,51 @@ static size_t wino_wei_extra(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
 }
 
 /* The cap is relative to what ONNX Runtime holds for the same model (issue
- * 12: peak memory at most 1.05x ORT's).  ORT keeps every Conv weight twice
- * (the initializer and its packed copy: its peak is 2.9x the weights on
- * resnet50, 3.6x on fcn_resnet50, 1.97x on vgg11, whose weights are mostly
- * a Gemm's); tsopt holds them once.  So the plan's Winograd extras (all
- * transformed weights beyond the direct ones, plus the largest scratchpad
- * written: the scratch region is shared by the steps) may take up to
- * 1.05 x 2 - 1 = 1.1 times the model's Conv weights.  Measured: resnet50
- * 24 MiB of extras for 97 MiB of weights; fcn_resnet50 with its head on
- * Winograd ~128 MiB for 126 MiB (peak RSS below). */
-extern const xkernel xk_dnnl_conv;
-
-static bool wino_budget_ok(const xplan *p, size_t wei_extra, size_t pad_used)
+ * 12: peak memory at most 1.05x ORT's).  ORT keeps the weights of its Conv,
+ * Gemm and MatMul nodes twice (the initializer and its packed copy); tsopt
+ * holds them once.  Its peak (process less a bare node, BENCHMARKS.md) over
+ * all the model's weights: resnet50 2.9, fcn_resnet50 3.6, resnet18 4.0,
+ * vgg11 1.97 (mostly a Gemm's), vit_b_16_l4 1.9, swin_t 2.1; only
+ * convnext_tiny is lower (1.64), and it has no Winograd candidate.  So the
+ * plan's Winograd extras (all transformed weights beyond the direct ones,
+ * plus the scratchpads written: the largest of those in the plan's shared
+ * scratch region, every one with a mapping of its own) may take up to 1.05 x 2 - 1 = 1.1 times those weights, plus
+ * WINO_FREE_BYTES.  Measured: resnet50 24 MiB of extras (unchanged);
+ * fcn_resnet50 with its head on Winograd 108 MiB more weights for 126 MiB. */
+static size_t weight_bytes(const xplan *p)
 {
     const ts_graph *g = p->g;
-    size_t conv_w = 0, extra = wei_extra, pad = pad_used;
+    size_t sum = 0;
+    bool *seen = calloc((size_t)g->nvalues, sizeof *seen);
+    if (!seen) return 0;
     for (int i = 0; i < g->nnodes; i++) {
-        const ts_tensor *t = g->nodes[i].op == &ts_op_conv && g->nodes[i].ninputs > 1
-                                 ? xplan_const(p, g->nodes[i].inputs[1])
-                                 : NULL;
-        if (t) conv_w += t->nbytes;
+        const ts_node *nd = &g->nodes[i];
+        bool conv = nd->op == &ts_op_conv;
+        if (!conv && nd->op != &ts_op_gemm && nd->op != &ts_op_matmul) continue;
+        for (int k = conv ? 1 : 0; k < 2 && k < nd->ninputs; k++) {
+            int v = nd->inputs[k];
+            const ts_tensor *t = v >= 0 ? xplan_const(p, v) : NULL;
+            if (t && !seen[v]) sum += t->nbytes, seen[v] = true;
+        }
     }
-    for (int i = 0; i < p->nsteps; i++) {
-        const conv_state *c = p->steps[i].k == &xk_dnnl_conv ? p->steps[i].state : NULL;
-        if (!c) continue;
-        extra += c->wino_wei_extra;
-        if (c->wino_pad_used > pad) pad = c->wino_pad_used;
-    }
-    return extra + pad <= conv_w + conv_w / 10;
+    free(seen);
+    return sum;
+}
+
+/* WINO_FREE_BYTES on top: ORT's own holdings beyond twice the weights were
+ * 31 MiB on the smallest bench model (mobilenet_v3_small) and 44-200 MiB on
+ * the others; half of the least is allowed, so that small networks of 3x3
+ * convs keep Winograd (their transformed weights are 16/9 to 4x the direct
+ * ones).  The cap is per layer, not on the plan's sum: capping the sum cost
+ * CSRNet (zoo) its Winograd on the last 512-channel layers, 17% of its
+ * latency (2 threads, best of 3: 126.5-127.6 -> 148.4-152.3 ms).  Not
+ * counted: the packing transient (oneDNN's Winograd weight reorder
+ * transforms the whole tensor into a buffer of its own first), which sets
+ * fcn_resnet50's peak (441 MiB; 281 once the plan is built). */
+static bool wino_budget_ok(const xplan *p, size_t wei_extra, size_t pad_used)
+{
+    size_t w = weight_bytes(p);
+    return wei_extra + pad_used <= w + w / 10 + WINO_FREE_BYTES;
 }
 
 static bool is_wino(const_dnnl_primitive_desc_t pd)
@@ -492,6 +533,15 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, ts_error *err
     }
     xd_md_of(&p->bufs[xb], &xmd);
     size_t padsz = xd_round(dnnl_memory_desc_get_size(cpad));
+    if (is_wino(pd) && wino_pad_own(pd)) {
+        c->own_pad = mmap(NULL, padsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (c->own_pad == MAP_FAILED) {
+            c->own_pad = NULL;
+            goto nomem;
+        }
+        c->own_pad_bytes = padsz;
+        padsz = 0;
+    }
     s->scratch_bytes = padsz;
     if (!dnnl_memory_desc_equal(&xmd, csrc)) {
         if ((st = xd_reorder_init(&c->in_r, &xmd, csrc, p, n, err))) goto fail;
@@ -555,4 +605,14 @@ static ts_status conv_build(xplan *p, int n, xstep *s, ts_error *err)
 static ts_status deconv_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, true, err); }
 
 const xkernel xk_dnnl_conv = {"dnnl.conv", conv_build, conv_run, conv_destroy};
+
+bool xd_conv_is_winograd(const xstep *s, size_t *extra)
+{
+    const conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
+    if (!c || !c->prim) return false;
+    const_dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_primitive_get_primitive_desc(c->prim, &pd) != dnnl_success || !is_wino(pd)) return false;
+    if (extra) *extra = c->wino_wei_extra + c->wino_pad_used;
+    return true;
+}
 const xkernel xk_dnnl_deconv = {"dnnl.deconv", deconv_build, conv_run, conv_destroy};

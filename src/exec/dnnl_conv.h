@@ -1,0 +1,16 @@
+/* What a oneDNN convolution step (dnnl_conv.c) chose, for tests and tools:
+ * whether it runs on Winograd and what Winograd costs in memory beyond the
+ * direct kernel (its cap: wino_budget_ok in dnnl_conv.c). */
+#ifndef TS_EXEC_DNNL_CONV_H
+#define TS_EXEC_DNNL_CONV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "exec/exec.h"
+
+/* True when step s is a dnnl.conv step running oneDNN's Winograd kernel;
+ * then *extra (if not NULL) gets its transformed weights beyond the direct
+ * ones plus the scratchpad bytes it writes. */
+bool xd_conv_is_winograd(const xstep *s, size_t *extra);
+
+#endif
