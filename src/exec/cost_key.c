@@ -26,7 +26,7 @@ static bool is_compute(const char *op)
 static bool post_op(const char *op)
 {
     static const char *const ok[] = {"BatchNormalization", "Add", "Mul", "Relu", "LeakyRelu", "Sigmoid",
-                                     "Tanh", "HardSwish", "HardSigmoid", "Clip", NULL};
+                                     "Tanh", "HardSwish", "HardSigmoid", "Clip", "PRelu", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(op, ok[i])) return true;
     return false;

@@ -152,8 +152,28 @@ static bool const_scalar(const xplan *p, const ts_node *nd, int i, float *out)
     return true;
 }
 
+/* PRelu whose slope is one constant value (a scalar, or every element of
+ * a per-channel slope equal) is LeakyRelu with that value as alpha: the
+ * relu post-op (x > 0 ? x : alpha x), so it fuses like any activation.
+ * Only a finite alpha: at x = 0 the post-op computes alpha * 0, NaN for an
+ * infinite or NaN slope where PRelu gives 0.
+ * A slope that varies per channel needs a post-op reading memory at run
+ * time, which the callers do not bind: it stays a vectorized step. */
+static bool prelu_uniform_slope(const xplan *p, const ts_node *nd, int v, float *alpha)
+{
+    if (nd->ninputs != 2 || nd->inputs[0] != v || nd->inputs[1] == v) return false;
+    const ts_tensor *t = xplan_const(p, nd->inputs[1]);
+    int64_t n = t ? ts_tensor_numel(t) : 0;
+    if (!t || t->dtype != TS_F32 || n < 1) return false;
+    const float *d = t->data;
+    for (int64_t i = 1; i < n; i++)
+        if (memcmp(&d[i], &d[0], sizeof d[0])) return false;
+    *alpha = d[0];
+    return isfinite(d[0]);
+}
+
 /* Element-wise activation -> one or two eltwise post-ops. */
-static bool try_activation(const xplan *p, int c, xd_fuse *f)
+static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
@@ -164,7 +184,10 @@ static bool try_activation(const xplan *p, int c, xd_fuse *f)
         po.alg = dnnl_eltwise_relu;
     else if (op == &ts_op_leakyrelu)
         po.alg = dnnl_eltwise_relu, po.alpha = ((const ts_alpha_beta_attrs *)nd->attrs)->alpha;
-    else if (op == &ts_op_sigmoid)
+    else if (op == &ts_op_prelu) {
+        if (!prelu_uniform_slope(p, nd, v, &po.alpha)) return false;
+        po.alg = dnnl_eltwise_relu;
+    } else if (op == &ts_op_sigmoid)
         po.alg = dnnl_eltwise_logistic;
     else if (op == &ts_op_tanh)
         po.alg = dnnl_eltwise_tanh;
@@ -262,7 +285,7 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
             if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);
         }
         if (r) f->naffine++;
-        if (!r && !try_residual(p, c, v, f) && !try_activation(p, c, f)) break;
+        if (!r && !try_residual(p, c, v, f) && !try_activation(p, c, v, f)) break;
         f->nodes[f->nnodes++] = c;
         v = nd->outputs[0];
         f->out_value = v;
