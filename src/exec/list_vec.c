@@ -32,6 +32,7 @@ const xentry xkernels_vec[] = {
  * Gather it defers); they decline everything else to the tables below. */
 const xentry xkernels_vec_first[] = {
     {&ts_op_matmul, &xk_vec_gemv},
+    {&ts_op_gemm, &xk_vec_gemv}, /* batch-1 classifier heads: constant B, bias broadcast along rows */
     {&ts_op_matmul, &xk_vec_band},
     {&ts_op_gather, &xk_vec_band_defer},
     {&ts_op_reducemean, &xk_vec_layernorm_ops}, /* vec_layernorm.c: the whole decomposed LayerNorm */

@@ -9,10 +9,20 @@
  * in panels of XG_NB columns with up to four rows' accumulators in
  * registers, and applies the fused element-wise program (vec_eltwise.h)
  * to the result while it is in cache.  Larger M stays on oneDNN
- * (dnnl_matmul.c).  Measurements: docs/runtime.md. */
+ * (dnnl_matmul.c).  Measurements: docs/runtime.md.
+ *
+ * Gemm without transA (a CNN's classifier head at batch 1: efficientnet_b0
+ * 1280x1000, transB = 1) is taken too: B^T is packed into the same panels,
+ * alpha and beta * C (C broadcast along rows) are applied per panel. */
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "exec/plan_internal.h"
 #include "exec/vec_eltwise.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
 #include "ops/op.h"
 #include "util/wait_policy.h"
 
@@ -27,6 +37,12 @@
  * 512, 0.89-0.97 ms vs 0.63-0.67 ms from XG_PAR_MIN_SPIN. */
 #define XG_PAR_MIN (1 << 22)
 #define XG_PAR_MIN_SPIN (1 << 18)
+/* From this many weight elements (4 MiB, more than a core's L2) the step
+ * is parallel whatever the wait mode: each product streams the weights
+ * from memory once (a classifier head: efficientnet_b0 1280x1000,
+ * resnet50 2048x1000), a few hundred microseconds bound by memory
+ * bandwidth, which one core alone does not saturate; a wake-up is ~10 us. */
+#define XG_PAR_STREAM (1 << 20)
 #define XG_NB 64 /* columns per panel: four 16-float vectors */
 /* Products by one weight are stacked into one step (stack_rows) only from
  * this many weight elements (128 KiB): the gain is the passes over the
@@ -46,6 +62,10 @@ typedef struct xg_state {
     int nstack;
     int ain[XG_MAX_ROWS];
     int64_t mrows[XG_MAX_ROWS];
+    /* Gemm: y = alpha * (x B) + bias[column], bias = beta * C broadcast
+     * along rows (NULL: none); applied per panel while it is in cache */
+    float alpha;
+    float *bias;
 } xg_state;
 
 /* Weights are re-laid out once at plan time as panels of XG_NB columns,
@@ -170,11 +190,17 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
     /* the wait mode can change between runs (util/wait_policy.c) */
     const int64_t par_min = ts_wait_threads_sleep() ? XG_PAR_MIN : XG_PAR_MIN_SPIN;
-    const bool par = c->threads > 1 && npanel > 1 && rows * K * N >= par_min;
+    const bool par = c->threads > 1 && npanel > 1 && (rows * K * N >= par_min || K * N >= XG_PAR_STREAM);
 #pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
     for (int64_t p = 0; p < npanel; p++) {
         int64_t j0 = p * XG_NB;
-        panel(x, W + p * K * XG_NB, y, rows, K, N, j0, N - j0 < XG_NB ? N - j0 : XG_NB);
+        const int64_t nb = N - j0 < XG_NB ? N - j0 : XG_NB;
+        panel(x, W + p * K * XG_NB, y, rows, K, N, j0, nb);
+        if (c->alpha != 1.0f || c->bias)
+            for (int64_t r = 0; r < rows; r++) {
+                float *yr = y + r * N + j0;
+                for (int64_t j = 0; j < nb; j++) yr[j] = c->alpha * yr[j] + (c->bias ? c->bias[j0 + j] : 0.0f);
+            }
     }
     if (c->nstack > 1)
         for (int i = 0, r = 0; i < c->nstack; r += (int)c->mrows[i], i++)
@@ -201,30 +227,65 @@ static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
     return rows;
 }
 
+/* A weight released right after this node (weights_once.c) is packed
+ * while its pages go back to the OS, so the peak is not the weight twice
+ * (a 64 MiB classifier weight: tests/unit/test_mem_peak.c).  From 1 MiB. */
+#define XG_CONSUME_MIN (1 << 20)
+
+/* Whole pages of the original from *next up to `end` back to the OS;
+ * *next: the first page not given back yet. */
+static void give_back_pages(uintptr_t *next, uintptr_t end)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096, a = (*next + page - 1) & ~(page - 1), b = end & ~(page - 1);
+    if (b > a) {
+        madvise((void *)a, b - a, MADV_DONTNEED);
+        *next = b;
+    }
+}
+
 /* Buffer holding B (K x N) as panels; one per constant, shared by every
  * node that multiplies by it (nasrnn uses each weight 5 times); -1 when
  * out of memory. */
-static int packed_weights(xplan *p, const ts_tensor *B)
+static int packed_weights(xplan *p, const ts_tensor *B, bool trans, bool consume)
 {
-    static const char tag[] = "vec.gemv panels";
+    /* a transposed B (Gemm transB = 1, stored N x K) packs differently */
+    static const char tag_plain[] = "vec.gemv panels", tag_trans[] = "vec.gemv panels of B^T";
+    const char *tag = trans ? tag_trans : tag_plain;
     for (int b = 0; b < p->nbufs; b++)
         if (p->bufs[b].kind == XB_CONST && p->bufs[b].packed_from == B->data && p->bufs[b].packing == tag) return b;
-    const int64_t K = B->shape.dims[0], N = B->shape.dims[1], npanel = (N + XG_NB - 1) / XG_NB;
+    const int64_t K = B->shape.dims[trans ? 1 : 0], N = B->shape.dims[trans ? 0 : 1], npanel = (N + XG_NB - 1) / XG_NB;
     const ts_shape ps = {.rank = 1, .dims = {npanel * K * XG_NB}};
     float *d = aligned_alloc(64, sizeof(float) * (size_t)ps.dims[0]);
     if (!d) return -1;
-    const float *w = B->data;
-    for (int64_t pn = 0; pn < npanel; pn++)
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t j = 0; j < XG_NB; j++) {
-                int64_t col = pn * XG_NB + j;
-                d[(pn * K + k) * XG_NB + j] = col < N ? w[k * N + col] : 0.0f;
-            }
+    /* the buffer first: once a page of the original is gone, nothing may fail */
     int b = xplan_new_buf(p, -1, TS_F32, &ps);
     if (b < 0) {
         free(d);
         return -1;
     }
+    const float *w = B->data;
+    consume = consume && B->nbytes >= XG_CONSUME_MIN;
+    uintptr_t next = (uintptr_t)w;
+    if (trans) /* stored N x K: a panel reads XG_NB whole stored rows */
+        for (int64_t pn = 0; pn < npanel; pn++) {
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = 0; j < XG_NB; j++) {
+                    int64_t col = pn * XG_NB + j;
+                    d[(pn * K + k) * XG_NB + j] = col < N ? w[col * K + k] : 0.0f;
+                }
+            int64_t done = (pn + 1) * XG_NB < N ? (pn + 1) * XG_NB : N;
+            if (consume) give_back_pages(&next, (uintptr_t)(w + done * K));
+        }
+    else /* stored K x N: row k of every panel from stored row k */
+        for (int64_t k = 0; k < K; k++) {
+            for (int64_t pn = 0; pn < npanel; pn++)
+                for (int64_t j = 0; j < XG_NB; j++) {
+                    int64_t col = pn * XG_NB + j;
+                    d[(pn * K + k) * XG_NB + j] = col < N ? w[k * N + col] : 0.0f;
+                }
+            if (consume) give_back_pages(&next, (uintptr_t)(w + (k + 1) * N));
+        }
     xbuf *x = &p->bufs[b];
     x->kind = XB_CONST;
     x->data = d;
@@ -234,16 +295,51 @@ static int packed_weights(xplan *p, const ts_tensor *B)
     return b;
 }
 
+/* Gemm's C as beta * C per column (C broadcasts along rows: a scalar, or
+ * [N] / [1, N]); *bias = NULL when there is none.  False: C is not
+ * constant or varies along rows (left to oneDNN). */
+static bool gemm_bias(xplan *p, const ts_node *nd, int64_t N, double beta, float **bias, ts_error *err)
+{
+    *bias = NULL;
+    if (nd->ninputs < 3 || nd->inputs[2] < 0 || beta == 0.0) return true;
+    const ts_tensor *C = xplan_const(p, nd->inputs[2]);
+    if (!C || C->dtype != TS_F32) return false;
+    const int64_t cn = ts_tensor_numel(C);
+    if (cn != 1) {
+        if (C->shape.rank < 1 || C->shape.dims[C->shape.rank - 1] != N || cn != N) return false;
+    }
+    float *b = malloc(sizeof(float) * (size_t)N);
+    if (!b) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory for a Gemm bias");
+        return false;
+    }
+    const float *cd = C->data;
+    for (int64_t j = 0; j < N; j++) b[j] = (float)(beta * cd[cn == 1 ? 0 : j]);
+    *bias = b;
+    return true;
+}
+
+static void gemv_free(void *state)
+{
+    xg_state *c = state;
+    if (c) free(c->bias);
+    free(c);
+}
+
 static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    if (nd->ninputs != 2 || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    const bool gemm = nd->op == &ts_op_gemm;
+    const ts_gemm_attrs *ga = gemm ? nd->attrs : NULL;
+    if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
+    if (gemm ? nd->ninputs < 2 || nd->ninputs > 3 || !ga || ga->trans_a : nd->ninputs != 2) return TS_ERR_UNSUPPORTED;
     const ts_shape *a = &g->values[nd->inputs[0]].shape;
     const ts_tensor *B = xplan_const(p, nd->inputs[1]);
     /* constant 2-D weights (1-D B changes the output rank: left to oneDNN) */
-    if (!B || B->shape.rank != 2 || a->rank < 1) return TS_ERR_UNSUPPORTED;
-    int64_t K = B->shape.dims[0], N = B->shape.dims[1], rows = 1;
+    if (!B || B->shape.rank != 2 || a->rank < 1 || (gemm && a->rank != 2)) return TS_ERR_UNSUPPORTED;
+    const bool tb = gemm && ga->trans_b;
+    int64_t K = B->shape.dims[tb ? 1 : 0], N = B->shape.dims[tb ? 0 : 1], rows = 1;
     if (a->dims[a->rank - 1] != K || K < 1 || N < 1) return TS_ERR_UNSUPPORTED;
     for (int i = 0; i < a->rank - 1; i++) rows *= a->dims[i];
     if (rows > XG_MAX_ROWS || rows < 1) return TS_ERR_UNSUPPORTED;
@@ -253,6 +349,8 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = c;
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
+    c->alpha = gemm ? (float)ga->alpha : 1.0f;
+    if (gemm && !gemm_bias(p, nd, N, ga->beta, &c->bias, err)) return err->code ? err->code : TS_ERR_UNSUPPORTED;
 
     /* Stacking: other MatMuls by the same constant whose inputs exist now
      * (nasrnn multiplies each of x0..x4 by the same eight weights, all
@@ -262,7 +360,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
      * little longer); no element-wise chain is fused after them. */
     int members[XG_MAX_ROWS];
     c->nstack = 1, c->mrows[0] = rows;
-    for (int m = 0; m < g->nnodes && !p->opts.no_fusion && K * N >= XG_STACK_MIN; m++) {
+    for (int m = 0; m < g->nnodes && !gemm && !p->opts.no_fusion && K * N >= XG_STACK_MIN; m++) {
         int64_t r = stack_rows(p, n, m, K);
         if (r < 1 || c->rows + r > XG_MAX_ROWS) continue;
         members[c->nstack] = m;
@@ -294,7 +392,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
 
     if (xstep_alloc(s, 2 + c->epi.next + c->nstack - 1, c->nstack, err)) return err->code;
     s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
-    s->in[1] = packed_weights(p, B);
+    s->in[1] = packed_weights(p, B, tb, xweights_once_consumable(p, nd->inputs[1], n));
     if (s->in[0] < 0 || s->in[1] < 0) return err->code ? err->code : TS_ERR_INVALID;
     const ts_shape *shapes[XV_MAXIN];
     for (int j = 0; j < c->epi.next; j++) {
@@ -320,4 +418,4 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     return TS_OK;
 }
 
-const xkernel xk_vec_gemv = {"vec.gemv", gemv_build, gemv_run, free};
+const xkernel xk_vec_gemv = {"vec.gemv", gemv_build, gemv_run, gemv_free};
