@@ -90,12 +90,16 @@ static bool wanted(const ts_graph *g, const ts_node *nd)
     return nd->op == &ts_op_conv || nd->op == &ts_op_conv_transpose;
 }
 
-static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_error *err)
+/* The cached derivations of e, searched and checked now if new; NULL (err
+ * untouched) when the cache is full or the driver's time ran out: a
+ * search cut short is not cached, and each mod-p check (up to
+ * CHECK_POINTS evaluations) asks the driver first. */
+static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_source_emit *emit, ts_error *err)
 {
     uint64_t fp = ts_ein_fingerprint(e);
     for (int i = 0; i < s->ncache; i++)
         if (s->cache[i].fp == fp) return &s->cache[i];
-    if (s->ncache >= MAX_CACHE) return NULL;
+    if (s->ncache >= MAX_CACHE || emit->stopped(emit)) return NULL;
     cached *c = &s->cache[s->ncache];
     memset(c, 0, sizeof *c);
     c->fp = fp;
@@ -114,6 +118,10 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_er
     }
     s->searches++;
     for (int i = 0; i < n; i++) {
+        if (emit->stopped(emit)) {
+            free(c->found);
+            return NULL;
+        }
         int same = ts_ein_check_equal(e, &c->found[i].e, CHECK_POINTS, err);
         if (same < 0) {
             free(c->found);
@@ -388,7 +396,7 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
         int inputs[EIN_MAX_INPUTS];
         ts_error lerr = {0};
         if (ts_ein_from_node(g, n, &e, inputs, &lerr)) continue; /* no translation: nothing to derive */
-        cached *c = derive(s, nd->op, &e, err);
+        cached *c = derive(s, nd->op, &e, emit, err);
         if (!c) {
             if (err->code) return err->code;
             continue;
@@ -398,6 +406,8 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
             int form = j / c->nfound, i = j % c->nfound, v = form * MAX_FOUND + i;
             if (c->form_name[form][i] < 0) continue;
             if (!c->verified[v]) {
+                /* plans built and run at the real shapes: seconds on a 256x256 model */
+                if (emit->stopped(emit)) return TS_OK;
                 int ok = verify_local(g, n, &c->found[i].e, form, err);
                 if (ok < 0) return err->code;
                 c->verified[v] = ok ? 1 : -1;

@@ -96,6 +96,7 @@ typedef struct dctx {
     const char *stop; /* set once the search must end */
     double rss0;      /* resident MiB when the search began: the model's weights (mapped or read) are not the search's */
     ts_source_emit emit;
+    double cost_s; /* the slowest candidate costing so far (s): one that would end past the limit is skipped */
 } dctx;
 
 static double now_s(void)
@@ -398,8 +399,17 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
         s->duplicates++;
         return true;
     }
+    /* costing times new groups in context (seconds each on a 256x256
+     * model under load): one that would end past the time limit is not
+     * started, so the search ends on time with the best costed so far */
+    if (s->o->time_limit > 0 && now_s() + s->cost_s > s->t0 + s->o->time_limit) {
+        ts_graph_free(ng);
+        s->stop = "time limit";
+        return false;
+    }
     s->generated++;
-    double c = graph_cost(s, ng);
+    double tc = now_s(), c = graph_cost(s, ng);
+    if (now_s() - tc > s->cost_s) s->cost_s = now_s() - tc;
     e->gain = s->cur_cost - c;
     if (c < s->cur_cost) s->sched[s->cur_src].won = true;
     hist *h = hist_push(s->cur_h, s->cur_src, what, count);

@@ -18,6 +18,9 @@
 #define FINISH_S 15.0
 /* ... and after an interrupt */
 #define INTERRUPTED_S 3.0
+/* ... of which the caller's writing of the model and report keeps this
+ * (a 140 MB model such as GCN takes a second or two under load) */
+#define WRITE_S 3.0
 
 void ts_optimize_opts_default(ts_optimize_opts *o)
 {
@@ -55,6 +58,14 @@ static double peak_rss_mb(void)
         if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
     if (f) fclose(f);
     return kb / 1024;
+}
+
+/* Seconds the run has left after its search for the check and the
+ * measurement: the whole run ends within the time limit plus FINISH_S,
+ * writing included (60 without a limit). */
+static double time_left(const ts_optimize_opts *o, double t0)
+{
+    return o->time_limit > 0 ? o->time_limit + FINISH_S - WRITE_S - (now_s() - t0) : 60;
 }
 
 static int live_nodes(const ts_graph *g)
@@ -159,7 +170,11 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         if ((st = ts_opt_inputs_load(g, o.inputs_dir, user_in, err))) goto done;
     }
     if (!o.roofline && runnable && (st = ts_cost_prime(db, g, err))) goto done;
-    if ((st = ts_drive(g, &o, db, src, state, nsrc, cc, &dr, err))) goto done;
+    /* the search's limit counts from the start of the run: priming the
+     * cost cache (seconds on a cold cache) is part of the user's limit */
+    ts_optimize_opts os = o;
+    if (o.time_limit > 0) os.time_limit = fmax(o.time_limit - (now_s() - t0), 1e-3);
+    if ((st = ts_drive(g, &os, db, src, state, nsrc, cc, &dr, err))) goto done;
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
     if (!o.roofline) ts_costdb_save(db, &(ts_error){0}); /* a cache that cannot be saved only costs time next run */
@@ -176,8 +191,16 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
 
     res->weight_bytes_before = ts_graph_weight_bytes(g);
     ts_check_result cr = {0};
-    ts_status cst = dr.nsteps > 0 ? ts_opt_check_all(g, dr.best, o.seed, user_in, &cr, err) : TS_OK;
-    if (cst == TS_ERR_UNSUPPORTED) {
+    /* a search that ran far past its limit leaves no time to check: the
+     * original is kept, never an unchecked graph */
+    double check_left = time_left(&o, t0);
+    bool no_check_time = dr.nsteps > 0 && check_left < 1.0;
+    ts_status cst = dr.nsteps > 0 && !no_check_time ? ts_opt_check_all(g, dr.best, o.seed, user_in, &cr, err) : TS_OK;
+    if (no_check_time) {
+        snprintf(res->reason, sizeof res->reason,
+                 "original kept: no time left to check the rewrites (%.1f s left of the time limit + %.0f s)",
+                 check_left + WRITE_S, FINISH_S);
+    } else if (cst == TS_ERR_UNSUPPORTED) {
         /* a rewritten region holds a node tsopt cannot run: unchecked, so not written */
         snprintf(res->reason, sizeof res->reason, "original kept: the rewrites cannot be checked (%.200s)", err->msg);
         *err = (ts_error){0};
@@ -206,7 +229,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         }
         int64_t grown = ts_graph_weight_bytes(dr.best);
         char why[256];
-        double left = o.time_limit > 0 ? o.time_limit + FINISH_S - (now_s() - t0) : 60;
+        double left = time_left(&o, t0);
         /* Ctrl-C asks for the best graph now: a short measurement decides */
         if (!strcmp(dr.stop, "interrupted")) left = fmin(left, INTERRUPTED_S);
         if (!o.allow_growth && (double)grown > 1.1 * (double)res->weight_bytes_before + 4096) {
@@ -217,14 +240,16 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                      "original kept: the optimized graph's weights are %.3g MB, more than 10%% over the original's "
                      "%.3g MB (--allow-growth writes it)",
                      (double)grown / 1e6, (double)res->weight_bytes_before / 1e6);
-            if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+            if (runnable && !o.no_timing && left > 3 &&
+                (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
                 goto done;
         } else if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
             /* one written model serves every batch size, or it is not an
              * improvement (docs/decisions.md, "Symbolic dimensions on export") */
             snprintf(res->reason, sizeof res->reason,
                      "original kept: the optimized graph would fix the model's symbolic dimensions (%.150s)", why);
-            if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+            if (runnable && !o.no_timing && left > 3 &&
+                (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
                 goto done;
         } else if (!runnable) {
             /* no timing: the model cannot run as a whole */
@@ -235,13 +260,19 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                                     : "original kept: the cost model predicts less than --min-gain (%.3f -> %.3f ms; "
                                       "not timed: %s)",
                      dr.cost_before, dr.cost_after, clip_words(why_run.msg, clipped, sizeof clipped));
-        } else if ((st = decide(g, &dr, &o, fmax(left, 3.0), user_in, res, err)))
+        } else if (!o.no_timing && left < 1.0) {
+            /* the check took the time left: measuring now would overrun the limit */
+            snprintf(res->reason, sizeof res->reason,
+                     "original kept: not measured (the check took %.1f s and left no time of the limit + %.0f s)",
+                     check_left - left, FINISH_S);
+        } else if ((st = decide(g, &dr, &o, left, user_in, res, err)))
             goto done;
     } else {
         snprintf(res->reason, sizeof res->reason,
                  "original kept: the search found no rewrite the cost model prefers (%d graphs explored)",
                  dr.explored);
-        if (runnable && !o.no_timing && (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+        if (runnable && !o.no_timing && time_left(&o, t0) > 3 &&
+            (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
             goto done;
         res->latency_after_ms = res->latency_before_ms;
     }

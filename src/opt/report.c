@@ -5,6 +5,19 @@
 #include <string.h>
 #include "opt/report.h"
 
+/* Graphviz's layout grows much faster than linearly with the nodes: a
+ * DenseNet-size graph took over 10 minutes under load, and optimize waits
+ * for the report.  Above this many live nodes no picture is drawn (`tsopt
+ * draw` still draws one on request). */
+#define DRAW_MAX_NODES 300
+
+static int live(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; g && i < g->nnodes; i++) n += !g->nodes[i].dead;
+    return n;
+}
+
 /* Pictures of the original and of the written graph beside the report
  * (R.before.svg, R.after.svg: the second highlights what changed), linked
  * from it by their base names.  A picture that cannot be drawn (no
@@ -17,6 +30,13 @@ static void pictures(FILE *f, const char *path, const ts_graph *original, const 
     snprintf(after, sizeof after, "%s.after.svg", path);
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     ts_error e = {0};
+    int most = live(original) > live(r->graph) ? live(original) : live(r->graph);
+    if (most > DRAW_MAX_NODES) {
+        fprintf(f, "(No pictures: %d nodes, more than the %d drawn within a report's time; `tsopt draw` draws "
+                   "one on request)\n\n",
+                most, DRAW_MAX_NODES);
+        return;
+    }
     if (ts_graph_draw(original, NULL, before, &e)) {
         fprintf(f, "(No pictures: %s)\n\n", e.msg);
         return;

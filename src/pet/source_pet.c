@@ -228,7 +228,9 @@ static ts_status mutate(pet_state *s, const ts_graph *p0, entry *e, ts_error *er
         const ts_graph *full = NULL;
         for (int k = 0; ok && k < nmf && !full; k++)
             if (!strcmp(mf[k].what, ms[i].what)) full = mf[k].prog;
-        ts_graph *fc = ok && full ? ts_pet_correct(p0, full, &v, 1.0, &ncorr, &e2) : NULL;
+        /* the full-size check runs the program at the model's shapes
+         * (seconds on CSRNet under load): not started once time is up */
+        ts_graph *fc = ok && full && !stopping(s) ? ts_pet_correct(p0, full, &v, 1.0, &ncorr, &e2) : NULL;
         if (fc && full_size_ok(p0, fc, seed, &e2)) {
             char what[72];
             snprintf(what, sizeof what, "%.64s%s", ms[i].what, v.nfail ? "+corr" : "");
@@ -295,7 +297,7 @@ static ts_status mutate_pair(pet_state *s, const ts_graph *p0, entry *e, ts_erro
         const ts_graph *full = NULL;
         for (int k = 0; ok && k < nmf && !full; k++)
             if (!strcmp(mf[k].what, ms[i].what) && mf[k].cost < base) full = mf[k].prog;
-        ts_graph *fc = full ? ts_graph_copy(full) : NULL;
+        ts_graph *fc = full && !stopping(s) ? ts_graph_copy(full) : NULL; /* its full-size check takes seconds */
         if (fc && full_size_ok(p0, fc, seed, &e2)) {
             if (!push_found(e, fc, ms[i].what)) {
                 ts_graph_free(fc);
