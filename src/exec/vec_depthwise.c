@@ -29,9 +29,9 @@
  * much here (one AVX-512 unit on this CPU: exp + Newton reciprocal), and
  * the stride-1 layers were slower, so EfficientNet-B0 took 1 ms more CPU
  * per run at one thread (13.6-14.0 vs 12.6-13.0 ms). */
-/* a*b + c as one fused multiply-add (ISO C mode leaves them separate):
- * faster, and one rounding instead of two */
-#pragma GCC optimize("fp-contract=fast")
+/* Built with -ffp-contract=fast (CMakeLists.txt): a*b + c as one fused
+ * multiply-add, which ISO C mode leaves separate; faster, and one rounding
+ * instead of two. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>

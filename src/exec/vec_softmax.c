@@ -43,9 +43,9 @@ XV_CLONES static void sm_row_short(const float *x, float *y, int64_t n)
     const int64_t np = (n + 15) & ~(int64_t)15;
     for (int64_t i = 0; i < np; i++) b[i] = i < n ? x[i] : -INFINITY;
     float m = -INFINITY, sum = 0;
-#pragma omp simd reduction(max : m) aligned(b : 64)
+#pragma omp simd reduction(max : m)
     for (int64_t i = 0; i < np; i++) m = b[i] > m ? b[i] : m;
-#pragma omp simd reduction(+ : sum) aligned(b : 64)
+#pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < np; i++) {
         float e = sm_exp(b[i] - m); /* the padding gives 0 */
         b[i] = e;

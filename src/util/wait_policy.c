@@ -541,7 +541,7 @@ static _Thread_local struct {
 
 static bool team_anchor(cpu_anchor *a)
 {
-    uint64_t d, run;
+    uint64_t d = 0, run = 0;
     *a = (cpu_anchor){.t_ms = now_ms(CLOCK_MONOTONIC)};
     a->ok = read_busy(&a->busy) && probe_read2(&d, &run);
     a->cpu_ms = (double)run * 1e-6;
