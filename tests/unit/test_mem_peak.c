@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "exec/plan_internal.h"
 #include "onnx/proto.h"
+#include "onnx_pack.h"
 #include "tsopt.h"
 
 static double wval(int64_t n, int64_t k) { return (double)((n * 7 + k * 3) % 9 - 4) / 8; }
@@ -103,18 +104,7 @@ static uint8_t *gemm_model(int64_t N, int64_t K, size_t *size)
     onnx__graph_proto__init(&g);
     g.name = "mem_peak", g.n_node = 2, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1;
     g.output = outs, g.n_initializer = 3, g.initializer = inits;
-    Onnx__OperatorSetIdProto op;
-    onnx__operator_set_id_proto__init(&op);
-    op.domain = "", op.has_version = 1, op.version = 13;
-    Onnx__OperatorSetIdProto *ops[1] = {&op};
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = ops, m.graph = &g;
-    m.producer_name = "test_mem_peak"; /* a field after the graph */
-    *size = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(*size);
-    cr_assert(buf);
-    onnx__model_proto__pack(&m, buf);
+    uint8_t *buf = test_pack_model(&g, "test_mem_peak", size);
     free(w);
     free(b);
     return buf;

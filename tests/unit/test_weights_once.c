@@ -141,6 +141,7 @@ Test(weights_once, constants_still_read_are_kept)
  * could not be built from the emptied graph). */
 #include <unistd.h>
 #include "onnx.pb-c.h"
+#include "onnx_pack.h"
 
 static char session_model[64];
 
@@ -191,16 +192,8 @@ static void write_matmul_model(void)
     onnx__graph_proto__init(&g);
     g.name = "weights_once", g.n_node = 1, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1;
     g.output = outs, g.n_initializer = 1, g.initializer = inits;
-    Onnx__OperatorSetIdProto op;
-    onnx__operator_set_id_proto__init(&op);
-    op.domain = "", op.has_version = 1, op.version = 13;
-    Onnx__OperatorSetIdProto *ops[1] = {&op};
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = ops, m.graph = &g;
-    size_t n = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(n);
-    onnx__model_proto__pack(&m, buf);
+    size_t n;
+    uint8_t *buf = test_pack_model(&g, NULL, &n);
     snprintf(session_model, sizeof session_model, "/tmp/tsopt-weights-once-%d.onnx", (int)getpid());
     FILE *f = fopen(session_model, "wb");
     cr_assert(f);
