@@ -163,12 +163,6 @@ static void add_siblings(hood *h, int n)
     }
 }
 
-static bool is_compute(const ts_node *nd)
-{
-    const char *op = nd->op->name;
-    return !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose") || !strcmp(op, "MatMul") || !strcmp(op, "Gemm");
-}
-
 /* Upstream until the layouts are the model's.  A value from outside
  * arrives plain, while in the model it has the layout its producer chose:
  * convolutions choose theirs (blocked, channels-last), element-wise ops,
@@ -189,7 +183,7 @@ static void add_layout_sources(hood *h, int rounds, int max_nodes)
             /* a convolution or matmul converts its own data input; the
              * operands of its fused post-ops (a residual) are read as
              * they come */
-            if (!was[n] || h->group_of[n] < 0 || (n == h->group_of[n] && is_compute(&g->nodes[n]))) continue;
+            if (!was[n] || h->group_of[n] < 0 || (n == h->group_of[n] && (g->nodes[n].op->flags & TS_OP_CONTRACTION))) continue;
             const ts_node *nd = &g->nodes[n];
             for (int j = 0; j < nd->ninputs; j++) {
                 int v = nd->inputs[j], p = v >= 0 ? g->values[v].producer : -1;

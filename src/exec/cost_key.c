@@ -18,11 +18,6 @@
 #include "exec/cost.h"
 #include "ops/list.h"
 
-static bool is_compute(const char *op)
-{
-    return !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose") || !strcmp(op, "MatMul") || !strcmp(op, "Gemm");
-}
-
 static bool post_op(const char *op)
 {
     static const char *const ok[] = {"BatchNormalization", "Add", "Mul", "Relu", "LeakyRelu", "Sigmoid",
@@ -74,7 +69,7 @@ ts_status xcost_groups(const ts_graph *g, int *group_of)
         group_of[h] = h;
         const ts_node *hd = &g->nodes[h];
         if (is_view(hd) || hd->noutputs != 1) continue;
-        bool compute = is_compute(hd->op->name);
+        bool compute = hd->op->flags & TS_OP_CONTRACTION;
         bool elt = (hd->op->flags & TS_OP_ELEMENTWISE) && all_f32(g, hd);
         int v = hd->outputs[0], size = 1;
         /* Rows gathered by a constant index table for a MatMul: the runtime

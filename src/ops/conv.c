@@ -215,7 +215,7 @@ static double conv_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_conv = {.opset_min = 1, 
     .name = "Conv", .attr_size = sizeof(ts_conv_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
-    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x7, /* degree 1 in X, W and B (docs/pet.md) */
+    .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_CONTRACTION, .linear_inputs = 0x7, /* degree 1 in X, W and B (docs/pet.md) */
     .expr = "L[n,f,h,w] Sum[c,r,s] A[n,c,h+r,w+s]*B[f,c,r,s]",
     .parse = conv_parse, .emit = conv_emit, .infer = conv_infer, .kernel = conv_kernel, .flops = conv_flops,
 };

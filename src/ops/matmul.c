@@ -121,7 +121,7 @@ static double matmul_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_matmul = {.opset_min = 1, 
     .name = "MatMul", .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .flags = TS_OP_EXACT, .linear_inputs = 0x3, .expr = "L[b,i,j] Sum[k] A[b,i,k]*B[b,k,j]",
+    .flags = TS_OP_EXACT | TS_OP_CONTRACTION, .linear_inputs = 0x3, .expr = "L[b,i,j] Sum[k] A[b,i,k]*B[b,k,j]",
     .infer = matmul_infer, .kernel = matmul_kernel, .flops = matmul_flops,
 };
 
@@ -252,7 +252,7 @@ static double gemm_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_gemm = {.opset_min = 7, 
     .name = "Gemm", .attr_size = sizeof(ts_gemm_attrs), .min_inputs = 2, .max_inputs = 3, .min_outputs = 1,
-    .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x7, /* degree 1 in A, B and C (docs/pet.md) */
+    .max_outputs = 1, .flags = TS_OP_EXACT | TS_OP_CONTRACTION, .linear_inputs = 0x7, /* degree 1 in A, B and C (docs/pet.md) */
     .expr = "L[i,j] Sum[k] A[i,k]*B[k,j] + C[i,j]",
     .parse = gemm_parse, .emit = gemm_emit, .infer = gemm_infer, .kernel = gemm_kernel, .flops = gemm_flops,
 };

@@ -23,6 +23,9 @@ enum {
     TS_OP_NO_FOLD = 1 << 7,     /* never folded, even on constant inputs: the file keeps it
                                    (DequantizeLinear of int8 weights would write them as
                                    float, four times larger, their quantization lost) */
+    TS_OP_CONTRACTION = 1 << 8, /* sums products over a reduced axis (Conv, ConvTranspose, MatMul,
+                                   Gemm): the op a fused group is built around, its cost
+                                   dominated by arithmetic rather than memory traffic */
 };
 
 /* Shape/dtype inference context.  Inputs absent in the node are NULL.  An
