@@ -3,9 +3,10 @@
 For each model and batch: `tsopt optimize --json` (search time, predicted
 costs, what was applied and why the written graph was chosen), the
 optimized file checked against the original through tsopt's runtime and
-through ONNX Runtime (same saved inputs), then R rounds alternating
-`tsopt bench` on the original, `tsopt bench` on the optimized graph and ONNX
-Runtime on the original.  Writes the "## Optimizer" section of
+through ONNX Runtime (same saved inputs), then R rounds of one process
+`tsopt bench ORIGINAL --against OPTIMIZED` (both files in that process,
+alternating ~50 ms rounds: both see the same machine speed) and ONNX Runtime
+on the original; the speedup is the median of the R processes' speedups.  Writes the "## Optimizer" section of
 BENCHMARKS.md (the rest of the file is left as it is).
 """
 import math
@@ -62,24 +63,29 @@ def one(b, name, batch, run, last_json, log, load):
     run(["node", b.ort_run, opt, "--inputs", ins, "--save-outputs", oc, "--iters", "1", "--threads", str(b.threads)],
         900)
     r["ort_ok"], r["ort_err"] = compare(b, oa, oc)
-    t0, t1, o0 = [], [], []
+    t0, t1, o0, sp = [], [], [], []
     q0, q1 = [], []  # quiet medians: the runs of undisturbed rounds (docs/runtime.md, "tsopt bench")
     r["rounds_seen"] = r["rounds_disturbed"] = 0
     timing = ["--iters", str(b.iters), "--min-time", str(b.min_time), "--threads", str(b.threads), "--json"]
     for k in range(b.rounds):
-        # the order alternates between rounds: with the original always first,
-        # 7 of 10 ratios came out below 1.0, 5 of them between identical graphs
-        for path, t, q in ((src, t0, q0), (opt, t1, q1)) if k % 2 == 0 else ((opt, t1, q1), (src, t0, q0)):
-            j = last_json(run([b.tsopt, "bench", path] + timing, 900))
-            t.append(j["median_ms"])
-            if j.get("quiet_median_ms") is not None:
-                q.append(j["quiet_median_ms"])
-            r["rounds_seen"] += j.get("rounds", 0)
-            r["rounds_disturbed"] += j.get("disturbed_rounds", 0)
+        # original and optimized file in ONE process, alternating ~50 ms rounds
+        # (`tsopt bench M --against O`): both see the same machine speed.  In
+        # separate processes the same file came out 0.73-1.20x of itself here
+        j = last_json(run([b.tsopt, "bench", src, "--against", opt] + timing, 900))
+        sp.append(j["speedup"])
+        t0.append(j["median_ms"])
+        t1.append(j["against"]["median_ms"])
+        # both quiet medians read the same undisturbed pairs of rounds (null together)
+        if j.get("quiet_speedup") is not None:
+            q0.append(j["quiet_median_ms"])
+            q1.append(j["against"]["quiet_median_ms"])
+        r["rounds_seen"] += j["pair_rounds"]
+        r["rounds_disturbed"] += j["pair_rounds"] - j["quiet_pair_rounds"]
         o0.append(last_json(run(["node", b.ort_run, src, "--inputs", ins, "--iters", str(b.iters), "--threads",
                                  str(b.threads)], 900))["median_ms"])
     r["orig_ms"], r["opt_ms"], r["ort_ms"] = statistics.median(t0), statistics.median(t1), statistics.median(o0)
-    r["speedup"] = r["orig_ms"] / r["opt_ms"]
+    r["speedup"] = statistics.median(sp)
+    r["speedup_lo"], r["speedup_hi"] = min(sp), max(sp)
     # the prediction reads undisturbed runs of spinning threads (cost_plan.c):
     # compared with the bench's quiet median, the runs of its undisturbed
     # rounds; with none, with the plain median (marked in the table)
@@ -104,18 +110,22 @@ def section(b, rows, argv):
              "(default sources and rules, a cold cost cache per model; search time: the optimizer's own count, "
              "graph passes plus the search; the wall "
              "time adds loading, the output check and the before/after timing), then %d rounds of "
-             "`tsopt bench M.onnx` and `tsopt bench O.onnx` (in that order in even rounds, reversed in odd ones; "
-             "--iters %d --min-time %g --threads %d: at least that many runs, more until they add up to that many "
-             "seconds) and ONNX Runtime on the "
-             "original M.onnx; latency = median of the round medians. Max error: largest absolute difference of "
+             "one process `tsopt bench M.onnx --against O.onnx` (--iters %d --min-time %g --threads %d: each "
+             "file at least that many runs, more until they add up to that many seconds) and ONNX Runtime on the "
+             "original M.onnx. In that one process both files are planned and warmed, then timed in alternating "
+             "rounds of about 50 ms (M O, O M, ...), so both see the same machine speed (benched in separate "
+             "processes, the same file came out 0.73–1.20× of itself on this VM); speedup = median over the "
+             "processes of each one's M median / O median, in brackets the lowest and highest of them; "
+             "latency = median over the processes of each file's median run. Max error: largest absolute difference of "
              "the optimized file's outputs against the original's on the same inputs, through tsopt's runtime "
              "and through ONNX Runtime running the optimized file (both must pass rtol 1e-3 / atol 1e-4). Where "
              "the optimizer kept the original (\"none (original kept)\"), both files hold the same graph and the "
              "speedup column shows only the measurement noise at that load. Cost error: the optimizer's predicted "
              "cost (from the cold cache: the sum of the steps' medians over undisturbed runs, docs/runtime.md) "
              "against the same file's quiet bench median (`quiet_median_ms`: the median run of the bench's "
-             "undisturbed 50 ms rounds, median over the rounds; the disturbed-rounds column counts the rounds "
-             "thrown out; † = no undisturbed round, plain median used)." % (
+             "undisturbed 50 ms rounds, median over the processes; a pair of rounds counts as undisturbed when "
+             "both its halves are, and the disturbed-rounds column counts the pairs thrown out; † = no "
+             "undisturbed round, plain median used)." % (
                  b.opt_time, b.rounds, b.iters, b.min_time, b.threads))
     L.append("")
     L.append("```")
@@ -133,9 +143,10 @@ def section(b, rows, argv):
                 r["name"], r["batch"], r["error"]))
             continue
         ok.append(r["speedup"])
-        L.append("| %s | %d | %.1f | %.1f | %.0f | %.3f | %.3f | **%.3f** | %+.0f%% / %+.0f%%%s | %d of %d | %.3f | %s "
+        L.append("| %s | %d | %.1f | %.1f | %.0f | %.3f | %.3f | **%.3f**%s | %+.0f%% / %+.0f%%%s | %d of %d | %.3f | %s "
                  "| %.2g%s / %.2g%s | %s → %s |" % (
             r["name"], r["batch"], r["search_s"], r["wall_s"], r["peak_mb"], r["orig_ms"], r["opt_ms"], r["speedup"],
+            " (%.3f–%.3f)" % (r["speedup_lo"], r["speedup_hi"]) if "speedup_lo" in r else "",
             100 * r["cerr0"], 100 * r["cerr1"], "" if r.get("quiet", True) else " †",
             r.get("rounds_disturbed", 0), r.get("rounds_seen", 0), r["ort_ms"],
             r["subs"], r["ts_err"], "" if r["ts_ok"] else " FAIL", r["ort_err"], "" if r["ort_ok"] else " FAIL",

@@ -1,19 +1,20 @@
 /* tsopt bench: latency of the fast runtime on one model.  The plan is built
  * once, a few warm-up runs fill caches and let OpenMP spin up, then N timed
  * runs (monotonic clock) give median/min/max.  --json prints exactly one
- * JSON object (for bench/ scripts comparing with ONNX Runtime's runner). */
+ * JSON object (for bench/ scripts comparing with ONNX Runtime's runner).
+ * --against B times a second model in the same process (bench_against.c);
+ * both forms time their runs in rounds by bench_rounds.c. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/cli.h"
-#include "opt/measure.h"
+#include "cli/bench.h"
 #include "util/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--min-time S] [--warmup N] [--threads N]\n"
-    "                   [--json]\n"
+    "                   [--json] [--against B.onnx [--rounds N]]\n"
     "  --iters N     timed runs (default 20)\n"
     "  --min-time S  more timed runs until they add up to S seconds (at most 1000000 runs;\n"
     "                default 0): a sub-millisecond model gets enough runs for a stable median\n"
@@ -26,18 +27,20 @@ static const char USAGE[] =
     "and quiet_median_ms is the median run of the undisturbed rounds (median_ms: all runs).\n"
     "Idle OpenMP threads spin between steps while they get their cores and sleep while\n"
     "other processes need them, decided as it runs (TSOPT_WAIT=spin|sleep forces one;\n"
-    "OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n";
+    "OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win).\n"
+    "  --against B   compare MODEL (A) with B in this one process: both plans built and\n"
+    "                warmed, then rounds of about 50 ms alternating A B, B A, ... on the same\n"
+    "                random inputs (B must have A's input names, dtypes and shapes) until each\n"
+    "                has --iters runs and --min-time; a model's median reads all its runs, its\n"
+    "                quiet median those of undisturbed rounds.  Prints one line per model and\n"
+    "                'B vs A: xR (rounds n, ratio range lo-hi)': R = A's median / B's (> 1: B\n"
+    "                faster), the range over the rounds' ratios (A's round median / B's).\n"
+    "                --json: A's object as above plus \"against\" (B's fields), \"speedup\",\n"
+    "                \"quiet_speedup\", \"pair_rounds\" and the ratios' spread\n"
+    "  --rounds N    with --against: alternating rounds (A B or B A) at least (default 8;\n"
+    "                rounded up to an even count so each model goes first equally often)\n";
 
-typedef struct bench_args {
-    const char *model;
-    long iters, warmup, threads;
-    double min_time; /* seconds */
-    bool json;
-    cli_binds binds;
-} bench_args;
-
-/* Peak resident set (VmHWM) in bytes, 0 when /proc is unavailable. */
-static long long peak_rss(void)
+long long bench_peak_rss(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -62,6 +65,12 @@ static int parse(int argc, char **argv, bench_args *a)
             a->json = true;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
             if (!val || !cli_binds_add(&a->binds, val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--against", &val)) {
+            if (!val) return CLI_USAGE;
+            if (!*val) return cli_error(CLI_USAGE, "bench: --against needs a model file");
+            a->against = val;
+        } else if (cli_opt(argc, argv, &i, "--rounds", &val)) {
+            if (!val || !cli_parse_int("--rounds", val, 2, 100000, &a->rounds)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
             if (!val || !cli_parse_int("--iters", val, 1, 1000000, &a->iters)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--min-time", &val)) {
@@ -80,88 +89,13 @@ static int parse(int argc, char **argv, bench_args *a)
         fputs(USAGE, stderr);
         return CLI_USAGE;
     }
+    if (a->rounds && !a->against) return cli_error(CLI_USAGE, "bench: --rounds needs --against");
     return CLI_OK;
 }
 
-/* A round of timed runs lasts about this long: long enough for the
- * tick-based counters (/proc/stat, 10 ms) to mean something, short enough
- * that a disturbance costs few runs. */
-#define ROUND_MS 50.0
+const char *const BENCH_REASON_NAMES[5] = {"run delay", "CPU share", "other runnable tasks", "steal", "collapse"};
 
-/* Wall time of runs first..n-1. */
-static double round_ms(const double *t, long first, long n)
-{
-    double s = 0;
-    for (long i = first; i < n; i++) s += t[i];
-    return s;
-}
-
-/* Ends round *nround (runs rfirst[*nround]..n-1; *pa taken before it):
- * its evidence into rs[*nround], growing the arrays. */
-static bool round_close(ts_measure_sample **rs_p, long **rfirst_p, long *nround, long *rcap, const double *t, long n,
-                        const ts_measure_probe *pa, ts_measure_probe *pb)
-{
-    ts_measure_probe_take(pb);
-    if (*nround + 1 >= *rcap) {
-        long c = *rcap * 2;
-        ts_measure_sample *r = realloc(*rs_p, sizeof *r * (size_t)c);
-        if (!r) return false;
-        *rs_p = r;
-        long *f = realloc(*rfirst_p, sizeof *f * (size_t)(c + 1));
-        if (!f) return false;
-        *rfirst_p = f;
-        *rcap = c;
-    }
-    ts_measure_sample *x = &(*rs_p)[*nround];
-    *x = (ts_measure_sample){0};
-    ts_measure_sample_between(x, pa, pb);
-    long first = (*rfirst_p)[*nround], k = n - first;
-    double *c = malloc(sizeof *c * (size_t)k);
-    if (!c) return false;
-    memcpy(c, t + first, sizeof *c * (size_t)k);
-    x->med_ms = cli_sort_median(c, k);
-    x->min_ms = c[0];
-    free(c);
-    (*rfirst_p)[++*nround] = n;
-    return true;
-}
-
-/* The runs of undisturbed rounds. */
-typedef struct quiet_stats {
-    long rounds, disturbed;   /* rounds of timed runs, and those thrown out */
-    long runs;                /* runs in the undisturbed rounds */
-    double median_ms, min_ms; /* over those runs; NAN when none */
-    unsigned reasons;         /* TS_MEASURE_* of the disturbed rounds, or-ed */
-} quiet_stats;
-
-static bool quiet_median(ts_measure_sample *rs, const long *rfirst, long nround, const double *t, long n, int threads,
-                         quiet_stats *q)
-{
-    ts_measure_machine m = {.threads = threads, .cores = omp_get_num_procs()};
-    int nr = nround > 1 << 30 ? 1 << 30 : (int)nround;
-    ts_measure_judge_runs(rs, nr, &m);
-    double *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
-    if (!c) return false;
-    *q = (quiet_stats){.rounds = nr, .median_ms = NAN, .min_ms = NAN};
-    for (int r = 0; r < nr; r++) {
-        if (rs[r].flags) {
-            q->disturbed++;
-            q->reasons |= rs[r].flags;
-            continue;
-        }
-        for (long i = rfirst[r]; i < rfirst[r + 1]; i++) c[q->runs++] = t[i];
-    }
-    if (q->runs) {
-        q->median_ms = cli_sort_median(c, q->runs);
-        q->min_ms = c[0];
-    }
-    free(c);
-    return true;
-}
-
-static const char *const REASON_NAMES[] = {"run delay", "CPU share", "other runnable tasks", "steal", "collapse"};
-
-static void json_string(const char *s)
+void bench_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -176,43 +110,52 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+void bench_report_json(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, long n,
+                       double med, double build_ms, const quiet_stats *q, bool open_end)
+{
+    double mean = 0;
+    for (long i = 0; i < n; i++) mean += t[i] / (double)n;
+    long long rss = bench_peak_rss();
+    printf("{\"model\": ");
+    bench_json_string(a->model);
+    printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
+           "\"warmup\": %ld, \"threads\": %d, \"peak_rss_bytes\": %lld, \"build_ms\": %.3f, \"steps\": %d, "
+           "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"ref_impls\": %d, \"arena_bytes\": %zu, "
+           "\"naive_bytes\": %zu, \"weight_bytes\": %zu, \"wait_policy\": ",
+           med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
+           st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
+    bench_json_string(ts_wait_policy_name());
+    printf(", \"rounds\": %ld, \"disturbed_rounds\": %ld, \"quiet_runs\": %ld, \"quiet_median_ms\": ", q->rounds,
+           q->disturbed, q->runs);
+    if (q->runs)
+        printf("%.4f, \"quiet_min_ms\": %.4f", q->median_ms, q->min_ms);
+    else
+        printf("null, \"quiet_min_ms\": null");
+    printf(", \"disturbed_by\": [");
+    for (int i = 0, k = 0; i < 5; i++)
+        if (q->reasons >> i & 1) printf("%s\"%s\"", k++ ? ", " : "", BENCH_REASON_NAMES[i]);
+    printf("]");
+    /* runs in each mode of the adaptive policy (warm-up included) */
+    ts_wait_stats ws;
+    ts_wait_get_stats(&ws);
+    printf(", \"wait_sleep_runs\": %ld, \"wait_spin_runs\": %ld, \"wait_switches\": %d, \"wait_to_sleep\": %d, "
+           "\"wait_to_spin\": %d, \"wait_sleep_ms\": %.1f, \"wait_spin_ms\": %.1f, \"wait_windows\": %ld, "
+           "\"wait_busy_windows\": %ld, \"wait_vetoed\": %ld%s",
+           ws.sleep_runs, ws.spin_runs, ws.to_sleep + ws.to_spin, ws.to_sleep, ws.to_spin, ws.sleep_ms,
+           ws.spin_ms, ws.windows, ws.busy_windows, ws.vetoed, open_end ? "" : "}\n");
+}
+
 /* t: the n times sorted ascending, med their median. */
 static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, long n,
                    double med, double build_ms, const quiet_stats *q)
 {
-    double mean = 0;
-    for (long i = 0; i < n; i++) mean += t[i] / (double)n;
-    long long rss = peak_rss();
     if (a->json) {
-        printf("{\"model\": ");
-        json_string(a->model);
-        printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
-               "\"warmup\": %ld, \"threads\": %d, \"peak_rss_bytes\": %lld, \"build_ms\": %.3f, \"steps\": %d, "
-               "\"fused_nodes\": %d, \"reorders\": %d, \"fallback_steps\": %d, \"ref_impls\": %d, \"arena_bytes\": %zu, "
-               "\"naive_bytes\": %zu, \"weight_bytes\": %zu, \"wait_policy\": ",
-               med, t[0], t[n - 1], mean, n, a->warmup, o->threads, rss, build_ms, st->steps, st->fused_nodes,
-               st->reorders, st->fallback_steps, st->ref_impls, st->arena_bytes, st->naive_bytes, st->weight_bytes);
-        json_string(ts_wait_policy_name());
-        printf(", \"rounds\": %ld, \"disturbed_rounds\": %ld, \"quiet_runs\": %ld, \"quiet_median_ms\": ", q->rounds,
-               q->disturbed, q->runs);
-        if (q->runs)
-            printf("%.4f, \"quiet_min_ms\": %.4f", q->median_ms, q->min_ms);
-        else
-            printf("null, \"quiet_min_ms\": null");
-        printf(", \"disturbed_by\": [");
-        for (int i = 0, k = 0; i < 5; i++)
-            if (q->reasons >> i & 1) printf("%s\"%s\"", k++ ? ", " : "", REASON_NAMES[i]);
-        printf("]");
-        /* runs in each mode of the adaptive policy (warm-up included) */
-        ts_wait_stats ws;
-        ts_wait_get_stats(&ws);
-        printf(", \"wait_sleep_runs\": %ld, \"wait_spin_runs\": %ld, \"wait_switches\": %d, \"wait_to_sleep\": %d, "
-               "\"wait_to_spin\": %d, \"wait_sleep_ms\": %.1f, \"wait_spin_ms\": %.1f, \"wait_windows\": %ld, "
-               "\"wait_busy_windows\": %ld, \"wait_vetoed\": %ld}\n",
-               ws.sleep_runs, ws.spin_runs, ws.to_sleep + ws.to_spin, ws.to_sleep, ws.to_spin, ws.sleep_ms,
-               ws.spin_ms, ws.windows, ws.busy_windows, ws.vetoed);
+        bench_report_json(a, o, st, t, n, med, build_ms, q, false);
         return;
     }
+    double mean = 0;
+    for (long i = 0; i < n; i++) mean += t[i] / (double)n;
+    long long rss = bench_peak_rss();
     const double mib = 1024.0 * 1024.0;
     printf("model: %s\n", a->model);
     printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "
@@ -224,7 +167,7 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
     else
         printf("quiet: none of %ld rounds undisturbed", q->rounds);
     for (int i = 0, k = 0; i < 5; i++)
-        if (q->reasons >> i & 1) printf("%s%s", k++ ? ", " : " (disturbed by: ", REASON_NAMES[i]);
+        if (q->reasons >> i & 1) printf("%s%s", k++ ? ", " : " (disturbed by: ", BENCH_REASON_NAMES[i]);
     printf("%s\n", q->reasons ? ")" : "");
     ts_wait_stats ws;
     ts_wait_get_stats(&ws);
@@ -249,96 +192,67 @@ int cli_bench(int argc, char **argv)
         cli_binds_free(&a.binds);
         return rc < 0 ? CLI_OK : rc;
     }
+    if (a.against) {
+        rc = bench_against(&a);
+        cli_binds_free(&a.binds);
+        return rc;
+    }
     rc = CLI_FAIL;
     ts_graph *g = cli_load_model(a.model, &a.binds);
     int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
     ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
-    double *times = calloc((size_t)a.iters, sizeof *times);
     ts_plan *plan = NULL;
     ts_plan_opts o = {.threads = (int)a.threads, .release_packed_weights = true}; /* g: shapes only after */
     ts_error err = {0};
     uint64_t rng = 0xbe4c;
     if (!g || !cli_mem_ok(g)) goto done;
-    if (!in || !out || !times) {
+    if (!in || !out) {
         cli_error(CLI_FAIL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < nin; i++) {
-        const ts_value *v = &g->values[g->inputs[i]];
-        if (!(in[i] = ts_tensor_new(v->dtype, &v->shape, &err))) {
-            cli_error_from(CLI_FAIL, &err);
-            goto done;
-        }
-        cli_fill_random_input(in[i], &rng);
-    }
-    for (int i = 0; i < nout; i++) {
-        const ts_value *v = &g->values[g->outputs[i]];
-        if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, &err))) {
-            cli_error_from(CLI_FAIL, &err);
-            goto done;
-        }
-    }
+    if (!bench_io_new(g, in, out, &rng)) goto done;
     double t0 = cli_now_ms();
     if (ts_plan_build(g, &o, &plan, &err)) {
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
     double build_ms = cli_now_ms() - t0;
-    /* Timed runs in rounds of about ROUND_MS, each bracketed by the
+    /* Timed runs in rounds of about BENCH_ROUND_MS, each bracketed by the
      * disturbance evidence of opt/measure.c (run delay, CPU share, other
      * runnable tasks, steal, collapse): the runs of undisturbed rounds give
      * quiet_median_ms, the one to compare across processes. */
-    long n = 0, cap = a.iters, nround = 0, rcap = 16;
-    double total_ms = 0;
-    ts_measure_sample *rs = calloc((size_t)rcap, sizeof *rs);
-    long *rfirst = calloc((size_t)rcap + 1, sizeof *rfirst);
-    if (!rs || !rfirst) {
-        free(rs);
-        free(rfirst);
-        cli_error(CLI_FAIL, "out of memory");
-        goto done;
-    }
-    ts_measure_probe pa, pb;
-    for (long i = 0; i < a.warmup || n < a.iters || (total_ms < a.min_time * 1e3 && n < 1000000); i++) {
+    bench_runs br;
+    if (!bench_runs_init(&br, a.iters)) goto oom;
+    for (long i = 0; i < a.warmup || br.n < a.iters || (br.total_ms < a.min_time * 1e3 && br.n < BENCH_MAX_RUNS);
+         i++) {
         bool timed = i >= a.warmup;
-        if (timed && (n == 0 || round_ms(times, rfirst[nround], n) >= ROUND_MS)) {
+        if (timed && (br.n == 0 || bench_round_ms(&br) >= BENCH_ROUND_MS)) {
             /* a round ends here, the next begins */
-            if (n > 0 && !round_close(&rs, &rfirst, &nround, &rcap, times, n, &pa, &pb)) goto oom;
-            rfirst[nround] = n;
-            ts_measure_probe_take(&pa);
+            if (br.n > 0 && !bench_round_close(&br)) goto oom;
+            bench_round_open(&br);
         }
-        double s = cli_now_ms();
-        if (ts_plan_run(plan, in, out, &err)) {
+        double ms;
+        if (bench_run_timed(plan, in, out, &ms, &err)) {
             cli_error_from(CLI_FAIL, &err);
-            free(rs);
-            free(rfirst);
+            bench_runs_free(&br);
             goto done;
         }
-        if (!timed) continue;
-        if (n == cap) {
-            double *t = realloc(times, sizeof *times * (size_t)(cap *= 2));
-            if (!t) goto oom;
-            times = t;
-        }
-        times[n] = cli_now_ms() - s;
-        total_ms += times[n++];
+        if (timed && !bench_runs_add(&br, ms)) goto oom;
     }
-    if (n > 0 && !round_close(&rs, &rfirst, &nround, &rcap, times, n, &pa, &pb)) goto oom;
+    if (br.n > 0 && !bench_round_close(&br)) goto oom;
     ts_plan_opts used = o;
     if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
     quiet_stats q = {0};
-    if (!quiet_median(rs, rfirst, nround, times, n, used.threads, &q)) goto oom;
-    free(rs);
-    free(rfirst);
-    double med = cli_sort_median(times, n);
+    if (!bench_runs_quiet(&br, used.threads, &q)) goto oom;
+    double med = cli_sort_median(br.t, br.n);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
-    report(&a, &used, &st, times, n, med, build_ms, &q);
+    report(&a, &used, &st, br.t, br.n, med, build_ms, &q);
+    bench_runs_free(&br);
     rc = CLI_OK;
     goto done;
 oom:
-    free(rs);
-    free(rfirst);
+    bench_runs_free(&br);
     cli_error(CLI_FAIL, "out of memory");
 done:
     for (int i = 0; i < nin; i++)
@@ -347,7 +261,6 @@ done:
         if (out) ts_tensor_unref(out[i]);
     free(in);
     free(out);
-    free(times);
     ts_plan_free(plan);
     ts_graph_free(g);
     cli_binds_free(&a.binds);
