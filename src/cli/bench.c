@@ -14,12 +14,16 @@
 
 static const char USAGE[] =
     "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--min-time S] [--warmup N] [--threads N]\n"
-    "                   [--json] [--against B.onnx [--rounds N]]\n"
+    "                   [--inputs DIR] [--json] [--against B.onnx [--rounds N]]\n"
     "  --iters N     timed runs (default 20)\n"
     "  --min-time S  more timed runs until they add up to S seconds (at most 1000000 runs;\n"
     "                default 0): a sub-millisecond model gets enough runs for a stable median\n"
     "  --warmup N    untimed runs first (default 3)\n"
     "  --threads N   OpenMP threads (default: one per core)\n"
+    "  --inputs DIR  the inputs, one NAME.npy each (as `tsopt run --save-inputs DIR` writes\n"
+    "                them; default: random).  A model whose shapes depend on input values\n"
+    "                (a Loop's trip count, a Reshape's shape given as an input) needs it: it\n"
+    "                is loaded at DIR's values, as `tsopt run` loads it (--against B: both)\n"
     "  --json        print one JSON object: median_ms, min_ms, max_ms, iters, threads,\n"
     "                peak_rss_bytes, the plan's statistics and the OpenMP wait policy\n"
     "Timed runs come in rounds of about 50 ms; a round in which another process took the\n"
@@ -65,6 +69,10 @@ static int parse(int argc, char **argv, bench_args *a)
             a->json = true;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
             if (!val || !cli_binds_add(&a->binds, val)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--inputs", &val)) {
+            if (!val) return CLI_USAGE;
+            if (!*val) return cli_error(CLI_USAGE, "bench: --inputs needs a folder");
+            a->inputs = val;
         } else if (cli_opt(argc, argv, &i, "--against", &val)) {
             if (!val) return CLI_USAGE;
             if (!*val) return cli_error(CLI_USAGE, "bench: --against needs a model file");
@@ -198,9 +206,12 @@ int cli_bench(int argc, char **argv)
         return rc;
     }
     rc = CLI_FAIL;
-    ts_graph *g = cli_load_model(a.model, &a.binds);
+    ts_tensor **in = NULL; /* from --inputs, else random */
+    ts_graph *g = bench_load(a.model, &a.binds, a.inputs, &in);
     int nin = g ? g->ninputs : 0, nout = g ? g->noutputs : 0;
-    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    bool random_in = !in;
+    if (random_in) in = calloc((size_t)nin + 1, sizeof *in);
+    ts_tensor **out = calloc((size_t)nout + 1, sizeof *out);
     ts_plan *plan = NULL;
     ts_plan_opts o = {.threads = (int)a.threads, .release_packed_weights = true}; /* g: shapes only after */
     ts_error err = {0};
@@ -210,7 +221,7 @@ int cli_bench(int argc, char **argv)
         cli_error(CLI_FAIL, "out of memory");
         goto done;
     }
-    if (!bench_io_new(g, in, out, &rng)) goto done;
+    if (!bench_io_new(g, random_in ? in : NULL, out, &rng)) goto done;
     double t0 = cli_now_ms();
     if (ts_plan_build(g, &o, &plan, &err)) {
         cli_error_from(CLI_FAIL, &err);

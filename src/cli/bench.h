@@ -13,6 +13,7 @@
 typedef struct bench_args {
     const char *model;
     const char *against; /* --against B.onnx, NULL: one model */
+    const char *inputs;  /* --inputs DIR: the inputs (NAME.npy each), NULL: random */
     long iters, warmup, threads;
     long rounds;      /* --against: alternating rounds at least (even) */
     double min_time;  /* seconds */
@@ -78,6 +79,13 @@ void bench_json_string(const char *s);
 /* Peak resident set (VmHWM) in bytes, 0 when /proc is unavailable. */
 long long bench_peak_rss(void);
 extern const char *const BENCH_REASON_NAMES[5];
+
+/* The model as bench times it (bench_value.c): loaded at binds; with
+ * inputs_dir, *in (when in) receives the graph's inputs from DIR/NAME.npy,
+ * and a model whose shapes depend on input values is loaded at DIR's
+ * values (without inputs_dir it is refused, saying to pass --inputs).
+ * NULL with the error printed. */
+ts_graph *bench_load(const char *path, const cli_binds *binds, const char *inputs_dir, ts_tensor ***in);
 
 /* tsopt bench A --against B (bench_against.c). */
 int bench_against(const bench_args *a);

@@ -169,10 +169,12 @@ int bench_against(const bench_args *a)
     double *ratio = NULL;
     ts_plan_opts o = {.threads = (int)a->threads, .release_packed_weights = true};
     uint64_t rng = 0xbe4c; /* the one-model bench's inputs: A's numbers compare with its */
+    /* --inputs: A's from the folder (B loaded at the same values), else random */
     for (int k = 0; k < 2; k++)
-        if (!(s[k].g = cli_load_model(s[k].path, &a->binds))) goto done;
+        if (!(s[k].g = bench_load(s[k].path, &a->binds, a->inputs, k ? NULL : &s[0].in))) goto done;
+    bool random_in = !s[0].in;
     for (int k = 0; k < 2; k++) {
-        s[k].in = calloc((size_t)s[k].g->ninputs + 1, sizeof *s[k].in);
+        if (k || random_in) s[k].in = calloc((size_t)s[k].g->ninputs + 1, sizeof *s[k].in);
         s[k].out = calloc((size_t)s[k].g->noutputs + 1, sizeof *s[k].out);
         if (!s[k].in || !s[k].out || !bench_runs_init(&s[k].br, a->iters)) {
             cli_error(CLI_FAIL, "out of memory");
@@ -181,7 +183,7 @@ int bench_against(const bench_args *a)
     }
     /* before any plan is built: a mismatch costs no time */
     if (!match_inputs(&s[0], &s[1])) goto done;
-    if (!cli_mem_ok(s[0].g) || !bench_io_new(s[0].g, s[0].in, NULL, &rng)) goto done;
+    if (!cli_mem_ok(s[0].g) || (random_in && !bench_io_new(s[0].g, s[0].in, NULL, &rng))) goto done;
     /* B's inputs are A's tensors (borrowed), in B's order */
     for (int j = 0; j < s[1].g->ninputs; j++)
         for (int i = 0; i < s[0].g->ninputs; i++)

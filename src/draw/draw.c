@@ -11,13 +11,16 @@
  * by a rewritten neighbour stays unchanged. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include "draw/draw.h"
 #include "ops/op.h"
 #include "tsopt.h"
 
@@ -309,10 +312,38 @@ static ts_status write_file(const char *file, const char *shown, const char *tex
     return TS_OK;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for pid; with seconds > 0, kills its process group (dot, or a
+ * wrapper script and its children) once that has passed and sets *late.
+ * Polled every 20 ms: a picture takes far longer than that. */
+static int wait_dot(pid_t pid, double seconds, bool *late, int *status)
+{
+    double end = now_s() + seconds;
+    for (;;) {
+        pid_t w = waitpid(pid, status, seconds > 0 ? WNOHANG : 0);
+        if (w == pid) return 0;
+        if (w < 0 && errno != EINTR) return -1;
+        if (w == 0 && now_s() > end) {
+            kill(-pid, SIGKILL);
+            *late = true;
+            seconds = 0; /* reap it */
+            continue;
+        }
+        if (w == 0) nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    }
+}
+
 /* dot -T<fmt> -o out in; its stderr goes to errpath, whose first line
- * explains a failure. */
+ * explains a failure.  seconds > 0 bounds it (run in a process group of
+ * its own, so that a kill reaches all of it). */
 static ts_status run_dot(const char *fmt, const char *in, const char *out, const char *errpath, const char *path,
-                         ts_error *err)
+                         double seconds, ts_error *err)
 {
     char tflag[16];
     snprintf(tflag, sizeof tflag, "-T%s", fmt);
@@ -321,15 +352,27 @@ static ts_status run_dot(const char *fmt, const char *in, const char *out, const
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    if (seconds > 0) {
+        posix_spawnattr_setpgroup(&at, 0);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    }
     pid_t pid;
-    int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, "dot", &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
     if (rc)
         return ts_error_set(err, TS_ERR_IO, "draw: cannot run Graphviz 'dot' for '%s': %s (install graphviz, or write a .dot file)",
                             path, strerror(rc));
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return ts_error_set(err, TS_ERR_IO, "draw: waiting for 'dot': %s", strerror(errno));
+    bool late = false;
+    if (wait_dot(pid, seconds, &late, &status))
+        return ts_error_set(err, TS_ERR_IO, "draw: waiting for 'dot': %s", strerror(errno));
+    if (late)
+        return ts_error_set(err, TS_ERR_IO,
+                            "draw: Graphviz 'dot' did not draw '%s' within %.3g s (stopped; nothing drawn)", path,
+                            seconds);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TS_OK;
     char line[300] = "";
     FILE *f = fopen(errpath, "r");
@@ -344,6 +387,12 @@ static ts_status run_dot(const char *fmt, const char *in, const char *out, const
 }
 
 ts_status ts_graph_draw(const ts_graph *g, const ts_graph *diff_against, const char *path, ts_error *err)
+{
+    return ts_graph_draw_within(g, diff_against, path, 0, err);
+}
+
+ts_status ts_graph_draw_within(const ts_graph *g, const ts_graph *diff_against, const char *path, double seconds,
+                               ts_error *err)
 {
     const char *ext = strrchr(path, '.');
     const char *fmt = !ext ? NULL : !strcmp(ext, ".svg") ? "svg" : !strcmp(ext, ".png") ? "png" : !strcmp(ext, ".dot") ? "dot" : NULL;
@@ -369,7 +418,7 @@ ts_status ts_graph_draw(const ts_graph *g, const ts_graph *diff_against, const c
         if (!strcmp(fmt, "dot")) {
             st = write_file(tmp, path, b.s, b.n, err);
         } else if (!(st = write_file(dotf, path, b.s, b.n, err))) {
-            st = run_dot(fmt, dotf, tmp, errf, path, err);
+            st = run_dot(fmt, dotf, tmp, errf, path, seconds, err);
             remove(dotf);
             remove(errf);
         }

@@ -243,3 +243,155 @@ bool ts_ein_extract_read(const ts_ein *e, int s, int k, ts_ein *out)
     ts_ein_gc(out);
     return true;
 }
+
+/* The read node's indices with index p replaced by (u, v): a reader of a
+ * scope whose traversal position p was split into two. */
+static bool reader_split(ts_ein *out, int rn, int p, const ts_ein_idx *u, const ts_ein_idx *v)
+{
+    const ts_ein_node *r = &out->node[rn];
+    if (r->rank + 1 > EIN_MAX_TRAV) return false;
+    ts_ein_idx ix[EIN_MAX_TRAV];
+    int k = 0;
+    for (int d = 0; d < r->rank; d++) {
+        if (d == p) {
+            ix[k++] = *u;
+            ix[k++] = *v;
+        } else
+            ix[k++] = out->idx[r->idx + d];
+    }
+    int nr = ts_ein_read(out, r->src, k, ix);
+    if (nr < 0) return false;
+    out->node[rn] = out->node[nr];
+    return true;
+}
+
+bool ts_ein_split_trav(const ts_ein *e, int s, int p, int64_t f, ts_ein *out)
+{
+    if (s < 0 || s >= e->nscope || p < 0 || p >= e->scope[s].ntrav || f < 2) return false;
+    const ts_ein_scope *sc = &e->scope[s];
+    int a = sc->trav[p];
+    int64_t H = e->iter[a].hi;
+    if (e->iter[a].lo != 0 || H % f || H == f || sc->ntrav + 1 > EIN_MAX_TRAV) return false;
+    /* readers must read position p at f*u + v, v over [0, f), u within
+     * [0, H/f): then they read (u, v) of the split scope, same element */
+    int rd[EIN_MAX_NODES], nrd = 0;
+    for (int n = 0; n < e->nnode; n++) {
+        const ts_ein_node *r = &e->node[n];
+        if (r->op != EIN_READ || r->src != -s - 1) continue;
+        const ts_ein_idx *x = &e->idx[r->idx + p];
+        if (x->n != 2 || x->c || x->div != 1 || x->mod) return false;
+        int ku = x->co[0] == f ? 0 : x->co[1] == f ? 1 : -1;
+        if (ku < 0 || x->co[1 - ku] != 1) return false;
+        const ts_ein_iter *u = &e->iter[x->it[ku]], *v = &e->iter[x->it[1 - ku]];
+        if (u->lo < 0 || u->hi > H / f || v->lo < 0 || v->hi > f) return false;
+        rd[nrd++] = n;
+    }
+    *out = *e;
+    int hq = ts_ein_iter_new(out, 0, H / f), hr = ts_ein_iter_new(out, 0, f);
+    if (hq < 0 || hr < 0) return false;
+    ts_ein_idx repl = ts_ein_idx_it(hr), q = ts_ein_idx_it(hq);
+    ts_ein_idx_axpy(&repl, f, &q); /* a = f*hq + hr */
+    int reads[MAX_READS], nr = 0;
+    collect_reads(out, sc->body, reads, &nr);
+    if (nr >= MAX_READS) return false;
+    for (int i = 0; i < nr; i++) {
+        const ts_ein_node *r = &out->node[reads[i]];
+        for (int d = 0; d < r->rank; d++)
+            if (!ts_ein_idx_subst(&out->idx[r->idx + d], a, &repl)) return false;
+    }
+    ts_ein_scope *ns = &out->scope[s];
+    for (int d = ns->ntrav; d > p + 1; d--) ns->trav[d] = ns->trav[d - 1];
+    ns->trav[p] = (int16_t)hq;
+    ns->trav[p + 1] = (int16_t)hr;
+    ns->ntrav++;
+    for (int i = 0; i < nrd; i++) {
+        const ts_ein_idx *x = &out->idx[out->node[rd[i]].idx + p];
+        int ku = x->co[0] == f ? 0 : 1;
+        ts_ein_idx u = ts_ein_idx_it(x->it[ku]), v = ts_ein_idx_it(x->it[1 - ku]);
+        if (!reader_split(out, rd[i], p, &u, &v)) return false;
+    }
+    ts_ein_gc(out);
+    return true;
+}
+
+bool ts_ein_extract_phase(const ts_ein *e, int s, int k, ts_ein *out)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    int reads[MAX_READS], nr = 0, seen = 0, rn = -1;
+    collect_reads(e, sc->body, reads, &nr);
+    for (int i = 0; i < nr && rn < 0; i++)
+        if (e->node[reads[i]].src >= 0 && seen++ == k) rn = reads[i];
+    if (rn < 0) return false;
+    const ts_ein_node *r = &e->node[rn];
+    const ts_shape *X = &e->in_shape[r->src];
+    /* per dimension: the phase iterator (-1: a plain index) and factor */
+    int ph[TS_MAX_RANK], nph = 0;
+    int64_t fac[TS_MAX_RANK];
+    if (r->rank > TS_MAX_RANK) return false;
+    for (int d = 0; d < r->rank; d++) {
+        const ts_ein_idx *x = &e->idx[r->idx + d];
+        ph[d] = -1;
+        if (plain(x) || x->div != 1 || x->mod) {
+            if (!plain(x)) return false;
+            continue;
+        }
+        /* x = f*(...) + a, a a traversal iterator of s over [0, f) */
+        for (int t = 0; t < x->n && ph[d] < 0; t++) {
+            const ts_ein_iter *it = &e->iter[x->it[t]];
+            int64_t f = it->hi;
+            if (x->co[t] != 1 || it->lo != 0 || f < 2 || trav_pos(sc, x->it[t]) < 0) continue;
+            bool ok = x->c % f == 0 && X->dims[d] % f == 0;
+            for (int u = 0; u < x->n; u++) ok &= u == t || x->co[u] % f == 0;
+            for (int j = 0; j < d; j++) ok &= ph[j] != x->it[t];
+            if (ok) ph[d] = x->it[t], fac[d] = f;
+        }
+        if (ph[d] < 0) return false;
+        nph++;
+    }
+    if (!nph || nph + r->rank > EIN_MAX_TRAV) return false;
+    *out = *e;
+    int u = ts_ein_scope_new(out);
+    if (u < 0) return false;
+    /* P[phases..., dims...] = X[..., f*y + a, ...] */
+    ts_ein_scope us = {0};
+    ts_ein_idx body_ix[TS_MAX_RANK], rd_ix[EIN_MAX_TRAV];
+    int pit[TS_MAX_RANK];
+    for (int d = 0; d < r->rank; d++) {
+        if (ph[d] < 0) continue;
+        if ((pit[d] = ts_ein_iter_new(out, 0, fac[d])) < 0) return false;
+        rd_ix[us.ntrav] = ts_ein_idx_it(ph[d]);
+        us.trav[us.ntrav++] = (int16_t)pit[d];
+    }
+    for (int d = 0; d < r->rank; d++) {
+        const ts_ein_idx *x = &e->idx[r->idx + d];
+        int y = ts_ein_iter_new(out, 0, ph[d] < 0 ? X->dims[d] : X->dims[d] / fac[d]);
+        if (y < 0) return false;
+        body_ix[d] = ts_ein_idx_it(y);
+        if (ph[d] < 0) {
+            rd_ix[us.ntrav] = *x;
+        } else {
+            ts_ein_idx a = ts_ein_idx_it(pit[d]);
+            body_ix[d].co[0] = fac[d];
+            ts_ein_idx_axpy(&body_ix[d], 1, &a);
+            /* the reader's quotient (x - a) / f, exact by construction */
+            ts_ein_idx q = {.div = 1};
+            for (int t = 0; t < x->n; t++)
+                if (x->it[t] != ph[d]) {
+                    q.it[q.n] = x->it[t];
+                    q.co[q.n++] = x->co[t] / fac[d];
+                }
+            q.c = x->c / fac[d];
+            rd_ix[us.ntrav] = q;
+        }
+        us.trav[us.ntrav++] = (int16_t)y;
+    }
+    int body = ts_ein_read(out, r->src, r->rank, body_ix);
+    if (body < 0) return false;
+    us.body = (int16_t)body;
+    out->scope[u] = us;
+    int nrd = ts_ein_read(out, -u - 1, us.ntrav, rd_ix);
+    if (nrd < 0) return false;
+    out->node[rn] = out->node[nrd];
+    ts_ein_gc(out);
+    return true;
+}

@@ -36,6 +36,25 @@ bool ts_ein_tighten(ts_ein *e);
  * the read's iterators in order of appearance. */
 bool ts_ein_extract_read(const ts_ein *e, int s, int k, ts_ein *out);
 
+/* Traversal splitting (variable substitution a = f*a' + r, a bijection of
+ * boxes): traversal iterator at position p of scope s, over [0, H) with f
+ * dividing H, becomes a' over [0, H/f) at p and r over [0, f) at p+1 (the
+ * row-major layout of the scope is unchanged).  Readers must read
+ * position p at f*u + v with v over [0, f) and u within [0, H/f); they
+ * then read (u, v).  A dilated or strided index h + d*k becomes
+ * d*(h' + k) + r: the paper's "dilated G2BMM -> G2BMM" substitution. */
+bool ts_ein_split_trav(const ts_ein *e, int s, int p, int64_t f, ts_ein *out);
+
+/* Phase extraction: the k-th input read in scope s, whose indices are
+ * plain iterators or f*(...) + a with a a traversal iterator of s over
+ * [0, f) (the constant and every other coefficient multiples of f, the
+ * dimension a multiple of f), becomes a read of a new movement scope
+ * P[a..., i...] = X[..., f*y + a, ...] (the phases outermost, then the
+ * input's dimensions, phased ones divided by f) at (a..., (x - a)/f ...).
+ * A dilated convolution then reads P at unit steps: a regular
+ * convolution over the phase images (space-to-batch). */
+bool ts_ein_extract_phase(const ts_ein *e, int s, int k, ts_ein *out);
+
 /* ------------------------------------------------------------- search */
 
 typedef struct ts_ein_found {
@@ -49,6 +68,12 @@ typedef struct ts_ein_search_opts {
     /* accepts an expression as a result (instantiable); NULL: none */
     bool (*accept)(const ts_ein *e, void *arg);
     void *arg;
+    /* false: summation splitting, substitution, read extraction; true:
+     * traversal splitting by the dilations/strides of the expression and
+     * phase extraction only (the derivations toward a regular Conv over
+     * phase images, a search of its own: mixed with the others, the
+     * states of the first set would crowd them out of max_states) */
+    bool phases;
 } ts_ein_search_opts;
 
 typedef struct ts_ein_search_stats {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "einnet/instantiate.h"
+#include "ops/window.h"
 
 typedef struct tref {
     int v;                    /* value id */
@@ -167,12 +168,237 @@ static int64_t sum_points(const ts_ein *e, const ts_ein_scope *sc)
     return n;
 }
 
+static bool full_range(const ts_ein *e, int it, int64_t ext)
+{
+    return e->iter[it].lo == 0 && e->iter[it].hi == ext;
+}
+
+/* G2BMM (banded product, Longformer's scores): body A[batch..., i, c] *
+ * B[batch..., i + j + c1, c] summed over c alone, A and B scopes or
+ * inputs from 0, the batch dims plain traversal iterators read at the
+ * same positions in both, traversal = batch, i, j; the band symmetric
+ * (c1 = -(J-1)/2) and at most G2_BLOCK wide on each side, the rows a
+ * multiple of G2_BLOCK.  Built blocked (build_g2bmm). */
+#define G2_BLOCK 64
+
+typedef struct g2 {
+    int ar, br;      /* the reads */
+    int nb;          /* batch dims */
+    int i, j;        /* row and band iterators */
+    int64_t L, J, C; /* rows, band width, channels */
+} g2;
+
+static bool g2_analyze(const ts_ein *e, int s, g2 *q)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *b = &e->node[sc->body];
+    if (sc->nsum != 1 || b->op != EIN_MUL || e->node[b->a].op != EIN_READ || e->node[b->b].op != EIN_READ) return false;
+    memset(q, 0, sizeof *q);
+    const ts_ein_node *x = &e->node[b->a], *y = &e->node[b->b];
+    if (x->rank != y->rank || x->rank < 3 || x->rank > TS_MAX_RANK || sc->ntrav != x->rank) return false;
+    int r = x->rank;
+    const ts_ein_idx *row_b = &e->idx[y->idx + r - 2];
+    if (row_b->n != 2) {
+        const ts_ein_node *t = x;
+        x = y, y = t;
+        row_b = &e->idx[y->idx + r - 2];
+    }
+    q->ar = x == &e->node[b->a] ? b->a : b->b;
+    q->br = q->ar == b->a ? b->b : b->a;
+    const ts_ein_idx *xi = &e->idx[x->idx], *yi = &e->idx[y->idx];
+    for (int d = 0; d < r; d++) {
+        int64_t lo, ext, lo2, ext2;
+        src_range(e, x->src, d, &lo, &ext);
+        src_range(e, y->src, d, &lo2, &ext2);
+        if (lo || lo2 || (d != r - 2 && ext != ext2)) return false;
+        if (d < r - 2 && (!plain(&xi[d]) || !plain(&yi[d]) || xi[d].it[0] != yi[d].it[0] ||
+                          pos_in(sc->trav, sc->ntrav, xi[d].it[0]) < 0 || !full_range(e, xi[d].it[0], ext)))
+            return false;
+    }
+    q->nb = r - 2;
+    int c = sc->sum[0];
+    if (!plain(&xi[r - 1]) || !plain(&yi[r - 1]) || xi[r - 1].it[0] != c || yi[r - 1].it[0] != c) return false;
+    src_range(e, x->src, r - 1, &(int64_t){0}, &q->C);
+    if (!full_range(e, c, q->C) || !plain(&xi[r - 2])) return false;
+    q->i = xi[r - 2].it[0];
+    int64_t lo;
+    src_range(e, x->src, r - 2, &lo, &q->L);
+    int64_t Lb;
+    src_range(e, y->src, r - 2, &lo, &Lb);
+    if (Lb != q->L || !full_range(e, q->i, q->L) || pos_in(sc->trav, sc->ntrav, q->i) < 0) return false;
+    if (row_b->div != 1 || row_b->mod || row_b->co[0] != 1 || row_b->co[1] != 1) return false;
+    q->j = row_b->it[0] == q->i ? row_b->it[1] : row_b->it[1] == q->i ? row_b->it[0] : -1;
+    if (q->j < 0 || pos_in(sc->trav, sc->ntrav, q->j) < 0 || e->iter[q->j].lo) return false;
+    q->J = e->iter[q->j].hi;
+    return q->J % 2 == 1 && row_b->c == -(q->J - 1) / 2 && (q->J - 1) / 2 <= G2_BLOCK && q->L % G2_BLOCK == 0;
+}
+
+/* The band's counterpart (Longformer's context): body A[batch..., i, j] *
+ * B[batch..., i + j + c1, c] summed over j alone: the probabilities of a
+ * band times the rows they weigh.  Same conditions as g2_analyze (j over
+ * [0, J) is the summation, c a traversal iterator). */
+static bool g2t_analyze(const ts_ein *e, int s, g2 *q)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *b = &e->node[sc->body];
+    if (sc->nsum != 1 || b->op != EIN_MUL || e->node[b->a].op != EIN_READ || e->node[b->b].op != EIN_READ) return false;
+    memset(q, 0, sizeof *q);
+    const ts_ein_node *x = &e->node[b->a], *y = &e->node[b->b];
+    if (x->rank != y->rank || x->rank < 3 || x->rank > TS_MAX_RANK || sc->ntrav != x->rank) return false;
+    int r = x->rank;
+    if (e->idx[y->idx + r - 2].n != 2) {
+        const ts_ein_node *t = x;
+        x = y, y = t;
+    }
+    q->ar = x == &e->node[b->a] ? b->a : b->b;
+    q->br = q->ar == b->a ? b->b : b->a;
+    const ts_ein_idx *xi = &e->idx[x->idx], *yi = &e->idx[y->idx], *row_b = &yi[r - 2];
+    for (int d = 0; d < r; d++) {
+        int64_t lo, ext, lo2, ext2;
+        src_range(e, x->src, d, &lo, &ext);
+        src_range(e, y->src, d, &lo2, &ext2);
+        if (lo || lo2 || (d < r - 2 && ext != ext2)) return false;
+        if (d < r - 2 && (!plain(&xi[d]) || !plain(&yi[d]) || xi[d].it[0] != yi[d].it[0] ||
+                          pos_in(sc->trav, sc->ntrav, xi[d].it[0]) < 0 || !full_range(e, xi[d].it[0], ext)))
+            return false;
+    }
+    q->nb = r - 2;
+    q->j = sc->sum[0];
+    int64_t lo;
+    src_range(e, x->src, r - 1, &lo, &q->J);
+    src_range(e, x->src, r - 2, &lo, &q->L);
+    int64_t Lb;
+    src_range(e, y->src, r - 2, &lo, &Lb);
+    src_range(e, y->src, r - 1, &lo, &q->C);
+    if (!plain(&xi[r - 1]) || xi[r - 1].it[0] != q->j || !full_range(e, q->j, q->J) || !plain(&xi[r - 2])) return false;
+    q->i = xi[r - 2].it[0];
+    if (Lb != q->L || !full_range(e, q->i, q->L) || pos_in(sc->trav, sc->ntrav, q->i) < 0) return false;
+    if (!plain(&yi[r - 1]) || pos_in(sc->trav, sc->ntrav, yi[r - 1].it[0]) < 0 || !full_range(e, yi[r - 1].it[0], q->C))
+        return false;
+    if (row_b->div != 1 || row_b->mod || row_b->co[0] != 1 || row_b->co[1] != 1) return false;
+    bool ij = (row_b->it[0] == q->i && row_b->it[1] == q->j) || (row_b->it[1] == q->i && row_b->it[0] == q->j);
+    return ij && q->J % 2 == 1 && row_b->c == -(q->J - 1) / 2 && (q->J - 1) / 2 <= G2_BLOCK && q->L % G2_BLOCK == 0;
+}
+
+/* A regular convolution over a scope: body X[b..., c, st*o + dl*k + c0, ...]
+ * * W[f, c, k, ...] with W an input, X a scope (phase images: the
+ * convolution of an input is the operator itself, not a derivation), the
+ * leading indices of X plain traversal iterators (the batch, merged), c
+ * and the kernel iterators summed over W's whole range, the output
+ * positions o from 0.  Group 1. */
+typedef struct cv {
+    int xr, wr;            /* the reads */
+    int nb, nsp;           /* batch dims of X, spatial dims */
+    int f, o[TS_WIN_MAX];  /* iterators: output channel, positions */
+    int64_t stride[TS_WIN_MAX], dil[TS_WIN_MAX], pb[TS_WIN_MAX], pe[TS_WIN_MAX];
+} cv;
+
+static bool conv_analyze(const ts_ein *e, int s, cv *c)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *b = &e->node[sc->body];
+    if (b->op != EIN_MUL || e->node[b->a].op != EIN_READ || e->node[b->b].op != EIN_READ) return false;
+    memset(c, 0, sizeof *c);
+    c->xr = e->node[b->a].src < 0 ? b->a : b->b;
+    c->wr = c->xr == b->a ? b->b : b->a;
+    const ts_ein_node *x = &e->node[c->xr], *w = &e->node[c->wr];
+    if (x->src >= 0 || w->src < 0 || w->rank < 3 || w->rank - 2 > TS_WIN_MAX) return false;
+    const ts_shape *W = &e->in_shape[w->src];
+    c->nsp = w->rank - 2;
+    c->nb = x->rank - c->nsp - 1;
+    if (c->nb < 1 || x->rank > TS_MAX_RANK) return false;
+    for (int d = 0; d < x->rank; d++) {
+        int64_t lo, ext;
+        src_range(e, x->src, d, &lo, &ext);
+        if (lo) return false;
+    }
+    const ts_ein_idx *wi = &e->idx[w->idx];
+    for (int d = 0; d < w->rank; d++)
+        if (!plain(&wi[d]) || !full_range(e, wi[d].it[0], W->dims[d])) return false;
+    c->f = wi[0].it[0];
+    if (pos_in(sc->trav, sc->ntrav, c->f) < 0 || pos_in(sc->sum, sc->nsum, wi[1].it[0]) < 0) return false;
+    if (sc->nsum != w->rank - 1 || sc->ntrav != c->nb + 1 + c->nsp) return false;
+    const ts_ein_idx *xi = &e->idx[x->idx];
+    bool used[EIN_MAX_ITERS] = {0};
+    used[c->f] = true;
+    for (int d = 0; d < c->nb; d++) {
+        int64_t lo, ext;
+        src_range(e, x->src, d, &lo, &ext);
+        if (!plain(&xi[d]) || !full_range(e, xi[d].it[0], ext) || used[xi[d].it[0]] ||
+            pos_in(sc->trav, sc->ntrav, xi[d].it[0]) < 0)
+            return false;
+        used[xi[d].it[0]] = true;
+    }
+    if (!plain(&xi[c->nb]) || xi[c->nb].it[0] != wi[1].it[0]) return false;
+    for (int i = 0; i < c->nsp; i++) {
+        const ts_ein_idx *y = &xi[c->nb + 1 + i];
+        int k = wi[2 + i].it[0], o = -1;
+        if (y->n != 2 || y->div != 1 || y->mod || pos_in(sc->sum, sc->nsum, k) < 0) return false;
+        for (int t = 0; t < 2; t++) {
+            if (y->co[t] < 1) return false;
+            if (y->it[t] == k) c->dil[i] = y->co[t];
+            else o = y->it[t], c->stride[i] = y->co[t];
+        }
+        if (o < 0 || !c->dil[i] || used[o] || pos_in(sc->trav, sc->ntrav, o) < 0 || e->iter[o].lo) return false;
+        used[o] = true;
+        c->o[i] = o;
+        int64_t lo, in;
+        src_range(e, x->src, c->nb + 1 + i, &lo, &in);
+        int64_t O = e->iter[o].hi, K = W->dims[2 + i];
+        c->pb[i] = -y->c;
+        c->pe[i] = (O - 1) * c->stride[i] + c->dil[i] * (K - 1) + 1 - in - c->pb[i];
+        if (c->pb[i] < 0 || c->pe[i] < 0) return false;
+    }
+    return true;
+}
+
+/* A movement scope putting phases of a tensor outermost: body one read of
+ * an input or scope (from 0), every index a plain iterator over the whole
+ * dimension or f*y + a with a over [0, f), y over [0, dim/f); every
+ * traversal iterator used once.  A Reshape and a Transpose. */
+static bool phase_analyze(const ts_ein *e, int s)
+{
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *r = &e->node[sc->body];
+    if (sc->nsum || r->op != EIN_READ || r->rank > TS_MAX_RANK) return false;
+    int nused = 0, nph = 0;
+    bool used[EIN_MAX_ITERS] = {0};
+    for (int d = 0; d < r->rank; d++) {
+        const ts_ein_idx *x = &e->idx[r->idx + d];
+        int64_t lo, ext;
+        src_range(e, r->src, d, &lo, &ext);
+        if (lo || x->div != 1 || x->mod || x->c) return false;
+        if (plain(x)) {
+            if (!full_range(e, x->it[0], ext) || used[x->it[0]]) return false;
+            used[x->it[0]] = true, nused++;
+            continue;
+        }
+        if (x->n != 2) return false;
+        int ka = x->co[0] == 1 ? 0 : 1, a = x->it[ka], y = x->it[1 - ka];
+        int64_t f = x->co[1 - ka];
+        if (x->co[ka] != 1 || f < 2 || ext % f || !full_range(e, a, f) || !full_range(e, y, ext / f) || used[a] ||
+            used[y])
+            return false;
+        used[a] = used[y] = true, nused += 2, nph++;
+    }
+    if (!nph || nused != sc->ntrav || r->rank + nph > TS_MAX_RANK) return false;
+    for (int p = 0; p < sc->ntrav; p++)
+        if (!used[sc->trav[p]]) return false;
+    return true;
+}
+
 ts_ein_kind ts_ein_scope_kind(const ts_ein *e, int s)
 {
     const ts_ein_scope *sc = &e->scope[s];
     if (sc->ntrav > TS_MAX_RANK || sc->ntrav < 1) return EIN_KIND_NONE;
     mm m;
     if (mm_analyze(e, s, &m)) return EIN_KIND_MATMUL;
+    cv c;
+    if (conv_analyze(e, s, &c)) return EIN_KIND_CONV;
+    g2 q;
+    if (g2_analyze(e, s, &q)) return EIN_KIND_G2BMM;
+    if (g2t_analyze(e, s, &q)) return EIN_KIND_G2BMM_T;
+    if (phase_analyze(e, s)) return EIN_KIND_PHASE;
     const ts_ein_node *b = &e->node[sc->body];
     int reads[8], nr = 0;
     if (b->op == EIN_READ && sum_points(e, sc) <= EIN_MAX_UNROLL) {
@@ -182,6 +408,19 @@ ts_ein_kind ts_ein_scope_kind(const ts_ein *e, int s)
     }
     if (!sc->nsum && arith_reads(e, sc->body, reads, &nr) && covers_all(e, s, reads, nr)) return EIN_KIND_ELEMENTWISE;
     return EIN_KIND_NONE;
+}
+
+bool ts_ein_undilated_conv(const ts_ein *e)
+{
+    int nconv = 0;
+    for (int s = 0; s < e->nscope; s++) {
+        cv c;
+        if (!conv_analyze(e, s, &c)) continue;
+        nconv++;
+        for (int i = 0; i < c.nsp; i++)
+            if (c.dil[i] != 1) return false;
+    }
+    return nconv > 0;
 }
 
 bool ts_ein_instantiable(const ts_ein *e)
@@ -198,7 +437,9 @@ void ts_ein_describe(const ts_ein *e, char *buf, size_t n)
     /* innermost first: the order the nodes run in */
     for (int s = e->nscope - 1; s >= 0 && len + 1 < n; s--) {
         ts_ein_kind k = ts_ein_scope_kind(e, s);
-        const char *name = k == EIN_KIND_MATMUL ? "matmul" : k == EIN_KIND_REDUCE ? "reduce" : k == EIN_KIND_ELEMENTWISE ? "ew" : "eop";
+        const char *name = k == EIN_KIND_MATMUL ? "matmul" : k == EIN_KIND_REDUCE ? "reduce" : k == EIN_KIND_ELEMENTWISE ? "ew"
+                         : k == EIN_KIND_CONV ? "conv" : k == EIN_KIND_PHASE ? "phases" : k == EIN_KIND_G2BMM ? "g2bmm"
+                         : k == EIN_KIND_G2BMM_T ? "g2bmmt" : "eop";
         char pts[32] = "";
         if (k == EIN_KIND_REDUCE && e->scope[s].nsum)
             snprintf(pts, sizeof pts, "%lld", (long long)sum_points(e, &e->scope[s]));
@@ -640,6 +881,227 @@ static bool inner_in_m(const ts_ein *e, int s, const mm *m)
     return false;
 }
 
+/* t's value with its logical dimensions in order (physical = logical). */
+static int in_logical_order(bld *b, const tref *t)
+{
+    int perm[TS_MAX_RANK];
+    for (int d = 0; d < t->nd; d++)
+        for (int j = 0; j < t->nd; j++)
+            if (t->lay[j] == d) perm[d] = j;
+    return transpose(b, t->v, perm, t->nd);
+}
+
+/* Phase scope: the source's phased dims split (y, a) by a Reshape, then
+ * one Transpose into traversal order (phases outermost). */
+static ts_status build_phase(bld *b, int s)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_scope *sc = &e->scope[s];
+    const ts_ein_node *r = &e->node[sc->body];
+    tref t;
+    if (src_ref(b, r->src, &t)) return b->err->code;
+    int v = in_logical_order(b, &t), its[TS_MAX_RANK], n = 0;
+    int64_t dims[TS_MAX_RANK];
+    for (int d = 0; d < r->rank; d++) {
+        const ts_ein_idx *x = &e->idx[r->idx + d];
+        if (plain(x)) {
+            its[n] = x->it[0], dims[n++] = t.ext[d];
+            continue;
+        }
+        int ka = x->co[0] == 1 ? 0 : 1;
+        int64_t f = x->co[1 - ka];
+        its[n] = x->it[1 - ka], dims[n++] = t.ext[d] / f;
+        its[n] = x->it[ka], dims[n++] = f;
+    }
+    int perm[TS_MAX_RANK];
+    for (int p = 0; p < sc->ntrav; p++)
+        for (int j = 0; j < n; j++)
+            if (its[j] == sc->trav[p]) perm[p] = j;
+    v = transpose(b, reshape(b, v, dims, n), perm, n);
+    if (v < 0) return fail(b);
+    trav_ref(b, s, v);
+    return TS_OK;
+}
+
+/* Conv scope: the source's batch dims merged, one Conv (with the bias
+ * value `bias`, -1: none), the result left as [batch..., F, O...]. */
+static ts_status build_conv(bld *b, int s, int bias)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_scope *sc = &e->scope[s];
+    cv c;
+    if (!conv_analyze(e, s, &c)) return fail(b);
+    const ts_ein_node *x = &e->node[c.xr], *w = &e->node[c.wr];
+    tref t;
+    if (src_ref(b, x->src, &t)) return b->err->code;
+    int64_t dims[TS_MAX_RANK], B = 1;
+    for (int d = 0; d < c.nb; d++) B *= t.ext[d];
+    dims[0] = B;
+    for (int d = c.nb; d < x->rank; d++) dims[1 + d - c.nb] = t.ext[d];
+    int v = reshape(b, in_logical_order(b, &t), dims, 2 + c.nsp);
+    int64_t st[TS_WIN_MAX], dl[TS_WIN_MAX], pads[2 * TS_WIN_MAX];
+    for (int i = 0; i < c.nsp; i++) {
+        st[i] = c.stride[i], dl[i] = c.dil[i];
+        pads[i] = c.pb[i], pads[c.nsp + i] = c.pe[i];
+    }
+    ts_attr at[3] = {ts_attr_ints("strides", st, c.nsp), ts_attr_ints("dilations", dl, c.nsp),
+                     ts_attr_ints("pads", pads, 2 * c.nsp)};
+    int ins[3] = {v, b->inputs[w->src], bias};
+    if (v < 0 || (v = node(b, "Conv", ins, bias >= 0 ? 3 : 2, at, 3)) < 0) return fail(b);
+    tref *o = &b->scope[s];
+    *o = (tref){.nd = sc->ntrav};
+    int j = 0;
+    for (int d = 0; d < c.nb; d++) {
+        int it = e->idx[x->idx + d].it[0];
+        o->lay[j] = pos_in(sc->trav, sc->ntrav, it);
+        dims[j++] = t.ext[d];
+    }
+    o->lay[j] = pos_in(sc->trav, sc->ntrav, c.f);
+    dims[j++] = e->iter[c.f].hi;
+    for (int i = 0; i < c.nsp; i++) {
+        o->lay[j] = pos_in(sc->trav, sc->ntrav, c.o[i]);
+        dims[j++] = e->iter[c.o[i]].hi;
+    }
+    for (int p = 0; p < sc->ntrav; p++) {
+        o->lo[p] = e->iter[sc->trav[p]].lo;
+        o->ext[p] = e->iter[sc->trav[p]].hi - o->lo[p];
+    }
+    o->v = reshape(b, v, dims, j);
+    return o->v < 0 ? fail(b) : TS_OK;
+}
+
+/* B [Bt, L, C] (t's value in logical order) as the rows each block of
+ * G2_BLOCK rows can reach: [Bt, L/BK, 3 BK, C] (padded by a block of
+ * zeros each side, three Slices, a Concat). */
+static int g2_windows(bld *b, const tref *t, int64_t Bt, int64_t L, int64_t C)
+{
+    int64_t BK = G2_BLOCK, nb = L / BK;
+    int k = reshape(b, in_logical_order(b, t), (int64_t[]){Bt, L, C}, 3);
+    int ins[2] = {k, i64s(b, (int64_t[]){0, BK, 0, 0, BK, 0}, 6)};
+    if (k < 0 || ins[1] < 0 || (k = node(b, "Pad", ins, 2, NULL, 0)) < 0) return -1;
+    k = reshape(b, k, (int64_t[]){Bt, nb + 2, BK, C}, 4);
+    int win[3];
+    for (int i = 0; i < 3; i++) {
+        int si[4] = {k, i64s(b, (int64_t[]){i}, 1), i64s(b, (int64_t[]){i + nb}, 1), i64s(b, (int64_t[]){1}, 1)};
+        if (k < 0 || si[1] < 0 || si[2] < 0 || si[3] < 0 || (win[i] = node(b, "Slice", si, 4, NULL, 0)) < 0) return -1;
+    }
+    ts_attr ax = ts_attr_int("axis", 2);
+    return node(b, "Concat", win, 3, &ax, 1);
+}
+
+/* The result of a band builder, [batch..., L, last] (last: the iterator
+ * `last` of the scope), as scope s's tref. */
+static ts_status g2_result(bld *b, int s, const g2 *q, const tref *ta, int rn, int last, int64_t nlast, int v)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_scope *sc = &e->scope[s];
+    tref *o = &b->scope[s];
+    *o = (tref){.nd = sc->ntrav};
+    int64_t dims[TS_MAX_RANK];
+    int j = 0;
+    for (int d = 0; d < q->nb; d++) {
+        o->lay[j] = pos_in(sc->trav, sc->ntrav, e->idx[e->node[rn].idx + d].it[0]);
+        dims[j++] = ta->ext[d];
+    }
+    o->lay[j] = pos_in(sc->trav, sc->ntrav, q->i), dims[j++] = q->L;
+    o->lay[j] = pos_in(sc->trav, sc->ntrav, last), dims[j++] = nlast;
+    for (int p = 0; p < sc->ntrav; p++) {
+        o->lo[p] = e->iter[sc->trav[p]].lo;
+        o->ext[p] = e->iter[sc->trav[p]].hi - o->lo[p];
+    }
+    o->v = v < 0 ? -1 : reshape(b, v, dims, j);
+    return o->v < 0 ? fail(b) : TS_OK;
+}
+
+/* The band's counterpart blocked: each block of probabilities [BK, J]
+ * skewed into the dense [BK, 3BK] it is in the reached rows (pad each row
+ * to 3BK + 1 with the band at column t + j + off, flatten, keep BK * 3BK,
+ * read as [BK, 3BK]), times those rows [3BK, C]: one batched MatMul. */
+static ts_status build_g2bmm_t(bld *b, int s)
+{
+    const ts_ein *e = b->e;
+    g2 q;
+    if (!g2t_analyze(e, s, &q)) return fail(b);
+    const ts_ein_node *x = &e->node[q.ar], *y = &e->node[q.br];
+    tref ta, tb;
+    if (src_ref(b, x->src, &ta) || src_ref(b, y->src, &tb)) return b->err->code;
+    int64_t Bt = 1, BK = G2_BLOCK, nb = q.L / BK, off = BK - (q.J - 1) / 2;
+    for (int d = 0; d < q.nb; d++) Bt *= ta.ext[d];
+    int p = reshape(b, in_logical_order(b, &ta), (int64_t[]){Bt, nb, BK, q.J}, 4);
+    int ins[2] = {p, i64s(b, (int64_t[]){0, 0, 0, off, 0, 0, 0, 3 * BK + 1 - q.J - off}, 8)};
+    if (p < 0 || ins[1] < 0 || (p = node(b, "Pad", ins, 2, NULL, 0)) < 0) return fail(b);
+    p = reshape(b, p, (int64_t[]){Bt, nb, BK * (3 * BK + 1)}, 3);
+    int si[4] = {p, i64s(b, (int64_t[]){0}, 1), i64s(b, (int64_t[]){BK * 3 * BK}, 1), i64s(b, (int64_t[]){2}, 1)};
+    if (p < 0 || si[1] < 0 || si[2] < 0 || si[3] < 0 || (p = node(b, "Slice", si, 4, NULL, 0)) < 0) return fail(b);
+    p = reshape(b, p, (int64_t[]){Bt, nb, BK, 3 * BK}, 4);
+    int mm[2] = {p, g2_windows(b, &tb, Bt, q.L, q.C)};
+    int v = p < 0 || mm[1] < 0 ? -1 : node(b, "MatMul", mm, 2, NULL, 0); /* [Bt, nb, BK, C] */
+    int c = e->idx[y->idx + y->rank - 1].it[0];
+    return g2_result(b, s, &q, &ta, q.ar, c, q.C, v);
+}
+
+/* G2BMM blocked: rows in blocks of G2_BLOCK; each block of A against the
+ * three blocks of B its band can reach (B padded by a block each side,
+ * three Slices, a Concat) as one batched MatMul [BK, C] x [C, 3 BK], then
+ * the band taken out of the dense block by the skew: [BK, 3BK] flattened,
+ * padded by BK, read as [BK, 3BK + 1] (row t starts t further), Slice J
+ * columns.  1.5x the multiply-adds of the band, at MatMul speed. */
+static ts_status build_g2bmm(bld *b, int s)
+{
+    const ts_ein *e = b->e;
+    g2 q;
+    if (!g2_analyze(e, s, &q)) return fail(b);
+    const ts_ein_node *x = &e->node[q.ar], *y = &e->node[q.br];
+    tref ta, tb;
+    if (src_ref(b, x->src, &ta) || src_ref(b, y->src, &tb)) return b->err->code;
+    int64_t Bt = 1, BK = G2_BLOCK, nb = q.L / BK, off = BK - (q.J - 1) / 2;
+    for (int d = 0; d < q.nb; d++) Bt *= ta.ext[d];
+    int a = reshape(b, in_logical_order(b, &ta), (int64_t[]){Bt, nb, BK, q.C}, 4);
+    int kw = transpose(b, g2_windows(b, &tb, Bt, q.L, q.C), (const int[]){0, 1, 3, 2}, 4);
+    int ins[2];
+    if (a < 0) return fail(b);
+    int mm[2] = {a, kw};
+    int m = kw < 0 ? -1 : node(b, "MatMul", mm, 2, NULL, 0); /* [Bt, nb, BK, 3BK] */
+    m = reshape(b, m, (int64_t[]){Bt, nb, BK * 3 * BK}, 3);
+    ins[0] = m, ins[1] = i64s(b, (int64_t[]){0, 0, 0, 0, 0, BK}, 6);
+    if (m < 0 || ins[1] < 0 || (m = node(b, "Pad", ins, 2, NULL, 0)) < 0) return fail(b);
+    m = reshape(b, m, (int64_t[]){Bt, nb, BK, 3 * BK + 1}, 4);
+    int si[4] = {m, i64s(b, (int64_t[]){off}, 1), i64s(b, (int64_t[]){off + q.J}, 1), i64s(b, (int64_t[]){3}, 1)};
+    if (m < 0 || si[1] < 0 || si[2] < 0 || si[3] < 0 || (m = node(b, "Slice", si, 4, NULL, 0)) < 0) return fail(b);
+    return g2_result(b, s, &q, &ta, q.ar, q.j, q.J, m); /* [batch..., L, J] */
+}
+
+/* An element-wise scope "Conv scope + bias[f]" (the translation of a
+ * Conv with bias): the bias goes into the Conv node, and the scope is the
+ * Conv's result rearranged.  Returns the read node of the Conv scope to
+ * build the scope from, or -1 when the body is not that. */
+static int bias_fusable(bld *b, int s, int *bias)
+{
+    const ts_ein *e = b->e;
+    const ts_ein_node *x = &e->node[e->scope[s].body];
+    if (x->op != EIN_ADD) return -1;
+    for (int o = 0; o < 2; o++) {
+        int rn = o ? x->b : x->a, bn = o ? x->a : x->b;
+        const ts_ein_node *r = &e->node[rn], *bb = &e->node[bn];
+        if (r->op != EIN_READ || bb->op != EIN_READ || r->src >= 0 || bb->src < 0 || bb->rank != 1) continue;
+        int cs = ts_ein_src_scope(r->src);
+        cv c;
+        if (b->done[cs] || !conv_analyze(e, cs, &c)) continue;
+        int readers = 0;
+        for (int n = 0; n < e->nnode; n++) readers += e->node[n].op == EIN_READ && e->node[n].src == r->src;
+        int fp = pos_in(e->scope[cs].trav, e->scope[cs].ntrav, c.f);
+        const ts_ein_idx *bi = &e->idx[bb->idx], *fi = &e->idx[r->idx + fp];
+        if (readers != 1 || !plain(bi) || !plain(fi) || bi->it[0] != fi->it[0] ||
+            e->in_shape[bb->src].dims[0] != e->iter[c.f].hi)
+            continue;
+        for (int d = 0; d < r->rank; d++)
+            if (!plain(&e->idx[r->idx + d])) return -1;
+        *bias = b->inputs[bb->src];
+        return rn;
+    }
+    return -1;
+}
+
 static ts_status scope_build(bld *b, int s)
 {
     mm m;
@@ -660,8 +1122,17 @@ static ts_status scope_build(bld *b, int s)
         st = build_matmul(b, s, &m);
         break;
     case EIN_KIND_REDUCE: st = build_reduce(b, s); break;
+    case EIN_KIND_CONV: st = build_conv(b, s, -1); break;
+    case EIN_KIND_PHASE: st = build_phase(b, s); break;
+    case EIN_KIND_G2BMM: st = build_g2bmm(b, s); break;
+    case EIN_KIND_G2BMM_T: st = build_g2bmm_t(b, s); break;
     case EIN_KIND_ELEMENTWISE: {
-        int v = build_arith(b, s, b->e->scope[s].body);
+        int bias = -1, rn = bias_fusable(b, s, &bias), cs = rn >= 0 ? ts_ein_src_scope(b->e->node[rn].src) : -1;
+        if (rn >= 0) {
+            if (build_conv(b, cs, bias)) return b->err->code;
+            b->done[cs] = true;
+        }
+        int v = build_arith(b, s, rn >= 0 ? rn : b->e->scope[s].body);
         if (v < 0) return fail(b);
         trav_ref(b, s, v);
         st = TS_OK;

@@ -14,10 +14,22 @@
 /* Points a reduction scope may be unrolled over (Slices + Adds). */
 #define EIN_MAX_UNROLL 49
 
-typedef enum ts_ein_kind { EIN_KIND_NONE, EIN_KIND_MATMUL, EIN_KIND_REDUCE, EIN_KIND_ELEMENTWISE } ts_ein_kind;
+typedef enum ts_ein_kind {
+    EIN_KIND_NONE,
+    EIN_KIND_MATMUL,
+    EIN_KIND_REDUCE,
+    EIN_KIND_ELEMENTWISE,
+    EIN_KIND_CONV,  /* a regular Conv (group 1) over a scope, its leading dims merged as the batch */
+    EIN_KIND_PHASE, /* a movement scope f*y + a -> (a, y): Reshape + Transpose (space-to-batch) */
+    EIN_KIND_G2BMM,   /* a band product A[.., i, c] B[.., i + j - W, c]: blocked MatMul + skew */
+    EIN_KIND_G2BMM_T, /* its counterpart Sum_j A[.., i, j] B[.., i + j - W, c]: inverse skew + blocked MatMul */
+} ts_ein_kind;
 
 /* How scope s would be instantiated (NONE: it cannot be, today). */
 ts_ein_kind ts_ein_scope_kind(const ts_ein *e, int s);
+/* e has a Conv scope (over phase images) and none of them is dilated:
+ * the target of the phase search (search opts .phases). */
+bool ts_ein_undilated_conv(const ts_ein *e);
 /* Every scope has an instantiation. */
 bool ts_ein_instantiable(const ts_ein *e);
 /* "matmul+reduce9" style summary of how e is instantiated. */

@@ -84,9 +84,49 @@ static bool in_body(const ts_ein *e, int m, int n)
     return (y->a >= 0 && in_body(e, y->a, n)) || (y->b >= 0 && in_body(e, y->b, n));
 }
 
+/* Factors a traversal may be split by: coefficients above 1 of the
+ * summation iterators in the reads of inputs (dilations) and of the
+ * traversal ones (strides). */
+static int split_factors(const ts_ein *e, int64_t *fac, int max)
+{
+    int n = 0;
+    for (int k = 0; k < e->nnode; k++) {
+        const ts_ein_node *x = &e->node[k];
+        if (x->op != EIN_READ || x->src < 0) continue;
+        for (int d = 0; d < x->rank; d++) {
+            const ts_ein_idx *ix = &e->idx[x->idx + d];
+            for (int t = 0; t < ix->n; t++) {
+                int64_t c = ix->co[t] < 0 ? -ix->co[t] : ix->co[t];
+                bool dup = c < 2;
+                for (int j = 0; j < n; j++) dup |= fac[j] == c;
+                if (!dup && n < max) fac[n++] = c;
+            }
+        }
+    }
+    return n;
+}
+
+static void expand_phases(run *r, const state *s)
+{
+    const ts_ein *e = &s->e;
+    int64_t fac[8];
+    int nf = split_factors(e, fac, 8);
+    for (int sc = 0; sc < e->nscope; sc++) {
+        for (int p = 0; p < e->scope[sc].ntrav; p++)
+            for (int i = 0; i < nf; i++)
+                if (ts_ein_split_trav(e, sc, p, fac[i], &r->tmp.e)) offer(r, s, "tsplit");
+        for (int k = 0; k < 4; k++)
+            if (ts_ein_extract_phase(e, sc, k, &r->tmp.e)) offer(r, s, "phase");
+    }
+}
+
 static void expand(run *r, const state *s)
 {
     const ts_ein *e = &s->e;
+    if (r->o->phases) {
+        expand_phases(r, s);
+        return;
+    }
     for (int sc = 0; sc < e->nscope; sc++) {
         const ts_ein_scope *c = &e->scope[sc];
         for (unsigned m = 1; c->nsum >= 2 && m + 1 < (1u << c->nsum); m++)

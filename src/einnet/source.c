@@ -1,7 +1,8 @@
 /* EinNet as a source of the optimize pipeline (src/opt/source.h).
  *
  * For each operator the expressions cover (today: Conv and ConvTranspose,
- * where the derivations differ from what the runtime already does), the
+ * where the derivations differ from what the runtime already does, and
+ * the band products of band.h), the
  * node's expression is searched (search.c) for derivations whose every
  * scope instantiates in standard operators (instantiate.c); each is one
  * candidate: the node replaced by its instantiation (library operators;
@@ -20,12 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "einnet/band.h"
 #include "einnet/codegen.h"
 #include "einnet/derive.h"
 #include "einnet/instantiate.h"
 #include "ir/ir.h"
 #include "opt/source.h"
+#include "ops/attrs.h"
 #include "ops/list.h"
+#include "pet/pet.h"
 
 #define MAX_FOUND 4
 #define MAX_CACHE 256
@@ -58,6 +62,13 @@ typedef struct ein_state {
     char names[MAX_NAMES][TS_OPT_NAME_MAX];
     int nnames;
     int searches, derivations, rejected; /* for debugging: the report is written at open */
+    /* band products (band.c): the derivation found per expression */
+    struct {
+        uint64_t fp;
+        bool found;
+        ts_ein d;
+    } band[8];
+    int nband;
 } ein_state;
 
 static ts_status ein_open(const ts_source_env *env, void **out, ts_error *err)
@@ -73,6 +84,44 @@ static bool accept(const ts_ein *e, void *arg)
 {
     (void)arg;
     return ts_ein_instantiable(e);
+}
+
+/* The phase search's target: a regular (undilated) Conv over phase images. */
+static bool accept_phases(const ts_ein *e, void *arg)
+{
+    (void)arg;
+    return ts_ein_instantiable(e) && ts_ein_undilated_conv(e);
+}
+
+/* Output channels from which a K x K Conv's MatMul derivations are not
+ * searched:
+ * measured on this CPU (docs/einnet.md), the MatMul of a Conv3x3 ->
+ * MatMul + OffsetReduce derivation alone is slower than oneDNN's direct
+ * convolution at 64 to 512 channels (ResNet-18, CSRNet), in every form;
+ * it pays below (GCN's 21-channel k x 1 convs, FSRCNN's 12 and 56).  The
+ * measured cost model, timed under load, once ranked the 2.3x slower
+ * MatMul forms of all of CSRNet's convs cheaper and spent the search on
+ * them. */
+#define MATMUL_MAX_CHANNELS 64
+
+static bool matmul_may_pay(const ts_graph *g, const ts_node *nd, const ts_ein *e)
+{
+    if (nd->op != &ts_op_conv || e->out_shape.rank < 4 || e->out_shape.dims[1] < MATMUL_MAX_CHANNELS) return true;
+    /* a K x K kernel (K > 1 in every spatial dim): measured; 1 x 1 and
+     * 1 x k kernels keep their derivations (not measured to lose) */
+    const ts_shape *w = &g->values[nd->inputs[1]].shape;
+    for (int d = 2; d < w->rank; d++)
+        if (w->dims[d] < 2) return true;
+    return false;
+}
+
+static bool dilated(const ts_node *nd)
+{
+    if (nd->op != &ts_op_conv) return false;
+    const ts_conv_attrs *a = nd->attrs;
+    for (int d = 0; d < a->win.ndilations; d++)
+        if (a->win.dilations[d] > 1) return true;
+    return false;
 }
 
 static int intern(ein_state *s, const char *name)
@@ -94,8 +143,9 @@ static bool wanted(const ts_graph *g, const ts_node *nd)
  * untouched) when the cache is full or the driver's time ran out: a
  * search cut short is not cached, and each mod-p check (up to
  * CHECK_POINTS evaluations) asks the driver first. */
-static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_source_emit *emit, ts_error *err)
+static cached *derive(ein_state *s, const ts_graph *g, const ts_node *nd, const ts_ein *e, ts_source_emit *emit, ts_error *err)
 {
+    const ts_op_desc *op = nd->op;
     uint64_t fp = ts_ein_fingerprint(e);
     for (int i = 0; i < s->ncache; i++)
         if (s->cache[i].fp == fp) return &s->cache[i];
@@ -108,9 +158,15 @@ static cached *derive(ein_state *s, const ts_op_desc *op, const ts_ein *e, ts_so
         ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
         return NULL;
     }
+    /* a dilated conv: first the phase search (conv over the phase images,
+     * which pays on this CPU where oneDNN's dilated conv does not, CSRNet),
+     * then the general one */
+    ts_ein_search_opts po = {.max_depth = 7, .max_states = 500, .accept = accept_phases, .phases = true};
     ts_ein_search_opts o = {.max_depth = 7, .max_states = 2000, .accept = accept};
     ts_ein_search_stats st;
-    int n = ts_ein_search(e, &o, c->found, MAX_FOUND, &st);
+    int np = dilated(nd) ? ts_ein_search(e, &po, c->found, 1, &st) : 0;
+    int n = np < 0 || !matmul_may_pay(g, nd, e) ? np : ts_ein_search(e, &o, c->found + np, MAX_FOUND - np, &st);
+    if (n >= 0) n += np;
     if (n < 0) {
         free(c->found);
         ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet search");
@@ -222,7 +278,10 @@ static bool replace_in(ts_graph *g, int n, const ts_ein *e, const int *inputs, i
  * dead nodes dropped, checked.  NULL (g freed) when it does not validate. */
 static ts_graph *replace_finish(ts_graph *g, ts_error *lerr)
 {
-    if (ts_graph_fold_constants(g, lerr) < 0) {
+    /* post-optimization: the phase layouts of neighbouring convs cancel
+     * across the Relu between them (PET's pass: chains whose composition is
+     * the identity, decided by applying them) */
+    if (ts_graph_fold_constants(g, lerr) < 0 || ts_pet_cancel_layouts(g, lerr) < 0) {
         ts_graph_free(g);
         return NULL;
     }
@@ -385,9 +444,88 @@ static ts_status propose_all_cheaper(ein_state *s, const ts_graph *g, ts_source_
     return TS_OK;
 }
 
+static bool accept_g2bmm(const ts_ein *e, void *arg)
+{
+    (void)arg;
+    if (!ts_ein_instantiable(e)) return false;
+    for (int k = 0; k < e->nscope; k++)
+        if (ts_ein_scope_kind(e, k) == EIN_KIND_G2BMM || ts_ein_scope_kind(e, k) == EIN_KIND_G2BMM_T) return true;
+    return false;
+}
+
+/* Longformer's band scores (MatMul of a Gather by a clamped band table,
+ * band.h): the dilated G2BMM searched toward an undilated one over the
+ * phases (the phase rules) and instantiated blocked (MatMul of row blocks
+ * + skew), replacing the Gather and the MatMul.  The derivation is exact
+ * (the rules; tests/unit/test_einnet_derive.c checks it mod p at small
+ * shapes); at these sizes (67 M points) the mod-p check is skipped, and
+ * the band differs from the gathered product exactly where the mask
+ * makes the Softmax 0, so the driver's whole-model check (ONNX Runtime
+ * and tsopt at rtol 1e-3) is the check of the written graph. */
+static ts_status propose_bands(ein_state *s, const ts_graph *g, ts_source_emit *emit, ts_error *err)
+{
+    for (int n = 0; n < g->nnodes && !emit->stopped(emit); n++) {
+        if (g->nodes[n].dead || g->nodes[n].op != &ts_op_matmul) continue;
+        ts_ein_band *b = malloc(sizeof *b);
+        if (!b) return ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet");
+        if (!ts_ein_band_match(g, n, b)) {
+            free(b);
+            continue;
+        }
+        uint64_t fp = ts_ein_fingerprint(&b->e);
+        int k = 0;
+        while (k < s->nband && s->band[k].fp != fp) k++;
+        if (k == s->nband && k < 8) {
+            ts_ein_found *f = calloc(1, sizeof *f);
+            ts_ein_search_opts o = {.max_depth = 7, .max_states = 500, .accept = accept_g2bmm, .phases = true};
+            ts_ein_search_stats st;
+            int nf = f ? ts_ein_search(&b->e, &o, f, 1, &st) : -1;
+            if (nf < 0) {
+                free(f);
+                free(b);
+                return ts_error_set(err, TS_ERR_NOMEM, "out of memory in einnet search");
+            }
+            s->band[k].fp = fp;
+            s->band[k].found = nf == 1;
+            if (nf == 1) s->band[k].d = f->e;
+            s->nband++;
+            s->searches++;
+            free(f);
+        }
+        if (k == s->nband || !s->band[k].found) {
+            free(b);
+            continue;
+        }
+        ts_graph *ng = ts_graph_copy(g);
+        ts_error lerr = {0};
+        int ins[2] = {b->k, b->q}, gv = b->gather >= 0 ? g->nodes[b->gather].outputs[0] : -1;
+        if (ng && replace_in(ng, n, &s->band[k].d, ins, FORM_LIBRARY, &lerr)) {
+            bool used = false; /* the Gather goes with the MatMul unless something else reads it */
+            for (int i = 0; i < ng->nnodes && gv >= 0; i++)
+                for (int j = 0; !ng->nodes[i].dead && j < ng->nodes[i].ninputs; j++) used |= ng->nodes[i].inputs[j] == gv;
+            if (!used && b->gather >= 0) ng->nodes[b->gather].dead = true;
+            ng = replace_finish(ng, &lerr);
+        } else {
+            ts_graph_free(ng);
+            ng = NULL;
+        }
+        free(b);
+        if (!ng) {
+            if (lerr.code == TS_ERR_NOMEM) return *err = lerr, err->code;
+            continue;
+        }
+        char name[TS_OPT_NAME_MAX], kinds[48];
+        ts_ein_describe(&s->band[k].d, kinds, sizeof kinds);
+        snprintf(name, sizeof name, "einnet:band-%s", kinds);
+        if (!emit->fn(emit, ng, s->names[intern(s, name)], 1)) return TS_OK;
+    }
+    return TS_OK;
+}
+
 static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emit, ts_error *err)
 {
     ein_state *s = state;
+    if (propose_bands(s, g, emit, err)) return err->code;
     int winners = 0, proposed_at = 1; /* operators of g with a cheaper form; at the last combined proposal */
     for (int n = 0; n < g->nnodes && !emit->stopped(emit); n++) {
         const ts_node *nd = &g->nodes[n];
@@ -396,7 +534,7 @@ static ts_status ein_propose(void *state, const ts_graph *g, ts_source_emit *emi
         int inputs[EIN_MAX_INPUTS];
         ts_error lerr = {0};
         if (ts_ein_from_node(g, n, &e, inputs, &lerr)) continue; /* no translation: nothing to derive */
-        cached *c = derive(s, nd->op, &e, emit, err);
+        cached *c = derive(s, g, nd, &e, emit, err);
         if (!c) {
             if (err->code) return err->code;
             continue;
@@ -450,9 +588,11 @@ static void ein_describe(void *state, char *buf, size_t n)
 {
     (void)state;
     /* called when the source is opened: say what it does, not what it found */
-    snprintf(buf, n, "Conv/ConvTranspose expressions searched to depth 7 (at most 2000 expressions each), "
-                     "derivations instantiated as MatMul + Pad/Slice/Add (and small ones as one eOperator, written as an "
-                     "ai.tsopt function), each checked exactly mod p first");
+    snprintf(buf, n, "Conv/ConvTranspose expressions searched to depth 7 (at most 2000 expressions each; dilated convs "
+                     "also toward a regular Conv over phase images), derivations instantiated as MatMul + Pad/Slice/Add "
+                     "or Conv + Reshape/Transpose (and small ones as one eOperator, written as an ai.tsopt function), "
+                     "each checked exactly mod p first; Longformer-style band products (MatMul of a Gather by a "
+                     "clamped band table, masked before Softmax) as blocked G2BMM over phases");
 }
 
 static void ein_close(void *state)
@@ -465,7 +605,7 @@ static void ein_close(void *state)
 
 const ts_source ts_source_einnet = {
     .name = "einnet",
-    .justification = "EinNet derivations (summation splitting, variable substitution, boundary tightening, read extraction), each checked by exact mod-p evaluation against the operator's expression, and its instantiation run against the operator",
+    .justification = "EinNet derivations (summation splitting, variable substitution, traversal splitting, boundary tightening, read and phase extraction), each checked by exact mod-p evaluation against the operator's expression, and its instantiation run against the operator",
     .open = ein_open,
     .propose = ein_propose,
     .describe = ein_describe,

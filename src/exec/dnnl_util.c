@@ -352,12 +352,52 @@ void xd_mem_fini(xd_mem *m)
     m->m = NULL;
 }
 
+/* A dense 4-D float32 NCHW -> NHWC reorder with 3 or 4 channels (the RGB
+ * image before a mobile net's first convolution, whose brgconv kernel
+ * reads channels-last): oneDNN's jit:uni reorder took 0.065-0.092 ms for
+ * 1x3x224x224 on one thread in efficientnet_b0, mobilenet_v3_large,
+ * mnasnet1_0 and regnet_y_400mf (ONEDNN_VERBOSE), this loop 0.018 ms
+ * (best of 300, loaded machine). */
+static bool rgb_to_cl(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+{
+    if (from->ndims != 4 || from->data_type != dnnl_f32 || (from->dims[1] != 3 && from->dims[1] != 4)) return false;
+    dnnl_memory_desc_t pl, cl;
+    if (dnnl_memory_desc_init_by_strides(&pl, 4, from->dims, dnnl_f32, NULL) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&cl, 4, from->dims, dnnl_f32, dnnl_acdb) != dnnl_success)
+        return false;
+    return dnnl_memory_desc_equal(from, &pl) && dnnl_memory_desc_equal(to, &cl);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void rgb_to_cl_run(const xd_reorder *r,
+                                                                                        const float *x, float *y)
+{
+    const int64_t HW = r->cl_hw;
+    for (int64_t n = 0; n < r->cl_n; n++) {
+        const float *a = x + n * r->cl_c * HW, *b = a + HW, *c = b + HW, *d = c + HW;
+        float *o = y + n * r->cl_c * HW;
+        if (r->cl_c == 3) {
+#pragma omp simd
+            for (int64_t q = 0; q < HW; q++) o[3 * q] = a[q], o[3 * q + 1] = b[q], o[3 * q + 2] = c[q];
+        } else {
+#pragma omp simd
+            for (int64_t q = 0; q < HW; q++)
+                o[4 * q] = a[q], o[4 * q + 1] = b[q], o[4 * q + 2] = c[q], o[4 * q + 3] = d[q];
+        }
+    }
+}
+
 ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
                           int n, ts_error *err)
 {
     memset(r, 0, sizeof *r);
     r->bytes = dnnl_memory_desc_get_size(to);
     if (dnnl_memory_desc_equal(from, to)) return TS_OK;
+    if (rgb_to_cl(from, to)) {
+        r->cl_n = from->dims[0];
+        r->cl_c = from->dims[1];
+        r->cl_hw = from->dims[2] * from->dims[3];
+        return TS_OK;
+    }
     dnnl_primitive_desc_t pd;
     ts_status st = xd_check(dnnl_reorder_primitive_desc_create(&pd, from, p->engine, to, p->engine, NULL), p, n,
                             "reorder", err);
@@ -371,6 +411,10 @@ ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const d
 
 void xd_reorder_run(xd_reorder *r, const void *from, void *to, dnnl_stream_t stream)
 {
+    if (r->cl_c) {
+        rgb_to_cl_run(r, from, to);
+        return;
+    }
     if (!r->prim) {
         if (from != to) memcpy(to, from, r->bytes);
         return;

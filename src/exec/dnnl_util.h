@@ -92,9 +92,12 @@ ts_status xd_weighted_init(const xd_weighted *w, const dnnl_memory_desc_t *src_m
 /* Reorder src md -> dst md, pre-built (used for inputs whose layout is not
  * the primitive's, and for copying a residual operand into dst). */
 typedef struct xd_reorder {
-    dnnl_primitive_t prim; /* NULL: plain memcpy of `bytes` (same md) */
+    dnnl_primitive_t prim; /* NULL: plain memcpy of `bytes` (same md), or cl_c > 0 */
     size_t bytes;
     xd_mem src, dst;
+    /* plain NCHW -> channels-last with 3 or 4 channels (an RGB input
+     * before a network's first conv): tsopt's own loop (dnnl_util.c) */
+    int64_t cl_n, cl_c, cl_hw;
 } xd_reorder;
 ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
                           int n, ts_error *err);

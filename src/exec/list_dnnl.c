@@ -8,7 +8,9 @@ extern const xkernel xk_deconv_gemm; /* deconv_gemm.c: GEMM + col2im, tried firs
 extern const xkernel xk_dnnl_transpose; /* dnnl_transpose.c: a blocked input (else vec.transpose) */
 extern const xkernel xk_dnnl_concat; /* dnnl_concat.c: only inputs in mixed layouts (else vec.concat) */
 extern const xkernel xk_dense_concat; /* dense_concat.c: DenseNet's Concat chains as views of one buffer */
+extern const xkernel xk_vec_concat_cl; /* vec_concat_cl.c: inputs channels-last and blocked mixed (else dnnl.concat) */
 extern const xkernel xk_pool_first;   /* pool_first.c: conv1x1 -> AvgPool(k, stride k) run pool first */
+extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: Mul by a squeeze-excite gate folded into the next conv's weights */
 
 const xentry xkernels_dnnl[] = {
     {&ts_op_conv, &xk_pool_first},
@@ -22,7 +24,9 @@ const xentry xkernels_dnnl[] = {
     {&ts_op_global_avgpool, &xk_dnnl_pool},
     {&ts_op_global_maxpool, &xk_dnnl_pool},
     {&ts_op_concat, &xk_dense_concat},
+    {&ts_op_concat, &xk_vec_concat_cl},
     {&ts_op_concat, &xk_dnnl_concat},
     {&ts_op_transpose, &xk_dnnl_transpose}, /* dnnl_transpose.c: blocked input, one reorder */
+    {&ts_op_mul, &xk_dnnl_conv_gated},
     {NULL, NULL},
 };

@@ -6,6 +6,7 @@
 extern const xkernel xk_einnet; /* einnet_kernel.c */
 extern const xkernel xk_vec_dwconv; /* vec_depthwise.c: strided depthwise conv on a large channels-last input */
 extern const xkernel xk_vec_se;     /* vec_se.c: squeeze-excite gate (pool, two 1x1 convs, activations) */
+extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
 
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
@@ -38,5 +39,6 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_reducemean, &xk_vec_layernorm_ops}, /* vec_layernorm.c: the whole decomposed LayerNorm */
     {&ts_op_conv, &xk_vec_dwconv},
     {&ts_op_global_avgpool, &xk_vec_se},
+    {&ts_op_maxpool, &xk_vec_maxpool},
     {NULL, NULL},
 };

@@ -28,7 +28,9 @@
  * s1: 0.135 ms without post-op, 0.31 with swish).  SiLU costs about as
  * much here (one AVX-512 unit on this CPU: exp + Newton reciprocal), and
  * the stride-1 layers were slower, so EfficientNet-B0 took 1 ms more CPU
- * per run at one thread (13.6-14.0 vs 12.6-13.0 ms). */
+ * per run at one thread (13.6-14.0 vs 12.6-13.0 ms).  (Since then the
+ * oneDNN conv applies SiLU itself after the primitive, in a pass twice as
+ * fast as the one measured here: vec_post.c.) */
 /* Built with -ffp-contract=fast (CMakeLists.txt): a*b + c as one fused
  * multiply-add, which ISO C mode leaves separate; faster, and one rounding
  * instead of two. */

@@ -1,16 +1,20 @@
 /* Activations recorded by the oneDNN fusion walker (xd_fuse_collect,
  * dnnl_util.h), applied by tsopt's own kernels (vec_depthwise.c,
- * vec_se.c) to values they computed: the same fusion, without oneDNN.
- * Inline, for the callers' target_clones loops to vectorize them. */
+ * vec_se.c) to values they computed, and by oneDNN convolution steps to
+ * their results where oneDNN's own post-op is slow (SiLU, sigmoid:
+ * vec_post.c): the same fusion, without oneDNN.  Inline, for the callers'
+ * target_clones loops to vectorize them. */
 #ifndef TS_EXEC_VEC_POST_H
 #define TS_EXEC_VEC_POST_H
 
 #include "exec/dnnl_util.h"
 #include "exec/vec.h"
 
-/* 1 / (1 + e^-x) without a division: vdivps on 16 floats blocks this
- * CPU's one AVX-512 unit for many cycles (in a SiLU pass it held a third
- * of the samples).  The reciprocal of d = 1 + e^-x starts from the
+/* The portable sigmoid, for CPUs without AVX-512 (where the compiler's
+ * code for it took 0.62 ns per element against 0.26 for vec_post.c's
+ * intrinsics).  1 / (1 + e^-x) without a division: vdivps on 16 floats
+ * blocks this CPU's one AVX-512 unit for many cycles (in a SiLU pass it
+ * held a third of the samples).  The reciprocal of d = 1 + e^-x starts from the
  * exponent-negating bit trick (relative error under 1/8) and three Newton
  * steps r <- r (2 - d r) bring it to float precision.  -x is capped at 80
  * so that d stays finite: below that x e^x is under 1e-33 anyway. */
@@ -26,6 +30,13 @@ XV_INLINE float xv_post_sigmoid(float x)
     r = r * (2.0f - dd * r);
     return x != x ? x : r; /* NaN stays NaN (the cap above would lose it) */
 }
+
+/* In place over x[0..n): x * sigmoid(alpha x) (SiLU for alpha 1), and
+ * sigmoid(x).  Vectorized by hand where the CPU has AVX-512 (vec_post.c:
+ * half the time of the omp-simd loop over xv_post_sigmoid, kept for the
+ * others). */
+void xv_swish_run(float *x, int64_t n, float alpha);
+void xv_logistic_run(float *x, int64_t n);
 
 /* The post-ops xd_fuse_collect records (npo of them), applied in order to
  * acc[0..n). */
@@ -55,18 +66,12 @@ XV_INLINE void xv_post_apply(const xd_po *po, int npo, float *acc, int64_t n)
                 acc[i] = acc[i] * t * (1.0f / 6.0f);
             }
             break;
-        case dnnl_eltwise_logistic:
-#pragma omp simd
-            for (int64_t i = 0; i < n; i++) acc[i] = xv_post_sigmoid(acc[i]);
-            break;
+        case dnnl_eltwise_logistic: xv_logistic_run(acc, n); break;
         case dnnl_eltwise_tanh:
 #pragma omp simd
             for (int64_t i = 0; i < n; i++) acc[i] = xv_tanh(acc[i]);
             break;
-        case dnnl_eltwise_swish:
-#pragma omp simd
-            for (int64_t i = 0; i < n; i++) acc[i] = acc[i] * xv_post_sigmoid(al * acc[i]);
-            break;
+        case dnnl_eltwise_swish: xv_swish_run(acc, n, al); break;
         default: break; /* callers accept only the cases above (xv_post_supported) */
         }
     }
@@ -91,5 +96,18 @@ static inline bool xv_post_supported(const xd_fuse *f)
     }
     return true;
 }
+
+/* A oneDNN primitive's post-ops from the first SiLU or sigmoid on, when
+ * all of them are activations xv_post_apply computes: moved from f into
+ * tail[0..*ntail) (f keeps the ones before), for the step to apply them to
+ * its result itself (vec_post.c says why).  False, f unchanged, when there
+ * is no such tail. */
+bool xv_post_tail_split(xd_fuse *f, xd_po *tail, int *ntail);
+/* True when the activations map 0 to 0 (the zero padding of a blocked
+ * layout may then go through them). */
+bool xv_post_keeps_zero(const xd_po *po, int npo);
+/* xv_post_apply over x[0..n) on up to `threads` OpenMP threads (one below
+ * the size where a second pays). */
+void xv_post_run(const xd_po *po, int npo, float *x, int64_t n, int threads);
 
 #endif

@@ -7,13 +7,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "ir/ir.h"
 #include "opt/check.h"
 #include "ops/opaque.h"
 
-/* Runs g with the fast runtime on inputs; outputs allocated here. */
-static ts_status run_plan(const ts_graph *g, ts_tensor *const *in, ts_tensor **out, ts_error *err)
+static double now_s(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The check's deadline, polled before each plan is built and run (a run
+ * cannot be stopped halfway): as the driver does with a graph's costing, a
+ * run that would end past the deadline, judged by the longest run so far,
+ * is not started.  end 0: no deadline. */
+typedef struct check_clock {
+    double end, longest;
+    bool *out_of_time;
+} check_clock;
+
+static bool late(const check_clock *c)
+{
+    if (c->end > 0 && now_s() + c->longest > c->end) *c->out_of_time = true;
+    return *c->out_of_time;
+}
+
+/* Runs g with the fast runtime on inputs; outputs allocated here.  Past
+ * clk's deadline (clk may be NULL) nothing runs: *clk->out_of_time is
+ * then set and the outputs are left NULL. */
+static ts_status run_plan(check_clock *clk, const ts_graph *g, ts_tensor *const *in, ts_tensor **out, ts_error *err)
+{
+    if (clk && late(clk)) return TS_OK;
+    double t0 = now_s();
     ts_plan *p = NULL;
     ts_plan_opts o = {0};
     for (int i = 0; i < g->noutputs; i++) {
@@ -23,6 +50,7 @@ static ts_status run_plan(const ts_graph *g, ts_tensor *const *in, ts_tensor **o
     ts_status st = ts_plan_build(g, &o, &p, err);
     if (!st) st = ts_plan_run(p, in, out, err);
     ts_plan_free(p);
+    if (clk) clk->longest = fmax(clk->longest, now_s() - t0);
     return st;
 }
 
@@ -56,7 +84,7 @@ static void unref_all(ts_tensor **t, int n)
 /* ------------------------------------------------------- the whole model */
 
 static ts_status check_whole(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_tensor *const *given,
-                             double *worst, ts_error *err)
+                             double *worst, check_clock *clk, ts_error *err)
 {
     int nin = g0->ninputs, nout = g0->noutputs;
     ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **o0 = calloc((size_t)nout + 1, sizeof *o0),
@@ -72,10 +100,11 @@ static ts_status check_whole(const ts_graph *g0, const ts_graph *g1, uint64_t se
         else if (ts_dtype_is_float(v->dtype))
             ts_tensor_fill_random(in[i], &rng, -1, 1);
     }
-    if (!st) st = run_plan(g0, in, o0, err);
-    if (!st) st = run_plan(g1, in, o1, err);
+    if (!st) st = run_plan(clk, g0, in, o0, err);
+    if (!st) st = run_plan(clk, g1, in, o1, err);
     *worst = 0;
-    for (int i = 0; !st && i < nout; i++) *worst = fmax(*worst, compare_one(o0[i], o1[i]));
+    bool ran = !st && !(clk && *clk->out_of_time);
+    for (int i = 0; ran && i < nout; i++) *worst = fmax(*worst, compare_one(o0[i], o1[i]));
     unref_all(in, nin);
     unref_all(o0, nout);
     unref_all(o1, nout);
@@ -86,7 +115,7 @@ ts_status ts_opt_check(const ts_graph *g0, const ts_graph *g1, uint64_t seed, do
 {
     if (g1->ninputs != g0->ninputs || g1->noutputs != g0->noutputs)
         return ts_error_set(err, TS_ERR_INVALID, "optimized graph has different inputs/outputs");
-    return check_whole(g0, g1, seed, NULL, worst, err);
+    return check_whole(g0, g1, seed, NULL, worst, NULL, err);
 }
 
 /* ------------------------------------------------------------- regions */
@@ -436,7 +465,7 @@ static ts_graph *side_graph(const ts_graph *g, const int *pair, const int *outs,
 }
 
 static ts_status check_regions(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_check_result *r,
-                               ts_error *err)
+                               check_clock *clk, ts_error *err)
 {
     rctx c = {.g0 = g0, .g1 = g1};
     c.pair1 = malloc(sizeof(int) * ((size_t)g1->nnodes + 1));
@@ -522,17 +551,18 @@ static ts_status check_regions(const ts_graph *g0, const ts_graph *g1, uint64_t 
     if (s1) {
         ts_graph_compact(s1);
         if (!(y1 = calloc((size_t)s1->noutputs + 1, sizeof *y1))) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        else st = run_plan(s1, x1, y1, err);
+        else st = run_plan(clk, s1, x1, y1, err);
     }
     if (!st && s0) {
         ts_graph_compact(s0);
         if (!(y0 = calloc((size_t)s0->noutputs + 1, sizeof *y0))) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        else st = run_plan(s0, x0, y0, err);
+        else st = run_plan(clk, s0, x0, y0, err);
     }
     if (st) {
         ts_error_prefix(err, "checking the rewritten regions");
         goto done;
     }
+    if (r->out_of_time) goto done;
     for (int k = 0; k < c.nb; k++) {
         int v1 = c.bpair[2 * k], v0 = c.bpair[2 * k + 1];
         const ts_tensor *a = NULL, *b = NULL;
@@ -580,19 +610,22 @@ done:
 }
 
 ts_status ts_opt_check_all(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_tensor *const *inputs,
-                           ts_check_result *r, ts_error *err)
+                           double time_limit, ts_check_result *r, ts_error *err)
 {
     memset(r, 0, sizeof *r);
+    check_clock clk = {.end = time_limit > 0 ? now_s() + time_limit : 0, .out_of_time = &r->out_of_time};
     if (g1->ninputs != g0->ninputs || g1->noutputs != g0->noutputs)
         return ts_error_set(err, TS_ERR_INVALID, "optimized graph has different inputs/outputs");
-    if (check_regions(g0, g1, seed, r, err)) return err->code;
+    if (check_regions(g0, g1, seed, r, &clk, err)) return err->code;
     ts_error why = {0};
-    if (ts_graph_check_runnable(g0, &why) || ts_graph_check_runnable(g1, &why))
+    if (r->out_of_time) {
+        /* the regions were not all compared: nothing more to do, the caller keeps the original */
+    } else if (ts_graph_check_runnable(g0, &why) || ts_graph_check_runnable(g1, &why))
         snprintf(r->why_not_whole, sizeof r->why_not_whole, "%.250s", why.msg);
     else {
-        if (check_whole(g0, g1, seed, inputs, &r->whole_worst, err)) return err->code;
-        r->whole = true;
-        r->user_inputs = inputs != NULL;
+        if (check_whole(g0, g1, seed, inputs, &r->whole_worst, &clk, err)) return err->code;
+        r->whole = !r->out_of_time;
+        r->user_inputs = r->whole && inputs != NULL;
     }
     r->worst = fmax(r->region_worst, r->whole_worst);
     return TS_OK;

@@ -22,6 +22,8 @@ typedef struct ts_check_result {
     double whole_worst;
     char why_not_whole[256]; /* when !whole: why (one line) */
     char worst_at[256];      /* where the largest stretch difference was: "value 'y' (the original's 'x')" */
+    bool out_of_time;        /* the time limit ended the check before it compared everything: nothing is
+                                judged, worst covers only what was compared; keep the original */
 } ts_check_result;
 
 /* The check of a rewritten graph g1 against its original g0 (same inputs
@@ -35,9 +37,13 @@ typedef struct ts_check_result {
  *     inputs and the opaque nodes' outputs, and compared at the opaque
  *     nodes' inputs and the graph's outputs.  TS_ERR_UNSUPPORTED when an
  *     opaque node is missing or changed, or a stretch cannot run.
- * r->regions counts the rewritten regions either way. */
+ * r->regions counts the rewritten regions either way.
+ * time_limit (seconds, 0: none) bounds the check as the optimizer's limit
+ * bounds its search: polled before each plan is built and run, a run that
+ * would end past it (judged by the longest run so far) is not started, and
+ * r->out_of_time is set (TS_OK: running out of time is not an error). */
 ts_status ts_opt_check_all(const ts_graph *g0, const ts_graph *g1, uint64_t seed, ts_tensor *const *inputs,
-                           ts_check_result *r, ts_error *err);
+                           double time_limit, ts_check_result *r, ts_error *err);
 
 /* Reads DIR/NAME.npy for every graph input of g (NAME sanitized as `tsopt
  * run` names them) into out[0..g->ninputs): each must have the input's

@@ -1,8 +1,12 @@
 /* Markdown report of `tsopt optimize`: the written graph only -- which
  * graph was written and why, what it costs before and after (cost model
  * and measurement), the rewrites present in it, the check, the search. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include "draw/draw.h"
 #include "opt/report.h"
 
 /* Graphviz's layout grows much faster than linearly with the nodes: a
@@ -10,6 +14,17 @@
  * for the report.  Above this many live nodes no picture is drawn (`tsopt
  * draw` still draws one on request). */
 #define DRAW_MAX_NODES 300
+/* ... and the two pictures together get this many seconds (TSOPT_DRAW_S
+ * sets it: tests), after which Graphviz is stopped: a loaded machine can
+ * make even a small graph's layout slow, and optimize must finish. */
+#define DRAW_S 20.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static int live(const ts_graph *g)
 {
@@ -37,7 +52,9 @@ static void pictures(FILE *f, const char *path, const ts_graph *original, const 
                 most, DRAW_MAX_NODES);
         return;
     }
-    if (ts_graph_draw(original, NULL, before, &e)) {
+    const char *env = getenv("TSOPT_DRAW_S");
+    double bound = env && atof(env) > 0 ? atof(env) : DRAW_S, end = now_s() + bound;
+    if (ts_graph_draw_within(original, NULL, before, bound, &e)) {
         fprintf(f, "(No pictures: %s)\n\n", e.msg);
         return;
     }
@@ -45,7 +62,7 @@ static void pictures(FILE *f, const char *path, const ts_graph *original, const 
         fprintf(f, "![the written graph, the original](%s.before.svg)\n\n", base);
         return;
     }
-    if (ts_graph_draw(r->graph, original, after, &e)) {
+    if (ts_graph_draw_within(r->graph, original, after, fmax(end - now_s(), 1e-3), &e)) {
         fprintf(f, "![the original](%s.before.svg)\n\n(No picture of the optimized graph: %s)\n\n", base, e.msg);
         return;
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tsopt draw: SVG naming the Conv nodes, DOT with weights folded into the
 # nodes, PNG; --diff of an optimized model against its original; one-line
-# errors (bad extension, no Graphviz) that leave no file behind.
+# errors (bad extension, no Graphviz) that leave no file behind; the
+# optimize report's pictures stop a Graphviz that does not finish.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}"
 T=$(mktemp -d)
@@ -31,7 +32,17 @@ grep -qE '^  [vn][0-9]+ -> n[0-9]+;' "$T/g.dot" || fail "no edge"
 
 step "--diff: optimized against original"
 "$TSOPT" zoo export nasrnn -o "$T/m.onnx" --steps 2 >/dev/null
-"$TSOPT" optimize "$T/m.onnx" -o "$T/opt.onnx" --time-limit 2 --cost-model roofline --no-timing >/dev/null
+# ... with a report whose Graphviz never finishes (a fake dot first on
+# PATH): stopped at the drawing bound (TSOPT_DRAW_S), the report says so,
+# optimize succeeds
+mkdir "$T/bin" && printf '#!/bin/sh\nexec sleep 60\n' >"$T/bin/dot" && chmod +x "$T/bin/dot"
+s=$(date +%s)
+PATH="$T/bin:$PATH" TSOPT_DRAW_S=1 "$TSOPT" optimize "$T/m.onnx" -o "$T/opt.onnx" --time-limit 2 --cost-model roofline \
+    --no-timing --report "$T/r.md" >/dev/null || fail "optimize with a Graphviz that hangs failed"
+[ $(($(date +%s) - s)) -le 20 ] || fail "optimize waited $(($(date +%s) - s)) s for a Graphviz that hangs"
+grep -q "^(No pictures: draw: Graphviz 'dot' did not draw '.*r.md.before.svg' within 1 s (stopped; nothing drawn))" \
+    "$T/r.md" || fail "report: $(grep -i picture "$T/r.md")"
+[ ! -e "$T/r.md.before.svg" ] || fail "a picture was left"
 "$TSOPT" draw "$T/opt.onnx" --diff "$T/m.onnx" -o "$T/d.dot"
 grep -oE 'label="optimization: [^"]*"' "$T/d.dot"
 grep -qE 'label="optimization: [1-9][0-9]* nodes? new' "$T/d.dot" || fail "no new node found"

@@ -9,6 +9,7 @@
 #   --rules file and the generated set are used both ways, the core set as
 #   written);
 # - a --min-gain no graph can reach keeps the original, and says so;
+# - a check that runs out of time keeps the original, and says so;
 # - SIGINT ends the search and writes the best graph so far;
 # - bad arguments, unknown sources and unwritable paths get one error line,
 #   a non-zero exit, no output file, and fail before any search.
@@ -65,6 +66,14 @@ grep -q "^- taso: 2 rules from $T/r.rules, 1 of them also applied right to left;
 grep -q 'the \*\*original\*\* graph. original kept' "$T/kept.md" || fail "kept report: $(head -3 "$T/kept.md")"
 grep -q '^## Rewrites' "$T/kept.md" && fail "the report lists rewrites of a graph that was not written"
 [ -s "$T/kept.onnx" ] || fail "--min-gain 99: nothing written"
+
+# a check that runs out of time (TSOPT_CHECK_S caps it; src/opt/optimize.c)
+# writes the original, as the run above does, never the unchecked rewrites
+TSOPT_CHECK_S=1e-9 "$TSOPT" optimize "$T/m.onnx" -o "$T/late.onnx" --time-limit 1 --cost-model roofline --no-timing \
+    --json >"$T/late.json"
+"$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["written"]=="original" and r["cost_after_ms"] < r["cost_before_ms"] and "the check ran out of time" in r["reason"], r' \
+    "$T/late.json" || fail "a check out of time: $(cat "$T/late.json")"
+cmp -s "$T/kept.onnx" "$T/late.onnx" || fail "a check out of time did not write the original"
 
 # Ctrl-C: the best graph so far is checked and written
 "$TSOPT" optimize "$T/m.onnx" -o "$T/int.onnx" --time-limit 60 --budget 0 --alpha 10 --cost-model roofline \

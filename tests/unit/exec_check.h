@@ -210,6 +210,32 @@ static inline ts_plan_stats xt_plan_stats(const ts_graph *g, const ts_plan_opts 
     return st;
 }
 
+/* Steps of the plan run by kernel `name`. */
+static inline int xt_steps_of(const ts_plan *plan, const char *name)
+{
+    const xplan *p = (const xplan *)plan;
+    int k = 0;
+    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
+    return k;
+}
+
+/* xt_plan_check of g on 1 and then 2 threads (inputs in [-1, 1), within
+ * 1e-4 of the largest reference value; seeds *seed, *seed + 1, advanced),
+ * giving the steps kernel `name` runs, which must be as many on both. */
+static inline int xt_kernel_steps_1_2(const ts_graph *g, const char *name, uint64_t *seed)
+{
+    int got = -1;
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan_opts o = {.threads = threads};
+        ts_plan *plan = xt_plan_check(g, &o, (*seed)++, -1, 1, 1e-4, XT_TOL_MAX);
+        int k = xt_steps_of(plan, name);
+        cr_assert(got < 0 || k == got, "%s: %d steps on 1 thread, %d on 2", name, got, k);
+        got = k;
+        ts_plan_free(plan);
+    }
+    return got;
+}
+
 /* The one-graph-per-test style (define XT_GLOBAL_GRAPH before the include):
  * graph(opset) starts G, the suite's .fini = xt_done frees it, and
  * input/op/output/F32/I64 build it. */

@@ -80,19 +80,19 @@ Test(check_regions, rewrites_around_an_opaque_node)
     ts_graph *g0 = build(0, true), *g1 = build(1, true), *bad = build(2, true);
     ts_error e = {0};
     ts_check_result r;
-    cr_assert_eq(ts_opt_check_all(g0, g1, 1, NULL, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, g1, 1, NULL, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(r.regions, 2, "regions %d", r.regions);
     cr_assert_eq(r.boundary, 2, "boundary values %d (the opaque node's input, the output)", r.boundary);
     cr_assert(!r.whole, "an opaque model cannot run whole");
     cr_assert(strstr(r.why_not_whole, "node 'custom' (com.example::MyOp)"), "%s", r.why_not_whole);
     cr_assert(r.worst <= 1e-3, "correct rewrite: scaled error %g", r.worst);
 
-    cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert(r.worst > 1, "a 1%% weight error must fail the check (scaled error %g)", r.worst);
     cr_assert(strstr(r.worst_at, "'t_out'"), "%s", r.worst_at);
 
     /* the graph against itself: nothing rewritten, nothing to compare */
-    cr_assert_eq(ts_opt_check_all(g0, g0, 1, NULL, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, g0, 1, NULL, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(r.regions, 0);
     cr_assert_eq(r.worst, 0);
     ts_graph_free(g0);
@@ -105,18 +105,18 @@ Test(check_regions, runnable_models_are_checked_whole_too)
     ts_graph *g0 = build(0, false), *g1 = build(1, false), *bad = build(2, false);
     ts_error e = {0};
     ts_check_result r;
-    cr_assert_eq(ts_opt_check_all(g0, g1, 1, NULL, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, g1, 1, NULL, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert(r.whole && r.regions == 2 && r.worst <= 1e-3, "whole %d regions %d worst %g", r.whole, r.regions,
               r.worst);
     cr_assert_eq(r.boundary, 0, "a runnable model is run whole, not in stretches");
-    cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert(r.whole_worst > 1 && r.worst > 1, "whole %g", r.whole_worst);
 
     /* the caller's inputs for the whole-model check */
     ts_shape xs = ts_shape_make(2, XD);
     ts_tensor *x = ts_tensor_new(TS_F32, &xs, &e);
     for (int i = 0; i < 16; i++) ((float *)x->data)[i] = (float)(i - 8) / 4;
-    cr_assert_eq(ts_opt_check_all(g0, g1, 1, &x, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_opt_check_all(g0, g1, 1, &x, 0, &r, &e), TS_OK, "%s", e.msg);
     cr_assert(r.whole && r.user_inputs && r.whole_worst <= 1e-3);
     ts_tensor_unref(x);
     ts_graph_free(g0);
@@ -145,4 +145,26 @@ Test(check_regions, opaque_nodes_do_not_run)
     cr_assert_eq(ts_graph_fold_constants(g, &e), 0, "%s", e.msg);
     cr_assert_eq(g->values[y].constant, NULL);
     ts_graph_free(g);
+}
+
+/* The check's time limit: one already spent stops it before anything runs
+ * -- out of time, nothing judged (even a wrong rewrite is not flagged: the
+ * caller keeps the original either way); a limit with room to spare checks
+ * as no limit does. */
+Test(check_regions, a_spent_time_limit_stops_the_check_unjudged)
+{
+    for (int opq = 0; opq < 2; opq++) {
+        ts_graph *g0 = build(0, opq), *bad = build(2, opq);
+        ts_error e = {0};
+        ts_check_result r;
+        cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, 1e-9, &r, &e), TS_OK, "%s", e.msg);
+        cr_assert(r.out_of_time, "opaque %d: a 1 ns check ran to the end", opq);
+        cr_assert(!r.whole && r.worst == 0, "opaque %d: whole %d worst %g", opq, r.whole, r.worst);
+        cr_assert_eq(r.regions, 2, "the regions are still counted");
+        cr_assert_eq(ts_opt_check_all(g0, bad, 1, NULL, 600, &r, &e), TS_OK, "%s", e.msg);
+        cr_assert(!r.out_of_time && r.worst > 1, "opaque %d: out of time %d worst %g", opq, r.out_of_time, r.worst);
+        cr_assert_eq(r.whole, !opq);
+        ts_graph_free(g0);
+        ts_graph_free(bad);
+    }
 }

@@ -17,6 +17,7 @@
 #include "einnet/codegen.h"
 #include "einnet/derive.h"
 #include "einnet/function.h"
+#include "ops/attrs.h"
 #include "einnet/instantiate.h"
 #include "onnx/proto.h"
 #include "ops/list.h"
@@ -737,4 +738,118 @@ Test(einnet_codegen, source_proposes_all_cheaper_at_once)
     for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
     ts_source_einnet.close(st);
     ts_graph_free(g);
+}
+
+/* Two dilated convs with bias and a Relu between (CSRNet's back end,
+ * narrower): the source proposes each as a regular Conv over the phase
+ * images (the phase search, from the unmodified operators), and the
+ * combined candidate has the phase layouts between the two convs
+ * cancelled across the Relu: one space-to-batch and one batch-to-space
+ * Transpose in all instead of two each.  No MatMul derivation is proposed
+ * at 64 output channels (it never paid there on this CPU). */
+Test(einnet_codegen, source_proposes_conv_over_phases)
+{
+    ts_graph *g = ts_graph_new("dil", 17);
+    uint64_t rng = 11;
+    int x = xt_input(g, "x", "1x5x8x6"), w1 = xt_const_random(g, "64x5x3x3", -1, 1, &rng);
+    int b1 = xt_const_random(g, "64", -1, 1, &rng), w2 = xt_const_random(g, "64x64x3x3", -1, 1, &rng);
+    int b2 = xt_const_random(g, "64", -1, 1, &rng);
+    const ts_attr at[] = {INTS("pads", 2, 2, 2, 2), INTS("dilations", 2, 2)};
+    int a = xt_node(g, "Conv", (const int[]){x, w1, b1}, 3, at, 2);
+    a = xt_node(g, "Relu", &a, 1, NULL, 0);
+    xt_output(g, xt_node(g, "Conv", (const int[]){a, w2, b2}, 3, at, 2));
+    ts_optimize_opts opts = {0};
+    ts_source_env env = {.opts = &opts};
+    void *st = NULL;
+    ts_error err = {0};
+    cr_assert_eq(ts_source_einnet.open(&env, &st, &err), TS_OK, "%s", err.msg);
+    got r = {0};
+    ts_source_emit em = {.fn = got_fn, .stopped = got_stopped, .driver = &r};
+    cr_assert_eq(ts_source_einnet.propose(st, g, &em, &err), TS_OK, "%s", err.msg);
+    int all = -1, phases = 0;
+    for (int i = 0; i < r.n; i++) {
+        if (!strcmp(r.what[i], "einnet:all-cheaper")) all = i;
+        else if (strcmp(r.what[i], "einnet:conv-eop-phases+conv+ew")) { /* small: also one eOperator */
+            cr_assert_str_eq(r.what[i], "einnet:conv-phases+conv+ew");
+            cr_assert_eq(count_op(r.g[i], &ts_op_transpose), 2, "%s", r.what[i]);
+            phases++;
+        }
+        same_outputs(g, r.g[i], 37);
+    }
+    cr_assert_eq(phases, 2);
+    cr_assert_geq(all, 0, "no combined proposal among %d", r.n);
+    cr_assert_eq(count_op(r.g[all], &ts_op_conv), 2);
+    cr_assert_eq(count_op(r.g[all], &ts_op_transpose), 2, "the phase layouts around the Relu were not cancelled");
+    for (int n = 0; n < r.g[all]->nnodes; n++) {
+        const ts_node *nd = &r.g[all]->nodes[n];
+        if (nd->op != &ts_op_conv) continue;
+        const ts_conv_attrs *ca = nd->attrs;
+        cr_assert(ca->win.ndilations < 0 || (ca->win.dilations[0] == 1 && ca->win.dilations[1] == 1));
+        cr_assert_eq(r.g[all]->values[nd->inputs[0]].shape.dims[0], 4, "not on the four phase images");
+    }
+    for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
+    ts_source_einnet.close(st);
+    ts_graph_free(g);
+}
+
+/* A Longformer attention band, narrower (2 heads of 3, 256 positions,
+ * window 9 at dilation 2), exported as the zoo does: Gather by a clamped
+ * table, MatMul, mask -1e4 where clamped, Softmax, Gather, MatMul.  The
+ * source proposes the scores and the context each as the blocked G2BMM
+ * over phases, both equal to the original in the reference interpreter;
+ * with one clamped position left unmasked (the side condition fails:
+ * there the band and the gathered clamped row differ) it proposes none. */
+static ts_graph *band_graph(bool masked)
+{
+    ts_graph *g = ts_graph_new("band", 17);
+    int k = xt_input(g, "k", "1x2x256x3"), q = xt_input(g, "q", "1x2x256x3"), v = xt_input(g, "v", "1x2x256x3");
+    static double idx[256 * 9], mask[256 * 9];
+    for (int i = 0; i < 256; i++)
+        for (int j = 0; j < 9; j++) {
+            int p = i + 2 * j - 8;
+            idx[i * 9 + j] = p < 0 ? 0 : p > 255 ? 255 : p;
+            mask[i * 9 + j] = p == idx[i * 9 + j] ? 0 : -1e4;
+        }
+    if (!masked) mask[0] = 0; /* row 0 reads row -8, clamped to 0 */
+    int t = xt_const_values(g, TS_I64, "256x9", idx, 256 * 9), m = xt_const_values(g, TS_F32, "256x9", mask, 256 * 9);
+    ts_attr ax = ts_attr_int("axis", 2), sax = ts_attr_int("axis", -1);
+    int kw = xt_node(g, "Gather", (const int[]){k, t}, 2, &ax, 1);
+    int qc = xt_node(g, "Reshape", (const int[]){q, xt_const_values(g, TS_I64, "5", (const double[]){1, 2, 256, 3, 1}, 5)}, 2,
+                     NULL, 0);
+    int s = xt_node(g, "MatMul", (const int[]){kw, qc}, 2, NULL, 0);
+    s = xt_node(g, "Reshape", (const int[]){s, xt_const_values(g, TS_I64, "4", (const double[]){1, 2, 256, 9}, 4)}, 2, NULL, 0);
+    s = xt_node(g, "Add", (const int[]){s, m}, 2, NULL, 0);
+    s = xt_node(g, "Softmax", &s, 1, &sax, 1);
+    s = xt_node(g, "Reshape", (const int[]){s, xt_const_values(g, TS_I64, "5", (const double[]){1, 2, 256, 1, 9}, 5)}, 2,
+                NULL, 0);
+    int vw = xt_node(g, "Gather", (const int[]){v, t}, 2, &ax, 1);
+    xt_output(g, xt_node(g, "MatMul", (const int[]){s, vw}, 2, NULL, 0));
+    return g;
+}
+
+Test(einnet_codegen, source_proposes_blocked_band)
+{
+    for (int masked = 1; masked >= 0; masked--) {
+        ts_graph *g = band_graph(masked);
+        ts_optimize_opts opts = {0};
+        ts_source_env env = {.opts = &opts};
+        void *st = NULL;
+        ts_error err = {0};
+        cr_assert_eq(ts_source_einnet.open(&env, &st, &err), TS_OK, "%s", err.msg);
+        got r = {0};
+        ts_source_emit em = {.fn = got_fn, .stopped = got_stopped, .driver = &r};
+        cr_assert_eq(ts_source_einnet.propose(st, g, &em, &err), TS_OK, "%s", err.msg);
+        int scores = 0, context = 0;
+        for (int i = 0; i < r.n; i++) {
+            scores += !strcmp(r.what[i], "einnet:band-phases+phases+g2bmm");
+            context += !strcmp(r.what[i], "einnet:band-phases+phases+g2bmmt");
+            cr_assert_eq(count_op(r.g[i], &ts_op_gather), 1, "%s: the replaced Gather is left", r.what[i]);
+            same_outputs(g, r.g[i], 41);
+        }
+        if (masked) cr_assert(scores == 1 && context == 1, "%d proposals: %d scores, %d context", r.n, scores, context);
+        else cr_assert_eq(r.n, 0, "a band proposed where a clamped score is not masked");
+        for (int i = 0; i < r.n; i++) ts_graph_free(r.g[i]);
+        ts_source_einnet.close(st);
+        ts_graph_free(g);
+    }
 }

@@ -5,9 +5,11 @@
  * interpreter, and a planted wrong derivation is rejected. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include "einnet/band.h"
 #include "einnet/derive.h"
 #include "einnet/instantiate.h"
 #include "exec_check.h"
+#include "ops/attrs.h"
 
 #define I(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -235,5 +237,204 @@ Test(einnet_derive, conv_transpose_to_matmul_aggregation)
     cr_assert(find(&e, "matmul+reduce4+reduce3", &d, &st) || find(&e, "matmul+reduce3+reduce4", &d, &st),
               "no MatMul + aggregation for the transposed conv");
     check_instantiated(g, &d, inputs, "MatMul", "ConvTranspose");
+    ts_graph_free(g);
+}
+
+static bool accept_phases(const ts_ein *e, void *arg)
+{
+    (void)arg;
+    return ts_ein_instantiable(e) && ts_ein_undilated_conv(e);
+}
+
+/* CSRNet's dilated 3x3 convs (dilation 2, pad 2, bias): the phase search
+ * splits the output positions h = 2h' + a, w = 2w' + b (in the root, then
+ * in the conv scope its reader reads at 2h' + a), extracts the input's
+ * phases P[a,b,n,c,y,x] = X[n,c,2y+a,2x+b], and what is left is a regular
+ * 3x3 conv (pad 1) over the four phase images: the paper's dilated G2BMM
+ * -> G2BMM substitution for a convolution. */
+Test(einnet_derive, dilated_conv_to_conv_on_phases)
+{
+    ts_attr at[] = {ts_attr_ints("pads", I(2, 2, 2, 2), 4), ts_attr_ints("dilations", I(2, 2), 2)};
+    const char *xs[] = {"1x3x8x6", "2x4x6x10"}, *ws[] = {"5x3x3x3", "5x4x3x3"};
+    for (int bias = 0; bias < 2; bias++) {
+        ts_graph *g = conv_graph(xs[bias], ws[bias], bias, at, 2);
+        ts_ein e;
+        int inputs[4];
+        translate(g, &e, inputs);
+        static ts_ein_found found[4];
+        ts_ein_search_opts o = {.max_depth = 7, .max_states = 2000, .accept = accept_phases, .phases = true};
+        ts_ein_search_stats st;
+        int n = ts_ein_search(&e, &o, found, 4, &st);
+        cr_assert_gt(n, 0, "no conv over phases found (%d visited)", st.visited);
+        char d[64];
+        ts_ein_describe(&found[0].e, d, sizeof d);
+        cr_assert_str_eq(d, bias ? "phases+conv+ew" : "phases+conv", "%s", found[0].path);
+        cr_assert_eq(equal(&e, &found[0].e), 1, "the phase derivation %s changed the value", found[0].path);
+        check_instantiated(g, &found[0].e, inputs, "Conv", "Pad");
+        /* the instantiated Conv is undilated, on 4x the batch, pads 1 */
+        ts_graph *h = ts_graph_copy(g);
+        int out = -1;
+        ts_error err = {0};
+        cr_assert_eq(ts_ein_instantiate(&found[0].e, h, inputs, "t", &out, &err), TS_OK, "%s", err.msg);
+        const ts_node *cn = &h->nodes[h->nnodes - 1];
+        for (int i = g->nnodes; i < h->nnodes; i++)
+            if (h->nodes[i].op == g->nodes[g->nnodes - 1].op) cn = &h->nodes[i];
+        const ts_conv_attrs *ca = cn->attrs;
+        cr_assert_eq(cn->ninputs, bias ? 3 : 2, "the bias is not fused into the Conv");
+        cr_assert_eq(h->values[cn->inputs[0]].shape.dims[0], 4 * g->values[g->inputs[0]].shape.dims[0]);
+        for (int k = 0; k < 2; k++) {
+            cr_assert(ca->win.ndilations < 0 || ca->win.dilations[k] == 1);
+            cr_assert_eq(ca->win.pads[k], 1);
+        }
+        ts_graph_free(h);
+        /* negative control: the phases read in the other order (a <-> b),
+         * right shapes everywhere, must be rejected by the check */
+        ts_ein wrong = found[0].e;
+        bool swapped = false;
+        for (int s = 1; s < wrong.nscope && !swapped; s++) {
+            if (ts_ein_scope_kind(&wrong, s) != EIN_KIND_PHASE) continue;
+            int16_t t = wrong.scope[s].trav[0];
+            wrong.scope[s].trav[0] = wrong.scope[s].trav[1];
+            wrong.scope[s].trav[1] = t;
+            swapped = true;
+        }
+        cr_assert(swapped);
+        cr_assert_eq(equal(&e, &wrong), 0, "phases read in the wrong order passed the check");
+        ts_graph_free(g);
+    }
+}
+
+static bool accept_g2bmm(const ts_ein *e, void *arg)
+{
+    (void)arg;
+    if (!ts_ein_instantiable(e)) return false;
+    for (int s = 0; s < e->nscope; s++)
+        if (ts_ein_scope_kind(e, s) == EIN_KIND_G2BMM || ts_ein_scope_kind(e, s) == EIN_KIND_G2BMM_T) return true;
+    return false;
+}
+
+/* Longformer's dilated band (dilation 2, window 2W+1 = 9): the phase
+ * search splits the rows i = 2i' + a and extracts the phases of K and Q;
+ * what is left is an undilated G2BMM over the phases (the paper's dilated
+ * G2BMM -> G2BMM), built blocked: MatMul of 64-row blocks against the
+ * three key blocks the band reaches, then the skew.  Checked exactly mod p
+ * against the band expression and, instantiated, against its evaluation;
+ * keys read in the wrong phase are rejected. */
+Test(einnet_derive, dilated_g2bmm_to_g2bmm_blocked)
+{
+    ts_shape K = xt_shape("1x2x256x3");
+    ts_ein e;
+    cr_assert(ts_ein_band_expr(&e, &K, &K, 2, -8, 9));
+    static ts_ein_found found[2];
+    ts_ein_search_opts o = {.max_depth = 7, .max_states = 500, .accept = accept_g2bmm, .phases = true};
+    ts_ein_search_stats st;
+    int n = ts_ein_search(&e, &o, found, 1, &st);
+    cr_assert_eq(n, 1, "no G2BMM over phases found (%d visited)", st.visited);
+    char d[64];
+    ts_ein_describe(&found[0].e, d, sizeof d);
+    cr_assert_str_eq(d, "phases+phases+g2bmm", "%s (%s)", d, found[0].path);
+    cr_assert_eq(equal(&e, &found[0].e), 1, "the derivation %s changed the value", found[0].path);
+    /* instantiated: a graph of K, Q inputs; its value against ts_ein_eval */
+    ts_graph *g = ts_graph_new("band", 17);
+    int inputs[2] = {xt_input(g, "k", "1x2x256x3"), xt_input(g, "q", "1x2x256x3")}, out = -1;
+    ts_error err = {0};
+    cr_assert_eq(ts_ein_instantiate(&found[0].e, g, inputs, "t", &out, &err), TS_OK, "%s", err.msg);
+    xt_output(g, out);
+    cr_assert_geq(ts_graph_fold_constants(g, &err), 0, "%s", err.msg);
+    ts_graph_compact(g);
+    cr_assert_eq(ts_graph_validate(g, &err), TS_OK, "%s", err.msg);
+    int mm = 0, gathers = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        mm += !strcmp(g->nodes[i].op->name, "MatMul");
+        gathers += !strcmp(g->nodes[i].op->name, "Gather");
+    }
+    cr_assert(mm == 1 && !gathers, "%d MatMul, %d Gather", mm, gathers);
+    const ts_num *num = ts_num_get(TS_DOMAIN_MODP);
+    ts_tensor *in[2], *ra = NULL, *rb = NULL;
+    for (int k = 0; k < 2; k++) {
+        in[k] = ts_tensor_new(num->storage, &K, &err);
+        for (int64_t i = 0; i < ts_tensor_numel(in[k]); i++)
+            ((uint32_t *)in[k]->data)[i] = (uint32_t)((i + 7 * k) * 2654435761u % TS_MODP_P);
+    }
+    cr_assert_eq(ts_ein_eval(&e, num, (const ts_tensor *const *)in, &ra, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_MODP, in, &rb, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_tensor_numel(ra), ts_tensor_numel(rb));
+    cr_assert(!memcmp(ra->data, rb->data, ra->nbytes), "the blocked G2BMM differs from the band");
+    /* negative control: the key phases swapped (a <-> 1 - a) */
+    ts_ein wrong = found[0].e;
+    bool planted = false;
+    for (int s = 1; s < wrong.nscope && !planted; s++) {
+        if (ts_ein_scope_kind(&wrong, s) != EIN_KIND_PHASE) continue;
+        ts_ein_node *r = &wrong.node[wrong.scope[s].body];
+        for (int dd = 0; dd < r->rank && !planted; dd++) {
+            ts_ein_idx *x = &wrong.idx[r->idx + dd];
+            if (x->n == 2 && r->src == 0) { /* K's row 2y + a -> 2y + 1 - a */
+                int ka = x->co[0] == 1 ? 0 : 1;
+                x->co[ka] = -1;
+                x->c += 1;
+                planted = true;
+            }
+        }
+    }
+    cr_assert(planted);
+    cr_assert_eq(equal(&e, &wrong), 0, "keys of the other phase passed the check");
+    for (int k = 0; k < 2; k++) ts_tensor_unref(in[k]);
+    ts_tensor_unref(ra);
+    ts_tensor_unref(rb);
+    ts_graph_free(g);
+}
+
+/* The band's counterpart (Longformer's context, P[.., i, j] V[.., i +
+ * 2j - 8, c] summed over j): the same phase split, then the inverse skew
+ * and one blocked MatMul; exact against the expression, wrong phase
+ * rejected. */
+Test(einnet_derive, dilated_band_context_blocked)
+{
+    ts_shape V = xt_shape("1x2x256x3"), P = xt_shape("1x2x256x9");
+    ts_ein e;
+    cr_assert(ts_ein_band_ctx_expr(&e, &V, &P, 2, -8));
+    static ts_ein_found found[2];
+    ts_ein_search_opts o = {.max_depth = 7, .max_states = 500, .accept = accept_g2bmm, .phases = true};
+    ts_ein_search_stats st;
+    cr_assert_eq(ts_ein_search(&e, &o, found, 1, &st), 1, "nothing found (%d visited)", st.visited);
+    char d[64];
+    ts_ein_describe(&found[0].e, d, sizeof d);
+    cr_assert(!strcmp(d, "phases+phases+g2bmmt"), "%s (%s)", d, found[0].path);
+    cr_assert_eq(equal(&e, &found[0].e), 1, "the derivation %s changed the value", found[0].path);
+    ts_graph *g = ts_graph_new("ctx", 17);
+    int inputs[2] = {xt_input(g, "v", "1x2x256x3"), xt_input(g, "p", "1x2x256x9")}, out = -1;
+    ts_error err = {0};
+    cr_assert_eq(ts_ein_instantiate(&found[0].e, g, inputs, "t", &out, &err), TS_OK, "%s", err.msg);
+    xt_output(g, out);
+    cr_assert_geq(ts_graph_fold_constants(g, &err), 0, "%s", err.msg);
+    ts_graph_compact(g);
+    cr_assert_eq(ts_graph_validate(g, &err), TS_OK, "%s", err.msg);
+    const ts_num *num = ts_num_get(TS_DOMAIN_MODP);
+    ts_tensor *in[2] = {ts_tensor_new(num->storage, &V, &err), ts_tensor_new(num->storage, &P, &err)}, *ra = NULL,
+              *rb = NULL;
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < ts_tensor_numel(in[k]); i++)
+            ((uint32_t *)in[k]->data)[i] = (uint32_t)((i + 5 * k) * 2654435761u % TS_MODP_P);
+    cr_assert_eq(ts_ein_eval(&e, num, (const ts_tensor *const *)in, &ra, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_MODP, in, &rb, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_tensor_numel(ra), ts_tensor_numel(rb));
+    cr_assert(!memcmp(ra->data, rb->data, ra->nbytes), "the blocked context differs from the band");
+    ts_ein wrong = found[0].e; /* V's rows 2y + a -> 2y + 1 - a */
+    bool planted = false;
+    for (int s = 1; s < wrong.nscope && !planted; s++) {
+        ts_ein_node *r = &wrong.node[wrong.scope[s].body];
+        for (int dd = 0; ts_ein_scope_kind(&wrong, s) == EIN_KIND_PHASE && r->src == 0 && dd < r->rank && !planted; dd++) {
+            ts_ein_idx *x = &wrong.idx[r->idx + dd];
+            if (x->n != 2) continue;
+            x->co[x->co[0] == 1 ? 0 : 1] = -1;
+            x->c += 1;
+            planted = true;
+        }
+    }
+    cr_assert(planted);
+    cr_assert_eq(equal(&e, &wrong), 0, "rows of the other phase passed the check");
+    for (int k = 0; k < 2; k++) ts_tensor_unref(in[k]);
+    ts_tensor_unref(ra);
+    ts_tensor_unref(rb);
     ts_graph_free(g);
 }

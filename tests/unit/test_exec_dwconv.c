@@ -14,15 +14,6 @@ static uint64_t rng = 777;
 
 static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-/* Steps of the plan run by kernel `name`. */
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 typedef enum { ACT_NONE, ACT_SILU, ACT_BN_CLIP, ACT_HARDSWISH, ACT_RELU } act_kind;
 
 /* x (N x C0 x H x W) -> 1x1 conv to C -> depthwise KxK conv (attrs) -> act -> output.
@@ -57,15 +48,7 @@ static int dw_case(const char *x, int C0, int C, int K, const ts_attr *at, int n
     /* a consumer that keeps the result channels-last, as the next block's 1x1 conv does */
     y = xt_node(g, "Conv", (int[]){y, cst(g, w2, -0.5, 0.5)}, 2, NULL, 0);
     xt_output(g, y);
-    int got = -1;
-    for (int threads = 1; threads <= 2; threads++) {
-        ts_plan_opts o = {.threads = threads};
-        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        int k = steps_of(plan, "vec.dwconv");
-        cr_assert(got < 0 || k == got);
-        got = k;
-        ts_plan_free(plan);
-    }
+    int got = xt_kernel_steps_1_2(g, "vec.dwconv", &rng);
     ts_graph_free(g);
     return got;
 }
@@ -149,7 +132,7 @@ Test(exec_dwconv, hand_computed)
         ts_plan *plan = NULL;
         ts_plan_opts o = {.threads = threads};
         cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-        cr_assert_eq(steps_of(plan, "vec.dwconv"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.dwconv"), 1);
         ts_shape xs = xt_shape("1x1x160x160"), ys = xt_shape("1x24x80x80");
         ts_tensor *x = ts_tensor_new(TS_F32, &xs, &e), *out = ts_tensor_new(TS_F32, &ys, &e);
         for (int64_t i = 0; i < ts_tensor_numel(x); i++) ((float *)x->data)[i] = 1;

@@ -12,14 +12,6 @@ static uint64_t rng = 4242;
 
 static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 typedef enum { SE_SILU_SIGMOID, SE_RELU_HARDSIGMOID, SE_RELU_NO_GATE } se_kind;
 
 /* x -> [1x1 conv C0 -> C when C0 > 0] -> block value b; b * gate(b) -> output.
@@ -51,15 +43,7 @@ static int se_case(const char *x, int C0, int C, int R, se_kind kind)
                     (ts_attr[]){ts_attr_float("alpha", 1.0f / 6), ts_attr_float("beta", 0.5f)}, 2);
     y = xt_node(g, "Mul", (int[]){b, y}, 2, NULL, 0);
     xt_output(g, y);
-    int got = -1;
-    for (int threads = 1; threads <= 2; threads++) {
-        ts_plan_opts o = {.threads = threads};
-        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        int k = steps_of(plan, "vec.se");
-        cr_assert(got < 0 || k == got);
-        got = k;
-        ts_plan_free(plan);
-    }
+    int got = xt_kernel_steps_1_2(g, "vec.se", &rng);
     ts_graph_free(g);
     return got;
 }
@@ -99,7 +83,7 @@ Test(exec_se, declines_non_gates)
     y = xt_node(g, "Flatten", &y, 1, NULL, 0);
     xt_output(g, y);
     ts_plan *plan = xt_plan_check(g, NULL, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-    cr_assert_eq(steps_of(plan, "vec.se"), 0);
+    cr_assert_eq(xt_steps_of(plan, "vec.se"), 0);
     ts_plan_free(plan);
     ts_graph_free(g);
 }
@@ -128,7 +112,7 @@ Test(exec_se, hand_computed)
         ts_plan *plan = NULL;
         ts_plan_opts o = {.threads = threads};
         cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-        cr_assert_eq(steps_of(plan, "vec.se"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.se"), 1);
         ts_shape s = xt_shape("1x4x3x5");
         ts_tensor *in = ts_tensor_new(TS_F32, &s, &e), *out = ts_tensor_new(TS_F32, &s, &e);
         for (int64_t i = 0; i < 60; i++) ((float *)in->data)[i] = (float)(i / 15 + 1);

@@ -35,14 +35,19 @@ static int linear(void)
     return op("Add", INS(y, xt_const_random(G, "37", -1, 1, &Rng)), NOATTR);
 }
 
-/* PyTorch (opset < 20): Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) */
+/* PyTorch's spelling (opset < 20) of h's GELU with `half` 0.5 (any other:
+ * a look-alike): Mul(Mul(h, Add(Erf(Div(h, sqrt 2)), 1)), half) */
+static int gelu_erf_torch_of(int h, double half)
+{
+    int e = op("Erf", INS(op("Div", INS(h, F32("", 1.4142135623730951)), NOATTR)), NOATTR);
+    int a = op("Add", INS(e, F32("", 1.0)), NOATTR);
+    return op("Mul", INS(op("Mul", INS(h, a), NOATTR), F32("", half)), NOATTR);
+}
+
 Test(xfmr, gelu_erf_torch)
 {
     graph(14);
-    int h = linear();
-    int e = op("Erf", INS(op("Div", INS(h, F32("", 1.4142135623730951)), NOATTR)), NOATTR);
-    int a = op("Add", INS(e, F32("", 1.0)), NOATTR);
-    output(op("Mul", INS(op("Mul", INS(h, a), NOATTR), F32("", 0.5)), NOATTR));
+    output(gelu_erf_torch_of(linear(), 0.5));
     check(1, 6);
 }
 
@@ -88,10 +93,7 @@ Test(xfmr, gelu_tanh_torch)
 Test(xfmr, gelu_lookalike_stays_apart)
 {
     graph(14);
-    int h = linear();
-    int e = op("Erf", INS(op("Div", INS(h, F32("", 1.4142135623730951)), NOATTR)), NOATTR);
-    int a = op("Add", INS(e, F32("", 1.0)), NOATTR);
-    output(op("Mul", INS(op("Mul", INS(h, a), NOATTR), F32("", 0.6)), NOATTR));
+    output(gelu_erf_torch_of(linear(), 0.6));
     check(2, 5);
 }
 
@@ -100,9 +102,7 @@ Test(xfmr, gelu_input_read_elsewhere)
 {
     graph(14);
     int h = linear();
-    int e = op("Erf", INS(op("Div", INS(h, F32("", 1.4142135623730951)), NOATTR)), NOATTR);
-    int a = op("Add", INS(e, F32("", 1.0)), NOATTR);
-    output(op("Mul", INS(op("Mul", INS(h, a), NOATTR), F32("", 0.5)), NOATTR));
+    output(gelu_erf_torch_of(h, 0.5));
     output(h);
     for (int t = 1; t <= 2; t++) {
         ts_plan_opts o = {.threads = t};
@@ -281,15 +281,6 @@ Test(xfmr, layernorm_ops_centered_read_elsewhere)
  * blocks) is one oneDNN reorder (dnnl_transpose.c) instead of a reorder to
  * NCHW and a copy: 19 channels (a padded last block), two perms, the
  * result read by a LayerNorm over channels and written as a graph output */
-#include "exec/step_timer.h"
-
-static int count_kernel(const ts_plan *p, const char *name)
-{
-    int k = 0;
-    for (int i = 0; i < xplan_step_count(p); i++) k += !strcmp(xplan_step_kernel(p, i), name);
-    return k;
-}
-
 Test(xfmr, transpose_of_blocked_conv_output)
 {
     static const int64_t perms[2][4] = {{0, 2, 3, 1}, {3, 1, 0, 2}};
@@ -302,8 +293,8 @@ Test(xfmr, transpose_of_blocked_conv_output)
         for (int th = 1; th <= 2; th++) {
             ts_plan_opts o = {.threads = th};
             ts_plan *p = xt_plan_check(G, &o, 31, -1, 1, 1e-4, XT_TOL_MAX);
-            cr_assert_eq(count_kernel(p, "dnnl.transpose"), 1, "perm %d, threads %d", k, th);
-            cr_assert_eq(count_kernel(p, "vec.transpose") + count_kernel(p, "reorder"), 0, "perm %d: copies left", k);
+            cr_assert_eq(xt_steps_of(p, "dnnl.transpose"), 1, "perm %d, threads %d", k, th);
+            cr_assert_eq(xt_steps_of(p, "vec.transpose") + xt_steps_of(p, "reorder"), 0, "perm %d: copies left", k);
             ts_plan_free(p);
         }
     }

@@ -5,96 +5,15 @@
  * a cycle, nondeterministic nodes under CSE.  Also the runtime's Split
  * views (plan.c) the merges rely on, against the reference interpreter. */
 #include <criterion/criterion.h>
-#include <math.h>
 #include <string.h>
+#include "graph_build.h"
 #include "opt/passes.h"
-
-static ts_tensor *rand_tensor(int rank, const int64_t *dims, uint64_t *rng)
-{
-    ts_shape s = ts_shape_make(rank, dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, NULL);
-    ts_tensor_fill_random(t, rng, -1, 1);
-    return t;
-}
-
-static int weight(ts_graph *g, const char *name, int rank, const int64_t *dims, uint64_t *rng)
-{
-    ts_error e = {0};
-    ts_tensor *t = rand_tensor(rank, dims, rng);
-    int v = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert(v >= 0, "%s", e.msg);
-    return v;
-}
-
-static int input(ts_graph *g, const char *name, int rank, const int64_t *dims)
-{
-    ts_error e = {0};
-    ts_shape s = ts_shape_make(rank, dims);
-    int v = ts_graph_add_input(g, name, TS_F32, &s, &e);
-    cr_assert(v >= 0, "%s", e.msg);
-    return v;
-}
-
-static int node(ts_graph *g, const char *op, const int *in, int nin, const ts_attr *a, int na)
-{
-    ts_error e = {0};
-    int out = -1;
-    cr_assert(ts_graph_add_node(g, op, NULL, in, nin, a, na, 1, NULL, &out, &e) >= 0, "%s: %s", op, e.msg);
-    return out;
-}
-
-static void output(ts_graph *g, int v)
-{
-    ts_error e = {0};
-    cr_assert_eq(ts_graph_add_output(g, v, &e), TS_OK, "%s", e.msg);
-}
-
-static int count_op(const ts_graph *g, const char *op)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && !strcmp(g->nodes[i].op->name, op);
-    return n;
-}
 
 /* Outputs of a and b on the same random inputs; b run by the reference
  * interpreter or (fast) by the runtime's plan. */
 static void assert_same_as(const ts_graph *a, const ts_graph *b, bool fast)
 {
-    ts_error e = {0};
-    uint64_t rng = 11;
-    ts_tensor *in[8], *oa[8], *ob[8];
-    cr_assert_eq(a->ninputs, b->ninputs);
-    cr_assert_eq(a->noutputs, b->noutputs);
-    for (int i = 0; i < a->ninputs; i++) {
-        const ts_value *v = &a->values[a->inputs[i]];
-        in[i] = rand_tensor(v->shape.rank, v->shape.dims, &rng);
-    }
-    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, in, oa, &e), TS_OK, "%s", e.msg);
-    if (fast) {
-        ts_plan *p = NULL;
-        ts_plan_opts o = {0};
-        for (int i = 0; i < b->noutputs; i++) {
-            const ts_value *v = &b->values[b->outputs[i]];
-            ob[i] = ts_tensor_new(v->dtype, &v->shape, &e);
-        }
-        cr_assert_eq(ts_plan_build(b, &o, &p, &e), TS_OK, "%s", e.msg);
-        for (int rep = 0; rep < 2; rep++) /* twice: a run must not depend on the previous one */
-            cr_assert_eq(ts_plan_run(p, in, ob, &e), TS_OK, "%s", e.msg);
-        ts_plan_free(p);
-    } else {
-        cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, in, ob, &e), TS_OK, "%s", e.msg);
-    }
-    for (int i = 0; i < a->noutputs; i++) {
-        cr_assert_eq(ts_tensor_numel(oa[i]), ts_tensor_numel(ob[i]));
-        for (int64_t k = 0; k < ts_tensor_numel(oa[i]); k++)
-            cr_assert(fabs(ts_tensor_get_f64(oa[i], k) - ts_tensor_get_f64(ob[i], k)) < 1e-4,
-                      "output %d[%lld]: %g vs %g", i, (long long)k, ts_tensor_get_f64(oa[i], k),
-                      ts_tensor_get_f64(ob[i], k));
-        ts_tensor_unref(oa[i]);
-        ts_tensor_unref(ob[i]);
-    }
-    for (int i = 0; i < a->ninputs; i++) ts_tensor_unref(in[i]);
+    gb_assert_same(a, b, 11, fast ? GB_PLAN : GB_REFERENCE, 1e-4, 0);
 }
 
 static void assert_same(const ts_graph *a, const ts_graph *b) { assert_same_as(a, b, false); }
@@ -106,20 +25,20 @@ static ts_graph *three_matmuls(int64_t m)
     uint64_t rng = 5;
     ts_graph *g = ts_graph_new("mm3", 17);
     int64_t xd[2] = {m, 8};
-    int x = input(g, "x", 2, xd);
+    int x = gb_input(g, "x", 2, xd);
     int64_t n[3] = {4, 6, 5};
     for (int i = 0; i < 3; i++) {
         int64_t wd[2] = {8, n[i]};
         char nm[8];
         snprintf(nm, sizeof nm, "w%d", i);
-        int in[2] = {x, weight(g, nm, 2, wd, &rng)};
-        int y = node(g, "MatMul", in, 2, NULL, 0);
+        int in[2] = {x, gb_weight(g, nm, 2, wd, &rng)};
+        int y = gb_node(g, "MatMul", in, 2, NULL, 0);
         if (i < 2) {
             snprintf(nm, sizeof nm, "b%d", i);
-            int ab[2] = {y, weight(g, nm, 1, &n[i], &rng)};
-            y = node(g, "Add", ab, 2, NULL, 0);
+            int ab[2] = {y, gb_weight(g, nm, 1, &n[i], &rng)};
+            y = gb_node(g, "Add", ab, 2, NULL, 0);
         }
-        output(g, node(g, "Tanh", &y, 1, NULL, 0));
+        gb_output(g, gb_node(g, "Tanh", &y, 1, NULL, 0));
     }
     return g;
 }
@@ -131,9 +50,9 @@ Test(merge, matmul_siblings_with_bias)
     for (int64_t m = 1; m <= 3; m += 2) { /* m 1: the split is a view; m 3: a strided copy */
         ts_graph *g = three_matmuls(m), *h = ts_graph_copy(g);
         cr_assert_eq(ts_merge_siblings(h, -1, cc, &e), 1, "%s", e.msg);
-        cr_assert_eq(count_op(h, "MatMul"), 1);
-        cr_assert_eq(count_op(h, "Split"), 1);
-        cr_assert_eq(count_op(h, "Add"), 1, "one bias Add, zeros where a member had none");
+        cr_assert_eq(gb_count_op(h, "MatMul"), 1);
+        cr_assert_eq(gb_count_op(h, "Split"), 1);
+        cr_assert_eq(gb_count_op(h, "Add"), 1, "one bias Add, zeros where a member had none");
         assert_same(g, h);
         assert_same_as(g, h, true);
         ts_graph_free(h);
@@ -147,7 +66,7 @@ Test(merge, const_concat_memo_shares_tensors)
     ts_error e = {0};
     uint64_t rng = 1;
     int64_t d[2] = {2, 3};
-    ts_tensor *p[2] = {rand_tensor(2, d, &rng), rand_tensor(2, d, &rng)};
+    ts_tensor *p[2] = {gb_rand_tensor(2, d, &rng), gb_rand_tensor(2, d, &rng)};
     ts_const_cache *cc = ts_const_cache_new();
     ts_tensor *a = ts_const_concat(cc, p, 2, 1, &e), *b = ts_const_concat(cc, p, 2, 1, &e);
     ts_tensor *c = ts_const_concat(cc, p, 2, 0, &e);
@@ -175,7 +94,7 @@ static ts_graph *convs(void)
     uint64_t rng = 9;
     ts_graph *g = ts_graph_new("convs", 17);
     int64_t xd[4] = {1, 4, 6, 6};
-    int x = input(g, "x", 4, xd);
+    int x = gb_input(g, "x", 4, xd);
     int64_t p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0}, st[2] = {1, 1};
     struct {
         int64_t f, c, k;
@@ -186,14 +105,14 @@ static ts_graph *convs(void)
         int64_t wd[4] = {cv[i].f, cv[i].c, cv[i].k, cv[i].k}, bd = cv[i].f;
         char nm[8];
         snprintf(nm, sizeof nm, "w%d", i);
-        int w = weight(g, nm, 4, wd, &rng);
+        int w = gb_weight(g, nm, 4, wd, &rng);
         snprintf(nm, sizeof nm, "b%d", i);
-        int in[3] = {x, w, weight(g, nm, 1, &bd, &rng)};
+        int in[3] = {x, w, gb_weight(g, nm, 1, &bd, &rng)};
         ts_attr a[3] = {ts_attr_ints("pads", cv[i].k == 3 ? p1 : p0, 4), ts_attr_ints("strides", st, 2),
                         ts_attr_int("group", cv[i].group)};
-        int y = node(g, "Conv", in, 3, a, 3);
-        if (cv[i].relu) y = node(g, "Relu", &y, 1, NULL, 0);
-        output(g, node(g, "Sigmoid", &y, 1, NULL, 0));
+        int y = gb_node(g, "Conv", in, 3, a, 3);
+        if (cv[i].relu) y = gb_node(g, "Relu", &y, 1, NULL, 0);
+        gb_output(g, gb_node(g, "Sigmoid", &y, 1, NULL, 0));
     }
     return g;
 }
@@ -203,9 +122,9 @@ Test(merge, conv_siblings_only_compatible)
     ts_error e = {0};
     ts_graph *g = convs(), *h = ts_graph_copy(g);
     cr_assert_eq(ts_merge_siblings(h, -1, NULL, &e), 1, "%s", e.msg);
-    cr_assert_eq(count_op(h, "Conv"), 4, "5 convs, the two 3x3+Relu merged into one");
-    cr_assert_eq(count_op(h, "Relu"), 3, "the merged pair's Relu, the 1x1's, the grouped conv's");
-    cr_assert_eq(count_op(h, "Split"), 1);
+    cr_assert_eq(gb_count_op(h, "Conv"), 4, "5 convs, the two 3x3+Relu merged into one");
+    cr_assert_eq(gb_count_op(h, "Relu"), 3, "the merged pair's Relu, the 1x1's, the grouped conv's");
+    cr_assert_eq(gb_count_op(h, "Split"), 1);
     assert_same(g, h);
     assert_same_as(g, h, true);
     ts_graph_free(h);
@@ -231,14 +150,14 @@ Test(merge, nothing_to_merge_leaves_graph)
     uint64_t rng = 2;
     g = ts_graph_new("grouped", 17);
     int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {4, 2, 3, 3}, p1[4] = {1, 1, 1, 1};
-    int x = input(g, "x", 4, xd);
+    int x = gb_input(g, "x", 4, xd);
     for (int i = 0; i < 2; i++) {
-        int in[2] = {x, weight(g, i ? "w1" : "w0", 4, wd, &rng)};
+        int in[2] = {x, gb_weight(g, i ? "w1" : "w0", 4, wd, &rng)};
         ts_attr a[2] = {ts_attr_ints("pads", p1, 4), ts_attr_int("group", 2)};
-        output(g, node(g, "Tanh", (int[]){node(g, "Conv", in, 2, a, 2)}, 1, NULL, 0));
+        gb_output(g, gb_node(g, "Tanh", (int[]){gb_node(g, "Conv", in, 2, a, 2)}, 1, NULL, 0));
     }
     cr_assert_eq(ts_merge_siblings(g, -1, NULL, &e), 0);
-    cr_assert_eq(count_op(g, "Conv"), 2);
+    cr_assert_eq(gb_count_op(g, "Conv"), 2);
     ts_graph_free(g);
 }
 
@@ -250,18 +169,18 @@ static ts_graph *rnn(void)
     uint64_t rng = 3;
     ts_graph *g = ts_graph_new("rnn", 17);
     int64_t xd[2] = {1, 6}, wd[2] = {6, 6};
-    int w = weight(g, "W", 2, wd, &rng), u = weight(g, "U", 2, wd, &rng);
-    int h = input(g, "h0", 2, xd);
+    int w = gb_weight(g, "W", 2, wd, &rng), u = gb_weight(g, "U", 2, wd, &rng);
+    int h = gb_input(g, "h0", 2, xd);
     for (int t = 0; t < 2; t++) {
         char nm[8];
         snprintf(nm, sizeof nm, "x%d", t);
-        int x = input(g, nm, 2, xd);
+        int x = gb_input(g, nm, 2, xd);
         int a[2] = {x, w}, b[2] = {h, u};
-        int s[2] = {node(g, "MatMul", a, 2, NULL, 0), node(g, "MatMul", b, 2, NULL, 0)};
-        int sum = node(g, "Add", s, 2, NULL, 0);
-        h = node(g, "Tanh", &sum, 1, NULL, 0);
+        int s[2] = {gb_node(g, "MatMul", a, 2, NULL, 0), gb_node(g, "MatMul", b, 2, NULL, 0)};
+        int sum = gb_node(g, "Add", s, 2, NULL, 0);
+        h = gb_node(g, "Tanh", &sum, 1, NULL, 0);
     }
-    output(g, h);
+    gb_output(g, h);
     return g;
 }
 
@@ -270,8 +189,8 @@ Test(merge, stack_shared_weight_not_through_a_cycle)
     ts_error e = {0};
     ts_graph *g = rnn(), *h = ts_graph_copy(g);
     cr_assert_eq(ts_merge_shared_weights(h, NULL, &e), 1, "%s", e.msg);
-    cr_assert_eq(count_op(h, "MatMul"), 3, "x0 W, x1 W stacked; h0 U and h1 U stay apart");
-    cr_assert_eq(count_op(h, "Concat"), 1);
+    cr_assert_eq(gb_count_op(h, "MatMul"), 3, "x0 W, x1 W stacked; h0 U and h1 U stay apart");
+    cr_assert_eq(gb_count_op(h, "Concat"), 1);
     cr_assert_eq(ts_graph_validate(h, &e), TS_OK, "%s", e.msg);
     assert_same(g, h);
     assert_same_as(g, h, true);
@@ -284,9 +203,9 @@ Test(merge, matmul_sums_then_siblings)
     ts_error e = {0};
     ts_graph *g = rnn(), *h = ts_graph_copy(g);
     cr_assert_eq(ts_merge_matmul_sums(h, NULL, &e), 2, "%s", e.msg);
-    cr_assert_eq(count_op(h, "MatMul"), 2);
-    cr_assert_eq(count_op(h, "Add"), 0);
-    cr_assert_eq(count_op(h, "Concat"), 2, "[x_t h_t] per step");
+    cr_assert_eq(gb_count_op(h, "MatMul"), 2);
+    cr_assert_eq(gb_count_op(h, "Add"), 0);
+    cr_assert_eq(gb_count_op(h, "Concat"), 2, "[x_t h_t] per step");
     assert_same(g, h);
     assert_same_as(g, h, true);
     ts_graph_free(h);
@@ -298,21 +217,21 @@ Test(merge, cse_merges_duplicates_only)
     ts_error e = {0};
     ts_graph *g = ts_graph_new("cse", 17);
     int64_t d[2] = {3, 4};
-    int x = input(g, "x", 2, d), y = input(g, "y", 2, d);
-    int a1 = node(g, "Relu", &x, 1, NULL, 0), a2 = node(g, "Relu", &x, 1, NULL, 0);
+    int x = gb_input(g, "x", 2, d), y = gb_input(g, "y", 2, d);
+    int a1 = gb_node(g, "Relu", &x, 1, NULL, 0), a2 = gb_node(g, "Relu", &x, 1, NULL, 0);
     int s1[2] = {a1, y}, s2[2] = {a2, y}, s3[2] = {y, a2};
-    int b1 = node(g, "Add", s1, 2, NULL, 0), b2 = node(g, "Add", s2, 2, NULL, 0);
-    int b3 = node(g, "Sub", s3, 2, NULL, 0); /* not the same as Sub(a2, y) */
+    int b1 = gb_node(g, "Add", s1, 2, NULL, 0), b2 = gb_node(g, "Add", s2, 2, NULL, 0);
+    int b3 = gb_node(g, "Sub", s3, 2, NULL, 0); /* not the same as Sub(a2, y) */
     int b4[2] = {a1, y};
-    int c = node(g, "Sub", b4, 2, NULL, 0);
+    int c = gb_node(g, "Sub", b4, 2, NULL, 0);
     int m1[2] = {b1, b2}, m2[2] = {b3, c};
-    output(g, node(g, "Mul", m1, 2, NULL, 0));
-    output(g, node(g, "Mul", m2, 2, NULL, 0));
+    gb_output(g, gb_node(g, "Mul", m1, 2, NULL, 0));
+    gb_output(g, gb_node(g, "Mul", m2, 2, NULL, 0));
     ts_graph *h = ts_graph_copy(g);
     cr_assert_eq(ts_cse(h, &e), 2, "the second Relu and then the second Add; %s", e.msg);
-    cr_assert_eq(count_op(h, "Relu"), 1);
-    cr_assert_eq(count_op(h, "Add"), 1);
-    cr_assert_eq(count_op(h, "Sub"), 2, "Sub(y, r) and Sub(r, y) differ");
+    cr_assert_eq(gb_count_op(h, "Relu"), 1);
+    cr_assert_eq(gb_count_op(h, "Add"), 1);
+    cr_assert_eq(gb_count_op(h, "Sub"), 2, "Sub(y, r) and Sub(r, y) differ");
     assert_same(g, h);
     cr_assert_eq(ts_cse(h, &e), 0, "nothing left");
     ts_graph_free(h);
@@ -326,8 +245,8 @@ Test(merge, split_views_in_the_runtime)
     for (int64_t n = 1; n <= 2; n++) {
         ts_graph *g = ts_graph_new("split", 17);
         int64_t xd[4] = {n, 6, 2, 3};
-        int x = input(g, "x", 4, xd);
-        int r = node(g, "Relu", &x, 1, NULL, 0);
+        int x = gb_input(g, "x", 4, xd);
+        int r = gb_node(g, "Relu", &x, 1, NULL, 0);
         int64_t sz[3] = {1, 3, 2}, three = 3;
         ts_shape ss = ts_shape_make(1, &three);
         ts_error e = {0};
@@ -345,10 +264,10 @@ Test(merge, split_views_in_the_runtime)
         int shv = ts_graph_add_constant(g, "shape", shp, &e);
         ts_tensor_unref(shp);
         int rin[2] = {out[1], shv};
-        int flat = node(g, "Reshape", rin, 2, NULL, 0);
-        output(g, node(g, "Sigmoid", &out[0], 1, NULL, 0));
-        output(g, node(g, "Tanh", &flat, 1, NULL, 0));
-        output(g, node(g, "Neg", &out[2], 1, NULL, 0));
+        int flat = gb_node(g, "Reshape", rin, 2, NULL, 0);
+        gb_output(g, gb_node(g, "Sigmoid", &out[0], 1, NULL, 0));
+        gb_output(g, gb_node(g, "Tanh", &flat, 1, NULL, 0));
+        gb_output(g, gb_node(g, "Neg", &out[2], 1, NULL, 0));
         assert_same_as(g, g, true);
         ts_graph_free(g);
     }
@@ -364,20 +283,20 @@ Test(merge, split_of_blocked_conv_output)
         ts_graph *g = ts_graph_new("bsplit", 11);
         int64_t xd[4] = {n, 8, 10, 10}, w0[4] = {48, 8, 1, 1}, w1[4] = {8, 16, 3, 3}, w2[4] = {8, 32, 3, 3};
         int64_t p1[4] = {1, 1, 1, 1}, b0 = 48;
-        int x = input(g, "x", 4, xd);
-        int c0[3] = {x, weight(g, "w0", 4, w0, &rng), weight(g, "b0", 1, &b0, &rng)};
-        int y = node(g, "Conv", c0, 3, NULL, 0);
-        y = node(g, "Relu", &y, 1, NULL, 0);
+        int x = gb_input(g, "x", 4, xd);
+        int c0[3] = {x, gb_weight(g, "w0", 4, w0, &rng), gb_weight(g, "b0", 1, &b0, &rng)};
+        int y = gb_node(g, "Conv", c0, 3, NULL, 0);
+        y = gb_node(g, "Relu", &y, 1, NULL, 0);
         int64_t sizes[2] = {16, 32};
         ts_attr a[2] = {ts_attr_int("axis", 1), ts_attr_ints("split", sizes, 2)};
         int out[2];
         ts_error e = {0};
         cr_assert(ts_graph_add_node(g, "Split", "split", &y, 1, a, 2, 2, NULL, out, &e) >= 0, "%s", e.msg);
         ts_attr pa = ts_attr_ints("pads", p1, 4);
-        int c1[2] = {out[0], weight(g, "w1", 4, w1, &rng)}, c2[2] = {out[1], weight(g, "w2", 4, w2, &rng)};
-        output(g, node(g, "Tanh", (int[]){node(g, "Conv", c1, 2, &pa, 1)}, 1, NULL, 0));
-        output(g, node(g, "Tanh", (int[]){node(g, "Conv", c2, 2, &pa, 1)}, 1, NULL, 0));
-        output(g, node(g, "Sigmoid", &out[1], 1, NULL, 0));
+        int c1[2] = {out[0], gb_weight(g, "w1", 4, w1, &rng)}, c2[2] = {out[1], gb_weight(g, "w2", 4, w2, &rng)};
+        gb_output(g, gb_node(g, "Tanh", (int[]){gb_node(g, "Conv", c1, 2, &pa, 1)}, 1, NULL, 0));
+        gb_output(g, gb_node(g, "Tanh", (int[]){gb_node(g, "Conv", c2, 2, &pa, 1)}, 1, NULL, 0));
+        gb_output(g, gb_node(g, "Sigmoid", &out[1], 1, NULL, 0));
         assert_same_as(g, g, true);
         ts_graph_free(g);
     }

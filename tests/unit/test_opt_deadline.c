@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "opt/driver.h"
@@ -129,6 +130,84 @@ Test(deadline, a_report_of_a_graph_too_big_to_draw_is_written)
     cr_assert(strstr(text, "## Search"), "the report goes on after the pictures");
     cr_assert_neq(access(svg, F_OK), 0, "a picture was drawn");
     remove(path);
+    rmdir(dir);
+    ts_optimize_result_free(&r);
+    ts_graph_free(g);
+}
+
+/* A Graphviz that does not finish (a fake `dot` first on PATH, sleeping
+ * in a child as a wrapper script might) is stopped at the report's drawing
+ * bound (TSOPT_DRAW_S: 1 s here), all of it: the report is written on
+ * time, says the picture was not drawn and why, and no picture or
+ * temporary file is left. */
+Test(deadline, a_drawing_that_does_not_finish_is_stopped)
+{
+    char dir[] = "/tmp/ts_dot_XXXXXX", path[256], svg[300], bin[300], script[400], pidf[400];
+    cr_assert(mkdtemp(dir));
+    snprintf(bin, sizeof bin, "%s/bin", dir);
+    cr_assert_eq(mkdir(bin, 0700), 0);
+    snprintf(script, sizeof script, "%s/dot", bin);
+    snprintf(pidf, sizeof pidf, "%s/sleep.pid", dir);
+    FILE *f = fopen(script, "w");
+    cr_assert(f);
+    fprintf(f, "#!/bin/sh\nsleep 60 &\necho $! > %s\nwait\n", pidf);
+    fclose(f);
+    cr_assert_eq(chmod(script, 0700), 0);
+    char newpath[4096];
+    snprintf(newpath, sizeof newpath, "%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    cr_assert_eq(setenv("PATH", newpath, 1), 0);
+    cr_assert_eq(setenv("TSOPT_DRAW_S", "1", 1), 0);
+
+    ts_graph *g = relu_chain(3);
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    ts_optimize_result r = {0};
+    r.graph = ts_graph_copy(g);
+    r.nodes_before = r.nodes_after = 3;
+    snprintf(r.reason, sizeof r.reason, "original kept: test");
+    snprintf(r.stop, sizeof r.stop, "exhausted");
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    snprintf(svg, sizeof svg, "%s.before.svg", path);
+    ts_error e = {0};
+    double t0 = now_s();
+    cr_assert_eq(ts_opt_report_write(path, "chain", "out.onnx", g, &o, &r, &e), TS_OK, "%s", e.msg);
+    double took = now_s() - t0;
+    cr_assert_lt(took, 10.0, "the report waited %.1f s for a 1 s drawing bound", took);
+    cr_assert_geq(took, 0.9, "dot was not waited for (%.2f s)", took);
+    const char *text = slurp(path);
+    cr_assert(text, "no report written");
+    cr_assert(strstr(text, "(No pictures: draw: Graphviz 'dot' did not draw '") &&
+                  strstr(text, ".before.svg' within 1 s (stopped; nothing drawn))"),
+              "report says:\n%s", text);
+    cr_assert(strstr(text, "## Search"), "the report goes on after the pictures");
+    cr_assert_neq(access(svg, F_OK), 0, "a picture was left");
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%s.tmp", svg);
+    cr_assert_neq(access(tmp, F_OK), 0, "a temporary picture was left");
+    snprintf(tmp, sizeof tmp, "%s.dot.tmp", svg);
+    cr_assert_neq(access(tmp, F_OK), 0, "a temporary DOT file was left");
+    /* the fake dot's own child was killed too (gone, or a zombie waiting for init) */
+    f = fopen(pidf, "r");
+    int pid = 0;
+    cr_assert(f && fscanf(f, "%d", &pid) == 1 && pid > 0, "the fake dot did not run");
+    fclose(f);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        char stat[64], line[256] = "";
+        snprintf(stat, sizeof stat, "/proc/%d/stat", pid);
+        FILE *s = fopen(stat, "r");
+        if (!s) gone = true;
+        else {
+            gone = fgets(line, sizeof line, s) && strstr(line, ") Z ");
+            fclose(s);
+        }
+        if (!gone) usleep(20000);
+    }
+    cr_assert(gone, "the fake dot's sleep (pid %d) still runs", pid);
+    remove(pidf);
+    remove(path);
+    remove(script);
+    rmdir(bin);
     rmdir(dir);
     ts_optimize_result_free(&r);
     ts_graph_free(g);

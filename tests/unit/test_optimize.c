@@ -3,6 +3,7 @@
  * on the deterministic roofline cost model without timing (so nothing here
  * depends on the machine's speed or load). */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 #include "opt/driver.h"
 
@@ -270,6 +271,35 @@ Test(optimize, original_written_counts_nothing)
     for (int k = 0; k < r.nsources; k++) cr_assert_eq(r.applied[k].count, 0);
     cr_assert_eq(r.nrewrites, 0);
     cr_assert(strstr(r.reason, "original kept"), "%s", r.reason);
+    ts_optimize_result_free(&r);
+    ts_graph_free(g);
+}
+
+/* A check that runs out of its time (TSOPT_CHECK_S caps it: 1 ns here)
+ * keeps the original -- never the unchecked rewrite the search found (the
+ * test above writes it) -- and the reason, in --json too, says why. */
+Test(optimize, a_check_out_of_time_keeps_the_original)
+{
+    cr_assert_eq(setenv("TSOPT_CHECK_S", "1e-9", 1), 0);
+    ts_graph *g = shared_weight();
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    o.no_timing = true;
+    o.time_limit = 5;
+    ts_optimize_result r;
+    ts_error e = {0};
+    cr_assert_eq(ts_optimize(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert(!r.optimized, "%s", r.reason);
+    cr_assert_lt(r.cost_after_ms, r.cost_before_ms, "the search found the rewrite");
+    cr_assert(strstr(r.reason, "original kept: the check ran out of time"), "%s", r.reason);
+    cr_assert_eq(ts_graph_hash(r.graph), ts_graph_hash(g), "the written graph is not the original");
+    cr_assert_eq(count_op(r.graph, "MatMul"), 2);
+    cr_assert_eq(r.max_scaled_error, 0);
+    char *json = ts_optimize_result_json(&r, "m.onnx", "o.onnx");
+    cr_assert(json && strstr(json, "\"written\": \"original\"") && strstr(json, "the check ran out of time"), "%s",
+              json);
+    ts_free(json);
     ts_optimize_result_free(&r);
     ts_graph_free(g);
 }

@@ -5,35 +5,9 @@
  * alone (more output channels than input, a 3x3 conv, a strided pool, a
  * pool read twice) are left alone. */
 #include <criterion/criterion.h>
-#include <math.h>
 #include <string.h>
+#include "graph_build.h"
 #include "opt/passes.h"
-
-static ts_tensor *rand_tensor(int rank, const int64_t *dims, uint64_t *rng)
-{
-    ts_shape s = ts_shape_make(rank, dims);
-    ts_tensor *t = ts_tensor_new(TS_F32, &s, NULL);
-    ts_tensor_fill_random(t, rng, -1, 1);
-    return t;
-}
-
-static int weight(ts_graph *g, const char *name, int rank, const int64_t *dims, uint64_t *rng)
-{
-    ts_error e = {0};
-    ts_tensor *t = rand_tensor(rank, dims, rng);
-    int v = ts_graph_add_constant(g, name, t, &e);
-    ts_tensor_unref(t);
-    cr_assert(v >= 0, "%s", e.msg);
-    return v;
-}
-
-static int node(ts_graph *g, const char *op, const int *in, int nin, const ts_attr *a, int na)
-{
-    ts_error e = {0};
-    int out = -1;
-    cr_assert(ts_graph_add_node(g, op, NULL, in, nin, a, na, 1, NULL, &out, &e) >= 0, "%s: %s", op, e.msg);
-    return out;
-}
 
 /* The live nodes' operators in a topological order, joined by spaces. */
 static void ops_of(const ts_graph *g, char *buf, size_t n)
@@ -49,33 +23,11 @@ static void ops_of(const ts_graph *g, char *buf, size_t n)
     }
 }
 
+/* b against a on the same random input, by the reference interpreter and
+ * the runtime's plan (rtol 1e-3, atol 1e-4). */
 static void assert_same(const ts_graph *a, const ts_graph *b)
 {
-    ts_error e = {0};
-    uint64_t rng = 3;
-    const ts_value *xv = &a->values[a->inputs[0]];
-    ts_tensor *in = rand_tensor(xv->shape.rank, xv->shape.dims, &rng), *oa = NULL, *ob = NULL, *of = NULL;
-    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, &oa, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, &ob, &e), TS_OK, "%s", e.msg);
-    const ts_value *yv = &b->values[b->outputs[0]];
-    of = ts_tensor_new(yv->dtype, &yv->shape, &e);
-    ts_plan *p = NULL;
-    ts_plan_opts o = {0};
-    cr_assert_eq(ts_plan_build(b, &o, &p, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(ts_plan_run(p, &in, &of, &e), TS_OK, "%s", e.msg);
-    ts_plan_free(p);
-    cr_assert_eq(ts_tensor_numel(oa), ts_tensor_numel(ob));
-    for (int64_t k = 0; k < ts_tensor_numel(oa); k++) {
-        double r = ts_tensor_get_f64(oa, k);
-        cr_assert(fabs(r - ts_tensor_get_f64(ob, k)) <= 1e-4 + 1e-3 * fabs(r), "[%lld] %g vs %g (reference)",
-                  (long long)k, r, ts_tensor_get_f64(ob, k));
-        cr_assert(fabs(r - ts_tensor_get_f64(of, k)) <= 1e-4 + 1e-3 * fabs(r), "[%lld] %g vs %g (plan)",
-                  (long long)k, r, ts_tensor_get_f64(of, k));
-    }
-    ts_tensor_unref(in);
-    ts_tensor_unref(oa);
-    ts_tensor_unref(ob);
-    ts_tensor_unref(of);
+    gb_assert_same(a, b, 3, GB_REFERENCE | GB_PLAN, 1e-4, 1e-3);
 }
 
 typedef struct pool_case {
@@ -98,13 +50,13 @@ static ts_graph *pool_conv(const pool_case *pc)
     int64_t k3[2] = {3, 3}, st[2] = {pc->stride, pc->stride}, pd[4] = {pc->pad, pc->pad, pc->pad, pc->pad};
     ts_attr pa[4] = {ts_attr_ints("kernel_shape", k3, 2), ts_attr_ints("strides", st, 2), ts_attr_ints("pads", pd, 4),
                      ts_attr_int("count_include_pad", pc->count_include_pad)};
-    int p = node(g, "AveragePool", &x, 1, pa, 4);
+    int p = gb_node(g, "AveragePool", &x, 1, pa, 4);
     int64_t wd[4] = {pc->K, pc->C, pc->kernel, pc->kernel}, kk[2] = {pc->kernel, pc->kernel};
     int64_t cp = pc->kernel / 2, cpd[4] = {cp, cp, cp, cp};
-    int in[3] = {p, weight(g, "w", 4, wd, &rng), pc->bias ? weight(g, "b", 1, &pc->K, &rng) : -1};
+    int in[3] = {p, gb_weight(g, "w", 4, wd, &rng), pc->bias ? gb_weight(g, "b", 1, &pc->K, &rng) : -1};
     ts_attr ca[2] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("pads", cpd, 4)};
-    int y = node(g, "Conv", in, pc->bias ? 3 : 2, ca, 2);
-    if (pc->relu) y = node(g, "Relu", &y, 1, NULL, 0);
+    int y = gb_node(g, "Conv", in, pc->bias ? 3 : 2, ca, 2);
+    if (pc->relu) y = gb_node(g, "Relu", &y, 1, NULL, 0);
     cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK, "%s", e.msg);
     if (pc->twice) cr_assert_eq(ts_graph_add_output(g, p, &e), TS_OK, "%s", e.msg);
     return g;
@@ -168,7 +120,7 @@ Test(pool_swap, hand_computed)
     int x = ts_graph_add_input(g, "x", TS_F32, &xs, &e);
     int64_t k3[2] = {3, 3}, k1[2] = {1, 1}, pd[4] = {1, 1, 1, 1};
     ts_attr pa[3] = {ts_attr_ints("kernel_shape", k3, 2), ts_attr_ints("pads", pd, 4), ts_attr_int("count_include_pad", 1)};
-    int p = node(g, "AveragePool", &x, 1, pa, 3);
+    int p = gb_node(g, "AveragePool", &x, 1, pa, 3);
     ts_tensor *w = ts_tensor_new(TS_F32, &ws, &e), *b = ts_tensor_new(TS_F32, &bs, &e);
     ((float *)w->data)[0] = 1;
     ((float *)w->data)[1] = 10;
@@ -177,8 +129,8 @@ Test(pool_swap, hand_computed)
     ts_tensor_unref(w);
     ts_tensor_unref(b);
     ts_attr ca[1] = {ts_attr_ints("kernel_shape", k1, 2)};
-    int y = node(g, "Conv", in, 3, ca, 1);
-    y = node(g, "Relu", &y, 1, NULL, 0); /* a conv that is a graph output keeps its name: not swapped */
+    int y = gb_node(g, "Conv", in, 3, ca, 1);
+    y = gb_node(g, "Relu", &y, 1, NULL, 0); /* a conv that is a graph output keeps its name: not swapped */
     cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(ts_swap_pool_conv(g, &e), 1, "%s", e.msg);
     ts_tensor *xt = ts_tensor_new(TS_F32, &xs, &e), *out = NULL;

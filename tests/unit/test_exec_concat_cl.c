@@ -1,0 +1,135 @@
+/* vec.concat_cl (src/exec/vec_concat_cl.c): a channel Concat of inputs in
+ * channels-last and 16-channel blocks (a Winograd 3x3 conv's layout on
+ * AVX-512, a 1x1 conv's channels-last), as in SqueezeNet's fire modules and
+ * GoogLeNet's inception blocks.  Against the reference interpreter on 1 and
+ * 2 threads: channel counts with a block tail (40 = 16 + 16 + 8), an odd
+ * image, batch 2, an input used twice; one hand-computed case; a plain
+ * input is left to dnnl.concat. */
+#include <stdlib.h>
+#include "exec_check.h"
+
+static uint64_t rng = 9091;
+
+static int steps_of(const ts_plan *plan, const char *name)
+{
+    const xplan *p = (const xplan *)plan;
+    int k = 0;
+    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
+    return k;
+}
+
+static int concat(ts_graph *g, const int *ins, int n)
+{
+    return xt_node(g, "Concat", ins, n, (ts_attr[]){ts_attr_int("axis", 1)}, 1);
+}
+
+/* Whether the plan has a Concat input in 16-channel blocks and one
+ * channels-last (what this kernel is for). */
+static bool mixed_inputs(const ts_plan *plan)
+{
+    const xplan *p = (const xplan *)plan;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        if (strcmp(p->g->nodes[s->node].op->name, "Concat")) continue;
+        bool blk = false, cl = false;
+        for (int j = 0; j < s->nin; j++) {
+            const xbuf *b = &p->bufs[s->in[j]];
+            blk |= b->blocked && b->md.format_desc.blocking.inner_nblks == 1;
+            cl |= b->blocked && !b->md.format_desc.blocking.inner_nblks;
+        }
+        return blk && cl;
+    }
+    return false;
+}
+
+/* x (N x C x hw x hw) -> [3x3 conv C -> C, Relu] (blocked), [1x1 conv C -> F]
+ * (channels-last) -> Concat(a, b[, a]) -> 1x1 conv -> output. */
+static void mixed(int N, int C, int F, int hw, bool twice)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char dims[48];
+    snprintf(dims, sizeof dims, "%dx%dx%dx%d", N, C, hw, hw);
+    int x = xt_input(g, "x", dims);
+    int a = xt_conv3x3_relu(g, x, C, &rng);
+    int b = xt_conv1x1(g, x, C, F, &rng);
+    int y = concat(g, (int[]){a, b, a}, twice ? 3 : 2);
+    xt_output(g, xt_conv1x1(g, y, (twice ? 2 * C : C) + F, 16, &rng));
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan_opts o = {.threads = threads};
+        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+        if (__builtin_cpu_supports("avx512f")) { /* Winograd: 16-channel blocks */
+            cr_assert(mixed_inputs(plan), "the concat's inputs are not mixed: nothing tested");
+            cr_assert_eq(steps_of(plan, "vec.concat_cl"), 1);
+        }
+        ts_plan_free(plan);
+    }
+    ts_graph_free(g);
+}
+
+Test(concat_cl, fire_module) { mixed(1, 32, 48, 28, false); }
+Test(concat_cl, block_tail_odd_image) { mixed(1, 40, 24, 29, false); }
+Test(concat_cl, batch2_input_twice) { mixed(2, 32, 16, 28, true); }
+
+/* A plain graph input among them: dnnl.concat (tests/unit/test_exec_concat_layout.c). */
+Test(concat_cl, declines_plain_input)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = xt_input(g, "x", "1x32x28x28");
+    int a = xt_conv3x3_relu(g, x, 32, &rng);
+    int y = concat(g, (int[]){a, x}, 2);
+    xt_output(g, xt_conv1x1(g, y, 64, 16, &rng));
+    ts_plan *plan = xt_plan_check(g, NULL, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+    cr_assert_eq(steps_of(plan, "vec.concat_cl"), 0);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+/* Hand-computed: x[c][h][w] = c + (h * 28 + w) / 1024; the 3x3 conv has one
+ * tap, the centre, selecting channel (f + 1) % 32 for output f (a shift);
+ * the 1x1 conv doubles channel j for its output j (16 channels); an
+ * identity 1x1 conv after the Concat keeps it channels-last.  So output
+ * channel f < 32 is x[(f + 1) % 32] and channel 32 + j is 2 x[j]. */
+Test(concat_cl, hand_computed)
+{
+    enum { C = 32, F = 16, HW = 28, CT = C + F };
+    ts_graph *g = ts_graph_new("t", 17);
+    double *w3 = calloc(C * C * 9, sizeof *w3), *w1 = calloc(F * C, sizeof *w1), *eye = calloc(CT * CT, sizeof *eye);
+    cr_assert(w3 && w1 && eye);
+    for (int f = 0; f < C; f++) w3[(f * C + (f + 1) % C) * 9 + 4] = 1;
+    for (int j = 0; j < F; j++) w1[j * C + j] = 2;
+    for (int k = 0; k < CT; k++) eye[k * CT + k] = 1;
+    int x = xt_input(g, "x", "1x32x28x28");
+    int a = xt_node(g, "Conv", (int[]){x, xt_const_values(g, TS_F32, "32x32x3x3", w3, C * C * 9)}, 2,
+                    (ts_attr[]){ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)}, 1);
+    int b = xt_node(g, "Conv", (int[]){x, xt_const_values(g, TS_F32, "16x32x1x1", w1, F * C)}, 2, NULL, 0);
+    int y = concat(g, (int[]){a, b}, 2);
+    y = xt_node(g, "Conv", (int[]){y, xt_const_values(g, TS_F32, "48x48x1x1", eye, CT * CT)}, 2, NULL, 0);
+    xt_output(g, y);
+    ts_error e = {0};
+    ts_shape xs = ts_shape_make(4, (int64_t[]){1, C, HW, HW}), ys = ts_shape_make(4, (int64_t[]){1, CT, HW, HW});
+    ts_tensor *xt = ts_tensor_new(TS_F32, &xs, &e), *out = ts_tensor_new(TS_F32, &ys, &e);
+    cr_assert(xt && out);
+    float *xd = xt->data;
+    for (int c = 0; c < C; c++)
+        for (int q = 0; q < HW * HW; q++) xd[c * HW * HW + q] = (float)c + (float)q / 1024.0f;
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan *plan = NULL;
+        ts_plan_opts o = {.threads = threads};
+        cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
+        if (__builtin_cpu_supports("avx512f")) cr_assert_eq(steps_of(plan, "vec.concat_cl"), 1);
+        cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){xt}, (ts_tensor *const[]){out}, &e), TS_OK, "%s", e.msg);
+        const float *od = out->data;
+        for (int k = 0; k < CT; k++)
+            for (int q = 0; q < HW * HW; q++) {
+                float want = k < C ? xd[((k + 1) % C) * HW * HW + q] : 2 * xd[(k - C) * HW * HW + q];
+                cr_assert_float_eq(od[k * HW * HW + q], want, 1e-4 * (1 + want), "channel %d pixel %d", k, q);
+            }
+        ts_plan_free(plan);
+    }
+    ts_tensor_unref(xt);
+    ts_tensor_unref(out);
+    free(w3);
+    free(w1);
+    free(eye);
+    ts_graph_free(g);
+}

@@ -1,0 +1,191 @@
+/* vec.maxpool (src/exec/vec_maxpool.c): 2-D MaxPool on the channels-last
+ * and channel-blocked buffers oneDNN's convolutions write.  A conv in front
+ * sets the input's layout (a 1x1 conv: channels-last; a 3x3 conv of 32 ->
+ * 128 channels at 27x27, SqueezeNet's fire expand: 16-channel blocks from
+ * oneDNN's Winograd kernel on AVX-512), a 1x1 conv after keeps the result
+ * in the network's layout.  Every case runs on 1 and 2 threads against the
+ * reference interpreter: channel counts with tails past the 16- and 8-wide
+ * vectors, ceil_mode, stride 1 with pads (Inception's branch pools), odd
+ * and non-square images, batch 2; one case is hand-computed. */
+#include "exec_check.h"
+#include "tsopt.h"
+
+static uint64_t rng = 4242;
+
+#define I(...) (int64_t[]){__VA_ARGS__}
+
+static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
+
+static int steps_of(const ts_plan *plan, const char *name)
+{
+    const xplan *p = (const xplan *)plan;
+    int k = 0;
+    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
+    return k;
+}
+
+/* Layout of the vec.maxpool step's input: 'c' channels-last, 'b' blocked,
+ * 0 when no such step. */
+static char pool_input_layout(const ts_plan *plan)
+{
+    const xplan *p = (const xplan *)plan;
+    for (int i = 0; i < p->nsteps; i++) {
+        if (strcmp(p->steps[i].k->name, "vec.maxpool")) continue;
+        const xbuf *b = &p->bufs[p->steps[i].in[0]];
+        return b->md.format_desc.blocking.inner_nblks ? 'b' : 'c';
+    }
+    return 0;
+}
+
+/* x (N x C0 x H x W) -> conv (1x1 or 3x3 pads 1) to C -> Relu -> MaxPool
+ * (attrs) -> 1x1 conv -> output.  Returns the number of vec.maxpool steps
+ * (the same on both thread counts) and the pool input's layout. */
+static int mp_case(const char *x, int C0, int C, int K, const ts_attr *at, int na, char *layout)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char w1[32], w2[32];
+    snprintf(w1, sizeof w1, "%dx%dx%dx%d", C, C0, K, K);
+    snprintf(w2, sizeof w2, "%dx%dx1x1", C, C);
+    ts_attr pads[] = {ts_attr_ints("pads", I(K / 2, K / 2, K / 2, K / 2), 4)};
+    int y = xt_node(g, "Conv", (int[]){xt_input(g, "x", x), cst(g, w1, -0.5, 0.5)}, 2, pads, 1);
+    y = xt_node(g, "Relu", &y, 1, NULL, 0);
+    y = xt_node(g, "MaxPool", &y, 1, at, na);
+    y = xt_node(g, "Conv", (int[]){y, cst(g, w2, -0.5, 0.5)}, 2, NULL, 0);
+    xt_output(g, y);
+    int got = -1;
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan_opts o = {.threads = threads};
+        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+        int k = steps_of(plan, "vec.maxpool");
+        cr_assert(got < 0 || k == got);
+        got = k;
+        if (layout) *layout = pool_input_layout(plan);
+        ts_plan_free(plan);
+    }
+    ts_graph_free(g);
+    return got;
+}
+
+/* SqueezeNet's pools: 3x3 stride 2 ceil_mode; 43 channels (16 + 16 + 8 + 3)
+ * on an odd 55x55 image, whose last window is cut by the edge. */
+Test(exec_maxpool, s2_ceil_channels_last_tail)
+{
+    ts_attr at[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("strides", I(2, 2), 2),
+                    ts_attr_int("ceil_mode", 1)};
+    char lay = 0;
+    cr_assert_eq(mp_case("1x5x55x55", 5, 43, 1, at, 3, &lay), 1);
+    cr_assert_eq(lay, 'c');
+}
+
+/* Inception's branch pools: 3x3 stride 1, pads 1, ceil_mode; 24 channels
+ * (16 + 8), non-square 14x17, batch 2. */
+Test(exec_maxpool, s1_pads_batch2)
+{
+    ts_attr at[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4),
+                    ts_attr_int("ceil_mode", 1)};
+    char lay = 0;
+    cr_assert_eq(mp_case("2x6x14x17", 6, 24, 1, at, 3, &lay), 1);
+    cr_assert_eq(lay, 'c');
+}
+
+/* Unequal kernel and strides, asymmetric pads, 5 channels (scalars only). */
+Test(exec_maxpool, rect_window_asym_pads)
+{
+    ts_attr at[] = {ts_attr_ints("kernel_shape", I(2, 4), 2), ts_attr_ints("strides", I(3, 2), 2),
+                    ts_attr_ints("pads", I(1, 0, 0, 2), 4)};
+    cr_assert_eq(mp_case("1x3x20x23", 3, 5, 1, at, 3, NULL), 1);
+}
+
+/* 16-channel blocks: a 3x3 conv 32 -> 128 at 27x27 runs on oneDNN's
+ * Winograd kernel where the CPU has AVX-512, which writes aBcd16b. */
+Test(exec_maxpool, s2_ceil_blocked)
+{
+    ts_attr at[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("strides", I(2, 2), 2),
+                    ts_attr_int("ceil_mode", 1)};
+    char lay = 0;
+    int k = mp_case("1x32x27x27", 32, 128, 3, at, 3, &lay);
+    if (__builtin_cpu_supports("avx512f")) {
+        cr_assert_eq(k, 1);
+        cr_assert_eq(lay, 'b');
+    }
+}
+
+/* VGG's pools: 2x2 stride 2, on channels-last (40 channels: 16 + 16 + 8)
+ * and on 16-channel blocks (a Winograd 3x3 conv 32 -> 64 at 28x28 on
+ * AVX-512); an odd 29x29 image drops its last row and column. */
+Test(exec_maxpool, k2_s2_both_layouts)
+{
+    ts_attr at[] = {ts_attr_ints("kernel_shape", I(2, 2), 2), ts_attr_ints("strides", I(2, 2), 2)};
+    char lay = 0;
+    cr_assert_eq(mp_case("1x3x29x29", 3, 40, 1, at, 2, &lay), 1);
+    cr_assert_eq(lay, 'c');
+    int k = mp_case("1x32x28x28", 32, 64, 3, at, 2, &lay);
+    if (__builtin_cpu_supports("avx512f")) {
+        cr_assert_eq(k, 1);
+        cr_assert_eq(lay, 'b');
+    }
+}
+
+/* Left to dnnl.pool: dilation, and a pool whose result is the graph output
+ * (written plain). */
+Test(exec_maxpool, declines)
+{
+    ts_attr dil[] = {ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("dilations", I(2, 2), 2)};
+    cr_assert_eq(mp_case("1x4x20x20", 4, 16, 1, dil, 2, NULL), 0);
+    ts_graph *g = ts_graph_new("t", 17);
+    int y = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x4x9x9"), cst(g, "16x4x1x1", -1, 1)}, 2, NULL, 0);
+    y = xt_node(g, "MaxPool", &y, 1, (ts_attr[]){ts_attr_ints("kernel_shape", I(2, 2), 2)}, 1);
+    xt_output(g, y);
+    ts_plan_opts o = {.threads = 2};
+    ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-5, XT_TOL_MAX);
+    cr_assert_eq(steps_of(plan, "vec.maxpool"), 0);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
+
+/* Hand-computed: x[h][w] = h * 6 + w on a 6x6 image, a 1x1 conv gives
+ * channel c the value (c + 1) x[h][w] (c < 20: 16 + 4 channels), a 3x3
+ * stride-2 ceil_mode pool takes windows starting at rows/columns 0, 2, 4
+ * (the last cut to 4..5); x grows to the bottom right, so each window's max
+ * is its last row and column: out[c][i][j] = (c + 1) (min(2i + 2, 5) * 6 +
+ * min(2j + 2, 5)).  An identity 1x1 conv after keeps the pool channels-last. */
+Test(exec_maxpool, hand_computed)
+{
+    enum { C = 20 };
+    ts_graph *g = ts_graph_new("t", 17);
+    double w1[C], eye[C * C] = {0};
+    for (int c = 0; c < C; c++) w1[c] = c + 1, eye[c * C + c] = 1;
+    int y = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x1x6x6"), xt_const_values(g, TS_F32, "20x1x1x1", w1, C)},
+                    2, NULL, 0);
+    y = xt_node(g, "MaxPool", &y, 1,
+                (ts_attr[]){ts_attr_ints("kernel_shape", I(3, 3), 2), ts_attr_ints("strides", I(2, 2), 2),
+                            ts_attr_int("ceil_mode", 1)},
+                3);
+    y = xt_node(g, "Conv", (int[]){y, xt_const_values(g, TS_F32, "20x20x1x1", eye, C * C)}, 2, NULL, 0);
+    xt_output(g, y);
+    ts_error e = {0};
+    ts_shape xs = ts_shape_make(4, I(1, 1, 6, 6)), ys = ts_shape_make(4, I(1, C, 3, 3));
+    ts_tensor *x = ts_tensor_new(TS_F32, &xs, &e), *out = ts_tensor_new(TS_F32, &ys, &e);
+    cr_assert(x && out);
+    float *xd = x->data;
+    for (int k = 0; k < 36; k++) xd[k] = (float)k;
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan *plan = NULL;
+        ts_plan_opts o = {.threads = threads};
+        cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(steps_of(plan, "vec.maxpool"), 1);
+        cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){x}, (ts_tensor *const[]){out}, &e), TS_OK, "%s", e.msg);
+        const float *od = out->data;
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++) {
+                    int r = 2 * i + 2 > 5 ? 5 : 2 * i + 2, q = 2 * j + 2 > 5 ? 5 : 2 * j + 2;
+                    cr_assert_float_eq(od[(c * 3 + i) * 3 + j], (float)((c + 1) * (r * 6 + q)), 1e-4,
+                                       "c %d (%d, %d)", c, i, j);
+                }
+        ts_plan_free(plan);
+    }
+    ts_tensor_unref(x);
+    ts_tensor_unref(out);
+    ts_graph_free(g);
+}
