@@ -7,6 +7,7 @@
  * point that an instantiated scope chooses its layout).  Only the root is
  * put in traversal order, then reshaped to the output. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "einnet/instantiate.h"
 #include "ops/window.h"
@@ -665,6 +666,15 @@ static ts_status build_matmul(bld *b, int s, const mm *m)
     }
     int a = mm_operand(b, m, 0, A), bb = mm_operand(b, m, 1, B);
     if (a < 0 || bb < 0) return fail(b);
+    /* [Mf, Mr, K] x [K, N]: B is shared by every Mf, so the product is one
+     * GEMM of Mf * Mr rows (a view of A), not Mf batched GEMMs of Mr rows:
+     * GCN's [11, 21, 256] x [256, 3136] ran as 11 GEMMs of 21 rows, which
+     * oneDNN blocks poorly (measured in docs/einnet.md) */
+    if (!batch.n && !nf.n && mf.n && b->g->values[a].shape.rank == 3) {
+        const ts_shape *as = &b->g->values[a].shape;
+        a = reshape(b, a, (int64_t[]){as->dims[0] * as->dims[1], as->dims[2]}, 2);
+        if (a < 0) return fail(b);
+    }
     int ins[2] = {a, bb};
     int v = node(b, "MatMul", ins, 2, NULL, 0);
     tref *t = &b->scope[s];
@@ -972,7 +982,10 @@ static ts_status build_conv(bld *b, int s, int bias)
 
 /* B [Bt, L, C] (t's value in logical order) as the rows each block of
  * G2_BLOCK rows can reach: [Bt, L/BK, 3 BK, C] (padded by a block of
- * zeros each side, three Slices, a Concat). */
+ * zeros each side, then one Gather of whole blocks, block b's window
+ * being blocks b, b+1, b+2: one copy of BK x C rows (16 KiB in
+ * Longformer), where three Slices and a Concat wrote the windows twice;
+ * measured in docs/einnet.md). */
 static int g2_windows(bld *b, const tref *t, int64_t Bt, int64_t L, int64_t C)
 {
     int64_t BK = G2_BLOCK, nb = L / BK;
@@ -980,13 +993,14 @@ static int g2_windows(bld *b, const tref *t, int64_t Bt, int64_t L, int64_t C)
     int ins[2] = {k, i64s(b, (int64_t[]){0, BK, 0, 0, BK, 0}, 6)};
     if (k < 0 || ins[1] < 0 || (k = node(b, "Pad", ins, 2, NULL, 0)) < 0) return -1;
     k = reshape(b, k, (int64_t[]){Bt, nb + 2, BK, C}, 4);
-    int win[3];
-    for (int i = 0; i < 3; i++) {
-        int si[4] = {k, i64s(b, (int64_t[]){i}, 1), i64s(b, (int64_t[]){i + nb}, 1), i64s(b, (int64_t[]){1}, 1)};
-        if (k < 0 || si[1] < 0 || si[2] < 0 || si[3] < 0 || (win[i] = node(b, "Slice", si, 4, NULL, 0)) < 0) return -1;
-    }
-    ts_attr ax = ts_attr_int("axis", 2);
-    return node(b, "Concat", win, 3, &ax, 1);
+    int64_t *blocks = malloc(sizeof *blocks * (size_t)(3 * nb));
+    if (!blocks) return ts_error_set(b->err, TS_ERR_NOMEM, "out of memory in einnet"), -1;
+    for (int64_t i = 0; i < 3 * nb; i++) blocks[i] = i / 3 + i % 3;
+    int gi[2] = {k, i64s(b, blocks, (int)(3 * nb))};
+    free(blocks);
+    ts_attr ax = ts_attr_int("axis", 1);
+    if (k < 0 || gi[1] < 0 || (k = node(b, "Gather", gi, 2, &ax, 1)) < 0) return -1; /* [Bt, 3 nb, BK, C] */
+    return reshape(b, k, (int64_t[]){Bt, nb, 3 * BK, C}, 4);
 }
 
 /* The result of a band builder, [batch..., L, last] (last: the iterator

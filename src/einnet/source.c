@@ -93,26 +93,31 @@ static bool accept_phases(const ts_ein *e, void *arg)
     return ts_ein_instantiable(e) && ts_ein_undilated_conv(e);
 }
 
-/* Output channels from which a K x K Conv's MatMul derivations are not
- * searched:
- * measured on this CPU (docs/einnet.md), the MatMul of a Conv3x3 ->
- * MatMul + OffsetReduce derivation alone is slower than oneDNN's direct
- * convolution at 64 to 512 channels (ResNet-18, CSRNet), in every form;
- * it pays below (GCN's 21-channel k x 1 convs, FSRCNN's 12 and 56).  The
- * measured cost model, timed under load, once ranked the 2.3x slower
- * MatMul forms of all of CSRNet's convs cheaper and spent the search on
- * them. */
+/* Which Convs get the general search (MatMul forms), a rule from
+ * measurements on this CPU (docs/einnet.md, "Which MatMul forms pay"):
+ * the MatMul of a derivation does the conv's multiply-adds as one GEMM,
+ * which only beats oneDNN's direct convolution where that convolution is
+ * poor: few output channels (less than a vector register of them, FSRCNN's
+ * 12), or a wide reduction into few outputs (GCN's 256..2048 -> 21 k x 1
+ * convs, FSRCNN's 56 -> 12 shrink: at least MATMUL_MIN_REDUCTION input
+ * channels per output channel).  Measured losers, per operator in the
+ * plan: every form at >= 64 output channels (ResNet-18's and CSRNet's
+ * 3x3 convs, GCN's 64-channel 1x1 convs 0.65-0.70x at 1 thread), GCN's
+ * 21 -> 21 1x1 and 1 x k convs (0.84-1.29x at 1 thread, 0.40-0.69x at 2).
+ * The measured cost model, timed under load, ranks such forms cheaper
+ * often enough to fill the search with them (CSRNet: the combined
+ * candidate measured 2.3x slower), so they are not searched at all. */
 #define MATMUL_MAX_CHANNELS 64
+#define MATMUL_NARROW 16
+#define MATMUL_MIN_REDUCTION 4
 
 static bool matmul_may_pay(const ts_graph *g, const ts_node *nd, const ts_ein *e)
 {
-    if (nd->op != &ts_op_conv || e->out_shape.rank < 4 || e->out_shape.dims[1] < MATMUL_MAX_CHANNELS) return true;
-    /* a K x K kernel (K > 1 in every spatial dim): measured; 1 x 1 and
-     * 1 x k kernels keep their derivations (not measured to lose) */
+    if (nd->op != &ts_op_conv || e->out_shape.rank < 3) return true;
     const ts_shape *w = &g->values[nd->inputs[1]].shape;
-    for (int d = 2; d < w->rank; d++)
-        if (w->dims[d] < 2) return true;
-    return false;
+    int64_t cout = w->dims[0], cin = w->dims[1]; /* output channels; input channels per group */
+    if (cout >= MATMUL_MAX_CHANNELS) return false;
+    return cout < MATMUL_NARROW || cin >= MATMUL_MIN_REDUCTION * cout;
 }
 
 static bool dilated(const ts_node *nd)
