@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tsopt against ONNX Runtime on the real-model bench set (PyTorch exports).
 
-    bench/real_models.py [--models a,b,...] [--rounds R] [--iters N] [--threads T]
+    bench/real_models.py [--models a,b,...] [--rounds R] [--iters N] [--min-time S] [--threads T]
                          [--check-only] [--cache DIR] [--out BENCHMARKS.md] [--tsopt PATH]
 
 The set is tools/export_torchvision.py's (`--list --set bench`): torchvision
@@ -115,10 +115,11 @@ def check(a, name, path, shape, work):
 def bench(a, path, shape, inputs):
     ts, ort = [], []
     for _ in range(a.rounds):
-        ts.append(last_json(run([a.tsopt, "bench", path, "--input", "input:1x" + shape, "--iters", str(a.iters),
-                                 "--threads", str(a.threads), "--json"], 1800)))
-        ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters),
-                                  "--threads", str(a.threads)], 1800)))
+        mt = ["--min-time", str(a.min_time)]
+        ts.append(last_json(run([a.tsopt, "bench", path, "--input", "input:1x" + shape, "--iters", str(a.iters)] + mt
+                                + ["--threads", str(a.threads), "--json"], 1800)))
+        ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters)] + mt
+                                 + ["--threads", str(a.threads)], 1800)))
     return {
         "ts_ms": statistics.median(x["median_ms"] for x in ts),
         "ort_ms": statistics.median(x["median_ms"] for x in ort),
@@ -175,10 +176,14 @@ def section(a, rows, bare, started, elapsed, argv):
     L.append("tsopt run M.onnx --input input:SHAPE --save-inputs IN --save-outputs TS")
     L.append("node tools/ort/run.js M.onnx --inputs IN --save-outputs ORT")
     L.append("tsopt compare TS ORT --rtol %g --atol A   # A = %g x min(1, max |ORT output|)" % (RTOL, ATOL))
-    L.append("tsopt bench M.onnx --input input:SHAPE --iters %d --threads %d --json" % (a.iters, a.threads))
-    L.append("node tools/ort/run.js M.onnx --inputs IN --iters %d --threads %d" % (a.iters, a.threads))
+    L.append("tsopt bench M.onnx --input input:SHAPE --iters %d --min-time %g --threads %d --json" % (
+        a.iters, a.min_time, a.threads))
+    L.append("node tools/ort/run.js M.onnx --inputs IN --iters %d --min-time %g --threads %d" % (
+        a.iters, a.min_time, a.threads))
     L.append("```\n")
-    L.append("Latency: median of the per-round medians. Peak memory: VmHWM of each engine's process, the largest over "
+    L.append("Latency: median of the per-round medians (each process: at least --iters timed runs, more until they "
+             "add up to --min-time seconds, for both engines: the first runs of a few-millisecond model are slower "
+             "than its steady state). Peak memory: VmHWM of each engine's process, the largest over "
              "the rounds; ORT's is its process minus a bare `node` that only loads onnxruntime-node (%.0f MiB here). "
              "Max error: the largest |tsopt − ORT| over the outputs.\n" % (bare / 2**20))
     L.append("| model | input | covers | tsopt ms | ORT ms | tsopt/ORT | max error | matches | tsopt MiB | ORT MiB "
@@ -243,6 +248,10 @@ def args_parser():
     ap.add_argument("--models", default="", help="comma-separated subset of the bench set")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
+    # both engines time more runs until they add up to this many seconds: a
+    # few-millisecond model's first runs are slower than its steady state
+    # (lraspp: 10-12 ms medians over 10 runs, 6.3-7.2 ms over 2 s, either engine)
+    ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--check-only", action="store_true", help="only check that each model runs and matches ORT")
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "real_models"), help="exported models")

@@ -4,7 +4,7 @@
 // optionally times N runs. Used as the reference ("oracle") in tests and as
 // the engine tsopt is benchmarked against.
 //
-//   node run.js MODEL --inputs DIR [--save-outputs DIR] [--iters N] [--threads N]
+//   node run.js MODEL --inputs DIR [--save-outputs DIR] [--iters N] [--min-time S] [--threads N]
 //   node run.js MODEL --list-io
 //
 // Tensor files are named after the tensor, every character outside
@@ -15,7 +15,7 @@ const os = require('os');
 const path = require('path');
 const npy = require('./npy');
 
-const USAGE = 'usage: run.js MODEL (--list-io | --inputs DIR [--save-outputs DIR] [--iters N] [--threads N])';
+const USAGE = 'usage: run.js MODEL (--list-io | --inputs DIR [--save-outputs DIR] [--iters N] [--min-time S] [--threads N])';
 
 class OrtError extends Error {
   constructor(what, where) {
@@ -42,7 +42,7 @@ function parseCount(flag, v) {
 }
 
 function parseArgs(argv) {
-  const a = { model: null, inputs: null, outputs: null, iters: 0, threads: 0, listIo: false };
+  const a = { model: null, inputs: null, outputs: null, iters: 0, minTime: 0, threads: 0, listIo: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     switch (arg) {
@@ -50,6 +50,13 @@ function parseArgs(argv) {
       case '--save-outputs': a.outputs = argv[++i]; if (a.outputs === undefined) fail('--save-outputs needs a folder', arg); break;
       case '--iters': a.iters = parseCount(arg, argv[++i]); break;
       case '--threads': a.threads = parseCount(arg, argv[++i]); break;
+      case '--min-time': {
+        // as tsopt bench --min-time: more timed runs until they add up to S seconds
+        const v = argv[++i];
+        if (v === undefined || !/^\d+(\.\d+)?$/.test(v)) fail('--min-time needs a number of seconds', v === undefined ? arg : v);
+        a.minTime = Number(v);
+        break;
+      }
       case '--list-io': a.listIo = true; break;
       case '-h': case '--help': process.stdout.write(USAGE + '\n'); process.exit(0); break;
       default:
@@ -164,17 +171,22 @@ async function main() {
   let stats = null;
   if (args.iters > 0) {
     const times = [];
-    for (let i = 0; i < args.iters; i++) {
+    // at least --iters runs, more until they add up to --min-time seconds:
+    // a few-millisecond model's first runs are slower than its steady state
+    let total = 0;
+    while (times.length < args.iters || (total < args.minTime * 1000 && times.length < 1000000)) {
       const t0 = process.hrtime.bigint();
       await runOnce();
-      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      times.push(ms);
+      total += ms;
     }
     times.sort((x, y) => x - y);
     stats = {
       median_ms: round3(median(times)),
       min_ms: round3(times[0]),
       max_ms: round3(times[times.length - 1]),
-      iters: args.iters,
+      iters: times.length,
       threads,
       peak_rss_bytes: peakRss(),
     };
