@@ -140,10 +140,11 @@ def bench_model(a, name, batch, path, work):
     run([a.tsopt, "run", path, "--save-inputs", inputs, "--iters", "1"], 900)
     ts, ort = [], []
     for r in range(a.rounds):
-        ts.append(last_json(run([a.tsopt, "bench", path, "--iters", str(a.iters), "--threads", str(a.threads), "--json"],
-                                900)))
-        ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters),
-                                  "--threads", str(a.threads)], 900)))
+        mt = ["--min-time", str(a.min_time)]
+        ts.append(last_json(run([a.tsopt, "bench", path, "--iters", str(a.iters)] + mt
+                                + ["--threads", str(a.threads), "--json"], 900)))
+        ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters)] + mt
+                                 + ["--threads", str(a.threads)], 900)))
     return {
         "inputs": inputs,
         "ts_ms": statistics.median(x["median_ms"] for x in ts),
@@ -207,8 +208,9 @@ def main():
     ap.add_argument("--opt-time", type=float, default=30, help="--optimize: search time limit per model (s)")
     ap.add_argument("--transforms", default="",
                     help="--optimize: passed to tsopt optimize (e.g. pet, einnet; default: every source)")
-    ap.add_argument("--min-time", type=float, default=0,
-                    help="--optimize: each `tsopt bench` also runs until its timed runs add up to S seconds")
+    ap.add_argument("--min-time", type=float, default=1.0,
+                    help="each `tsopt bench` and ORT run also runs until its timed runs add up to S seconds "
+                         "(the first runs of a few-millisecond model are slower than its steady state)")
     ap.add_argument("--no-real", action="store_true", help="skip the real-model set (bench/real_models.py)")
     ap.add_argument("--real-only", action="store_true", help="only the real-model set")
     ap.add_argument("--real-models", default="", help="comma-separated subset of the real-model set")
@@ -217,7 +219,8 @@ def main():
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import real_models
-    real_argv = ["--rounds", str(a.rounds), "--iters", str(a.iters), "--threads", str(a.threads), "--out", a.out,
+    real_argv = ["--rounds", str(a.rounds), "--iters", str(a.iters), "--min-time", str(a.min_time),
+                 "--threads", str(a.threads), "--out", a.out,
                  "--tsopt", a.tsopt, "--cache", a.real_cache] + (["--models", a.real_models] if a.real_models else [])
     if a.real_only:
         sys.exit(real_models.main(real_argv, load))
@@ -303,12 +306,14 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
     L.append("# per model (R = %d rounds, alternating):" % a.rounds)
     L.append("tsopt zoo export NAME -o M.onnx --batch B")
     L.append("tsopt run M.onnx --save-inputs IN --iters 1")
-    L.append("tsopt bench M.onnx --iters %d --threads %d --json" % (a.iters, a.threads))
-    L.append("node tools/ort/run.js M.onnx --inputs IN --iters %d --threads %d" % (a.iters, a.threads))
+    L.append("tsopt bench M.onnx --iters %d --min-time %g --threads %d --json" % (a.iters, a.min_time, a.threads))
+    L.append("node tools/ort/run.js M.onnx --inputs IN --iters %d --min-time %g --threads %d" % (
+        a.iters, a.min_time, a.threads))
     if not a.no_profile:
         L.append("tsopt profile M.onnx --cache %s --iters 10   # batch 1 only" % os.path.relpath(cache, ROOT))
     L.append("```\n")
-    L.append("Latency: median of the %d per-round medians (each of %d timed runs after warm-up). "
+    L.append("Latency: median of the %d per-round medians (each of at least %d timed runs after warm-up, more until they "
+             "add up to --min-time seconds: a few-millisecond model's first runs are slower than its steady state). "
              "Peak RSS: VmHWM of each process (/proc/self/status), the largest over the rounds, measured "
              "the same way by `tsopt bench` and `run.js`. GFLOP/s = the model's FLOPs (`tsopt info`, a "
              "multiply-add counts 2, convolutions counted as direct convolution) / median latency; %%peak = that / "
