@@ -391,13 +391,19 @@ def write_md(a, rows, peak, mach, started, load0, load1, elapsed, cache):
                  "%d of %d against the bench median (median |error| %.1f%%).\n" % (
                      sum(1 for e in errs if e <= 15), len(errs), statistics.median(errs),
                      sum(1 for e in berrs if e <= 15), len(berrs), statistics.median(berrs)))
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_optimize  # its section (bench.py --optimize) survives a rerun of the main benchmark
-    kept = bench_optimize.keep_section(a.out)
-    import real_models  # so does the real-model section (rewritten after this when it runs)
-    real = real_models.keep_section(a.out)
+    # the sections other scripts write (Optimizer, Real models, Under load,
+    # ...) survive a rerun of the main benchmark: everything from the first
+    # section this function does not write to the end of the file
+    own = {l.strip() for l in L if l.startswith("## ")}
+    tail = ""
+    if os.path.exists(a.out):
+        old = open(a.out).read()
+        for m in re.finditer(r"^## .*$", old, re.M):
+            if m.group(0) not in own:
+                tail = old[m.start():]
+                break
     with open(a.out + ".tmp", "w") as f:
-        f.write("\n".join(L) + "\n" + ("\n" + kept if kept else "") + ("\n" + real if real else ""))
+        f.write("\n".join(L) + "\n" + ("\n" + tail if tail else ""))
     os.replace(a.out + ".tmp", a.out)
 
 
