@@ -236,14 +236,7 @@ static ts_status convt_kernel(ts_kernel_ctx *k)
                 col2im(num, col, Fg, &g, r0, r1, y + (size_t)((n * F + gi * Fg) * outplane) * es);
             }
     free(col);
-    if (B) {
-        ts_scalar one;
-        num->one(&one);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t f = 0; f < F; f++)
-                num->axpy(outplane, &one, (const char *)B->data + (size_t)f * es, 0,
-                          y + (size_t)((n * F + f) * outplane) * es, 1);
-    }
+    if (B) ts_nn_add_bias(num, B, N, F, outplane, es, y);
     return TS_OK;
 }
 

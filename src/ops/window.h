@@ -84,4 +84,17 @@ static inline void ts_nn_copy_strided(size_t es, int64_t n, const void *src, int
     }
 }
 
+/* y[n, f, :] += B[f] over outplane positions per channel, in the domain
+ * num (Conv and ConvTranspose add their bias this way after the products). */
+static inline void ts_nn_add_bias(const ts_num *num, const ts_tensor *B, int64_t N, int64_t F, int64_t outplane,
+                                  size_t es, char *y)
+{
+    ts_scalar one;
+    num->one(&one);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t f = 0; f < F; f++)
+            num->axpy(outplane, &one, (const char *)B->data + (size_t)f * es, 0,
+                      y + (size_t)((n * F + f) * outplane) * es, 1);
+}
+
 #endif
