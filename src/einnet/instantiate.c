@@ -1027,20 +1027,40 @@ static ts_status g2_result(bld *b, int s, const g2 *q, const tref *ta, int rn, i
     return o->v < 0 ? fail(b) : TS_OK;
 }
 
+/* What both blocked forms start from: the band's analysis (analyze: the
+ * scores' or the context's), the tensors of its two reads, the batch they
+ * share flattened (Bt), the block count and the band's offset in a block. */
+typedef struct g2_setup {
+    g2 q;
+    tref ta, tb;
+    int64_t Bt, BK, nb, off;
+} g2_setup;
+
+static ts_status g2_begin(bld *b, int s, bool (*analyze)(const ts_ein *, int, g2 *), g2_setup *u)
+{
+    const ts_ein *e = b->e;
+    if (!analyze(e, s, &u->q)) return fail(b);
+    if (src_ref(b, e->node[u->q.ar].src, &u->ta) || src_ref(b, e->node[u->q.br].src, &u->tb)) return b->err->code;
+    u->BK = G2_BLOCK;
+    u->nb = u->q.L / u->BK;
+    u->off = u->BK - (u->q.J - 1) / 2;
+    u->Bt = 1;
+    for (int d = 0; d < u->q.nb; d++) u->Bt *= u->ta.ext[d];
+    return TS_OK;
+}
+
 /* The band's counterpart blocked: each block of probabilities [BK, J]
  * skewed into the dense [BK, 3BK] it is in the reached rows (pad each row
  * to 3BK + 1 with the band at column t + j + off, flatten, keep BK * 3BK,
  * read as [BK, 3BK]), times those rows [3BK, C]: one batched MatMul. */
 static ts_status build_g2bmm_t(bld *b, int s)
 {
-    const ts_ein *e = b->e;
-    g2 q;
-    if (!g2t_analyze(e, s, &q)) return fail(b);
-    const ts_ein_node *x = &e->node[q.ar], *y = &e->node[q.br];
-    tref ta, tb;
-    if (src_ref(b, x->src, &ta) || src_ref(b, y->src, &tb)) return b->err->code;
-    int64_t Bt = 1, BK = G2_BLOCK, nb = q.L / BK, off = BK - (q.J - 1) / 2;
-    for (int d = 0; d < q.nb; d++) Bt *= ta.ext[d];
+    g2_setup u;
+    if (g2_begin(b, s, g2t_analyze, &u)) return b->err->code;
+    const g2 q = u.q;
+    const int64_t Bt = u.Bt, BK = u.BK, nb = u.nb, off = u.off;
+    tref ta = u.ta, tb = u.tb;
+    const ts_ein_node *y = &b->e->node[q.br];
     int p = reshape(b, in_logical_order(b, &ta), (int64_t[]){Bt, nb, BK, q.J}, 4);
     int ins[2] = {p, i64s(b, (int64_t[]){0, 0, 0, off, 0, 0, 0, 3 * BK + 1 - q.J - off}, 8)};
     if (p < 0 || ins[1] < 0 || (p = node(b, "Pad", ins, 2, NULL, 0)) < 0) return fail(b);
@@ -1050,7 +1070,7 @@ static ts_status build_g2bmm_t(bld *b, int s)
     p = reshape(b, p, (int64_t[]){Bt, nb, BK, 3 * BK}, 4);
     int mm[2] = {p, g2_windows(b, &tb, Bt, q.L, q.C)};
     int v = p < 0 || mm[1] < 0 ? -1 : node(b, "MatMul", mm, 2, NULL, 0); /* [Bt, nb, BK, C] */
-    int c = e->idx[y->idx + y->rank - 1].it[0];
+    int c = b->e->idx[y->idx + y->rank - 1].it[0];
     return g2_result(b, s, &q, &ta, q.ar, c, q.C, v);
 }
 
@@ -1062,14 +1082,11 @@ static ts_status build_g2bmm_t(bld *b, int s)
  * columns.  1.5x the multiply-adds of the band, at MatMul speed. */
 static ts_status build_g2bmm(bld *b, int s)
 {
-    const ts_ein *e = b->e;
-    g2 q;
-    if (!g2_analyze(e, s, &q)) return fail(b);
-    const ts_ein_node *x = &e->node[q.ar], *y = &e->node[q.br];
-    tref ta, tb;
-    if (src_ref(b, x->src, &ta) || src_ref(b, y->src, &tb)) return b->err->code;
-    int64_t Bt = 1, BK = G2_BLOCK, nb = q.L / BK, off = BK - (q.J - 1) / 2;
-    for (int d = 0; d < q.nb; d++) Bt *= ta.ext[d];
+    g2_setup u;
+    if (g2_begin(b, s, g2_analyze, &u)) return b->err->code;
+    const g2 q = u.q;
+    const int64_t Bt = u.Bt, BK = u.BK, nb = u.nb, off = u.off;
+    tref ta = u.ta, tb = u.tb;
     int a = reshape(b, in_logical_order(b, &ta), (int64_t[]){Bt, nb, BK, q.C}, 4);
     int kw = transpose(b, g2_windows(b, &tb, Bt, q.L, q.C), (const int[]){0, 1, 3, 2}, 4);
     int ins[2];
