@@ -107,6 +107,15 @@ assert 0 <= j['min_ms'] <= j['median_ms'] <= j['max_ms'], j
 assert j['peak_rss_bytes'] > 1 << 20, j
 EOF
 
+step "--min-time adds timed runs until they add up to that many seconds"
+json=$(node "$ORT_RUN" "$T/add.onnx" --inputs "$T/in" --iters 2 --min-time 0.2 --threads 1)
+"$PYTHON" - "$json" <<'EOF'
+import json, sys
+j = json.loads(sys.argv[1].strip())
+# a tiny Add runs far below 0.1 ms: 0.2 s needs many more than the 2 asked
+assert j['iters'] > 2, j
+EOF
+
 step "--list-io names inputs and outputs"
 io=$(node "$ORT_RUN" "$T/add.onnx" --list-io)
 echo "$io" | sed 's/^/   /'
@@ -125,6 +134,10 @@ expect_error() {
   [ ! -s "$T/stdout" ] || fail "unexpected stdout: $(cat "$T/stdout")"
   echo "   $got"
 }
+
+step "--min-time without a number: one error line, exit 1"
+expect_error "ort: --min-time needs a number of seconds (abc)" -- \
+  node "$ORT_RUN" "$T/add.onnx" --inputs "$T/in" --min-time abc
 
 step "missing model file: one error line, exit 1"
 expect_error "ort: no such model file ($T/nope.onnx)" -- \
