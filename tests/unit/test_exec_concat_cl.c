@@ -10,14 +10,6 @@
 
 static uint64_t rng = 9091;
 
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 static int concat(ts_graph *g, const int *ins, int n)
 {
     return xt_node(g, "Concat", ins, n, (ts_attr[]){ts_attr_int("axis", 1)}, 1);
@@ -59,7 +51,7 @@ static void mixed(int N, int C, int F, int hw, bool twice)
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
         if (__builtin_cpu_supports("avx512f")) { /* Winograd: 16-channel blocks */
             cr_assert(mixed_inputs(plan), "the concat's inputs are not mixed: nothing tested");
-            cr_assert_eq(steps_of(plan, "vec.concat_cl"), 1);
+            cr_assert_eq(xt_steps_of(plan, "vec.concat_cl"), 1);
         }
         ts_plan_free(plan);
     }
@@ -79,7 +71,7 @@ Test(concat_cl, declines_plain_input)
     int y = concat(g, (int[]){a, x}, 2);
     xt_output(g, xt_conv1x1(g, y, 64, 16, &rng));
     ts_plan *plan = xt_plan_check(g, NULL, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-    cr_assert_eq(steps_of(plan, "vec.concat_cl"), 0);
+    cr_assert_eq(xt_steps_of(plan, "vec.concat_cl"), 0);
     ts_plan_free(plan);
     ts_graph_free(g);
 }
@@ -116,7 +108,7 @@ Test(concat_cl, hand_computed)
         ts_plan *plan = NULL;
         ts_plan_opts o = {.threads = threads};
         cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-        if (__builtin_cpu_supports("avx512f")) cr_assert_eq(steps_of(plan, "vec.concat_cl"), 1);
+        if (__builtin_cpu_supports("avx512f")) cr_assert_eq(xt_steps_of(plan, "vec.concat_cl"), 1);
         cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){xt}, (ts_tensor *const[]){out}, &e), TS_OK, "%s", e.msg);
         const float *od = out->data;
         for (int k = 0; k < CT; k++)

@@ -17,14 +17,6 @@ static uint64_t rng = 9001;
 
 static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 /* The gate of a squeeze-excite block over x (C channels): GlobalAveragePool
  * -> 1x1 conv to R -> Relu -> 1x1 conv to C -> Sigmoid. */
 static int se_gate(ts_graph *g, int x, int C, int R)
@@ -49,7 +41,7 @@ static int check(const ts_graph *g)
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        int k = steps_of(plan, "dnnl.conv_gated");
+        int k = xt_steps_of(plan, "dnnl.conv_gated");
         cr_assert(got < 0 || k == got);
         got = k;
         ts_plan_free(plan);
@@ -166,7 +158,7 @@ Test(gated_conv, hand_computed)
     ts_plan *plan = NULL;
     ts_plan_opts o = {.threads = 1};
     cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(steps_of(plan, "dnnl.conv_gated"), 1);
+    cr_assert_eq(xt_steps_of(plan, "dnnl.conv_gated"), 1);
     ts_shape xs = xt_shape("1x2x8x8"), ys = xt_shape("1x1x8x8");
     ts_tensor *xt = ts_tensor_new(TS_F32, &xs, &e), *out = ts_tensor_new(TS_F32, &ys, &e);
     const float a[] = {1, 2, 1}, want[] = {2.25f, 4.85f, 2.25f};

@@ -16,14 +16,6 @@ static uint64_t rng = 4242;
 
 static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 /* Layout of the vec.maxpool step's input: 'c' channels-last, 'b' blocked,
  * 0 when no such step. */
 static char pool_input_layout(const ts_plan *plan)
@@ -56,7 +48,7 @@ static int mp_case(const char *x, int C0, int C, int K, const ts_attr *at, int n
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        int k = steps_of(plan, "vec.maxpool");
+        int k = xt_steps_of(plan, "vec.maxpool");
         cr_assert(got < 0 || k == got);
         got = k;
         if (layout) *layout = pool_input_layout(plan);
@@ -138,7 +130,7 @@ Test(exec_maxpool, declines)
     xt_output(g, y);
     ts_plan_opts o = {.threads = 2};
     ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-5, XT_TOL_MAX);
-    cr_assert_eq(steps_of(plan, "vec.maxpool"), 0);
+    cr_assert_eq(xt_steps_of(plan, "vec.maxpool"), 0);
     ts_plan_free(plan);
     ts_graph_free(g);
 }
@@ -173,7 +165,7 @@ Test(exec_maxpool, hand_computed)
         ts_plan *plan = NULL;
         ts_plan_opts o = {.threads = threads};
         cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-        cr_assert_eq(steps_of(plan, "vec.maxpool"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.maxpool"), 1);
         cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){x}, (ts_tensor *const[]){out}, &e), TS_OK, "%s", e.msg);
         const float *od = out->data;
         for (int c = 0; c < C; c++)

@@ -12,14 +12,6 @@ static uint64_t rng = 5151;
 
 static int cst(ts_graph *g, const char *dims, double lo, double hi) { return xt_const_random(g, dims, lo, hi, &rng); }
 
-static int steps_of(const ts_plan *plan, const char *name)
-{
-    const xplan *p = (const xplan *)plan;
-    int k = 0;
-    for (int i = 0; i < p->nsteps; i++) k += !strcmp(p->steps[i].k->name, name);
-    return k;
-}
-
 /* x (from a 1x1 conv when cl, else the graph input, plain) -> squeeze-
  * excite gate (R) -> Mul -> 1x1 conv to F.  Returns the graph. */
 static ts_graph *se_block(const char *xdims, int C0, int C, int R, int F, bool cl, bool gate_first)
@@ -53,8 +45,8 @@ static int check(const ts_graph *g)
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        cr_assert_eq(steps_of(plan, "vec.se"), 1);
-        int k = steps_of(plan, "vec.eltwise");
+        cr_assert_eq(xt_steps_of(plan, "vec.se"), 1);
+        int k = xt_steps_of(plan, "vec.eltwise");
         cr_assert(got < 0 || k == got);
         got = k;
         ts_plan_free(plan);
@@ -101,8 +93,8 @@ Test(se_scale, left_to_the_gated_conv)
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
-        cr_assert_eq(steps_of(plan, "dnnl.conv_gated"), 1);
-        cr_assert_eq(steps_of(plan, "vec.eltwise"), 0);
+        cr_assert_eq(xt_steps_of(plan, "dnnl.conv_gated"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.eltwise"), 0);
         ts_plan_free(plan);
     }
     ts_graph_free(g);
@@ -131,8 +123,8 @@ Test(se_scale, hand_computed)
     ts_plan *plan = NULL;
     ts_plan_opts o = {.threads = 1};
     cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(steps_of(plan, "vec.se"), 1);
-    cr_assert_eq(steps_of(plan, "vec.eltwise"), 1, "the Relu only: the Mul is vec.se's");
+    cr_assert_eq(xt_steps_of(plan, "vec.se"), 1);
+    cr_assert_eq(xt_steps_of(plan, "vec.eltwise"), 1, "the Relu only: the Mul is vec.se's");
     ts_shape xs = xt_shape("1x2x3x3");
     ts_tensor *xt = ts_tensor_new(TS_F32, &xs, &e), *out = ts_tensor_new(TS_F32, &xs, &e);
     float *xd = xt->data;
