@@ -19,6 +19,8 @@ PKGS=(
   python3-numpy python3-onnx python3-torch python3-torchvision
   # ONNX's backend test data (tests/conformance/)
   libonnx-testdata
+  # generate/verify/fuzz over several machines (docs/distributed.md)
+  libopenmpi-dev openmpi-bin
   # ONNX Runtime peer
   nodejs npm
 )

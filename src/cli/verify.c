@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "taso/verify.h"
 
 static const char USAGE[] =
@@ -147,19 +148,36 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, 
     /* In chunks, for the progress on stderr: a chunk of a few rules per
      * thread keeps the wait for a chunk's slowest rule short, and the
      * prover set-up per chunk (~ms) small beside it. */
-    cli_progress pr;
-    cli_progress_start(&pr, "verify", "rules", n);
     int chunk = o->threads * 64 > n / 20 ? o->threads * 64 : n / 20;
-    for (int i = 0; i < n; i += chunk) {
-        int m = n - i < chunk ? n - i : chunk;
+    /* under mpirun the chunks are dealt out to the processes (src/dist/):
+     * smaller ones, so the last keeps no process waiting long */
+    int procs = ts_dist_start(), done = 0;
+    if (procs > 1) chunk = o->threads * 16 > n / (40 * procs) ? o->threads * 16 : n / (40 * procs);
+    char what[32];
+    snprintf(what, sizeof what, procs > 1 ? "verify rank %d" : "verify", ts_dist_rank());
+    cli_progress pr;
+    cli_progress_start(&pr, what, "rules", n);
+    ts_dist_counter *next = ts_dist_counter_open();
+    for (long k; (k = ts_dist_counter_next(next)) < (n + chunk - 1) / chunk;) {
+        int i = (int)k * chunk, m = n - i < chunk ? n - i : chunk;
         if (ts_verify_rules(rules + i, m, o, res + i, &err)) {
+            if (procs > 1) ts_dist_abort(cli_error_from(CLI_FAIL, &err)); /* the others wait in a collective */
             free(res);
             ts_rules_free(rules, n);
             return cli_error_from(CLI_FAIL, &err);
         }
-        cli_progress_update(&pr, i + m);
+        cli_progress_update(&pr, done += m);
     }
-    cli_progress_end(&pr, n);
+    ts_dist_counter_close(next);
+    cli_progress_end(&pr, done);
+    ts_dist_report_work(stderr, "rules checked", done, now_s() - t0);
+    /* results in rule order on the first process, which reports */
+    ts_dist_or_to_root(res, (size_t)n * sizeof *res);
+    if (ts_dist_rank() != 0) {
+        free(res);
+        ts_rules_free(rules, n);
+        return CLI_OK;
+    }
     int cnt[3] = {0};
     double slowest = 0;
     for (int i = 0; i < n; i++) {
@@ -169,8 +187,8 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, 
             printf("%s (line %d): %s in %.2fs%s%s\n", rules[i].name, rules[i].line, proof_name(res[i].proof),
                    res[i].secs, res[i].why[0] ? ": " : "", res[i].why);
     }
-    printf("%d rules, %d axioms, %.1fs (slowest rule %.2fs, timeout %.0fs, %d threads)\n", n, ts_axioms_count(),
-           now_s() - t0, slowest, o->timeout_ms / 1000.0, o->threads);
+    printf("%d rules, %d axioms, %.1fs (slowest rule %.2fs, timeout %.0fs, %d threads%s)\n", n, ts_axioms_count(),
+           now_s() - t0, slowest, o->timeout_ms / 1000.0, o->threads, procs > 1 ? " per process" : "");
     printf("proved %d of %d, failed %d, timed out %d\n", cnt[TS_PROOF_PROVED], n, cnt[TS_PROOF_FAILED],
            cnt[TS_PROOF_TIMEOUT]);
     bool wrote = !keep_path || write_proved(path, keep_path, rules, res, n);

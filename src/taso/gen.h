@@ -104,6 +104,27 @@ typedef struct gen_variant {
     ts_rparams p;
 } gen_variant;
 
+struct gen_graph;
+struct gen_stats;
+
+/* Hooks that spread one generation over several processes (the MPI module
+ * of the tsopt command, src/dist/dist_gen.c; docs/distributed.md).  The
+ * library itself knows nothing of MPI: without hooks it works alone. */
+typedef struct gen_dist {
+    void *arg;
+    /* The next first operator (index into the depth-0 choices) this process
+     * enumerates, -1 when all are taken; called under a critical section. */
+    long (*claim)(void *arg);
+    /* Called with this process's records, sorted: leaves it exactly the
+     * records whose fingerprints it owns (from every process), sorted; sums
+     * st->graphs over the processes. */
+    ts_status (*exchange)(void *arg, struct gen_graph **gs, size_t *ng, struct gen_stats *st, ts_error *err);
+    /* Called with this process's candidate pairs (2 records each): leaves
+     * the root every process's pairs in a fixed order and the others none;
+     * sums the pair counts of st over the processes. */
+    ts_status (*gather)(void *arg, struct gen_graph **pairs, size_t *npair, struct gen_stats *st, ts_error *err);
+} gen_dist;
+
 typedef struct gen_config {
     int max_ops;
     int threads;
@@ -111,6 +132,7 @@ typedef struct gen_config {
     FILE *progress; /* when set, each stage's count and time is printed (and
                        flushed) as it finishes: a long run that is killed
                        still shows how far it got */
+    const gen_dist *dist; /* NULL: one process */
 } gen_config;
 
 /* One enumerated graph: ops in order; input i of op k names a pool entry

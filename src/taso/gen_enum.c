@@ -508,11 +508,24 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
     {
         ctx *c = &cs[omp_get_thread_num()];
         ctx_init(c, w, max_ops);
+        if (cfg->dist && cfg->dist->claim) {
+            /* several processes: each first operator goes to whichever
+             * thread of whichever process asks next */
+            for (;;) {
+                long f;
+#pragma omp critical(gen_claim)
+                f = cfg->dist->claim(cfg->dist->arg);
+                if (f < 0 || (size_t)f >= nfirst || c->oom) break;
+                const uint8_t *op = first[f].op[0];
+                try_op(c, 0, op[0], op[1], op[2]);
+            }
+        } else {
 #pragma omp for schedule(dynamic, 1)
-        for (size_t f = 0; f < nfirst; f++) {
-            if (c->oom) continue;
-            const uint8_t *op = first[f].op[0];
-            try_op(c, 0, op[0], op[1], op[2]);
+            for (size_t f = 0; f < nfirst; f++) {
+                if (c->oom) continue;
+                const uint8_t *op = first[f].op[0];
+                try_op(c, 0, op[0], op[1], op[2]);
+            }
         }
         free(c->pool);
         if (c->oom) {

@@ -354,7 +354,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
     uint8_t *dead = calloc(ng ? ng : 1, 1);
     if (!dead) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     ng = compact(gs, ng, dead);
-    if (cfg->progress) {
+    if (cfg->progress && !cfg->dist) { /* several processes: local counts */
         fprintf(cfg->progress, "pairs, shape set 0 only      %12llu  (%zu graphs in classes)\n",
                 (unsigned long long)st->pairs1, ng);
         fflush(cfg->progress);
@@ -407,7 +407,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
     ng = compact(gs, ng, dead);
     free(dead);
     st->replayed = ng;
-    if (cfg->progress) {
+    if (cfg->progress && !cfg->dist) { /* several processes: local counts */
         fprintf(cfg->progress, "graphs dropped as same DAG   %12llu  (another order of one DAG)\n",
                 (unsigned long long)st->same_dag);
         fprintf(cfg->progress, "graphs replayed on set 1     %12llu\n", (unsigned long long)st->replayed);

@@ -618,6 +618,12 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     }
     st->graphs = ng;
     st->peak_bytes = ng * sizeof *gs;
+    /* several processes: each keeps the fingerprints it owns, from all */
+    if (cfg->dist && (s = cfg->dist->exchange(cfg->dist->arg, &gs, &ng, st, err))) {
+        free(gs);
+        gen_world_free(&w);
+        return s;
+    }
     double t1 = now();
     st->t_enum = t1 - t0;
     if (cfg->progress) {
@@ -634,24 +640,36 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         return s;
     }
     int threads = cfg->threads > 0 ? cfg->threads : 1;
+    /* The pairs' records (what several processes send to the root). */
+    gen_graph *pr = malloc((npairs ? npairs : 1) * 2 * sizeof *pr);
+    for (size_t q = 0; pr && q < 2 * npairs; q++) pr[q] = gs[pairs[q]];
+    free(pairs);
+    free(gs);
+    if (!pr) {
+        gen_world_free(&w);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    if (cfg->dist && (s = cfg->dist->gather(cfg->dist->arg, &pr, &npairs, st, err))) {
+        free(pr);
+        gen_world_free(&w);
+        return s;
+    }
     /* Trees only for the pairs that passed. */
     size_t ncand = npairs;
     cand *cs = calloc(ncand ? ncand : 1, sizeof *cs);
     if (!cs) {
-        free(pairs);
-        free(gs);
+        free(pr);
         gen_world_free(&w);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (size_t q = 0; q < ncand; q++) {
         int n1, n2;
-        cs[q].l = gen_graph_terms(&w, &gs[pairs[2 * q]], &n1);
-        cs[q].r = gen_graph_terms(&w, &gs[pairs[2 * q + 1]], &n2);
+        cs[q].l = gen_graph_terms(&w, &pr[2 * q], &n1);
+        cs[q].r = gen_graph_terms(&w, &pr[2 * q + 1], &n2);
         cs[q].n = n1 < n2 ? n1 : n2; /* equal: the fingerprints are */
     }
-    free(pairs);
-    free(gs);
+    free(pr);
     st->candidates = ncand;
     double t2 = now();
     st->t_test = t2 - t1;
