@@ -20,7 +20,8 @@ def _text(v):
 
 def optimize(src, dst, time_limit=None, transforms=None, *, inputs=None, rules=None, alpha=None, budget=None,
              seed=None, min_gain=None, max_memory_mb=None, cost_cache=None, cost_model=None, no_timing=None,
-             progress=None, check_inputs=None, allow_growth=None, external_data=None):
+             progress=None, check_inputs=None, allow_growth=None, external_data=None, target=None,
+             threads=None):
     """Optimizes the ONNX model src and writes the result to dst.
 
     Returns the dict `tsopt optimize --json` prints (docs/optimize.md):
@@ -35,12 +36,14 @@ def optimize(src, dst, time_limit=None, transforms=None, *, inputs=None, rules=N
     allow_growth=True is --allow-growth (write a result whose weights grew
     by more than 10%); external_data=True is --external-data (the weights
     in DST.data beside DST; automatic past protobuf's 2 GiB).
+    target='ort' is --target ort (optimize for ONNX Runtime: candidates
+    timed there, latencies ONNX Runtime's); threads is --threads.
     Raises TsoptError with tsopt's message on bad options or models.
     """
     opts = {'time_limit': time_limit, 'transforms': transforms, 'rules': rules, 'alpha': alpha, 'budget': budget,
             'seed': seed, 'min_gain': min_gain, 'max_memory_mb': max_memory_mb, 'cost_cache': cost_cache,
             'cost_model': cost_model, 'no_timing': no_timing, 'progress': progress, 'allow_growth': allow_growth,
-            'external_data': external_data}
+            'external_data': external_data, 'target': target, 'threads': threads}
     if isinstance(transforms, (list, tuple)):
         opts['transforms'] = ','.join(transforms)
     for k in ('rules', 'cost_cache'):

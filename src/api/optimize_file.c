@@ -39,6 +39,14 @@ ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char 
     else if (!strcmp(key, "progress")) return flag(key, value, &o->progress, err);
     else if (!strcmp(key, "inputs")) o->inputs_dir = value;
     else if (!strcmp(key, "allow_growth")) return flag(key, value, &o->allow_growth, err);
+    else if (!strcmp(key, "target")) o->target = value;
+    else if (!strcmp(key, "threads")) {
+        if (number(key, value, &v, err)) return err->code;
+        if (v != floor(v) || v < 0 || v > 4096)
+            return ts_error_set(err, TS_ERR_INVALID, "optimize option 'threads': expected a whole number from 0 to 4096, "
+                                "got '%s'", value);
+        o->threads = (int)v;
+    }
     else if (!strcmp(key, "cost_model")) {
         if (strcmp(value, "measured") && strcmp(value, "roofline"))
             return ts_error_set(err, TS_ERR_INVALID, "optimize option 'cost_model': expected 'measured' or 'roofline', got '%s'",
@@ -59,7 +67,7 @@ ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char 
         return ts_error_set(err, TS_ERR_INVALID,
                             "unknown optimize option '%s' (known: time_limit, transforms, rules, alpha, budget, seed, "
                             "min_gain, max_memory_mb, cost_cache, cost_model, no_timing, progress, inputs, "
-                            "allow_growth, external_data)",
+                            "allow_growth, external_data, target, threads)",
                             key);
     return TS_OK;
 }

@@ -14,7 +14,7 @@ static const char USAGE[] =
     "usage: tsopt optimize MODEL -o OUT.onnx [--transforms LIST] [--time-limit S] [--json] [--report R.md]\n"
     "                      [--rules FILE] [--alpha A] [--budget N] [--input NAME:DIMS]... [--seed S]\n"
     "                      [--cost-cache FILE] [--min-gain P] [--max-memory MB] [--cost-model M] [--no-timing]\n"
-    "                      [--inputs DIR] [--external-data] [--allow-growth]\n"
+    "                      [--inputs DIR] [--external-data] [--allow-growth] [--target tsopt|ort] [--threads N]\n"
     "  --transforms L   transformation sources, comma-separated (default: all there are; known: %s)\n"
     "  --time-limit S   search time limit in seconds (default 30; the run ends within S + 15 s)\n"
     "  --json           print one JSON object (written, costs, latencies, applied, check, ...)\n"
@@ -36,6 +36,9 @@ static const char USAGE[] =
     "                   when the model would pass protobuf's 2 GiB limit\n"
     "  --allow-growth   write the result even when its weights grow by more than 10%% (folded constants)\n"
     "Ctrl-C ends the search and writes the best graph so far (checked); a second Ctrl-C aborts.\n";
+    "  --target T       the engine the model is optimized for: tsopt (default) or ort (ONNX Runtime: candidates,\n"
+    "                   keep decision and final check timed and run there; tools/ort or $TSOPT_ORT_SERVE)\n"
+    "  --threads N      threads of the target's runs (ort: intraOpNumThreads; default one per core)\n"
 
 static volatile int stop_flag;
 
@@ -54,8 +57,10 @@ static void print_text(const char *model, const char *out, const ts_optimize_res
     for (int k = 0; k < r->nsources; k++) total += r->applied[k].count;
     printf("optimize: %s -> %s: %s graph written: %s\n", model, out, r->optimized ? "optimized" : "original",
            r->reason);
-    printf("optimize: cost %.3f -> %.3f ms, latency %.3f -> %.3f ms (%.2fx), %d rewrites", r->cost_before_ms,
-           r->optimized ? r->cost_after_ms : r->cost_before_ms, r->latency_before_ms, r->latency_after_ms,
+    printf("optimize: cost %.3f -> %.3f ms, latency%s%s %.3f -> %.3f ms (%.2fx), %d rewrites",
+           r->cost_before_ms,
+           r->optimized ? r->cost_after_ms : r->cost_before_ms, r->engine_version[0] ? " in ONNX Runtime " : "",
+           r->engine_version, r->latency_before_ms, r->latency_after_ms,
            r->latency_after_ms > 0 ? r->latency_before_ms / r->latency_after_ms : 1.0, total);
     for (int k = 0; k < r->nsources && total; k++) printf("%s%s %d", k ? ", " : " (", r->applied[k].name, r->applied[k].count);
     printf("%s, %d graphs explored, search %.1f s (%s), %.0f MiB peak\n", total ? ")" : "", r->explored, r->search_s,
@@ -96,6 +101,12 @@ int cli_optimize(int argc, char **argv)
             }
             o.roofline = !strcmp(v, "roofline");
         } else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) {
+        } else if (cli_opt(argc, argv, &i, "--target", &v)) {
+            if (!(o.target = v)) goto missing;
+        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+            if (!v) goto missing;
+            if (!cli_parse_int("--threads", v, 1, 4096, &lv)) goto fail;
+            o.threads = (int)lv;
             if (!(out = v)) goto missing;
         } else if (cli_opt(argc, argv, &i, "--transforms", &v)) {
             if (!(o.transforms = v)) goto missing;

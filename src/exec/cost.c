@@ -380,7 +380,7 @@ static bool is_conv(const ts_node *nd)
 /* The group as a graph of its own: constants stay constants (weights are
  * pre-packed, Reshape-like ops read them), other external inputs become
  * graph inputs, the last member's outputs are the graph outputs. */
-static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_error *err)
+ts_graph *xcost_group_graph(const ts_graph *g, const int *members, int nm, ts_error *err)
 {
     ts_graph *s = ts_graph_new("cost", g->opset);
     int *map = s ? malloc(sizeof *map * ((size_t)g->nvalues + 1)) : NULL;
@@ -451,7 +451,7 @@ static ts_graph *group_graph(const ts_graph *g, const int *members, int nm, ts_e
  * order, so the group's steps are those named after nodes np..nm-1. */
 static ts_status measure_group(const ts_graph *g, const int *members, int np, int nm, double *ms, ts_error *err)
 {
-    ts_graph *s = group_graph(g, members, nm, err);
+    ts_graph *s = xcost_group_graph(g, members, nm, err);
     if (!s) return err->code;
     /* median of up to 10 runs after 2 warm-ups, at most ~50 ms of runs */
     ts_status st = time_graph(s, 2, 10, 50, np, nm, ms, NULL, err);
@@ -713,6 +713,16 @@ static bool put_prefixed(ts_costdb *db, const char *prefix, const char *key, dou
     bool ok = k && put(db, k, ms, count);
     free(k);
     return ok;
+}
+
+bool xcost_db_put(ts_costdb *db, const char *key, double ms) { return put(db, key, ms, 1); }
+
+bool xcost_db_get(const ts_costdb *db, const char *key, double *ms)
+{
+    const centry *e = lookup(db, key);
+    if (!e || !e->key) return false;
+    *ms = e->ms;
+    return true;
 }
 
 bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count)

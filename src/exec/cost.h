@@ -64,6 +64,13 @@ char *xcost_group_key(const ts_graph *g, const int *group_of, int head);
  * times (cost_ctx.c) under XCOST_CTX_PREFIX + group key. */
 #define XCOST_PLAN_PREFIX "@plan "
 #define XCOST_CTX_PREFIX "@ctx "
+/* Any key: another engine's times (opt/ort_cost.c keys them "@ort ..."). */
+bool xcost_db_put(ts_costdb *db, const char *key, double ms);
+bool xcost_db_get(const ts_costdb *db, const char *key, double *ms);
+/* The group members[0..nm) as a graph of its own: constants stay constants,
+ * other external inputs become graph inputs, the last member's outputs are
+ * the graph's (caller frees; NULL with err set). */
+ts_graph *xcost_group_graph(const ts_graph *g, const int *members, int nm, ts_error *err);
 bool xcost_put_plan(ts_costdb *db, const char *key, double ms, int count);
 bool xcost_put_ctx(ts_costdb *db, const char *key, double ms, int count);
 /* True (and *ms) when the group has a cached in-plan (has_plan) or

@@ -97,6 +97,8 @@ typedef struct dctx {
     double rss0;      /* resident MiB when the search began: the model's weights (mapped or read) are not the search's */
     ts_source_emit emit;
     double cost_s; /* the slowest candidate costing so far (s): one that would end past the limit is skipped */
+    ts_drive_cost_fn cost_fn; /* the target's cost (ort: opt/ort_target.c); NULL: tsopt's own */
+    void *cost_ctx;
 } dctx;
 
 static double now_s(void)
@@ -338,7 +340,7 @@ static double roofline_cost(const ts_graph *g)
 
 static double graph_cost(const dctx *s, const ts_graph *g)
 {
-    return s->o->roofline ? roofline_cost(g) : ts_cost_graph(s->db, g, true);
+    return s->o->roofline ? roofline_cost(g) : s->cost_fn ? s->cost_fn(s->cost_ctx, g) : ts_cost_graph(s->db, g, true);
 }
 
 /* ---- limits and progress */
@@ -588,12 +590,21 @@ ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db,
 {
     memset(res, 0, sizeof *res);
     double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
+{
+    return ts_drive_costed(g0, o, db, NULL, NULL, sources, states, nsrc, cc, res, err);
+}
+
+ts_status ts_drive_costed(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db, ts_drive_cost_fn cost_fn,
+                          void *cost_ctx, const ts_source *const *sources, void *const *states, int nsrc,
+                          ts_const_cache *cc, ts_drive_result *res, ts_error *err)
     dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
               .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
     s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
     s.tty = isatty(2);
     s.last_line = s.t0;
     s.rss0 = rss_mb();
+    s.cost_fn = cost_fn;
+    s.cost_ctx = cost_ctx;
     ts_graph *start = ts_graph_copy(g0);
     s.sched = calloc((size_t)nsrc + 1, sizeof *s.sched);
     if (!start || !s.sched || !pset_init(&s.orig, g0)) {

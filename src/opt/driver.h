@@ -31,6 +31,12 @@ typedef struct ts_drive_result {
  * memory cap, progress and the stop flag; sources[0..nsrc) are open. */
 ts_status ts_drive(const ts_graph *g, const ts_optimize_opts *opts, ts_costdb *db, const ts_source *const *sources,
                    void *const *states, int nsrc, ts_const_cache *cc, ts_drive_result *res, ts_error *err);
+/* The same with the target's cost of a graph in ms (INFINITY: a graph the
+ * target cannot take); cost_fn NULL: tsopt's cost model (db). */
+typedef double (*ts_drive_cost_fn)(void *ctx, const ts_graph *g);
+ts_status ts_drive_costed(const ts_graph *g, const ts_optimize_opts *opts, ts_costdb *db, ts_drive_cost_fn cost_fn,
+                          void *cost_ctx, const ts_source *const *sources, void *const *states, int nsrc,
+                          ts_const_cache *cc, ts_drive_result *res, ts_error *err);
 void ts_drive_result_free(ts_drive_result *res);
 
 /* Structural bytes of a graph copy (what a frontier entry holds beyond

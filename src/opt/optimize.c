@@ -11,6 +11,7 @@
 #include "opt/check.h"
 #include "opt/driver.h"
 #include "opt/measure.h"
+#include "opt/ort_target.h"
 #include "ops/opaque.h"
 
 /* Time left after the search for the check and the measurement: the whole
@@ -95,14 +96,18 @@ ts_status ts_optimize_opts_check(const ts_optimize_opts *o, ts_error *err)
     if (o->budget < 0) return ts_error_set(err, TS_ERR_INVALID, "budget: expected a count >= 0");
     if (!(o->min_gain < 100)) return ts_error_set(err, TS_ERR_INVALID, "min gain: expected a percentage below 100");
     if (!(o->max_memory_mb >= 0)) return ts_error_set(err, TS_ERR_INVALID, "memory cap: expected MiB >= 0");
+    if (o->target && strcmp(o->target, "tsopt") && strcmp(o->target, "ort"))
+        return ts_error_set(err, TS_ERR_INVALID, "unknown target '%s' (known: tsopt, ort)", o->target);
+    if (o->threads < 0 || o->threads > 4096)
+        return ts_error_set(err, TS_ERR_INVALID, "threads: expected a count from 0 to 4096, got %d", o->threads);
     const ts_source *src[TS_OPT_MAX_SOURCES];
     int n;
     return ts_sources_select(o->transforms, src, &n, err);
 }
 
 /* The measured keep decision for a checked result that differs from g. */
-static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_optimize_opts *o, double budget_s,
-                        ts_tensor *const *user_in, ts_optimize_result *res, ts_error *err)
+static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_optimize_opts *o, ts_ort_target *ort,
+                        double budget_s, ts_tensor *const *user_in, ts_optimize_result *res, ts_error *err)
 {
     if (o->no_timing) {
         /* --min-gain then applies to the prediction */
@@ -115,9 +120,17 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
         return TS_OK;
     }
     ts_measure_opts mo = {.min_rounds = 3, .max_rounds = 7, .budget_s = budget_s, .min_gain = o->min_gain,
-                          .seed = o->seed, .inputs = user_in};
+                          .seed = o->seed, .inputs = user_in, .threads = o->threads};
     ts_measure_result mr;
-    if (ts_measure_pair(g, dr->best, &mo, &mr, err)) return err->code;
+    if (ort) {
+        /* the region sums are the prediction; the whole graphs, alternating
+         * in one ORT process, decide */
+        if (o->progress)
+            fprintf(stderr, "optimize: ONNX Runtime predicted (region sum): original %.3f ms, result %.3f ms\n",
+                    dr->cost_before, dr->cost_after);
+        if (ts_ort_target_pair(ort, g, dr->best, budget_s, o->min_gain, &mr, err)) return err->code;
+    } else if (ts_measure_pair(g, dr->best, &mo, &mr, err))
+        return err->code;
     res->latency_before_ms = mr.median0_ms;
     res->latency_after_ms = mr.median1_ms;
     res->fastest_before_ms = mr.min0_ms;
@@ -131,14 +144,46 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
     else if (res->optimized)
         snprintf(res->reason, sizeof res->reason,
                  "optimized: measured faster by at least %.3g%% (fastest %.3f -> %.3f ms, median %.3f -> %.3f ms, "
-                 "%d alternating rounds)",
-                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds);
+                 "%d alternating rounds%s)",
+                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds,
+                 ort ? " in ONNX Runtime" : "");
     else
         snprintf(res->reason, sizeof res->reason,
                  "original kept: the optimized graph did not measure faster by %.3g%% (fastest %.3f -> %.3f ms, "
-                 "median %.3f -> %.3f ms, %d alternating rounds)",
-                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds);
+                 "median %.3f -> %.3f ms, %d alternating rounds%s)",
+                 o->min_gain, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms, mr.rounds,
+                 ort ? " in ONNX Runtime" : "");
     return TS_OK;
+}
+
+/* The final check on the target: both graphs as they would be written,
+ * run by ONNX Runtime.  tsopt's check passed, so a difference here is
+ * ORT's own (its fusions round differently): the original is kept and the
+ * reason says so (res->reason set). */
+static ts_status ort_check(ts_ort_target *ort, const ts_graph *g, const ts_graph *best, ts_optimize_result *res,
+                           ts_error *err)
+{
+    double worst;
+    char where[200];
+    ts_status st = ts_ort_target_compare(ort, g, best, &worst, where, sizeof where, err);
+    if (st == TS_ERR_UNSUPPORTED) {
+        snprintf(res->reason, sizeof res->reason, "original kept: ONNX Runtime cannot run the result (%.180s)",
+                 err->msg);
+        *err = (ts_error){0};
+        return TS_OK;
+    }
+    if (st) return st;
+    if (!(worst <= 1.0))
+        snprintf(res->reason, sizeof res->reason,
+                 "original kept: in ONNX Runtime the result differs from the original (scaled error %.3g at %.120s)",
+                 worst, where);
+    return TS_OK;
+}
+
+/* The original's latency when it is written: on the target's engine. */
+static ts_status time_original(const ts_graph *g, ts_ort_target *ort, double *ms, ts_error *err)
+{
+    return ort ? ts_ort_target_time(ort, g, ms, err) : xcost_time_graph(g, 2, 10, 2000, ms, err);
 }
 
 ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimize_result *res, ts_error *err)
@@ -157,7 +202,13 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     ts_const_cache *cc = ts_const_cache_new();
     ts_drive_result dr = {0};
     ts_tensor **user_in = NULL; /* --inputs: the whole-model check's inputs */
+    ts_ort_target *ort = NULL;
+    bool to_ort = o.target && !strcmp(o.target, "ort");
+    snprintf(res->target, sizeof res->target, "%s", to_ort ? "ort" : "tsopt");
     ts_status st = cc ? ts_costdb_open(o.cost_cache, &db, err) : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    /* the peer is started first: without one, the run fails before any work */
+    if (!st && to_ort && !(st = ts_ort_target_open(db, o.threads, &ort, err)))
+        snprintf(res->engine_version, sizeof res->engine_version, "%s", ts_ort_target_version(ort));
     ts_source_env env = {.opts = &o, .db = db, .cc = cc};
     for (; !st && opened < nsrc; opened++) st = src[opened]->open(&env, &state[opened], err);
     if (st) goto done;
@@ -181,12 +232,19 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         }
         if ((st = ts_opt_inputs_load(g, o.inputs_dir, user_in, err))) goto done;
     }
-    if (!o.roofline && runnable && (st = ts_cost_prime(db, g, err))) goto done;
+    if (!o.roofline && !ort && runnable && (st = ts_cost_prime(db, g, err))) goto done;
     /* the search's limit counts from the start of the run: priming the
      * cost cache (seconds on a cold cache) is part of the user's limit */
     ts_optimize_opts os = o;
     if (o.time_limit > 0) os.time_limit = fmax(o.time_limit - (now_s() - t0), 1e-3);
-    if ((st = ts_drive(g, &os, db, src, state, nsrc, cc, &dr, err))) goto done;
+    if ((st = ts_drive_costed(g, &os, db, ort ? ts_ort_target_cost : NULL, ort, src, state, nsrc, cc, &dr, err)))
+        goto done;
+    if (ort && o.progress) {
+        int timed, cached;
+        ts_ort_target_counts(ort, &timed, &cached);
+        fprintf(stderr, "optimize: ONNX Runtime %s, %d threads: %d regions timed, %d found in the cost cache\n",
+                ts_ort_target_version(ort), ts_ort_target_threads(ort), timed, cached);
+    }
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
     if (!o.roofline) ts_costdb_save(db, &(ts_error){0}); /* a cache that cannot be saved only costs time next run */
@@ -263,7 +321,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
                      "%.3g MB (--allow-growth writes it)",
                      (double)grown / 1e6, (double)res->weight_bytes_before / 1e6);
             if (runnable && !o.no_timing && left > 3 &&
-                (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+                (st = time_original(g, ort, &res->latency_before_ms, err)))
                 goto done;
         } else if (ts_onnx_keeps_symbolic(g, NULL, 0) && !ts_onnx_keeps_symbolic(dr.best, why, sizeof why)) {
             /* one written model serves every batch size, or it is not an
@@ -271,7 +329,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
             snprintf(res->reason, sizeof res->reason,
                      "original kept: the optimized graph would fix the model's symbolic dimensions (%.150s)", why);
             if (runnable && !o.no_timing && left > 3 &&
-                (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+                (st = time_original(g, ort, &res->latency_before_ms, err)))
                 goto done;
         } else if (!runnable) {
             /* no timing: the model cannot run as a whole */
@@ -287,14 +345,16 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
             snprintf(res->reason, sizeof res->reason,
                      "original kept: not measured (the check took %.1f s and left no time of the limit + %.0f s)",
                      check_left - left, FINISH_S);
-        } else if ((st = decide(g, &dr, &o, left, user_in, res, err)))
+        } else if (ort && (st = ort_check(ort, g, dr.best, res, err))) {
+            goto done;
+        } else if (!res->reason[0] && (st = decide(g, &dr, &o, ort, left, user_in, res, err)))
             goto done;
     } else {
         snprintf(res->reason, sizeof res->reason,
                  "original kept: the search found no rewrite the cost model prefers (%d graphs explored)",
                  dr.explored);
         if (runnable && !o.no_timing && time_left(&o, t0) > 3 &&
-            (st = xcost_time_graph(g, 2, 10, 2000, &res->latency_before_ms, err)))
+            (st = time_original(g, ort, &res->latency_before_ms, err)))
             goto done;
         res->latency_after_ms = res->latency_before_ms;
     }
@@ -324,6 +384,7 @@ done:
     ts_drive_result_free(&dr);
     ts_const_cache_free(cc);
     ts_costdb_free(db);
+    ts_ort_target_close(ort);
     res->total_s = now_s() - t0;
     res->peak_rss_mb = peak_rss_mb();
     if (st) ts_optimize_result_free(res);

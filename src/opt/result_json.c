@@ -66,6 +66,13 @@ char *ts_optimize_result_json(const ts_optimize_result *r, const char *model, co
     str(&b, r->reason);
     put(&b, ", \"cost_before_ms\": %.6g, \"cost_after_ms\": %.6g", r->cost_before_ms, r->cost_after_ms);
     put(&b, ", \"latency_before_ms\": %.6g, \"latency_after_ms\": %.6g", r->latency_before_ms, r->latency_after_ms);
+    /* whose latencies they are: tsopt's runtime, or ONNX Runtime (and which) */
+    put(&b, ", \"target\": ");
+    str(&b, r->target[0] ? r->target : "tsopt");
+    if (r->engine_version[0]) {
+        put(&b, ", \"ort_version\": ");
+        str(&b, r->engine_version);
+    }
     put(&b, ", \"fastest_before_ms\": %.6g, \"fastest_after_ms\": %.6g", r->fastest_before_ms, r->fastest_after_ms);
     put(&b, ", \"machine_busy\": %s, \"applied\": {", r->machine_busy ? "true" : "false");
     for (int k = 0; k < r->nsources; k++) {

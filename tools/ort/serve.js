@@ -1,18 +1,35 @@
 #!/usr/bin/env node
 'use strict';
-// ONNX Runtime as a long-lived server for `tsopt fuzz --target ort`: one
-// process per campaign loads many models, so a pair costs two session loads
-// and two runs, not two node start-ups (src/fuzz/ort.c is the client).
+// ONNX Runtime as a long-lived server: one process loads many models, so a
+// request costs session loads and runs, not a node start-up.  Clients:
+// `tsopt fuzz --target ort` (src/fuzz/ort.c: run) and `tsopt optimize
+// --target ort` (src/opt/ort_peer.c: time, pair, compare; docs/optimize.md).
 //
 // Protocol, one line each way on stdin/stdout, fields separated by tabs:
 //   on start:  ready <TAB> ORT_VERSION             (or exit 1, reason on stderr)
 //   request:   run <TAB> MODEL <TAB> INPUT_DIR <TAB> OUTPUT_DIR
 //   reply:     ok                                   every output written as OUTPUT_DIR/<name>.npy
-//              error <TAB> ONE LINE                 the model was refused or failed to run
-// Inputs are read from INPUT_DIR/<name>.npy, names sanitized as tsopt does
-// (every character outside [A-Za-z0-9._-] becomes '_').  Sessions use all of
-// ORT's graph optimizations (the compiler under test), one thread each
-// (TSOPT_ORT_THREADS to change it).  EOF on stdin ends the process.
+//   request:   time <TAB> MODEL <TAB> INPUTS <TAB> THREADS <TAB> MIN_MS
+//   reply:     ok <TAB> MEDIAN_MS <TAB> FASTEST_MS <TAB> RUNS
+//              after 2 warm-up runs, at least 5 timed runs, more until they add up to MIN_MS
+//   request:   pair <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS <TAB> ROUNDS <TAB> MIN_MS
+//   reply:     ok <TAB> MEDIAN_A <TAB> MEDIAN_B <TAB> FASTEST_A <TAB> FASTEST_B <TAB> ROUNDS
+//              both sessions open at once, timed in alternating rounds (A B B A ...), each half-round
+//              at least 3 runs and MIN_MS; medians and fastest over the runs of all rounds
+//   request:   compare <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS
+//   reply:     ok <TAB> WORST <TAB> WHERE         largest max|a-b| / (1e-4 max(1,max|a|) + 1e-3 |a|) over
+//              the outputs (A the reference; <= 1 matches at rtol 1e-3, atol 1e-4), and the output it was in
+//   any:       error <TAB> ONE LINE                 the model was refused or failed to run
+// INPUTS is a folder of <name>.npy files, names sanitized as tsopt does (every
+// character outside [A-Za-z0-9._-] becomes '_'), or "-": seeded random inputs
+// made here from the model's declared inputs (floats uniform in [-1, 1),
+// integers and booleans 0: a valid index whatever the table; symbolic
+// dimensions 1, or "-:N" for N).  Sessions use all of ORT's graph
+// optimizations; run's use one thread (TSOPT_ORT_THREADS to change it), the
+// others THREADS.  Idle intra-op threads do not spin
+// (session.intra_op.allow_spinning 0): with two sessions open, the idle
+// one's pool would otherwise take the CPUs the timed one runs on.  EOF on
+// stdin ends the process.
 
 const fs = require('fs');
 const path = require('path');
@@ -40,25 +57,51 @@ try {
 } catch (_) { /* the version is informative only */ }
 
 const threads = Math.max(1, Number(process.env.TSOPT_ORT_THREADS) || 1);
-const sessionOptions = {
-  graphOptimizationLevel: 'all',
-  executionMode: 'sequential',
-  intraOpNumThreads: threads,
-  interOpNumThreads: 1,
-  executionProviders: ['cpu'],
-};
 
-async function run(model, inDir, outDir) {
-  let session;
+function optionsFor(n) {
+  return {
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+    intraOpNumThreads: n,
+    interOpNumThreads: 1,
+    executionProviders: ['cpu'],
+    extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
+  };
+}
+
+async function open(model, n) {
   try {
-    session = await ort.InferenceSession.create(model, sessionOptions);
+    return await ort.InferenceSession.create(model, optionsFor(n));
   } catch (e) {
     throw new Error(`cannot load ${model}: ${oneLine(e.message)}`);
   }
-  try {
-    const feeds = {};
+}
+
+async function release(session) {
+  if (session && typeof session.release === 'function') await session.release();
+}
+
+const TYPED = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array,
+  int16: Int16Array, int8: Int8Array, uint64: BigUint64Array, uint32: Uint32Array, uint16: Uint16Array,
+  uint8: Uint8Array, bool: Uint8Array,
+};
+
+// xorshift64*: the same inputs for every model of a request
+function rng(seed) {
+  let x = BigInt(seed) | 1n;
+  return () => {
+    x ^= x >> 12n; x ^= (x << 25n) & 0xffffffffffffffffn; x ^= x >> 27n;
+    return Number(((x * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn) >> 11n) / 2 ** 53;
+  };
+}
+
+// Feeds for session: read from dir, or made up ("-" or "-:N", see the top).
+function feedsFor(session, dir) {
+  const feeds = {};
+  if (dir[0] !== '-') {
     for (const name of session.inputNames) {
-      const file = path.join(inDir, sanitize(name) + '.npy');
+      const file = path.join(dir, sanitize(name) + '.npy');
       let arr;
       try {
         arr = npy.read(file);
@@ -67,6 +110,118 @@ async function run(model, inDir, outDir) {
       }
       feeds[name] = new ort.Tensor(arr.type, arr.data, arr.shape);
     }
+    return feeds;
+  }
+  const sym = Math.max(1, Number(dir.slice(2)) || 1);
+  const next = rng(0x5eed);
+  const meta = session.inputMetadata || [];
+  for (const name of session.inputNames) {
+    const m = meta.find((x) => x.name === name);
+    if (!m || m.isTensor === false || !TYPED[m.type]) throw new Error(`input '${name}' is not a tensor tsopt can make`);
+    const shape = (m.shape || []).map((d) => (typeof d === 'number' && d >= 0 ? d : sym));
+    const count = shape.reduce((a, b) => a * b, 1);
+    const data = new TYPED[m.type](count);
+    if (m.type === 'float32' || m.type === 'float64') for (let i = 0; i < count; i++) data[i] = 2 * next() - 1;
+    feeds[name] = new ort.Tensor(m.type, data, shape);
+  }
+  return feeds;
+}
+
+function median(t) {
+  const s = [...t].sort((a, b) => a - b), n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+async function runs(session, feeds, count, minMs, into) {
+  let total = 0;
+  for (let i = 0; i < count || (total < minMs && i < 100000); i++) {
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    into.push(ms);
+    total += ms;
+  }
+}
+
+function count(s, what) {
+  const n = Number(s);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${what}: expected a number, got '${s}'`);
+  return n;
+}
+
+async function time(model, dir, n, minMs) {
+  const session = await open(model, Math.max(1, count(n, 'threads')));
+  try {
+    const feeds = feedsFor(session, dir);
+    await runs(session, feeds, 2, 0, []);
+    const t = [];
+    await runs(session, feeds, 5, count(minMs, 'min_ms'), t);
+    return [median(t), Math.min(...t), t.length].map((x) => +x.toFixed(4)).join('\t');
+  } finally {
+    await release(session);
+  }
+}
+
+async function pair(a, b, dir, n, rounds, minMs) {
+  const k = Math.max(1, count(n, 'threads'));
+  const sa = await open(a, k);
+  let sb = null;
+  try {
+    sb = await open(b, k);
+    const fa = feedsFor(sa, dir), fb = feedsFor(sb, dir);
+    await runs(sa, fa, 2, 0, []);
+    await runs(sb, fb, 2, 0, []);
+    const ta = [], tb = [], r = Math.max(1, count(rounds, 'rounds')), m = count(minMs, 'min_ms');
+    for (let i = 0; i < r; i++) {
+      const first = i % 2 ? [sb, fb, tb] : [sa, fa, ta], second = i % 2 ? [sa, fa, ta] : [sb, fb, tb];
+      await runs(first[0], first[1], 3, m, first[2]);
+      await runs(second[0], second[1], 3, m, second[2]);
+    }
+    return [median(ta), median(tb), Math.min(...ta), Math.min(...tb)].map((x) => +x.toFixed(4)).concat([r]).join('\t');
+  } finally {
+    await release(sb);
+    await release(sa);
+  }
+}
+
+async function compare(a, b, dir, n) {
+  const k = Math.max(1, count(n, 'threads'));
+  const outs = [];
+  for (const model of [a, b]) {
+    const s = await open(model, k);
+    try {
+      const res = await s.run(feedsFor(s, dir));
+      outs.push(s.outputNames.map((name) => [name, res[name]]));
+    } catch (e) {
+      throw new Error(`${model}: ${oneLine(e.message)}`);
+    } finally {
+      await release(s);
+    }
+  }
+  let worst = 0, where = '-';
+  if (outs[0].length !== outs[1].length) throw new Error('the models have different output counts');
+  for (let o = 0; o < outs[0].length; o++) {
+    const [name, x] = outs[0][o], y = outs[1][o][1];
+    if (!y || x.data.length !== y.data.length || String(x.dims) !== String(y.dims))
+      throw new Error(`output '${name}': shapes differ (${x.dims} vs ${y ? y.dims : 'none'})`);
+    let big = 1;
+    for (let i = 0; i < x.data.length; i++) big = Math.max(big, Math.abs(Number(x.data[i])) || 0);
+    for (let i = 0; i < x.data.length; i++) {
+      const u = Number(x.data[i]), v = Number(y.data[i]);
+      let e;
+      if (Number.isNaN(u) || Number.isNaN(v)) e = Number.isNaN(u) && Number.isNaN(v) ? 0 : Infinity;
+      else if (!Number.isFinite(u) || !Number.isFinite(v)) e = u === v ? 0 : Infinity;
+      else e = Math.abs(u - v) / (1e-4 * big + 1e-3 * Math.abs(u));
+      if (e > worst) { worst = e; where = name; }
+    }
+  }
+  return `${worst}\t${sanitize(where)}`;
+}
+
+async function run(model, inDir, outDir) {
+  const session = await open(model, threads);
+  try {
+    const feeds = feedsFor(session, inDir);
     let results;
     try {
       results = await session.run(feeds);
@@ -80,9 +235,17 @@ async function run(model, inDir, outDir) {
       npy.write(path.join(outDir, sanitize(name) + '.npy'), t.type, Array.from(t.dims, Number), t.data);
     }
   } finally {
-    if (typeof session.release === 'function') await session.release();
+    await release(session);
   }
 }
+
+// request name -> [field count, handler]
+const REQUESTS = {
+  run: [4, (f) => run(f[1], f[2], f[3]).then(() => '')],
+  time: [5, (f) => time(f[1], f[2], f[3], f[4])],
+  pair: [7, (f) => pair(f[1], f[2], f[3], f[4], f[5], f[6])],
+  compare: [5, (f) => compare(f[1], f[2], f[3], f[4])],
+};
 
 async function main() {
   // Ctrl-C reaches the whole process group: the client (tsopt) finishes its
@@ -95,13 +258,14 @@ async function main() {
   for await (const line of rl) {
     if (!line) continue;
     const f = line.split('\t');
-    if (f[0] !== 'run' || f.length !== 4) {
-      out(`error\tbad request '${oneLine(line).slice(0, 200)}' (expected run<TAB>MODEL<TAB>INPUT_DIR<TAB>OUTPUT_DIR)`);
+    const req = REQUESTS[f[0]];
+    if (!req || f.length !== req[0]) {
+      out(`error\tbad request '${oneLine(line).slice(0, 200)}' (expected run<TAB>MODEL<TAB>INPUT_DIR<TAB>OUTPUT_DIR, or time, pair, compare: see serve.js)`);
       continue;
     }
     try {
-      await run(f[1], f[2], f[3]);
-      out('ok');
+      const r = await req[1](f);
+      out(r ? `ok\t${r}` : 'ok');
     } catch (e) {
       out(`error\t${oneLine(e && e.message ? e.message : e)}`);
     }

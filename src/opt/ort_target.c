@@ -1,0 +1,235 @@
+/* The ort target (ort_target.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "exec/cost.h"
+#include "opt/ort_peer.h"
+#include "opt/ort_target.h"
+
+/* Runs of a region add up to at least this before its median is taken: a
+ * few-microsecond region's first runs are slower than its steady state. */
+#define REGION_MIN_MS 15
+/* A request that takes longer is a hung server (a big model's session
+ * load takes seconds). */
+#define ASK_MS 120000
+
+struct ts_ort_target {
+    ts_ort_peer *peer;
+    ts_costdb *db;
+    int threads;
+    double overhead_ms; /* ORT's fixed cost of one run from node (a one-Identity model) */
+    char dir[64];       /* temporary folder of the models handed to ORT */
+    char prefix[96];    /* cache key prefix: "@ort VERSION tTHREADS " */
+    int timed, cached;
+};
+
+const char *ts_ort_target_version(const ts_ort_target *t) { return ts_ort_peer_version(t->peer); }
+int ts_ort_target_threads(const ts_ort_target *t) { return t->threads; }
+
+void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached)
+{
+    *timed = t->timed;
+    *cached = t->cached;
+}
+
+static ts_status save(ts_ort_target *t, const ts_graph *g, const char *name, bool static_dims, char *path, size_t n,
+                      ts_error *err)
+{
+    snprintf(path, n, "%s/%s.onnx", t->dir, name);
+    ts_onnx_save_opts so = {.static_dims = static_dims};
+    return ts_onnx_save_with(g, path, &so, err);
+}
+
+/* Median and fastest of runs of the model at path, in ms. */
+static ts_status time_file(ts_ort_target *t, const char *path, double min_ms, double *med, double *fast,
+                           ts_error *err)
+{
+    char req[4200], reply[256];
+    snprintf(req, sizeof req, "time\t%s\t-\t%d\t%g", path, t->threads, min_ms);
+    ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
+    if (st) return st;
+    double a, b;
+    if (sscanf(reply, "%lf %lf", &a, &b) != 2)
+        return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected timing reply '%.100s'", reply);
+    *med = a;
+    if (fast) *fast = b;
+    return TS_OK;
+}
+
+ts_status ts_ort_target_open(ts_costdb *db, int threads, ts_ort_target **out, ts_error *err)
+{
+    *out = NULL;
+    ts_ort_target *t = calloc(1, sizeof *t);
+    if (!t) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    t->db = db;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    t->threads = threads > 0 ? threads : cores > 0 ? (int)cores : 1;
+    snprintf(t->dir, sizeof t->dir, "/tmp/tsopt-ort-XXXXXX");
+    if (!mkdtemp(t->dir)) {
+        free(t);
+        return ts_error_set(err, TS_ERR_IO, "--target ort: cannot make a temporary folder in /tmp");
+    }
+    ts_status st = ts_ort_peer_open(&t->peer, err);
+    if (st) {
+        ts_ort_target_close(t);
+        return st;
+    }
+    snprintf(t->prefix, sizeof t->prefix, "@ort %s t%d ", ts_ort_peer_version(t->peer), t->threads);
+    /* a run's fixed cost (the call through node, ORT's dispatch), charged
+     * once per graph and not once per region */
+    ts_graph *g = ts_graph_new("overhead", 13);
+    int64_t one = 1;
+    ts_shape s1 = ts_shape_make(1, &one);
+    int x = g ? ts_graph_add_input(g, "x", TS_F32, &s1, err) : -1, y = -1;
+    const char *yn[] = {"y"};
+    char path[256];
+    if (!g) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else if (x < 0 || ts_graph_add_node(g, "Identity", "id", &x, 1, NULL, 0, 1, yn, &y, err) < 0 ||
+             ts_graph_add_output(g, y, err) || save(t, g, "overhead", true, path, sizeof path, err) ||
+             time_file(t, path, 50, &t->overhead_ms, NULL, err))
+        st = err->code ? err->code : TS_ERR_IO;
+    ts_graph_free(g);
+    if (st) {
+        ts_error_prefix(err, "--target ort: timing a one-node model");
+        ts_ort_target_close(t);
+        return st;
+    }
+    *out = t;
+    return TS_OK;
+}
+
+void ts_ort_target_close(ts_ort_target *t)
+{
+    if (!t) return;
+    ts_ort_peer_close(t->peer);
+    const char *names[] = {"overhead", "region", "whole", "a", "b"};
+    char p[128];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(p, sizeof p, "%s/%s.onnx", t->dir, names[i]);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/%s.onnx.data", t->dir, names[i]);
+        unlink(p);
+    }
+    rmdir(t->dir);
+    free(t);
+}
+
+/* True when every node is an ai.onnx operator or one the original file
+ * had (an opaque node is kept as it was). */
+static bool standard_ops(const ts_graph *g)
+{
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (!nd->dead && !strncmp(nd->op->name, "tsopt.", 6) && strcmp(nd->op->name, "tsopt.Opaque")) return false;
+    }
+    return true;
+}
+
+/* The group's time in ORT less the fixed cost of a run: cached, or timed
+ * now; the roofline of docs/optimize.md for a region ORT cannot run alone
+ * (control flow, opaque nodes). */
+static double region_cost(ts_ort_target *t, const ts_graph *g, const int *members, int nm)
+{
+    char *key = xcost_key(g, members, nm);
+    size_t kl = key ? strlen(key) + strlen(t->prefix) + 1 : 0;
+    char *full = key ? malloc(kl) : NULL;
+    double ms = NAN;
+    if (full) {
+        snprintf(full, kl, "%s%s", t->prefix, key);
+        if (xcost_db_get(t->db, full, &ms)) t->cached++;
+        else ms = NAN;
+    }
+    if (isnan(ms)) {
+        ts_error err = {0};
+        char path[256];
+        double med;
+        ts_graph *s = xcost_group_graph(g, members, nm, &err);
+        if (s && !save(t, s, "region", true, path, sizeof path, &err) &&
+            !time_file(t, path, REGION_MIN_MS, &med, NULL, &err)) {
+            ms = fmax(med - t->overhead_ms, 0.0005);
+            t->timed++;
+        } else {
+            double flops, bytes;
+            xcost_group_work(g, members, nm, &flops, &bytes);
+            ms = 0.002 + fmax(flops / 100e6, bytes / 20e6);
+        }
+        ts_graph_free(s);
+        if (full) xcost_db_put(t->db, full, ms);
+    }
+    free(key);
+    free(full);
+    return ms;
+}
+
+double ts_ort_target_cost(void *ctx, const ts_graph *g)
+{
+    ts_ort_target *t = ctx;
+    if (!standard_ops(g)) return INFINITY;
+    int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
+    int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
+    double ms = t->overhead_ms;
+    if (!group_of || !members || xcost_groups(g, group_of)) ms = INFINITY;
+    else
+        for (int n = 0; n < g->nnodes; n++) {
+            if (group_of[n] != n || xcost_is_free(&g->nodes[n])) continue;
+            ms += region_cost(t, g, members, xcost_members(g, group_of, n, members));
+        }
+    free(group_of);
+    free(members);
+    return ms;
+}
+
+ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts_error *err)
+{
+    char path[256];
+    if (save(t, g, "whole", true, path, sizeof path, err)) return err->code;
+    return time_file(t, path, 300, ms, NULL, err);
+}
+
+ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double budget_s,
+                             double min_gain, ts_measure_result *r, ts_error *err)
+{
+    memset(r, 0, sizeof *r);
+    char a[256], b[256], req[600], reply[256];
+    if (save(t, g0, "a", true, a, sizeof a, err) || save(t, g1, "b", true, b, sizeof b, err)) return err->code;
+    /* 7 rounds of two half-rounds, each at least 3 runs: half the budget
+     * spread over them (session loads and warm-ups take the rest) */
+    int rounds = 7;
+    double half_ms = fmin(fmax(budget_s * 1000 / (4.0 * rounds), 20), 1000);
+    snprintf(req, sizeof req, "pair\t%s\t%s\t-\t%d\t%d\t%g", a, b, t->threads, rounds, half_ms);
+    ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
+    if (st) return st;
+    if (sscanf(reply, "%lf %lf %lf %lf %d", &r->median0_ms, &r->median1_ms, &r->min0_ms, &r->min1_ms, &r->rounds) !=
+        5)
+        return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected pair reply '%.100s'", reply);
+    r->faster = r->min1_ms < r->min0_ms * (1 - min_gain / 100) && r->median1_ms <= r->median0_ms;
+    snprintf(r->why, sizeof r->why, "ONNX Runtime %s, %d threads, %d alternating rounds in one process",
+             ts_ort_peer_version(t->peer), t->threads, r->rounds);
+    return TS_OK;
+}
+
+ts_status ts_ort_target_compare(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double *worst,
+                                char *where, size_t n, ts_error *err)
+{
+    char a[256], b[256], req[600], reply[400];
+    *worst = 0;
+    snprintf(where, n, "-");
+    if (save(t, g0, "a", false, a, sizeof a, err) || save(t, g1, "b", false, b, sizeof b, err)) return err->code;
+    bool symbolic = ts_onnx_keeps_symbolic(g0, NULL, 0);
+    for (int k = 0; k < (symbolic ? 2 : 1); k++) {
+        snprintf(req, sizeof req, "compare\t%s\t%s\t%s\t%d", a, b, k ? "-:4" : "-", t->threads);
+        ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
+        if (st) return st;
+        double w;
+        char at[300] = "";
+        if (sscanf(reply, "%lf %299s", &w, at) < 1)
+            return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected compare reply '%.100s'", reply);
+        if (!(w <= *worst)) {
+            *worst = w;
+            snprintf(where, n, "output '%s' at symbolic dimensions %d", at, k ? 4 : 1);
+        }
+    }
+    return TS_OK;
+}

@@ -1,0 +1,54 @@
+/* The ort target: candidates costed, the keep decision timed and the final
+ * check run in ONNX Runtime (tools/ort/serve.js through ort_peer.h), for
+ * users who deploy there (docs/optimize.md, "Targets").
+ *
+ * Costing follows TASO: a graph is cut into regions (the runtime's fused
+ * groups, xcost_groups: a contraction with the element-wise chain after
+ * it, which ORT fuses alike), each distinct region is written as a model
+ * of its own and timed in ORT once, its median less ORT's fixed cost of a
+ * run cached per (ORT version, threads, region signature) in the per-CPU
+ * cost cache, and a graph costs the sum of its regions.  Where regions do
+ * not add up (ORT's layout changes and fusions across regions), whole
+ * graphs are timed: the keep decision, alternating original and result in
+ * one ORT process. */
+#ifndef TS_OPT_ORT_TARGET_H
+#define TS_OPT_ORT_TARGET_H
+
+#include "opt/measure.h"
+#include "tsopt.h"
+
+typedef struct ts_ort_target ts_ort_target;
+
+/* Starts the peer (fails with one line saying how to install it) and
+ * calibrates ORT's fixed cost of a run.  threads 0: one per core. */
+ts_status ts_ort_target_open(ts_costdb *db, int threads, ts_ort_target **out, ts_error *err);
+void ts_ort_target_close(ts_ort_target *t);
+const char *ts_ort_target_version(const ts_ort_target *t);
+int ts_ort_target_threads(const ts_ort_target *t);
+
+/* The region sum in ms (regions timed now when not cached); INFINITY for a
+ * graph that cannot be written in standard ai.onnx operators (EinNet's
+ * eOperators: ORT could only run them as the model-local functions tsopt
+ * writes them as). */
+double ts_ort_target_cost(void *t, const ts_graph *g);
+/* Regions timed in ORT so far in this run, and found in the cache. */
+void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
+
+/* The whole graph's median run in ORT (as ts_onnx_save writes it, inputs
+ * seeded random, symbolic dimensions at the graph's bound sizes). */
+ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts_error *err);
+
+/* g0 (original) against g1 (result) in alternating rounds in one ORT
+ * process; fills r as ts_measure_pair does (never busy: rounds are not
+ * judged). */
+ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double budget_s,
+                             double min_gain, ts_measure_result *r, ts_error *err);
+
+/* Both graphs as they would be written, run by ORT on the same seeded
+ * random inputs, symbolic dimensions at 1 and (when there are any) at 4:
+ * the largest scaled difference (<= 1 matches at rtol 1e-3, atol 1e-4) and
+ * the output it was in. */
+ts_status ts_ort_target_compare(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double *worst,
+                                char *where, size_t n, ts_error *err);
+
+#endif

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tsopt optimize --target (docs/optimize.md, "Targets"):
+# - an unknown target fails at once (under a second), one line naming the known ones, nothing written;
+# - --target ort without a working ONNX Runtime peer fails before the search, one line saying how to install it;
+# - serve.js's timing requests (time, pair, compare) answer, and its run request still does (the fuzzer's);
+# - --target ort on a small model: --json says target "ort" and the ORT version, the written file runs in
+#   ONNX Runtime and matches the original there (run.js outputs compared by tsopt compare).
+set -euo pipefail
+: "${TSOPT:?TSOPT not set}" "${ORT_RUN:?ORT_RUN not set}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export TSOPT_CACHE_DIR=$T/cache
+SERVE=$(dirname "$ORT_RUN")/serve.js
+"$TSOPT" zoo export nasrnn -o "$T/m.onnx" --steps 2 >/dev/null
+
+# unknown target: < 1 s, one line, known targets named, nothing written
+s=$(date +%s%N)
+if "$TSOPT" optimize "$T/m.onnx" -o "$T/x.onnx" --target nosuch 2>"$T/err"; then fail "--target nosuch succeeded"; fi
+ms=$(( ($(date +%s%N) - s) / 1000000 ))
+[ "$ms" -lt 1000 ] || fail "--target nosuch took $ms ms"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "--target nosuch: not one line: $(cat "$T/err")"
+grep -q "tsopt, ort" "$T/err" || fail "--target nosuch does not name the known targets: $(cat "$T/err")"
+[ ! -e "$T/x.onnx" ] || fail "--target nosuch wrote a file"
+
+# no peer: fails before the search (no progress line), one line saying how to install it
+if TSOPT_ORT_SERVE=$T/none.js "$TSOPT" optimize "$T/m.onnx" -o "$T/x.onnx" --target ort 2>"$T/err"; then
+    fail "--target ort without a peer succeeded"
+fi
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "no peer: not one line: $(cat "$T/err")"
+grep -q "install" "$T/err" || fail "no peer: the error does not say how to install it: $(cat "$T/err")"
+[ ! -e "$T/x.onnx" ] || fail "no peer: a file was written"
+# a peer that cannot load onnxruntime-node (a serve.js away from its node_modules)
+cp "$SERVE" "$(dirname "$ORT_RUN")/npy.js" "$T/"
+if TSOPT_ORT_SERVE=$T/serve.js "$TSOPT" optimize "$T/m.onnx" -o "$T/x.onnx" --target ort 2>"$T/err"; then
+    fail "--target ort with a broken peer succeeded"
+fi
+[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "install" "$T/err" || fail "broken peer: $(cat "$T/err")"
+
+if [ ! -d "$(dirname "$ORT_RUN")/node_modules/onnxruntime-node" ]; then
+    echo "SKIP: onnxruntime-node not installed (make deps): the rest needs it"
+    exit 0
+fi
+
+# the server's requests, the fuzzer's run among them
+M=$T/m.onnx
+printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\n' \
+    "$M" "$M" "$M" "$M" "$M" "$M" "$T" | node "$SERVE" >"$T/replies"
+cat "$T/replies"
+/usr/bin/python3 - "$T/replies" <<'P' || fail "serve.js replies"
+import sys
+r = [l.rstrip('\n').split('\t') for l in open(sys.argv[1])]
+assert r[0][0] == 'ready' and r[0][1], r[0]
+assert r[1][0] == 'ok' and float(r[1][1]) > 0 and float(r[1][2]) <= float(r[1][1]) and int(r[1][3]) >= 5, r[1]
+assert r[2][0] == 'ok' and len(r[2]) == 6 and all(float(x) > 0 for x in r[2][1:5]) and r[2][5] == '2', r[2]
+assert r[3][0] == 'ok' and float(r[3][1]) == 0, r[3]   # a model against itself
+assert r[4] == ['ok'], r[4]
+assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]
+P
+ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"
+
+# the whole target on a small model
+"$TSOPT" optimize "$M" -o "$T/o.onnx" --target ort --threads 1 --time-limit 8 --json >"$T/o.json" 2>"$T/log" ||
+    { cat "$T/log"; fail "--target ort failed"; }
+cat "$T/o.json"
+/usr/bin/python3 - "$T/o.json" <<'P' || fail "--target ort JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["target"] == "ort" and r["ort_version"], r
+assert r["written"] in ("optimized", "original") and r["reason"], r
+assert r["cost_before_ms"] > 0 and r["latency_before_ms"] > 0, r
+P
+grep -q "regions timed" "$T/log" || fail "no region count logged: $(cat "$T/log")"
+"$TSOPT" run "$M" --save-inputs "$T/in" --save-outputs "$T/ref" >/dev/null
+node "$ORT_RUN" "$M" --inputs "$T/in" --save-outputs "$T/a" --threads 1
+node "$ORT_RUN" "$T/o.onnx" --inputs "$T/in" --save-outputs "$T/b" --threads 1
+"$TSOPT" compare "$T/a" "$T/b" >/dev/null || fail "the written model differs from the original in ONNX Runtime"
+# --target tsopt is the default and says so
+"$TSOPT" optimize "$M" -o "$T/d.onnx" --time-limit 2 --cost-model roofline --no-timing --json >"$T/d.json" 2>/dev/null
+grep -q '"target": "tsopt"' "$T/d.json" || fail "default target not reported: $(cat "$T/d.json")"
+echo "optimize_ort: ok"
