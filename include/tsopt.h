@@ -426,6 +426,13 @@ typedef struct ts_optimize_opts {
      * original's (folded constants, concatenated weights); by default a
      * result that would is not written (docs/onnx-models.md). */
     bool allow_growth;
+    /* The engine the model is optimized for (docs/optimize.md, "Targets"):
+     * "tsopt" (NULL: the default) costs candidates on tsopt's runtime;
+     * "ort" times them in ONNX Runtime (tools/ort/serve.js, found at
+     * $TSOPT_ORT_SERVE or the source tree's), alternates original and result
+     * there for the keep decision and runs the final check there too. */
+    const char *target;
+    int threads; /* threads of the target engine's runs (ort: intraOpNumThreads); 0: one per core */
 } ts_optimize_opts;
 
 /* TASO's defaults: alpha 1.05, time limit 30 s, budget 1000, seed 1,
@@ -455,13 +462,6 @@ typedef struct ts_optimize_result {
     double fastest_before_ms, fastest_after_ms; /* fastest measured runs (0 when not timed alternately) */
     bool machine_busy;       /* timing was disturbed by other processes: the original was kept */
     double search_s;         /* passes + search */
-    /* The engine the model is optimized for (docs/optimize.md, "Targets"):
-     * "tsopt" (NULL: the default) costs candidates on tsopt's runtime;
-     * "ort" times them in ONNX Runtime (tools/ort/serve.js, found at
-     * $TSOPT_ORT_SERVE or the source tree's), alternates original and result
-     * there for the keep decision and runs the final check there too. */
-    const char *target;
-    int threads; /* threads of the target engine's runs (ort: intraOpNumThreads); 0: one per core */
     double total_s;          /* everything, check and timing included */
     double peak_rss_mb;      /* of this process, so far */
     double max_scaled_error; /* check: max |a-b| / (atol*scale + rtol*|a|), <= 1 passes */
@@ -479,6 +479,8 @@ typedef struct ts_optimize_result {
     /* per rewrite name, on the path to the written graph; owned */
     int nrewrites;
     ts_optimize_count *rewrites;
+    char target[16];         /* the target the latencies are of: "tsopt" or "ort" */
+    char engine_version[32]; /* ort: onnxruntime-node's version; "" for tsopt */
 } ts_optimize_result;
 
 /* g is not modified.  Fails (err set) on bad options (an unknown source
@@ -508,8 +510,6 @@ void ts_free(void *p);
  * its dim_param ("batch"); "" for a dimension the file left symbolic
  * without a name; NULL for a fixed dimension, and for graphs with no
  * record of a file (built through the API) or indices out of range. */
-    char target[16];         /* the target the latencies are of: "tsopt" or "ort" */
-    char engine_version[32]; /* ort: onnxruntime-node's version; "" for tsopt */
 const char *ts_graph_input_dim_param(const ts_graph *g, int i, int d);
 const char *ts_graph_output_dim_param(const ts_graph *g, int i, int d);
 

@@ -35,10 +35,10 @@ static const char USAGE[] =
     "  --external-data  write the weights as external data (OUT.onnx.data beside OUT.onnx); automatic\n"
     "                   when the model would pass protobuf's 2 GiB limit\n"
     "  --allow-growth   write the result even when its weights grow by more than 10%% (folded constants)\n"
-    "Ctrl-C ends the search and writes the best graph so far (checked); a second Ctrl-C aborts.\n";
     "  --target T       the engine the model is optimized for: tsopt (default) or ort (ONNX Runtime: candidates,\n"
     "                   keep decision and final check timed and run there; tools/ort or $TSOPT_ORT_SERVE)\n"
     "  --threads N      threads of the target's runs (ort: intraOpNumThreads; default one per core)\n"
+    "Ctrl-C ends the search and writes the best graph so far (checked); a second Ctrl-C aborts.\n";
 
 static volatile int stop_flag;
 
@@ -100,13 +100,13 @@ int cli_optimize(int argc, char **argv)
                 goto fail;
             }
             o.roofline = !strcmp(v, "roofline");
-        } else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) {
         } else if (cli_opt(argc, argv, &i, "--target", &v)) {
             if (!(o.target = v)) goto missing;
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             if (!v) goto missing;
             if (!cli_parse_int("--threads", v, 1, 4096, &lv)) goto fail;
             o.threads = (int)lv;
+        } else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) {
             if (!(out = v)) goto missing;
         } else if (cli_opt(argc, argv, &i, "--transforms", &v)) {
             if (!(o.transforms = v)) goto missing;

@@ -588,23 +588,23 @@ static void collect(dctx *s, ts_drive_result *res)
 ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db, const ts_source *const *sources,
                    void *const *states, int nsrc, ts_const_cache *cc, ts_drive_result *res, ts_error *err)
 {
-    memset(res, 0, sizeof *res);
-    double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
-{
     return ts_drive_costed(g0, o, db, NULL, NULL, sources, states, nsrc, cc, res, err);
 }
 
 ts_status ts_drive_costed(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db, ts_drive_cost_fn cost_fn,
                           void *cost_ctx, const ts_source *const *sources, void *const *states, int nsrc,
                           ts_const_cache *cc, ts_drive_result *res, ts_error *err)
+{
+    memset(res, 0, sizeof *res);
+    double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
     dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
               .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
     s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
+    s.cost_fn = cost_fn;
+    s.cost_ctx = cost_ctx;
     s.tty = isatty(2);
     s.last_line = s.t0;
     s.rss0 = rss_mb();
-    s.cost_fn = cost_fn;
-    s.cost_ctx = cost_ctx;
     ts_graph *start = ts_graph_copy(g0);
     s.sched = calloc((size_t)nsrc + 1, sizeof *s.sched);
     if (!start || !s.sched || !pset_init(&s.orig, g0)) {
