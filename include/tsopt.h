@@ -331,7 +331,36 @@ typedef struct ts_plan_opts {
      * graph that is planned once and then used for its shapes and names:
      * it can no longer be planned again, interpreted or saved. */
     bool release_packed_weights;
+    /* Rewrites the plan may make beyond lowering each node by itself
+     * (ts_graph_opt; 0: all).  NONE lowers node by node; fusions that keep
+     * each node's function (post-ops, element-wise tails) stay. */
+    int graph_opt;
+    /* Comma-separated kernel names ("vec.se", "dnnl.pool_conv") or feature
+     * names ("winograd", "post_tail", ...; docs/runtime.md, "Skipping
+     * kernels") the plan must not use; NULL: none.  $TSOPT_SKIP adds to it. */
+    const char *skip;
 } ts_plan_opts;
+
+/* Graph optimization levels, as ONNX Runtime's: NONE runs the model's
+ * nodes as they are; BASIC adds the rewrites that are exact in real
+ * arithmetic and local (common subexpressions, BatchNormalization and
+ * constant scales folded into the weights before them, pooling before a
+ * 1x1 convolution); ALL adds the fusions into operators the model does
+ * not spell (GELU, LayerNormalization, a squeeze-excite gate).  DEFAULT
+ * is ALL. */
+typedef enum ts_graph_opt {
+    TS_GRAPH_OPT_DEFAULT = 0,
+    TS_GRAPH_OPT_NONE,
+    TS_GRAPH_OPT_BASIC,
+    TS_GRAPH_OPT_ALL,
+} ts_graph_opt;
+/* "none", "basic", "all" -> level (false for anything else). */
+bool ts_graph_opt_parse(const char *s, ts_graph_opt *out);
+const char *ts_graph_opt_name(ts_graph_opt level);
+/* Applies level's graph rewrites to g in place (before ts_plan_build with
+ * the same level): returns how many it made, or -1 (err set).  The graph
+ * keeps its inputs and outputs. */
+int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err);
 
 typedef struct ts_plan_stats {
     int steps;           /* executable steps after fusion */
@@ -536,6 +565,15 @@ typedef struct ts_io_info {
 
 /* threads: 0 for one per core. */
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err);
+/* Session options (ONNX Runtime's SessionOptions); zero-initialized:
+ * one thread per core, every rewrite (ts_graph_opt), no kernel skipped. */
+typedef struct ts_session_options {
+    int threads;       /* 0: one per core */
+    int graph_opt;     /* ts_graph_opt: applied to each graph the session loads, then planned at that level */
+    const char *skip;  /* ts_plan_opts.skip (copied) */
+} ts_session_options;
+/* ts_session_open with options; o NULL: the defaults. */
+ts_status ts_session_open_with(const char *path, const ts_session_options *o, ts_session **out, ts_error *err);
 void ts_session_free(ts_session *s);
 /* The graph at the default sizes (owned by the session); NULL for a model
  * whose shapes depend on the values of inputs (a Reshape's shape or a

@@ -12,7 +12,7 @@ tsopt's one-line message.
 from . import _lib
 from ._lib import TsoptError
 from .optimize import optimize
-from .session import InferenceSession, NodeArg
+from .session import GraphOptimizationLevel, InferenceSession, NodeArg, SessionOptions
 
 __version__ = _lib.lib.tsopt_version().decode()  # the library's: CMakeLists.txt's project version
 
@@ -22,4 +22,4 @@ def get_device():
     return 'CPU'
 
 
-__all__ = ['InferenceSession', 'NodeArg', 'TsoptError', 'optimize', 'get_device', '__version__']
+__all__ = ['InferenceSession', 'SessionOptions', 'GraphOptimizationLevel', 'NodeArg', 'TsoptError', 'optimize', 'get_device', '__version__']

@@ -41,6 +41,10 @@ class InputBind(ctypes.Structure):
     _fields_ = [('name', c_char_p), ('shape', Shape)]
 
 
+class SessionOptions(ctypes.Structure):  # ts_session_options
+    _fields_ = [('threads', c_int), ('graph_opt', c_int), ('skip', c_char_p)]
+
+
 def _candidates():
     """Where libtsopt.so may be, most specific first."""
     env = os.environ.get('TSOPT_LIBRARY')
@@ -84,6 +88,7 @@ _PROTOS = {
     'ts_tensor_wrap': (POINTER(Tensor), [c_int, POINTER(Shape), c_void_p]),
     'ts_tensor_unref': (None, [c_void_p]),
     'ts_session_open': (c_int, [c_char_p, c_int, POINTER(c_void_p), POINTER(Error)]),
+    'ts_session_open_with': (c_int, [c_char_p, POINTER(SessionOptions), POINTER(c_void_p), POINTER(Error)]),
     'ts_session_free': (None, [c_void_p]),
     'ts_session_ninputs': (c_int, [c_void_p]),
     'ts_session_noutputs': (c_int, [c_void_p]),

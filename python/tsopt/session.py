@@ -47,26 +47,72 @@ def _to_numpy(t, dtype):
     return np.frombuffer(buf, dtype=dtype).reshape(dims).copy()
 
 
+class GraphOptimizationLevel:
+    """onnxruntime's levels; EXTENDED is tsopt's 'all' (its fusions are
+    ONNX Runtime's extended ones: GELU, LayerNormalization)."""
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+# level -> ts_graph_opt (include/tsopt.h)
+_LEVELS = {'none': 1, 'basic': 2, 'all': 3, GraphOptimizationLevel.ORT_DISABLE_ALL: 1,
+           GraphOptimizationLevel.ORT_ENABLE_BASIC: 2, GraphOptimizationLevel.ORT_ENABLE_EXTENDED: 3,
+           GraphOptimizationLevel.ORT_ENABLE_ALL: 3}
+
+
+class SessionOptions:
+    """onnxruntime's SessionOptions, the fields tsopt reads:
+    graph_optimization_level (GraphOptimizationLevel, or 'none', 'basic',
+    'all'; default all), intra_op_num_threads (0: one per core), and skip:
+    kernel or feature names the plan must not use (docs/runtime.md,
+    "Skipping kernels")."""
+
+    def __init__(self):
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.intra_op_num_threads = 0
+        self.skip = []
+
+    def _c(self, threads):
+        level = self.graph_optimization_level
+        if level not in _LEVELS:
+            raise ValueError(f'graph_optimization_level: expected a GraphOptimizationLevel or none, basic, all; '
+                             f'got {level!r}')
+        n = threads if threads is not None else self.intra_op_num_threads
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f'intra_op_num_threads: expected an integer >= 0, got {n!r}')
+        skip = [self.skip] if isinstance(self.skip, str) else list(self.skip)
+        return _lib.SessionOptions(n, _LEVELS[level], ','.join(skip).encode() if skip else None)
+
+
 class InferenceSession:
     """Runs an ONNX model with tsopt's runtime, as onnxruntime's
     InferenceSession does.
 
-    path: the .onnx file.  threads: compute threads (None: one per core).
-    providers: accepted for onnxruntime compatibility; tsopt runs on the CPU.
+    path: the .onnx file.  sess_options: a SessionOptions (onnxruntime's
+    second argument).  threads: compute threads (None: the options', else
+    one per core).  providers: accepted for onnxruntime compatibility; tsopt
+    runs on the CPU.
     """
 
-    def __init__(self, path, threads=None, providers=None):
+    def __init__(self, path, sess_options=None, providers=None, threads=None):
         if isinstance(path, bytearray) or (isinstance(path, bytes) and not os.path.exists(path)):
             raise TypeError('tsopt.InferenceSession takes a model path (serialized model bytes are not supported)')
+        if isinstance(sess_options, int) and not isinstance(sess_options, bool):
+            threads, sess_options = sess_options, None  # tsopt's older InferenceSession(path, threads)
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f'threads: expected a positive integer or None, got {threads!r}')
+        if sess_options is not None and not isinstance(sess_options, SessionOptions):
+            raise TypeError(f'sess_options: expected a tsopt.SessionOptions, got {type(sess_options).__name__}')
+        opts = (sess_options or SessionOptions())._c(threads)
         self._s = None
         self._path = os.fspath(path)
         self._providers = list(providers) if providers else ['CPUExecutionProvider']
         handle = ctypes.c_void_p()
         err = _lib.Error()
-        _lib.check(_lib.lib.ts_session_open(os.fsencode(self._path), threads or 0, ctypes.byref(handle),
-                                            ctypes.byref(err)), err)
+        _lib.check(_lib.lib.ts_session_open_with(os.fsencode(self._path), ctypes.byref(opts), ctypes.byref(handle),
+                                                 ctypes.byref(err)), err)
         self._s = handle
         self._inputs, self._in_dtypes = self._io(False)
         self._outputs, self._out_dtypes = self._io(True)

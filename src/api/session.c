@@ -41,7 +41,7 @@ struct ts_session {
     uint64_t size;
     char *base_dir;
     ts_graph *graph; /* at the default sizes; NULL by value */
-    ts_plan_opts popts;
+    ts_plan_opts popts; /* popts.skip: owned copy of the options' */
     ts_io_info *ins, *outs;
     int nin, nout;
     /* By value: shapes depend on the values of some inputs (value_in,
@@ -120,20 +120,42 @@ static ts_status open_by_value(ts_session *s, ts_error *err)
     return TS_OK;
 }
 
+/* The session's graph optimization level applied to a graph it loaded. */
+static ts_status rewrite(const ts_session *s, ts_graph *g, ts_error *err)
+{
+    if (ts_graph_opt_apply(g, (ts_graph_opt)s->popts.graph_opt, err) < 0)
+        return ts_error_prefix(err, "model '%s': graph optimization", s->path);
+    return TS_OK;
+}
+
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err)
 {
+    return ts_session_open_with(path, &(ts_session_options){.threads = threads}, out, err);
+}
+
+ts_status ts_session_open_with(const char *path, const ts_session_options *o, ts_session **out, ts_error *err)
+{
     *out = NULL;
-    if (threads < 0) return ts_error_set(err, TS_ERR_INVALID, "session: threads must be >= 0 (0: one per core), got %d", threads);
+    const ts_session_options none = {0};
+    if (!o) o = &none;
+    if (o->threads < 0)
+        return ts_error_set(err, TS_ERR_INVALID, "session: threads must be >= 0 (0: one per core), got %d", o->threads);
+    if (o->graph_opt < TS_GRAPH_OPT_DEFAULT || o->graph_opt > TS_GRAPH_OPT_ALL)
+        return ts_error_set(err, TS_ERR_INVALID, "session: graph_opt must be a ts_graph_opt (0-%d), got %d",
+                            TS_GRAPH_OPT_ALL, o->graph_opt);
     ts_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(path))) {
+    if (!s || !(s->path = strdup(path)) || (o->skip && !(s->popts.skip = strdup(o->skip)))) {
+        if (s) free(s->path);
         free(s);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
     }
     s->fd = -1;
     pthread_mutex_init(&s->lock, NULL);
-    s->popts.threads = threads;
+    s->popts.threads = o->threads;
+    s->popts.graph_opt = o->graph_opt;
     s->popts.release_packed_weights = true; /* each graph here is planned once (weights held once) */
     ts_status st = ts_onnx_load(path, NULL, 0, &s->graph, err);
+    if (!st) st = rewrite(s, s->graph, err);
     char name[256];
     if (st && ts_vin_needs_value(err, name, sizeof name)) {
         ts_error e = {0};
@@ -180,6 +202,7 @@ void ts_session_free(ts_session *s)
     if (s->fd >= 0) close(s->fd);
     free(s->base_dir);
     free(s->path);
+    free((char *)s->popts.skip);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -309,6 +332,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
                                     &e->g, err)))
         ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
     free(binds);
+    if (!st && e->g != s->graph) st = rewrite(s, e->g, err);
     /* the default sizes' plan empties the session graph's packed weights:
      * planning it again (after a failed build) would read freed memory */
     if (!st && e->g == s->graph && s->graph_spent)

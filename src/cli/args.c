@@ -41,6 +41,27 @@ bool cli_opt(int argc, char **argv, int *i, const char *opt, const char **value)
     return true;
 }
 
+int cli_plan_opt(int argc, char **argv, int *i, ts_plan_opts *o)
+{
+    const char *val;
+    if (cli_opt(argc, argv, i, "--skip", &val)) return val ? (o->skip = val, 1) : -1;
+    if (!cli_opt(argc, argv, i, "--graph-opt", &val)) return 0;
+    if (!val) return -1;
+    ts_graph_opt l;
+    if (!ts_graph_opt_parse(val, &l))
+        return cli_error(CLI_USAGE, "--graph-opt wants none, basic or all, got '%s'", val), -1;
+    o->graph_opt = l;
+    return 1;
+}
+
+bool cli_graph_opt(ts_graph *g, const ts_plan_opts *o)
+{
+    ts_error err = {0};
+    if (ts_graph_opt_apply(g, (ts_graph_opt)o->graph_opt, &err) >= 0) return true;
+    cli_error(CLI_FAIL, "graph optimization (--graph-opt %s): %s", ts_graph_opt_name((ts_graph_opt)o->graph_opt), err.msg);
+    return false;
+}
+
 bool cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out)
 {
     char *end;

@@ -42,7 +42,8 @@ static const char USAGE[] =
     "                --json: A's object as above plus \"against\" (B's fields), \"speedup\",\n"
     "                \"quiet_speedup\", \"pair_rounds\" and the ratios' spread\n"
     "  --rounds N    with --against: alternating rounds (A B or B A) at least (default 8;\n"
-    "                rounded up to an even count so each model goes first equally often)\n";
+    "                rounded up to an even count so each model goes first equally often)\n"
+    CLI_PLAN_OPT_USAGE;
 
 long long bench_peak_rss(void)
 {
@@ -62,9 +63,12 @@ static int parse(int argc, char **argv, bench_args *a)
     a->iters = 20;
     a->warmup = 3;
     for (int i = 1; i < argc; i++) {
+        int po;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(USAGE, stdout);
             return -1;
+        } else if ((po = cli_plan_opt(argc, argv, &i, &a->plan))) {
+            if (po < 0) return CLI_USAGE;
         } else if (!strcmp(argv[i], "--json")) {
             a->json = true;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
@@ -213,10 +217,12 @@ int cli_bench(int argc, char **argv)
     if (random_in) in = calloc((size_t)nin + 1, sizeof *in);
     ts_tensor **out = calloc((size_t)nout + 1, sizeof *out);
     ts_plan *plan = NULL;
-    ts_plan_opts o = {.threads = (int)a.threads, .release_packed_weights = true}; /* g: shapes only after */
+    ts_plan_opts o = a.plan;
+    o.threads = (int)a.threads;
+    o.release_packed_weights = true; /* g: shapes only after */
     ts_error err = {0};
     uint64_t rng = 0xbe4c;
-    if (!g || !cli_mem_ok(g)) goto done;
+    if (!g || !cli_graph_opt(g, &o) || !cli_mem_ok(g)) goto done;
     if (!in || !out) {
         cli_error(CLI_FAIL, "out of memory");
         goto done;

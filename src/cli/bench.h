@@ -19,6 +19,7 @@ typedef struct bench_args {
     double min_time;  /* seconds */
     bool json;
     cli_binds binds;
+    ts_plan_opts plan; /* --graph-opt, --skip (both models with --against) */
 } bench_args;
 
 /* A round of timed runs lasts about this long: long enough for the

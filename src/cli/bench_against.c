@@ -167,11 +167,14 @@ int bench_against(const bench_args *a)
     side s[2] = {{.path = a->model}, {.path = a->against}};
     int rc = CLI_FAIL;
     double *ratio = NULL;
-    ts_plan_opts o = {.threads = (int)a->threads, .release_packed_weights = true};
+    ts_plan_opts o = a->plan;
+    o.threads = (int)a->threads;
+    o.release_packed_weights = true;
     uint64_t rng = 0xbe4c; /* the one-model bench's inputs: A's numbers compare with its */
     /* --inputs: A's from the folder (B loaded at the same values), else random */
     for (int k = 0; k < 2; k++)
-        if (!(s[k].g = bench_load(s[k].path, &a->binds, a->inputs, k ? NULL : &s[0].in))) goto done;
+        if (!(s[k].g = bench_load(s[k].path, &a->binds, a->inputs, k ? NULL : &s[0].in)) || !cli_graph_opt(s[k].g, &o))
+            goto done;
     bool random_in = !s[0].in;
     for (int k = 0; k < 2; k++) {
         if (k || random_in) s[k].in = calloc((size_t)s[k].g->ninputs + 1, sizeof *s[k].in);

@@ -37,6 +37,16 @@ bool cli_opt(int argc, char **argv, int *i, const char *opt, const char **value)
 bool cli_model_arg(const char *cmd, const char *arg, const char **model);
 bool cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out);
 bool cli_parse_double(const char *opt, const char *text, double *out);
+/* --graph-opt none|basic|all and --skip NAME,NAME (run, bench): sets o's
+ * graph_opt / skip.  1: argv[*i] was one of them; 0: neither; -1: a usage
+ * error (printed). */
+int cli_plan_opt(int argc, char **argv, int *i, ts_plan_opts *o);
+#define CLI_PLAN_OPT_USAGE                                                                            \
+    "  --graph-opt L       graph optimization level: none, basic or all (default all; docs/runtime.md)\n" \
+    "  --skip NAME,...     kernels or features the plan must not use (as $TSOPT_SKIP)\n"
+/* Applies o's graph optimization level to g (before planning it with o);
+ * false after printing the error. */
+bool cli_graph_opt(ts_graph *g, const ts_plan_opts *o);
 
 /* --input NAME:DIMS bindings (the name may itself contain ':'). */
 typedef struct cli_binds {

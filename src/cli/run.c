@@ -23,6 +23,7 @@ static const char USAGE[] =
     "  --iters N           time N runs and print the median (default 1)\n"
     "  --seed S            seed of the random inputs (default 0)\n"
     "  --reference         use the reference interpreter (float32) instead of the fast runtime\n"
+    CLI_PLAN_OPT_USAGE
     "A model whose shapes depend on input values (a Loop's trip count, a Reshape's shape given\n"
     "as an input) is loaded once the inputs are read, with those values (not with --reference).\n";
 
@@ -32,6 +33,7 @@ typedef struct run_args {
     unsigned long long seed;
     bool reference;
     cli_binds binds;
+    ts_plan_opts plan; /* --graph-opt, --skip */
 } run_args;
 
 /* Returns CLI_OK, or the exit code after printing the error. */
@@ -39,10 +41,14 @@ static int parse(int argc, char **argv, run_args *a)
 {
     const char *val;
     a->iters = 1;
+    a->plan.release_packed_weights = true; /* g is needed after planning for names and shapes only */
     for (int i = 1; i < argc; i++) {
+        int po;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(USAGE, stdout);
             return -1;
+        } else if ((po = cli_plan_opt(argc, argv, &i, &a->plan))) {
+            if (po < 0) return CLI_USAGE;
         } else if (!strcmp(argv[i], "--reference")) {
             a->reference = true;
         } else if (cli_opt(argc, argv, &i, "--input", &val)) {
@@ -138,9 +144,7 @@ static int run_fast(const ts_graph *g, const run_args *a, ts_tensor *const *in, 
 {
     ts_error err = {0};
     ts_plan *plan = NULL;
-    /* g is needed after this for names and shapes only: weights held once */
-    ts_plan_opts o = {.release_packed_weights = true};
-    if (ts_plan_build(g, &o, &plan, &err)) return cli_error_from(CLI_FAIL, &err);
+    if (ts_plan_build(g, &a->plan, &plan, &err)) return cli_error_from(CLI_FAIL, &err);
     int rc = CLI_OK;
     for (int o = 0; o < g->noutputs && !rc; o++) {
         const ts_value *v = &g->values[g->outputs[o]];
@@ -173,7 +177,11 @@ static ts_graph *load(const run_args *a, bool *by_value)
     ts_error err = {0};
     char name[256];
     if (!cli_mem_file_ok(a->model)) return NULL;
-    if (!ts_onnx_load(a->model, a->binds.b, a->binds.n, &g, &err)) return g;
+    if (!ts_onnx_load(a->model, a->binds.b, a->binds.n, &g, &err)) {
+        /* the reference interpreter runs the model as written */
+        if (!a->reference && !cli_graph_opt(g, &a->plan)) ts_graph_free(g), g = NULL;
+        return g;
+    }
     if (ts_vin_needs_value(&err, name, sizeof name)) {
         *by_value = true;
         return NULL;
@@ -203,7 +211,8 @@ static int run_by_value(const run_args *a)
                          "(the fast runtime loads it once they are known)", a->model);
     ts_session *s = NULL;
     ts_error err = {0};
-    if (ts_session_open(a->model, 0, &s, &err)) return cli_error_from(CLI_FAIL, &err);
+    const ts_session_options so = {.graph_opt = a->plan.graph_opt, .skip = a->plan.skip};
+    if (ts_session_open_with(a->model, &so, &s, &err)) return cli_error_from(CLI_FAIL, &err);
     int nin = ts_session_ninputs(s), nout = ts_session_noutputs(s), rc = CLI_FAIL;
     ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
     const char **names = calloc((size_t)(nin + nout) + 1, sizeof *names);

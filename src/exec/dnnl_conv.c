@@ -261,7 +261,6 @@ static ts_status make_pd(const xplan *p, int n, bool transposed, const geom *ge,
 static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const geom *ge)
 {
     if (x->rank != 4 || G != 1 || w->dims[2] != 3 || w->dims[3] != 3) return false;
-    if (getenv("TSOPT_NO_WINOGRAD")) return false;
     for (int i = 0; i < 2; i++)
         if (ge->stride[i] != 1 || ge->dil[i] != 0) return false;
     /* Winograd's transformed weights are 16/9 (F(2,3)) or 4x (F(4,3)) the
@@ -408,11 +407,11 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     xd_fuse f;
     if ((st = xd_fuse_collect(p, yv, 1, F, &f, err))) return st;
     /* SiLU and sigmoid post-ops cost oneDNN more than the convolution
-     * itself: the step applies them (vec_post.c).  TSOPT_NO_POST_TAIL=1
+     * itself: the step applies them (vec_post.c).  TSOPT_SKIP=post_tail
      * leaves them to oneDNN (A/B measurements). */
     xd_po tail[XD_MAX_FUSE];
     int ntail = 0;
-    if (!getenv("TSOPT_NO_POST_TAIL")) xv_post_tail_split(&f, tail, &ntail);
+    if (!xplan_skips(p, "post_tail")) xv_post_tail_split(&f, tail, &ntail);
 again:;
     bool plain_out = p->opts.plain_layout || xgraph_is_output(g, f.out_value);
     int xb = xplan_value_buf(p, xv);
@@ -450,8 +449,8 @@ again:;
      * plain tensor, one pass over the output against a conv of >= 32 x 9
      * multiply-adds per output element (64 -> 64 at 56x56, 1 thread:
      * 1.5-1.7 ms on the direct kernel, 1.0 with the reorder; docs/runtime.md).
-     * TSOPT_NO_WINOGRAD=1 turns it off (A/B measurements). */
-    if (!transposed && !gt && !p->opts.plain_layout && wino_worth(xs, &W->shape, G, &ge)) {
+     * TSOPT_SKIP=winograd turns it off (A/B measurements). */
+    if (!transposed && !gt && !p->opts.plain_layout && !xplan_skips(p, "winograd") && wino_worth(xs, &W->shape, G, &ge)) {
         geom gw = ge;
         gw.alg = dnnl_convolution_winograd;
         ts_error e2 = {0};
@@ -772,13 +771,13 @@ done:
  * to 9600 weights against 113k to 451k activations; from 14x14 on the
  * weights are as large as x and the Mul stays a step of its own).  One
  * thread, per-step minima, the Mul steps these replace: 0.17, 0.08, 0.13,
- * 0.023, 0.03 ms.  TSOPT_NO_GATED_CONV=1 turns it off (A/B measurements). */
+ * 0.023, 0.03 ms.  TSOPT_SKIP=dnnl.conv_gated turns it off (A/B measurements). */
 static bool gate_folds(const xplan *p, int n, gated_in *gt, int *conv)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
     if (nd->op != &ts_op_mul || p->opts.no_fusion || p->opts.plain_layout || nd->ninputs != 2 || nd->noutputs != 1 ||
-        getenv("TSOPT_NO_GATED_CONV"))
+        xplan_skips(p, "dnnl.conv_gated"))
         return false;
     const int mv = nd->outputs[0], c = xplan_sole_consumer(p, mv);
     const ts_shape *ms = &g->values[mv].shape;

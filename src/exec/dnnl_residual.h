@@ -14,7 +14,7 @@
  * rb's layout, when writing there is safe; else -1 (copy as before).
  * Safe: the fused result is no graph output, rb is plain arena memory every
  * value of which dies at the fused Add (xplan_inplace_ok), and none of the
- * step's other inputs `reads` shares that storage.  TSOPT_NO_RESIDUAL_INPLACE=1
+ * step's other inputs `reads` shares that storage.  TSOPT_SKIP=residual_inplace
  * turns it off (A/B measurements). */
 int xd_residual_dst(xplan *p, const xd_fuse *f, int rb, const int *reads, int nreads);
 

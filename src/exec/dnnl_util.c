@@ -252,7 +252,7 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
     if (p->opts.no_fusion) return TS_OK;
     while (f->nnodes < XD_MAX_FUSE) {
         int c = xplan_sole_consumer(p, v), sig;
-        if (c < 0 && f->npo < XD_MAX_FUSE) { /* GELU reads v from several nodes */
+        if (c < 0 && f->npo < XD_MAX_FUSE && !xplan_skips(p, "gelu")) { /* GELU reads v from several nodes */
             int gn[XD_MAX_FUSE], ng = 0;
             dnnl_alg_kind_t alg;
             int gy = xd_gelu_after(p, v, gn, XD_MAX_FUSE - f->nnodes, &ng, &alg);
@@ -279,7 +279,7 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
             !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
             break;
         int r = 0;
-        if (f->npo == 0) { /* affine folds only before any post-op */
+        if (f->npo == 0 && !xplan_skips(p, "affine_fold")) { /* affine folds only before any post-op */
             r = nd->op == &ts_op_batchnorm ? try_bn(p, c, caxis, channels, f)
                                                               : try_const_binary(p, c, v, caxis, channels, f);
             if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);

@@ -137,6 +137,9 @@ bool xplan_inplace_ok(const xplan *p, int b, int n);
  * current step runs (a graph input or constant, or the output of a node
  * lowered before): c may join the step (fusion, stacking). */
 bool xplan_inputs_ready(const xplan *p, int c, int cur);
+/* True when the plan must not use kernel or feature `name`: listed in
+ * opts.skip or $TSOPT_SKIP, or a rewrite below opts.graph_opt (skip.c). */
+bool xplan_skips(const xplan *p, const char *name);
 
 /* ---- kernel registry (kernels.c): candidates for one ONNX op type, best
  * first, written to buf (XKERNELS_MAX + 1 entries) NULL-terminated; the

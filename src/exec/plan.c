@@ -397,7 +397,7 @@ static int try_cse(xplan *p, int n, ts_error *err)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || xgraph_is_output(p->g, nd->outputs[0])) return 0;
+    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || xplan_skips(p, "cse") || xgraph_is_output(p->g, nd->outputs[0])) return 0;
     for (int m = 0; m < g->nnodes; m++) {
         const ts_node *o = &g->nodes[m];
         if (m == n || o->dead || !p->claimed[m] || o->op != nd->op || o->noutputs != 1 || o->ninputs != nd->ninputs ||
@@ -473,6 +473,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     for (int c = 0; c < nc; c++) {
         int nsteps = p->nsteps, nbufs = p->nbufs;
         bool last = c == nc - 1;
+        if (!last && xplan_skips(p, cand[c]->name)) continue;
         if (!last) {
             memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
             memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);

@@ -121,7 +121,6 @@ static ts_status cc_build(xplan *p, int n, xstep *s, ts_error *err)
     if (p->opts.plain_layout || nin < 2 || ys->rank != 4 || !xv_all_f32(p, n) || xgraph_is_output(g, yv) ||
         !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
         return TS_ERR_UNSUPPORTED;
-    if (getenv("TSOPT_NO_CONCAT_CL")) return TS_ERR_UNSUPPORTED; /* A/B measurements: dnnl.concat instead */
     int *bufs = calloc((size_t)nin, sizeof *bufs), *lay = calloc((size_t)nin, sizeof *lay);
     if (!bufs || !lay) {
         free(bufs);

@@ -203,7 +203,6 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
     if (p->opts.plain_layout || p->opts.no_fusion || nd->ninputs < 2) return TS_ERR_UNSUPPORTED;
-    if (getenv("TSOPT_NO_DWCONV")) return TS_ERR_UNSUPPORTED; /* A/B measurements: oneDNN's instead */
     int xv = nd->inputs[0], wv = nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
     const ts_tensor *W = xplan_const(p, wv), *B = bv >= 0 ? xplan_const(p, bv) : NULL;
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;

@@ -217,7 +217,7 @@ static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n], *o = &g->nodes[m];
-    if (m == n || o->dead || p->claimed[m] || o->op != nd->op || o->ninputs != 2 || o->noutputs != 1 ||
+    if (m == n || o->dead || xplan_skips(p, "gemv_stack") || p->claimed[m] || o->op != nd->op || o->ninputs != 2 || o->noutputs != 1 ||
         o->inputs[1] != nd->inputs[1] || !xv_all_f32(p, m) || !xplan_inputs_ready(p, m, -1))
         return 0;
     const ts_shape *a = &g->values[o->inputs[0]].shape;

@@ -15,7 +15,7 @@
  * is a max over whole vectors, 16 channels at a time held in a register
  * over the window's taps.  Output rows are split between the threads.
  * After it (per-step minima, 1 thread, alternating with
- * TSOPT_NO_VEC_MAXPOOL=1, load 4-6): all MaxPools of resnet18 0.28-0.30 ->
+ * TSOPT_SKIP=vec.maxpool, load 4-6): all MaxPools of resnet18 0.28-0.30 ->
  * 0.18 ms, densenet121 0.27 -> 0.16-0.17, googlenet 1.41-1.44 -> 1.04-1.12
  * (medians, before the 3x3/2x2 unrolling, which took 10-15% more off
  * vgg11's 2x2 pools).
@@ -154,7 +154,6 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_node *nd = &g->nodes[n];
     if (p->opts.plain_layout || nd->op != &ts_op_maxpool || nd->noutputs != 1 || nd->ninputs != 1)
         return TS_ERR_UNSUPPORTED;
-    if (getenv("TSOPT_NO_VEC_MAXPOOL")) return TS_ERR_UNSUPPORTED; /* A/B measurements: dnnl.pool instead */
     int xv = nd->inputs[0], yv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
     if (xs->rank != 4 || !xv_all_f32(p, n) || xgraph_is_output(g, yv)) return TS_ERR_UNSUPPORTED;

@@ -256,7 +256,6 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
     if (p->opts.no_fusion || nd->ninputs != 1 || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
-    if (getenv("TSOPT_NO_SE")) return TS_ERR_UNSUPPORTED; /* A/B measurements: pool and convs on oneDNN */
     int xv = nd->inputs[0], pv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape;
     if (xs->rank != 4) return TS_ERR_UNSUPPORTED;
@@ -287,7 +286,7 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
      * small tensors of the late blocks between the cores, half of them
      * in the other core's cache (EfficientNet-B0, 1152 x 7 x 7: 0.0137 ms
      * on 2 threads, 0.0074 on 1, per-step minima); here each thread
-     * scales what it pooled.  TSOPT_NO_SE_SCALE=1: the Mul stays a step. */
+     * scales what it pooled.  TSOPT_SKIP=se_scale: the Mul stays a step. */
     int mul = ok ? xplan_sole_consumer(p, f2.out_value) : -1;
     if (mul >= 0) {
         const ts_node *m = &g->nodes[mul];
@@ -296,7 +295,7 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
                                          (m->inputs[1] == xv && m->inputs[0] == f2.out_value));
         if (m->op != &ts_op_mul || !reads || mo < 0 || g->values[mo].dtype != TS_F32 ||
             !ts_shape_eq(&g->values[mo].shape, xs) || xgraph_is_output(g, mo) || xd_conv_gate_folds(p, mul) ||
-            getenv("TSOPT_NO_SE_SCALE"))
+            xplan_skips(p, "se_scale"))
             mul = -1;
     }
     se_state *s = ok ? xv_state(sizeof *s, err) : NULL;

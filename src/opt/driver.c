@@ -445,10 +445,12 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 
 /* ---- graph passes */
 
-enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, NPASSES };
+enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
+       NPASSES };
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
-                                         "stack-shared-weight-matmuls", "pool-after-pointwise-conv"};
+                                         "stack-shared-weight-matmuls", "pool-after-pointwise-conv",
+                                         "pool-before-pointwise-conv"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -469,6 +471,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
     }
     case PASS_STACK: return ts_merge_shared_weights(g, s->cc, s->err);
     case PASS_POOL_CONV: return ts_swap_pool_conv(g, s->err);
+    case PASS_POOL_FIRST: return ts_pool_before_conv(g, s->err);
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }

@@ -708,6 +708,83 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
     return 1;
 }
 
+/* The AveragePool alone reading v through Pads that change nothing (same
+ * shape in and out: all pads zero), or -1. */
+static int pool_through_zero_pads(const ts_graph *g, int v)
+{
+    for (int hops = 0; hops < 4; hops++) {
+        int c = sole_user(g, v);
+        if (c < 0 || g->nodes[c].noutputs != 1) return -1;
+        const ts_node *nd = &g->nodes[c];
+        if (nd->op == &ts_op_avgpool) return nd->inputs[0] == v ? c : -1;
+        if (nd->op != &ts_op_pad || nd->inputs[0] != v ||
+            !ts_shape_eq(&g->values[v].shape, &g->values[nd->outputs[0]].shape))
+            return -1;
+        v = nd->outputs[0];
+    }
+    return -1;
+}
+
+/* Rewrites conv node c -> [zero Pads] -> AveragePool k x k stride k into
+ * AveragePool -> conv; 1 done, 0 not a candidate, -1 error. */
+static int pool_first_at(ts_graph *g, int c, ts_error *err)
+{
+    const ts_node *cn = &g->nodes[c];
+    if (!is_op(g, c, &ts_op_conv) || cn->noutputs != 1 || cn->ninputs < 2 || !pointwise_conv(g, cn)) return 0;
+    int x = cn->inputs[0];
+    const ts_value *xv = &g->values[x];
+    if (xv->dtype != TS_F32 || xv->shape.rank != 4 || g->values[cn->inputs[1]].shape.dims[1] != xv->shape.dims[1])
+        return 0;
+    int p = pool_through_zero_pads(g, cn->outputs[0]);
+    if (p < 0 || g->nodes[p].noutputs != 1 || is_output(g, g->nodes[p].outputs[0])) return 0;
+    const ts_pool_attrs *pa = g->nodes[p].attrs;
+    const ts_window *w = &pa->win;
+    if (w->nkernel != 2 || w->kernel[0] != w->kernel[1] || w->kernel[0] < 2 ||
+        (w->auto_pad != TS_PAD_NOTSET && w->auto_pad != TS_PAD_VALID))
+        return 0;
+    const int64_t k = w->kernel[0];
+    /* windows tile the input exactly: no padding, no partial window, so
+     * count_include_pad and ceil_mode change nothing and the average of the
+     * bias is the bias */
+    for (int i = 0; i < 2; i++)
+        if ((w->nstrides ? w->strides[i] : 1) != k || xv->shape.dims[2 + i] % k) return 0;
+    for (int i = 0; i < w->npads; i++)
+        if (w->pads[i]) return 0;
+    for (int i = 0; i < w->ndilations; i++)
+        if (w->dilations[i] != 1) return 0;
+    ts_pool_attrs pool = *pa;
+    ts_conv_attrs conv = *(const ts_conv_attrs *)cn->attrs;
+    int in[3] = {x, cn->inputs[1], cn->ninputs > 2 ? cn->inputs[2] : -1}, nin = in[2] >= 0 ? 3 : 2;
+    int out = g->nodes[p].outputs[0], py = -1, cy = -1;
+    char name[64];
+    if (ts_graph_add_node_parsed(g, &ts_op_avgpool, ts_graph_fresh_name(g, "pool_first", name, sizeof name), &x, 1,
+                                 &pool, 1, NULL, &py, err) < 0)
+        return -1;
+    in[0] = py;
+    if (ts_graph_add_node_parsed(g, &ts_op_conv, ts_graph_fresh_name(g, "pool_first_conv", name, sizeof name), in, nin,
+                                 &conv, 1, NULL, &cy, err) < 0)
+        return -1;
+    redirect(g, out, cy);
+    /* the conv, the Pads and the pool: each read only by the next */
+    for (int v = g->nodes[c].outputs[0], n = c; n != p; v = g->nodes[n].outputs[0]) {
+        g->nodes[n].dead = true;
+        n = sole_user(g, v);
+    }
+    g->nodes[p].dead = true;
+    return 1;
+}
+
+int ts_pool_before_conv(ts_graph *g, ts_error *err)
+{
+    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
+    for (int c = 0; c < nn; c++) {
+        int r = pool_first_at(g, c, err);
+        if (r < 0) return -1;
+        total += r;
+    }
+    return finish(g, total, err);
+}
+
 int ts_swap_pool_conv(ts_graph *g, ts_error *err)
 {
     int total = 0, nn = g->nnodes; /* nodes added here are not candidates */

@@ -48,5 +48,16 @@ int ts_fold_conv_bn(ts_graph *g, ts_error *err);
  * branches.  Returns the number of swaps, or -1 (err set). */
 int ts_swap_pool_conv(ts_graph *g, ts_error *err);
 
+/* The other direction where the pooling shrinks the image: a 1x1 stride-1
+ * Conv (constant weights, group 1, no padding) whose result feeds, alone
+ * and through Pads that change nothing, an AveragePool with k x k windows
+ * (k >= 2) at stride k tiling the image exactly (no padding):
+ * AvgPool(Conv(x)) -> Conv(AvgPool(x)), k^2 times fewer multiply-adds
+ * (DenseNet's transitions).  Exact in real arithmetic: both are linear,
+ * the conv mixes channels per pixel, the pool averages pixels per channel,
+ * and the average of the bias is the bias.  Returns the number of swaps,
+ * or -1 (err set). */
+int ts_pool_before_conv(ts_graph *g, ts_error *err);
+
 
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package (python/tsopt) over this build's libtsopt.so:
-# test_api.py (session, errors, optimize, version on small models) and
+# test_api.py (session, errors, optimize, version on small models),
+# test_session_options.py (SessionOptions: graph optimization levels) and
 # test_ort.py (a torchvision ResNet-18 with a dynamic batch, at batch 2,
 # against ONNX Runtime; tsopt.optimize on it).
 set -euo pipefail
@@ -13,4 +14,5 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export TSOPT_CACHE_DIR=$T/cache TMPDIR=$T # the tests' temporary models go there too
 "$PYTHON" "$TSOPT_SRC/tests/python/test_api.py" -v
+"$PYTHON" "$TSOPT_SRC/tests/python/test_session_options.py" -v
 "$PYTHON" "$TSOPT_SRC/tests/python/test_ort.py"

@@ -3,7 +3,7 @@
  * fold it (dnnl.conv_gated).  Against the reference interpreter on 1 and
  * 2 threads: channels-last and plain inputs, channel counts off the vector
  * width, a tensor large enough for the two-thread split, the gate as
- * either operand; the TSOPT_NO_SE_SCALE switch; hand-computed values. */
+ * either operand; the se_scale skip switch; hand-computed values. */
 #include <stdlib.h>
 #include "exec_check.h"
 #include "tsopt.h"
@@ -74,14 +74,14 @@ Test(se_scale, plain_batch2_gate_first)
 
 /* 64 x 48 x 48 = 147456 elements: pooled and scaled on two threads, each
  * its half of the pixels; the projection (64 -> 640) is over a quarter of
- * x, so vec.se keeps the Mul; with TSOPT_NO_SE_SCALE=1 it is a step. */
+ * x, so vec.se keeps the Mul; with TSOPT_SKIP=se_scale it is a step. */
 Test(se_scale, two_thread_split_and_switch)
 {
     ts_graph *g = se_block("1x16x48x48", 16, 64, 8, 640, true, false);
     cr_assert_eq(check(g), 0);
-    setenv("TSOPT_NO_SE_SCALE", "1", 1);
+    setenv("TSOPT_SKIP", "se_scale", 1);
     cr_assert_eq(check(g), 1);
-    unsetenv("TSOPT_NO_SE_SCALE");
+    unsetenv("TSOPT_SKIP");
     ts_graph_free(g);
 }
 

@@ -1,0 +1,40 @@
+/* Graph optimization levels (tsopt.h, ts_graph_opt), as ONNX Runtime's:
+ * the rewrites a session, `tsopt run` and `tsopt bench` apply to a graph
+ * before planning it.  Each is a checked pass of the optimize pipeline
+ * (passes.h; tests/unit/test_graph_opt.c refutes a planted wrong variant
+ * of each); the rewrites the plan still makes itself are left out below
+ * the level that makes them through ts_plan_opts.graph_opt (exec/skip.c).
+ * Size-independent only: what depends on sizes is chosen per bound shape
+ * at plan time. */
+#include <string.h>
+#include "opt/passes.h"
+
+static const char *const names[] = {"all", "none", "basic", "all"};
+
+bool ts_graph_opt_parse(const char *s, ts_graph_opt *out)
+{
+    for (int l = TS_GRAPH_OPT_NONE; s && l <= TS_GRAPH_OPT_ALL; l++)
+        if (!strcmp(s, names[l])) return *out = (ts_graph_opt)l, true;
+    return false;
+}
+
+const char *ts_graph_opt_name(ts_graph_opt level)
+{
+    return level >= TS_GRAPH_OPT_DEFAULT && level <= TS_GRAPH_OPT_ALL ? names[level] : "?";
+}
+
+int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
+{
+    if (level == TS_GRAPH_OPT_NONE) return 0;
+    if (level < TS_GRAPH_OPT_DEFAULT || level > TS_GRAPH_OPT_ALL)
+        return ts_error_set(err, TS_ERR_INVALID, "graph optimization level %d: expected none, basic or all", level), -1;
+    /* exact: a node computing what another already computed reads that
+     * result (NASNet-A applies a separate Relu to a cell input in every
+     * branch reading it: 60 duplicates of 192) */
+    int total = 0, r;
+    if ((r = ts_cse(g, err)) < 0) return -1;
+    total += r;
+    /* exact in real arithmetic: DenseNet's transitions pool first */
+    if ((r = ts_pool_before_conv(g, err)) < 0) return -1;
+    return total + r;
+}

@@ -1,0 +1,180 @@
+/* Graph optimization levels and the plan's skip list (tsopt.h ts_graph_opt,
+ * ts_plan_opts.skip; src/opt/levels.c, src/exec/skip.c): each level's
+ * rewrites are made or left out, a skipped kernel is not used, the level's
+ * passes keep the graph's function and a planted wrong variant of each is
+ * refuted by the optimizer's check (src/opt/check.c). */
+#include "exec_check.h"
+#include "ops/list.h"
+#include "opt/check.h"
+#include "pet/pet.h"
+
+/* DenseNet's transition: conv 1x1 -> AveragePool 2x2 stride 2. */
+static ts_graph *transition(void)
+{
+    uint64_t rng = 7;
+    ts_graph *g = ts_graph_new("t", 13);
+    int y = xt_conv1x1(g, xt_input(g, "x", "1x32x16x16"), 32, 16, &rng);
+    const int64_t k[] = {2, 2};
+    y = xt_node(g, "AveragePool", INS(y), ATTRS(ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("strides", k, 2)));
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+static int pool_conv_steps(const ts_graph *g, const ts_plan_opts *o)
+{
+    ts_plan *p = xt_plan_check(g, o, 3, -1, 1, 1e-4, XT_TOL_MAX);
+    int k = xt_steps_of(p, "dnnl.pool_conv");
+    ts_plan_free(p);
+    return k;
+}
+
+/* The pool-first rewrite is BASIC's: made at BASIC, ALL and the default,
+ * not at NONE, nor when its kernel is listed in skip or $TSOPT_SKIP. */
+Test(graph_opt, levels_and_skip)
+{
+    ts_graph *g = transition();
+    cr_assert_eq(pool_conv_steps(g, NULL), 1);
+    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_ALL}), 1);
+    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_BASIC}), 1);
+    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_NONE}), 0);
+    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.skip = "winograd,dnnl.pool_conv"}), 0);
+    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.skip = "dnnl.pool_conv_not"}), 1);
+    setenv("TSOPT_SKIP", " dnnl.pool_conv ", 1);
+    cr_assert_eq(pool_conv_steps(g, NULL), 0);
+    unsetenv("TSOPT_SKIP");
+    ts_graph_free(g);
+}
+
+Test(graph_opt, names)
+{
+    ts_graph_opt l = TS_GRAPH_OPT_DEFAULT;
+    cr_assert(ts_graph_opt_parse("none", &l) && l == TS_GRAPH_OPT_NONE);
+    cr_assert(ts_graph_opt_parse("basic", &l) && l == TS_GRAPH_OPT_BASIC);
+    cr_assert(ts_graph_opt_parse("all", &l) && l == TS_GRAPH_OPT_ALL);
+    cr_assert_not(ts_graph_opt_parse("extended", &l));
+    cr_assert_str_eq(ts_graph_opt_name(TS_GRAPH_OPT_DEFAULT), "all");
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("t", 13);
+    cr_assert_eq(ts_graph_opt_apply(g, (ts_graph_opt)7, &e), -1);
+    cr_assert(strstr(e.msg, "none, basic or all"), "%s", e.msg);
+    ts_graph_free(g);
+}
+
+/* x -> LeakyRelu(0.1), LeakyRelu(0.1), LeakyRelu(0.2) -> summed: one
+ * duplicate. */
+static ts_graph *duplicates(void)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", "4x64");
+    int a = xt_node(g, "LeakyRelu", INS(x), ATTRS(ts_attr_float("alpha", 0.1)));
+    int b = xt_node(g, "LeakyRelu", INS(x), ATTRS(ts_attr_float("alpha", 0.1)));
+    int c = xt_node(g, "LeakyRelu", INS(x), ATTRS(ts_attr_float("alpha", 0.2)));
+    int s = xt_node(g, "Add", INS(a, b), NOATTR);
+    xt_output(g, xt_node(g, "Add", INS(s, c), NOATTR));
+    return g;
+}
+
+static int live_nodes(const ts_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead;
+    return n;
+}
+
+/* The planted wrong CSE: merges nodes of one operator on the same inputs
+ * whatever their attributes. */
+static void cse_ignoring_attributes(ts_graph *g)
+{
+    for (int n = 0; n < g->nnodes; n++)
+        for (int m = 0; m < n; m++) {
+            ts_node *a = &g->nodes[m], *b = &g->nodes[n];
+            if (a->dead || b->dead || a->op != b->op || a->inputs[0] != b->inputs[0] || a->ninputs != 1) continue;
+            for (int k = 0; k < g->nnodes; k++)
+                for (int j = 0; j < g->nodes[k].ninputs; j++)
+                    if (g->nodes[k].inputs[j] == b->outputs[0]) g->nodes[k].inputs[j] = a->outputs[0];
+            b->dead = true;
+        }
+}
+
+static double check(const ts_graph *g0, const ts_graph *g1)
+{
+    double worst = 0;
+    ts_error e = {0};
+    cr_assert_eq(ts_opt_check(g0, g1, 11, &worst, &e), TS_OK, "%s", e.msg);
+    return worst;
+}
+
+Test(graph_opt, cse_checked_and_wrong_variant_refuted)
+{
+    ts_graph *g0 = duplicates(), *g1 = ts_graph_copy(g0), *bad = ts_graph_copy(g0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_NONE, &e), 0);
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 1, "%s", e.msg);
+    cr_assert_eq(live_nodes(g1), live_nodes(g0) - 1);
+    cr_assert_eq(check(g0, g1), 0, "CSE changed the outputs");
+    cse_ignoring_attributes(bad);
+    cr_assert_eq(live_nodes(bad), live_nodes(g0) - 2);
+    cr_assert_gt(check(g0, bad), 1, "the planted CSE merging alpha 0.1 and 0.2 was not refuted");
+    ts_graph_free(g0);
+    ts_graph_free(g1);
+    ts_graph_free(bad);
+}
+
+/* x -> Conv 1x1 (bias) -> AveragePool k x k stride k, pads p, counting
+ * them (count_include_pad=1) -> Neg. */
+static ts_graph *conv_pool(int pads, bool pool_first)
+{
+    uint64_t rng = 5;
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", "1x8x12x12");
+    int w = xt_const_random(g, "4x8x1x1", -0.5, 0.5, &rng), b = xt_const_random(g, "4", 0.5, 1, &rng);
+    const int64_t k[] = {2, 2}, pd[] = {pads, pads, pads, pads};
+    const ts_attr pa[] = {ts_attr_ints("kernel_shape", k, 2), ts_attr_ints("strides", k, 2), ts_attr_ints("pads", pd, 4),
+                          ts_attr_int("count_include_pad", 1)};
+    int y;
+    if (pool_first) {
+        y = xt_node(g, "AveragePool", INS(x), pa, 4);
+        y = xt_node(g, "Conv", INS(y, w, b), NOATTR);
+    } else {
+        y = xt_node(g, "Conv", INS(x, w, b), NOATTR);
+        y = xt_node(g, "AveragePool", INS(y), pa, 4);
+    }
+    xt_output(g, xt_node(g, "Neg", INS(y), NOATTR));
+    return g;
+}
+
+static bool equal_modp(const ts_graph *a, const ts_graph *b)
+{
+    bool eq = false;
+    ts_error e = {0};
+    cr_assert_eq(ts_pet_equal_modp(a, b, 3, 1, &eq, &e), TS_OK, "%s", e.msg);
+    return eq;
+}
+
+/* Pool before a 1x1 conv (BASIC): made where the windows tile the image,
+ * equal to the original in F_p (PET's check of its mutants: both are
+ * linear) and within float tolerance; the planted variant that also swaps
+ * a padded pool counting its padding (the bias would be averaged with the
+ * conv's zeros) is refuted by both checks, and the pass leaves that graph
+ * alone. */
+Test(graph_opt, pool_first_checked_and_wrong_variant_refuted)
+{
+    ts_graph *g0 = conv_pool(0, false), *g1 = ts_graph_copy(g0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_NONE, &e), 0);
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 1, "%s", e.msg);
+    for (int n = 0; n < g1->nnodes; n++)
+        if (g1->nodes[n].inputs[0] == g1->inputs[0])
+            cr_assert_eq(g1->nodes[n].op, &ts_op_avgpool, "x is read by a %s", g1->nodes[n].op->name);
+    cr_assert(equal_modp(g0, g1));
+    cr_assert_leq(check(g0, g1), 1);
+    ts_graph *p0 = conv_pool(1, false), *planted = conv_pool(1, true), *p1 = ts_graph_copy(p0);
+    cr_assert_eq(ts_graph_opt_apply(p1, TS_GRAPH_OPT_ALL, &e), 0, "the padded pool was swapped");
+    cr_assert_not(equal_modp(p0, planted), "the planted pool-first over padding was not refuted in F_p");
+    cr_assert_gt(check(p0, planted), 1, "the planted pool-first over padding was not refuted in float");
+    ts_graph_free(g0);
+    ts_graph_free(g1);
+    ts_graph_free(p0);
+    ts_graph_free(p1);
+    ts_graph_free(planted);
+}
