@@ -23,7 +23,7 @@ static ts_tensor *load_one(const char *dir, const char *name, ts_dtype dt, const
         cli_error(CLI_FAIL, "bench: --inputs: input '%s': %s", name, err.msg);
         return NULL;
     }
-    if (t->dtype != dt || (want && !ts_shape_eq(&t->shape, want))) {
+    if (!cli_npy_dtype_fits(t, dt) || (want && !ts_shape_eq(&t->shape, want))) {
         cli_error(CLI_FAIL, "bench: --inputs: input '%s': the model wants %s %s, '%s' holds %s %s", name,
                   ts_dtype_name(dt), want ? ts_shape_str(want, a, sizeof a) : "", path, ts_dtype_name(t->dtype),
                   ts_shape_str(&t->shape, b, sizeof b));

@@ -63,6 +63,10 @@ bool cli_dir_check(const char *opt, const char *dir);
 bool cli_dir_make(const char *dir);
 /* DIR/<sanitized name>.npy into buf. */
 void cli_npy_path(const char *dir, const char *name, char *buf, size_t n);
+/* true when t, read from a .npy file, holds an input of dtype want: the
+ * same dtype, or '<u2' bits for bfloat16 (t's dtype then set to bfloat16;
+ * src/cli/npy_dtype.c). */
+bool cli_npy_dtype_fits(ts_tensor *t, ts_dtype want);
 
 /* Loads MODEL with bindings; reports errors itself (returns NULL). */
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);

@@ -87,7 +87,7 @@ static ts_tensor *load_input(const ts_value *v, const char *dir)
         cli_error(CLI_USAGE, "input '%s': %s", v->name, err.msg);
         return NULL;
     }
-    if (t->dtype != v->dtype || !ts_shape_eq(&t->shape, &v->shape)) {
+    if (!cli_npy_dtype_fits(t, v->dtype) || !ts_shape_eq(&t->shape, &v->shape)) {
         cli_error(CLI_FAIL, "input '%s': the model wants %s %s, the file holds %s %s (%s)", v->name,
                   ts_dtype_name(v->dtype), ts_shape_str(&v->shape, a, sizeof a), ts_dtype_name(t->dtype),
                   ts_shape_str(&t->shape, b, sizeof b), path);
@@ -242,6 +242,7 @@ static int run_by_value(const run_args *a)
                 cli_error(CLI_USAGE, "input '%s': %s", info.name, err.msg);
                 goto done;
             }
+            cli_npy_dtype_fits(in[i], info.dtype); /* the session checks the rest */
         } else {
             ts_shape sh = by_value_shape(a, &info);
             if (!(in[i] = ts_tensor_new(info.dtype, &sh, &err))) {

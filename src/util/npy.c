@@ -15,12 +15,18 @@ static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 /* numpy keeps headers small; anything larger than this is not numpy's. */
 #define MAX_HEADER (1u << 20)
 
+/* numpy's own descr for every dtype the runtime computes, except bfloat16,
+ * which numpy lacks: it is written as '<V2', the descr np.save gives an
+ * ml_dtypes.bfloat16 array (numpy reads it back as 2-byte void;
+ * `.view(ml_dtypes.bfloat16)` or `.view(np.uint16)` recovers it), and read
+ * from any 2-byte void.  docs/conformance.md, ".npy files". */
 static const struct {
     const char *descr;
     ts_dtype dtype;
 } DESCRS[] = {
-    {"<f4", TS_F32}, {"<f8", TS_F64}, {"<i8", TS_I64}, {"<i4", TS_I32},
-    {"|i1", TS_I8},  {"|u1", TS_U8},  {"|b1", TS_BOOL},
+    {"<f4", TS_F32}, {"<f8", TS_F64}, {"<f2", TS_F16}, {"<V2", TS_BF16}, {"<i8", TS_I64},
+    {"<i4", TS_I32}, {"<i2", TS_I16}, {"|i1", TS_I8},  {"<u8", TS_U64},  {"<u4", TS_U32},
+    {"<u2", TS_U16}, {"|u1", TS_U8},  {"|b1", TS_BOOL},
 };
 
 static const char *descr_of(ts_dtype t)
@@ -38,17 +44,20 @@ static ts_status dtype_of(const char *descr, const char *path, ts_dtype *out, ts
     if (n == 3 && strchr("<>|=", descr[0])) {
         for (size_t i = 0; i < sizeof DESCRS / sizeof DESCRS[0]; i++) {
             if (strcmp(descr + 1, DESCRS[i].descr + 1)) continue;
-            bool one_byte = descr[2] == '1';
+            bool one_byte = descr[2] == '1', is_void = descr[1] == 'V';
             if (!one_byte && descr[0] == '>')
                 return ts_error_set(err, TS_ERR_UNSUPPORTED, "big-endian .npy dtype '%s' is not supported (%s)",
                                     descr, path);
-            if (!one_byte && descr[0] == '|') break;
+            /* void has no byte order: numpy writes '|V2', ml_dtypes '<V2' */
+            if (!one_byte && !is_void && descr[0] == '|') break;
             *out = DESCRS[i].dtype;
             return TS_OK;
         }
     }
     return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                        "unsupported .npy dtype '%.40s' (want <f4 <f8 <i8 <i4 |i1 |u1 |b1) (%s)", descr, path);
+                        "unsupported .npy dtype '%.40s' (want <f4 <f8 <f2 <i8 <i4 <i2 |i1 <u8 <u4 <u2 |u1 |b1, "
+                        "or <V2 for bfloat16) (%s)",
+                        descr, path);
 }
 
 /* ------------------------------------------------------ header parsing */

@@ -28,6 +28,15 @@ static const char NUMPY_I64_V2[] =
     "\x20\x20\x20\x20\x20\x20\x20\x0a\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00"
     "\x02\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00";
 
+/* np.save(f, np.array([[1.5, -2, 65504], [2**-14, -0.0, 6.25]], dtype=np.float16)) */
+static const char NUMPY_F16[] =
+    "\x93\x4e\x55\x4d\x50\x59\x01\x00\x76\x00\x7b\x27\x64\x65\x73\x63\x72\x27\x3a\x20\x27\x3c\x66\x32"
+    "\x27\x2c\x20\x27\x66\x6f\x72\x74\x72\x61\x6e\x5f\x6f\x72\x64\x65\x72\x27\x3a\x20\x46\x61\x6c\x73"
+    "\x65\x2c\x20\x27\x73\x68\x61\x70\x65\x27\x3a\x20\x28\x32\x2c\x20\x33\x29\x2c\x20\x7d\x20\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x0a\x00\x3e\x00\xc0\xff\x7b\x00\x04\x00\x80\x40\x46";
+
 static char dir[64];
 
 static void setup(void)
@@ -88,7 +97,8 @@ static void expect_error(const char *path, ts_status code, const char *phrase)
 
 Test(npy, round_trip_every_dtype)
 {
-    const ts_dtype types[] = {TS_F32, TS_F64, TS_I64, TS_I32, TS_I8, TS_U8, TS_BOOL};
+    const ts_dtype types[] = {TS_F32, TS_F64, TS_F16, TS_BF16, TS_I64, TS_I32, TS_I16,
+                              TS_I8,  TS_U64, TS_U32, TS_U16,  TS_U8,  TS_BOOL};
     const char *shapes[] = {"2x3x4", "7", "1x0x3"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         for (size_t k = 0; k < 4; k++) {
@@ -139,6 +149,69 @@ Test(npy, reads_numpy_file_and_writes_identical_bytes)
     cr_assert_eq(n, sizeof NUMPY_F32 - 1);
     cr_assert(!memcmp(buf, NUMPY_F32, n));
     ts_tensor_unref(t);
+}
+
+Test(npy, float16_as_numpy_writes_it)
+{
+    const char *p = file("f16.npy");
+    write_bytes(p, NUMPY_F16, sizeof NUMPY_F16 - 1);
+    ts_tensor *t = NULL;
+    ts_error e = {0};
+    cr_assert_eq(ts_npy_load(p, &t, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(t->dtype, TS_F16);
+    const double want[] = {1.5, -2, 65504, 0x1p-14, -0.0, 6.25};
+    for (int i = 0; i < 6; i++) cr_assert_eq(ts_tensor_get_f64(t, i), want[i], "element %d", i);
+    cr_assert(signbit(ts_tensor_get_f64(t, 4)));
+    const char *q = file("ours.npy");
+    cr_assert_eq(ts_npy_save(q, t, &e), TS_OK, "%s", e.msg);
+    FILE *f = fopen(q, "rb");
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert_eq(n, sizeof NUMPY_F16 - 1);
+    cr_assert(!memcmp(buf, NUMPY_F16, n), "not numpy's bytes");
+    ts_tensor_unref(t);
+}
+
+/* bfloat16: any 2-byte void ('|V2' from numpy, '<V2' from ml_dtypes'
+ * np.save) reads as bfloat16; tsopt writes '<V2'. */
+static void write_with_data(const char *path, const char *dict, const void *data, size_t nbytes)
+{
+    write_npy(path, dict, nbytes);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseek(f, -(long)nbytes, SEEK_END), 0);
+    cr_assert_eq(fwrite(data, 1, nbytes, f), nbytes);
+    fclose(f);
+}
+
+Test(npy, bfloat16_as_two_byte_void)
+{
+    const uint16_t bits[] = {0x3f80, 0xc040, 0x7f80}; /* 1, -3, inf */
+    const char *dicts[] = {"{'descr': '|V2', 'fortran_order': False, 'shape': (3,), }",
+                           "{'descr': '<V2', 'fortran_order': False, 'shape': (3,), }"};
+    for (int d = 0; d < 2; d++) {
+        write_with_data(file("bf.npy"), dicts[d], bits, sizeof bits);
+        ts_tensor *t = NULL;
+        ts_error e = {0};
+        cr_assert_eq(ts_npy_load(file("bf.npy"), &t, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(t->dtype, TS_BF16);
+        cr_assert_eq(ts_tensor_get_f64(t, 0), 1.0);
+        cr_assert_eq(ts_tensor_get_f64(t, 1), -3.0);
+        cr_assert(isinf(ts_tensor_get_f64(t, 2)));
+        cr_assert_eq(ts_npy_save(file("out.npy"), t, &e), TS_OK, "%s", e.msg);
+        FILE *f = fopen(file("out.npy"), "rb");
+        char buf[256];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        cr_assert_gt(n, sizeof bits);
+        cr_assert(!memcmp(buf + n - sizeof bits, bits, sizeof bits), "the bits changed");
+        buf[n - sizeof bits] = 0;
+        cr_assert(strstr(buf + 10, "'descr': '<V2'"), "%.50s", buf + 10);
+        ts_tensor_unref(t);
+    }
+    write_npy(file("v4.npy"), "{'descr': '|V4', 'fortran_order': False, 'shape': (3,), }", 12);
+    expect_error(file("v4.npy"), TS_ERR_UNSUPPORTED, "unsupported .npy dtype '|V4'");
 }
 
 Test(npy, reads_version_2)
