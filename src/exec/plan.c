@@ -373,54 +373,6 @@ static int try_split_view(xplan *p, int n, ts_error *err)
     return 1;
 }
 
-/* True when a step wrote another value into the storage of buffer b (an
- * in-place kernel reusing it after v's last reader): v is gone from it. */
-static bool overwritten(const xplan *p, int b, int v)
-{
-    int r = xbuf_root(p, b);
-    for (int i = 0; i < p->nsteps; i++)
-        for (int j = 0; j < p->steps[i].nout; j++) {
-            int c = p->steps[i].out[j];
-            if (c >= 0 && xbuf_root(p, c) == r && p->bufs[c].value != v) return true;
-        }
-    return false;
-}
-
-/* An element-wise node computing what an already lowered node computed
- * (same operator, inputs and attributes) reuses that result: NASNet-A
- * applies a separate Relu to a cell input in every branch reading it, 60
- * duplicates of 192.  The output becomes an alias of the earlier result's
- * buffer (any layout), so no step runs.  Only results that exist in a
- * buffer qualify (not a value fused away inside another step), and not
- * graph outputs (the caller's tensor must be written).  1: done; 0: none. */
-static int try_cse(xplan *p, int n, ts_error *err)
-{
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
-    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || xplan_skips(p, "cse") || xgraph_is_output(p->g, nd->outputs[0])) return 0;
-    for (int m = 0; m < g->nnodes; m++) {
-        const ts_node *o = &g->nodes[m];
-        if (m == n || o->dead || !p->claimed[m] || o->op != nd->op || o->noutputs != 1 || o->ninputs != nd->ninputs ||
-            memcmp(o->inputs, nd->inputs, sizeof(int) * (size_t)nd->ninputs) ||
-            (nd->op->attr_size && memcmp(o->attrs, nd->attrs, nd->op->attr_size)))
-            continue;
-        int b = p->value_buf[o->outputs[0]];
-        if (b < 0 || overwritten(p, b, o->outputs[0])) continue;
-        xbuf a = p->bufs[b];
-        a.kind = XB_ALIAS;
-        a.value = nd->outputs[0];
-        a.alias_of = xbuf_root(p, b);
-        a.offset = p->bufs[b].kind == XB_ALIAS ? p->bufs[b].offset : 0; /* b may be a view at an offset */
-        a.data = NULL;
-        a.owns_data = false;
-        int id = add_buf(p, &a);
-        if (id < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
-        xplan_bind_value(p, nd->outputs[0], id);
-        return 1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------- lowering */
 
 /* State to undo a kernel that declines after touching the plan. */
@@ -457,7 +409,6 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     const ts_node *nd = &p->g->nodes[n];
     int r = try_view(p, n, err);
     if (!r) r = try_split_view(p, n, err);
-    if (!r) r = try_cse(p, n, err);
     if (r < 0) return err->code;
     if (r > 0) {
         p->claimed[n] = true;
