@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "fuzz/fuzz.h"
 
 static const char USAGE[] =
@@ -195,8 +196,12 @@ int cli_fuzz(int argc, char **argv)
     sigaction(SIGINT, &sa, &old);
     ts_fuzz_stats st;
     ts_error err = {0};
-    ts_status rc = ts_fuzz_run(&o, &st, &err);
+    /* under mpirun: process r tests pairs r, r+N, ..., the first merges
+     * the findings and the counts (src/dist/dist_fuzz.c) */
+    bool dist = ts_dist_start() > 1, root = ts_dist_rank() == 0;
+    ts_status rc = dist ? ts_dist_fuzz(&o, &st, &err) : ts_fuzz_run(&o, &st, &err);
     sigaction(SIGINT, &old, NULL);
+    if (!root) return rc ? cli_error_from(rc == TS_ERR_INVALID ? CLI_USAGE : CLI_FAIL, &err) : CLI_OK;
     if (pr.tty && st.generated) fputc('\n', stderr);
     if (rc) return cli_error_from(rc == TS_ERR_INVALID ? CLI_USAGE : CLI_FAIL, &err);
     fprintf(stderr, "fuzz: %ld pairs in %.1f s (%.1f/s, stop: %s): %ld tested, %ld filtered, %ld skipped, %ld findings\n",

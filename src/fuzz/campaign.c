@@ -156,7 +156,8 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     seen_set seen = {0};
     ts_status rc = ts_fuzz_target_open(&o->target, &t, err);
     double t0 = now_s();
-    for (long i = 0; !rc; i++) {
+    long stride = o->pair_stride > 0 ? o->pair_stride : 1;
+    for (long i = o->pair_offset; !rc; i += stride) {
         double el = now_s() - t0;
         const char *stop = o->stop && *o->stop                              ? "interrupted"
                            : o->max_pairs > 0 && i >= o->max_pairs          ? "pairs"

@@ -213,6 +213,9 @@ typedef struct ts_fuzz_opts {
     void *progress_ctx;
     volatile int *stop; /* set non-zero (a signal handler) to end the campaign */
     const char *command; /* how the campaign was started, for the READMEs */
+    /* Several processes (src/dist/dist_fuzz.c): this one tests pairs
+     * pair_offset, pair_offset + pair_stride, ... (0: every pair) */
+    long pair_stride, pair_offset;
 } ts_fuzz_opts;
 
 void ts_fuzz_opts_default(ts_fuzz_opts *o);
