@@ -594,6 +594,24 @@ bool ts_session_output_info(const ts_session *s, int i, ts_io_info *info);
  * graph output i. */
 ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err);
 
+/* The inputs (weights left out) and outputs of the ONNX model at path as
+ * its file declares them, read without building the graph, so without the
+ * shape checks that need symbolic dimensions bound (what binds them from
+ * the user's inputs reads this first).  shape: the declared one with
+ * symbolic dimensions 1, rank -1 where the file declares no shape;
+ * dim_params as ts_io_info's.  One block: free it with ts_model_io_free. */
+typedef struct ts_model_io {
+    int ninputs, noutputs;
+    ts_io_info *inputs, *outputs;
+} ts_model_io;
+ts_status ts_onnx_read_io(const char *path, ts_model_io **out, ts_error *err);
+void ts_model_io_free(ts_model_io *io);
+/* Whether an input has a symbolic dimension. */
+bool ts_model_io_symbolic(const ts_model_io *io);
+/* The declared shape for messages: "[batch, 3, 224, 224]" ('?' for an
+ * unnamed symbolic dimension), "any shape" for rank -1. */
+const char *ts_io_declared_str(const ts_io_info *in, char *buf, size_t n);
+
 /* ------------------------------------------------------------- pictures */
 
 /* Writes a picture of g: Graphviz DOT for a path ending in .dot, or SVG /

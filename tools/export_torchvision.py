@@ -179,6 +179,9 @@ def main():
     ap.add_argument('out', nargs='?')
     ap.add_argument('--opset', type=int, default=None, help="default: this PyTorch's default export opset")
     ap.add_argument('--batch', type=int, default=1)
+    ap.add_argument('--dynamic', choices=('batch', 'all'), default='batch',
+                    help="symbolic input axes: the batch (default), or every size axis: images' "
+                         "h and w, video's frames too, the encoder's sequence (bench/dynamic_axes.sh)")
     ap.add_argument('--list', action='store_true', help='print NAME SHAPE WHAT per model (shape without batch)')
     ap.add_argument('--set', choices=('all', 'bench'), default='all', help='--list: every model or the bench set')
     a = ap.parse_args()
@@ -206,10 +209,14 @@ def main():
     out_dir = os.path.dirname(os.path.abspath(a.out))
     os.makedirs(out_dir, exist_ok=True)
     tmp = f'{a.out}.tmp-{os.getpid()}'
+    axes = {0: 'batch'}
+    if a.dynamic == 'all':
+        first, names = {2: (1, ['sequence']), 3: (2, ['h', 'w']), 4: (2, ['frames', 'h', 'w'])}[len(shape)]
+        axes.update({first + i: n for i, n in enumerate(names)})
     kwargs = dict(
         input_names=['input'],
         output_names=['output'],
-        dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}},
+        dynamic_axes={'input': axes, 'output': {0: 'batch'}},
         do_constant_folding=True,
     )
     if a.opset is not None:
@@ -234,7 +241,7 @@ def main():
                         if o.domain in ('', 'ai.onnx'))
         except Exception:  # the file is written; only the message lacks the number
             opset = 'default'
-    print(f'export: {a.model} -> {a.out} (opset {opset}, input {list(x.shape)} batch dynamic, '
+    print(f'export: {a.model} -> {a.out} (opset {opset}, input {list(x.shape)} {a.dynamic} dynamic, '
           f'{time.time() - t0:.1f}s)')
 
 

@@ -4,7 +4,11 @@
  * the model again with those sizes bound and building a plan for it; the
  * last SESSION_PLANS shape signatures keep theirs.  A model whose shapes
  * depend on input values (value_inputs.h) is loaded at each run's shapes
- * and values of those inputs, and cached by both. */
+ * and values of those inputs, and cached by both.  A model that does not
+ * load at its default sizes (symbolic dimensions 1: a reflect Pad wider
+ * than 1...) opens from its declared inputs and outputs (ts_onnx_read_io)
+ * and is loaded at the first run's sizes: its shape checks run on the
+ * sizes the inputs bring, never on the placeholder 1s. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -40,7 +44,8 @@ struct ts_session {
     int fd;
     uint64_t size;
     char *base_dir;
-    ts_graph *graph; /* at the default sizes; NULL by value */
+    ts_graph *graph; /* at the default sizes; NULL by value, or when it does not load at them */
+    ts_model_io *decl; /* the declared inputs and outputs, when graph is NULL for not loading at the defaults */
     ts_plan_opts popts; /* popts.skip: owned copy of the options' */
     ts_io_info *ins, *outs;
     int nin, nout;
@@ -128,6 +133,28 @@ static ts_status rewrite(const ts_session *s, ts_graph *g, ts_error *err)
     return TS_OK;
 }
 
+/* A model with symbolic dimensions that does not load at the default sizes:
+ * its inputs and outputs as declared; every run loads it at its sizes.
+ * Any other failure (a missing operator, a bad file) is the open's error;
+ * err holds the load's message, and stays when this does not apply. */
+static ts_status open_deferred(ts_session *s, ts_error *err)
+{
+    ts_error e = {0};
+    if (err->code == TS_ERR_IO || err->code == TS_ERR_PARSE || err->code == TS_ERR_NOMEM ||
+        !strstr(err->msg, "unbound symbolic dimension") || ts_onnx_read_io(s->path, &s->decl, &e))
+        return err->code;
+    if (!ts_model_io_symbolic(s->decl)) return err->code;
+    s->nin = s->decl->ninputs;
+    s->nout = s->decl->noutputs;
+    if (!(s->ins = calloc((size_t)s->nin + 1, sizeof *s->ins)) || !(s->outs = calloc((size_t)s->nout + 1, sizeof *s->outs)))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", s->path);
+    memcpy(s->ins, s->decl->inputs, sizeof *s->ins * (size_t)s->nin);
+    memcpy(s->outs, s->decl->outputs, sizeof *s->outs * (size_t)s->nout);
+    ts_status st = open_file(s, &e);
+    *err = e; /* the load's complaint waits for the run's sizes */
+    return st;
+}
+
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err)
 {
     return ts_session_open_with(path, &(ts_session_options){.threads = threads}, out, err);
@@ -161,8 +188,10 @@ ts_status ts_session_open_with(const char *path, const ts_session_options *o, ts
         ts_error e = {0};
         st = open_by_value(s, &e);
         *err = e; /* the load's complaint is answered: no error left on success */
+    } else if (st) {
+        st = open_deferred(s, err);
     } else {
-        if (!st && has_symbolic(s->graph)) st = open_file(s, err);
+        if (has_symbolic(s->graph)) st = open_file(s, err);
         if (!st && (!(s->ins = io_infos(s->graph, false)) || !(s->outs = io_infos(s->graph, true))))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
         if (!st) {
@@ -194,6 +223,7 @@ void ts_session_free(ts_session *s)
     if (!s) return;
     for (int k = 0; k < SESSION_PLANS; k++) entry_clear(s, &s->cache[k]);
     ts_graph_free(s->graph);
+    ts_model_io_free(s->decl);
     if (s->mp) onnx__model_proto__free_unpacked(s->mp, NULL);
     free(s->value_in);
     free(s->any_shape);
@@ -253,7 +283,7 @@ static ts_status check_inputs(const ts_session *s, ts_tensor *const *inputs, ts_
         if (t->dtype != in->dtype)
             return ts_error_set(err, TS_ERR_INVALID, "run: input '%s' is %s, the model expects %s", in->name,
                                 ts_dtype_name(t->dtype), ts_dtype_name(in->dtype));
-        if (s->any_shape && s->any_shape[i]) continue; /* no declared shape */
+        if ((s->any_shape && s->any_shape[i]) || in->shape.rank < 0) continue; /* no declared shape */
         bool ok = t->shape.rank == in->shape.rank;
         for (int d = 0; ok && d < t->shape.rank; d++)
             ok = in->dim_params[d] ? t->shape.dims[d] >= 1 : t->shape.dims[d] == in->shape.dims[d];
@@ -325,7 +355,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     }
     ts_status st = TS_OK;
     if (s->mp) st = load_by_value(s, e, inputs, err);
-    else if (defaults) e->g = s->graph;
+    else if (defaults && s->graph) e->g = s->graph;
     else if (s->fd < 0) /* no symbolic dimension: check_inputs let only the declared shapes through */
         st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
     else if ((st = ts_onnx_load_src(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model", binds, n,

@@ -102,6 +102,8 @@ static int parse(int argc, char **argv, bench_args *a)
         return CLI_USAGE;
     }
     if (a->rounds && !a->against) return cli_error(CLI_USAGE, "bench: --rounds needs --against");
+    /* the files' sizes bind the symbolic dimensions (A's declaration; B is loaded at the same) */
+    if (a->inputs && !cli_binds_from_dir(&a->binds, a->model, a->inputs, "bench")) return CLI_FAIL;
     return CLI_OK;
 }
 

@@ -54,6 +54,7 @@ typedef struct cli_binds {
     int n;
 } cli_binds;
 bool cli_binds_add(cli_binds *bs, const char *text);
+bool cli_binds_has(const cli_binds *bs, const char *name);
 void cli_binds_free(cli_binds *bs);
 
 /* Output folder checks: the folder may be missing (it is created later by
@@ -70,6 +71,11 @@ bool cli_npy_dtype_fits(ts_tensor *t, ts_dtype want);
 
 /* Loads MODEL with bindings; reports errors itself (returns NULL). */
 ts_graph *cli_load_model(const char *path, const cli_binds *bs);
+/* --inputs DIR binds the symbolic dimensions (bind.c): adds to bs, for each
+ * input the model declares with one and bs does not bind, the shape of
+ * DIR/<name>.npy.  A file whose rank or fixed dimensions disagree with the
+ * declaration is one error line (cmd: the subcommand) and false. */
+bool cli_binds_from_dir(cli_binds *bs, const char *model, const char *dir, const char *cmd);
 /* False (error printed) when running g cannot fit in memory (mem.c). */
 bool cli_mem_ok(const ts_graph *g);
 /* False (error printed) when the model file is larger than the memory left. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "ir/meta.h"
 #include "ops/op.h"
 #include "ops/opaque.h"
 #include "ops/control_flow.h"
@@ -21,14 +22,65 @@ static int by_count(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static void print_values(const ts_graph *g, const char *title, const int *ids, int n)
+/* Whether --input bound every input that has a symbolic dimension. */
+static bool all_bound(const ts_graph *g, const cli_binds *bs)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        for (int d = 0; d < g->values[g->inputs[i]].shape.rank; d++)
+            if (ts_graph_input_dim_param(g, i, d) && !cli_binds_has(bs, g->values[g->inputs[i]].name)) return false;
+    return true;
+}
+
+/* Inputs or outputs with their symbolic dimensions by name, as the file
+ * declares them ("[batch, 3, 224, 224]"), after the sizes the graph has
+ * where --input bound them ("2x3x224x224 [batch, 3, 224, 224]"); fixed
+ * shapes as "1x1000". */
+static void print_values(const ts_graph *g, const char *title, const int *ids, int n, bool output,
+                         const cli_binds *bs)
 {
     printf("%s (%d):\n", title, n);
     for (int i = 0; i < n; i++) {
         const ts_value *v = &g->values[ids[i]];
-        char buf[160];
-        printf("  %-24s %-8s %s\n", v->name, ts_dtype_name(v->dtype), ts_shape_str(&v->shape, buf, sizeof buf));
+        ts_io_info io = {.name = v->name, .dtype = v->dtype, .shape = v->shape};
+        bool symbolic = false;
+        for (int d = 0; d < v->shape.rank; d++) {
+            io.dim_params[d] = output ? ts_graph_output_dim_param(g, i, d) : ts_graph_input_dim_param(g, i, d);
+            symbolic |= io.dim_params[d] != NULL;
+        }
+        char buf[200], b[160];
+        bool bound = output ? all_bound(g, bs) : cli_binds_has(bs, v->name);
+        if (!symbolic)
+            printf("  %-24s %-8s %s\n", v->name, ts_dtype_name(v->dtype), ts_shape_str(&v->shape, b, sizeof b));
+        else
+            printf("  %-24s %-8s %s%s%s\n", v->name, ts_dtype_name(v->dtype), bound ? ts_shape_str(&v->shape, b, sizeof b) : "",
+                   bound ? " " : "", ts_io_declared_str(&io, buf, sizeof buf));
     }
+}
+
+/* Declared inputs or outputs of a model that was not built. */
+static void print_declared(const char *title, const ts_io_info *v, int n)
+{
+    printf("%s (%d):\n", title, n);
+    for (int i = 0; i < n; i++) {
+        char buf[200];
+        printf("  %-24s %-8s %s\n", v[i].name, ts_dtype_name(v[i].dtype), ts_io_declared_str(&v[i], buf, sizeof buf));
+    }
+}
+
+/* The model does not build with its symbolic dimensions at the placeholder
+ * 1 (a size check refuses 1): what the file declares, and why sizes are
+ * needed.  false when that is not the case (err is the error to print). */
+static bool print_unbound(const char *model, const ts_error *err)
+{
+    ts_model_io *io = NULL;
+    ts_error e = {0};
+    if (!strstr(err->msg, "unbound symbolic dimension") || ts_onnx_read_io(model, &io, &e)) return false;
+    printf("model: %s\n", model);
+    print_declared("inputs", io->inputs, io->ninputs);
+    print_declared("outputs", io->outputs, io->noutputs);
+    printf("graph: checked once its sizes are bound (--input NAME:DIMS); with them unbound: %s\n", err->msg);
+    ts_model_io_free(io);
+    return true;
 }
 
 /* Opaque nodes in g and, at any depth, in its control-flow bodies. */
@@ -129,15 +181,22 @@ int cli_info(int argc, char **argv)
         fputs(USAGE, stderr);
         goto done;
     }
-    ts_graph *g = cli_load_model(model, &bs);
-    if (!g) {
+    ts_graph *g = NULL;
+    ts_error err = {0};
+    if (!cli_mem_file_ok(model)) {
         rc = CLI_FAIL;
+        goto done;
+    }
+    if (ts_onnx_load(model, bs.b, bs.n, &g, &err)) {
+        rc = print_unbound(model, &err) ? CLI_OK
+             : strstr(err.msg, model)   ? cli_error_from(CLI_FAIL, &err)
+                                        : cli_error(CLI_FAIL, "%s (%s)", err.msg, model);
         goto done;
     }
     printf("model: %s\n", model);
     printf("opset: %d\n", g->opset);
-    print_values(g, "inputs", g->inputs, g->ninputs);
-    print_values(g, "outputs", g->outputs, g->noutputs);
+    print_values(g, "inputs", g->inputs, g->ninputs, false, &bs);
+    print_values(g, "outputs", g->outputs, g->noutputs, true, &bs);
 
     op_count *counts = calloc((size_t)g->nnodes + 1, sizeof *counts);
     int nkinds = 0;
@@ -162,7 +221,21 @@ int cli_info(int argc, char **argv)
     ts_graph_stats_get(g, &st);
     printf("nodes: %d\n", st.nodes);
     printf("parameters: %lld (%.2f MB)\n", (long long)st.params, (double)st.param_bytes / 1e6);
-    printf("GFLOPs: %.3f\n", st.flops / 1e9);
+    char syms[256] = "";
+    if (g->meta && g->meta->nsyms) {
+        /* statistics at the sizes the graph has: the placeholder 1s of what
+         * --input did not bind */
+        size_t k = 0;
+        for (int i = 0; i < g->meta->nsyms && k < sizeof syms; i++) {
+            const ts_meta_sym *s = &g->meta->syms[i];
+            char unnamed[300];
+            snprintf(unnamed, sizeof unnamed, "%s axis %d", g->meta->inputs[s->input].name, s->axis);
+            k += (size_t)snprintf(syms + k, sizeof syms - k, "%s%s=%lld", i ? ", " : " (at ", s->name ? s->name : unnamed,
+                                  (long long)s->bound);
+        }
+        if (k < sizeof syms) snprintf(syms + k, sizeof syms - k, ")");
+    }
+    printf("GFLOPs: %.3f%s\n", st.flops / 1e9, syms);
     ts_graph_free(g);
     rc = CLI_OK;
 done:

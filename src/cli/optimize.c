@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "ir/meta.h"
 #include "opt/report.h"
 #include "util/path.h"
 
@@ -182,8 +183,10 @@ int cli_optimize(int argc, char **argv)
     }
 
     ts_optimize_result res = {0};
-    ts_graph *g = cli_load_model(model, &binds);
     rc = CLI_FAIL;
+    /* the search runs at the sizes of --inputs' files when it is given */
+    if (o.inputs_dir && !cli_binds_from_dir(&binds, model, o.inputs_dir, "optimize")) goto fail;
+    ts_graph *g = cli_load_model(model, &binds);
     if (!g) goto fail;
     o.progress = true; /* stderr: a line in place on a terminal, plain lines in a log */
     o.stop = &stop_flag;
@@ -202,6 +205,13 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;
     }
+    /* one written model should serve every size the original did: when it
+     * cannot, the user is told why (docs/decisions.md, "Symbolic dimensions
+     * on export") */
+    char why[1024];
+    if (g->meta && g->meta->nsyms && !ts_onnx_keeps_symbolic(res.graph, why, sizeof why))
+        fprintf(stderr, "optimize: note: '%s' is written at the sizes bound at load, not with the model's symbolic "
+                        "dimensions: %s\n", out, why);
     char *js = json ? ts_optimize_result_json(&res, model, out) : NULL;
     if (js) puts(js);
     else print_text(model, out, &res);

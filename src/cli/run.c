@@ -73,6 +73,8 @@ static int parse(int argc, char **argv, run_args *a)
         fputs(USAGE, stderr);
         return CLI_USAGE;
     }
+    /* the files' sizes bind the symbolic dimensions before the load checks any */
+    if (a->inputs && !cli_binds_from_dir(&a->binds, a->model, a->inputs, "run")) return CLI_FAIL;
     return CLI_OK;
 }
 

@@ -1337,6 +1337,43 @@ static ts_status decode_cut(const Onnx__GraphProto *gp, const ts_onnx_src *src, 
     return TS_OK;
 }
 
+/* When the load failed with symbolic input dimensions left unbound (taken
+ * as 1, input_shape), says so after the error: a size check that refuses 1
+ * (a reflect Pad, a kernel larger than the input) is the model's sizes not
+ * yet given, not a bad model.  Leaves the value-input complaint as it is
+ * (value_inputs.h parses it). */
+static void note_unbound(const Onnx__GraphProto *gp, const ts_input_bind *binds, int nbinds, ts_error *err)
+{
+    char names[256] = "";
+    size_t k = 0;
+    int n = 0;
+    if (strstr(err->msg, "') must be a constant")) return;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const Onnx__TypeProto *tp = vi->type;
+        const Onnx__TensorShapeProto *sp =
+            tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->shape : NULL;
+        if (!sp || !vi->name || find_bind(binds, nbinds, vi->name)) continue;
+        for (size_t d = 0; d < sp->n_dim; d++) {
+            const Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
+            if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
+            char one[128];
+            if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param && *dm->dim_param)
+                snprintf(one, sizeof one, "'%.60s'", dm->dim_param);
+            else
+                snprintf(one, sizeof one, "'%.60s' axis %zu", vi->name, d);
+            if (strstr(names, one)) continue;
+            if (k < sizeof names) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", n ? ", " : "", one);
+            n++;
+        }
+    }
+    if (!n) return;
+    size_t m = strlen(err->msg);
+    snprintf(err->msg + m, sizeof err->msg - m,
+             " (at the placeholder size 1 of the unbound symbolic dimension%s %s: give the sizes with inputs, "
+             "or --input NAME:DIMS)", n > 1 ? "s" : "", names);
+}
+
 static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
                               const ts_input_bind *binds, int nbinds, const ts_onnx_src *src,
                               const ts_onnx_span *spans, ts_graph **out, ts_error *err)
@@ -1356,7 +1393,8 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     ts_graph *g = NULL;
     struct ts_opaque_table *opaque = NULL;
     ts_status st = decode_cut(gp, src, spans, base_dir, inits, err);
-    if (!st) st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err);
+    if (!st && (st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err)))
+        note_unbound(gp, binds, nbinds, err);
     bool small_folds = false;
     if (!st && ts_graph_weight_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
         /* folding made the weights more than 10% larger (Expand, Tile of

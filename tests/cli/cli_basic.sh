@@ -48,7 +48,7 @@ step "info"
 "$TSOPT" info "$M" --input x:0:2x3 >"$T/info"
 cat "$T/info" | sed 's/^/   /'
 grep -q '^opset: 13$' "$T/info" || fail "opset"
-grep -Eq '^  x:0 +float32 +2x3$' "$T/info" || fail "input x:0"
+grep -Eq '^  x:0 +float32 +2x3 \[n, 3\]$' "$T/info" || fail "input x:0 (symbolic dimension by name, bound size)"
 grep -Eq '^  y +float32 +2x3$' "$T/info" || fail "input y"
 grep -Eq '^  out/z +float32 +2x3$' "$T/info" || fail "output"
 grep -Eq '^  Add +1$' "$T/info" || fail "Add count"

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Models exported with dynamic_axes (issue 26 section 1) and their inputs.
+
+usage: make_dynamic_axes.py OUT_DIR [--only NAME,...]
+
+Writes OUT_DIR/NAME.onnx and, per size set, OUT_DIR/NAME.in/SIZES/<input>.npy
+(seeded random), one line per size set on stdout: "NAME SIZES".  The sizes
+differ in the batch (1 and 3) and in a second symbolic dimension (sequence
+length, or height and width), so a tool that binds the symbolic dimensions
+from the inputs runs all of them, and one that binds them to 1 refuses them:
+  pad      F.pad(x.unsqueeze(1), (64, 64), mode='reflect') * 2 of [batch, sequence]
+           (a speech front end: reflect pads must be smaller than the size)
+  resnet18 torchvision ResNet-18 of [batch, 3, h, w]
+  encoder  torch.nn.TransformerEncoder (2 layers, d_model 64) of [batch, sequence, 64]
+Opset 15, as the issue's reproducers; seeded weights, nothing downloaded.
+Run it with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
+"""
+import argparse
+import inspect
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+class Pad(torch.nn.Module):
+    def forward(self, x):
+        return F.pad(x.unsqueeze(1), (64, 64), mode='reflect').squeeze(1) * 2.0
+
+
+def encoder():
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+    try:
+        return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    except TypeError:  # older torch
+        return torch.nn.TransformerEncoder(layer, num_layers=2)
+
+
+def resnet18():
+    import torchvision
+    m = torchvision.models.resnet18(weights=None)
+    # batch-norm statistics from random batches: the defaults (mean 0,
+    # variance 1) shrink a random net's activations layer by layer
+    for b in m.modules():
+        if isinstance(b, torch.nn.BatchNorm2d):
+            b.reset_running_stats()
+            b.momentum = None
+    m.train()
+    with torch.no_grad():
+        m(torch.randn(4, 3, 96, 128))
+    return m
+
+
+# name: (constructor, example input, dynamic axes of 'input', size sets)
+MODELS = {
+    'pad': (Pad, (1, 512), {0: 'batch', 1: 'sequence'}, [(1, 512), (3, 512), (1, 300), (3, 300)]),
+    'resnet18': (resnet18, (1, 3, 160, 192), {0: 'batch', 2: 'h', 3: 'w'},
+                 [(1, 3, 160, 192), (3, 3, 160, 192), (1, 3, 96, 128), (3, 3, 96, 128)]),
+    'encoder': (encoder, (1, 16, 64), {0: 'batch', 1: 'sequence'},
+                [(1, 16, 64), (3, 16, 64), (1, 7, 64), (3, 7, 64)]),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('out')
+    ap.add_argument('--only', default=','.join(MODELS))
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for name in a.only.split(','):
+        ctor, example, axes, sizes = MODELS[name]
+        torch.manual_seed(0)
+        model = ctor().eval()
+        kw = dict(input_names=['input'], output_names=['output'], dynamic_axes={'input': axes},
+                  opset_version=15, do_constant_folding=True)
+        if 'dynamo' in inspect.signature(torch.onnx.export).parameters:
+            kw['dynamo'] = False
+        # not under no_grad: the TransformerEncoderLayer fast path has no export
+        torch.onnx.export(model, (torch.randn(*example),), os.path.join(a.out, name + '.onnx'), **kw)
+        rng = np.random.default_rng(0)
+        for s in sizes:
+            tag = 'x'.join(map(str, s))
+            d = os.path.join(a.out, name + '.in', tag)
+            os.makedirs(d, exist_ok=True)
+            np.save(os.path.join(d, 'input.npy'), rng.standard_normal(s).astype(np.float32))
+            print(name, tag)
+
+
+if __name__ == '__main__':
+    main()
