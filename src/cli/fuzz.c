@@ -13,8 +13,8 @@
 
 static const char USAGE[] =
     "usage: tsopt fuzz --target tsopt|ort [--time S] [--seed N] [--save-pairs K] -o DIR [--json]\n"
-    "                  [--pairs N] [--max-findings N] [--no-minimize] [--no-optimizer]\n"
-    "       tsopt fuzz --replay FOLDER [--target tsopt|ort]\n"
+    "                  [--pairs N] [--max-findings N] [--no-minimize] [--no-optimizer] [--eop-cc CC]\n"
+    "       tsopt fuzz --replay FOLDER [--target tsopt|ort] [--eop-cc CC]\n"
     "  POLYJUICE: random graphs saturated with proved rewrite rules give pairs of equivalent graphs,\n"
     "  the most simplified and the most complex; the target runs both on the same inputs and\n"
     "  outputs that differ are a mis-compilation, minimized into DIR/findings/NNN.\n"
@@ -29,6 +29,9 @@ static const char USAGE[] =
     "  --max-findings N  stop after N findings\n"
     "  --no-minimize     write findings as found, without delta debugging\n"
     "  --no-optimizer    tsopt target: the runtime only\n"
+    "  --eop-cc CC       tsopt target: the C compiler of the optimizer's eOperators: tcc (default when\n"
+    "                    installed: fast to compile), system ($CC, else cc: what tsopt optimize uses) or a\n"
+    "                    command; one pair in 32 (by its seed) uses the system compiler whatever is given\n"
     "  --replay FOLDER   run a finding's (or saved pair's) folder on the target again:\n"
     "                    exit 0 when the outputs agree now, 1 while the finding holds\n";
 
@@ -81,9 +84,10 @@ static void progress(void *ctx, const ts_fuzz_stats *st, double el)
     fflush(stderr);
 }
 
-static int replay(const char *folder, ts_fuzz_target_kind kind)
+static int replay(const char *folder, ts_fuzz_target_kind kind, const char *eop_cc)
 {
-    ts_fuzz_target_opts to = {.kind = kind, .tol = ts_fuzz_tol_default, .optimizer = true, .opt_budget = 2};
+    ts_fuzz_target_opts to = {.kind = kind, .tol = ts_fuzz_tol_default, .optimizer = true, .opt_budget = 2,
+                              .eop_cc = eop_cc, .eop_system_every = 32};
     to.plant = getenv("TSOPT_FUZZ_PLANT");
     if (to.plant && !*to.plant) to.plant = NULL;
     struct stat sb;
@@ -141,6 +145,9 @@ int cli_fuzz(int argc, char **argv)
             o.max_findings = lv;
         } else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) {
             if (!(o.dir = v)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--eop-cc", &v)) {
+            if (!v || !*v) return cli_error(CLI_USAGE, "fuzz: --eop-cc: expected tcc, system or a compiler command");
+            o.target.eop_cc = v;
         } else if (cli_opt(argc, argv, &i, "--replay", &v)) {
             if (!(replay_dir = v)) return CLI_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -152,7 +159,7 @@ int cli_fuzz(int argc, char **argv)
     ts_fuzz_target_kind kind = target && !strcmp(target, "ort") ? TS_FUZZ_TARGET_ORT : TS_FUZZ_TARGET_TSOPT;
     if (replay_dir) {
         if (o.dir) return cli_error(CLI_USAGE, "fuzz: --replay takes no -o (it writes nothing)");
-        return replay(replay_dir, kind);
+        return replay(replay_dir, kind, o.target.eop_cc);
     }
     if (!target) return cli_error(CLI_USAGE, "fuzz: expected --target tsopt|ort (try 'tsopt fuzz --help')");
     if (!o.dir) return cli_error(CLI_USAGE, "fuzz: expected -o DIR (try 'tsopt fuzz --help')");

@@ -306,23 +306,30 @@ static ts_status mkdir_p(char *path, ts_error *err)
     }
 }
 
-/* Runs `sh -c 'exec $CC <flags> -o "$1" "$2"' sh so c`, its output into
- * log: $CC may be a command with arguments (ccache gcc), the paths are
- * never parsed by the shell. */
+/* Runs the compiler, its output into log: `CC <flags> -o so c` spawned
+ * directly when CC is one word (no shell to start: a fuzzing campaign
+ * compiles a kernel per pair), else `sh -c 'exec $CC <flags> -o "$1" "$2"'
+ * sh so c`, so that $CC may be a command with arguments (ccache gcc) and
+ * the paths are never parsed by the shell. */
 static ts_status run_cc(const char *cc, const char *so, const char *c, const char *log, ts_error *err)
 {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "exec %s -O3 -march=native -fopenmp -shared -fPIC -o \"$1\" \"$2\"", cc);
-    char *argv[] = {"sh", "-c", cmd, "sh", (char *)so, (char *)c, NULL};
+    char *shell[] = {"sh", "-c", cmd, "sh", (char *)so, (char *)c, NULL};
+    char *direct[] = {(char *)cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", (char *)so, (char *)c, NULL};
+    bool one_word = !cc[strcspn(cc, " \t")];
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     pid_t pid;
-    int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+    int rc = one_word ? posix_spawnp(&pid, cc, &fa, NULL, direct, environ)
+                      : posix_spawn(&pid, "/bin/sh", &fa, NULL, shell, environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc) return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: cannot start /bin/sh: %s", strerror(rc));
+    if (rc)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "einnet codegen: cannot start %s: %s", one_word ? cc : "/bin/sh",
+                            strerror(rc));
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
@@ -334,11 +341,16 @@ static ts_status run_cc(const char *cc, const char *so, const char *c, const cha
     return TS_OK;
 }
 
+/* ts_ein_set_compiler's choice; NULL: $CC, else cc. */
+static const char *compiler_override;
+
+void ts_ein_set_compiler(const char *cc) { compiler_override = cc && *cc ? cc : NULL; }
+
 static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
 {
     char *src = ts_ein_codegen(e, &k->scratch_floats, err);
     if (!src) return err->code;
-    const char *cc = getenv("CC");
+    const char *cc = compiler_override ? compiler_override : getenv("CC");
     if (!cc || !*cc) cc = "cc";
     /* -march=native: an object made on another CPU (a cache directory on a
      * shared disk) may not run here, so the CPU is part of the key */

@@ -25,6 +25,7 @@ void ts_fuzz_opts_default(ts_fuzz_opts *o)
     o->target.tol = ts_fuzz_tol_default;
     o->target.optimizer = true;
     o->target.opt_budget = 2;
+    o->target.eop_system_every = 32;
     o->seed = 1;
     o->time_s = 60;
 }
@@ -236,13 +237,15 @@ char *ts_fuzz_stats_json(const ts_fuzz_opts *o, const ts_fuzz_stats *st)
              "\"rate\": %.6g, "
              "\"pairs_per_s\": %.3f, \"seconds\": %.3f, \"seed\": %llu, \"target\": \"%s\", \"stop\": \"%s\", "
              "\"generated\": %ld, \"filtered\": %ld, \"skipped\": %ld, \"saved_pairs\": %ld, "
-             "\"original_nodes_avg\": %.2f, \"variant_nodes_avg\": %.2f, \"saturated\": %ld, \"optimized\": %ld, \"plant\": \"%s\"}",
+             "\"original_nodes_avg\": %.2f, \"variant_nodes_avg\": %.2f, \"saturated\": %ld, \"optimized\": %ld, \"plant\": \"%s\", "
+             "\"eop_cc\": \"%s\"}",
              st->tested, st->findings, st->mismatches, st->errors, st->duplicates,
              st->tested ? (double)st->findings / (double)st->tested : 0.0, (double)st->generated / secs,
              st->seconds, (unsigned long long)o->seed, o->target.kind == TS_FUZZ_TARGET_ORT ? "ort" : "tsopt",
              st->stop, st->generated, st->filtered, st->skipped, st->saved,
              st->tested ? (double)st->original_nodes / (double)st->tested : 0.0,
              st->tested ? (double)st->variant_nodes / (double)st->tested : 0.0, st->saturated, st->optimized,
-             o->target.plant ? o->target.plant : "");
+             o->target.plant ? o->target.plant : "",
+             o->target.kind == TS_FUZZ_TARGET_ORT ? "" : ts_fuzz_eop_cc(o->target.eop_cc));
     return s;
 }

@@ -136,6 +136,16 @@ typedef struct ts_fuzz_target_opts {
      * forgets it would; "optimizer-transpose-add": the same in the
      * optimizer's results only).  NULL: none. */
     const char *plant;
+    /* tsopt: the C compiler of the eOperators the optimizer's results
+     * hold (src/einnet/codegen.c): NULL picks tcc when it is on $PATH (a
+     * kernel in ~10 ms instead of gcc -O3's ~200: a campaign makes about one
+     * new kernel a pair), "system" the product's ($CC, else cc), anything
+     * else that command.  Every eop_system_every-th pair (by its seed: the
+     * same pairs in every campaign and replay) uses the system compiler
+     * anyway, so that what gcc -O3 makes of the kernels is tested too (0:
+     * never; the default 32). */
+    const char *eop_cc;
+    int eop_system_every;
     const char *ort_serve; /* tools/ort/serve.js; NULL: $TSOPT_ORT_SERVE, else the source tree's */
     const char *ort_log;   /* the ORT process's stderr; NULL: discarded */
 } ts_fuzz_target_opts;
@@ -152,6 +162,9 @@ const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t);
  * graphs (replay: the files of a folder, byte for byte); NULL, NULL: back
  * to writing them. */
 void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const char *variant);
+/* The compiler eop_cc stands for ("tcc", "system" or the command given;
+ * NULL: "tcc" when on $PATH, else "system"). */
+const char *ts_fuzz_eop_cc(const char *eop_cc);
 /* The planted bugs there are, comma-separated ("transpose-add"). */
 const char *ts_fuzz_plants(void);
 bool ts_fuzz_plant_known(const char *name);

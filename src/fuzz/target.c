@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "einnet/codegen.h"
 #include "fuzz/fuzz.h"
 #include "ops/list.h"
 
@@ -49,6 +50,37 @@ bool ts_fuzz_plant_known(const char *name)
 }
 
 const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t) { return &t->o; }
+
+/* Whether an executable named name is on $PATH. */
+static bool on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char buf[1100];
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, name);
+        if (n && !access(buf, X_OK)) return true;
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+const char *ts_fuzz_eop_cc(const char *eop_cc)
+{
+    if (eop_cc) return eop_cc;
+    static int tcc = -1;
+    if (tcc < 0) tcc = on_path("tcc");
+    return tcc ? "tcc" : "system";
+}
+
+/* The compiler of this pair's eOperators (see eop_cc in fuzz.h). */
+static void pick_eop_cc(const ts_fuzz_target *t, uint64_t seed)
+{
+    const char *cc = ts_fuzz_eop_cc(t->o.eop_cc);
+    int every = t->o.eop_system_every;
+    if (every > 0 && (seed >> 17) % (uint64_t)every == 0) cc = "system";
+    ts_ein_set_compiler(strcmp(cc, "system") ? cc : NULL);
+}
 
 /* Removes the work folder: files, and folders of files (its layout). */
 static void remove_tree(const char *path, int depth)
@@ -428,6 +460,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
     }
     ts_error e = {0};
     const char *stage = t->o.kind == TS_FUZZ_TARGET_ORT ? "ort" : "runtime";
+    if (t->o.kind == TS_FUZZ_TARGET_TSOPT) pick_eop_cc(t, seed);
     if (t->o.kind == TS_FUZZ_TARGET_ORT) {
         bool failed = false;
         if (run_ort(t, go, 0, inputs, oo, &failed, &e) || run_ort(t, gv, 1, in_v, ov, &failed, &e)) {
@@ -443,6 +476,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
         blame(t, go, gv, NULL, inputs, in_v, oo, ov, v);
     if (!st && v->kind == TS_FUZZ_PASS && t->o.kind == TS_FUZZ_TARGET_TSOPT && t->o.optimizer)
         st = check_optimizer(t, go, gv, nroots, inputs, in_v, oo, seed, v, err);
+    ts_ein_set_compiler(NULL);
     unref_all(in_v, gv->ninputs);
     unref_all(oo, go->noutputs);
     unref_all(ov, gv->noutputs);
