@@ -128,7 +128,8 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
         if (o->progress)
             fprintf(stderr, "optimize: ONNX Runtime predicted (region sum): original %.3f ms, result %.3f ms\n",
                     dr->cost_before, dr->cost_after);
-        if (ts_ort_target_pair(ort, g, dr->best, budget_s, o->min_gain, &mr, err)) return err->code;
+        if (ts_ort_target_pair(ort, g, dr->best, dr->cost_before, dr->cost_after, budget_s, o->min_gain, &mr, err))
+            return err->code;
     } else if (ts_measure_pair(g, dr->best, &mo, &mr, err))
         return err->code;
     res->latency_before_ms = mr.median0_ms;

@@ -188,16 +188,18 @@ ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts
     return time_file(t, path, 300, ms, NULL, err);
 }
 
-ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double budget_s,
-                             double min_gain, ts_measure_result *r, ts_error *err)
+ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double pred0, double pred1,
+                             double budget_s, double min_gain, ts_measure_result *r, ts_error *err)
 {
     memset(r, 0, sizeof *r);
     char a[256], b[256], req[600], reply[256];
     if (save(t, g0, "a", true, a, sizeof a, err) || save(t, g1, "b", true, b, sizeof b, err)) return err->code;
-    /* 7 rounds of two half-rounds, each at least 3 runs: half the budget
-     * spread over them (session loads and warm-ups take the rest) */
-    int rounds = 7;
-    double half_ms = fmin(fmax(budget_s * 1000 / (4.0 * rounds), 20), 1000);
+    /* up to 7 rounds of two half-rounds, each at least one run: what fits
+     * in 60% of the budget after the warm-ups (2 runs each), judged by the
+     * larger prediction; never fewer than 3 rounds */
+    double run_ms = fmax(fmax(pred0, pred1), 0.01), avail = budget_s * 600 - 4 * run_ms;
+    int rounds = (int)fmin(fmax(avail / (2 * run_ms), 3), 7);
+    double half_ms = fmin(fmax(avail / (2.0 * rounds), 0), 1000);
     snprintf(req, sizeof req, "pair\t%s\t%s\t-\t%d\t%d\t%g", a, b, t->threads, rounds, half_ms);
     ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
     if (st) return st;

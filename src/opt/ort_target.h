@@ -39,10 +39,10 @@ void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
 ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts_error *err);
 
 /* g0 (original) against g1 (result) in alternating rounds in one ORT
- * process; fills r as ts_measure_pair does (never busy: rounds are not
- * judged). */
-ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double budget_s,
-                             double min_gain, ts_measure_result *r, ts_error *err);
+ * process, as many as fit in budget_s given their predicted times (ms);
+ * fills r as ts_measure_pair does (never busy: rounds are not judged). */
+ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double pred0, double pred1,
+                             double budget_s, double min_gain, ts_measure_result *r, ts_error *err);
 
 /* Both graphs as they would be written, run by ORT on the same seeded
  * random inputs, symbolic dimensions at 1 and (when there are any) at 4:

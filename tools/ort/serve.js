@@ -15,7 +15,7 @@
 //   request:   pair <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS <TAB> ROUNDS <TAB> MIN_MS
 //   reply:     ok <TAB> MEDIAN_A <TAB> MEDIAN_B <TAB> FASTEST_A <TAB> FASTEST_B <TAB> ROUNDS
 //              both sessions open at once, timed in alternating rounds (A B B A ...), each half-round
-//              at least 3 runs and MIN_MS; medians and fastest over the runs of all rounds
+//              at least one run and MIN_MS; medians and fastest over the runs of all rounds
 //   request:   compare <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS
 //   reply:     ok <TAB> WORST <TAB> WHERE         largest max|a-b| / (1e-4 max(1,max|a|) + 1e-3 |a|) over
 //              the outputs (A the reference; <= 1 matches at rtol 1e-3, atol 1e-4), and the output it was in
@@ -174,8 +174,8 @@ async function pair(a, b, dir, n, rounds, minMs) {
     const ta = [], tb = [], r = Math.max(1, count(rounds, 'rounds')), m = count(minMs, 'min_ms');
     for (let i = 0; i < r; i++) {
       const first = i % 2 ? [sb, fb, tb] : [sa, fa, ta], second = i % 2 ? [sa, fa, ta] : [sb, fb, tb];
-      await runs(first[0], first[1], 3, m, first[2]);
-      await runs(second[0], second[1], 3, m, second[2]);
+      await runs(first[0], first[1], 1, m, first[2]);
+      await runs(second[0], second[1], 1, m, second[2]);
     }
     return [median(ta), median(tb), Math.min(...ta), Math.min(...tb)].map((x) => +x.toFixed(4)).concat([r]).join('\t');
   } finally {

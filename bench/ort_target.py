@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""`tsopt optimize --target ort` measured in ONNX Runtime (docs/optimize.md, "Targets").
+
+    bench/ort_target.py [--set zoo|real] [--models a,b] [--time-limit S] [--b4-time-limit S] [--threads T]
+                        [--procs N] [--rounds R] [--tsopt PATH] [--cache DIR] [--json F] [--out BENCHMARKS.md]
+
+Per model (zoo: `tsopt zoo export NAME --batch 1`; real: bench/real_models.py's
+exports, dynamic batch):
+  1. `tsopt optimize M --target ort --time-limit S --json`: what was written, why,
+     and the prediction (the region-cache sum, cost_before_ms / cost_after_ms),
+     logged before any whole-graph timing;
+  2. gain: N separate node processes (tools/ort/serve.js `pair`), each timing the
+     original and the written file in R alternating rounds in one ONNX Runtime
+     process (idle pools do not spin: session.intra_op.allow_spinning 0);
+     ratio = original median / written median per process; the median of the N;
+  3. prediction error: the original's region sum against a separate ORT
+     process's median (serve.js `time`, 2 s of runs);
+  4. match: original and written run by ORT on the same random inputs
+     (serve.js `compare`, rtol 1e-3, atol 1e-4) at batch 1 and 4 -- dynamic-batch
+     models as written; zoo models (exported at a fixed batch) exported at batch 4
+     and optimized again (--b4-time-limit).
+Writes the "## Optimized for ONNX Runtime" section of --out (other sections kept)
+and every number as JSON (--json).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVE = os.path.join(ROOT, "tools", "ort", "serve.js")
+SECTION = "## Optimized for ONNX Runtime"
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def serve(requests, timeout=1800):
+    """Replies (fields after 'ok') of one serve.js process given the request lines."""
+    p = subprocess.run(["node", SERVE], input="".join("\t".join(map(str, r)) + "\n" for r in requests),
+                       capture_output=True, text=True, timeout=timeout)
+    lines = p.stdout.strip().splitlines()
+    if not lines or not lines[0].startswith("ready"):
+        raise RuntimeError("serve.js did not start: " + p.stderr.strip()[-300:])
+    out = []
+    for l in lines[1:]:
+        f = l.split("\t")
+        if f[0] != "ok":
+            raise RuntimeError("serve.js: " + l[:300])
+        out.append(f[1:])
+    return out
+
+
+def optimize(a, model, out, limit):
+    cmd = [a.tsopt, "optimize", model, "-o", out, "--target", "ort", "--time-limit", str(limit), "--json"]
+    if a.threads:
+        cmd += ["--threads", str(a.threads)]
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 600)
+    if p.returncode:
+        raise RuntimeError("optimize: " + (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
+    log("   %.0f s  optimize %s" % (time.time() - t, os.path.basename(model)))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure(a, name, model, work):
+    r = {"model": name}
+    out = os.path.join(work, name + ".ort.onnx")
+    j = optimize(a, model, out, a.time_limit)
+    r.update(written=j["written"], reason=j["reason"], rewrites=j.get("rewrites", {}), ort_version=j.get("ort_version"),
+             predicted_before_ms=j["cost_before_ms"], predicted_after_ms=j["cost_after_ms"])
+    th = a.threads or os.cpu_count()
+    ratios, meds = [], []
+    for _ in range(a.procs):  # separate processes: the median of their ratios
+        ma, mb, fa, fb, _n = map(float, serve([("pair", model, out, "-", th, a.rounds, 100)])[0])
+        ratios.append(ma / mb)
+        meds.append((ma, mb))
+    r["ratios"] = ratios
+    r["ratio"] = statistics.median(ratios)
+    r["ort_before_ms"] = statistics.median(m[0] for m in meds)
+    r["ort_after_ms"] = statistics.median(m[1] for m in meds)
+    sep = float(serve([("time", model, "-", th, 2000)])[0][0])
+    r["separate_before_ms"] = sep
+    r["prediction_error"] = r["predicted_before_ms"] / sep - 1
+    c = serve([("compare", model, out, "-", th), ("compare", model, out, "-:4", th)])
+    r["error_b1"] = float(c[0][0])
+    r["error_b4"] = float(c[1][0])
+    if a.set == "zoo":  # fixed batch: batch 4 exported and optimized on its own
+        m4, o4 = os.path.join(work, name + ".b4.onnx"), os.path.join(work, name + ".b4.ort.onnx")
+        subprocess.run([a.tsopt, "zoo", "export", name, "-o", m4, "--batch", "4"], check=True, capture_output=True)
+        j4 = optimize(a, m4, o4, a.b4_time_limit)
+        r["written_b4"] = j4["written"]
+        r["error_b4"] = float(serve([("compare", m4, o4, "-", th)])[0][0])
+    r["match"] = r["error_b1"] <= 1 and r["error_b4"] <= 1
+    log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s), predicted %.3f ms vs %.3f separate (%+.1f%%), "
+        "match b1 %.3g b4 %.3g" % (name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"],
+                                   " ".join("%.3f" % x for x in ratios), r["predicted_before_ms"], sep,
+                                   100 * r["prediction_error"], r["error_b1"], r["error_b4"]))
+    return r
+
+
+def section(a, rows, argv, started, elapsed):
+    ok = [r for r in rows if "ratio" in r]
+    gm = math.exp(statistics.mean(math.log(r["ratio"]) for r in ok)) if ok else float("nan")
+    within = sum(abs(r["prediction_error"]) <= 0.15 for r in ok)
+    load = os.getloadavg()
+    t = [SECTION, "",
+         "`%s` (%s set), %s, %s UTC, %.0f min; CPU: %s, %d cores; load average before %.1f. ONNX Runtime %s, "
+         "%s threads." % (" ".join(argv), a.set, subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                                                 capture_output=True, text=True).stdout.strip(),
+                          started, elapsed / 60, cpu_name(), os.cpu_count(), a.load0,
+                          ok[0]["ort_version"] if ok else "?", a.threads or os.cpu_count()),
+         "",
+         "Ratio: ONNX Runtime's median on the original / on the written file, alternating in one process, "
+         "the median of %d processes (all three listed). Predicted: the region-cache sum for the original, against "
+         "a separate ORT process's median. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at "
+         "batch 1 and 4." % a.procs,
+         "",
+         "| model | written | ratio | ORT ms before -> after | processes | predicted / separate ms | match b1, b4 | "
+         "rewrites / reason |",
+         "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "ratio" not in r:
+            t.append("| %s | error | | | | | | %s |" % (r["model"], r["error"]))
+            continue
+        rw = ", ".join("%s x%d" % kv for kv in r["rewrites"].items()) or r["reason"]
+        t.append("| %s | %s | %.3f | %.3f -> %.3f | %s | %.3f / %.3f (%+.0f%%) | %.2g, %.2g | %s |" % (
+            r["model"], r["written"], r["ratio"], r["ort_before_ms"], r["ort_after_ms"],
+            " ".join("%.3f" % x for x in r["ratios"]), r["predicted_before_ms"], r["separate_before_ms"],
+            100 * r["prediction_error"], r["error_b1"], r["error_b4"], rw.replace("|", "/")))
+    t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; prediction within 15%% on %d of %d; "
+              "all match: %s." % (gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within, len(ok),
+                                  all(r["match"] for r in ok)), ""]
+    return "\n".join(t) + "\n"
+
+
+def cpu_name():
+    try:
+        for l in open("/proc/cpuinfo"):
+            if l.startswith("model name"):
+                return l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", choices=("zoo", "real"), default="zoo")
+    ap.add_argument("--models", default="")
+    ap.add_argument("--time-limit", type=float, default=60)
+    ap.add_argument("--b4-time-limit", type=float, default=20)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--procs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--tsopt", default=os.path.join(ROOT, "build", "tsopt"))
+    ap.add_argument("--cache", default=os.path.join(ROOT, "build", "real_models"))
+    ap.add_argument("--json", default="")
+    ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    a = ap.parse_args(argv)
+    a.load0 = os.getloadavg()[0]
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    t0 = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tsopt-ort-bench-") as work:
+        if a.set == "zoo":
+            names = [l.split()[0] for l in subprocess.run([a.tsopt, "zoo", "list"], capture_output=True, text=True,
+                                                           check=True).stdout.splitlines()[1:] if l.strip()]
+        else:
+            import real_models
+            names = [n for n, _, _ in real_models.bench_set()]
+        if a.models:
+            names = [n for n in names if n in a.models.split(",")]
+        for name in names:
+            log("== " + name)
+            try:
+                if a.set == "zoo":
+                    model = os.path.join(work, name + ".onnx")
+                    subprocess.run([a.tsopt, "zoo", "export", name, "-o", model, "--batch", "1"], check=True,
+                                   capture_output=True)
+                else:
+                    import real_models
+                    model = real_models.export(name, a.cache)
+                rows.append(measure(a, name, model, work))
+            except Exception as e:  # one model's failure is a row, not the end of the run
+                log("   %s: %s" % (name, e))
+                rows.append({"model": name, "error": str(e)[:200]})
+    text = section(a, rows, ["bench/ort_target.py"] + argv, started, time.time() - t0)
+    print(text)
+    if a.json:
+        json.dump(rows, open(a.json, "w"), indent=1)
+    if a.out:
+        import real_models
+        s, real_models.SECTION = real_models.SECTION, SECTION  # the same section writer, this section's title
+        try:
+            real_models.write_section(a.out, text)
+        finally:
+            real_models.SECTION = s
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
