@@ -4,7 +4,7 @@
 # each level rewrites something (NASNet-A's duplicate Relus: CSE; a 1x1
 # conv before a 2x2 average pool: pool first; GELU and LayerNorm spelled
 # out, a squeeze-excite gate: the fusions of `all`); `all` plans fewer
-# steps than `none`; bad values are one error line.  bench/graph_opt_same.py
+# steps than `none`; bad values are one error line.  bench/graph_opt.py
 # runs the same comparison over the whole zoo and the real-model set.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}"
