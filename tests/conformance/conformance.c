@@ -5,8 +5,9 @@
  * compares every output with the expected one, and checks the list of cases
  * expected to pass (tests/conformance/expected_pass.txt).
  *
- *   conformance [--data DIR] [--expected FILE] [--write-pass FILE] [--jobs N]
- *               [--timeout S] [--causes] [--verbose] [CASE_SUBSTRING...]
+ *   conformance [--data DIR] [--expected FILE]... [--write-pass FILE] [--jobs N]
+ *               [--timeout S] [--cli TSOPT [--ort RUN_JS]] [--causes] [--verbose]
+ *               [CASE_SUBSTRING...]
  *
  * Each case runs in a forked child: a crash or a hang (SIGALRM after
  * --timeout seconds) is that case's result, not the runner's end, and cases
@@ -20,9 +21,22 @@
  * whose graph inputs are not all tensors (sequences, optionals) are skipped:
  * tsopt has no such values.
  *
+ * With --cli TSOPT each case goes through the command line instead, as a
+ * user drives it: the child writes every input_K.pb as IN/<input name>.npy
+ * and every output_K.pb as WANT/<output name>.npy (a sequence as a folder
+ * WANT/<name>/ of 0.npy, 1.npy, ...), runs `TSOPT run model.onnx --inputs IN
+ * --save-outputs GOT` and `TSOPT compare GOT WANT --rtol 1e-3 --atol 1e-5`:
+ * run's failure is a refusal (its last error line the message), compare's
+ * exit 1 a wrong result, a signal a crash.  --ort RUN_JS runs ONNX Runtime's
+ * command line (tools/ort/run.js) in place of `tsopt run`, on the same files
+ * and compared by the same `tsopt compare`.
+ *
  * Exit status 1 when an expected case does not pass, or any case is wrong
  * or crashed; newly passing cases are printed so the list can grow
- * (--write-pass writes the full list of passing cases). */
+ * (--write-pass writes the full list of passing cases).  --expected may be
+ * given more than once: a case in any of the lists must pass (the command
+ * line's test lists the in-process cases too). */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -31,6 +45,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +58,11 @@
 #define RTOL 1e-3
 #define ATOL 1e-5
 #define MSG_MAX 600
+
+/* --cli: the tsopt binary; NULL runs the cases in-process.  --ort: ONNX
+ * Runtime's command line (tools/ort/run.js, same .npy files) runs the
+ * models instead of `tsopt run`, for its count on the same terms. */
+static const char *g_cli, *g_ort;
 
 static const char *const SUITES[] = {"node", "simple", "pytorch-converted", "pytorch-operator"};
 
@@ -287,8 +308,10 @@ done:
     return result;
 }
 
+static int run_case_cli(const char *dir, int timeout, char *msg);
+
 /* The child's work: every data set of the case. */
-static int run_case(const char *dir, char *msg)
+static int run_case(const char *dir, int timeout, char *msg)
 {
     char path[1200];
     say(path, sizeof path, "%s/model.onnx", dir);
@@ -298,6 +321,7 @@ static int run_case(const char *dir, char *msg)
         say(msg, MSG_MAX, "%s: not an ONNX model", path);
         return R_REFUSED;
     }
+    if (g_cli) return run_case_cli(dir, timeout, msg);
     ts_session *s = NULL;
     ts_error err = {0};
     if (ts_session_open(path, 1, &s, &err)) {
@@ -319,6 +343,302 @@ static int run_case(const char *dir, char *msg)
     return result;
 }
 
+/* ------------------------------------------------------------ through the command line */
+
+/* A SequenceProto's tensors (field 3, tensor_values): read from the wire
+ * format by hand, since tsopt's onnx.proto leaves the message out.  NULL
+ * when the bytes are not a sequence of tensors; *n the count. */
+static Onnx__TensorProto **read_sequence_proto(const char *path, int *n)
+{
+    size_t len = 0;
+    uint8_t *buf = read_all(path, &len);
+    if (!buf) return NULL;
+    Onnx__TensorProto **v = calloc(len / 2 + 1, sizeof *v);
+    size_t p = 0;
+    bool ok = v != NULL;
+    *n = 0;
+    while (ok && p < len) {
+        uint64_t key = 0, l = 0;
+        for (int sh = 0; p < len && sh < 64; sh += 7) {
+            key |= (uint64_t)(buf[p] & 0x7f) << sh;
+            if (!(buf[p++] & 0x80)) break;
+        }
+        int wire = (int)(key & 7), field = (int)(key >> 3);
+        if (wire == 0) { /* elem_type */
+            while (p < len && (buf[p++] & 0x80)) {}
+            continue;
+        }
+        if (wire != 2) {
+            ok = false;
+            break;
+        }
+        for (int sh = 0; p < len && sh < 64; sh += 7) {
+            l |= (uint64_t)(buf[p] & 0x7f) << sh;
+            if (!(buf[p++] & 0x80)) break;
+        }
+        if (l > len - p) {
+            ok = false;
+            break;
+        }
+        if (field == 3 && !(v[(*n)++] = onnx__tensor_proto__unpack(NULL, (size_t)l, buf + p))) ok = false;
+        else if (field != 1 && field != 3) ok = false; /* sparse, map, optional, nested sequence */
+        p += (size_t)l;
+    }
+    free(buf);
+    if (!ok && v) {
+        for (int i = 0; i < *n; i++)
+            if (v[i]) onnx__tensor_proto__free_unpacked(v[i], NULL);
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* The .pb value at src (a tensor, or a sequence when seq) as .npy at dst
+ * (dst.npy, or the folder dst/ of 0.npy ...).  false with msg set. */
+static bool pb_to_npy(const char *src, const char *dst, bool seq, const char *what, char *msg)
+{
+    char path[1400];
+    ts_error err = {0};
+    int n = 1;
+    Onnx__TensorProto *one = NULL, **tps = NULL;
+    if (seq) {
+        tps = read_sequence_proto(src, &n);
+        if (!tps || mkdir(dst, 0777)) {
+            say(msg, MSG_MAX, "%s: %s", src, tps ? strerror(errno) : "not a SequenceProto of tensors");
+            free(tps);
+            return false;
+        }
+    } else if (!(one = read_tensor_proto(src))) {
+        say(msg, MSG_MAX, "%s is not a TensorProto", src);
+        return false;
+    } else {
+        tps = &one;
+    }
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        ts_tensor *t = NULL;
+        char dir[1200];
+        say(dir, sizeof dir, "%s", src);
+        *strrchr(dir, '/') = 0;
+        if (ok && ts_onnx_tensor_decode(tps[i], dir, what, &t, &err)) {
+            say(msg, MSG_MAX, "%s", err.msg);
+            ok = false;
+        }
+        if (seq) say(path, sizeof path, "%s/%d.npy", dst, i);
+        else say(path, sizeof path, "%s.npy", dst);
+        if (ok && ts_npy_save(path, t, &err)) {
+            say(msg, MSG_MAX, "%s", err.msg);
+            ok = false;
+        }
+        ts_tensor_unref(t);
+        onnx__tensor_proto__free_unpacked(tps[i], NULL);
+    }
+    if (seq) free(tps);
+    return ok;
+}
+
+/* Runs argv with stdout and stderr to out; the exit status, or 1000 + the
+ * signal that ended it (SIGALRM after timeout seconds: the alarm is kept
+ * across exec). */
+static int spawn(char *const argv[], const char *out, int timeout)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+        close(fd);
+        alarm((unsigned)timeout);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 127;
+    return WIFSIGNALED(status) ? 1000 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+/* The line of file f that starts with prefix (the last one when prefix is
+ * empty) into msg; the exit status rc when there is none. */
+static void line_of(const char *f, const char *prefix, const char *what, int rc, char *msg)
+{
+    size_t len = 0;
+    char *text = read_all(f, &len);
+    const char *found = NULL;
+    for (char *l = text, *e; l && l < text + len; l = e + 1) {
+        e = memchr(l, '\n', (size_t)(text + len - l));
+        if (!e) e = text + len;
+        *e = 0;
+        if (*l && !strncmp(l, prefix, strlen(prefix))) {
+            found = l;
+            if (*prefix) break;
+        }
+    }
+    if (found) say(msg, MSG_MAX, "%s: %s", what, found);
+    else say(msg, MSG_MAX, "%s: exit status %d and no message", what, rc);
+    free(text);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf path, without a process per call (nftw, children first). */
+static bool rm_tree(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) ? errno == ENOENT : !nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A value's name as its .npy stem, as `tsopt run` writes it. */
+static void stem_path(char *out, size_t n, const char *dir, const char *name)
+{
+    char stem[600];
+    ts_name_sanitize(name, stem, sizeof stem);
+    say(out, n, "%s/%s", dir, stem);
+}
+
+/* One data set through the command line.  Returns an R_ result. */
+static int run_set_cli(const char *model, const Onnx__GraphProto *g, char **feeds, int nfeeds, const char *set_dir,
+                       const char *work, int timeout, char *msg)
+{
+    char in[700], want[700], got[700], log[700], path[1400], dst[1400], what[300];
+    say(in, sizeof in, "%s/in", work);
+    say(want, sizeof want, "%s/want", work);
+    say(got, sizeof got, "%s/got", work);
+    say(log, sizeof log, "%s/log", work);
+    if (!rm_tree(in) || !rm_tree(want) || !rm_tree(got) || mkdir(in, 0777) || mkdir(want, 0777)) {
+        say(msg, MSG_MAX, "cannot make folders in %s", work);
+        return R_REFUSED;
+    }
+    int nfiles = 0, result = R_PASS;
+    char **files = list_dir(set_dir, "input_", &nfiles);
+    for (int f = 0; f < nfiles && result == R_PASS; f++) {
+        int k = atoi(files[f] + strlen("input_"));
+        if (k < 0 || k >= nfeeds) {
+            say(msg, MSG_MAX, "%s: the model has %d inputs", files[f], nfeeds);
+            result = R_REFUSED;
+            break;
+        }
+        say(path, sizeof path, "%s/%s", set_dir, files[f]);
+        stem_path(dst, sizeof dst, in, feeds[k]);
+        say(what, sizeof what, "input %d", k);
+        if (!pb_to_npy(path, dst, false, what, msg)) result = R_REFUSED;
+    }
+    free_list(files, nfiles);
+    for (size_t k = 0; k < g->n_output && result == R_PASS; k++) {
+        const Onnx__TypeProto *t = g->output[k]->type;
+        bool seq = t && t->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+        if (t && !seq && t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+            say(msg, MSG_MAX, "output '%s' is neither a tensor nor a sequence: no .npy layout", g->output[k]->name);
+            return R_REFUSED;
+        }
+        say(path, sizeof path, "%s/output_%zu.pb", set_dir, k);
+        stem_path(dst, sizeof dst, want, g->output[k]->name);
+        say(what, sizeof what, "output '%s'", g->output[k]->name);
+        if (!pb_to_npy(path, dst, seq, what, msg)) {
+            char m2[MSG_MAX];
+            say(m2, sizeof m2, "expected %s", msg);
+            say(msg, MSG_MAX, "%s", m2);
+            result = R_REFUSED;
+        }
+    }
+    if (result != R_PASS) return result;
+    char *run[] = {(char *)g_cli, "run", (char *)model, "--inputs", in, "--save-outputs", got, NULL};
+    char *ort[] = {"/usr/bin/node", (char *)g_ort, (char *)model, "--inputs", in, "--save-outputs", got, NULL};
+    int rc = spawn(g_ort ? ort : run, log, timeout);
+    if (rc >= 1000) {
+        say(msg, MSG_MAX, "%s: %s", g_ort ? "run.js" : "tsopt run",
+            rc - 1000 == SIGALRM ? "timed out" : strsignal(rc - 1000));
+        return R_CRASH;
+    }
+    if (rc) {
+        line_of(log, "", g_ort ? "run.js" : "tsopt run", rc, msg);
+        return R_REFUSED;
+    }
+    char *cmp[] = {(char *)g_cli, "compare", got, want, "--rtol", "1e-3", "--atol", "1e-5", NULL};
+    rc = spawn(cmp, log, timeout);
+    if (rc >= 1000) {
+        say(msg, MSG_MAX, "tsopt compare: %s", strsignal(rc - 1000));
+        return R_CRASH;
+    }
+    /* an output run did not write is not compared: compare reads GOT's */
+    for (size_t k = 0; k < g->n_output && rc == 0; k++) {
+        struct stat sb;
+        stem_path(dst, sizeof dst, got, g->output[k]->name);
+        strcat(dst, ".npy");
+        if (stat(dst, &sb)) {
+            dst[strlen(dst) - 4] = 0;
+            if (stat(dst, &sb)) {
+                say(msg, MSG_MAX, "tsopt run wrote no output '%s' (%s)", g->output[k]->name, dst);
+                return R_WRONG;
+            }
+        }
+    }
+    if (rc == 1) {
+        line_of(log, "FAIL", "tsopt compare", rc, msg);
+        return R_WRONG;
+    }
+    if (rc) {
+        line_of(log, "", "tsopt compare", rc, msg);
+        return R_REFUSED;
+    }
+    return R_PASS;
+}
+
+/* The child's work through the command line: every data set. */
+static int run_case_cli(const char *dir, int timeout, char *msg)
+{
+    char model[1200], work[64];
+    say(model, sizeof model, "%s/model.onnx", dir);
+    size_t len = 0;
+    void *buf = read_all(model, &len);
+    Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
+    free(buf);
+    if (!m || !m->graph) {
+        say(msg, MSG_MAX, "%s: not an ONNX model", model);
+        if (m) onnx__model_proto__free_unpacked(m, NULL);
+        return R_REFUSED;
+    }
+    const Onnx__GraphProto *g = m->graph;
+    /* input_K.pb feeds the K-th graph input that is not an initializer */
+    char **feeds = calloc(g->n_input + 1, sizeof *feeds);
+    int nfeeds = 0;
+    for (size_t i = 0; feeds && i < g->n_input; i++) {
+        bool init = false;
+        for (size_t j = 0; j < g->n_initializer && !init; j++)
+            init = !strcmp(g->initializer[j]->name, g->input[i]->name);
+        if (!init) feeds[nfeeds++] = g->input[i]->name;
+    }
+    const char *tmp = getenv("TMPDIR");
+    say(work, sizeof work, "%s/conformance_cli.XXXXXX", tmp && *tmp && strlen(tmp) < 30 ? tmp : "/tmp");
+    int result = R_PASS, nsets = 0;
+    char **sets = NULL;
+    if (!feeds || !mkdtemp(work)) {
+        say(msg, MSG_MAX, "cannot make a work folder (%s)", work);
+        result = R_REFUSED;
+        work[0] = 0;
+    } else {
+        sets = list_dir(dir, "test_data_set_", &nsets);
+        if (!nsets) {
+            say(msg, MSG_MAX, "no test_data_set_*");
+            result = R_REFUSED;
+        }
+    }
+    for (int i = 0; i < nsets && result == R_PASS; i++) {
+        char set_dir[1200];
+        say(set_dir, sizeof set_dir, "%s/%s", dir, sets[i]);
+        result = run_set_cli(model, g, feeds, nfeeds, set_dir, work, timeout, msg);
+    }
+    if (work[0]) rm_tree(work);
+    free_list(sets, nsets);
+    free(feeds);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return result;
+}
+
 /* ------------------------------------------------------------ the driver */
 
 static void start(ccase *c, int timeout)
@@ -335,7 +655,7 @@ static void start(ccase *c, int timeout)
         close(p[0]);
         alarm((unsigned)timeout);
         char msg[MSG_MAX] = "";
-        int r = run_case(c->dir, msg);
+        int r = run_case(c->dir, timeout, msg);
         char line[MSG_MAX + 8];
         int len = say(line, sizeof line, "%d %s", r, msg);
         /* one write smaller than the pipe buffer: never blocks */
@@ -432,45 +752,52 @@ static void print_causes(const ccase *cs, int n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: conformance [--data DIR] [--expected FILE] [--write-pass FILE] [--jobs N] "
-                    "[--timeout S] [--causes] [--verbose] [CASE_SUBSTRING...]\n");
+    fprintf(stderr, "usage: conformance [--data DIR] [--expected FILE]... [--write-pass FILE] [--jobs N] "
+                    "[--timeout S] [--cli TSOPT [--ort RUN_JS]] [--causes] [--verbose] [CASE_SUBSTRING...]\n");
     exit(2);
 }
 
-/* Reads the expected-pass list: one case a line, '#' starts a comment. */
-static char **read_expected(const char *path, int *n)
+/* Reads the expected-pass lists: one case a line, '#' starts a comment; a
+ * case in several lists counts once. */
+static char **read_expected(const char **paths, int npaths, int *n)
 {
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "conformance: cannot read expected list '%s': %s\n", path, strerror(errno));
-        exit(2);
-    }
     char **v = NULL, line[512];
     int cap = 0;
-    while (fgets(line, sizeof line, f)) {
-        char *h = strchr(line, '#');
-        if (h) *h = 0;
-        char *s = line, *e;
-        while (*s == ' ' || *s == '\t') s++;
-        e = s + strlen(s);
-        while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
-        if (!*s) continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 256;
-            char **nv = realloc(v, (size_t)cap * sizeof *v);
-            if (!nv) exit(2);
-            v = nv;
+    for (int p = 0; p < npaths; p++) {
+        FILE *f = fopen(paths[p], "r");
+        if (!f) {
+            fprintf(stderr, "conformance: cannot read expected list '%s': %s\n", paths[p], strerror(errno));
+            exit(2);
         }
-        if (!(v[(*n)++] = strdup(s))) exit(2);
+        while (fgets(line, sizeof line, f)) {
+            char *h = strchr(line, '#');
+            if (h) *h = 0;
+            char *s = line, *e;
+            while (*s == ' ' || *s == '\t') s++;
+            e = s + strlen(s);
+            while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+            bool dup = false;
+            for (int i = 0; i < *n && !dup; i++) dup = !strcmp(v[i], s);
+            if (!*s || dup) continue;
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 256;
+                char **nv = realloc(v, (size_t)cap * sizeof *v);
+                if (!nv) exit(2);
+                v = nv;
+            }
+            if (!(v[(*n)++] = strdup(s))) exit(2);
+        }
+        fclose(f);
     }
-    fclose(f);
     return v;
 }
 
 int main(int argc, char **argv)
 {
-    const char *data = DEFAULT_DATA, *expected = NULL, *write_pass = NULL;
+    const char *data = DEFAULT_DATA, *write_pass = NULL;
+    const char **expected_files = calloc((size_t)argc, sizeof *expected_files);
+    int nexpected_files = 0;
     int jobs = 2, timeout = 60, nfilters = 0;
     bool causes = false, verbose = false;
     char **filters = calloc((size_t)argc, sizeof *filters);
@@ -478,7 +805,9 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         bool more = i + 1 < argc;
         if (!strcmp(a, "--data") && more) data = argv[++i];
-        else if (!strcmp(a, "--expected") && more) expected = argv[++i];
+        else if (!strcmp(a, "--expected") && more) expected_files[nexpected_files++] = argv[++i];
+        else if (!strcmp(a, "--cli") && more) g_cli = argv[++i];
+        else if (!strcmp(a, "--ort") && more) g_ort = argv[++i];
         else if (!strcmp(a, "--write-pass") && more) write_pass = argv[++i];
         else if (!strcmp(a, "--jobs") && more) jobs = atoi(argv[++i]);
         else if (!strcmp(a, "--timeout") && more) timeout = atoi(argv[++i]);
@@ -487,7 +816,7 @@ int main(int argc, char **argv)
         else if (a[0] == '-') usage();
         else filters[nfilters++] = argv[i];
     }
-    if (jobs < 1 || timeout < 1) usage();
+    if (jobs < 1 || timeout < 1 || (g_ort && !g_cli)) usage();
     struct stat sb;
     if (stat(data, &sb) || !S_ISDIR(sb.st_mode)) {
         /* ctest's SKIP_RETURN_CODE: the data is a dependency (scripts/deps.sh) */
@@ -550,7 +879,8 @@ int main(int argc, char **argv)
 
     /* against the expected list */
     int nexp = 0, regressions = 0, missing = 0;
-    char **exp = expected ? read_expected(expected, &nexp) : NULL;
+    bool expected = nexpected_files > 0;
+    char **exp = expected ? read_expected(expected_files, nexpected_files, &nexp) : NULL;
     for (int e = 0; e < nexp; e++) {
         bool found = false;
         for (int i = 0; i < n && !found; i++)
@@ -585,17 +915,18 @@ int main(int argc, char **argv)
             fprintf(stderr, "conformance: cannot write '%s': %s\n", write_pass, strerror(errno));
             return 2;
         }
-        fprintf(f, "# ONNX backend test cases tsopt passes (tests/conformance/conformance.c).\n"
-                   "# A case listed here that stops passing fails `make test`.\n");
+        fprintf(f, "# ONNX backend test cases tsopt passes (tests/conformance/conformance.c%s).\n"
+                   "# A case listed here that stops passing fails `make test`.\n",
+                g_cli ? ", through the command line: --cli" : "");
         for (int i = 0; i < n; i++)
             if (cs[i].result == R_PASS) fprintf(f, "%s\n", cs[i].name);
         fclose(f);
     }
     int failed = n - count[R_SKIP] - count[R_PASS];
-    printf("conformance: %d passed, %d refused, %d wrong, %d crashed, %d errata (%d cases with tensor inputs; %d "
+    printf("conformance%s: %d passed, %d refused, %d wrong, %d crashed, %d errata (%d cases with tensor inputs; %d "
            "skipped: sequence/optional inputs)\n",
-           count[R_PASS], count[R_REFUSED], count[R_WRONG], count[R_CRASH], count[R_ERRATUM], n - count[R_SKIP],
-           count[R_SKIP]);
+           g_ort ? " (ONNX Runtime, command line)" : g_cli ? " (command line)" : "", count[R_PASS],
+           count[R_REFUSED], count[R_WRONG], count[R_CRASH], count[R_ERRATUM], n - count[R_SKIP], count[R_SKIP]);
     if (expected)
         printf("expected list: %d cases, %d regressed, %d missing; %d newly passing\n", nexp, regressions, missing,
                newly);
@@ -603,5 +934,6 @@ int main(int argc, char **argv)
     free_list(exp, nexp);
     free(cs);
     free(filters);
+    free(expected_files);
     return regressions || missing || count[R_WRONG] || count[R_CRASH] ? 1 : 0;
 }
