@@ -579,7 +579,10 @@ void ts_session_free(ts_session *s);
  * whose shapes depend on the values of inputs (a Reshape's shape or a
  * Range's limits fed as graph inputs): such a model is loaded at each
  * run, with those inputs' values as constants, and its graphs and plans
- * are cached by the inputs' shapes and those values.  After a run at the
+ * are cached by the inputs' shapes and those values; NULL too for a model
+ * that does not load with its symbolic dimensions at the placeholder 1
+ * (the session opens from its declaration, ts_onnx_read_io, and loads it
+ * at each run's sizes).  After a run at the
  * default sizes, the constants that plan packed have NULL data (weights
  * held once, ts_plan_opts.release_packed_weights): names, dtypes and
  * shapes stay. */
@@ -608,6 +611,14 @@ ts_status ts_onnx_read_io(const char *path, ts_model_io **out, ts_error *err);
 void ts_model_io_free(ts_model_io *io);
 /* Whether an input has a symbolic dimension. */
 bool ts_model_io_symbolic(const ts_model_io *io);
+/* Binds from files: for each input of io with a symbolic dimension (or no
+ * declared shape) that binds[0..*n) does not name, the shape of
+ * dir/<sanitized name>.npy is appended to *binds (realloc'ed; the names
+ * point into io).  A missing or unreadable file is skipped (the reader of
+ * the inputs says what is wrong); a file whose rank or fixed dimensions
+ * disagree with the declaration fails with one line naming the input, the
+ * declaration and the file. */
+ts_status ts_model_io_bind_dir(const ts_model_io *io, const char *dir, ts_input_bind **binds, int *n, ts_error *err);
 /* The declared shape for messages: "[batch, 3, 224, 224]" ('?' for an
  * unnamed symbolic dimension), "any shape" for rank -1. */
 const char *ts_io_declared_str(const ts_io_info *in, char *buf, size_t n);
@@ -632,7 +643,9 @@ ts_status ts_graph_draw(const ts_graph *g, const ts_graph *diff_against, const c
  * ts_optimize_opts_check. */
 ts_status ts_optimize_opts_set(ts_optimize_opts *o, const char *key, const char *value, ts_error *err);
 /* `tsopt optimize SRC -o DST --json` as a call: checks the options and
- * DST's folder, loads SRC (binds as ts_onnx_load), runs ts_optimize,
+ * DST's folder, loads SRC (binds as ts_onnx_load; symbolic dimensions
+ * they leave free bound from the files of option "inputs", as
+ * ts_model_io_bind_dir does), runs ts_optimize,
  * writes the result to DST (ts_onnx_save) and gives in *json the object
  * ts_optimize_result_json makes (free it with ts_free).  options are
  * "key=value" strings for ts_optimize_opts_set; nothing is printed. */

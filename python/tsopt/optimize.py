@@ -32,7 +32,9 @@ def optimize(src, dst, time_limit=None, transforms=None, *, inputs=None, rules=N
     inputs={'name': shape} binds dynamic dimensions as --input does.
     check_inputs is --inputs: the whole-model check and the timing run on
     these inputs instead of random ones (a loop's trip count, a branch, as
-    the data take them): a folder of NAME.npy, or a dict name -> array.
+    the data take them): a folder of NAME.npy, or a dict name -> array;
+    their shapes bind the symbolic dimensions inputs leaves free, so the
+    search runs at those sizes.
     allow_growth=True is --allow-growth (write a result whose weights grew
     by more than 10%); external_data=True is --external-data (the weights
     in DST.data beside DST; automatic past protobuf's 2 GiB).

@@ -147,3 +147,43 @@ const char *ts_io_declared_str(const ts_io_info *in, char *buf, size_t n)
     if (k < n) snprintf(buf + k, n - k, "]");
     return buf;
 }
+
+/* Whether t's rank and fixed dimensions are those declared. */
+static bool fits(const ts_io_info *in, const ts_tensor *t)
+{
+    if (t->shape.rank != in->shape.rank) return false;
+    for (int d = 0; d < t->shape.rank; d++)
+        if (!in->dim_params[d] && t->shape.dims[d] != in->shape.dims[d]) return false;
+    return true;
+}
+
+ts_status ts_model_io_bind_dir(const ts_model_io *io, const char *dir, ts_input_bind **binds, int *n, ts_error *err)
+{
+    for (int i = 0; i < io->ninputs; i++) {
+        const ts_io_info *in = &io->inputs[i];
+        bool symbolic = in->shape.rank < 0, given = false;
+        for (int d = 0; d < in->shape.rank; d++) symbolic |= in->dim_params[d] != NULL;
+        for (int b = 0; b < *n && !given; b++) given = !strcmp((*binds)[b].name, in->name);
+        if (!symbolic || given) continue;
+        char stem[1024], path[4096], a[200], s[160];
+        ts_name_sanitize(in->name, stem, sizeof stem);
+        snprintf(path, sizeof path, "%s/%s.npy", dir, stem);
+        ts_tensor *t = NULL;
+        ts_error e = {0};
+        if (ts_npy_load(path, &t, &e)) continue; /* the inputs' reader says what is wrong with it */
+        ts_status st = TS_OK;
+        if (in->shape.rank >= 0 && !fits(in, t))
+            st = ts_error_set(err, TS_ERR_INVALID, "input '%s': the model wants %s %s, the file holds %s %s (%s)",
+                              in->name, ts_dtype_name(in->dtype), ts_io_declared_str(in, a, sizeof a),
+                              ts_dtype_name(t->dtype), ts_shape_str(&t->shape, s, sizeof s), path);
+        ts_input_bind *nb = st ? NULL : realloc(*binds, sizeof *nb * (size_t)(*n + 1));
+        if (!st && !nb) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory binding input '%s'", in->name);
+        if (!st) {
+            *binds = nb;
+            nb[(*n)++] = (ts_input_bind){in->name, t->shape};
+        }
+        ts_tensor_unref(t);
+        if (st) return st;
+    }
+    return TS_OK;
+}

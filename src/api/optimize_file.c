@@ -94,7 +94,23 @@ ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind
     if (ts_optimize_opts_check(&o, err) || ts_path_check_writable("optimize: output", dst, err)) return err->code;
     ts_graph *g = NULL;
     ts_optimize_result res = {0};
-    ts_status st = ts_onnx_load(src, binds, nbinds, &g, err);
+    /* the check inputs' files bind the symbolic dimensions binds leaves
+     * free: the search runs at their sizes (docs/decisions.md, "Binding
+     * symbolic dimensions") */
+    ts_model_io *io = NULL;
+    ts_input_bind *all = NULL;
+    int nall = nbinds;
+    ts_status st = TS_OK;
+    if (o.inputs_dir && !ts_onnx_read_io(src, &io, &(ts_error){0})) {
+        if (!(all = malloc(sizeof *all * (size_t)(nbinds + 1))))
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory binding the inputs of '%s'", src);
+        else if (nbinds)
+            memcpy(all, binds, sizeof *all * (size_t)nbinds);
+        if (!st) st = ts_model_io_bind_dir(io, o.inputs_dir, &all, &nall, err);
+    }
+    if (!st) st = ts_onnx_load(src, all ? all : binds, nall, &g, err);
+    free(all);
+    ts_model_io_free(io);
     if (!st) st = ts_optimize(g, &o, &res, err);
     if (!st) st = ts_onnx_save_with(res.graph, dst, &so, err);
     if (!st && !(*json = ts_optimize_result_json(&res, src, dst)))
