@@ -31,6 +31,14 @@ typedef struct rank_result {
     char msg[1024];
 } rank_result;
 
+static volatile int *child_stop;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    if (child_stop) *child_stop = 1;
+}
+
 /* Runs the campaign in a child; its stats come back through a pipe. */
 static void run_child(const ts_fuzz_opts *o, rank_result *res)
 {
@@ -45,6 +53,12 @@ static void run_child(const ts_fuzz_opts *o, rank_result *res)
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
+        /* mpirun answers Ctrl-C with SIGTERM to every process: the
+         * campaign stops after its pair, findings written, as on Ctrl-C */
+        child_stop = o->stop;
+        struct sigaction sa = {.sa_handler = on_term};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
         rank_result r = {0};
         ts_error err = {0};
         if (ts_fuzz_run(o, &r.st, &err)) {
@@ -62,7 +76,7 @@ static void run_child(const ts_fuzz_opts *o, rank_result *res)
         return;
     }
     /* Ctrl-C reaches the child itself (same process group); mpirun's
-     * SIGTERM reaches only this process: pass it on, so the child stops
+     * SIGTERM may reach only this process: pass it on, so the child stops
      * after its pair and writes its findings */
     sigset_t block, old;
     sigemptyset(&block);
@@ -72,7 +86,7 @@ static void run_child(const ts_fuzz_opts *o, rank_result *res)
     for (;;) {
         struct timespec tick = {0, 100000000};
         siginfo_t si;
-        if (sigtimedwait(&block, &si, &tick) == SIGTERM) kill(pid, SIGINT);
+        if (sigtimedwait(&block, &si, &tick) == SIGTERM) kill(pid, SIGTERM);
         int wst;
         pid_t w = waitpid(pid, &wst, WNOHANG);
         if (w == pid) {
@@ -435,6 +449,8 @@ ts_status ts_dist_fuzz(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     sub.dir = mine;
     sub.pair_stride = n;
     sub.pair_offset = rank;
+    if (getenv("TSOPT_DIST_FUZZ_OVERLAP")) /* tests only: every process tests every pair (tests/cli/mpi.sh) */
+        sub.pair_stride = 1, sub.pair_offset = 0;
     if (o->target.ort_log) { /* one ONNX Runtime peer per process, each its own log */
         snprintf(log, sizeof log, "%s/ort.log", mine);
         sub.target.ort_log = log;

@@ -29,7 +29,9 @@
  * set has its own limit on a result's size (gen_shapes.max_elems). */
 #define GEN_MAX_ELEMS 16384
 #define GEN_SPLIT_BYTES 12 /* serialized split tree per dimension */
-#define GEN_MAX_OPS 4
+/* 5: reachable with a restricted operator set (--ops), spread over
+ * processes with mpirun (docs/distributed.md); makes a record 32 bytes */
+#define GEN_MAX_OPS 5
 
 /* Shapes of the enumeration's tensors (after TASO's generator: activations
  * N x C x H x W, matrices, kernels); the constants take these shapes. */
@@ -133,6 +135,7 @@ typedef struct gen_config {
                        flushed) as it finishes: a long run that is killed
                        still shows how far it got */
     const gen_dist *dist; /* NULL: one process */
+    const char *ops;      /* comma-separated atoms to enumerate ("matmul,ewadd"); NULL: all */
 } gen_config;
 
 /* One enumerated graph: ops in order; input i of op k names a pool entry
@@ -141,8 +144,8 @@ typedef struct gen_graph {
     uint64_t fp;
     /* position in the enumeration (depth-first: graphs next to each other
      * in this order share their first operators, so replays on other
-     * inputs reuse the prefix) and the number of operators; packed so a
-     * record stays 24 bytes (~4.5e7 of them at 4 operators) */
+     * inputs reuse the prefix) and the number of operators, packed: a
+     * record is 32 bytes (6.5e7 of them at 4 operators) */
     uint32_t seq : 29, nops : 3;
     uint8_t op[GEN_MAX_OPS][3]; /* variant, in0, in1 */
 } gen_graph;
@@ -163,6 +166,10 @@ typedef struct gen_world {
 } gen_world;
 
 void gen_world_init(gen_world *w, uint64_t seed);
+/* Keeps only the operators named in ops (atoms as rule files write them,
+ * comma-separated; "split" for split0/split1): a smaller vocabulary reaches
+ * more operators per graph.  TS_ERR_INVALID naming an unknown one. */
+ts_status gen_world_restrict(gen_world *w, const char *ops, ts_error *err);
 void gen_world_free(gen_world *w);
 
 /* Counts per stage (Table 3 of the paper) and timings. */

@@ -111,6 +111,26 @@ void gen_world_init(gen_world *w, uint64_t seed)
     }
 }
 
+ts_status gen_world_restrict(gen_world *w, const char *ops, ts_error *err)
+{
+    bool keep[96] = {0};
+    for (const char *p = ops; *p;) {
+        size_t len = strcspn(p, ",");
+        bool known = false;
+        for (int v = 0; v < w->nvariant; v++) {
+            const char *atom = w->variant[v].op == TS_ROP_SPLIT0 ? "split" : ts_rop_info(w->variant[v].op)->atom;
+            if (strlen(atom) == len && !strncmp(atom, p, len)) keep[v] = known = true;
+        }
+        if (!known) return ts_error_set(err, TS_ERR_INVALID, "generate: --ops: no operator '%.*s'", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    int n = 0;
+    for (int v = 0; v < w->nvariant; v++)
+        if (keep[v]) w->variant[n++] = w->variant[v];
+    w->nvariant = n;
+    return TS_OK;
+}
+
 void gen_world_free(gen_world *w)
 {
     free(w->var_modp);

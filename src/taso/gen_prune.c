@@ -608,6 +608,10 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     memset(st, 0, sizeof *st);
     gen_world w;
     gen_world_init(&w, cfg->seed ? cfg->seed : 1);
+    if (cfg->ops && gen_world_restrict(&w, cfg->ops, err)) {
+        gen_world_free(&w);
+        return err->code;
+    }
     double t0 = now();
     gen_graph *gs;
     size_t ng;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# generate, verify and fuzz under mpirun -np 2 against one process
+# (docs/distributed.md): the same rule file byte for byte, the same verify
+# report (times aside), the same fuzz findings and counts over the same pair
+# numbers, a planted bug reported once; libtsopt.so links no MPI.  Skipped
+# (77) without mpirun or when tsopt was built without MPI.
+set -euo pipefail
+: "${TSOPT:?TSOPT not set}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "-- $*"; }
+
+# (ldd's output read whole: grep -q closing the pipe early fails it under pipefail)
+if [ -f "${TSOPT_LIBRARY:-}" ]; then
+    case "$(ldd "$TSOPT_LIBRARY")" in *libmpi*) fail "libtsopt.so links MPI" ;; esac
+fi
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun (make deps installs OpenMPI)"; exit 77; }
+case "$(ldd "$TSOPT")" in *libmpi*) ;; *) echo "SKIP: tsopt built without MPI"; exit 77 ;; esac
+# CI runs as root; two processes on however many cores there are
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI=(mpirun -np 2 --oversubscribe)
+
+# All files are written under one name in turn (the rule file's header
+# names it), so the runs compare byte for byte.
+step "generate --max-ops 3: two processes write the file one process writes"
+(cd "$T" && "$TSOPT" generate --max-ops 3 --threads 1 -o g.rules >/dev/null 2>"$T/g1.err") ||
+    fail "one process: $(cat "$T/g1.err")"
+mv "$T/g.rules" "$T/g1.rules"
+(cd "$T" && "${MPI[@]}" "$TSOPT" generate --max-ops 3 --threads 1 -o g.rules >"$T/g2.out" 2>"$T/g2.err") ||
+    fail "mpirun: $(cat "$T/g2.err")"
+cmp "$T/g1.rules" "$T/g.rules" || fail "-np 2 wrote another file than one process"
+grep -E "^  rank [01]: " "$T/g2.err" || fail "no per-process work lines"
+[ "$(grep -c '^kept ' "$T/g2.out")" = 1 ] || fail "the result line is printed once: $(cat "$T/g2.out")"
+echo "   same $(grep -c '^(' "$T/g.rules" || true) rules: $(cat "$T/g2.out")"
+
+step "verify: the same report (times aside)"
+strip_times() { sed -E 's/[0-9]+\.[0-9]+s/Ts/g; s/ [0-9]+ threads( per process)?/ threads/' "$1"; }
+rc1=0 rc2=0
+"$TSOPT" verify "$T/g1.rules" --timeout 5 >"$T/v1" 2>/dev/null || rc1=$?
+"${MPI[@]}" "$TSOPT" verify "$T/g1.rules" --timeout 5 >"$T/v2" 2>"$T/v2.err" || rc2=$?
+diff <(strip_times "$T/v1") <(strip_times "$T/v2") || fail "verify reports differ"
+[ $((rc1 != 0)) = $((rc2 != 0)) ] || fail "exit $rc1 alone, $rc2 under mpirun"
+grep -q "rules checked: largest/smallest" "$T/v2.err" || fail "no per-process work lines: $(cat "$T/v2.err")"
+tail -1 "$T/v2"
+
+step "fuzz --pairs 30 with a planted bug: the same findings over the same pairs"
+findings() { # pair numbers and kinds of DIR's findings, and the summary's counts
+    for f in "$1"/findings/*/finding.json; do
+        sed -E 's/.*"index": ([0-9]+), "pair": ([0-9]+),.*"kind": "([a-z]+)", "stage": "([a-z]+)".*/\1 \2 \3 \4/' "$f"
+    done
+    sed -E 's/"(seconds|pairs_per_s)": [0-9.e+-]+, //g; s/, "processes.*/}/' "$1/summary.json"
+}
+export TSOPT_FUZZ_PLANT=transpose-add
+"$TSOPT" fuzz --target tsopt --pairs 30 -o "$T/f1" --json >"$T/f1.json" 2>/dev/null || fail "fuzz alone"
+"${MPI[@]}" "$TSOPT" fuzz --target tsopt --pairs 30 -o "$T/f2" --json >"$T/f2.json" 2>"$T/f2.err" ||
+    fail "fuzz under mpirun: $(cat "$T/f2.err")"
+diff <(findings "$T/f1") <(findings "$T/f2") || fail "findings or counts differ"
+[ "$(grep -c tested "$T/f2.json")" = 1 ] || fail "one --json line: $(cat "$T/f2.json")"
+grep -q '"processes": 2' "$T/f2/summary.json" || fail "summary lacks the process count"
+n=$(ls "$T/f2/findings" | wc -l)
+[ "$n" -ge 1 ] || fail "the planted bug was not found in 30 pairs"
+echo "   $n findings, pairs $(findings "$T/f2" | head -n "$n" | cut -d' ' -f2 | tr '\n' ' ')"
+
+step "fuzz: a finding both processes make is reported once"
+# TSOPT_DIST_FUZZ_OVERLAP (tests only): every process tests every pair, so
+# each finding is made twice and the merge must keep one of each
+TSOPT_DIST_FUZZ_OVERLAP=1 "${MPI[@]}" "$TSOPT" fuzz --target tsopt --pairs 30 -o "$T/f3" >/dev/null 2>"$T/f3.err" ||
+    fail "fuzz with overlap: $(cat "$T/f3.err")"
+diff <(findings "$T/f1" | head -n "$n") <(findings "$T/f3" | head -n "$n") || fail "overlapping findings not merged"
+[ "$(ls "$T/f3/findings" | wc -l)" = "$n" ] || fail "want $n findings: $(ls "$T/f3/findings")"
+grep -q "\"duplicates\": $n," "$T/f3/summary.json" || fail "want $n duplicates: $(cat "$T/f3/summary.json")"
+echo "   $n findings made twice, reported once"
