@@ -510,6 +510,10 @@ typedef struct ts_optimize_result {
     ts_optimize_count *rewrites;
     char target[16];         /* the target the latencies are of: "tsopt" or "ort" */
     char engine_version[32]; /* ort: onnxruntime-node's version; "" for tsopt */
+    /* per rewrites[i]: the ms its steps took off the cost of the graphs they
+     * rewrote (the target's cost model: ort, ONNX Runtime's region times);
+     * owned, NULL when there are no rewrites */
+    double *rewrite_gain_ms;
 } ts_optimize_result;
 
 /* g is not modified.  Fails (err set) on bad options (an unknown source

@@ -64,7 +64,7 @@ char *xcost_group_key(const ts_graph *g, const int *group_of, int head);
  * times (cost_ctx.c) under XCOST_CTX_PREFIX + group key. */
 #define XCOST_PLAN_PREFIX "@plan "
 #define XCOST_CTX_PREFIX "@ctx "
-/* Any key: another engine's times (opt/ort_cost.c keys them "@ort ..."). */
+/* Any key: another engine's times (opt/ort_target.c keys them "@ort2 ..."). */
 bool xcost_db_put(ts_costdb *db, const char *key, double ms);
 bool xcost_db_get(const ts_costdb *db, const char *key, double *ms);
 /* The group members[0..nm) as a graph of its own: constants stay constants,

@@ -41,6 +41,7 @@ typedef struct hist {
     int source;       /* index of the source, TS_DRIVE_PASSES for a pass */
     const char *what; /* rule / pass name (lives as long as the source) */
     int count;
+    double gain; /* cost of the graph it rewrote less its own (target's cost model, ms) */
     struct hist *parent;
     int refs;
 } hist;
@@ -419,6 +420,7 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
         ts_graph_free(ng);
         return nomem(s);
     }
+    h->gain = s->cur_cost - c;
     if (c < s->best_cost) {
         ts_graph *copy = ts_graph_copy(ng);
         if (!copy) {
@@ -502,6 +504,7 @@ static bool try_pass(dctx *s, int k, bool always, ts_graph **cur, double *cost, 
             ts_graph_free(ng);
             return nomem(s);
         }
+        nh->gain = *cost - c;
         hist_unref(*h);
         *h = nh;
         ts_graph_free(*cur);
@@ -554,6 +557,7 @@ static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
             ts_graph_free(best);
             return nomem(s);
         }
+        nh->gain = *cost - best_c;
         hist_unref(*h);
         *h = nh;
         ts_graph_free(*cur);
@@ -585,7 +589,13 @@ static void collect(dctx *s, ts_drive_result *res)
         if (k == res->nnames) snprintf(res->names[res->nnames++].name, TS_OPT_NAME_MAX, "%s", h->what);
         res->names[k].count += h->count;
     }
-    if (res->names) qsort(res->names, (size_t)res->nnames, sizeof *res->names, cmp_count);
+    if (!res->names) return;
+    qsort(res->names, (size_t)res->nnames, sizeof *res->names, cmp_count);
+    /* each rewrite's gain, summed over its steps on the path, in the sorted order */
+    if (!(res->gains = calloc((size_t)res->nnames + 1, sizeof *res->gains))) return;
+    for (hist *h = s->best_h; h; h = h->parent)
+        for (int k = 0; k < res->nnames; k++)
+            if (!strcmp(res->names[k].name, h->what)) res->gains[k] += h->gain;
 }
 
 ts_status ts_drive(const ts_graph *g0, const ts_optimize_opts *o, ts_costdb *db, const ts_source *const *sources,
@@ -698,5 +708,6 @@ void ts_drive_result_free(ts_drive_result *res)
 {
     ts_graph_free(res->best);
     free(res->names);
+    free(res->gains);
     memset(res, 0, sizeof *res);
 }

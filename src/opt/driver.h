@@ -24,6 +24,7 @@ typedef struct ts_drive_result {
     int per_source[TS_OPT_MAX_SOURCES + 1];
     int nnames;
     ts_optimize_count *names;
+    double *gains; /* per names[i]: the cost (target's model, ms) its steps took off the graphs they rewrote */
     int nsteps; /* rewrites on the path, passes included */
 } ts_drive_result;
 

@@ -375,7 +375,9 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         for (int k = 0; k <= nsrc; k++) res->applied[k].count = dr.per_source[k];
         res->rewrites = dr.names;
         res->nrewrites = dr.nnames;
+        res->rewrite_gain_ms = dr.gains;
         dr.names = NULL;
+        dr.gains = NULL;
     }
 done:
     for (int i = 0; user_in && i < g->ninputs; i++) ts_tensor_unref(user_in[i]);
@@ -396,5 +398,6 @@ void ts_optimize_result_free(ts_optimize_result *res)
 {
     ts_graph_free(res->graph);
     free(res->rewrites);
+    free(res->rewrite_gain_ms);
     memset(res, 0, sizeof *res);
 }

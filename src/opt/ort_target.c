@@ -21,7 +21,7 @@ struct ts_ort_target {
     int threads;
     double overhead_ms; /* ORT's fixed cost of one run from node (a one-Identity model) */
     char dir[64];       /* temporary folder of the models handed to ORT */
-    char prefix[96];    /* cache key prefix: "@ort VERSION tTHREADS " */
+    char prefix[96];    /* cache key prefix: "@ort2 VERSION tTHREADS " */
     int timed, cached;
 };
 
@@ -76,11 +76,12 @@ ts_status ts_ort_target_open(ts_costdb *db, int threads, ts_ort_target **out, ts
         ts_ort_target_close(t);
         return st;
     }
-    snprintf(t->prefix, sizeof t->prefix, "@ort %s t%d ", ts_ort_peer_version(t->peer), t->threads);
+    snprintf(t->prefix, sizeof t->prefix, "@ort2 %s t%d ", ts_ort_peer_version(t->peer), t->threads);
     /* a run's fixed cost (the call through node, ORT's dispatch), charged
      * once per graph and not once per region */
     ts_graph *g = ts_graph_new("overhead", 13);
     int64_t one = 1;
+    double med;
     ts_shape s1 = ts_shape_make(1, &one);
     int x = g ? ts_graph_add_input(g, "x", TS_F32, &s1, err) : -1, y = -1;
     const char *yn[] = {"y"};
@@ -88,7 +89,7 @@ ts_status ts_ort_target_open(ts_costdb *db, int threads, ts_ort_target **out, ts
     if (!g) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     else if (x < 0 || ts_graph_add_node(g, "Identity", "id", &x, 1, NULL, 0, 1, yn, &y, err) < 0 ||
              ts_graph_add_output(g, y, err) || save(t, g, "overhead", true, path, sizeof path, err) ||
-             time_file(t, path, 50, &t->overhead_ms, NULL, err))
+             time_file(t, path, 50, &med, &t->overhead_ms, err))
         st = err->code ? err->code : TS_ERR_IO;
     ts_graph_free(g);
     if (st) {
@@ -144,11 +145,11 @@ static double region_cost(ts_ort_target *t, const ts_graph *g, const int *member
     if (isnan(ms)) {
         ts_error err = {0};
         char path[256];
-        double med;
+        double med, fast;
         ts_graph *s = xcost_group_graph(g, members, nm, &err);
         if (s && !save(t, s, "region", true, path, sizeof path, &err) &&
-            !time_file(t, path, REGION_MIN_MS, &med, NULL, &err)) {
-            ms = fmax(med - t->overhead_ms, 0.0005);
+            !time_file(t, path, REGION_MIN_MS, &med, &fast, &err)) {
+            ms = fmax(fast - t->overhead_ms, 0.0005);
             t->timed++;
         } else {
             double flops, bytes;

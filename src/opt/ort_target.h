@@ -5,9 +5,10 @@
  * Costing follows TASO: a graph is cut into regions (the runtime's fused
  * groups, xcost_groups: a contraction with the element-wise chain after
  * it, which ORT fuses alike), each distinct region is written as a model
- * of its own and timed in ORT once, its median less ORT's fixed cost of a
- * run cached per (ORT version, threads, region signature) in the per-CPU
- * cost cache, and a graph costs the sum of its regions.  Where regions do
+ * of its own and timed in ORT once, its fastest run (steadier than the
+ * median on a shared machine) less ORT's fixed cost of a run cached per
+ * (ORT version, threads, region signature) in the per-CPU cost cache, and
+ * a graph costs the sum of its regions.  Where regions do
  * not add up (ORT's layout changes and fusions across regions), whole
  * graphs are timed: the keep decision, alternating original and result in
  * one ORT process. */

@@ -99,8 +99,12 @@ ts_status ts_opt_report_write(const char *path, const char *model, const char *o
         for (int i = 0; i < r->nrewrites; i++) total += r->rewrites[i].count;
         fprintf(f, "## Rewrites in the written graph (%d)\n\n| source | count |\n|---|---|\n", total);
         for (int k = 0; k < r->nsources; k++) fprintf(f, "| %s | %d |\n", r->applied[k].name, r->applied[k].count);
-        fprintf(f, "\n| rewrite | count |\n|---|---|\n");
-        for (int i = 0; i < r->nrewrites; i++) fprintf(f, "| %s | %d |\n", r->rewrites[i].name, r->rewrites[i].count);
+        /* gains in the target's cost model: with --target ort, times of regions measured in ONNX Runtime */
+        fprintf(f, "\n| rewrite | count | gain (ms, %s) |\n|---|---|---|\n",
+                r->engine_version[0] ? "regions timed in ONNX Runtime" : "cost model");
+        for (int i = 0; i < r->nrewrites; i++)
+            fprintf(f, "| %s | %d | %.4f |\n", r->rewrites[i].name, r->rewrites[i].count,
+                    r->rewrite_gain_ms ? r->rewrite_gain_ms[i] : 0.0);
         fprintf(f, "\n");
     } else if (r->cost_after_ms < r->cost_before_ms) {
         fprintf(f, "The search's best graph was predicted at %.3f ms but is not written (see above).\n\n",

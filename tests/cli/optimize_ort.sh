@@ -4,7 +4,8 @@
 # - --target ort without a working ONNX Runtime peer fails before the search, one line saying how to install it;
 # - serve.js's timing requests (time, pair, compare) answer, and its run request still does (the fuzzer's);
 # - --target ort on a small model: --json says target "ort" and the ORT version, the written file runs in
-#   ONNX Runtime and matches the original there (run.js outputs compared by tsopt compare).
+#   ONNX Runtime and matches the original there (run.js outputs compared by tsopt compare); an optimized
+#   file's --report lists each rewrite's gain in ONNX Runtime's region times.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}" "${ORT_RUN:?ORT_RUN not set}"
 T=$(mktemp -d)
@@ -60,7 +61,8 @@ P
 ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"
 
 # the whole target on a small model
-"$TSOPT" optimize "$M" -o "$T/o.onnx" --target ort --threads 1 --time-limit 8 --json >"$T/o.json" 2>"$T/log" ||
+"$TSOPT" optimize "$M" -o "$T/o.onnx" --target ort --threads 1 --time-limit 8 --json --report "$T/o.md" \
+    >"$T/o.json" 2>"$T/log" ||
     { cat "$T/log"; fail "--target ort failed"; }
 cat "$T/o.json"
 /usr/bin/python3 - "$T/o.json" <<'P' || fail "--target ort JSON"
@@ -71,6 +73,11 @@ assert r["written"] in ("optimized", "original") and r["reason"], r
 assert r["cost_before_ms"] > 0 and r["latency_before_ms"] > 0, r
 P
 grep -q "regions timed" "$T/log" || fail "no region count logged: $(cat "$T/log")"
+grep -q "predicted (region sum)" "$T/log" || ! grep -q '"written": "optimized"' "$T/o.json" ||
+    fail "the prediction is not logged before the whole-graph timing: $(cat "$T/log")"
+# an optimized file's report gives each rewrite's gain in ONNX Runtime's region times
+! grep -q '"written": "optimized"' "$T/o.json" || grep -q "gain (ms, regions timed in ONNX Runtime)" "$T/o.md" ||
+    fail "the report has no ONNX Runtime gain per rewrite: $(cat "$T/o.md")"
 "$TSOPT" run "$M" --save-inputs "$T/in" --save-outputs "$T/ref" >/dev/null
 node "$ORT_RUN" "$M" --inputs "$T/in" --save-outputs "$T/a" --threads 1
 node "$ORT_RUN" "$T/o.onnx" --inputs "$T/in" --save-outputs "$T/b" --threads 1
