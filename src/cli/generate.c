@@ -8,9 +8,12 @@
 
 static const char USAGE[] =
     "usage: tsopt generate -o RULES [--max-ops N] [--threads N] [--seed S] [--ops A,B,...]\n"
+    "                      [--checkpoint DIR]\n"
     "  enumerate TASO graphs of up to N operators (default 4), keep the\n"
     "  equivalent pairs that survive pruning, write them as a rule file;\n"
-    "  --ops enumerates only those operators (atoms of docs/rules.md)\n"
+    "  --ops enumerates only those operators (atoms of docs/rules.md);\n"
+    "  --checkpoint DIR keeps the enumeration's records in DIR as they are\n"
+    "  made: the same command run again resumes from them\n"
     "  (under mpirun -np N: spread over N processes, the same file;\n"
     "  docs/distributed.md)\n";
 
@@ -33,6 +36,9 @@ int cli_generate(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--threads", &val)) {
             if (!val || !cli_parse_int("--threads", val, 1, 256, &v)) return CLI_USAGE;
             cfg.threads = (int)v;
+        } else if (cli_opt(argc, argv, &i, "--checkpoint", &val)) {
+            if (!val || !*val) return cli_error(CLI_USAGE, "generate: --checkpoint needs a folder");
+            cfg.checkpoint = val;
         } else if (cli_opt(argc, argv, &i, "--ops", &val)) {
             if (!val || !*val) return cli_error(CLI_USAGE, "generate: --ops needs operator names (matmul,ewadd,...)");
             cfg.ops = val;

@@ -136,6 +136,10 @@ typedef struct gen_config {
                        still shows how far it got */
     const gen_dist *dist; /* NULL: one process */
     const char *ops;      /* comma-separated atoms to enumerate ("matmul,ewadd"); NULL: all */
+    /* A folder where the enumeration keeps each first operator's records
+     * as it finishes them, and reads them back instead of enumerating
+     * again: a stopped run resumes (gen_enum.c); NULL: none */
+    const char *checkpoint;
 } gen_config;
 
 /* One enumerated graph: ops in order; input i of op k names a pool entry

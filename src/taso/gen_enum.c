@@ -10,9 +10,12 @@
  * keeps at least the greedy smallest order of every DAG.  Each graph's
  * fingerprint combines the mod-p hashes of its outputs (the tensors no
  * operator consumes) order-independently. */
+#include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "taso/gen.h"
 
 static const gen_varclass CLASSES[] = {
@@ -207,7 +210,8 @@ static uint64_t graph_fp(const ctx *c)
     return combine_outputs(hs, n);
 }
 
-static void record(ctx *c)
+/* Appends a record to the thread's chunks. */
+static void push(ctx *c, const gen_graph *g)
 {
     if (c->n == c->nchunk * CHUNK) {
         if (c->nchunk == c->capchunk) {
@@ -227,9 +231,14 @@ static void record(ctx *c)
         }
         c->nchunk++;
     }
-    c->g.fp = graph_fp(c);
-    c->chunk[c->n / CHUNK][c->n % CHUNK] = c->g;
+    c->chunk[c->n / CHUNK][c->n % CHUNK] = *g;
     c->n++;
+}
+
+static void record(ctx *c)
+{
+    c->g.fp = graph_fp(c);
+    push(c, &c->g);
 }
 
 static void free_chunks(ctx *c)
@@ -488,6 +497,77 @@ static void ctx_init(ctx *c, const gen_world *w, int max_ops)
     c->npool = w->nvar;
 }
 
+/* ---- checkpoints (gen_config.checkpoint) ----
+ * The records of first operator f go to DIR/first-F.bin (written to a
+ * temporary name, then renamed: a file that exists is whole); a run with
+ * the same DIR loads them instead of enumerating f again.  DIR/config
+ * holds what the records depend on, checked before any is used. */
+
+static void ckpt_path(char *out, size_t n, const char *dir, size_t f, const char *suffix)
+{
+    snprintf(out, n, "%s/first-%zu.bin%s", dir, f, suffix);
+}
+
+static bool ckpt_load(ctx *c, const char *dir, size_t f)
+{
+    char path[4200];
+    ckpt_path(path, sizeof path, dir, f, "");
+    FILE *in = fopen(path, "rb");
+    if (!in) return false;
+    gen_graph g;
+    while (!c->oom && fread(&g, sizeof g, 1, in) == 1) push(c, &g);
+    fclose(in);
+    return true;
+}
+
+static void ckpt_save(const ctx *c, const char *dir, size_t f, size_t from)
+{
+    char path[4200], tmp[4200];
+    ckpt_path(path, sizeof path, dir, f, "");
+    ckpt_path(tmp, sizeof tmp, dir, f, ".tmp");
+    FILE *out = fopen(tmp, "wb");
+    bool ok = out != NULL;
+    for (size_t i = from; ok && i < c->n; i++) ok = fwrite(rec_at(c, i), sizeof(gen_graph), 1, out) == 1;
+    if (out && fclose(out)) ok = false;
+    if (!ok || rename(tmp, path)) remove(tmp); /* no checkpoint of f: enumerated again next time */
+}
+
+/* DIR/config: a checkpoint of other settings is an error, not a mix. */
+static ts_status ckpt_open(const char *dir, const gen_world *w, int max_ops, size_t nfirst, ts_error *err)
+{
+    char path[4200], want[256], have[256] = "";
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return ts_error_set(err, TS_ERR_IO, "generate: cannot create checkpoint folder '%s': %s", dir, strerror(errno));
+    /* the records depend on the operators, the variables' values (the seed, through their hashes) and the depth */
+    uint64_t h = 0;
+    for (int v = 0; v < w->nvariant; v++) h = gen_mix64(h ^ ((uint64_t)w->variant[v].op << 8 | (uint64_t)v));
+    for (int v = 0; v < w->nvar; v++) h = gen_mix64(h ^ gen_tensor_hash(&w->var_modp[v]));
+    snprintf(want, sizeof want, "tsopt generate checkpoint: max_ops %d, first operators %zu, world %016llx, record %zu\n",
+             max_ops, nfirst, (unsigned long long)h, sizeof(gen_graph));
+    snprintf(path, sizeof path, "%s/config", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(have, sizeof have, f)) have[0] = 0;
+        fclose(f);
+        if (strcmp(have, want))
+            return ts_error_set(err, TS_ERR_INVALID,
+                                "generate: checkpoint '%s' is of another run (%s): give a new folder", path,
+                                strtok(have, "\n") ? have : "unreadable");
+        return TS_OK;
+    }
+    /* through a temporary name: several processes may write it at once */
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    f = fopen(tmp, "w");
+    bool ok = f && fputs(want, f) >= 0;
+    if (f && fclose(f)) ok = false;
+    if (!ok || rename(tmp, path)) {
+        remove(tmp);
+        return ts_error_set(err, TS_ERR_IO, "generate: cannot write '%s'", path);
+    }
+    return TS_OK;
+}
+
 /* First operators: (variant, a, b) tuples collected by a dry run of
  * for_args at depth 0; the threads share them out. */
 typedef struct first_op {
@@ -517,6 +597,14 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
     free_chunks(&c0);
     if (!first) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
 
+    const char *ck = cfg->checkpoint;
+    if (ck) {
+        ts_status s = ckpt_open(ck, w, max_ops, nfirst, err);
+        if (s) {
+            free(first);
+            return s;
+        }
+    }
     int threads = cfg->threads > 0 ? cfg->threads : 1;
     ctx *cs = calloc((size_t)threads, sizeof *cs);
     if (!cs) {
@@ -536,15 +624,20 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
 #pragma omp critical(gen_claim)
                 f = cfg->dist->claim(cfg->dist->arg);
                 if (f < 0 || (size_t)f >= nfirst || c->oom) break;
+                if (ck && ckpt_load(c, ck, (size_t)f)) continue;
+                size_t from = c->n;
                 const uint8_t *op = first[f].op[0];
                 try_op(c, 0, op[0], op[1], op[2]);
+                if (ck && !c->oom) ckpt_save(c, ck, (size_t)f, from);
             }
         } else {
 #pragma omp for schedule(dynamic, 1)
             for (size_t f = 0; f < nfirst; f++) {
-                if (c->oom) continue;
+                if (c->oom || (ck && ckpt_load(c, ck, f))) continue;
+                size_t from = c->n;
                 const uint8_t *op = first[f].op[0];
                 try_op(c, 0, op[0], op[1], op[2]);
+                if (ck && !c->oom) ckpt_save(c, ck, f, from);
             }
         }
         free(c->pool);
