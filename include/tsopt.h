@@ -359,7 +359,10 @@ bool ts_graph_opt_parse(const char *s, ts_graph_opt *out);
 const char *ts_graph_opt_name(ts_graph_opt level);
 /* Applies level's graph rewrites to g in place (before ts_plan_build with
  * the same level): returns how many it made, or -1 (err set).  The graph
- * keeps its inputs and outputs. */
+ * keeps its inputs and outputs.  Sessions and `tsopt run`/`bench` call it;
+ * ts_plan_build itself does not (a graph planned directly runs its nodes
+ * as they are, but for the plan-time rewrites ts_plan_opts.graph_opt
+ * allows). */
 int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err);
 
 typedef struct ts_plan_stats {

@@ -59,5 +59,12 @@ int ts_swap_pool_conv(ts_graph *g, ts_error *err);
  * or -1 (err set). */
 int ts_pool_before_conv(ts_graph *g, ts_error *err);
 
+/* LayerNorm written out over the trailing axes (ReduceMean, Sub, Pow 2 or
+ * Mul, ReduceMean, Add eps, Sqrt, Div, then optionally Mul by and Add of
+ * constants varying along the normalized axes only) -> one
+ * LayerNormalization (fuse_layernorm.c), matched structurally.  Not where
+ * the result is a graph output.  Returns the number of fusions, or -1. */
+int ts_fuse_layernorm(ts_graph *g, ts_error *err);
+
 
 #endif

@@ -42,7 +42,7 @@ save("gelu_ln", [N("MatMul", ["x", "w"], ["a"]), N("Div", ["a", "sqrt2"], ["a1"]
                  N("ReduceMean", ["gl"], ["mu"], axes=[-1]), N("Sub", ["gl", "mu"], ["dm"]),
                  N("Pow", ["dm", "two"], ["sq"]), N("ReduceMean", ["sq"], ["var"], axes=[-1]),
                  N("Add", ["var", "eps"], ["ve"]), N("Sqrt", ["ve"], ["sd"]), N("Div", ["dm", "sd"], ["nrm"]),
-                 N("Mul", ["nrm", "gamma"], ["sc"]), N("Add", ["sc", "beta"], ["y"])],
+                 N("Mul", ["nrm", "gamma"], ["sc"]), N("Add", ["sc", "beta"], ["ln"]), N("Relu", ["ln"], ["y"])],
      [16, 64], [16, 128], [c("w", 64, 128), k("sqrt2", 2 ** 0.5), k("one", 1.0), k("half", 0.5), k("two", 2.0),
                            k("eps", 1e-5), c("gamma", 128), c("beta", 128)])
 PY

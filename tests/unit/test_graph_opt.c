@@ -178,3 +178,70 @@ Test(graph_opt, pool_first_checked_and_wrong_variant_refuted)
     ts_graph_free(p1);
     ts_graph_free(planted);
 }
+
+/* x [4, 6, 32] -> LayerNorm written out over the last axis (var_axis: the
+ * axis the variance's ReduceMean reduces; pow: the exponent of the square)
+ * -> * gamma + beta -> Relu; or, fused, LayerNormalization(x, gamma, beta)
+ * -> Relu. */
+static ts_graph *layernorm(int var_axis, double pow, bool fused)
+{
+    uint64_t rng = 9;
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = xt_input(g, "x", "4x6x32");
+    int gamma = xt_const_random(g, "32", 0.5, 1.5, &rng), beta = xt_const_random(g, "32", -0.5, 0.5, &rng), y;
+    const int64_t last[] = {-1}, var[] = {var_axis};
+    if (fused) {
+        y = xt_node(g, "LayerNormalization", INS(x, gamma, beta), ATTRS(ts_attr_float("epsilon", 1e-5)));
+    } else {
+        int mu = xt_node(g, "ReduceMean", INS(x), ATTRS(ts_attr_ints("axes", last, 1)));
+        int d = xt_node(g, "Sub", INS(x, mu), NOATTR);
+        int sq = xt_node(g, "Pow", INS(d, xt_const_values(g, TS_F32, "", &pow, 1)), NOATTR);
+        int v = xt_node(g, "ReduceMean", INS(sq), ATTRS(ts_attr_ints("axes", var, 1)));
+        double eps = 1e-5;
+        int sd = xt_node(g, "Sqrt", INS(xt_node(g, "Add", INS(v, xt_const_values(g, TS_F32, "", &eps, 1)), NOATTR)),
+                         NOATTR);
+        y = xt_node(g, "Div", INS(d, sd), NOATTR);
+        y = xt_node(g, "Add", INS(xt_node(g, "Mul", INS(y, gamma), NOATTR), beta), NOATTR);
+    }
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+static int count_op(const ts_graph *g, const ts_op_desc *op)
+{
+    int k = 0;
+    for (int n = 0; n < g->nnodes; n++) k += !g->nodes[n].dead && g->nodes[n].op == op;
+    return k;
+}
+
+/* LayerNorm spelled out -> LayerNormalization (ALL, not BASIC), within
+ * float tolerance; not where the variance reduces another axis or the
+ * square is a cube, and the planted variant fusing those is refuted. */
+Test(graph_opt, layernorm_checked_and_wrong_variants_refuted)
+{
+    ts_graph *g0 = layernorm(-1, 2, false), *g1 = ts_graph_copy(g0);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 0, "%s", e.msg);
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_ALL, &e), 1, "%s", e.msg);
+    cr_assert_eq(count_op(g1, &ts_op_layernorm), 1);
+    cr_assert_eq(live_nodes(g1), 2, "LayerNormalization and the Relu left, got %d nodes", live_nodes(g1));
+    cr_assert_leq(check(g0, g1), 1);
+    ts_plan *p = xt_plan_check(g1, NULL, 3, -2, 2, 1e-4, XT_TOL_MAX);
+    cr_assert_eq(xt_steps_of(p, "vec.layernorm"), 1);
+    ts_plan_free(p);
+    const struct {
+        int axis;
+        double pow;
+    } wrong[] = {{1, 2}, {-1, 3}};
+    ts_graph *planted = layernorm(-1, 2, true);
+    for (int i = 0; i < 2; i++) {
+        ts_graph *w0 = layernorm(wrong[i].axis, wrong[i].pow, false), *w1 = ts_graph_copy(w0);
+        cr_assert_eq(ts_graph_opt_apply(w1, TS_GRAPH_OPT_ALL, &e), 0, "wrong spelling %d fused", i);
+        cr_assert_gt(check(w0, planted), 1, "the planted fusion of wrong spelling %d was not refuted", i);
+        ts_graph_free(w0);
+        ts_graph_free(w1);
+    }
+    ts_graph_free(planted);
+    ts_graph_free(g0);
+    ts_graph_free(g1);
+}
