@@ -53,7 +53,7 @@ int cli_generate(int argc, char **argv)
     /* under mpirun: one generation spread over the processes, the file
      * written by the first (src/dist/dist_gen.c) */
     bool root = ts_dist_start() == 1 || ts_dist_rank() == 0;
-    cfg.dist = ts_dist_gen_hooks();
+    cfg.dist = ts_dist_gen_hooks(cfg.threads);
     if (!root) cfg.progress = NULL;
     ts_rule *rules;
     int n;

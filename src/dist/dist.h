@@ -46,7 +46,7 @@ void ts_dist_report_work(FILE *f, const char *unit, long count, double secs);
 
 /* generate: the hooks for gen_config (NULL with one process); after the
  * run, the root prints one line of work counts per process to f. */
-const gen_dist *ts_dist_gen_hooks(void);
+const gen_dist *ts_dist_gen_hooks(int threads);
 void ts_dist_gen_report(FILE *f);
 
 /* fuzz: runs the campaign of o on every process (process r tests pairs r,

@@ -29,6 +29,7 @@ static struct {
     ts_dist_counter *ctr;
     work me, *all; /* all: the root's copy of every process's */
     double t0, t1;
+    int threads;
 } g;
 
 static double now(void)
@@ -64,7 +65,7 @@ static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st
     (void)arg;
     double t = now();
     g.me.t_enum = t - g.t0;
-    g.me.claimed--; /* the last claim found nothing */
+    g.me.claimed -= g.threads; /* each thread's last claim found nothing */
     ts_dist_counter_close(g.ctr);
     g.ctr = NULL;
     int n = ts_dist_size();
@@ -171,10 +172,11 @@ static ts_status gather(void *arg, gen_graph **prp, size_t *npairp, gen_stats *s
 
 static const gen_dist hooks = {.claim = claim, .exchange = exchange, .gather = gather};
 
-const gen_dist *ts_dist_gen_hooks(void)
+const gen_dist *ts_dist_gen_hooks(int threads)
 {
     if (ts_dist_size() == 1) return NULL;
     memset(&g.me, 0, sizeof g.me);
+    g.threads = threads;
     g.ctr = ts_dist_counter_open();
     g.t0 = now();
     return &hooks;

@@ -60,8 +60,9 @@ void ts_dist_report_work(FILE *f, const char *unit, long count, double secs)
     (void)f, (void)unit, (void)count, (void)secs;
 }
 
-const gen_dist *ts_dist_gen_hooks(void)
+const gen_dist *ts_dist_gen_hooks(int threads)
 {
+    (void)threads;
     return NULL;
 }
 
