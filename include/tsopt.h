@@ -383,6 +383,24 @@ ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out,
  * and from the inputs (an output may be written before an input is read). */
 ts_status ts_plan_run(ts_plan *p, ts_tensor *const *inputs, ts_tensor *const *outputs, ts_error *err);
 void ts_plan_stats_get(const ts_plan *p, ts_plan_stats *st);
+/* Coverage (tsopt fuzz): what step k of a plan runs -- its kernel's name
+ * ("vec.concat", "dnnl.conv", "ref", "reorder"), the operator of the node
+ * it lowered, how many graph nodes it covers (> 1: a fusion), the dtype of
+ * that node's first output and the layouts of the step's first input and
+ * its output ("plain", "perm": a dense permutation such as channels-last,
+ * "blocked", "-": none).  Strings are static. */
+typedef struct ts_plan_step_info {
+    const char *kernel, *op;
+    int nodes;
+    ts_dtype dtype;
+    const char *in_layout, *out_layout;
+} ts_plan_step_info;
+int ts_plan_step_count(const ts_plan *p);
+void ts_plan_step_get(const ts_plan *p, int k, ts_plan_step_info *out);
+/* The entries of the runtime's kernel tables, (operator, kernel) in the
+ * order they are tried: ops[i], kernels[i] for i < min(max, count) (either
+ * may be NULL); returns the count. */
+int ts_plan_kernel_table(const char **ops, const char **kernels, int max);
 void ts_plan_free(ts_plan *p);
 
 /* Memory checked before allocation (src/exec/mem_check.c).  Available: the

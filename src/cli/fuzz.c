@@ -14,6 +14,7 @@
 static const char USAGE[] =
     "usage: tsopt fuzz --target tsopt|ort [--time S] [--seed N] [--save-pairs K] -o DIR [--json]\n"
     "                  [--pairs N] [--max-findings N] [--no-minimize] [--no-optimizer] [--eop-cc CC]\n"
+    "                  [--mode both|pairs|graphs]\n"
     "       tsopt fuzz --replay FOLDER [--target tsopt|ort] [--eop-cc CC]\n"
     "  POLYJUICE: random graphs saturated with proved rewrite rules give pairs of equivalent graphs,\n"
     "  the most simplified and the most complex; the target runs both on the same inputs and\n"
@@ -29,6 +30,9 @@ static const char USAGE[] =
     "  --max-findings N  stop after N findings\n"
     "  --no-minimize     write findings as found, without delta debugging\n"
     "  --no-optimizer    tsopt target: the runtime only\n"
+    "  --mode M          tsopt target: what each step makes -- a POLYJUICE pair and a runtime seed graph\n"
+    "                    (both, the default), or only one; a runtime seed is a graph over the runtime's\n"
+    "                    kernels checked against the float64 reference interpreter and the optimizer\n"
     "  --eop-cc CC       tsopt target: the C compiler of the optimizer's eOperators: tcc (default when\n"
     "                    installed: fast to compile), system ($CC, else cc: what tsopt optimize uses) or a\n"
     "                    command; one pair in 32 (by its seed) uses the system compiler whatever is given\n"
@@ -145,6 +149,12 @@ int cli_fuzz(int argc, char **argv)
             o.max_findings = lv;
         } else if (cli_opt(argc, argv, &i, "-o", &v) || cli_opt(argc, argv, &i, "--output", &v)) {
             if (!(o.dir = v)) return CLI_USAGE;
+        } else if (cli_opt(argc, argv, &i, "--mode", &v)) {
+            if (!v) return CLI_USAGE;
+            if (!strcmp(v, "both")) o.mode = TS_FUZZ_BOTH;
+            else if (!strcmp(v, "pairs")) o.mode = TS_FUZZ_PAIRS;
+            else if (!strcmp(v, "graphs")) o.mode = TS_FUZZ_GRAPHS;
+            else return cli_error(CLI_USAGE, "fuzz: --mode: expected both, pairs or graphs, got '%s'", v);
         } else if (cli_opt(argc, argv, &i, "--eop-cc", &v)) {
             if (!v || !*v) return cli_error(CLI_USAGE, "fuzz: --eop-cc: expected tcc, system or a compiler command");
             o.target.eop_cc = v;
@@ -214,6 +224,10 @@ int cli_fuzz(int argc, char **argv)
     fprintf(stderr, "fuzz: %ld pairs in %.1f s (%.1f/s, stop: %s): %ld tested, %ld filtered, %ld skipped, %ld findings\n",
             st.generated, st.seconds, st.seconds > 0 ? (double)st.generated / st.seconds : 0.0, st.stop, st.tested,
             st.filtered, st.skipped, st.findings);
+    if (st.cover_entries)
+        fprintf(stderr, "fuzz: %ld runtime seed graphs (%ld kept for new coverage); coverage: %d of %d kernel-table "
+                        "entries, %d kernel/layout keys\n",
+                st.graphs, st.kept, st.cover_reached, st.cover_entries, st.cover_keys);
     if (json) {
         char *js = ts_fuzz_stats_json(&o, &st);
         if (!js) return cli_error(CLI_FAIL, "out of memory");

@@ -134,6 +134,82 @@ static ts_status record(const ts_fuzz_opts *o, ts_fuzz_target *t, ts_fuzz_pair_f
     return st;
 }
 
+/* The corpus of runtime seeds that reached new coverage: their families
+ * are drawn again (coverage-guided: half of the graphs come from a kept
+ * seed's family, the other half from any family). */
+typedef struct corpus {
+    int *family;
+    int n, cap;
+    uint64_t rng;
+} corpus;
+
+static int next_family(corpus *c)
+{
+    if (c->n && ts_fuzz_rand(&c->rng) % 2) return c->family[ts_fuzz_rand(&c->rng) % (uint64_t)c->n];
+    return (int)(ts_fuzz_rand(&c->rng) % (uint64_t)ts_fuzz_families());
+}
+
+static void keep(corpus *c, int family)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        int *f = realloc(c->family, sizeof *f * (size_t)cap);
+        if (!f) return;
+        c->family = f, c->cap = cap;
+    }
+    c->family[c->n++] = family;
+}
+
+/* Step i's runtime seed graph: made, checked, kept when it reached new
+ * coverage, minimized and written when an oracle fires. */
+static ts_status graph_step(const ts_fuzz_opts *o, ts_fuzz_target *t, corpus *cp, seen_set *seen, long i,
+                            ts_fuzz_stats *st, ts_error *err)
+{
+    uint64_t gs = ts_fuzz_pair_seed(o->seed ^ 0x5eed0f6a4b1ull, i);
+    int fam = next_family(cp);
+    ts_graph *g = ts_fuzz_runtime_graph(gs, fam, err);
+    if (!g) return err->code;
+    ts_tensor **in = calloc((size_t)g->ninputs + 1, sizeof *in);
+    ts_fuzz_verdict v;
+    ts_status rc = in ? ts_fuzz_inputs(g, gs, in, err) : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_fuzz_target_fresh(t);
+    if (!rc) rc = ts_fuzz_target_check_graph(t, g, in, gs, &v, err);
+    if (!rc) {
+        st->graphs++;
+        if (ts_fuzz_target_fresh(t)) {
+            keep(cp, fam);
+            st->kept++;
+        }
+        if (v.kind == TS_FUZZ_FILTERED) st->graph_filtered++;
+        char sig[sizeof v.what + 40];
+        if (v.kind == TS_FUZZ_ERROR) ts_fuzz_signature(&v, sig, sizeof sig);
+        if (v.kind == TS_FUZZ_ERROR && seen_before(seen, sig)) {
+            st->duplicates++;
+        } else if (v.kind == TS_FUZZ_MISMATCH || v.kind == TS_FUZZ_ERROR) {
+            if (v.kind == TS_FUZZ_MISMATCH) st->mismatches++;
+            else st->errors++;
+            ts_graph *red = NULL;
+            ts_tensor **rin = NULL;
+            ts_error e = {0};
+            if (o->no_minimize || ts_fuzz_reduce_graph(t, g, gs, &v, &red, &rin, &e)) {
+                if (e.code == TS_ERR_NOMEM) rc = (*err = e, e.code);
+                red = NULL;
+            }
+            if (!rc)
+                rc = ts_fuzz_write_graph_finding(o->dir, st->findings, i, gs, ts_fuzz_family_name(fam), o, g,
+                                                 red ? red : g, red ? rin : in, &v, err);
+            for (int k = 0; red && rin && k < red->ninputs; k++) ts_tensor_unref(rin[k]);
+            free(rin);
+            ts_graph_free(red);
+            st->findings++;
+        }
+    }
+    for (int k = 0; in && k < g->ninputs; k++) ts_tensor_unref(in[k]);
+    free(in);
+    ts_graph_free(g);
+    return rc;
+}
+
 ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
 {
     memset(st, 0, sizeof *st);
@@ -156,6 +232,12 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     ts_fuzz_target *t = NULL;
     seen_set seen = {0};
     ts_status rc = ts_fuzz_target_open(&o->target, &t, err);
+    bool tsopt = o->target.kind == TS_FUZZ_TARGET_TSOPT;
+    bool pairs = !tsopt || o->mode != TS_FUZZ_GRAPHS, graphs = tsopt && o->mode != TS_FUZZ_PAIRS;
+    ts_fuzz_cover *cover = tsopt ? ts_fuzz_cover_new() : NULL;
+    corpus cp = {.rng = o->seed * 0x9e3779b97f4a7c15ull + 7};
+    if (!rc && tsopt && !cover) rc = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (!rc && cover) ts_fuzz_target_set_cover(t, cover);
     double t0 = now_s();
     long stride = o->pair_stride > 0 ? o->pair_stride : 1;
     for (long i = o->pair_offset; !rc; i += stride) {
@@ -168,6 +250,11 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         if (stop) {
             snprintf(st->stop, sizeof st->stop, "%s", stop);
             break;
+        }
+        if (graphs && (rc = graph_step(o, t, &cp, &seen, i, st, err))) break;
+        if (!pairs) {
+            if (o->progress) o->progress(o->progress_ctx, st, now_s() - t0);
+            continue;
         }
         uint64_t ps = ts_fuzz_pair_seed(o->seed, i);
         ts_graph *g = ts_fuzz_seed_graph(ps, err);
@@ -218,6 +305,12 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         if (o->progress) o->progress(o->progress_ctx, st, now_s() - t0);
     }
     st->seconds = now_s() - t0;
+    if (cover) {
+        ts_fuzz_cover_counts(cover, &st->cover_reached, &st->cover_entries, &st->cover_keys);
+        ts_fuzz_cover_missing(cover, st->cover_missing, sizeof st->cover_missing);
+    }
+    ts_fuzz_cover_free(cover);
+    free(cp.family);
     for (int k = 0; k < seen.n; k++) free(seen.sig[k]);
     free(seen.sig);
     ts_fuzz_target_close(t);
@@ -228,7 +321,7 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
 
 char *ts_fuzz_stats_json(const ts_fuzz_opts *o, const ts_fuzz_stats *st)
 {
-    size_t n = 1024;
+    size_t n = 4096;
     char *s = malloc(n);
     if (!s) return NULL;
     double secs = st->seconds > 0 ? st->seconds : 1e-9;
@@ -238,7 +331,9 @@ char *ts_fuzz_stats_json(const ts_fuzz_opts *o, const ts_fuzz_stats *st)
              "\"pairs_per_s\": %.3f, \"seconds\": %.3f, \"seed\": %llu, \"target\": \"%s\", \"stop\": \"%s\", "
              "\"generated\": %ld, \"filtered\": %ld, \"skipped\": %ld, \"saved_pairs\": %ld, "
              "\"original_nodes_avg\": %.2f, \"variant_nodes_avg\": %.2f, \"saturated\": %ld, \"optimized\": %ld, \"plant\": \"%s\", "
-             "\"eop_cc\": \"%s\"}",
+             "\"eop_cc\": \"%s\", \"graphs\": %ld, \"graphs_per_s\": %.3f, \"graph_filtered\": %ld, "
+             "\"kept\": %ld, \"coverage\": {\"entries_reached\": %d, \"entries\": %d, \"keys\": %d, "
+             "\"missing\": \"%s\"}}",
              st->tested, st->findings, st->mismatches, st->errors, st->duplicates,
              st->tested ? (double)st->findings / (double)st->tested : 0.0, (double)st->generated / secs,
              st->seconds, (unsigned long long)o->seed, o->target.kind == TS_FUZZ_TARGET_ORT ? "ort" : "tsopt",
@@ -246,6 +341,8 @@ char *ts_fuzz_stats_json(const ts_fuzz_opts *o, const ts_fuzz_stats *st)
              st->tested ? (double)st->original_nodes / (double)st->tested : 0.0,
              st->tested ? (double)st->variant_nodes / (double)st->tested : 0.0, st->saturated, st->optimized,
              o->target.plant ? o->target.plant : "",
-             o->target.kind == TS_FUZZ_TARGET_ORT ? "" : ts_fuzz_eop_cc(o->target.eop_cc));
+             o->target.kind == TS_FUZZ_TARGET_ORT ? "" : ts_fuzz_eop_cc(o->target.eop_cc), st->graphs,
+             (double)st->graphs / secs, st->graph_filtered, st->kept, st->cover_reached, st->cover_entries,
+             st->cover_keys, st->cover_missing);
     return s;
 }

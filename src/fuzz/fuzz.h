@@ -31,6 +31,32 @@ uint64_t ts_fuzz_pair_seed(uint64_t seed, long i);
  * memory or on a bug (the graph is validated). */
 ts_graph *ts_fuzz_seed_graph(uint64_t seed, ts_error *err);
 
+/* Runtime seeds (gen.c): a random graph over the operators and forms the
+ * fast runtime lowers, built around one family (an operator in the forms
+ * its kernels special-case, or a fusion's pattern; family < 0: drawn from
+ * seed), in ranks 1-5, with broadcasting, arities 2-6, permutations,
+ * strides, pads, dilations, groups and the runtime's dtypes.  Checked
+ * against the float64 reference interpreter and the optimizer, not as a
+ * pair. */
+ts_graph *ts_fuzz_runtime_graph(uint64_t seed, int family, ts_error *err);
+int ts_fuzz_families(void);
+const char *ts_fuzz_family_name(int f);
+
+/* --------------------------------------------------------------- coverage */
+
+/* What the campaign's plans ran (cover.c): the kernel tables' entries
+ * (operator, kernel) reached, and finer keys (kernel, operator, dtype,
+ * layouts, fused) for guidance. */
+typedef struct ts_fuzz_cover ts_fuzz_cover;
+ts_fuzz_cover *ts_fuzz_cover_new(void);
+void ts_fuzz_cover_free(ts_fuzz_cover *c);
+/* Records plan p's steps; returns how many entries and keys were new. */
+int ts_fuzz_cover_plan(ts_fuzz_cover *c, const ts_plan *p);
+void ts_fuzz_cover_counts(const ts_fuzz_cover *c, int *reached, int *entries, int *keys);
+/* The entries not reached, "Op:kernel" space-separated into out (n bytes);
+ * returns how many. */
+int ts_fuzz_cover_missing(const ts_fuzz_cover *c, char *out, size_t n);
+
 /* ------------------------------------------------------------------ pairs */
 
 typedef struct ts_fuzz_pair {
@@ -118,6 +144,11 @@ typedef struct ts_fuzz_verdict {
      * a wrong rule of the fuzzer), "rewrite" (the optimizer's result
      * computes something else); "" when not run */
     char wrong[16];
+    /* which oracle fired: "pair" (the original against its variant, on
+     * the target), "reference" (the runtime against the float64 reference
+     * interpreter on one graph), "optimizer" (the runtime on the
+     * optimizer's result against the runtime on its input) */
+    char oracle[16];
     bool optimized; /* tsopt: the optimizer rewrote the variant (its result was not the variant itself) */
 } ts_fuzz_verdict;
 
@@ -177,6 +208,19 @@ bool ts_fuzz_plant_known(const char *name);
 ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *original, const ts_graph *variant, int nroots,
                                ts_tensor *const *inputs, uint64_t seed, ts_fuzz_verdict *v, ts_error *err);
 
+/* One runtime seed graph g on the tsopt target: the runtime against the
+ * float64 reference interpreter (oracle "reference", stage "runtime"),
+ * then, when the target runs the optimizer, the optimizer's result of g
+ * against g (oracle "optimizer").  Integer outputs must be equal, floats
+ * within the tolerance (wider for float16 and bfloat16). */
+ts_status ts_fuzz_target_check_graph(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *inputs, uint64_t seed,
+                                     ts_fuzz_verdict *v, ts_error *err);
+/* Coverage: every plan the target builds from now on is recorded in c
+ * (NULL: none); ts_fuzz_target_fresh returns how many new entries and keys
+ * the plans since its last call reached. */
+void ts_fuzz_target_set_cover(ts_fuzz_target *t, ts_fuzz_cover *c);
+int ts_fuzz_target_fresh(ts_fuzz_target *t);
+
 /* ------------------------------------------------------------------- ORT */
 
 typedef struct ts_fuzz_ort ts_fuzz_ort;
@@ -205,6 +249,11 @@ typedef struct ts_fuzz_stats {
     long original_nodes, variant_nodes; /* summed over tested pairs */
     long saturated; /* pairs whose e-graph saturated (else a limit stopped it) */
     long optimized; /* tsopt: pairs whose variant the optimizer rewrote */
+    long graphs;    /* runtime seed graphs checked (tsopt) */
+    long graph_filtered;
+    long kept;      /* graphs that reached new coverage (the corpus) */
+    int cover_reached, cover_entries, cover_keys;
+    char cover_missing[2048];
     double seconds;
     char stop[32];  /* "time limit", "pairs", "findings", "interrupted" */
 } ts_fuzz_stats;
@@ -218,6 +267,9 @@ typedef struct ts_fuzz_opts {
     int save_pairs;    /* the first K tested pairs go to DIR/pairs/NNN */
     const char *dir;   /* output folder (created) */
     bool no_minimize;
+    /* tsopt: what a campaign step makes -- a POLYJUICE pair, a runtime
+     * seed graph, or both (the default) */
+    enum { TS_FUZZ_BOTH = 0, TS_FUZZ_PAIRS, TS_FUZZ_GRAPHS } mode;
     /* the pair maker; NULL: ts_fuzz_pair_make with the campaign's rules */
     ts_fuzz_pair_fn make_pair;
     void *make_ctx;
@@ -305,6 +357,18 @@ typedef struct ts_fuzz_finding {
     const ts_tensor *const *inputs_full;
 } ts_fuzz_finding;
 ts_status ts_fuzz_write_finding(const char *dir, const ts_fuzz_finding *f, ts_error *err);
+
+/* A runtime seed graph's finding, DIR/findings/NNN: model.onnx (minimized),
+ * inputs/, README.md (the operators, the oracle, the commands),
+ * finding.json, unminimized/model.onnx. */
+ts_status ts_fuzz_write_graph_finding(const char *dir, long index, long step, uint64_t seed, const char *family,
+                                      const ts_fuzz_opts *o, const ts_graph *full, const ts_graph *reduced,
+                                      ts_tensor *const *in_reduced, const ts_fuzz_verdict *v, ts_error *err);
+/* Delta debugging of a graph finding: outputs dropped, nodes cut, while
+ * the target gives the same oracle's finding at the same stage.  *out: the
+ * smallest graph (a copy of g at worst), in_out its inputs. */
+ts_status ts_fuzz_reduce_graph(ts_fuzz_target *t, const ts_graph *g, uint64_t seed, const ts_fuzz_verdict *v,
+                               ts_graph **out, ts_tensor ***in_out, ts_error *err);
 
 /* Reads a finding's (or a saved pair's) folder back and checks it on a
  * target: the verdict now. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fuzz/fuzz.h"
+#include "ops/op.h"
 
 static ts_status make_dir(const char *path, ts_error *err)
 {
@@ -216,6 +217,94 @@ ts_status ts_fuzz_write_finding(const char *dir, const ts_fuzz_finding *x, ts_er
     return TS_OK;
 }
 
+/* ------------------------------------------------------ graph findings */
+
+static const char *oracle_text(const char *o)
+{
+    if (!strcmp(o, "reference"))
+        return "the fast runtime's outputs against the float64 reference interpreter (src/ir/interp.c) on the "
+               "same graph and inputs";
+    if (!strcmp(o, "optimizer"))
+        return "the fast runtime on the optimizer's result against the fast runtime on the graph it was given";
+    return "the original against its variant on the target";
+}
+
+/* The operators of g, "Concat x1, Relu x2", into out. */
+static void op_list(const ts_graph *g, char *out, size_t n)
+{
+    const char *seen[64];
+    int cnt[64], ns = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (g->nodes[i].dead) continue;
+        int k = 0;
+        while (k < ns && strcmp(seen[k], g->nodes[i].op->name)) k++;
+        if (k == ns && ns < 64) seen[ns] = g->nodes[i].op->name, cnt[ns++] = 0;
+        if (k < ns) cnt[k]++;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (int k = 0; k < ns && len < n; k++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s x%d", k ? ", " : "", seen[k], cnt[k]);
+}
+
+ts_status ts_fuzz_write_graph_finding(const char *dir, long index, long step, uint64_t seed, const char *family,
+                                      const ts_fuzz_opts *o, const ts_graph *full, const ts_graph *red,
+                                      ts_tensor *const *in, const ts_fuzz_verdict *v, ts_error *err)
+{
+    char sub[1024], un[1100], path[1200];
+    snprintf(sub, sizeof sub, "%s/findings", dir);
+    if (make_dir(sub, err)) return err->code;
+    snprintf(sub, sizeof sub, "%s/findings/%03ld", dir, index);
+    snprintf(un, sizeof un, "%s/unminimized", sub);
+    if (make_dir(sub, err) || save_model(sub, "model.onnx", red, err) ||
+        save_inputs(sub, red, (const ts_tensor *const *)in, err) || make_dir(un, err) ||
+        save_model(un, "model.onnx", full, err))
+        return err->code;
+    const ts_value *out = v->output >= 0 && v->output < red->noutputs ? &red->values[red->outputs[v->output]] : NULL;
+    const char *op = out && out->producer >= 0 ? red->nodes[out->producer].op->name : "?";
+    char ops[512];
+    op_list(red, ops, sizeof ops);
+    snprintf(path, sizeof path, "%s/README.md", sub);
+    FILE *f = fopen(path, "w");
+    if (!f) return ts_error_set(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "# Finding %03ld: %s, oracle `%s` (operator %s)\n\n", index, ts_fuzz_kind_name(v->kind), v->oracle, op);
+    fprintf(f, "Runtime seed graph of step %ld of `%s` (campaign seed %llu, graph seed 0x%016llx, family %s).\n\n",
+            step, o->command ? o->command : "tsopt fuzz", (unsigned long long)o->seed, (unsigned long long)seed,
+            family);
+    fprintf(f, "- Operator: **%s** (the output that differs is its result); the graph: %s\n", op, ops);
+    fprintf(f, "- Oracle: **%s** -- %s\n", v->oracle, oracle_text(v->oracle));
+    fprintf(f, "- `model.onnx`: minimized (%d nodes); `unminimized/model.onnx`: as found (%d nodes)\n",
+            ts_fuzz_count_nodes(red), ts_fuzz_count_nodes(full));
+    fprintf(f, "- `inputs/`: the inputs (.npy)\n");
+    if (o->target.plant && *o->target.plant)
+        fprintf(f, "- found with the planted bug `%s` (TSOPT_FUZZ_PLANT): a test of the fuzzer\n", o->target.plant);
+    fprintf(f, "\n## Seen\n\n%s at stage `%s`: %s\n\n", ts_fuzz_kind_name(v->kind), v->stage, v->what);
+    if (v->wrong[0]) fprintf(f, "Which side: %s.\n\n", !strcmp(v->wrong, "runtime") ? "the fast runtime (the reference "
+                                                        "interpreter computes the graph's definition)" : wrong_text(v->wrong));
+    fprintf(f, "## Reproduce\n\nIn this folder:\n\n```\ntsopt fuzz --replay . --target tsopt      # exit 1 while the "
+               "finding holds\n");
+    if (!strcmp(v->oracle, "reference"))
+        fprintf(f, "tsopt run model.onnx --inputs inputs --save-outputs out-fast\n"
+                   "tsopt run model.onnx --inputs inputs --save-outputs out-ref --reference\n"
+                   "tsopt compare out-ref out-fast --rtol %g --atol %g\n",
+                o->target.tol.rtol, o->target.tol.atol);
+    fprintf(f, "```\n");
+    bool bad = ferror(f);
+    if (fclose(f) || bad) return ts_error_set(err, TS_ERR_IO, "cannot write '%s'", path);
+    snprintf(path, sizeof path, "%s/finding.json", sub);
+    if (!(f = fopen(path, "w"))) return ts_error_set(err, TS_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "{\"index\": %ld, \"step\": %ld, \"pair_seed\": %llu, \"seed\": %llu, \"target\": \"tsopt\", "
+               "\"kind\": \"%s\", \"stage\": \"%s\", \"oracle\": \"%s\", \"operator\": \"%s\", \"family\": \"%s\", "
+               "\"wrong\": \"%s\", \"output\": %d, \"nodes\": %d, \"found_nodes\": %d, \"what\": ",
+            index, step, (unsigned long long)seed, (unsigned long long)o->seed, ts_fuzz_kind_name(v->kind), v->stage,
+            v->oracle, op, family, v->wrong, v->output, ts_fuzz_count_nodes(red), ts_fuzz_count_nodes(full));
+    json_str(f, v->what);
+    fprintf(f, "}\n");
+    bad = ferror(f);
+    if (fclose(f) || bad) return ts_error_set(err, TS_ERR_IO, "cannot write '%s'", path);
+    return TS_OK;
+}
+
 /* --------------------------------------------------------------- replay */
 
 /* pair_seed from FOLDER/finding.json, 0 when absent. */
@@ -235,8 +324,11 @@ static uint64_t read_pair_seed(const char *folder)
 ts_status ts_fuzz_replay(ts_fuzz_target *t, const char *folder, ts_fuzz_verdict *v, ts_error *err)
 {
     char po[1200], pv[1200], dir_in[1200], path[1600], stem[300];
-    snprintf(po, sizeof po, "%s/original.onnx", folder);
-    snprintf(pv, sizeof pv, "%s/variant.onnx", folder);
+    struct stat sb;
+    snprintf(po, sizeof po, "%s/model.onnx", folder);
+    bool single = !stat(po, &sb); /* a runtime seed graph's finding */
+    if (!single) snprintf(po, sizeof po, "%s/original.onnx", folder);
+    snprintf(pv, sizeof pv, "%s/%s.onnx", folder, single ? "model" : "variant");
     snprintf(dir_in, sizeof dir_in, "%s/inputs", folder);
     ts_graph *go = NULL, *gv = NULL;
     ts_tensor **in = NULL;
@@ -244,7 +336,6 @@ ts_status ts_fuzz_replay(ts_fuzz_target *t, const char *folder, ts_fuzz_verdict 
     if (!st) st = ts_onnx_load(pv, NULL, 0, &gv, err);
     uint64_t seed = read_pair_seed(folder);
     if (!st && !(in = calloc((size_t)go->ninputs + 1, sizeof *in))) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    struct stat sb;
     if (!st && stat(dir_in, &sb)) {
         st = ts_fuzz_inputs(go, seed, in, err); /* a saved pair: the fuzzer's inputs */
     } else {
@@ -264,7 +355,8 @@ ts_status ts_fuzz_replay(ts_fuzz_target *t, const char *folder, ts_fuzz_verdict 
     /* ORT gets the files themselves: loading them folds what the fuzzer
      * wrote (weight-only subgraphs), and ORT may fail on exactly that */
     ts_fuzz_target_set_files(t, po, pv);
-    if (!st) st = ts_fuzz_target_check(t, go, gv, go->noutputs, in, seed, v, err);
+    if (!st && single) st = ts_fuzz_target_check_graph(t, go, in, seed, v, err);
+    else if (!st) st = ts_fuzz_target_check(t, go, gv, go->noutputs, in, seed, v, err);
     ts_fuzz_target_set_files(t, NULL, NULL);
     for (int i = 0; in && i < go->ninputs; i++) ts_tensor_unref(in[i]);
     free(in);

@@ -29,7 +29,18 @@ struct ts_fuzz_target {
     char work[512];       /* temporary folder: models and .npy for ORT, the optimizer's cost cache */
     char cost_cache[600]; /* never written: the roofline model times nothing */
     char *files[2];       /* ORT: model files to give it as they are (replay), NULL: write the graphs */
+    ts_fuzz_cover *cover; /* plans recorded here (NULL: none) */
+    int fresh;            /* new coverage since ts_fuzz_target_fresh */
 };
+
+void ts_fuzz_target_set_cover(ts_fuzz_target *t, ts_fuzz_cover *c) { t->cover = c; }
+
+int ts_fuzz_target_fresh(ts_fuzz_target *t)
+{
+    int f = t->fresh;
+    t->fresh = 0;
+    return f;
+}
 
 void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const char *variant)
 {
@@ -167,7 +178,7 @@ static ts_graph *plant_transpose_add(const ts_graph *g)
 }
 
 /* Runs g with the fast runtime; out[i] made here (unref them). */
-static ts_status run_runtime(const ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
+static ts_status run_runtime(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
                              ts_error *err)
 {
     for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
@@ -184,6 +195,7 @@ static ts_status run_runtime(const ts_fuzz_target *t, const ts_graph *g, ts_tens
     ts_plan *p = NULL;
     ts_plan_opts po = {0};
     if (!st) st = ts_plan_build(g, &po, &p, err);
+    if (!st && t->cover) t->fresh += ts_fuzz_cover_plan(t->cover, p);
     if (!st) st = ts_plan_run(p, in, out, err);
     ts_plan_free(p);
     ts_graph_free(planted);
@@ -409,6 +421,7 @@ static ts_status check_optimizer(ts_fuzz_target *t, const ts_graph *go, const ts
         set_error(v, "optimizer", "optimizing the variant", &e);
         /* the optimizer's own final check caught a wrong rewrite */
         if (strstr(e.msg, "differs from the original")) v->kind = TS_FUZZ_MISMATCH;
+        snprintf(v->oracle, sizeof v->oracle, "optimizer");
         return TS_OK;
     }
     const ts_graph *gx = res.graph;
@@ -433,6 +446,7 @@ static ts_status check_optimizer(ts_fuzz_target *t, const ts_graph *go, const ts
     } else if (judge(t, go, gx, nroots, oo, ox, "optimizer", v) && v->kind == TS_FUZZ_MISMATCH) {
         blame(t, go, gv, gx, in_o, in_v, oo, ox, v);
     }
+    if (v->kind != TS_FUZZ_PASS) snprintf(v->oracle, sizeof v->oracle, "optimizer");
     if (ox) unref_all(ox, gx->noutputs);
     free(ox);
     ts_graph_free(planted);
@@ -474,6 +488,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
     }
     if (!st && v->kind == TS_FUZZ_PASS && judge(t, go, gv, nroots, oo, ov, stage, v) && v->kind == TS_FUZZ_MISMATCH)
         blame(t, go, gv, NULL, inputs, in_v, oo, ov, v);
+    if (v->kind != TS_FUZZ_PASS) snprintf(v->oracle, sizeof v->oracle, "pair");
     if (!st && v->kind == TS_FUZZ_PASS && t->o.kind == TS_FUZZ_TARGET_TSOPT && t->o.optimizer)
         st = check_optimizer(t, go, gv, nroots, inputs, in_v, oo, seed, v, err);
     ts_ein_set_compiler(NULL);
@@ -481,5 +496,157 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
     unref_all(oo, go->noutputs);
     unref_all(ov, gv->noutputs);
     free(in_v), free(oo), free(ov);
+    return st;
+}
+
+/* ------------------------------------------------------ runtime seeds */
+
+/* The tolerance for outputs of dtype dt: float16 and bfloat16 are rounded
+ * at every node's output, by the runtime and the reference alike, from
+ * values that already differ in float32's last bits. */
+static ts_fuzz_tol tol_for(const ts_fuzz_target *t, ts_dtype dt)
+{
+    ts_fuzz_tol tol = t->o.tol;
+    if (dt == TS_F16) tol.rtol *= 4;
+    if (dt == TS_BF16) tol.rtol *= 32;
+    return tol;
+}
+
+/* Compares got (the target's) with want of another storage (the float64
+ * reference's, or the target's on another graph), in got's dtype; true
+ * when an output differs (v filled as a mismatch). */
+static bool differs(const ts_fuzz_target *t, const ts_graph *g, ts_tensor **want, ts_tensor **got, ts_fuzz_verdict *v)
+{
+    for (int i = 0; i < g->noutputs; i++) {
+        ts_tensor *w = want[i];
+        if (w->dtype != got[i]->dtype && ts_shape_eq(&w->shape, &got[i]->shape)) {
+            if (!(w = ts_tensor_new(got[i]->dtype, &got[i]->shape, &(ts_error){0}))) continue;
+            for (int64_t k = 0, n = ts_tensor_numel(w); k < n; k++) ts_tensor_set_f64(w, k, ts_tensor_get_f64(want[i], k));
+        } else {
+            ts_tensor_ref(w);
+        }
+        ts_fuzz_tol tol = tol_for(t, got[i]->dtype);
+        ts_fuzz_diff d;
+        ts_fuzz_compare(w, got[i], &tol, &d);
+        ts_tensor_unref(w);
+        if (d.scaled > 1 && (v->kind != TS_FUZZ_MISMATCH || d.scaled > v->diff.scaled)) {
+            v->kind = TS_FUZZ_MISMATCH;
+            v->output = i;
+            v->diff = d;
+        }
+    }
+    if (v->kind != TS_FUZZ_MISMATCH) return false;
+    const ts_fuzz_diff *d = &v->diff;
+    const ts_value *o = &g->values[g->outputs[v->output]];
+    const char *op = o->producer >= 0 ? g->nodes[o->producer].op->name : "input";
+    if (d->at < 0)
+        snprintf(v->what, sizeof v->what, "output %d ('%s', of %s): shapes or dtypes differ", v->output, o->name, op);
+    else
+        snprintf(v->what, sizeof v->what,
+                 "output %d ('%s', %s of %s) differs: |a-b| = %.6g at element %lld (expected %.6g, got %.6g), "
+                 "%.3g times the tolerance",
+                 v->output, o->name, ts_dtype_name(o->dtype), op, d->abs, (long long)d->at, d->a, d->b, d->scaled);
+    return true;
+}
+
+static bool graph_unstable(const ts_fuzz_target *t, const ts_graph *g, ts_tensor **out, const char *what,
+                           ts_fuzz_verdict *v)
+{
+    char why[128];
+    for (int i = 0; i < g->noutputs; i++)
+        if (out[i] && ts_fuzz_unstable(out[i], &t->o.tol, why, sizeof why)) {
+            v->kind = TS_FUZZ_FILTERED;
+            snprintf(v->what, sizeof v->what, "%s output '%s': %s", what, g->values[g->outputs[i]].name, why);
+            return true;
+        }
+    return false;
+}
+
+/* The optimizer on g, then the runtime on its result against the
+ * runtime's outputs og of g (ref: g's float64 reference outputs, to blame
+ * the rewrite or the runtime). */
+static ts_status graph_optimizer(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **og,
+                                 ts_tensor **ref, uint64_t seed, ts_fuzz_verdict *v, ts_error *err)
+{
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.budget = t->o.opt_budget;
+    o.time_limit = 0;
+    o.roofline = true;
+    o.no_timing = true;
+    o.min_gain = 0;
+    o.seed = seed & 0x7fffffff;
+    o.cost_cache = t->cost_cache;
+    ts_optimize_result res = {0};
+    ts_error e = {0};
+    snprintf(v->stage, sizeof v->stage, "optimizer");
+    snprintf(v->oracle, sizeof v->oracle, "optimizer");
+    if (ts_optimize(g, &o, &res, &e)) {
+        if (e.code == TS_ERR_NOMEM) return *err = e, e.code;
+        set_error(v, "optimizer", "optimizing the graph", &e);
+        if (strstr(e.msg, "differs from the original")) v->kind = TS_FUZZ_MISMATCH;
+        return TS_OK;
+    }
+    v->optimized = res.optimized;
+    const ts_graph *gx = res.graph;
+    ts_tensor **ox = calloc((size_t)gx->noutputs + 1, sizeof *ox), **rx = calloc((size_t)gx->noutputs + 1, sizeof *rx);
+    ts_status st = TS_OK;
+    if (!ox || !rx) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    } else if (!res.optimized) {
+        /* the graph itself: nothing more to compare */
+    } else if (gx->ninputs != g->ninputs || gx->noutputs != g->noutputs) {
+        v->kind = TS_FUZZ_ERROR;
+        snprintf(v->what, sizeof v->what, "the optimized graph has %d inputs and %d outputs, the graph %d and %d",
+                 gx->ninputs, gx->noutputs, g->ninputs, g->noutputs);
+    } else if (run_runtime(t, gx, in, ox, &e)) {
+        if (e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
+        else set_error(v, "optimizer", "running the optimized graph", &e);
+    } else if (!graph_unstable(t, gx, ox, "optimized", v) && differs(t, g, og, ox, v)) {
+        ts_fuzz_verdict tmp = {0};
+        bool rewrite = !run_f64(gx, in, rx, &e) && differs(t, g, ref, rx, &tmp);
+        snprintf(v->wrong, sizeof v->wrong, "%s", rewrite ? "rewrite" : "optimized");
+    }
+    if (v->kind == TS_FUZZ_FILTERED) v->kind = TS_FUZZ_PASS; /* the graph itself was compared */
+    if (ox) unref_all(ox, gx->noutputs);
+    if (rx) unref_all(rx, gx->noutputs);
+    free(ox), free(rx);
+    ts_optimize_result_free(&res);
+    return st;
+}
+
+ts_status ts_fuzz_target_check_graph(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, uint64_t seed,
+                                     ts_fuzz_verdict *v, ts_error *err)
+{
+    memset(v, 0, sizeof *v);
+    v->output = -1;
+    v->diff.at = -1;
+    if (t->o.kind != TS_FUZZ_TARGET_TSOPT) return ts_error_set(err, TS_ERR_INVALID, "runtime seeds need the tsopt target");
+    pick_eop_cc(t, seed);
+    ts_tensor **out = calloc((size_t)g->noutputs + 1, sizeof *out), **ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
+    ts_status st = TS_OK;
+    ts_error e = {0};
+    snprintf(v->stage, sizeof v->stage, "runtime");
+    snprintf(v->oracle, sizeof v->oracle, "reference");
+    if (!out || !ref) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    } else if (run_runtime(t, g, in, out, &e)) {
+        if (e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
+        else set_error(v, "runtime", "running the graph", &e);
+    } else if (run_f64(g, in, ref, &e)) {
+        /* no reference (an operator without a float64 kernel): only the optimizer's oracle */
+        if (e.code == TS_ERR_NOMEM) st = (*err = e, e.code);
+        unref_all(ref, g->noutputs);
+    } else if (!graph_unstable(t, g, out, "runtime", v) && !graph_unstable(t, g, ref, "reference", v) &&
+               differs(t, g, ref, out, v)) {
+        snprintf(v->wrong, sizeof v->wrong, "runtime");
+    }
+    if (!st && v->kind == TS_FUZZ_PASS && t->o.optimizer && ref[0])
+        st = graph_optimizer(t, g, in, out, ref, seed, v, err);
+    if (!st && v->kind == TS_FUZZ_PASS) v->stage[0] = v->oracle[0] = 0;
+    ts_ein_set_compiler(NULL);
+    if (out) unref_all(out, g->noutputs);
+    if (ref) unref_all(ref, g->noutputs);
+    free(out), free(ref);
     return st;
 }

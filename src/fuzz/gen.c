@@ -1,0 +1,633 @@
+/* Runtime seeds (issue 31): random graphs drawn over the operators and
+ * forms the fast runtime lowers -- every entry of its kernel tables
+ * (src/exec/list_*.c) and the fusions of its lowering -- rather than over
+ * what the e-graph's atoms cover.  Each graph is built around one focus
+ * (a family below: an operator in the forms its kernels special-case, or a
+ * fusion's pattern), with element-wise neighbours before and after it so
+ * that chains fuse, in ranks 1 to 5, broadcasting on either side, arity 2
+ * to 6 (Concat, Sum, Max, Split), every permutation, strides, pads,
+ * dilations and groups, and the dtypes the runtime computes (integers and
+ * float16 through Casts of the float inputs).  Sizes favour the kernels'
+ * fast paths and their edges: vector widths and one either side (7 8 9,
+ * 15 16 17, 31 32 33), single-element dims, and now and then a tensor past
+ * the threads' split.  Values stay near 1 (divisors, roots and logarithms
+ * read an Exp), so the oracles' tolerance means the same everywhere.
+ *
+ * These graphs are not pairs: the oracles are the float64 reference
+ * interpreter and the optimizer (target.c, ts_fuzz_target_check_graph). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "fuzz/fuzz.h"
+
+typedef struct gb {
+    ts_graph *g;
+    uint64_t rng;
+    ts_error *err;
+    bool failed;
+    int nin, ncst, nnode;
+} gb;
+
+static int rnd(gb *b, int n) { return n > 0 ? (int)(ts_fuzz_rand(&b->rng) % (uint64_t)n) : 0; }
+static bool one_in(gb *b, int n) { return rnd(b, n) == 0; }
+
+static int input(gb *b, const ts_shape *s)
+{
+    if (b->failed) return -1;
+    char name[16];
+    snprintf(name, sizeof name, "x%d", b->nin++);
+    int v = ts_graph_add_input(b->g, name, TS_F32, s, b->err);
+    if (v < 0) b->failed = true;
+    return v;
+}
+
+static int add_const(gb *b, ts_tensor *t)
+{
+    if (!t) {
+        b->failed = true;
+        return -1;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "c%d", b->ncst++);
+    int v = ts_graph_add_constant(b->g, name, t, b->err);
+    ts_tensor_unref(t);
+    if (v < 0) b->failed = true;
+    return v;
+}
+
+/* A float32 weight uniform in [lo, hi). */
+static int weight(gb *b, const ts_shape *s, double lo, double hi)
+{
+    if (b->failed) return -1;
+    ts_tensor *t = ts_tensor_new(TS_F32, s, b->err);
+    if (t) ts_tensor_fill_random(t, &b->rng, lo, hi);
+    return add_const(b, t);
+}
+
+static int ints(gb *b, const int64_t *v, int n)
+{
+    if (b->failed) return -1;
+    ts_shape s = ts_shape_make(1, (int64_t[]){n});
+    ts_tensor *t = ts_tensor_new(TS_I64, &s, b->err);
+    if (t)
+        for (int i = 0; i < n; i++) ((int64_t *)t->data)[i] = v[i];
+    return add_const(b, t);
+}
+
+static int node(gb *b, const char *op, const int *in, int nin, const ts_attr *a, int na, int nout, int *outs)
+{
+    if (b->failed) return -1;
+    int o[8];
+    if (!outs) outs = o;
+    if (ts_graph_add_node(b->g, op, NULL, in, nin, a, na, nout, NULL, outs, b->err) < 0) {
+        b->failed = true;
+        return -1;
+    }
+    b->nnode++;
+    return outs[0];
+}
+
+static int un(gb *b, const char *op, int x) { return node(b, op, &x, 1, NULL, 0, 1, NULL); }
+static int bin(gb *b, const char *op, int x, int y) { return node(b, op, (int[]){x, y}, 2, NULL, 0, 1, NULL); }
+static const ts_shape *shape(gb *b, int v) { return &b->g->values[v].shape; }
+
+/* A dim: vector widths and their neighbours, small primes, ones. */
+static int64_t dim(gb *b)
+{
+    static const int64_t D[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33};
+    return D[rnd(b, (int)(sizeof D / sizeof *D))];
+}
+
+/* A shape of rank r, at most `cap` elements (halving dims past it), now
+ * and then a large last dim (past the kernels' thread split). */
+static ts_shape rshape(gb *b, int r, int64_t cap)
+{
+    ts_shape s = {.rank = r};
+    int64_t n = 1;
+    for (int d = 0; d < r; d++) n *= (s.dims[d] = dim(b));
+    for (int d = 0; n > cap && d < 4 * r; d++) {
+        int k = d % r;
+        if (s.dims[k] > 1) n = n / s.dims[k] * (s.dims[k] / 2), s.dims[k] /= 2;
+    }
+    if (r && one_in(b, 12)) s.dims[r - 1] = 8192 + rnd(b, 3) - 1; /* > 4 * XV_PAR_MIN bytes with the rest */
+    return s;
+}
+
+/* ONNX's TensorProto element type of dt (Cast's `to`). */
+static int onnx_type(ts_dtype dt)
+{
+    switch (dt) {
+    case TS_U8: return 2;
+    case TS_I8: return 3;
+    case TS_U16: return 4;
+    case TS_I16: return 5;
+    case TS_I32: return 6;
+    case TS_I64: return 7;
+    case TS_F16: return 10;
+    case TS_F64: return 11;
+    case TS_U32: return 12;
+    case TS_U64: return 13;
+    case TS_BF16: return 16;
+    default: return 1;
+    }
+}
+
+/* x in another dtype: x * 8 cast (integers keep their sign but unsigned
+ * ones read |x|). */
+static int to_dtype(gb *b, int x, ts_dtype dt)
+{
+    if (dt == TS_F32) return x;
+    ts_shape one = {.rank = 0};
+    int c = weight(b, &one, 8, 8);
+    x = bin(b, "Mul", x, c);
+    if (dt == TS_U8 || dt == TS_U16 || dt == TS_U32 || dt == TS_U64) x = un(b, "Abs", x);
+    ts_attr a = ts_attr_int("to", onnx_type(dt));
+    return node(b, "Cast", &x, 1, &a, 1, 1, NULL);
+}
+
+static int tail(gb *b, int x);
+
+/* The operand of a focus: an input of shape s in dtype dt -- cast straight
+ * from the input (x * 8 is exact in float32 and float64 alike; a computed
+ * value cast to an integer would turn rounding into off-by-one), or, in
+ * float32, after an element-wise chain. */
+static int src(gb *b, const ts_shape *s, ts_dtype dt)
+{
+    int x = input(b, s);
+    return dt == TS_F32 ? tail(b, x) : to_dtype(b, x, dt);
+}
+
+static ts_dtype any_dtype(gb *b)
+{
+    static const ts_dtype T[] = {TS_F32, TS_F32, TS_F32, TS_I64, TS_I32, TS_I8, TS_U8, TS_F16, TS_I16, TS_U16, TS_U32,
+                                 TS_U64, TS_BF16, TS_F64};
+    return T[rnd(b, (int)(sizeof T / sizeof *T))];
+}
+
+/* A chain of 0-2 element-wise operators after x (the runtime fuses them). */
+static int tail(gb *b, int x)
+{
+    static const char *U[] = {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Erf", "HardSwish", "HardSigmoid", "LeakyRelu"};
+    for (int k = rnd(b, 3); k > 0 && !b->failed; k--) {
+        if (one_in(b, 3)) {
+            const ts_shape *s = shape(b, x);
+            ts_shape c = *s;
+            for (int d = 0; d < c.rank; d++)
+                if (one_in(b, 2)) c.dims[d] = 1;
+            x = bin(b, one_in(b, 2) ? "Add" : "Mul", x, weight(b, &c, -1, 1));
+        } else if (one_in(b, 6)) {
+            ts_shape one = {.rank = 0};
+            x = node(b, "Clip", (int[]){x, weight(b, &one, -0.5, -0.5), weight(b, &one, 0.5, 0.5)}, 3, NULL, 0, 1, NULL);
+        } else {
+            x = un(b, U[rnd(b, 9)], x);
+        }
+    }
+    return x;
+}
+
+static int perm_attr(gb *b, int r, int64_t *perm)
+{
+    for (int d = 0; d < r; d++) perm[d] = d;
+    for (int d = r - 1; d > 0; d--) {
+        int k = rnd(b, d + 1);
+        int64_t t = perm[d];
+        perm[d] = perm[k], perm[k] = t;
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------ families */
+
+static void f_binary(gb *b)
+{
+    static const char *B[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu", "Sum", "Mean"};
+    const char *op = B[rnd(b, 10)];
+    int r = 1 + rnd(b, 5);
+    ts_shape s = rshape(b, r, 4096), t = s;
+    for (int d = 0; d < r; d++) /* broadcasting on either side */
+        if (one_in(b, 3)) (one_in(b, 2) ? &s : &t)->dims[d] = 1;
+    if (one_in(b, 4)) t.rank = rnd(b, r + 1), memmove(t.dims, t.dims + (r - t.rank), sizeof(int64_t) * (size_t)t.rank);
+    int x = tail(b, input(b, &s)), y = one_in(b, 2) ? input(b, &t) : weight(b, &t, -1, 1);
+    if (!strcmp(op, "Div")) y = un(b, "Exp", y); /* a divisor away from 0 */
+    if (!strcmp(op, "Pow")) x = un(b, "Exp", x); /* a positive base */
+    if (!strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min") || !strcmp(op, "Mean")) {
+        int k = 2 + rnd(b, 5), in[6] = {x, y};
+        for (int j = 2; j < k; j++) in[j] = one_in(b, 2) ? input(b, &s) : weight(b, &t, -1, 1);
+        x = node(b, op, in, k, NULL, 0, 1, NULL);
+    } else if (!strcmp(op, "PRelu")) {
+        ts_shape sl = {.rank = r > 1 ? r - 1 : 1};
+        for (int d = 0; d < sl.rank; d++) sl.dims[d] = 1;
+        if (r > 1) sl.dims[0] = s.dims[1];
+        x = bin(b, op, x, weight(b, &sl, -1, 1));
+    } else {
+        bool swap = strcmp(op, "Div") && strcmp(op, "Pow") && one_in(b, 2);
+        x = swap ? bin(b, op, y, x) : bin(b, op, x, y);
+    }
+    tail(b, x);
+}
+
+static void f_unary(gb *b)
+{
+    static const char *U[] = {"Relu", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal", "Erf", "Sigmoid", "Tanh",
+                              "LeakyRelu", "HardSigmoid", "HardSwish", "Clip"};
+    int k = rnd(b, 14);
+    ts_shape s = rshape(b, 1 + rnd(b, 5), 8192);
+    int x = input(b, &s);
+    if (k >= 3 && k <= 6) x = un(b, "Exp", x);
+    x = k == 13 ? node(b, "Clip", (int[]){x, weight(b, &(ts_shape){0}, -0.3, -0.3), weight(b, &(ts_shape){0}, 0.6, 0.6)},
+                       3, NULL, 0, 1, NULL)
+                : un(b, U[k], x);
+    tail(b, x);
+}
+
+static void f_softmax(gb *b)
+{
+    int r = 1 + rnd(b, 4);
+    ts_shape s = rshape(b, r, 4096);
+    ts_attr a = ts_attr_int("axis", rnd(b, 2 * r) - r);
+    tail(b, node(b, one_in(b, 3) ? "LogSoftmax" : "Softmax", (int[]){tail(b, input(b, &s))}, 1, &a, 1, 1, NULL));
+}
+
+static void f_layernorm(gb *b)
+{
+    int r = 2 + rnd(b, 2);
+    ts_shape s = rshape(b, r, 4096), w = {.rank = 1, .dims = {s.dims[r - 1]}};
+    int x = tail(b, input(b, &s));
+    if (one_in(b, 2)) {
+        ts_attr a[2] = {ts_attr_int("axis", -1), ts_attr_float("epsilon", 1e-5)};
+        x = node(b, "LayerNormalization", (int[]){x, weight(b, &w, 0.5, 1.5), weight(b, &w, -1, 1)}, 3, a, 2, 1, NULL);
+    } else { /* decomposed, as exporters write it (vec_layernorm.c's pattern) */
+        int64_t ax[1] = {-1};
+        ts_attr a[2] = {ts_attr_ints("axes", ax, 1), ts_attr_int("keepdims", 1)};
+        int m = node(b, "ReduceMean", &x, 1, a, 2, 1, NULL), d = bin(b, "Sub", x, m);
+        int v = node(b, "ReduceMean", (int[]){bin(b, "Mul", d, d)}, 1, a, 2, 1, NULL);
+        int e = bin(b, "Add", v, weight(b, &(ts_shape){0}, 1e-5, 1e-5));
+        x = bin(b, "Add", bin(b, "Mul", bin(b, "Div", d, un(b, "Sqrt", e)), weight(b, &w, 0.5, 1.5)),
+                weight(b, &w, -1, 1));
+    }
+    tail(b, x);
+}
+
+static void f_reduce(gb *b)
+{
+    static const char *R[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
+    const char *op = R[rnd(b, 3)];
+    int r = 1 + rnd(b, 5);
+    ts_shape s = rshape(b, r, 8192);
+    int64_t axes[5];
+    int na = 0;
+    for (int d = 0; d < r; d++)
+        if (one_in(b, 2)) axes[na++] = one_in(b, 2) ? d : d - r;
+    if (!na) axes[na++] = r - 1;
+    int x = tail(b, input(b, &s));
+    ts_attr a[2] = {ts_attr_int("keepdims", rnd(b, 2)), ts_attr_ints("axes", axes, na)};
+    if (!strcmp(op, "ReduceSum")) x = node(b, op, (int[]){x, ints(b, axes, na)}, 2, a, 1, 1, NULL);
+    else x = node(b, op, &x, 1, a, 2, 1, NULL);
+    tail(b, x);
+}
+
+static void f_transpose(gb *b)
+{
+    int r = 1 + rnd(b, 5);
+    ts_shape s = rshape(b, r, 8192);
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    int64_t perm[5];
+    perm_attr(b, r, perm);
+    ts_attr a = ts_attr_ints("perm", perm, r);
+    int x = src(b, &s, dt);
+    x = node(b, "Transpose", &x, 1, &a, one_in(b, 8) ? 0 : 1, 1, NULL);
+    if (dt == TS_F32) tail(b, x);
+}
+
+static void f_concat(gb *b)
+{
+    int r = 1 + rnd(b, 5), k = 2 + rnd(b, 5), axis = rnd(b, r), in[6];
+    ts_shape s = rshape(b, r, 2048);
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    for (int j = 0; j < k; j++) {
+        ts_shape t = s;
+        t.dims[axis] = 1 + rnd(b, 9);
+        in[j] = j && one_in(b, 3) ? to_dtype(b, weight(b, &t, -1, 1), dt) : src(b, &t, dt);
+    }
+    ts_attr a = ts_attr_int("axis", one_in(b, 2) ? axis : axis - r);
+    int x = node(b, "Concat", in, k, &a, 1, 1, NULL);
+    if (dt == TS_F32) tail(b, x);
+}
+
+static void f_split(gb *b)
+{
+    int r = 1 + rnd(b, 5), k = 2 + rnd(b, 5), axis = rnd(b, r), outs[6];
+    ts_shape s = rshape(b, r, 4096);
+    if (s.dims[axis] < k) s.dims[axis] = k + rnd(b, 9);
+    int64_t sz[6], left = s.dims[axis];
+    for (int j = 0; j < k - 1; j++) sz[j] = 1 + rnd(b, (int)(left - (k - 1 - j))), left -= sz[j];
+    sz[k - 1] = left;
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    int x = src(b, &s, dt);
+    ts_attr a = ts_attr_int("axis", axis);
+    if (one_in(b, 3) && s.dims[axis] % k == 0) node(b, "Split", &x, 1, &a, 1, k, outs);
+    else node(b, "Split", (int[]){x, ints(b, sz, k)}, 2, &a, 1, k, outs);
+    for (int j = 0; j < k && dt == TS_F32; j++) tail(b, outs[j]);
+}
+
+static void f_slice(gb *b)
+{
+    int r = 1 + rnd(b, 5);
+    ts_shape s = rshape(b, r, 8192);
+    int64_t st[5], en[5], ax[5], sp[5];
+    int n = 0;
+    for (int d = 0; d < r; d++) {
+        if (!one_in(b, 2) && d != r - 1) continue;
+        int64_t len = s.dims[d];
+        ax[n] = one_in(b, 3) ? d - r : d;
+        sp[n] = one_in(b, 4) ? -1 : 1 + rnd(b, 2);
+        int64_t a = rnd(b, (int)len), e = a + 1 + rnd(b, (int)(len - a));
+        if (sp[n] < 0) st[n] = e - 1, en[n] = a - 1 < 0 ? -len - 1 : a - 1;
+        else st[n] = a, en[n] = one_in(b, 4) ? INT64_MAX : e;
+        n++;
+    }
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    int x = src(b, &s, dt);
+    x = node(b, "Slice", (int[]){x, ints(b, st, n), ints(b, en, n), ints(b, ax, n), ints(b, sp, n)}, 5, NULL, 0, 1, NULL);
+    if (dt == TS_F32) tail(b, x);
+}
+
+static void f_gather(gb *b)
+{
+    int r = 1 + rnd(b, 4), axis = rnd(b, r);
+    ts_shape s = rshape(b, r, 4096);
+    int64_t idx[6];
+    int k = 1 + rnd(b, 6);
+    for (int j = 0; j < k; j++) idx[j] = rnd(b, (int)s.dims[axis]) - (one_in(b, 3) ? s.dims[axis] : 0);
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    int x = src(b, &s, dt);
+    ts_attr a = ts_attr_int("axis", axis);
+    x = node(b, "Gather", (int[]){x, ints(b, idx, k)}, 2, &a, 1, 1, NULL);
+    if (dt == TS_F32) tail(b, x);
+}
+
+static void f_expand(gb *b)
+{
+    int r = 1 + rnd(b, 5);
+    ts_shape s = rshape(b, r, 4096), t = s;
+    for (int d = 0; d < r; d++)
+        if (one_in(b, 2)) t.dims[d] = 1;
+    int64_t to[5];
+    for (int d = 0; d < r; d++) to[d] = s.dims[d];
+    ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
+    int x = to_dtype(b, input(b, &t), dt);
+    x = node(b, "Expand", (int[]){x, ints(b, to, r)}, 2, NULL, 0, 1, NULL);
+    if (dt == TS_F32) tail(b, x);
+}
+
+static void f_pad(gb *b)
+{
+    static const char *M[] = {"constant", "reflect", "edge"};
+    int r = 1 + rnd(b, 4);
+    const char *mode = M[rnd(b, 3)];
+    ts_shape s = rshape(b, r, 4096);
+    int64_t p[8];
+    for (int d = 0; d < 2 * r; d++) {
+        int64_t len = s.dims[d % r];
+        p[d] = strcmp(mode, "reflect") ? rnd(b, 4) : rnd(b, (int)(len < 4 ? len : 4));
+        if (!strcmp(mode, "constant") && one_in(b, 6) && len > 1) p[d] = -1; /* a crop */
+    }
+    int x = tail(b, input(b, &s));
+    ts_attr a = ts_attr_string("mode", mode);
+    int in[3] = {x, ints(b, p, 2 * r), weight(b, &(ts_shape){0}, 0.25, 0.25)};
+    tail(b, node(b, "Pad", in, strcmp(mode, "constant") ? 2 : 3, &a, 1, 1, NULL));
+}
+
+static void f_resize(gb *b)
+{
+    int r = 3 + rnd(b, 2);
+    ts_shape s = rshape(b, r, 2048);
+    float sc[5];
+    for (int d = 0; d < r; d++) sc[d] = d < 2 ? 1.0f : (float)(1 + rnd(b, 3));
+    ts_shape ss = {.rank = 1, .dims = {r}};
+    ts_tensor *t = ts_tensor_new(TS_F32, &ss, b->err);
+    if (t) memcpy(t->data, sc, sizeof(float) * (size_t)r);
+    int scales = add_const(b, t);
+    ts_attr a[2] = {ts_attr_string("mode", one_in(b, 2) ? "nearest" : "linear"),
+                    ts_attr_string("coordinate_transformation_mode", one_in(b, 2) ? "half_pixel" : "asymmetric")};
+    tail(b, node(b, "Resize", (int[]){tail(b, input(b, &s)), -1, scales}, 3, a, 2, 1, NULL));
+}
+
+static void f_batchnorm(gb *b)
+{
+    int r = 2 + rnd(b, 3);
+    ts_shape s = rshape(b, r, 4096), c = {.rank = 1, .dims = {s.dims[1]}};
+    int in[5] = {tail(b, input(b, &s)), weight(b, &c, 0.5, 1.5), weight(b, &c, -1, 1), weight(b, &c, -1, 1),
+                 weight(b, &c, 0.5, 2)};
+    tail(b, node(b, "BatchNormalization", in, 5, NULL, 0, 1, NULL));
+}
+
+/* Conv (1-3 spatial dims): groups (1, depthwise, grouped), strides, pads,
+ * dilations, a bias, then a residual Add and activations (post-ops). */
+static int conv_on(gb *b, int x, int co, int k, int stride, int dil, int group, bool pad_same, bool bias)
+{
+    const ts_shape *xs = shape(b, x);
+    int sp = xs->rank - 2;
+    int64_t ci = xs->dims[1];
+    ts_shape w = {.rank = xs->rank, .dims = {co, ci / group}};
+    int64_t ks[3], st[3], dl[3], pd[6];
+    for (int d = 0; d < sp; d++) {
+        int64_t kk = k, ext = (kk - 1) * dil + 1;
+        if (ext > xs->dims[2 + d] + (pad_same ? ext - 1 : 0)) kk = 1, ext = 1;
+        w.dims[2 + d] = ks[d] = kk, st[d] = stride, dl[d] = dil;
+        pd[d] = pad_same ? (ext - 1) / 2 : 0, pd[d + sp] = pad_same ? ext - 1 - (ext - 1) / 2 : 0;
+    }
+    ts_attr a[5] = {ts_attr_ints("kernel_shape", ks, sp), ts_attr_ints("strides", st, sp),
+                    ts_attr_ints("dilations", dl, sp), ts_attr_ints("pads", pd, 2 * sp), ts_attr_int("group", group)};
+    double bound = sqrt(3.0 / (double)(ci / group * ks[0]));
+    int in[3] = {x, weight(b, &w, -bound, bound), bias ? weight(b, &(ts_shape){1, {co}}, -1, 1) : -1};
+    return node(b, "Conv", in, bias ? 3 : 2, a, 5, 1, NULL);
+}
+
+static void f_conv(gb *b)
+{
+    int sp = one_in(b, 5) ? 1 + 2 * rnd(b, 2) : 2;
+    static const int64_t C[] = {1, 3, 4, 8, 16, 17, 32};
+    int64_t ci = C[rnd(b, 7)], hw = 3 + rnd(b, 14);
+    ts_shape s = {.rank = 2 + sp, .dims = {1 + rnd(b, 2), ci}};
+    for (int d = 0; d < sp; d++) s.dims[2 + d] = sp == 3 ? 3 + rnd(b, 4) : hw + d;
+    int group = 1, co = (int)C[rnd(b, 7)];
+    if (one_in(b, 3)) group = (int)ci, co = (int)ci * (1 + rnd(b, 2)); /* depthwise */
+    else if (one_in(b, 4) && ci % 2 == 0) group = 2, co = 2 * (1 + rnd(b, 8));
+    int x = tail(b, input(b, &s));
+    int y = conv_on(b, x, co, 1 + 2 * rnd(b, 3), 1 + (one_in(b, 3) ? 1 : 0), one_in(b, 5) ? 2 : 1, group,
+                    !one_in(b, 4), !one_in(b, 3));
+    if (!b->failed && one_in(b, 3)) { /* residual */
+        int z = input(b, shape(b, y));
+        y = one_in(b, 2) ? bin(b, "Add", y, z) : bin(b, "Add", z, y);
+    }
+    if (!b->failed && one_in(b, 3)) y = conv_on(b, un(b, "Relu", y), 1 + rnd(b, 16), 1 + 2 * rnd(b, 2), 1, 1, 1, true, true);
+    tail(b, y);
+}
+
+static void f_convtranspose(gb *b)
+{
+    int64_t ci = 1 + rnd(b, 8), co = 1 + rnd(b, 8), k = 1 + rnd(b, 4), st = 1 + rnd(b, 2), hw = 2 + rnd(b, 8);
+    int group = one_in(b, 4) ? (int)ci : 1;
+    if (group > 1) co = ci;
+    ts_shape s = {.rank = 4, .dims = {1 + rnd(b, 2), ci, hw, hw + 1}}, w = {.rank = 4, .dims = {ci, co / group, k, k}};
+    int64_t ks[2] = {k, k}, sts[2] = {st, st}, pd[4] = {0, 0, 0, 0}, op[2] = {0, 0};
+    if (k > 1 && one_in(b, 2)) pd[0] = pd[1] = pd[2] = pd[3] = 1 + rnd(b, (int)(k - 1)) - 1;
+    if (st > 1 && one_in(b, 2)) op[0] = op[1] = 1;
+    ts_attr a[5] = {ts_attr_ints("kernel_shape", ks, 2), ts_attr_ints("strides", sts, 2), ts_attr_ints("pads", pd, 4),
+                    ts_attr_ints("output_padding", op, 2), ts_attr_int("group", group)};
+    double bound = sqrt(3.0 / (double)(ci * k * k));
+    int in[3] = {tail(b, input(b, &s)), weight(b, &w, -bound, bound), weight(b, &(ts_shape){1, {co}}, -1, 1)};
+    tail(b, node(b, "ConvTranspose", in, one_in(b, 2) ? 3 : 2, a, 5, 1, NULL));
+}
+
+static void f_matmul(gb *b)
+{
+    int64_t m = one_in(b, 3) ? 1 : dim(b), k = dim(b), n = dim(b);
+    if (one_in(b, 3)) { /* Gemm */
+        int ta = rnd(b, 2), tb = rnd(b, 2);
+        ts_shape as = {.rank = 2, .dims = {ta ? k : m, ta ? m : k}}, bs = {.rank = 2, .dims = {tb ? n : k, tb ? k : n}},
+                 cs = {.rank = one_in(b, 2) ? 1 : 2};
+        if (cs.rank == 1) cs.dims[0] = n;
+        else cs.dims[0] = one_in(b, 2) ? 1 : m, cs.dims[1] = n;
+        ts_attr a[4] = {ts_attr_int("transA", ta), ts_attr_int("transB", tb), ts_attr_float("alpha", one_in(b, 2) ? 1.0 : 0.5),
+                        ts_attr_float("beta", one_in(b, 2) ? 1.0 : 2.0)};
+        double bound = sqrt(3.0 / (double)k);
+        int in[3] = {tail(b, input(b, &as)), one_in(b, 3) ? input(b, &bs) : weight(b, &bs, -bound, bound),
+                     weight(b, &cs, -1, 1)};
+        tail(b, node(b, "Gemm", in, one_in(b, 4) ? 2 : 3, a, 4, 1, NULL));
+        return;
+    }
+    int ra = 1 + rnd(b, 4), rb = 1 + rnd(b, 4);
+    ts_shape as = {.rank = ra}, bs = {.rank = rb};
+    for (int d = 0; d < 4; d++) as.dims[d] = bs.dims[d] = 1;
+    as.dims[ra - 1] = k;
+    if (ra > 1) as.dims[ra - 2] = m;
+    bs.dims[rb > 1 ? rb - 2 : 0] = k;
+    if (rb > 1) bs.dims[rb - 1] = n;
+    for (int d = 0; d + 2 < ra || d + 2 < rb; d++) { /* batch dims, broadcast on either side */
+        int64_t v = 1 + rnd(b, 3);
+        if (d + 2 < ra) as.dims[ra - 3 - d] = one_in(b, 3) ? 1 : v;
+        if (d + 2 < rb) bs.dims[rb - 3 - d] = one_in(b, 3) && ra >= rb ? 1 : v;
+        if (d + 2 < ra && d + 2 < rb && as.dims[ra - 3 - d] != 1) bs.dims[rb - 3 - d] = as.dims[ra - 3 - d];
+    }
+    double bound = sqrt(3.0 / (double)k);
+    int x = tail(b, input(b, &as)), w = one_in(b, 2) ? weight(b, &bs, -bound, bound) : input(b, &bs);
+    x = bin(b, "MatMul", x, w);
+    if (!b->failed && one_in(b, 2)) x = bin(b, "Add", x, weight(b, &(ts_shape){1, {shape(b, x)->dims[shape(b, x)->rank - 1]}}, -1, 1));
+    tail(b, x);
+}
+
+static void f_pool(gb *b)
+{
+    int kind = rnd(b, 4); /* MaxPool AveragePool GlobalAveragePool GlobalMaxPool */
+    int64_t c = one_in(b, 2) ? 16 * (1 + rnd(b, 2)) : 1 + rnd(b, 8), hw = 3 + rnd(b, 14);
+    ts_shape s = {.rank = 4, .dims = {1 + rnd(b, 2), c, hw, hw + rnd(b, 3)}};
+    int x = tail(b, input(b, &s));
+    if (kind >= 2) {
+        tail(b, un(b, kind == 2 ? "GlobalAveragePool" : "GlobalMaxPool", x));
+        return;
+    }
+    int64_t k = 2 + rnd(b, 2), st = 1 + rnd(b, 2), p = rnd(b, (int)(k / 2 + 1));
+    int64_t ks[2] = {k, k}, sts[2] = {st, st}, pd[4] = {p, p, p, p};
+    ts_attr a[5] = {ts_attr_ints("kernel_shape", ks, 2), ts_attr_ints("strides", sts, 2), ts_attr_ints("pads", pd, 4),
+                    ts_attr_int("ceil_mode", one_in(b, 4)), ts_attr_int("count_include_pad", rnd(b, 2))};
+    tail(b, node(b, kind ? "AveragePool" : "MaxPool", &x, 1, a, kind ? 5 : 4, 1, NULL));
+}
+
+/* Fusion patterns of the lowering: squeeze-excite (vec.se, the gated
+ * conv), 1x1 conv then AvgPool(k, stride k) (pool_first), a DenseNet
+ * concat chain (dense_concat), a conv -> relu -> pad -> conv chain in
+ * channels-last (vec.pad and friends on permuted layouts), a channel
+ * Concat of conv outputs (vec.concat_cl, dnnl.concat). */
+static void f_fusion(gb *b)
+{
+    int64_t c = 8 * (1 + rnd(b, 4)), hw = 4 + rnd(b, 12);
+    ts_shape s = {.rank = 4, .dims = {1, c, hw, hw}};
+    int x = input(b, &s);
+    switch (rnd(b, 5)) {
+    case 0: { /* squeeze-excite */
+        int y = conv_on(b, x, (int)c, 3, 1, 1, 1, true, true);
+        int g = un(b, "GlobalAveragePool", y);
+        g = un(b, "Sigmoid", conv_on(b, un(b, "Relu", conv_on(b, g, (int)c / 4 + 1, 1, 1, 1, 1, false, true)), (int)c, 1,
+                                     1, 1, 1, false, true));
+        y = bin(b, "Mul", y, g);
+        tail(b, conv_on(b, y, 1 + rnd(b, 16), 1, 1, 1, 1, false, true));
+        break;
+    }
+    case 1: { /* 1x1 conv, AvgPool(k, stride k) */
+        int64_t k = 2;
+        int64_t ks[2] = {k, k}, sts[2] = {k, k};
+        ts_attr a[2] = {ts_attr_ints("kernel_shape", ks, 2), ts_attr_ints("strides", sts, 2)};
+        tail(b, node(b, "AveragePool", (int[]){conv_on(b, x, 1 + rnd(b, 32), 1, 1, 1, 1, false, true)}, 1, a, 2, 1, NULL));
+        break;
+    }
+    case 2: { /* dense block: each conv reads the concat of all before */
+        int feats[5] = {x}, nf = 1, cat = x;
+        ts_attr a = ts_attr_int("axis", 1);
+        for (int l = 0; l < 2 + rnd(b, 3) && !b->failed; l++) {
+            feats[nf++] = conv_on(b, un(b, "Relu", cat), 4 + 4 * rnd(b, 2), 3, 1, 1, 1, true, true);
+            cat = node(b, "Concat", feats, nf, &a, 1, 1, NULL);
+        }
+        tail(b, cat);
+        break;
+    }
+    case 3: { /* conv -> relu -> pad -> conv */
+        int64_t p[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+        int y = un(b, "Relu", conv_on(b, x, (int)c, 1, 1, 1, 1, false, true));
+        y = node(b, "Pad", (int[]){y, ints(b, p, 8)}, 2, NULL, 0, 1, NULL);
+        tail(b, conv_on(b, y, 1 + rnd(b, 16), 3, 1 + rnd(b, 2), 1, 1, false, true));
+        break;
+    }
+    default: { /* channel concat of conv outputs (and the input: mixed layouts) */
+        int in[4], k = 2 + rnd(b, 3);
+        for (int j = 0; j < k; j++) in[j] = j == k - 1 && one_in(b, 2) ? x : conv_on(b, x, 4 * (1 + rnd(b, 4)), 1 + 2 * rnd(b, 2), 1, 1, 1, true, true);
+        ts_attr a = ts_attr_int("axis", 1);
+        tail(b, conv_on(b, node(b, "Concat", in, k, &a, 1, 1, NULL), 8, 1, 1, 1, 1, false, true));
+    }
+    }
+}
+
+typedef struct family {
+    const char *name;
+    void (*make)(gb *b);
+} family;
+
+static const family FAMILIES[] = {
+    {"binary", f_binary},   {"unary", f_unary},       {"softmax", f_softmax},   {"layernorm", f_layernorm},
+    {"reduce", f_reduce},   {"transpose", f_transpose}, {"concat", f_concat},   {"split", f_split},
+    {"slice", f_slice},     {"gather", f_gather},     {"expand", f_expand},     {"pad", f_pad},
+    {"resize", f_resize},   {"batchnorm", f_batchnorm}, {"conv", f_conv},       {"convtranspose", f_convtranspose},
+    {"matmul", f_matmul},   {"pool", f_pool},         {"fusion", f_fusion},
+};
+#define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))
+
+int ts_fuzz_families(void) { return NFAM; }
+const char *ts_fuzz_family_name(int f) { return f >= 0 && f < NFAM ? FAMILIES[f].name : "?"; }
+
+ts_graph *ts_fuzz_runtime_graph(uint64_t seed, int family, ts_error *err)
+{
+    gb b = {.rng = seed, .err = err};
+    if (family < 0 || family >= NFAM) family = rnd(&b, NFAM);
+    if (!(b.g = ts_graph_new("fuzz_rt", 17))) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    FAMILIES[family].make(&b);
+    /* every value nothing reads is an output */
+    const ts_graph *g = b.g;
+    for (int v = 0; v < g->nvalues && !b.failed; v++) {
+        if (g->values[v].constant || g->values[v].producer < 0) continue;
+        bool read = false;
+        for (int n = 0; n < g->nnodes && !read; n++)
+            for (int j = 0; j < g->nodes[n].ninputs; j++) read |= g->nodes[n].inputs[j] == v;
+        if (!read && ts_graph_add_output(b.g, v, err)) b.failed = true;
+    }
+    if (!b.failed && ts_graph_validate(b.g, err)) b.failed = true;
+    if (b.failed) {
+        ts_error_prefix(err, "fuzz runtime graph %016llx (%s)", (unsigned long long)seed, FAMILIES[family].name);
+        ts_graph_free(b.g);
+        return NULL;
+    }
+    return b.g;
+}
