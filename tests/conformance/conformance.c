@@ -181,13 +181,23 @@ static Onnx__TensorProto *read_tensor_proto(const char *path)
 
 /* true when every graph input of the model is a tensor (else the case is
  * skipped); *ok false when the model cannot be read at all. */
-static bool inputs_are_tensors(const char *model, bool *ok)
+static Onnx__ModelProto *read_model(const char *path)
 {
     size_t len = 0;
-    void *buf = read_all(model, &len);
+    void *buf = read_all(path, &len);
     Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
     free(buf);
-    *ok = m && m->graph;
+    if (m && !m->graph) {
+        onnx__model_proto__free_unpacked(m, NULL);
+        m = NULL;
+    }
+    return m;
+}
+
+static bool inputs_are_tensors(const char *model, bool *ok)
+{
+    Onnx__ModelProto *m = read_model(model);
+    *ok = m != NULL;
     bool all = true;
     for (size_t i = 0; *ok && i < m->graph->n_input; i++) {
         const Onnx__TypeProto *t = m->graph->input[i]->type;
@@ -593,13 +603,9 @@ static int run_case_cli(const char *dir, int timeout, char *msg)
 {
     char model[1200], work[64];
     say(model, sizeof model, "%s/model.onnx", dir);
-    size_t len = 0;
-    void *buf = read_all(model, &len);
-    Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
-    free(buf);
-    if (!m || !m->graph) {
+    Onnx__ModelProto *m = read_model(model);
+    if (!m) {
         say(msg, MSG_MAX, "%s: not an ONNX model", model);
-        if (m) onnx__model_proto__free_unpacked(m, NULL);
         return R_REFUSED;
     }
     const Onnx__GraphProto *g = m->graph;
