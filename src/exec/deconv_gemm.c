@@ -189,23 +189,18 @@ static void dg_run(const xstep *s, void *const *in, void *const *out, void *scra
 
 /* Stride, dilation and leading pad per spatial dim (the trailing pad and
  * output_padding only decide the output size, which the graph has). */
-static void dg_geom(const ts_convt_attrs *ta, const ts_shape *x, const ts_shape *w, const ts_shape *y, int64_t *s,
-                    int64_t *d, int64_t *pb)
+static bool dg_geom(const ts_convt_attrs *ta, const ts_shape *x, const ts_shape *w, int64_t *s, int64_t *d,
+                    int64_t *pb)
 {
-    const ts_window *win = &ta->win;
-    bool same = win->auto_pad == TS_PAD_SAME_UPPER || win->auto_pad == TS_PAD_SAME_LOWER;
+    ts_window_geom g;
+    char why[256];
+    if (!ts_convt_geom(ta, x, w, NULL, &g, why, sizeof why)) return false; /* the reference kernel reports it */
     for (int i = 0; i < 2; i++) {
-        int64_t in = x->dims[2 + i], k = w->dims[2 + i], out = y->dims[2 + i];
-        s[i] = win->nstrides >= 0 ? win->strides[i] : 1;
-        d[i] = win->ndilations >= 0 ? win->dilations[i] : 1;
-        int64_t op = ta->nout_pad > 0 ? ta->out_pad[i] : 0, span = (k - 1) * d[i] + 1;
-        pb[i] = 0;
-        if (ta->nout_shape >= 0 || same) {
-            int64_t total = s[i] * (in - 1) + op + span - out;
-            pb[i] = win->auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-        } else if (win->auto_pad == TS_PAD_NOTSET && win->npads >= 0)
-            pb[i] = win->pads[i];
+        s[i] = g.stride[i];
+        d[i] = g.dil[i];
+        pb[i] = g.pad_begin[i];
     }
+    return true;
 }
 
 /* This kernel or oneDNN's deconvolution for a shape.  Measured (2
@@ -250,7 +245,7 @@ static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
     const bool planar = F < 8;
     if (!use_gemm(sizeof(float) * (size_t)((planar ? H * W : M) * KF))) return TS_ERR_UNSUPPORTED;
     int64_t st_[2], dl[2], pb[2];
-    dg_geom(ta, xs, &Wt->shape, ys, st_, dl, pb);
+    if (!dg_geom(ta, xs, &Wt->shape, st_, dl, pb)) return TS_ERR_UNSUPPORTED;
 
     xd_fuse f;
     ts_status st = xd_fuse_collect(p, yv, 1, F, &f, err);

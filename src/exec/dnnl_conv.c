@@ -146,23 +146,14 @@ static ts_status conv_geom(const xplan *p, int n, bool transposed, geom *o, ts_e
     /* ConvTranspose: the output size is known (inferred); pads_end is what
      * makes oneDNN's size formula give it, so output_padding and
      * output_shape turn into a smaller (possibly negative) right pad. */
-    const ts_convt_attrs *ta = nd->attrs;
-    const ts_window *win = &ta->win;
-    int nop = ta->nout_pad, nos = ta->nout_shape;
-    bool same = win->auto_pad == TS_PAD_SAME_UPPER || win->auto_pad == TS_PAD_SAME_LOWER;
+    if (!ts_convt_geom(nd->attrs, x, w, NULL, &wg, why, sizeof why))
+        return ts_error_set(err, TS_ERR_INVALID, "node '%s' (ConvTranspose): %s", nd->name, why);
     for (int i = 0; i < nsp; i++) {
-        int64_t in = x->dims[2 + i], k = w->dims[2 + i], out = y->dims[2 + i];
-        int64_t s = win->nstrides >= 0 ? win->strides[i] : 1, d = win->ndilations >= 0 ? win->dilations[i] : 1;
-        int64_t op = nop > 0 ? ta->out_pad[i] : 0, span = (k - 1) * d + 1, pb = 0;
-        if (nos >= 0 || same) {
-            int64_t total = s * (in - 1) + op + span - out;
-            pb = win->auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-        } else if (win->auto_pad == TS_PAD_NOTSET && win->npads >= 0)
-            pb = win->pads[i];
-        o->stride[i] = s;
-        o->dil[i] = d - 1;
-        o->pl[i] = pb;
-        o->pr[i] = s * (in - 1) + span - pb - out;
+        int64_t span = (wg.kernel[i] - 1) * wg.dil[i] + 1;
+        o->stride[i] = wg.stride[i];
+        o->dil[i] = wg.dil[i] - 1;
+        o->pl[i] = wg.pad_begin[i];
+        o->pr[i] = wg.stride[i] * (wg.in[i] - 1) + span - wg.pad_begin[i] - y->dims[2 + i];
     }
     return TS_OK;
 }

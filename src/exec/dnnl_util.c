@@ -86,7 +86,9 @@ static int try_bn(const xplan *p, int c, int caxis, int64_t channels, xd_fuse *f
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
-    if (caxis != 1 || nd->ninputs < 5 || nd->noutputs != 1) return 0;
+    /* training_mode normalizes by the batch's statistics, not the parameters */
+    if (caxis != 1 || nd->ninputs < 5 || nd->noutputs != 1 || ((const ts_batchnorm_attrs *)nd->attrs)->training_mode)
+        return 0;
     const ts_tensor *t[4];
     for (int i = 0; i < 4; i++) {
         t[i] = nd->inputs[1 + i] >= 0 ? xplan_const(p, nd->inputs[1 + i]) : NULL;

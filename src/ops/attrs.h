@@ -44,6 +44,12 @@ typedef struct ts_convt_attrs {
     int64_t out_pad[TS_WIN_MAX];
     int64_t out_shape[TS_WIN_MAX + 2];
 } ts_convt_attrs;
+/* The geometry of a ConvTranspose over X, W (and B, NULL: not checked):
+ * g->in is X's spatial size, g->out Y's, the pads resolved (pad_end < 0
+ * when output_shape is larger than the natural size).  On failure writes
+ * a sentence into why and returns false. */
+bool ts_convt_geom(const ts_convt_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
+                   ts_window_geom *g, char *why, size_t n);
 
 /* MaxPool, AveragePool (pool.c). */
 typedef struct ts_pool_attrs {

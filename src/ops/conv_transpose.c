@@ -3,7 +3,11 @@
  * Output size: output_shape when given (the padding is then derived), else
  *   s*(in-1) + output_padding + (k-1)*d + 1 - pb - pe;  SAME_*: in*s.
  * A derived total padding is split per the ONNX specification: the odd
- * pixel goes to the end for SAME_UPPER, to the beginning otherwise.
+ * pixel goes to the end for SAME_UPPER, to the beginning otherwise.  An
+ * output_shape larger than the natural size (a negative total) extends
+ * the output at the end with positions no input reaches (the bias only),
+ * as ONNX Runtime, ONNX's reference implementation and its backend test
+ * (test_convtranspose_output_shape) do.
  * Kernel: per (image, group) a product of rows builds col[(f,k), i], which
  * is scattered into Y row by row (num->axpy with the output stride). */
 #include <stdio.h>
@@ -42,8 +46,7 @@ static int convt_emit(const void *attrs, ts_attr *out, int max)
     return n;
 }
 
-/* Geometry: g->in is X's spatial size, g->out Y's; pads resolved. */
-static bool convt_shapes(const ts_convt_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
+bool ts_convt_geom(const ts_convt_attrs *a, const ts_shape *x, const ts_shape *w, const ts_shape *b,
                          ts_window_geom *g, char *why, size_t n)
 {
     char sx[160], sw[160];
@@ -100,13 +103,8 @@ static bool convt_shapes(const ts_convt_attrs *a, const ts_shape *x, const ts_sh
         if (a->nout_shape >= 0 || same) {
             int64_t out = a->nout_shape >= 0 ? a->out_shape[shape_off + i] : in * s;
             int64_t total = s * (in - 1) + op + span - out;
-            if (total < 0) {
-                snprintf(why, n, "output_shape[%d] = %lld is larger than the %lld a transposed convolution can make",
-                         i, (long long)out, (long long)(s * (in - 1) + op + span));
-                return false;
-            }
             g->out[i] = out;
-            g->pad_begin[i] = a->win.auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+            g->pad_begin[i] = total < 0 ? 0 : a->win.auto_pad == TS_PAD_SAME_UPPER ? total / 2 : total - total / 2;
             g->pad_end[i] = total - g->pad_begin[i];
             continue;
         }
@@ -131,7 +129,7 @@ static ts_status convt_infer(ts_infer_ctx *c)
     char why[512];
     if (!ts_nn_conv_operands(c)) return c->err->code;
     const ts_shape *b = c->nin > 2 && c->in[2] ? &c->in[2]->shape : NULL;
-    if (!convt_shapes(a, &c->in[0]->shape, &c->in[1]->shape, b, &g, why, sizeof why)) return ts_infer_fail(c, "%s", why);
+    if (!ts_convt_geom(a, &c->in[0]->shape, &c->in[1]->shape, b, &g, why, sizeof why)) return ts_infer_fail(c, "%s", why);
     ts_shape *y = &c->out_shape[0];
     y->rank = c->in[0]->shape.rank;
     y->dims[0] = c->in[0]->shape.dims[0];
@@ -201,7 +199,7 @@ static ts_status convt_kernel(ts_kernel_ctx *k)
     ts_tensor *Y = k->out[0];
     ts_window_geom g;
     char why[512];
-    if (!convt_shapes(a, &X->shape, &W->shape, B ? &B->shape : NULL, &g, why, sizeof why))
+    if (!ts_convt_geom(a, &X->shape, &W->shape, B ? &B->shape : NULL, &g, why, sizeof why))
         return ts_kernel_fail(k, TS_ERR_INVALID, "%s", why);
     const size_t es = num->size;
     const int64_t N = X->shape.dims[0], C = X->shape.dims[1], G = a->group, Cg = C / G, Fg = W->shape.dims[1];

@@ -5,12 +5,14 @@
  * window hanging past the end padding counts only up to the padded end, as
  * in PyTorch and the ONNX reference).  Averages are polynomial (sum times
  * the inverse of an integer count) and run in every domain; max needs an
- * order: float domains only. */
+ * order: float domains only (int8/uint8 inputs, read as they are, too);
+ * MaxPool's optional Indices output says where each max was. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "ops/window.h"
 #include "ops/attrs.h"
+#include "ops/elementwise.h"
 
 static ts_status pool_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)
 {
@@ -50,39 +52,65 @@ static bool pool_geom(const ts_pool_attrs *p, const ts_shape *x, ts_window_geom 
     return ts_window_resolve(&p->win, x->rank - 2, x->dims + 2, NULL, g, why, n);
 }
 
-static ts_status pool_infer(ts_infer_ctx *c)
+/* MaxPool also takes int8/uint8 (opset 12): a max needs only an order. */
+static bool pool_input_ok(ts_infer_ctx *c, bool is_max)
+{
+    ts_dtype t = c->in[0]->dtype;
+    if (is_max && (t == TS_I8 || t == TS_U8)) return true;
+    if (!is_max || ts_dtype_is_float(t)) return ts_nn_float_input(c, 0);
+    ts_infer_fail(c, "input 0 ('%s') must be float, int8 or uint8, got %s", c->in[0]->name, ts_dtype_name(t));
+    return false;
+}
+
+static ts_status pool_infer(ts_infer_ctx *c, bool is_max)
 {
     ts_window_geom g;
     char why[512];
-    if (c->nout > 1) return ts_nn_unsupported(c, "the Indices output is not supported (only Y)");
-    if (!ts_nn_float_input(c, 0)) return c->err->code;
+    if (!pool_input_ok(c, is_max)) return c->err->code;
     if (!pool_geom(c->attrs, &c->in[0]->shape, &g, why, sizeof why)) return ts_infer_fail(c, "%s", why);
     ts_shape *y = &c->out_shape[0];
     *y = c->in[0]->shape;
     for (int i = 0; i < g.nsp; i++) y->dims[2 + i] = g.out[i];
     c->out_dtype[0] = c->in[0]->dtype;
+    if (c->nout > 1) { /* MaxPool's Indices: same shape, int64 */
+        c->out_shape[1] = *y;
+        c->out_dtype[1] = TS_I64;
+    }
     return TS_OK;
 }
 
+static ts_status maxpool_infer(ts_infer_ctx *c) { return pool_infer(c, true); }
+static ts_status avgpool_infer(ts_infer_ctx *c) { return pool_infer(c, false); }
+
 /* One (n, c) plane: per output, the taps inside the input are reduced and
  * an average divides by `valid` (taps inside the input) or `padded` (taps
- * inside the padded extent). */
+ * inside the padded extent).  Elements are read at X's element index x0 +
+ * offset (el_get: X may be an integer tensor) and written at Y's y0 + p.
+ * A max keeps the first largest tap in scan order (a NaN wins) and, when I is given, its index in X counted over the whole
+ * tensor: row-major within the plane, or column-major (storage_order 1). */
 typedef struct pool_walk {
     const ts_num *num;
     bool is_max;
     bool include_pad;
+    bool col_major;
+    const ts_tensor *X;
+    ts_tensor *Y, *I;
 } pool_walk;
 
-static void pool_plane(const pool_walk *pw, const ts_window_geom *g, const char *x, char *y)
+static void pool_plane(const pool_walk *pw, const ts_window_geom *g, int64_t x0, int64_t y0)
 {
     const ts_num *num = pw->num;
-    const size_t es = num->size;
     const int nsp = g->nsp;
-    int64_t istr[TS_WIN_MAX], s = 1, outn = 1;
+    int64_t istr[TS_WIN_MAX], icol[TS_WIN_MAX], s = 1, outn = 1;
     for (int d = nsp - 1; d >= 0; d--) {
         istr[d] = s;
         s *= g->in[d];
         outn *= g->out[d];
+    }
+    s = 1;
+    for (int d = 0; d < nsp; d++) {
+        icol[d] = s;
+        s *= g->in[d];
     }
     int64_t o[TS_WIN_MAX] = {0};
     for (int64_t p = 0; p < outn; p++) {
@@ -104,20 +132,27 @@ static void pool_plane(const pool_walk *pw, const ts_window_geom *g, const char 
             padded *= pv;
         }
         double best = -INFINITY;
+        int64_t arg = -1;
         ts_scalar sum;
         num->zero(&sum);
         if (valid > 0) {
             int64_t k[TS_WIN_MAX];
             for (int d = 0; d < nsp; d++) k[d] = klo[d];
             for (;;) {
-                int64_t off = 0;
-                for (int d = 0; d < nsp; d++) off += (start[d] + k[d] * g->dil[d]) * istr[d];
-                const void *e = x + (size_t)off * es;
+                int64_t off = 0, coff = 0;
+                for (int d = 0; d < nsp; d++) {
+                    int64_t i = start[d] + k[d] * g->dil[d];
+                    off += i * istr[d];
+                    coff += i * icol[d];
+                }
                 if (pw->is_max) {
-                    double v = num->to_f64(e);
-                    if (v > best || isnan(v)) best = v;
+                    double v = el_get(num, pw->X, x0 + off);
+                    if (v > best || (isnan(v) && !isnan(best)) || arg < 0) {
+                        best = v;
+                        arg = pw->col_major ? coff : off;
+                    }
                 } else
-                    num->add(&sum, &sum, e);
+                    num->add(&sum, &sum, ts_num_cat(num, pw->X->data, x0 + off));
                 int d = nsp - 1;
                 for (; d >= 0; d--) {
                     if (++k[d] < khi[d]) break;
@@ -126,10 +161,11 @@ static void pool_plane(const pool_walk *pw, const ts_window_geom *g, const char 
                 if (d < 0) break;
             }
         }
-        void *out = y + (size_t)p * es;
-        if (pw->is_max)
-            num->from_f64(out, best);
-        else {
+        if (pw->is_max) {
+            el_set(num, pw->Y, y0 + p, best);
+            if (pw->I) ((int64_t *)pw->I->data)[y0 + p] = x0 + (arg < 0 ? 0 : arg);
+        } else {
+            void *out = ts_num_at(num, pw->Y->data, y0 + p);
             int64_t cnt = pw->include_pad ? padded : valid;
             ts_scalar c, inv;
             num->from_i64(&c, cnt);
@@ -150,16 +186,14 @@ static ts_status pool_run(ts_kernel_ctx *k, bool is_max)
     ts_window_geom g;
     char why[512];
     if (!pool_geom(a, &X->shape, &g, why, sizeof why)) return ts_kernel_fail(k, TS_ERR_INVALID, "%s", why);
-    const size_t es = k->num->size;
     int64_t planes = X->shape.dims[0] * X->shape.dims[1], inplane = 1, outplane = 1;
     for (int d = 0; d < g.nsp; d++) {
         inplane *= g.in[d];
         outplane *= g.out[d];
     }
-    pool_walk pw = {.num = k->num, .is_max = is_max, .include_pad = a->count_include_pad};
-    for (int64_t p = 0; p < planes; p++)
-        pool_plane(&pw, &g, (const char *)X->data + (size_t)(p * inplane) * es,
-                   (char *)k->out[0]->data + (size_t)(p * outplane) * es);
+    pool_walk pw = {.num = k->num, .is_max = is_max, .include_pad = a->count_include_pad,
+                    .col_major = a->storage_order == 1, .X = X, .Y = k->out[0], .I = k->nout > 1 ? k->out[1] : NULL};
+    for (int64_t p = 0; p < planes; p++) pool_plane(&pw, &g, p * inplane, p * outplane);
     return TS_OK;
 }
 
@@ -176,13 +210,13 @@ static double pool_flops(const ts_node *n, const ts_graph *g)
 
 const ts_op_desc ts_op_maxpool = {.opset_min = 1, 
     .name = "MaxPool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
-    .max_outputs = 2, .flags = 0, .parse = pool_parse, .emit = pool_emit, .infer = pool_infer,
+    .max_outputs = 2, .flags = 0, .parse = pool_parse, .emit = pool_emit, .infer = maxpool_infer,
     .kernel = maxpool_kernel, .flops = pool_flops,
 };
 const ts_op_desc ts_op_avgpool = {.opset_min = 1, 
     .name = "AveragePool", .attr_size = sizeof(ts_pool_attrs), .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
     .max_outputs = 1, .flags = TS_OP_EXACT, .linear_inputs = 0x1, .parse = pool_parse, .emit = pool_emit,
-    .infer = pool_infer, .kernel = avgpool_kernel, .flops = pool_flops,
+    .infer = avgpool_infer, .kernel = avgpool_kernel, .flops = pool_flops,
 };
 
 /* ------------------------------------------------------------ global pools */

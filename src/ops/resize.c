@@ -5,8 +5,11 @@
  * size or scale changes) and cubic (opset 11+: 4 taps per axis with
  * cubic_coeff_a, edge-clamped, or renormalized without the taps outside
  * with exclude_outside), with coordinate_transformation_mode half_pixel,
- * pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn and
- * half_pixel_symmetric.  tf_crop_and_resize and antialias are refused.  Opset-10
+ * pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn,
+ * half_pixel_symmetric and tf_crop_and_resize (the input roi's box, in
+ * normalized coordinates, is resized; an output whose coordinate falls
+ * outside the input on any axis is extrapolation_value).  antialias is
+ * refused.  Opset-10
  * Resize and Upsample use asymmetric coordinates with ONNX Runtime's
  * "simple" nearest rule (ceil when downscaling, else floor).
  *
@@ -20,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/attrs.h"
-#include "ops/op.h"
+#include "ops/elementwise.h"
 
 static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear", NULL};
 static const char *const coords[] = {"half_pixel",        "pytorch_half_pixel", "align_corners",
@@ -82,9 +85,6 @@ static ts_status resize_parse(void *attrs, const ts_attr *a, int na, int opset, 
     if (ts_attr_find(a, na, "cubic_coeff_a")) p->given |= G_CUBIC_A;
     if (ts_attr_find(a, na, "extrapolation_value")) p->given |= G_EXTRAP;
     if (p->naxes >= 0) p->given |= G_AXES;
-    if (p->coord == TS_RESIZE_TF_CROP_AND_RESIZE)
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
     if (p->antialias && p->mode != TS_RESIZE_NEAREST)
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "antialias=1 is not supported");
     return TS_OK;
@@ -232,6 +232,13 @@ static ts_status resize_infer(ts_infer_ctx *c)
     }
     if (ts_resize_sizes(p, &x->shape, scl, nscl, sizes, nsizes, scale, out, msg, sizeof msg))
         return ts_infer_fail(c, "%s", msg);
+    if (p->coord == TS_RESIZE_TF_CROP_AND_RESIZE) {
+        const ts_value *roi = c->nin > 1 ? c->in[1] : NULL;
+        int64_t want = 2 * (p->naxes >= 0 ? p->naxes : x->shape.rank);
+        if (!roi || !ts_dtype_is_float(roi->dtype) || roi->shape.rank != 1 || roi->shape.dims[0] != want)
+            return ts_infer_fail(c, "tf_crop_and_resize needs input 1 (roi) as %lld floats (starts, then ends)",
+                                 (long long)want);
+    }
     c->out_dtype[0] = x->dtype;
     c->out_shape[0] = ts_shape_make(x->shape.rank, out);
     return TS_OK;
@@ -267,11 +274,53 @@ int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len)
     return i < 0 ? 0 : i >= in_len ? in_len - 1 : i;
 }
 
+/* tf_crop_and_resize's box per axis: start and end in normalized input
+ * coordinates (roi's starts then ends over the axes; 0 and 1 elsewhere). */
+typedef struct crop_box {
+    bool on;
+    float start[TS_MAX_RANK], end[TS_MAX_RANK];
+} crop_box;
+
+static ts_status crop_read(ts_kernel_ctx *k, crop_box *b)
+{
+    const ts_resize_attrs *p = k->attrs;
+    const ts_tensor *roi = k->nin > 1 ? k->in[1] : NULL;
+    int r = k->in[0]->shape.rank, n = p->naxes >= 0 ? p->naxes : r;
+    b->on = p->coord == TS_RESIZE_TF_CROP_AND_RESIZE;
+    if (!b->on) return TS_OK;
+    if (k->num->exact)
+        return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "tf_crop_and_resize has no kernel in the %s domain",
+                              k->num->name);
+    if (!roi || ts_tensor_numel(roi) != 2 * n)
+        return ts_kernel_fail(k, TS_ERR_INVALID, "tf_crop_and_resize needs input 1 (roi) as %d floats", 2 * n);
+    for (int d = 0; d < r; d++) b->start[d] = 0, b->end[d] = 1;
+    for (int i = 0; i < n; i++) {
+        int d = i;
+        if (p->naxes >= 0) ts_axis_norm(p->axes[i], r, &d);
+        b->start[d] = (float)k->num->to_f64(ts_num_cat(k->num, roi->data, i));
+        b->end[d] = (float)k->num->to_f64(ts_num_cat(k->num, roi->data, n + i));
+    }
+    return TS_OK;
+}
+
+/* Input coordinate of output position o on axis d; *outside when a crop
+ * box puts it past the input's ends.  Float32 as ONNX Runtime computes it. */
+static float coord_at(const ts_resize_attrs *p, const crop_box *b, int d, int64_t o, float scale, int64_t in_len,
+                      int64_t out_len, bool *outside)
+{
+    *outside = false;
+    if (!b->on) return ts_resize_coord(p->coord, (float)o, scale, in_len, out_len);
+    float span = (float)(in_len - 1), s = b->start[d], e = b->end[d];
+    float c = out_len > 1 ? s * span + (float)o * (e - s) * span / (float)(out_len - 1) : 0.5f * (s + e) * span;
+    *outside = c < 0 || c > span;
+    return c;
+}
+
 /* Cubic: per axis and output position, 4 taps (edge-clamped indices) and
  * their weights, as ONNX's reference computes them; exclude_outside drops
  * the taps past the edge and renormalizes.  Axes whose weights are all a
  * single 1 on the same index are copied, the others summed over. */
-static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
+static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale, const crop_box *box)
 {
     const ts_resize_attrs *p = k->attrs;
     const ts_num *num = k->num;
@@ -282,9 +331,11 @@ static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
     for (int d = 0; d < r; d++) total += y->shape.dims[d];
     int64_t *ti = malloc(sizeof(int64_t) * (size_t)total * 4 + 1);
     double *tw = malloc(sizeof(double) * (size_t)total * 4 + 1), A = p->cubic_coeff_a;
-    if (!ti || !tw) {
+    bool *outside = calloc((size_t)total + 1, sizeof(bool));
+    if (!ti || !tw || !outside) {
         free(ti);
         free(tw);
+        free(outside);
         return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
     }
     bool active[TS_MAX_RANK] = {0};
@@ -293,7 +344,7 @@ static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
         int64_t in_len = x->shape.dims[d], out_len = y->shape.dims[d];
         base[d] = at;
         for (int64_t o = 0; o < out_len; o++, at++) {
-            double c = ts_resize_coord(p->coord, (float)o, scale[d], in_len, out_len), f = floor(c), t = c - f;
+            double c = coord_at(p, box, d, o, scale[d], in_len, out_len, &outside[at]), f = floor(c), t = c - f;
             double w[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A,
                            ((A + 2) * t - (A + 3)) * t * t + 1, ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1,
                            ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A};
@@ -316,7 +367,9 @@ static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
         if (active[d]) act[na++] = d;
     for (int64_t i = 0; i < n; i++) {
         double acc = 0;
-        for (int m = 0; m < 1 << (2 * na); m++) { /* 4 taps on each active axis */
+        bool out_box = false;
+        for (int d = 0; d < r; d++) out_box |= outside[base[d] + idx[d]];
+        for (int m = 0; m < 1 << (2 * na) && !out_box; m++) { /* 4 taps on each active axis */
             double w = 1;
             int64_t off = 0;
             for (int d = 0, a = 0; d < r && w != 0; d++) {
@@ -330,7 +383,7 @@ static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
             }
             if (w != 0) acc += w * num->to_f64(ts_num_cat(num, x->data, off));
         }
-        num->from_f64(ts_num_at(num, y->data, i), acc);
+        num->from_f64(ts_num_at(num, y->data, i), out_box ? p->extrapolation_value : acc);
         for (int d = r - 1; d >= 0; d--) {
             if (++idx[d] < y->shape.dims[d]) break;
             idx[d] = 0;
@@ -338,6 +391,7 @@ static ts_status cubic_kernel(ts_kernel_ctx *k, const float *scale)
     }
     free(ti);
     free(tw);
+    free(outside);
     return TS_OK;
 }
 
@@ -384,16 +438,20 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
     if (p->mode != TS_RESIZE_NEAREST && num->exact)
         return ts_kernel_fail(k, TS_ERR_UNSUPPORTED, "%s interpolation has no kernel in the %s domain", modes[p->mode],
                               num->name);
-    if (p->mode == TS_RESIZE_CUBIC) return ts_tensor_numel(y) ? cubic_kernel(k, scale) : TS_OK;
+    crop_box box;
+    if (crop_read(k, &box)) return k->err->code;
+    if (p->mode == TS_RESIZE_CUBIC) return ts_tensor_numel(y) ? cubic_kernel(k, scale, &box) : TS_OK;
     int64_t total_len = 0, n = ts_tensor_numel(y);
     for (int d = 0; d < r; d++) total_len += y->shape.dims[d];
     if (!n) return TS_OK;
     /* per axis and output position: lower index, upper index, upper weight */
     int64_t *i0 = malloc(sizeof(int64_t) * (size_t)total_len * 2 + 1);
     float *w1 = malloc(sizeof(float) * (size_t)total_len + 1);
-    if (!i0 || !w1) {
+    bool *outside = calloc((size_t)total_len + 1, sizeof(bool)); /* past the input in a crop box */
+    if (!i0 || !w1 || !outside) {
         free(i0);
         free(w1);
+        free(outside);
         return ts_kernel_fail(k, TS_ERR_NOMEM, "out of memory");
     }
     int64_t *i1 = i0 + total_len, base[TS_MAX_RANK], xs[TS_MAX_RANK], idx[TS_MAX_RANK] = {0};
@@ -403,7 +461,7 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
         int64_t in_len = x->shape.dims[d], out_len = y->shape.dims[d];
         base[d] = at;
         for (int64_t o = 0; o < out_len; o++, at++) {
-            float c = ts_resize_coord(p->coord, (float)o, scale[d], in_len, out_len);
+            float c = coord_at(p, &box, d, o, scale[d], in_len, out_len, &outside[at]);
             if (p->mode == TS_RESIZE_NEAREST) {
                 i0[at] = i1[at] = ts_resize_nearest(p->nearest, c, scale[d], in_len);
                 w1[at] = 0;
@@ -421,7 +479,11 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
     for (int d = 0; d < r; d++)
         if (active[d]) act[na++] = d;
     for (int64_t i = 0; i < n; i++) {
-        if (!na) { /* nearest, or linear landing on whole coordinates */
+        bool out_box = false;
+        for (int d = 0; box.on && d < r; d++) out_box |= outside[base[d] + idx[d]];
+        if (out_box)
+            el_set(num, y, i, p->extrapolation_value);
+        else if (!na) { /* nearest, or linear landing on whole coordinates */
             int64_t off = 0;
             for (int d = 0; d < r; d++) off += i0[base[d] + idx[d]] * xs[d];
             memcpy((char *)y->data + (size_t)i * elem, (const char *)x->data + (size_t)off * elem, elem);
@@ -447,6 +509,7 @@ static ts_status resize_kernel(ts_kernel_ctx *k)
     }
     free(i0);
     free(w1);
+    free(outside);
     return TS_OK;
 }
 

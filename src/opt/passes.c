@@ -558,7 +558,9 @@ int ts_fold_conv_bn(ts_graph *g, ts_error *err)
     int folded = 0;
     for (int n = 0; n < g->nnodes; n++) {
         ts_node *bn = &g->nodes[n];
-        if (bn->dead || bn->op != &ts_op_batchnorm || bn->noutputs != 1 || bn->ninputs != 5) continue;
+        if (bn->dead || bn->op != &ts_op_batchnorm || bn->noutputs != 1 || bn->ninputs != 5 ||
+            ((const ts_batchnorm_attrs *)bn->attrs)->training_mode) /* normalizes by the batch's statistics */
+            continue;
         int cv = g->values[bn->inputs[0]].producer;
         if (cv < 0 || g->nodes[cv].dead || g->nodes[cv].op != &ts_op_conv) continue;
         ts_node *c = &g->nodes[cv];

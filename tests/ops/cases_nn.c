@@ -1,8 +1,9 @@
 /* Single-op ORT cases for the nn family (see opcase.h): Conv and
  * ConvTranspose in 1-D/2-D/3-D with groups, dilations, strides, pads and
  * each auto_pad; MatMul shapes incl. 1-D operands and broadcast batches;
- * Gemm variants; BatchNormalization; pools incl. ceil_mode and
- * count_include_pad; LayerNormalization.  Weights are constants, data are
+ * Gemm variants; BatchNormalization (also in training mode); pools incl.
+ * ceil_mode, count_include_pad, MaxPool's Indices and uint8 data;
+ * LayerNormalization.  Weights are constants, data are
  * graph inputs.  Where ONNX and ONNX Runtime split an odd padding
  * differently (ConvTranspose with output_shape), cases use even totals. */
 #include "opcase.h"
@@ -66,6 +67,16 @@ CONV(convt2d_grouped, "ConvTranspose", 17, "1x4x3x3", "4x3x3x3", "6", ts_attr_in
      OC_ATTR_INTS("strides", 2, 1))
 CONV(convt2d_dilated, "ConvTranspose", 17, "1x2x5x5", "2x2x3x3", NULL, OC_ATTR_INTS("dilations", 2, 2))
 CONV(convt1d, "ConvTranspose", 17, "1x2x5", "2x3x4", "3", OC_ATTR_INTS("strides", 3))
+/* output_shape past the natural size (7x7; 9): the extra positions at
+ * the end hold the bias only.  ONNX Runtime takes up to stride - 1 more
+ * (it refuses larger ones, which tsopt runs too: tests/unit); group 1 (the
+ * GEMM kernel in the fast runtime), grouped and 1-D (oneDNN's) */
+CONV(convt2d_output_shape_larger, "ConvTranspose", 17, "1x2x3x3", "2x3x3x3", "3", OC_ATTR_INTS("strides", 2, 2),
+     OC_ATTR_INTS("output_shape", 8, 8))
+CONV(convt2d_output_shape_larger_grouped, "ConvTranspose", 17, "1x4x3x3", "4x2x3x3", "4", ts_attr_int("group", 2),
+     OC_ATTR_INTS("strides", 2, 2), OC_ATTR_INTS("output_shape", 8, 7))
+CONV(convt1d_output_shape_larger, "ConvTranspose", 17, "1x2x3", "2x2x3", NULL, OC_ATTR_INTS("strides", 3),
+     OC_ATTR_INTS("output_shape", 11))
 CONV(convt3d, "ConvTranspose", 17, "1x2x3x3x3", "2x2x2x2x2", NULL, OC_ATTR_INTS("strides", 2, 2, 2))
 
 /* ----------------------------------------------------------- matmul */
@@ -126,6 +137,18 @@ BATCHNORM(batchnorm_1d_opset9, 9, "2x3x5", "3", ts_attr_float("epsilon", 1e-3))
 BATCHNORM(batchnorm_rank2_opset14, 14, "4x3", "3", ts_attr_float("momentum", 0.8))
 BATCHNORM(batchnorm_3d, 15, "1x2x3x3x3", "2", ts_attr_float("epsilon", 0.01))
 
+/* training_mode: normalized by the batch's own statistics; outputs Y and
+ * the running mean and variance */
+static ts_graph *batchnorm_training(void)
+{
+    ts_graph *g = oc_graph(15);
+    int in[5] = {oc_input(g, "x", TS_F32, "3x4x2x3"), oc_const_f32(g, "scale", "4", NULL, -1, 1),
+                 oc_const_f32(g, "bias", "4", NULL, -1, 1), oc_const_f32(g, "mean", "4", NULL, -1, 1),
+                 oc_const_f32(g, "var", "4", NULL, 0.5, 2.0)};
+    const ts_attr a[] = {ts_attr_int("training_mode", 1), ts_attr_float("momentum", 0.7)};
+    return oc_node(g, "BatchNormalization", in, 5, a, NATTR(a), 3);
+}
+
 /* ----------------------------------------------------------- pools */
 
 #define POOL(FN, OP, OPSET, XDIMS, ...)                                                            \
@@ -150,6 +173,28 @@ POOL(maxpool_storage_order, "MaxPool", 17, "1x2x5x5", KS(2, 2), ts_attr_int("sto
 POOL(maxpool_1d, "MaxPool", 17, "1x2x10", KS(3), OC_ATTR_INTS("strides", 2))
 POOL(maxpool_3d, "MaxPool", 17, "1x2x4x6x6", KS(2, 2, 2), OC_ATTR_INTS("strides", 2, 2, 2))
 POOL(maxpool_opset9, "MaxPool", 9, "1x2x6x6", KS(3, 3), OC_ATTR_INTS("pads", 1, 1, 1, 1))
+
+/* MaxPool's Indices output (row-major, and column-major by storage_order),
+ * and uint8 data (opset 12) */
+#define MAXPOOL_IDX(FN, XDIMS, ...)                                                                \
+    static ts_graph *FN(void)                                                                      \
+    {                                                                                              \
+        ts_graph *g = oc_graph(12);                                                                \
+        int x = oc_input(g, "x", TS_F32, XDIMS);                                                   \
+        const ts_attr a[] = {__VA_ARGS__};                                                         \
+        return oc_node(g, "MaxPool", &x, 1, a, NATTR(a), 2);                                       \
+    }
+MAXPOOL_IDX(maxpool_indices, "2x3x6x5", KS(3, 3), OC_ATTR_INTS("strides", 2, 2), OC_ATTR_INTS("pads", 1, 1, 1, 1))
+MAXPOOL_IDX(maxpool_indices_storage_order, "1x2x5x7", KS(2, 3), OC_ATTR_INTS("strides", 2, 1),
+            ts_attr_int("storage_order", 1))
+MAXPOOL_IDX(maxpool_indices_3d, "1x2x4x3x5", KS(2, 2, 2), OC_ATTR_INTS("pads", 0, 1, 1, 1, 0, 0))
+static ts_graph *maxpool_uint8(void)
+{
+    ts_graph *g = oc_graph(12);
+    int x = oc_input(g, "x", TS_U8, "1x2x5x5");
+    const ts_attr a[] = {KS(3, 3), OC_ATTR_INTS("pads", 1, 1, 1, 1), OC_ATTR_INTS("strides", 2, 2)};
+    return oc_node(g, "MaxPool", &x, 1, a, NATTR(a), 1);
+}
 POOL(avgpool_basic, "AveragePool", 17, "1x3x6x6", KS(3, 3))
 POOL(avgpool_pads_exclude, "AveragePool", 17, "1x3x6x6", KS(3, 3), OC_ATTR_INTS("pads", 1, 1, 1, 1),
      ts_attr_int("count_include_pad", 0))
@@ -223,6 +268,9 @@ const opcase opcases_nn[] = {
     CASE(convt2d_grouped),
     CASE(convt2d_dilated),
     CASE(convt1d),
+    CASE(convt2d_output_shape_larger),
+    CASE(convt2d_output_shape_larger_grouped),
+    CASE(convt1d_output_shape_larger),
     CASE(convt3d),
     CASE(matmul_2d),
     CASE(matmul_batched_broadcast),
@@ -241,6 +289,7 @@ const opcase opcases_nn[] = {
     CASE(batchnorm_1d_opset9),
     CASE(batchnorm_rank2_opset14),
     CASE(batchnorm_3d),
+    CASE(batchnorm_training),
     CASE(maxpool_basic),
     CASE(maxpool_pads_stride),
     CASE(maxpool_ceil),
@@ -251,6 +300,10 @@ const opcase opcases_nn[] = {
     CASE(maxpool_1d),
     CASE(maxpool_3d),
     CASE(maxpool_opset9),
+    CASE(maxpool_indices),
+    CASE(maxpool_indices_storage_order),
+    CASE(maxpool_indices_3d),
+    CASE(maxpool_uint8),
     CASE(avgpool_basic),
     CASE(avgpool_pads_exclude),
     CASE(avgpool_pads_include),

@@ -401,6 +401,21 @@ static ts_graph *resize_axes_opset18(void)
     ts_attr a[] = {A_STR("mode", "nearest"), A_INTS("axes", 2, 3), A_STR("keep_aspect_ratio_policy", "not_larger")};
     return oc_node(g, "Resize", in, 4, a, 3, 1);
 }
+/* tf_crop_and_resize: a box reaching past the input on both axes (those
+ * outputs are extrapolation_value), in each interpolation mode */
+static ts_graph *resize_crop(const char *mode)
+{
+    static const float roi[8] = {0, 0, 0.2f, -0.3f, 1, 1, 1.3f, 0.9f};
+    ts_graph *g = oc_graph(13);
+    int in[4] = {oc_input(g, "x", TS_F32, "1x2x5x6"), oc_const_f32(g, "roi", "8", roi, 0, 0), -1,
+                 CI64(g, "sizes", 1, 2, 4, 7)};
+    ts_attr a[] = {A_STR("mode", mode), A_STR("coordinate_transformation_mode", "tf_crop_and_resize"),
+                   ts_attr_float("extrapolation_value", 2.5f)};
+    return oc_node(g, "Resize", in, 4, a, 3, 1);
+}
+static ts_graph *resize_crop_linear(void) { return resize_crop("linear"); }
+static ts_graph *resize_crop_nearest(void) { return resize_crop("nearest"); }
+static ts_graph *resize_crop_cubic(void) { return resize_crop("cubic"); }
 static ts_graph *upsample_opset9_nearest(void)
 {
     ts_graph *g = oc_graph(9);
@@ -600,7 +615,8 @@ const opcase opcases_tensor[] = {
     C(resize_nearest_prefer_ceil), C(resize_nearest_align_corners), C(resize_nearest_tf_half_pixel),
     C(resize_nearest_down), C(resize_linear_half_pixel), C(resize_linear_pytorch), C(resize_linear_align_corners),
     C(resize_linear_asymmetric), C(resize_linear_down), C(resize_opset10_nearest), C(resize_opset10_linear),
-    C(resize_sizes_opset13), C(resize_axes_opset18),
+    C(resize_sizes_opset13), C(resize_axes_opset18), C(resize_crop_linear), C(resize_crop_nearest),
+    C(resize_crop_cubic),
     C(upsample_opset9_nearest), C(upsample_opset9_linear),
     C(expand_bidirectional), C(expand_smaller_shape), C(tile),
     C(topk_largest), C(topk_smallest_axis0), C(gathernd_batch), C(scatter_elements_axis1), C(scatternd_rows),

@@ -99,6 +99,23 @@ Test(exec_deconv, auto_pad_same_upper)
     both_widths("2x8x5x5", 8, "3x3", true, at, 2);
 }
 
+/* output_shape past the natural 11x11 (extra zeros + bias at the end), and
+ * one axis past it with the other below (a leading row dropped) */
+Test(exec_deconv, output_shape_larger)
+{
+    ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("output_shape", I(12, 14), 2)};
+    both_widths("1x8x5x5", 8, "3x3", true, at, 2);
+    ts_attr mix[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("output_shape", I(10, 13), 2)};
+    both_widths("2x8x5x5", 8, "3x3", true, mix, 2);
+    /* grouped: oneDNN's deconvolution, its right padding negative (-1; it
+     * declines -2 = the stride, which the reference kernel then runs) */
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_attr gr[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_int("group", 2), ts_attr_ints("output_shape", I(12, 12), 2)};
+    xt_node(g, "ConvTranspose", (int[]){xt_input(g, "x", "1x8x5x5"), cst(g, "8x3x3x3", -1, 1)}, 2, gr, 3);
+    cr_assert_eq(check(g, NULL, "dnnl.deconv"), 1, "dnnl.deconv did not run");
+    ts_graph_free(g);
+}
+
 Test(exec_deconv, group2_declined)
 {
     ts_graph *g = ts_graph_new("t", 17);

@@ -335,6 +335,37 @@ Test(conv_transpose, stride_output_padding_pads_output_shape)
     expect(out, convt4(TS_DOMAIN_F64, up, 3, out, &os), w6, 9, 1e-12);
 }
 
+Test(conv_transpose, output_shape_larger_than_natural)
+{
+    /* stride 2 makes 4x4 (w2 above); output_shape 5x6 keeps it at the top
+     * left and adds zero rows/columns at the end (ONNX Runtime, ONNX's
+     * reference and test_convtranspose_output_shape), SAME_UPPER too */
+    double out[30];
+    ts_shape os;
+    static const double w[] = {1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 0, 0, 3, 3, 4, 4, 0, 0,
+                               3, 3, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+    ts_attr s2 = ts_attr_ints("strides", INTS(2, 2));
+    ts_attr big[] = {s2, ts_attr_ints("output_shape", INTS(5, 6))};
+    expect(out, convt4(TS_DOMAIN_F32, big, 2, out, &os), w, 30, 1e-6);
+    expect_shape(&os, "1x1x5x6");
+    ts_attr up[] = {s2, ts_attr_ints("output_shape", INTS(5, 6)), ts_attr_string("auto_pad", "SAME_UPPER")};
+    expect(out, convt4(TS_DOMAIN_MODP, up, 3, out, &os), w, 30, 0);
+    /* one dim larger, the other smaller (total padding 1: row 0 dropped) */
+    ts_attr mix[] = {s2, ts_attr_ints("output_shape", INTS(3, 5))};
+    static const double w2[] = {1, 1, 2, 2, 0, 3, 3, 4, 4, 0, 3, 3, 4, 4, 0};
+    expect(out, convt4(TS_DOMAIN_F64, mix, 2, out, &os), w2, 15, 1e-12);
+    /* the bias reaches the added positions too */
+    static const double x[] = {1, 2, 3, 4};
+    const double *xs[] = {x};
+    static const float b[] = {0.5f};
+    ts_graph *g = ts_graph_new("ct", 17);
+    int ins[] = {input(g, "X", "1x1x2x2"), cst(g, "W", "1x1x2x2", ONES), cst(g, "B", "1", b)};
+    node(g, "ConvTranspose", ins, 3, big, 2);
+    run(g, TS_DOMAIN_F32, xs, out, &os);
+    for (int i = 0; i < 30; i++) cr_assert_float_eq(out[i], w[i] + 0.5, 1e-6, "element %d: %g", i, out[i]);
+    ts_graph_free(g);
+}
+
 Test(conv_transpose, group_and_bias)
 {
     double out[2];
@@ -519,6 +550,63 @@ Test(batchnorm, per_activation_spatial0)
     ts_graph_free(g);
 }
 
+/* Runs g in domain d on the given input tensors (float ones in the
+ * domain's storage); returns its outputs (caller unrefs). */
+static void run_all(ts_graph *g, ts_domain_kind d, ts_tensor **in, ts_tensor **out)
+{
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_run_reference(g, d, in, out, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
+}
+
+static ts_tensor *tvals(ts_dtype dt, const char *dims, const double *v)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(dt, &s, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, v[i]);
+    return t;
+}
+
+static void expect_t(const ts_tensor *t, ts_dtype dt, const double *want, int64_t n, double tol)
+{
+    cr_assert_eq(t->dtype, dt, "dtype %s, expected %s", ts_dtype_name(t->dtype), ts_dtype_name(dt));
+    cr_assert_eq(ts_tensor_numel(t), n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(ts_tensor_get_f64(t, i) - want[i]) <= tol, "value %lld: got %.9g, expected %.9g", (long long)i,
+                  ts_tensor_get_f64(t, i), want[i]);
+}
+
+Test(batchnorm, training_mode)
+{
+    /* X (N 2, C 2, 2): channel 0 holds 1 3 | 5 7 (mean 4, population
+     * variance 5), channel 1 holds 0 0 | 2 2 (mean 1, variance 1) */
+    static const double x[] = {1, 3, 0, 0, 5, 7, 2, 2};
+    static const float sc[] = {2, 1}, b[] = {1, 0}, mean[] = {0, 10}, var[] = {1, 1};
+    for (int nout = 1; nout <= 3; nout++) {
+        ts_graph *g = ts_graph_new("bn", 15);
+        int ins[] = {input(g, "X", "2x2x2"), cst(g, "s", "2", sc), cst(g, "b", "2", b), cst(g, "m", "2", mean),
+                     cst(g, "v", "2", var)};
+        ts_attr at[] = {ts_attr_int("training_mode", 1), ts_attr_float("epsilon", 0), ts_attr_float("momentum", 0.8)};
+        ts_error e = {0};
+        int outs[3];
+        cr_assert_geq(ts_graph_add_node(g, "BatchNormalization", NULL, ins, 5, at, 3, nout, NULL, outs, &e), 0, "%s",
+                      e.msg);
+        for (int o = 0; o < nout; o++) cr_assert_eq(ts_graph_add_output(g, outs[o], &e), TS_OK);
+        ts_tensor *in[] = {tvals(TS_F64, "2x2x2", x)}, *out[3] = {0};
+        run_all(g, TS_DOMAIN_F64, in, out);
+        double r = 2 / sqrt(5);
+        const double y[] = {-3 * r + 1, -r + 1, -1, -1, r + 1, 3 * r + 1, 1, 1};
+        expect_t(out[0], TS_F64, y, 8, 1e-12);
+        /* running = given * 0.8 + batch * 0.2 */
+        if (nout > 1) expect_t(out[1], TS_F64, (const double[]){0.8, 8.2}, 2, 1e-12);
+        if (nout > 2) expect_t(out[2], TS_F64, (const double[]){1.8, 1.0}, 2, 1e-12);
+        for (int o = 0; o < nout; o++) ts_tensor_unref(out[o]);
+        ts_graph_free(g);
+    }
+}
+
 Test(layernorm, axes)
 {
     double out[4];
@@ -660,6 +748,61 @@ Test(pool, ceil_mode_drops_window_starting_in_padding)
     ts_graph_free(g);
 }
 
+Test(pool, max_indices_and_integers)
+{
+    /* two planes of {1, 9, 2, 8, 3, 7, 4, 6, 5}, kernel 2x2: maxima 9 9 8 7 at
+     * (0,1) (0,1) (1,0) (1,2): flat indices 1 1 3 5 in the first plane, +9
+     * in the second; column-major (storage_order 1) h + 3w: 3 3 1 7 */
+    static const double x[] = {1, 9, 2, 8, 3, 7, 4, 6, 5, 1, 9, 2, 8, 3, 7, 4, 6, 5};
+    static const double y[] = {9, 9, 8, 7, 9, 9, 8, 7};
+    static const double rows[] = {1, 1, 3, 5, 10, 10, 12, 14}, cols[] = {3, 3, 1, 7, 12, 12, 10, 16};
+    for (int so = 0; so < 2; so++) {
+        ts_graph *g = ts_graph_new("mp", 12);
+        int xi = input(g, "X", "1x2x3x3"), outs[2];
+        ts_attr at[] = {ts_attr_ints("kernel_shape", INTS(2, 2)), ts_attr_int("storage_order", so)};
+        ts_error e = {0};
+        cr_assert_geq(ts_graph_add_node(g, "MaxPool", NULL, &xi, 1, at, 2, 2, NULL, outs, &e), 0, "%s", e.msg);
+        for (int o = 0; o < 2; o++) cr_assert_eq(ts_graph_add_output(g, outs[o], &e), TS_OK);
+        ts_tensor *in[] = {tvals(TS_F32, "1x2x3x3", x)}, *out[2] = {0};
+        run_all(g, TS_DOMAIN_F32, in, out);
+        expect_t(out[0], TS_F32, y, 8, 0);
+        expect_t(out[1], TS_I64, so ? cols : rows, 8, 0);
+        ts_tensor_unref(out[0]);
+        ts_tensor_unref(out[1]);
+        ts_graph_free(g);
+    }
+    /* ties: the first tap in scan order; a window partly in the padding
+     * takes the first tap inside the input */
+    ts_graph *g = ts_graph_new("mp", 12);
+    int xi = input(g, "X", "1x1x2x2"), outs[2];
+    ts_attr at[] = {ts_attr_ints("kernel_shape", INTS(2, 2)), ts_attr_ints("pads", INTS(1, 1, 0, 0))};
+    ts_error e = {0};
+    cr_assert_geq(ts_graph_add_node(g, "MaxPool", NULL, &xi, 1, at, 2, 2, NULL, outs, &e), 0, "%s", e.msg);
+    cr_assert_eq(ts_graph_add_output(g, outs[1], &e), TS_OK);
+    ts_tensor *in[] = {tvals(TS_F32, "1x1x2x2", (const double[]){7, 7, 7, 7})}, *out[1] = {0};
+    run_all(g, TS_DOMAIN_F32, in, out);
+    expect_t(out[0], TS_I64, (const double[]){0, 0, 0, 0}, 4, 0);
+    ts_tensor_unref(out[0]);
+    ts_graph_free(g);
+
+    /* uint8 (values past 127 stay unsigned) and int8 data keep their type */
+    const ts_dtype types[] = {TS_U8, TS_I8};
+    static const double u[] = {1, 200, 2, 8, 3, 7, 4, 6, 255}, s8[] = {-1, -9, -2, -8, -3, -7, -4, -6, -128};
+    static const double wu[] = {200, 200, 8, 255}, ws[] = {-1, -2, -3, -3};
+    for (int t = 0; t < 2; t++) {
+        g = ts_graph_new("mp", 12);
+        ts_shape s = shp("1x1x3x3");
+        xi = ts_graph_add_input(g, "X", types[t], &s, &e);
+        cr_assert_geq(xi, 0, "%s", e.msg);
+        node(g, "MaxPool", &xi, 1, at, 1);
+        ts_tensor *ti[] = {tvals(types[t], "1x1x3x3", t ? s8 : u)}, *to[1] = {0};
+        run_all(g, TS_DOMAIN_F32, ti, to);
+        expect_t(to[0], types[t], t ? ws : wu, 4, 0);
+        ts_tensor_unref(to[0]);
+        ts_graph_free(g);
+    }
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void expect_error(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na, int nout,
@@ -695,8 +838,8 @@ Test(errors, conv)
     ts_attr pd = ts_attr_ints("pads", INTS(1, 1));
     expect_error(g, "Conv", (int[]){x, w433}, 2, &pd, 1, 1, TS_ERR_INVALID, "pads has 2 values, expected 4");
     expect_error(g, "ConvTranspose", (int[]){x, w423}, 2, NULL, 0, 1, TS_ERR_INVALID, "X has 3 channels but W");
-    ts_attr osh = ts_attr_ints("output_shape", INTS(100, 100));
-    expect_error(g, "ConvTranspose", (int[]){x4, w423}, 2, &osh, 1, 1, TS_ERR_INVALID, "output_shape[0] = 100 is larger");
+    ts_attr osh = ts_attr_ints("output_shape", INTS(0, 5));
+    expect_error(g, "ConvTranspose", (int[]){x4, w423}, 2, &osh, 1, 1, TS_ERR_INVALID, "values must be >= 1");
     ts_graph_free(g);
 }
 
@@ -706,7 +849,7 @@ Test(errors, others)
     ts_graph *g = ts_graph_new("e", 17);
     int x = input(g, "X", "1x2x4x4"), a = input(g, "A", "2x3"), c2 = cst(g, "c2", "2", w), c3 = cst(g, "c3", "3", w);
     ts_attr k = ts_attr_ints("kernel_shape", INTS(2, 2));
-    expect_error(g, "MaxPool", &x, 1, &k, 1, 2, TS_ERR_UNSUPPORTED, "Indices output is not supported");
+    expect_error(g, "AveragePool", &x, 1, &k, 1, 2, TS_ERR_INVALID, "has 2 outputs, expected 1 to 1");
     expect_error(g, "MaxPool", &x, 1, NULL, 0, 1, TS_ERR_INVALID, "'kernel_shape' is required");
     ts_attr k5 = ts_attr_ints("kernel_shape", INTS(5, 5));
     expect_error(g, "AveragePool", &x, 1, &k5, 1, 1, TS_ERR_INVALID, "larger than spatial dimension 0 of 4");
@@ -716,9 +859,8 @@ Test(errors, others)
     expect_error(g, "Gemm", (int[]){a, a}, 2, NULL, 0, 1, TS_ERR_INVALID, "inner dimensions differ");
     ts_attr tb = ts_attr_int("transB", 1);
     expect_error(g, "Gemm", (int[]){a, a, c3}, 3, &tb, 1, 1, TS_ERR_INVALID, "does not broadcast to the 2x2 result");
-    ts_attr tm = ts_attr_int("training_mode", 1);
-    expect_error(g, "BatchNormalization", (int[]){x, c2, c2, c2, c2}, 5, &tm, 1, 1, TS_ERR_UNSUPPORTED, "training_mode");
-    expect_error(g, "BatchNormalization", (int[]){x, c2, c2, c2, c2}, 5, NULL, 0, 3, TS_ERR_UNSUPPORTED, "only the output Y");
+    expect_error(g, "BatchNormalization", (int[]){x, c2, c2, c2, c2}, 5, NULL, 0, 3, TS_ERR_UNSUPPORTED,
+                 "outputs running_mean and running_var need training_mode = 1");
     expect_error(g, "BatchNormalization", (int[]){x, c3, c2, c2, c2}, 5, NULL, 0, 1, TS_ERR_INVALID, "expected 2 (one per channel");
     expect_error(g, "LayerNormalization", (int[]){a, c2}, 2, NULL, 0, 1, TS_ERR_INVALID, "does not broadcast to the normalized shape 3");
     ts_attr ax = ts_attr_int("axis", 2);

@@ -834,6 +834,35 @@ Test(resize, opset10_and_axes_opset18)
     check1(g, TS_DOMAIN_F32, "1x1x4x4", UP_FLOOR);
 }
 
+/* tf_crop_and_resize of the 1x1x2x4 iota (4r + c) into sizes: the box
+ * [0, 0.25] .. [1, 1.25] of rows x columns gives column coordinates
+ * 0.25*3 + o*1*3/2 = 0.75, 2.25, 3.75 (past the last column 3: the
+ * extrapolation value 10) and rows 0, 1; one output row samples the box's
+ * middle, 0.5. */
+static ts_graph *resize_crop(const char *mode, int64_t rows)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int ins[4] = {input(g, "x", TS_F32, "1x1x2x4"), cfloats(g, "roi", NV(0, 0, 0, 0.25, 1, 1, 1, 1.25)), -1,
+                  cints(g, "sz", I64S(1, 1, rows, 3))};
+    ts_attr a[3] = {ts_attr_string("mode", mode), ts_attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                    ts_attr_float("extrapolation_value", 10)};
+    node(g, "Resize", ins, 4, a, 3, 1);
+    return g;
+}
+
+Test(resize, tf_crop_and_resize)
+{
+    check1(resize_crop("linear", 2), TS_DOMAIN_F32, "1x1x2x3", NV(0.75, 2.25, 10, 4.75, 6.25, 10));
+    check1(resize_crop("linear", 1), TS_DOMAIN_F64, "1x1x1x3", NV(2.75, 4.25, 10));
+    check1(resize_crop("nearest", 2), TS_DOMAIN_F32, "1x1x2x3", NV(1, 2, 10, 5, 6, 10));
+    /* cubic (A = -0.75) at 0.75: taps at columns -1, 0, 1, 2 weigh -0.03515625, 0.26171875,
+     * 0.87890625, -0.10546875, the first clamped to column 0: 0.87890625 - 2 * 0.10546875;
+     * at 2.25 the same weights reversed over columns 1, 2, 3, 3 (the last clamped) */
+    check1(resize_crop("cubic", 2), TS_DOMAIN_F64, "1x1x2x3",
+           NV(0.66796875, 2.33203125, 10, 4.66796875, 6.33203125, 10));
+    run_fails(resize_crop("nearest", 2), TS_DOMAIN_MODP, "tf_crop_and_resize has no kernel in the modp domain");
+}
+
 Test(resize, unsupported)
 {
     ts_graph *g = ts_graph_new("t", 13);
@@ -841,7 +870,7 @@ Test(resize, unsupported)
     node_fails(g, "Resize", ins, 3, (ts_attr[]){ts_attr_int("antialias", 1), ts_attr_string("mode", "cubic")}, 2, 1,
                "antialias=1 is not supported");
     node_fails(g, "Resize", ins, 3, (ts_attr[]){ts_attr_string("coordinate_transformation_mode", "tf_crop_and_resize")},
-               1, 1, "'tf_crop_and_resize' is not supported");
+               1, 1, "tf_crop_and_resize needs input 1 (roi) as 8 floats");
     int both[4] = {ins[0], -1, ins[2], cints(g, "sz", I64S(1, 1, 4, 4))};
     node_fails(g, "Resize", both, 4, NULL, 0, 1, "exactly one of scales and sizes");
     int three[3] = {ins[0], -1, cfloats(g, "s3", NV(1, 2, 2))};
