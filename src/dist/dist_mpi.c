@@ -2,16 +2,29 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "dist/dist.h"
 
 static int g_rank, g_size = 1;
 static bool g_started;
 
+/* At exit.  The first process may still work alone for minutes (the
+ * generator's last stages, the fuzz merge) while the others are done:
+ * they wait in a barrier polled every 2 ms, not in MPI_Finalize's busy
+ * wait, which would take a core from it. */
 static void finish(void)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (fin) return;
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (int done = 0;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    MPI_Finalize();
 }
 
 /* Launched as part of an MPI job: Open MPI's, PMIx's or PMI's variables.
