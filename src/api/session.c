@@ -286,7 +286,8 @@ static ts_status check_inputs(const ts_session *s, ts_tensor *const *inputs, ts_
         if ((s->any_shape && s->any_shape[i]) || in->shape.rank < 0) continue; /* no declared shape */
         bool ok = t->shape.rank == in->shape.rank;
         for (int d = 0; ok && d < t->shape.rank; d++)
-            ok = in->dim_params[d] ? t->shape.dims[d] >= 1 : t->shape.dims[d] == in->shape.dims[d];
+            ok = in->dim_params[d] ? t->shape.dims[d] >= 0 /* ONNX allows empty tensors */
+                                   : t->shape.dims[d] == in->shape.dims[d];
         if (!ok)
             return ts_error_set(err, TS_ERR_INVALID, "run: input '%s' has shape %s, the model expects %s", in->name,
                                 ts_shape_str(&t->shape, b, sizeof b), declared_str(in, a, sizeof a));

@@ -26,6 +26,7 @@
 #include "ir/meta.h"
 #include "exec/mem_check.h"
 #include "onnx/proto.h"
+#include "onnx/sequence.h"
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
 #include "ops/list.h"
@@ -104,6 +105,7 @@ typedef struct importer {
     const ts_input_bind *binds; /* --input bindings: graph inputs, and outputs of opaque nodes */
     int nbinds;
     struct ts_opaque_table *opaque; /* records of the opaque nodes (src/ops/opaque.h), NULL when none */
+    ts_seq_set *seqs; /* sequences resolved at import (onnx/sequence.h), NULL when none */
     bool small_folds; /* fold only nodes whose outputs are small (the model grew too much otherwise) */
     /* control-flow bodies (docs/control-flow.md): the enclosing graph's
      * importer, and the outer names this body captured */
@@ -355,6 +357,7 @@ static ts_status check_nodes(importer *im)
         const Onnx__NodeProto *n = gp->node[i];
         const char *op = n->op_type, *name = im->names[i];
         if (ts_ein_function_is_call(n->domain, op)) continue; /* tsopt's own eOperator (einnet/function.h) */
+        if (ts_onnx_seq_is_op(n)) continue;                    /* resolved at import (onnx/sequence.h) */
         if (ts_onnx_node_is_opaque(n)) { /* kept as it is: its outputs' types must be known */
             if (ts_onnx_opaque_check(im->g, gp, n, name, im->binds, im->nbinds, im->err)) return im->err->code;
             continue;
@@ -562,11 +565,18 @@ static bool fold_is_small(const ts_graph *g, int ni)
     return true;
 }
 
+static bool seq_resolve(void *im, const char *name, int *v) { return !resolve(im, name, v); }
+
 static ts_status add_node(importer *im, int ni)
 {
     const Onnx__NodeProto *n = im->gp->node[ni];
     const char *name = im->names[ni];
     if (is_control_flow(n->op_type) && is_onnx_domain(n->domain)) return add_cf_node(im, ni);
+    if (ts_onnx_seq_is_op(n)) {
+        int v;
+        if (ts_onnx_seq_node(im->g, &im->seqs, n, name, seq_resolve, im, &v, im->err)) return im->err->code;
+        return v < 0 || map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
+    }
     /* Trailing empty names are absent optional inputs/outputs: drop them so
      * the count matches what the operator expects. */
     int nin = (int)n->n_input, nout = (int)n->n_output;
@@ -646,6 +656,9 @@ static ts_status add_outputs(importer *im)
         int v;
         if (!name || !*name)
             return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph output %zu has no name", im->model, i);
+        if (ts_onnx_seq_has(im->seqs, name))
+            return ts_error_set(im->err, TS_ERR_UNSUPPORTED,
+                                "graph output '%s' is a sequence: tsopt's graphs return tensors only", name);
         if (resolve(im, name, &v))
             return ts_error_set(im->err, TS_ERR_INVALID, "graph output '%s' is not produced by any node or graph input",
                                 name);
@@ -740,6 +753,7 @@ static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const
         if (ts_graph_find_value(b->g, im.caps[j]) >= 0) st = ts_body_add_capture(b, im.caps[j], -1, err);
     if (st && !strstr(err->msg, attr)) ts_error_prefix(err, "node '%s' (%s): attribute '%s'", node, op, attr);
     map_free(&im.values);
+    ts_onnx_seq_set_free(im.seqs);
     if (im.names)
         for (size_t i = 0; i < gp->n_node; i++) free(im.names[i]);
     free(im.names);
@@ -984,6 +998,7 @@ static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char 
         }
     }
     map_free(&im.values);
+    ts_onnx_seq_set_free(im.seqs);
     if (im.names)
         for (size_t i = 0; i < gp->n_node; i++) free(im.names[i]);
     free(im.names);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "ir/ir.h"
 #include "onnx/proto.h"
+#include "onnx/sequence.h"
 #include "ops/opaque.h"
 
 static bool default_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
@@ -16,6 +17,7 @@ bool ts_onnx_node_is_opaque(const Onnx__NodeProto *n)
     if (!default_domain(n->domain)) return true;
     /* control flow has its own handling in the importer */
     if (!strcmp(op, "Constant") || !strcmp(op, "If") || !strcmp(op, "Loop") || !strcmp(op, "Scan")) return false;
+    if (ts_onnx_seq_is_op(n)) return false; /* resolved at import (onnx/sequence.h) */
     return !ts_op_find(op);
 }
 
