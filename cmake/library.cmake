@@ -60,6 +60,11 @@ install(TARGETS tsopt RUNTIME DESTINATION bin)
 install(TARGETS tsopt_shared LIBRARY DESTINATION lib)
 install(FILES ${TSOPT_HEADER} DESTINATION include)
 install(FILES ${CMAKE_BINARY_DIR}/tsopt.pc DESTINATION lib/pkgconfig)
+# the ONNX Runtime peer of `optimize --target ort` (src/opt/ort_peer.c looks
+# for it at BIN/../share/tsopt/ort/serve.js; `npm ci --ignore-scripts` there
+# installs onnxruntime-node, docs/optimize.md "Targets")
+install(FILES tools/ort/serve.js tools/ort/npy.js tools/ort/run.js tools/ort/package.json tools/ort/package-lock.json
+  DESTINATION share/tsopt/ort)
 
 set(TSOPT_PYTHON /usr/bin/python3 CACHE FILEPATH "the Python the package is installed for (needs numpy)")
 execute_process(COMMAND ${TSOPT_PYTHON} -c "import sys; print('%d.%d' % sys.version_info[:2])"

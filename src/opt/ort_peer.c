@@ -1,7 +1,11 @@
 /* The client of tools/ort/serve.js for the ort target (ort_peer.h).  Same
  * process handling as the fuzzer's client (src/fuzz/ort.c): socket pair as
  * stdin and stdout, stderr to a log, EOF on stdin ends the server. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,7 +26,8 @@ extern char **environ;
 #define TSOPT_ORT_SERVE "tools/ort/serve.js"
 #endif
 
-#define INSTALL_HINT "install it with 'make deps' (npm ci --ignore-scripts in tools/ort), or set TSOPT_ORT_SERVE"
+#define INSTALL_HINT "install it with 'npm ci --ignore-scripts' in %s (make deps does it in the source tree), or set " \
+                     "TSOPT_ORT_SERVE to a serve.js that has it"
 
 enum { LINE_MAX_ = 8192, START_MS = 60000 };
 
@@ -38,7 +43,24 @@ struct ts_ort_peer {
 const char *ts_ort_peer_path(void)
 {
     const char *e = getenv("TSOPT_ORT_SERVE");
-    return e && *e ? e : TSOPT_ORT_SERVE;
+    if (e && *e) return e;
+    /* installed: PREFIX/share/tsopt/ort beside PREFIX/bin or PREFIX/lib,
+     * wherever this code was loaded from (the tsopt command, libtsopt.so) */
+    static char installed[PATH_MAX + 64];
+    Dl_info di;
+    char real[PATH_MAX];
+    if (dladdr((void *)ts_ort_peer_path, &di) && di.dli_fname && realpath(di.dli_fname, real)) {
+        snprintf(installed, sizeof installed, "%s/../share/tsopt/ort/serve.js", dirname(real));
+        if (!access(installed, R_OK)) return installed;
+    }
+    return TSOPT_ORT_SERVE;
+}
+
+/* The folder of the server (for the install hint). */
+static const char *peer_dir(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", ts_ort_peer_path());
+    return dirname(buf);
 }
 
 const char *ts_ort_peer_version(const ts_ort_peer *p) { return p->version; }
@@ -110,9 +132,10 @@ static ts_status start(ts_ort_peer *p, ts_error *err)
 {
     const char *serve = ts_ort_peer_path();
     struct stat sb;
+    char dir[PATH_MAX];
     if (stat(serve, &sb) || !S_ISREG(sb.st_mode))
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "--target ort: the ONNX Runtime peer %s is missing; " INSTALL_HINT,
-                            serve);
+                            serve, peer_dir(dir, sizeof dir));
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
         return ts_error_set(err, TS_ERR_IO, "--target ort: cannot make a socket pair: %s", strerror(errno));
@@ -131,7 +154,7 @@ static ts_status start(ts_ort_peer *p, ts_error *err)
         close(sv[0]);
         p->pid = 0;
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "--target ort: cannot start node (%s); install Node.js 18+ and "
-                            "onnxruntime-node: " INSTALL_HINT, strerror(rc));
+                            "onnxruntime-node: " INSTALL_HINT, strerror(rc), peer_dir(dir, sizeof dir));
     }
     p->fd = sv[0];
     char line[LINE_MAX_] = "";
@@ -140,7 +163,7 @@ static ts_status start(ts_ort_peer *p, ts_error *err)
         char why[300];
         first_log_line(p, why, sizeof why);
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "--target ort: the ONNX Runtime peer %s did not start (%s); "
-                            INSTALL_HINT, serve, why[0] ? why : line[0] ? line : "no reply");
+                            INSTALL_HINT, serve, why[0] ? why : line[0] ? line : "no reply", peer_dir(dir, sizeof dir));
     }
     snprintf(p->version, sizeof p->version, "%.60s", line + 6);
     return TS_OK;

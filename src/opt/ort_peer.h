@@ -9,8 +9,10 @@
 
 typedef struct ts_ort_peer ts_ort_peer;
 
-/* Where the server is: $TSOPT_ORT_SERVE, else the source tree's
- * tools/ort/serve.js this tsopt was built from. */
+/* Where the server is: $TSOPT_ORT_SERVE, else an installed one
+ * (PREFIX/share/tsopt/ort/serve.js beside the bin/ or lib/ this code was
+ * loaded from), else the source tree's tools/ort/serve.js this tsopt was
+ * built from. */
 const char *ts_ort_peer_path(void);
 
 /* Starts the server and waits for its "ready" line; fails with one line
