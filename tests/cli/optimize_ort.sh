@@ -23,6 +23,18 @@ ms=$(( ($(date +%s%N) - s) / 1000000 ))
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "--target nosuch: not one line: $(cat "$T/err")"
 grep -q "tsopt, ort" "$T/err" || fail "--target nosuch does not name the known targets: $(cat "$T/err")"
 [ ! -e "$T/x.onnx" ] || fail "--target nosuch wrote a file"
+# the same through Python's tsopt.optimize (ts_optimize_file's "target" option)
+if [ -n "${TSOPT_LIBRARY:-}" ] && [ -n "${TSOPT_SRC:-}" ]; then
+    PYTHONPATH=$TSOPT_SRC/python /usr/bin/python3 - "$T/m.onnx" "$T/x.onnx" <<'P' || fail "Python target='nosuch'"
+import sys, tsopt
+try:
+    tsopt.optimize(sys.argv[1], sys.argv[2], target='nosuch')
+except tsopt.TsoptError as e:
+    assert "known: tsopt, ort" in str(e), e
+else:
+    raise SystemExit("target='nosuch' was accepted")
+P
+fi
 
 # no peer: fails before the search (no progress line), one line saying how to install it
 if TSOPT_ORT_SERVE=$T/none.js "$TSOPT" optimize "$T/m.onnx" -o "$T/x.onnx" --target ort 2>"$T/err"; then
