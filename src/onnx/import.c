@@ -1270,7 +1270,9 @@ static bool probe_diff(ts_model_meta *m, const ts_graph *g, const ts_graph *p)
 /* Imports the model again with every symbolic size moved (+2, +3, +5...
  * per symbol, distinct so that two sizes cannot be mistaken for each
  * other; downwards when upwards does not load, e.g. a sequence already at
- * its maximum) and compares.  Sets m->why_static when the model cannot
+ * its maximum; multiplied by 2, 3, 5... when neither loads, for sizes that
+ * must stay multiples of something: an even length split in halves, a
+ * window or block size) and compares.  Sets m->why_static when the model cannot
  * follow other sizes; fails only when out of memory. */
 static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int opset, const char *base_dir,
                              const char *model, ts_tensor **inits, const ts_graph *g, ts_error *err)
@@ -1281,14 +1283,14 @@ static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int o
     if (!binds) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
     ts_error perr = {0};
     ts_graph *p = NULL;
-    for (int attempt = 0; attempt < 2 && !p; attempt++) {
+    for (int attempt = 0; attempt < 3 && !p; attempt++) {
         bool ok = true;
         for (int i = 0; i < m->nsyms; i++) {
-            int64_t inc = step[i % nstep] + 40 * (i / nstep);
-            m->syms[i].probe = attempt ? m->syms[i].bound - inc : m->syms[i].bound + inc;
-            ok &= m->syms[i].probe >= 1;
+            int64_t inc = step[i % nstep] + 40 * (i / nstep), b = m->syms[i].bound;
+            m->syms[i].probe = attempt == 0 ? b + inc : attempt == 1 ? b - inc : b * inc;
+            ok &= m->syms[i].probe >= 1 && m->syms[i].probe <= TS_MAX_ELEMENTS / 64;
         }
-        if (!ok) break;
+        if (!ok) continue;
         for (int k = 0; k < m->ninputs; k++) {
             binds[k].name = m->inputs[k].name;
             binds[k].shape = m->inputs[k].bound;

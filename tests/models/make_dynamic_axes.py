@@ -12,6 +12,11 @@ from the inputs runs all of them, and one that binds them to 1 refuses them:
            (a speech front end: reflect pads must be smaller than the size)
   resnet18 torchvision ResNet-18 of [batch, 3, h, w]
   encoder  torch.nn.TransformerEncoder (2 layers, d_model 64) of [batch, sequence, 64]
+  ops      one node of each operator whose shape check refuses the placeholder 1
+           (docs/decisions.md, "Binding symbolic dimensions"), built with
+           onnx.helper: a [batch, 3, h, w] -> Conv 3x3 and MaxPool 3x3 without
+           padding -> DepthToSpace 2; b [batch, length] -> Gather of column 5,
+           Split in two equal halves, Reshape to the literal [-1, 4]
 Opset 15, as the issue's reproducers; seeded weights, nothing downloaded.
 Run it with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 """
@@ -52,13 +57,41 @@ def resnet18():
     return m
 
 
-# name: (constructor, example input, dynamic axes of 'input', size sets)
+def ops_model(path):
+    """The 'ops' model (onnx.helper, opset 15, seeded weights)."""
+    import onnx
+    from onnx import TensorProto as TP, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    init = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), 'w'),
+            numpy_helper.from_array(np.array([5], np.int64), 'col'),
+            numpy_helper.from_array(np.array([-1, 4], np.int64), 'shape')]
+    nodes = [helper.make_node('Conv', ['a', 'w'], ['c'], kernel_shape=[3, 3]),
+             helper.make_node('MaxPool', ['c'], ['p'], kernel_shape=[3, 3]),
+             helper.make_node('DepthToSpace', ['p'], ['d2s'], blocksize=2),
+             helper.make_node('Gather', ['b', 'col'], ['g'], axis=1),
+             helper.make_node('Split', ['b'], ['h0', 'h1'], axis=1),
+             helper.make_node('Sub', ['h0', 'h1'], ['halves']),
+             helper.make_node('Reshape', ['b', 'shape'], ['rows'])]
+    g = helper.make_graph(nodes, 'ops', [helper.make_tensor_value_info('a', TP.FLOAT, ['batch', 3, 'h', 'w']),
+                                         helper.make_tensor_value_info('b', TP.FLOAT, ['batch', 'length'])],
+                          [helper.make_tensor_value_info(n, TP.FLOAT, [None] * r)
+                           for n, r in (('d2s', 4), ('g', 2), ('halves', 2), ('rows', 2))],
+                          init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 15)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+# name: (constructor, example input, dynamic axes of 'input', size sets); the
+# ops model's size sets are (batch, h, w, length)
 MODELS = {
     'pad': (Pad, (1, 512), {0: 'batch', 1: 'sequence'}, [(1, 512), (3, 512), (1, 300), (3, 300)]),
     'resnet18': (resnet18, (1, 3, 160, 192), {0: 'batch', 2: 'h', 3: 'w'},
                  [(1, 3, 160, 192), (3, 3, 160, 192), (1, 3, 96, 128), (3, 3, 96, 128)]),
     'encoder': (encoder, (1, 16, 64), {0: 'batch', 1: 'sequence'},
                 [(1, 16, 64), (3, 16, 64), (1, 7, 64), (3, 7, 64)]),
+    'ops': (None, None, None, [(1, 8, 8, 8), (3, 8, 8, 8), (1, 12, 10, 12), (3, 12, 10, 12)]),
 }
 
 
@@ -70,6 +103,17 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name in a.only.split(','):
         ctor, example, axes, sizes = MODELS[name]
+        if name == 'ops':
+            ops_model(os.path.join(a.out, 'ops.onnx'))
+            rng = np.random.default_rng(0)
+            for n, h, w, length in sizes:
+                tag = f'{n}x{h}x{w}x{length}'
+                d = os.path.join(a.out, 'ops.in', tag)
+                os.makedirs(d, exist_ok=True)
+                np.save(os.path.join(d, 'a.npy'), rng.standard_normal((n, 3, h, w)).astype(np.float32))
+                np.save(os.path.join(d, 'b.npy'), rng.standard_normal((n, length)).astype(np.float32))
+                print(name, tag)
+            continue
         torch.manual_seed(0)
         model = ctor().eval()
         kw = dict(input_names=['input'], output_names=['output'], dynamic_axes={'input': axes},
