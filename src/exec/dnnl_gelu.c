@@ -7,11 +7,14 @@
  * Pow(x, 3), constants on either side.  Matching each spelling would miss
  * the next exporter's, so the nodes are taken by structure only -- the
  * element-wise nodes that read x, scalar constants and each other, ending
- * in one value -- and that small function is then evaluated at a dozen
- * points against both GELUs.  Fused, the transformer MLP's hidden tensor
+ * in one value -- and that small function is then computed symbolically
+ * (which_gelu: polynomials in x around one Erf or Tanh) and must be one
+ * GELU exactly, its constants equal to float32 rounding: algebra, not
+ * values at sample points.  Fused, the transformer MLP's hidden tensor
  * (swin_t stage 1: 56x56x384) is written once instead of written, read
  * twice by a five-op pass and written again. */
 #include <math.h>
+#include <string.h>
 #include "exec/dnnl_util.h"
 #include "ops/list.h"
 
@@ -56,34 +59,123 @@ static bool candidate(const xplan *p, const ts_node *nd, const ts_shape *xs, con
     return reads_set;
 }
 
-static double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-static double gelu_tanh(double x)
+/* What a value of the subgraph is, symbolically: P(x) * (1 + f(u)) when
+ * `gate`, else P(x); P a polynomial of degree <= 3 in x; f(u) alone (`atom`:
+ * an Erf or Tanh output, only valid as the operand of + 1). */
+typedef struct sym {
+    double c[4]; /* P's coefficients, x^0 .. x^3 */
+    bool gate, atom;
+} sym;
+
+/* The single Erf or Tanh of the subgraph: its operator and argument u(x). */
+typedef struct gate_fn {
+    const ts_op_desc *op;
+    double u[4];
+} gate_fn;
+
+static bool poly_mul(const double *a, const double *b, double *out)
 {
-    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * /* sqrt(2 / pi) */ (x + 0.044715 * x * x * x)));
+    double r[7] = {0};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) r[i + j] += a[i] * b[j];
+    for (int k = 4; k < 7; k++)
+        if (r[k] != 0) return false;
+    memcpy(out, r, 4 * sizeof *out);
+    return true;
 }
 
-/* The collected nodes applied to x (in double). */
-static double eval(const xplan *p, const int *nodes, int nn, const int *vals, double x)
+/* a == b within a float32 constant's rounding (relative 1e-6). */
+static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)); }
+
+static bool poly_is(const double *c, const double *want)
 {
-    double v[GELU_MAX_NODES + 1];
-    v[0] = x;
+    for (int k = 0; k < 4; k++)
+        if (want[k] == 0 ? fabs(c[k]) > 1e-12 : !near(c[k], want[k])) return false;
+    return true;
+}
+
+/* Node nd's result from its operands' (a: the first; b: the second, or
+ * a constant's), false when it leaves the forms above. */
+static bool sym_step(const ts_op_desc *op, const sym *a, const sym *b, bool b_const, gate_fn *gf, sym *r)
+{
+    memset(r, 0, sizeof *r);
+    if (op == &ts_op_erf || op == &ts_op_tanh) {
+        if (a->gate || a->atom || gf->op) return false; /* one Erf or Tanh */
+        gf->op = op;
+        memcpy(gf->u, a->c, sizeof gf->u);
+        r->atom = true;
+        return true;
+    }
+    if (a->atom || b->atom) { /* f(u) + 1, either order */
+        const sym *o = a->atom ? b : a;
+        if (op != &ts_op_add || (a->atom && b->atom) || o->gate || !poly_is(o->c, (double[4]){1, 0, 0, 0}))
+            return false;
+        r->gate = true;
+        r->c[0] = 1;
+        return true;
+    }
+    if (op == &ts_op_mul) {
+        if (a->gate && b->gate) return false;
+        r->gate = a->gate || b->gate;
+        return poly_mul(a->c, b->c, r->c);
+    }
+    if (op == &ts_op_div) { /* by a constant only */
+        if (!b_const || b->c[0] == 0) return false;
+        r->gate = a->gate;
+        for (int k = 0; k < 4; k++) r->c[k] = a->c[k] / b->c[0];
+        return true;
+    }
+    if (op == &ts_op_add || op == &ts_op_sub) {
+        if (a->gate || b->gate) return false;
+        for (int k = 0; k < 4; k++) r->c[k] = op == &ts_op_add ? a->c[k] + b->c[k] : a->c[k] - b->c[k];
+        return true;
+    }
+    if (op == &ts_op_pow) { /* x^2, x^3 */
+        double e = b->c[0];
+        if (!b_const || a->gate || (e != 2 && e != 3)) return false;
+        double t[4];
+        if (!poly_mul(a->c, a->c, t)) return false;
+        if (e == 3 && !poly_mul(t, a->c, t)) return false;
+        memcpy(r->c, t, sizeof t);
+        return true;
+    }
+    return false;
+}
+
+/* Which GELU the collected nodes compute, proved by their algebra rather
+ * than sampled: the result must be 0.5 x (1 + erf(x / sqrt 2)) or
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as polynomials, the
+ * constants equal to float32 rounding.  0: neither. */
+static dnnl_alg_kind_t which_gelu(const xplan *p, const int *nodes, int nn, const int *vals)
+{
+    sym v[GELU_MAX_NODES + 1];
+    memset(v, 0, sizeof v);
+    v[0].c[1] = 1; /* x */
+    gate_fn gf = {0};
     for (int k = 0; k < nn; k++) {
         const ts_node *nd = &p->g->nodes[nodes[k]];
-        double a[2] = {0, 0};
+        sym a[2];
+        bool is_const[2] = {false, false};
+        memset(a, 0, sizeof a);
         for (int i = 0; i < nd->ninputs; i++) {
             int j = index_of(vals, k + 1, nd->inputs[i]);
-            a[i] = j >= 0 ? v[j] : ts_tensor_get_f64(xplan_const(p, nd->inputs[i]), 0);
+            if (j >= 0) {
+                a[i] = v[j];
+            } else {
+                a[i].c[0] = ts_tensor_get_f64(xplan_const(p, nd->inputs[i]), 0);
+                is_const[i] = true;
+            }
         }
-        const ts_op_desc *op = nd->op;
-        v[k + 1] = op == &ts_op_add   ? a[0] + a[1]
-                   : op == &ts_op_sub ? a[0] - a[1]
-                   : op == &ts_op_mul ? a[0] * a[1]
-                   : op == &ts_op_div ? a[0] / a[1]
-                   : op == &ts_op_pow ? pow(a[0], a[1])
-                   : op == &ts_op_erf ? erf(a[0])
-                                      : tanh(a[0]);
+        if (is_const[0] && nd->ninputs == 2 && (nd->op == &ts_op_div || nd->op == &ts_op_pow)) return 0;
+        if (!sym_step(nd->op, &a[0], &a[1], is_const[1], &gf, &v[k + 1])) return 0;
     }
-    return v[nn];
+    const sym *y = &v[nn];
+    static const double half_x[4] = {0, 0.5, 0, 0}, erf_u[4] = {0, 0.70710678118654752, 0, 0},
+                        tanh_u[4] = {0, 0.7978845608028654, 0, 0.7978845608028654 * 0.044715};
+    if (!y->gate || y->atom || !poly_is(y->c, half_x)) return 0;
+    if (gf.op == &ts_op_erf && poly_is(gf.u, erf_u)) return dnnl_eltwise_gelu_erf;
+    if (gf.op == &ts_op_tanh && poly_is(gf.u, tanh_u)) return dnnl_eltwise_gelu_tanh;
+    return 0;
 }
 
 int xd_gelu_after(const xplan *p, int v, int *nodes, int max, int *nnodes, dnnl_alg_kind_t *alg)
@@ -122,16 +214,9 @@ int xd_gelu_after(const xplan *p, int v, int *nodes, int max, int *nnodes, dnnl_
         if (k < nn && (outside || !inside || (k > 0 && xgraph_is_output(g, vals[k])))) return -1;
         if (k == nn && inside) return -1;
     }
-    static const double xs_test[] = {-7.5, -4.0, -2.2, -1.3, -0.7, -0.25, 0.0, 0.1, 0.55, 1.1, 1.9, 3.3, 6.0};
-    bool is_erf = true, is_tanh = true;
-    for (size_t i = 0; i < sizeof xs_test / sizeof *xs_test; i++) {
-        double x = xs_test[i], y = eval(p, nodes, nn, vals, x);
-        double ge = gelu_erf(x), gt = gelu_tanh(x);
-        is_erf &= fabs(y - ge) <= 1e-6 * (1 + fabs(ge));
-        is_tanh &= fabs(y - gt) <= 1e-6 * (1 + fabs(gt));
-    }
-    if (!is_erf && !is_tanh) return -1;
-    *alg = is_erf ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
+    dnnl_alg_kind_t a = which_gelu(p, nodes, nn, vals);
+    if (!a) return -1;
+    *alg = a;
     *nnodes = nn;
     return vals[nn];
 }
