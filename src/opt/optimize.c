@@ -332,8 +332,8 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
             if (runnable && !o.no_timing && left > 3 &&
                 (st = time_original(g, ort, &res->latency_before_ms, err)))
                 goto done;
-        } else if (!runnable) {
-            /* no timing: the model cannot run as a whole */
+        } else if (!runnable && !ort) {
+            /* no timing: tsopt cannot run the model as a whole (ONNX Runtime times it below) */
             char clipped[121];
             res->optimized = dr.cost_after < dr.cost_before * (1 - o.min_gain / 100);
             snprintf(res->reason, sizeof res->reason,
