@@ -136,17 +136,23 @@ static ts_status record(const ts_fuzz_opts *o, ts_fuzz_target *t, ts_fuzz_pair_f
 
 /* The corpus of runtime seeds that reached new coverage: their families
  * are drawn again (coverage-guided: half of the graphs come from a kept
- * seed's family, the other half from any family). */
+ * seed's family, in proportion to how often each reached something new;
+ * the other half take the families in turn, each for its weight's number
+ * of turns, so that none is starved). */
 typedef struct corpus {
     int *family;
-    int n, cap;
+    int n, cap, turn;
     uint64_t rng;
 } corpus;
 
 static int next_family(corpus *c)
 {
     if (c->n && ts_fuzz_rand(&c->rng) % 2) return c->family[ts_fuzz_rand(&c->rng) % (uint64_t)c->n];
-    return (int)(ts_fuzz_rand(&c->rng) % (uint64_t)ts_fuzz_families());
+    int total = 0, nf = ts_fuzz_families();
+    for (int f = 0; f < nf; f++) total += ts_fuzz_family_weight(f);
+    int k = c->turn++ % total, f = 0;
+    while (k >= ts_fuzz_family_weight(f)) k -= ts_fuzz_family_weight(f++);
+    return f;
 }
 
 static void keep(corpus *c, int family)

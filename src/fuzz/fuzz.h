@@ -40,6 +40,7 @@ ts_graph *ts_fuzz_seed_graph(uint64_t seed, ts_error *err);
  * pair. */
 ts_graph *ts_fuzz_runtime_graph(uint64_t seed, int family, ts_error *err);
 int ts_fuzz_families(void);
+int ts_fuzz_family_weight(int f); /* turns of family f in the campaign's rotation */
 const char *ts_fuzz_family_name(int f);
 
 /* --------------------------------------------------------------- coverage */
@@ -165,7 +166,9 @@ typedef struct ts_fuzz_target_opts {
      * that the fuzzer finds one ("transpose-add": a 2-D Transpose of a
      * square matrix read by Add or Mul is dropped, as a fused path that
      * forgets it would; "optimizer-transpose-add": the same in the
-     * optimizer's results only).  NULL: none. */
+     * optimizer's results only; "relu-abs": every Relu computes Abs, on
+     * both graphs of a pair alike: only the reference oracle sees it).
+     * NULL: none. */
     const char *plant;
     /* tsopt: the C compiler of the eOperators the optimizer's results
      * hold (src/einnet/codegen.c): NULL picks tcc when it is on $PATH (a

@@ -31,15 +31,20 @@ typedef struct gb {
 static int rnd(gb *b, int n) { return n > 0 ? (int)(ts_fuzz_rand(&b->rng) % (uint64_t)n) : 0; }
 static bool one_in(gb *b, int n) { return rnd(b, n) == 0; }
 
-static int input(gb *b, const ts_shape *s)
+static int input_named(gb *b, const ts_shape *s, const char *prefix)
 {
     if (b->failed) return -1;
     char name[16];
-    snprintf(name, sizeof name, "x%d", b->nin++);
+    snprintf(name, sizeof name, "%s%d", prefix, b->nin++);
     int v = ts_graph_add_input(b->g, name, TS_F32, s, b->err);
     if (v < 0) b->failed = true;
     return v;
 }
+
+static int input(gb *b, const ts_shape *s) { return input_named(b, s, "x"); }
+/* An input in [0.25, 2) (ts_fuzz_inputs fills pos* so): a divisor, a root's
+ * or a logarithm's operand that starts its own kernel step. */
+static int input_pos(gb *b, const ts_shape *s) { return input_named(b, s, "pos"); }
 
 static int add_const(gb *b, ts_tensor *t)
 {
@@ -146,6 +151,7 @@ static int to_dtype(gb *b, int x, ts_dtype dt)
 }
 
 static int tail(gb *b, int x);
+static int pre(gb *b, int x);
 
 /* The operand of a focus: an input of shape s in dtype dt -- cast straight
  * from the input (x * 8 is exact in float32 and float64 alike; a computed
@@ -154,7 +160,7 @@ static int tail(gb *b, int x);
 static int src(gb *b, const ts_shape *s, ts_dtype dt)
 {
     int x = input(b, s);
-    return dt == TS_F32 ? tail(b, x) : to_dtype(b, x, dt);
+    return dt == TS_F32 ? pre(b, x) : to_dtype(b, x, dt);
 }
 
 static ts_dtype any_dtype(gb *b)
@@ -185,6 +191,10 @@ static int tail(gb *b, int x)
     return x;
 }
 
+/* A focus operand: mostly the input itself (the focus then starts its
+ * kernel's step), else after a chain. */
+static int pre(gb *b, int x) { return one_in(b, 3) ? tail(b, x) : x; }
+
 static int perm_attr(gb *b, int r, int64_t *perm)
 {
     for (int d = 0; d < r; d++) perm[d] = d;
@@ -200,20 +210,25 @@ static int perm_attr(gb *b, int r, int64_t *perm)
 
 static void f_binary(gb *b)
 {
-    static const char *B[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu", "Sum", "Mean"};
-    const char *op = B[rnd(b, 10)];
+    static const char *B[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu", "Sum", "Mean", "Mod"};
+    const char *op = B[rnd(b, 11)];
     int r = 1 + rnd(b, 5);
     ts_shape s = rshape(b, r, 4096), t = s;
     for (int d = 0; d < r; d++) /* broadcasting on either side */
         if (one_in(b, 3)) (one_in(b, 2) ? &s : &t)->dims[d] = 1;
     if (one_in(b, 4)) t.rank = rnd(b, r + 1), memmove(t.dims, t.dims + (r - t.rank), sizeof(int64_t) * (size_t)t.rank);
-    int x = tail(b, input(b, &s)), y = one_in(b, 2) ? input(b, &t) : weight(b, &t, -1, 1);
-    if (!strcmp(op, "Div")) y = un(b, "Exp", y); /* a divisor away from 0 */
-    if (!strcmp(op, "Pow")) x = un(b, "Exp", x); /* a positive base */
+    bool pos = !strcmp(op, "Div") || !strcmp(op, "Mod") || !strcmp(op, "Pow");
+    int x = pre(b, input(b, &s)), y = one_in(b, 2) ? input(b, &t) : weight(b, &t, -1, 1);
+    /* a divisor away from 0, a positive base */
+    if (pos && strcmp(op, "Pow")) y = one_in(b, 2) ? weight(b, &t, 0.5, 2) : input_pos(b, &t);
+    if (!strcmp(op, "Pow")) x = input_pos(b, &s);
     if (!strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min") || !strcmp(op, "Mean")) {
         int k = 2 + rnd(b, 5), in[6] = {x, y};
         for (int j = 2; j < k; j++) in[j] = one_in(b, 2) ? input(b, &s) : weight(b, &t, -1, 1);
         x = node(b, op, in, k, NULL, 0, 1, NULL);
+    } else if (!strcmp(op, "Mod")) {
+        ts_attr a = ts_attr_int("fmod", 1);
+        x = node(b, op, (int[]){x, y}, 2, &a, 1, 1, NULL);
     } else if (!strcmp(op, "PRelu")) {
         ts_shape sl = {.rank = r > 1 ? r - 1 : 1};
         for (int d = 0; d < sl.rank; d++) sl.dims[d] = 1;
@@ -232,8 +247,7 @@ static void f_unary(gb *b)
                               "LeakyRelu", "HardSigmoid", "HardSwish", "Clip"};
     int k = rnd(b, 14);
     ts_shape s = rshape(b, 1 + rnd(b, 5), 8192);
-    int x = input(b, &s);
-    if (k >= 3 && k <= 6) x = un(b, "Exp", x);
+    int x = k == 3 || k == 5 || k == 6 ? input_pos(b, &s) : input(b, &s); /* Sqrt, Log, Reciprocal */
     x = k == 13 ? node(b, "Clip", (int[]){x, weight(b, &(ts_shape){0}, -0.3, -0.3), weight(b, &(ts_shape){0}, 0.6, 0.6)},
                        3, NULL, 0, 1, NULL)
                 : un(b, U[k], x);
@@ -252,7 +266,7 @@ static void f_layernorm(gb *b)
 {
     int r = 2 + rnd(b, 2);
     ts_shape s = rshape(b, r, 4096), w = {.rank = 1, .dims = {s.dims[r - 1]}};
-    int x = tail(b, input(b, &s));
+    int x = pre(b, input(b, &s));
     if (one_in(b, 2)) {
         ts_attr a[2] = {ts_attr_int("axis", -1), ts_attr_float("epsilon", 1e-5)};
         x = node(b, "LayerNormalization", (int[]){x, weight(b, &w, 0.5, 1.5), weight(b, &w, -1, 1)}, 3, a, 2, 1, NULL);
@@ -279,24 +293,29 @@ static void f_reduce(gb *b)
     for (int d = 0; d < r; d++)
         if (one_in(b, 2)) axes[na++] = one_in(b, 2) ? d : d - r;
     if (!na) axes[na++] = r - 1;
-    int x = tail(b, input(b, &s));
+    int x = pre(b, input(b, &s));
     ts_attr a[2] = {ts_attr_int("keepdims", rnd(b, 2)), ts_attr_ints("axes", axes, na)};
     if (!strcmp(op, "ReduceSum")) x = node(b, op, (int[]){x, ints(b, axes, na)}, 2, a, 1, 1, NULL);
     else x = node(b, op, &x, 1, a, 2, 1, NULL);
     tail(b, x);
 }
 
+/* Transposes of one input: 1 to 4 permutations of its rank (2 to 4 mostly,
+ * where the strided copy's paths differ: kept last axis, swapped inner
+ * pair, full reversal), each its own step. */
 static void f_transpose(gb *b)
 {
-    int r = 1 + rnd(b, 5);
+    int r = one_in(b, 5) ? (one_in(b, 2) ? 1 : 5) : 2 + rnd(b, 3);
     ts_shape s = rshape(b, r, 8192);
     ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
-    int64_t perm[5];
-    perm_attr(b, r, perm);
-    ts_attr a = ts_attr_ints("perm", perm, r);
     int x = src(b, &s, dt);
-    x = node(b, "Transpose", &x, 1, &a, one_in(b, 8) ? 0 : 1, 1, NULL);
-    if (dt == TS_F32) tail(b, x);
+    for (int k = 1 + rnd(b, 4); k > 0 && !b->failed; k--) {
+        int64_t perm[5];
+        perm_attr(b, r, perm);
+        ts_attr a = ts_attr_ints("perm", perm, r);
+        int y = node(b, "Transpose", &x, 1, &a, one_in(b, 8) ? 0 : 1, 1, NULL);
+        if (dt == TS_F32) tail(b, y);
+    }
 }
 
 static void f_concat(gb *b)
@@ -392,7 +411,7 @@ static void f_pad(gb *b)
         p[d] = strcmp(mode, "reflect") ? rnd(b, 4) : rnd(b, (int)(len < 4 ? len : 4));
         if (!strcmp(mode, "constant") && one_in(b, 6) && len > 1) p[d] = -1; /* a crop */
     }
-    int x = tail(b, input(b, &s));
+    int x = pre(b, input(b, &s));
     ts_attr a = ts_attr_string("mode", mode);
     int in[3] = {x, ints(b, p, 2 * r), weight(b, &(ts_shape){0}, 0.25, 0.25)};
     tail(b, node(b, "Pad", in, strcmp(mode, "constant") ? 2 : 3, &a, 1, 1, NULL));
@@ -454,7 +473,7 @@ static void f_conv(gb *b)
     int group = 1, co = (int)C[rnd(b, 7)];
     if (one_in(b, 3)) group = (int)ci, co = (int)ci * (1 + rnd(b, 2)); /* depthwise */
     else if (one_in(b, 4) && ci % 2 == 0) group = 2, co = 2 * (1 + rnd(b, 8));
-    int x = tail(b, input(b, &s));
+    int x = pre(b, input(b, &s));
     int y = conv_on(b, x, co, 1 + 2 * rnd(b, 3), 1 + (one_in(b, 3) ? 1 : 0), one_in(b, 5) ? 2 : 1, group,
                     !one_in(b, 4), !one_in(b, 3));
     if (!b->failed && one_in(b, 3)) { /* residual */
@@ -523,7 +542,7 @@ static void f_pool(gb *b)
     int kind = rnd(b, 4); /* MaxPool AveragePool GlobalAveragePool GlobalMaxPool */
     int64_t c = one_in(b, 2) ? 16 * (1 + rnd(b, 2)) : 1 + rnd(b, 8), hw = 3 + rnd(b, 14);
     ts_shape s = {.rank = 4, .dims = {1 + rnd(b, 2), c, hw, hw + rnd(b, 3)}};
-    int x = tail(b, input(b, &s));
+    int x = pre(b, input(b, &s));
     if (kind >= 2) {
         tail(b, un(b, kind == 2 ? "GlobalAveragePool" : "GlobalMaxPool", x));
         return;
@@ -545,7 +564,37 @@ static void f_fusion(gb *b)
     int64_t c = 8 * (1 + rnd(b, 4)), hw = 4 + rnd(b, 12);
     ts_shape s = {.rank = 4, .dims = {1, c, hw, hw}};
     int x = input(b, &s);
-    switch (rnd(b, 5)) {
+    switch (rnd(b, 8)) {
+    case 5: { /* MaxPool and Transpose of a conv's (blocked, channels-last) output */
+        int y = conv_on(b, x, 16 * (1 + rnd(b, 2)), 3, 1, 1, 1, true, true);
+        if (one_in(b, 2)) {
+            int64_t ks[2] = {2 + rnd(b, 2), 2 + rnd(b, 2)}, sts[2] = {2, 2}, pd[4] = {0, 0, 0, 0};
+            ts_attr a[3] = {ts_attr_ints("kernel_shape", ks, 2), ts_attr_ints("strides", sts, 2), ts_attr_ints("pads", pd, 4)};
+            y = node(b, "MaxPool", &y, 1, a, 3, 1, NULL);
+            tail(b, conv_on(b, y, 8, 1, 1, 1, 1, false, true));
+        } else {
+            int64_t perm[4];
+            perm_attr(b, 4, perm);
+            ts_attr a = ts_attr_ints("perm", perm, 4);
+            tail(b, node(b, "Transpose", &y, 1, &a, 1, 1, NULL));
+        }
+        break;
+    }
+    case 6: { /* strided depthwise conv on a large channels-last input (vec.dwconv) */
+        int64_t cc = 32 * (1 + rnd(b, 2)), side = 28 + 8 * rnd(b, 4);
+        ts_shape big = {.rank = 4, .dims = {1, cc, side, side}};
+        int y = conv_on(b, input(b, &big), (int)cc, 1, 1, 1, 1, false, true);
+        y = conv_on(b, un(b, "Relu", y), (int)cc, 3, 2, 1, (int)cc, true, true);
+        tail(b, conv_on(b, y, 16, 1, 1, 1, 1, false, true));
+        break;
+    }
+    case 7: { /* channel Concat of channels-last and blocked inputs (vec.concat_cl, dnnl.concat) */
+        int a0 = conv_on(b, x, 16, 1, 1, 1, 1, false, true), a1 = conv_on(b, x, 8 * (1 + rnd(b, 3)), 3, 1, 1, 1, true, true);
+        ts_attr a = ts_attr_int("axis", 1);
+        int in[3] = {a0, a1, x};
+        tail(b, conv_on(b, node(b, "Concat", in, 2 + rnd(b, 2), &a, 1, 1, NULL), 16, 3, 1, 1, 1, true, true));
+        break;
+    }
     case 0: { /* squeeze-excite */
         int y = conv_on(b, x, (int)c, 3, 1, 1, 1, true, true);
         int g = un(b, "GlobalAveragePool", y);
@@ -566,7 +615,7 @@ static void f_fusion(gb *b)
         int feats[5] = {x}, nf = 1, cat = x;
         ts_attr a = ts_attr_int("axis", 1);
         for (int l = 0; l < 2 + rnd(b, 3) && !b->failed; l++) {
-            feats[nf++] = conv_on(b, un(b, "Relu", cat), 4 + 4 * rnd(b, 2), 3, 1, 1, 1, true, true);
+            feats[nf++] = conv_on(b, un(b, "Relu", cat), 8 + 8 * rnd(b, 2), 3, 1, 1, 1, true, true);
             cat = node(b, "Concat", feats, nf, &a, 1, 1, NULL);
         }
         tail(b, cat);
@@ -591,18 +640,22 @@ static void f_fusion(gb *b)
 typedef struct family {
     const char *name;
     void (*make)(gb *b);
+    int weight; /* turns in the campaign's rotation (campaign.c) */
 } family;
 
 static const family FAMILIES[] = {
-    {"binary", f_binary},   {"unary", f_unary},       {"softmax", f_softmax},   {"layernorm", f_layernorm},
-    {"reduce", f_reduce},   {"transpose", f_transpose}, {"concat", f_concat},   {"split", f_split},
-    {"slice", f_slice},     {"gather", f_gather},     {"expand", f_expand},     {"pad", f_pad},
-    {"resize", f_resize},   {"batchnorm", f_batchnorm}, {"conv", f_conv},       {"convtranspose", f_convtranspose},
-    {"matmul", f_matmul},   {"pool", f_pool},         {"fusion", f_fusion},
+    {"binary", f_binary, 2},       {"unary", f_unary, 1},     {"softmax", f_softmax, 1},
+    {"layernorm", f_layernorm, 1}, {"reduce", f_reduce, 1},   {"transpose", f_transpose, 3},
+    {"concat", f_concat, 2},       {"split", f_split, 2},     {"slice", f_slice, 2},
+    {"gather", f_gather, 1},       {"expand", f_expand, 1},   {"pad", f_pad, 2},
+    {"resize", f_resize, 1},       {"batchnorm", f_batchnorm, 1}, {"conv", f_conv, 2},
+    {"convtranspose", f_convtranspose, 1}, {"matmul", f_matmul, 2}, {"pool", f_pool, 1},
+    {"fusion", f_fusion, 3},
 };
 #define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 
 int ts_fuzz_families(void) { return NFAM; }
+int ts_fuzz_family_weight(int f) { return f >= 0 && f < NFAM ? FAMILIES[f].weight : 0; }
 const char *ts_fuzz_family_name(int f) { return f >= 0 && f < NFAM ? FAMILIES[f].name : "?"; }
 
 ts_graph *ts_fuzz_runtime_graph(uint64_t seed, int family, ts_error *err)

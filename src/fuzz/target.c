@@ -51,13 +51,13 @@ void ts_fuzz_target_set_files(ts_fuzz_target *t, const char *original, const cha
     }
 }
 
-const char *ts_fuzz_plants(void) { return "transpose-add, optimizer-transpose-add"; }
+const char *ts_fuzz_plants(void) { return "transpose-add, optimizer-transpose-add, relu-abs"; }
 
 static bool plant_is(const ts_fuzz_target *t, const char *name) { return t->o.plant && !strcmp(t->o.plant, name); }
 
 bool ts_fuzz_plant_known(const char *name)
 {
-    return !strcmp(name, "transpose-add") || !strcmp(name, "optimizer-transpose-add");
+    return !strcmp(name, "transpose-add") || !strcmp(name, "optimizer-transpose-add") || !strcmp(name, "relu-abs");
 }
 
 const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t) { return &t->o; }
@@ -177,14 +177,27 @@ static ts_graph *plant_transpose_add(const ts_graph *g)
     return c;
 }
 
+/* The planted bug "relu-abs" (tests only): every Relu computes Abs, as a
+ * kernel with a wrong sign test would.  Wrong on both graphs of a pair
+ * alike, so the pair's oracle is blind to it; the reference interpreter's
+ * is not. */
+static ts_graph *plant_relu_abs(const ts_graph *g)
+{
+    ts_graph *c = ts_graph_copy(g);
+    for (int i = 0; c && i < c->nnodes; i++)
+        if (!c->nodes[i].dead && c->nodes[i].op == &ts_op_relu) c->nodes[i].op = &ts_op_abs;
+    return c;
+}
+
 /* Runs g with the fast runtime; out[i] made here (unref them). */
 static ts_status run_runtime(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
                              ts_error *err)
 {
     for (int i = 0; i < g->noutputs; i++) out[i] = NULL;
     ts_graph *planted = NULL;
-    if (plant_is(t, "transpose-add")) {
-        if (!(planted = plant_transpose_add(g))) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (plant_is(t, "transpose-add") || plant_is(t, "relu-abs")) {
+        if (!(planted = plant_is(t, "relu-abs") ? plant_relu_abs(g) : plant_transpose_add(g)))
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         g = planted;
     }
     ts_status st = TS_OK;

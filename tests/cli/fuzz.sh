@@ -45,7 +45,7 @@ expect_usage "--replay: no such folder" "$TSOPT" fuzz --replay "$T/nothing"
 [ ! -e "$T/x" ] || fail "a failed command left $T/x behind"
 
 step "campaign against tsopt: --json contract, the first 5 pairs saved"
-"$TSOPT" fuzz --target tsopt --pairs 30 --seed 7 --save-pairs 5 -o "$T/a" --json >"$T/a.json" 2>"$T/a.err" ||
+"$TSOPT" fuzz --target tsopt --mode pairs --pairs 30 --seed 7 --save-pairs 5 -o "$T/a" --json >"$T/a.json" 2>"$T/a.err" ||
     fail "campaign failed: $(cat "$T/a.err")"
 tail -n 1 "$T/a.err" | sed 's/^/   /'
 "$PY" - "$T/a.json" "$T/a" <<'EOF'
@@ -110,7 +110,7 @@ done
 [ $have_ort = 1 ] || echo "   (ORT checks skipped: no tools/ort/node_modules)"
 
 step "the planted bug is found within 1,000 pairs, minimized, and replays"
-TSOPT_FUZZ_PLANT=transpose-add "$TSOPT" fuzz --target tsopt --no-optimizer --pairs 1000 --max-findings 1 --seed 1 \
+TSOPT_FUZZ_PLANT=transpose-add "$TSOPT" fuzz --target tsopt --mode pairs --no-optimizer --pairs 1000 --max-findings 1 --seed 1 \
     -o "$T/p" --json >"$T/p.json" 2>"$T/p.err" || fail "planted campaign failed: $(cat "$T/p.err")"
 "$PY" - "$T/p.json" "$T/p/findings/000" <<'EOF'
 import json, os, sys
@@ -139,6 +139,36 @@ TSOPT_FUZZ_PLANT=transpose-add "$TSOPT" fuzz --replay "$f" --target tsopt >"$T/r
 grep -q "mismatch at stage runtime" "$T/r.out" || fail "replay: $(cat "$T/r.out")"
 "$TSOPT" fuzz --replay "$f" --target tsopt >"$T/r.out" 2>&1 || fail "replay without the plant: $(cat "$T/r.out")"
 grep -q ": pass" "$T/r.out" || fail "replay: $(cat "$T/r.out")"
+echo "   replays: mismatch with the plant, pass without"
+
+step "runtime seeds: coverage in --json; a bug wrong on both sides of a pair found by the reference oracle"
+expect_usage "--mode: expected both, pairs or graphs, got 'x'" "$TSOPT" fuzz --target tsopt --mode x -o "$T/x"
+"$TSOPT" fuzz --target tsopt --mode graphs --no-optimizer --pairs 40 --seed 2 -o "$T/g" --json >"$T/g.json" 2>"$T/g.err" ||
+    fail "graph campaign failed: $(cat "$T/g.err")"
+TSOPT_FUZZ_PLANT=relu-abs "$TSOPT" fuzz --target tsopt --mode graphs --no-optimizer --pairs 200 --max-findings 1 \
+    --seed 1 -o "$T/ra" --json >"$T/ra.json" 2>"$T/ra.err" || fail "relu-abs campaign failed: $(cat "$T/ra.err")"
+"$PY" - "$T/g.json" "$T/ra.json" "$T/ra/findings/000" <<'EOF'
+import json, os, sys
+g = json.loads(open(sys.argv[1]).read())
+assert g["graphs"] == 40 and g["generated"] == 0 and g["kept"] >= 1, g
+c = g["coverage"]
+assert c["entries"] >= 60 and 20 <= c["entries_reached"] <= c["entries"] and c["keys"] >= c["entries_reached"], c
+r = json.loads(open(sys.argv[2]).read())
+assert r["findings"] == 1 and r["stop"] == "findings" and r["plant"] == "relu-abs", r
+d = sys.argv[3]
+for need in ("model.onnx", "README.md", "finding.json", "inputs", "unminimized/model.onnx"):
+    assert os.path.exists(os.path.join(d, need)), need
+f = json.load(open(os.path.join(d, "finding.json")))
+assert f["oracle"] == "reference" and f["operator"] == "Relu" and f["stage"] == "runtime", f
+readme = open(os.path.join(d, "README.md")).read()
+assert "Operator: **Relu**" in readme and "Oracle: **reference**" in readme, readme
+print("   40 graphs: %d of %d table entries, %d keys; relu-abs found at step %d by the %s oracle (%d nodes)" % (
+    c["entries_reached"], c["entries"], c["keys"], f["step"], f["oracle"], f["nodes"]))
+EOF
+rc=0
+TSOPT_FUZZ_PLANT=relu-abs "$TSOPT" fuzz --replay "$T/ra/findings/000" --target tsopt >"$T/r.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "graph replay with the plant: exit $rc, want 1 ($(cat "$T/r.out"))"
+"$TSOPT" fuzz --replay "$T/ra/findings/000" --target tsopt >"$T/r.out" 2>&1 || fail "graph replay: $(cat "$T/r.out")"
 echo "   replays: mismatch with the plant, pass without"
 
 if [ $have_ort = 1 ]; then
