@@ -484,6 +484,12 @@ ts_status ts_dist_fuzz(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         st->filtered += x->st.filtered, st->skipped += x->st.skipped, st->saved += x->st.saved;
         st->original_nodes += x->st.original_nodes, st->variant_nodes += x->st.variant_nodes;
         st->saturated += x->st.saturated, st->optimized += x->st.optimized;
+        st->graphs += x->st.graphs, st->graph_filtered += x->st.graph_filtered, st->kept += x->st.kept;
+        if (x->st.cover_reached > st->cover_reached) { /* each rank's own coverage: the widest one */
+            st->cover_reached = x->st.cover_reached, st->cover_entries = x->st.cover_entries;
+            st->cover_keys = x->st.cover_keys;
+            memcpy(st->cover_missing, x->st.cover_missing, sizeof st->cover_missing);
+        }
         if (x->st.seconds > secs) secs = x->st.seconds;
     }
     free(all);
