@@ -86,8 +86,11 @@ static ts_status avgpool_infer(ts_infer_ctx *c) { return pool_infer(c, false); }
  * an average divides by `valid` (taps inside the input) or `padded` (taps
  * inside the padded extent).  Elements are read at X's element index x0 +
  * offset (el_get: X may be an integer tensor) and written at Y's y0 + p.
- * A max keeps the first largest tap in scan order (a NaN wins) and, when I is given, its index in X counted over the whole
- * tensor: row-major within the plane, or column-major (storage_order 1). */
+ * A max keeps the first largest tap in scan order (a NaN wins) and, when
+ * I is given, its index in X counted over the whole tensor: row-major
+ * within the plane, or column-major (storage_order 1).  A window wholly in
+ * the padding (pads past the kernel) gives the type's lowest value (-inf
+ * for floats) and index -1. */
 typedef struct pool_walk {
     const ts_num *num;
     bool is_max;
@@ -162,8 +165,9 @@ static void pool_plane(const pool_walk *pw, const ts_window_geom *g, int64_t x0,
             }
         }
         if (pw->is_max) {
+            if (arg < 0 && !ts_dtype_is_float(pw->Y->dtype)) best = pw->Y->dtype == TS_I8 ? INT8_MIN : 0;
             el_set(num, pw->Y, y0 + p, best);
-            if (pw->I) ((int64_t *)pw->I->data)[y0 + p] = x0 + (arg < 0 ? 0 : arg);
+            if (pw->I) ((int64_t *)pw->I->data)[y0 + p] = arg < 0 ? -1 : x0 + arg;
         } else {
             void *out = ts_num_at(num, pw->Y->data, y0 + p);
             int64_t cnt = pw->include_pad ? padded : valid;

@@ -785,6 +785,22 @@ Test(pool, max_indices_and_integers)
     ts_tensor_unref(out[0]);
     ts_graph_free(g);
 
+    /* pads past the kernel: windows wholly in the padding give the type's
+     * lowest value and index -1 (uint8 [5 7], kernel 2, pads 3 before) */
+    g = ts_graph_new("mp", 12);
+    ts_shape s2 = shp("1x1x2");
+    xi = ts_graph_add_input(g, "X", TS_U8, &s2, &e);
+    ts_attr pa[] = {ts_attr_ints("kernel_shape", INTS(2)), ts_attr_ints("pads", INTS(3, 0))};
+    cr_assert_geq(ts_graph_add_node(g, "MaxPool", NULL, &xi, 1, pa, 2, 2, NULL, outs, &e), 0, "%s", e.msg);
+    for (int o = 0; o < 2; o++) cr_assert_eq(ts_graph_add_output(g, outs[o], &e), TS_OK);
+    ts_tensor *pi[] = {tvals(TS_U8, "1x1x2", (const double[]){5, 7})}, *po[2] = {0};
+    run_all(g, TS_DOMAIN_F32, pi, po);
+    expect_t(po[0], TS_U8, (const double[]){0, 0, 5, 7}, 4, 0);
+    expect_t(po[1], TS_I64, (const double[]){-1, -1, 0, 1}, 4, 0);
+    ts_tensor_unref(po[0]);
+    ts_tensor_unref(po[1]);
+    ts_graph_free(g);
+
     /* uint8 (values past 127 stay unsigned) and int8 data keep their type */
     const ts_dtype types[] = {TS_U8, TS_I8};
     static const double u[] = {1, 200, 2, 8, 3, 7, 4, 6, 255}, s8[] = {-1, -9, -2, -8, -3, -7, -4, -6, -128};
