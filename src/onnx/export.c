@@ -57,8 +57,26 @@ static void arena_free(arena *a)
     free(a->blocks);
 }
 
+/* A Reshape's shape that no constant can write at every size (two entries
+ * following the sizes, as [sequence, batch, 64] from [sequence*batch, 64]):
+ * written as arithmetic on the inputs' sizes, Shape -> Gather -> Mul ->
+ * Concat.  Entry k is coef[k] times the product of the symbols in mask[k]
+ * (ts_model_meta.syms; mask 0: the constant coef[k]).  value: the shape
+ * input in the symbolic copy. */
+typedef struct shape_formula {
+    int value, ne;
+    int64_t coef[TS_MAX_RANK];
+    uint32_t mask[TS_MAX_RANK];
+} shape_formula;
+
+typedef struct shape_formulas {
+    shape_formula *f;
+    int n;
+} shape_formulas;
+
 typedef struct exporter {
     const ts_graph *g;
+    const shape_formulas *fs; /* shapes written as arithmetic (symbolic copies only) */
     const ts_model_meta *meta; /* NULL for built graphs */
     bool symbolic;             /* write the inputs' and outputs' symbolic dimensions */
     arena ar;
@@ -568,6 +586,111 @@ done:
 }
 
 /* Builds the model; every pointer in it refers to g or the arena. */
+/* The shape formula writing value v, or NULL. */
+static const shape_formula *formula_of(const exporter *ex, int v)
+{
+    for (int i = 0; ex->symbolic && ex->fs && i < ex->fs->n; i++)
+        if (ex->fs->f[i].value == v) return &ex->fs->f[i];
+    return NULL;
+}
+
+static Onnx__NodeProto *small_node(exporter *ex, const char *op, const char *out, const char *a, const char *b)
+{
+    Onnx__NodeProto *np = arena_alloc(&ex->ar, 1, sizeof *np);
+    char **in = arena_alloc(&ex->ar, 2, sizeof *in), **o = arena_alloc(&ex->ar, 1, sizeof *o);
+    if (ex->ar.failed) return NULL;
+    onnx__node_proto__init(np);
+    np->name = (char *)out;
+    np->op_type = (char *)op;
+    in[0] = (char *)a, in[1] = (char *)b, o[0] = (char *)out;
+    np->n_input = b ? 2 : 1;
+    np->input = in;
+    np->n_output = 1;
+    np->output = o;
+    return np;
+}
+
+static Onnx__TensorProto *i64_init(exporter *ex, const char *name, int64_t v)
+{
+    Onnx__TensorProto *tp = arena_alloc(&ex->ar, 1, sizeof *tp);
+    int64_t *d = arena_alloc(&ex->ar, 2, sizeof *d);
+    if (ex->ar.failed) return NULL;
+    onnx__tensor_proto__init(tp);
+    tp->name = (char *)name;
+    tp->has_data_type = 1;
+    tp->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    d[0] = v, d[1] = 1;
+    tp->n_dims = 1, tp->dims = &d[1];
+    tp->n_int64_data = 1, tp->int64_data = &d[0];
+    return tp;
+}
+
+/* Writes formula f (shape_formula) as nodes and initializers appended to
+ * nodes / inits: per symbol used, Shape of the input it comes from and a
+ * Gather of its axis; per entry a constant, or the symbols' product (Mul)
+ * times its coefficient; one Concat, whose output is the shape's value.
+ * At most 2 * nsyms + ne * (nsyms + 1) + 1 nodes and nsyms + ne
+ * initializers. */
+static ts_status formula_write(exporter *ex, const shape_formula *f, Onnx__NodeProto **nodes, size_t *nn,
+                               Onnx__TensorProto **inits, size_t *ni)
+{
+    const ts_model_meta *m = ex->meta;
+    const char *vn = ex->g->values[f->value].name;
+    uint32_t used = 0;
+    char *sym[32] = {0}, *ent[TS_MAX_RANK];
+    for (int k = 0; k < f->ne; k++) used |= f->mask[k];
+    for (int i = 0; i < m->nsyms; i++) {
+        if (!(used >> i & 1)) continue;
+        const ts_meta_sym *s = &m->syms[i];
+        char *shape = arena_printf(ex, "%s/size%d_shape", vn, i), *axis = arena_printf(ex, "%s/size%d_axis", vn, i);
+        sym[i] = arena_printf(ex, "%s/size%d", vn, i);
+        if (!shape || !axis || !sym[i] || !(nodes[(*nn)++] = small_node(ex, "Shape", shape, m->inputs[s->input].name, NULL)) ||
+            !(nodes[(*nn)++] = small_node(ex, "Gather", sym[i], shape, axis)) ||
+            !(inits[(*ni)++] = i64_init(ex, axis, s->axis)))
+            return oom(ex);
+    }
+    for (int k = 0; k < f->ne; k++) {
+        if (!f->mask[k]) {
+            if (!(ent[k] = arena_printf(ex, "%s/entry%d", vn, k)) || !(inits[(*ni)++] = i64_init(ex, ent[k], f->coef[k])))
+                return oom(ex);
+            continue;
+        }
+        ent[k] = NULL;
+        for (int i = 0; i < m->nsyms; i++) {
+            if (!(f->mask[k] >> i & 1)) continue;
+            if (!ent[k]) {
+                ent[k] = sym[i];
+                continue;
+            }
+            char *p = arena_printf(ex, "%s/entry%d_", vn, k);
+            char *q = p ? arena_printf(ex, "%s%d", p, i) : NULL;
+            if (!q || !(nodes[(*nn)++] = small_node(ex, "Mul", q, ent[k], sym[i]))) return oom(ex);
+            ent[k] = q;
+        }
+        if (f->coef[k] != 1) {
+            char *c = arena_printf(ex, "%s/coef%d", vn, k), *q = arena_printf(ex, "%s/entry%d", vn, k);
+            if (!c || !q || !(inits[(*ni)++] = i64_init(ex, c, f->coef[k])) ||
+                !(nodes[(*nn)++] = small_node(ex, "Mul", q, ent[k], c)))
+                return oom(ex);
+            ent[k] = q;
+        }
+    }
+    Onnx__NodeProto *cat = small_node(ex, "Concat", vn, NULL, NULL);
+    char **in = arena_alloc(&ex->ar, (size_t)f->ne, sizeof *in);
+    Onnx__AttributeProto *ax = arena_alloc(&ex->ar, 1, sizeof *ax), **axp = arena_alloc(&ex->ar, 1, sizeof *axp);
+    char *name = arena_printf(ex, "%s/concat%d", vn, 0);
+    if (!cat || !in || !ax || !axp || !name) return oom(ex);
+    memcpy(in, ent, sizeof *in * (size_t)f->ne);
+    onnx__attribute_proto__init(ax);
+    ax->name = "axis", ax->has_type = 1, ax->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax->has_i = 1, ax->i = 0;
+    axp[0] = ax;
+    cat->name = name;
+    cat->input = in, cat->n_input = (size_t)f->ne;
+    cat->attribute = axp, cat->n_attribute = 1;
+    nodes[(*nn)++] = cat;
+    return TS_OK;
+}
+
 static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProto *gp, Onnx__OperatorSetIdProto *os)
 {
     const ts_graph *g = ex->g;
@@ -637,8 +760,20 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
 
     gp->input = arena_alloc(a, (size_t)g->ninputs, sizeof *gp->input);
     gp->output = arena_alloc(a, (size_t)g->noutputs, sizeof *gp->output);
-    gp->node = arena_alloc(a, (size_t)cnt, sizeof *gp->node);
+    /* shapes written as arithmetic on the sizes come first: they read
+     * graph inputs only */
+    size_t fnodes = 0, finits = 0;
+    int nsyms = m ? m->nsyms : 0;
+    for (int i = 0; ex->symbolic && ex->fs && i < ex->fs->n; i++) {
+        fnodes += (size_t)(2 * nsyms + ex->fs->f[i].ne * (nsyms + 1) + 1);
+        finits += (size_t)(nsyms + ex->fs->f[i].ne);
+    }
+    gp->node = arena_alloc(a, (size_t)cnt + fnodes, sizeof *gp->node);
+    Onnx__TensorProto **fin = arena_alloc(a, finits + 1, sizeof *fin);
     if (a->failed) return oom(ex);
+    size_t nfn = 0, nfi = 0;
+    for (int i = 0; ex->symbolic && ex->fs && i < ex->fs->n; i++)
+        if (formula_write(ex, &ex->fs->f[i], gp->node, &nfn, fin, &nfi)) return ex->err->code;
     for (int i = 0; i < g->ninputs; i++)
         if (!(gp->input[i] = value_info(ex, g->inputs[i], ex->symbolic ? &m->inputs[i] : NULL))) return ex->err->code;
     gp->n_input = (size_t)g->ninputs;
@@ -648,11 +783,11 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
     gp->n_output = (size_t)g->noutputs;
     for (int k = 0; k < cnt; k++) {
         const ts_node *n = &g->nodes[order[k]];
-        if (!(gp->node[k] = node_proto(ex, n))) return ex->err->code;
+        if (!(gp->node[nfn + (size_t)k] = node_proto(ex, n))) return ex->err->code;
         for (int j = 0; j < n->ninputs; j++)
-            if (n->inputs[j] >= 0) used[n->inputs[j]] = 1;
+            if (n->inputs[j] >= 0 && !formula_of(ex, n->inputs[j])) used[n->inputs[j]] = 1;
     }
-    gp->n_node = (size_t)cnt;
+    gp->n_node = nfn + (size_t)cnt;
     if (einnet_functions(ex, mp, os)) return ex->err->code;
     for (int i = 0; i < g->noutputs; i++) used[g->outputs[i]] = 1;
     if (opaque_value_infos(ex, gp, order, cnt)) return ex->err->code;
@@ -660,7 +795,7 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
     /* Initializers: every constant something reads, in value order. */
     size_t ninit = 0;
     for (int v = 0; v < g->nvalues; v++) ninit += used[v] && g->values[v].constant;
-    gp->initializer = arena_alloc(a, ninit, sizeof *gp->initializer);
+    gp->initializer = arena_alloc(a, ninit + nfi, sizeof *gp->initializer);
     Onnx__TensorProto *tps = arena_alloc(a, ninit, sizeof *tps);
     if (a->failed) return oom(ex);
     for (int v = 0; v < g->nvalues; v++) {
@@ -671,6 +806,7 @@ static ts_status build_model(exporter *ex, Onnx__ModelProto *mp, Onnx__GraphProt
         if (ts_onnx_tensor_encode(tp, val->constant, val->name, ex->err)) return ex->err->code;
         gp->initializer[gp->n_initializer++] = tp;
     }
+    for (size_t i = 0; i < nfi; i++) gp->initializer[gp->n_initializer++] = fin[i];
     return TS_OK;
 }
 
@@ -758,10 +894,17 @@ static bool allowzero(const ts_node *n)
  * pattern holds; the file's literals never get here).  in_b, in_p: the
  * data input's shape at the bound and probe sizes.  *changed tells whether
  * any entry changed; false with why when the entries cannot follow the
- * sizes. */
+ * sizes.  A Reshape shape whose entries follow the sizes in more ways than
+ * one -1 can take is written as arithmetic on the sizes when each entry is
+ * a constant times a product of symbols (shape_formula_find): f receives
+ * it, *formula is set, and out holds the entries at the probe sizes. */
+static bool shape_formula_find(const ts_model_meta *m, const int64_t *e1, const int64_t *e2, int64_t *out, int ne,
+                               shape_formula *f);
 static bool patch_shape(const ts_node *n, const int64_t *e1, const int64_t *e2, int ne, const ts_shape *in_b,
-                        const ts_shape *in_p, int64_t *out, bool *changed, const char *syms, char *why, size_t nwhy)
+                        const ts_shape *in_p, int64_t *out, bool *changed, const ts_model_meta *m, shape_formula *f,
+                        bool *formula, const char *syms, char *why, size_t nwhy)
 {
+    *formula = false;
     bool reshape = n->op == &ts_op_reshape, zero_ok = reshape && !allowzero(n), has_minus = false;
     int nfree = 0, free_at = -1;
     *changed = false;
@@ -785,12 +928,44 @@ static bool patch_shape(const ts_node *n, const int64_t *e1, const int64_t *e2, 
         *changed = true;
     }
     if (!nfree) return true;
+    if (reshape && (nfree > 1 || has_minus) && shape_formula_find(m, e1, e2, out, ne, f))
+        return *changed = *formula = true;
     if (!reshape || nfree > 1 || has_minus)
         return WHY("node '%s' (%s): shape entry %d follows the sizes of %s, not as the input's dimension at "
                    "that place does",
                    n->name, n->op->name, free_at, syms);
     out[free_at] = -1;
     *changed = true;
+    return true;
+}
+
+/* Entry k (e1[k] at the bound sizes, e2[k] at the probe's) as coef times
+ * the product of a set of symbols, for each entry that follows the sizes
+ * and was not patched (out[k] == e1[k] != e2[k]); the others are the
+ * constants out[k].  On success out holds the entries at the probe sizes. */
+static bool shape_formula_find(const ts_model_meta *m, const int64_t *e1, const int64_t *e2, int64_t *out, int ne,
+                               shape_formula *f)
+{
+    if (!f || !e2 || m->nsyms > 16) return false;
+    f->ne = ne;
+    for (int k = 0; k < ne; k++) {
+        f->mask[k] = 0;
+        f->coef[k] = out[k];
+        if (e1[k] == e2[k] || out[k] != e1[k]) continue;
+        bool found = false;
+        for (uint32_t s = 1; s < (1u << m->nsyms) && !found; s++) {
+            int64_t p1 = 1, p2 = 1;
+            for (int i = 0; i < m->nsyms; i++)
+                if (s >> i & 1) p1 *= m->syms[i].bound, p2 *= m->syms[i].probe;
+            if (p1 < 1 || e1[k] % p1 || e1[k] / p1 < 1 || e1[k] / p1 * p2 != e2[k]) continue;
+            f->coef[k] = e1[k] / p1;
+            f->mask[k] = s;
+            found = true;
+        }
+        if (!found) return false;
+    }
+    for (int k = 0; k < ne; k++)
+        if (f->mask[k]) out[k] = e2[k];
     return true;
 }
 
@@ -823,7 +998,8 @@ static bool set_shape_input(ts_graph *c, int ni, int j, const int64_t *ents, int
 /* Node ni of c at the probe sizes: rewrites its shape input where it froze
  * them, then re-infers its outputs' shapes.  false with why when the node
  * cannot follow the sizes; *oom on allocation failure. */
-static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms, char *why, size_t nwhy, bool *oom)
+static bool probe_node(const ts_graph *g, ts_graph *c, int ni, shape_formulas *fs, const char *syms, char *why,
+                       size_t nwhy, bool *oom)
 {
     const ts_model_meta *m = g->meta;
     const ts_node *n = &c->nodes[ni];
@@ -860,13 +1036,21 @@ static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms,
         }
         /* the file's literal shapes mean the same at every size */
         if (!tp && ts_model_meta_is_literal(m, t)) continue;
+        shape_formula f;
+        bool formula;
         if (!patch_shape(n, t->data, tp ? tp->data : NULL, ne, &g->values[x].shape, &c->values[x].shape, ents,
-                         &changed, syms, why, nwhy))
+                         &changed, m, &f, &formula, syms, why, nwhy))
             return false;
         ts_error e = {0};
-        if (changed && !set_shape_input(c, ni, j, ents, ne, &e)) {
+        shape_formula *nf = formula ? realloc(fs->f, sizeof *nf * (size_t)(fs->n + 1)) : NULL;
+        if ((changed && !set_shape_input(c, ni, j, ents, ne, &e)) || (formula && !nf)) {
             *oom = true;
             return false;
+        }
+        if (formula) {
+            f.value = c->nodes[ni].inputs[j];
+            fs->f = nf;
+            fs->f[fs->n++] = f;
         }
         n = &c->nodes[ni];
     }
@@ -897,7 +1081,8 @@ static bool probe_node(const ts_graph *g, ts_graph *c, int ni, const char *syms,
  * it is now, so rewrites the optimizer made are checked too.  *out NULL and
  * why set when g cannot be written symbolic; fails only when out of
  * memory. */
-static ts_status symbolic_copy(const ts_graph *g, ts_graph **out, char *why, size_t nwhy, ts_error *err)
+static ts_status symbolic_copy(const ts_graph *g, ts_graph **out, shape_formulas *fs, char *why, size_t nwhy,
+                               ts_error *err)
 {
     const ts_model_meta *m = g->meta;
     *out = NULL;
@@ -931,7 +1116,7 @@ static ts_status symbolic_copy(const ts_graph *g, ts_graph **out, char *why, siz
         return err->code;
     }
     for (int k = 0; ok && k < c->ninputs; k++) c->values[c->inputs[k]].shape = m->inputs[k].probe;
-    for (int k = 0; ok && k < cnt; k++) ok = probe_node(g, c, order[k], syms, why, nwhy, &oom);
+    for (int k = 0; ok && k < cnt; k++) ok = probe_node(g, c, order[k], fs, syms, why, nwhy, &oom);
     for (int k = 0; ok && k < c->noutputs; k++) {
         const ts_value *val = &c->values[c->outputs[k]];
         if (!ts_shape_eq(&val->shape, &m->outputs[k].probe)) {
@@ -942,6 +1127,7 @@ static ts_status symbolic_copy(const ts_graph *g, ts_graph **out, char *why, siz
     }
     free(order);
     if (!ok) {
+        fs->n = 0;
         ts_graph_free(c);
         return oom ? ts_error_set(err, TS_ERR_NOMEM, "out of memory writing ONNX model") : TS_OK;
     }
@@ -960,7 +1146,9 @@ bool ts_onnx_keeps_symbolic(const ts_graph *g, char *why, size_t n)
     ts_error err = {0};
     char buf[sizeof err.msg];
     ts_graph *c = NULL;
-    if (symbolic_copy(g, &c, buf, sizeof buf, &err)) snprintf(buf, sizeof buf, "%s", err.msg);
+    shape_formulas fs = {0};
+    if (symbolic_copy(g, &c, &fs, buf, sizeof buf, &err)) snprintf(buf, sizeof buf, "%s", err.msg);
+    free(fs.f);
     bool keeps = c != NULL;
     if (why && n) snprintf(why, n, "%s", keeps ? "" : buf);
     ts_graph_free(c);
@@ -969,14 +1157,18 @@ bool ts_onnx_keeps_symbolic(const ts_graph *g, char *why, size_t n)
 
 ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_save_opts *o, ts_error *err)
 {
+    shape_formulas fs = {0}; /* filled by symbolic_copy */
     ts_graph *sym = NULL;
     if (!(o && o->static_dims) && g->meta && g->meta->nsyms) {
         char why[sizeof err->msg];
-        if (symbolic_copy(g, &sym, why, sizeof why, err)) return err->code;
+        if (symbolic_copy(g, &sym, &fs, why, sizeof why, err)) {
+            free(fs.f);
+            return err->code;
+        }
         if (!sym && o && o->require_symbolic)
             return ts_error_set(err, TS_ERR_UNSUPPORTED, "cannot write '%s' with symbolic dimensions: %s", path, why);
     }
-    exporter ex = {.g = sym ? sym : g, .meta = g->meta, .symbolic = sym != NULL, .err = err};
+    exporter ex = {.g = sym ? sym : g, .fs = &fs, .meta = g->meta, .symbolic = sym != NULL, .err = err};
     Onnx__ModelProto mp;
     Onnx__GraphProto gp;
     Onnx__OperatorSetIdProto os;
@@ -1011,6 +1203,7 @@ ts_status ts_onnx_save_with(const ts_graph *g, const char *path, const ts_onnx_s
     for (int f = 0; f < ex.nfn; f++) ts_graph_free(ex.fn_body[f]);
     arena_free(&ex.ar);
     ts_graph_free(sym);
+    free(fs.f);
     return st;
 }
 
