@@ -502,6 +502,20 @@ static bool rm_tree(const char *path)
     return lstat(path, &sb) ? errno == ENOENT : !nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A sanitizer's report in file f (an ASan/UBSan build of tsopt): a crash,
+ * whatever the exit status says. */
+static bool sanitizer_report(const char *f, const char *what, char *msg)
+{
+    size_t len = 0;
+    char *text = read_all(f, &len);
+    const char *keys[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}, *hit = NULL;
+    if (text) text[len] = 0;
+    for (size_t k = 0; text && !hit && k < sizeof keys / sizeof *keys; k++) hit = strstr(text, keys[k]);
+    if (hit) say(msg, MSG_MAX, "%s: %.200s", what, hit);
+    free(text);
+    return hit != NULL;
+}
+
 /* A value's name as its .npy stem, as `tsopt run` writes it. */
 static void stem_path(char *out, size_t n, const char *dir, const char *name)
 {
@@ -564,6 +578,7 @@ static int run_set_cli(const char *model, const Onnx__GraphProto *g, char **feed
             rc - 1000 == SIGALRM ? "timed out" : strsignal(rc - 1000));
         return R_CRASH;
     }
+    if (sanitizer_report(log, "tsopt run", msg)) return R_CRASH;
     if (rc) {
         line_of(log, "", g_ort ? "run.js" : "tsopt run", rc, msg);
         return R_REFUSED;
@@ -574,6 +589,7 @@ static int run_set_cli(const char *model, const Onnx__GraphProto *g, char **feed
         say(msg, MSG_MAX, "tsopt compare: %s", strsignal(rc - 1000));
         return R_CRASH;
     }
+    if (sanitizer_report(log, "tsopt compare", msg)) return R_CRASH;
     /* an output run did not write is not compared: compare reads GOT's */
     for (size_t k = 0; k < g->n_output && rc == 0; k++) {
         struct stat sb;
