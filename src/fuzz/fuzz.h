@@ -148,7 +148,8 @@ typedef struct ts_fuzz_verdict {
     /* which oracle fired: "pair" (the original against its variant, on
      * the target), "reference" (the runtime against the float64 reference
      * interpreter on one graph), "optimizer" (the runtime on the
-     * optimizer's result against the runtime on its input) */
+     * optimizer's result against the runtime on its input), "crash" (the
+     * runtime crashed: a signal caught while a plan was built or run) */
     char oracle[16];
     bool optimized; /* tsopt: the optimizer rewrote the variant (its result was not the variant itself) */
 } ts_fuzz_verdict;

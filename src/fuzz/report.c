@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "fuzz/fuzz.h"
+#include "ops/list.h"
 #include "ops/op.h"
 
 static ts_status make_dir(const char *path, ts_error *err)
@@ -226,6 +227,7 @@ static const char *oracle_text(const char *o)
                "same graph and inputs";
     if (!strcmp(o, "optimizer"))
         return "the fast runtime on the optimizer's result against the fast runtime on the graph it was given";
+    if (!strcmp(o, "crash")) return "the fast runtime crashed (a signal caught while its plan was built or run)";
     return "the original against its variant on the target";
 }
 
@@ -262,6 +264,11 @@ ts_status ts_fuzz_write_graph_finding(const char *dir, long index, long step, ui
         return err->code;
     const ts_value *out = v->output >= 0 && v->output < red->noutputs ? &red->values[red->outputs[v->output]] : NULL;
     const char *op = out && out->producer >= 0 ? red->nodes[out->producer].op->name : "?";
+    for (int n = red->nnodes - 1; !out && n >= 0; n--) /* a crash: the graph's last operator */
+        if (!red->nodes[n].dead && red->nodes[n].op != &ts_op_cast) {
+            op = red->nodes[n].op->name;
+            break;
+        }
     char ops[512];
     op_list(red, ops, sizeof ops);
     snprintf(path, sizeof path, "%s/README.md", sub);

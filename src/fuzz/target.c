@@ -14,6 +14,9 @@
  * rewrite rule, not a compiler bug) and the verdict says so. */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +192,56 @@ static ts_graph *plant_relu_abs(const ts_graph *g)
     return c;
 }
 
+/* A crash of the runtime is a finding, not the end of the campaign:
+ * SIGSEGV, SIGBUS, SIGFPE or SIGILL raised on the campaign's thread while a
+ * plan is built or run jumps back to run_runtime, which reports it as an
+ * error ("the runtime crashed"); that plan's memory is leaked.  A signal on
+ * another thread (an OpenMP worker) still ends the process, as before. */
+static sigjmp_buf crash_jmp;
+static volatile sig_atomic_t crash_armed;
+static pthread_t crash_thread;
+static const int CRASH_SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+
+static void on_crash(int sig)
+{
+    if (crash_armed && pthread_equal(pthread_self(), crash_thread)) {
+        crash_armed = 0;
+        siglongjmp(crash_jmp, sig);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Builds and runs g's plan, a crash caught. */
+static ts_status plan_guarded(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
+                              ts_error *err)
+{
+    struct sigaction sa = {.sa_handler = on_crash, .sa_flags = SA_NODEFER}, old[4];
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++) sigaction(CRASH_SIGNALS[i], &sa, &old[i]);
+    crash_thread = pthread_self();
+    ts_plan *volatile p = NULL;
+    volatile ts_status st = TS_OK;
+    int sig = sigsetjmp(crash_jmp, 1);
+    if (sig) {
+        st = ts_error_set(err, TS_ERR_UNSUPPORTED, "the runtime crashed (%s)", strsignal(sig));
+    } else {
+        crash_armed = 1;
+        ts_plan *pl = NULL;
+        ts_plan_opts po = {0};
+        st = ts_plan_build(g, &po, &pl, err);
+        p = pl;
+        if (!st && t->cover) t->fresh += ts_fuzz_cover_plan(t->cover, pl);
+        if (!st) st = ts_plan_run(pl, in, out, err);
+        crash_armed = 0;
+        ts_plan_free(pl);
+        p = NULL;
+    }
+    (void)p;
+    for (int i = 0; i < 4; i++) sigaction(CRASH_SIGNALS[i], &old[i], NULL);
+    return st;
+}
+
 /* Runs g with the fast runtime; out[i] made here (unref them). */
 static ts_status run_runtime(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *in, ts_tensor **out,
                              ts_error *err)
@@ -205,14 +258,15 @@ static ts_status run_runtime(ts_fuzz_target *t, const ts_graph *g, ts_tensor *co
         const ts_value *v = &g->values[g->outputs[i]];
         if (!(out[i] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
     }
-    ts_plan *p = NULL;
-    ts_plan_opts po = {0};
-    if (!st) st = ts_plan_build(g, &po, &p, err);
-    if (!st && t->cover) t->fresh += ts_fuzz_cover_plan(t->cover, p);
-    if (!st) st = ts_plan_run(p, in, out, err);
-    ts_plan_free(p);
+    if (!st) st = plan_guarded(t, g, in, out, err);
     ts_graph_free(planted);
     return st;
+}
+
+/* A finding that is a crash says so as its oracle. */
+static void crash_oracle(ts_fuzz_verdict *v)
+{
+    if (v->kind == TS_FUZZ_ERROR && strstr(v->what, "the runtime crashed")) snprintf(v->oracle, sizeof v->oracle, "crash");
 }
 
 static void unref_all(ts_tensor **t, int n)
@@ -502,6 +556,7 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
     if (!st && v->kind == TS_FUZZ_PASS && judge(t, go, gv, nroots, oo, ov, stage, v) && v->kind == TS_FUZZ_MISMATCH)
         blame(t, go, gv, NULL, inputs, in_v, oo, ov, v);
     if (v->kind != TS_FUZZ_PASS) snprintf(v->oracle, sizeof v->oracle, "pair");
+    crash_oracle(v);
     if (!st && v->kind == TS_FUZZ_PASS && t->o.kind == TS_FUZZ_TARGET_TSOPT && t->o.optimizer)
         st = check_optimizer(t, go, gv, nroots, inputs, in_v, oo, seed, v, err);
     ts_ein_set_compiler(NULL);
@@ -657,6 +712,7 @@ ts_status ts_fuzz_target_check_graph(ts_fuzz_target *t, const ts_graph *g, ts_te
     if (!st && v->kind == TS_FUZZ_PASS && t->o.optimizer && ref[0])
         st = graph_optimizer(t, g, in, out, ref, seed, v, err);
     if (!st && v->kind == TS_FUZZ_PASS) v->stage[0] = v->oracle[0] = 0;
+    crash_oracle(v);
     ts_ein_set_compiler(NULL);
     if (out) unref_all(out, g->noutputs);
     if (ref) unref_all(ref, g->noutputs);
