@@ -122,7 +122,7 @@ typedef struct ts_pnode {
 typedef struct ts_cpat {
     const ts_rule *r;
     int index; /* what matches carry in `rule` */
-    uint32_t atoms; /* bit per atom the lhs uses: skipped when the e-graph lacks one */
+    uint64_t atoms; /* bit per atom the lhs uses: skipped when the e-graph lacks one */
     int nvars;
     const char *var[TS_EPAT_VARS];
     int n;
@@ -142,7 +142,7 @@ typedef struct ts_ematch {
 /* Canonical classes holding an e-node of each atom (built per search). */
 typedef struct ts_eopindex {
     ts_idvec byop[TS_ROP_COUNT];
-    uint32_t present; /* bit per atom with a class */
+    uint64_t present; /* bit per atom with a class */
 } ts_eopindex;
 
 /* Whether the e-graph can use rule r (no constant atoms, every rhs atom

@@ -14,7 +14,7 @@
 
 /* ---- compiling rules */
 
-_Static_assert(TS_ROP_COUNT <= 32, "ts_cpat.atoms has a bit per atom");
+_Static_assert(TS_ROP_COUNT <= 64, "ts_cpat.atoms has a bit per atom");
 
 int ts_cpat_var(const ts_cpat *c, const char *name)
 {
@@ -39,7 +39,7 @@ static int compile(ts_cpat *c, const ts_rexpr *e)
     }
     const ts_ropinfo *in = ts_rop_info(e->op);
     if (!in || in->constant || !in->build) return -1;
-    c->atoms |= 1u << e->op;
+    c->atoms |= 1ull << e->op;
     int i = c->n++;
     c->node[i] = (ts_pnode){.op = e->op, .p = ts_egraph_norm_params(e->op, &e->p), .nargs = e->nargs, .var = -1,
                             .e = e};
@@ -100,7 +100,7 @@ bool ts_eopindex_build(const ts_egraph *eg, ts_eopindex *ix)
             int op = eg->nodes[ns->v[i]].op;
             ts_idvec *l = &ix->byop[op];
             if (l->n && l->v[l->n - 1] == c) continue; /* once per class */
-            ix->present |= 1u << op;
+            ix->present |= 1ull << op;
             if (!ts_idvec_push(l, c)) {
                 ts_eopindex_free(ix);
                 return false;

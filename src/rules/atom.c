@@ -55,6 +55,29 @@ const ts_ropinfo ts_rop_table[TS_ROP_COUNT] = {
                       .nargs = 2, .op = &ts_op_conv, .bias = true, .bias_axis = 0,
                       .match = ts_atom_conv_match, .roots = ts_atom_conv_roots,
                       .build = ts_atom_conv_build, .split_point = ts_atom_conv_split},
+    /* ONNX arithmetic, reductions and fusions (atom_math.c): no match yet */
+    [TS_ROP_NUM] = {.atom = "num", .params = TS_RPARAM_VALUE, .constant = true, .cshape = TS_RCONST_SCALAR,
+                    .build = ts_atom_num_build, .fill = ts_atom_num_fill},
+    [TS_ROP_ADD] = {.atom = "add", .nargs = 2, .commutative = true, .op = &ts_op_add, .build = ts_atom_arith_build},
+    [TS_ROP_SUB] = {.atom = "sub", .nargs = 2, .op = &ts_op_sub, .build = ts_atom_arith_build},
+    [TS_ROP_MUL] = {.atom = "mul", .nargs = 2, .commutative = true, .op = &ts_op_mul, .build = ts_atom_arith_build},
+    [TS_ROP_DIV] = {.atom = "div", .nargs = 2, .op = &ts_op_div, .build = ts_atom_arith_build},
+    [TS_ROP_POW] = {.atom = "pow", .nargs = 2, .op = &ts_op_pow, .build = ts_atom_arith_build},
+    [TS_ROP_SQRT] = {.atom = "sqrt", .nargs = 1, .op = &ts_op_sqrt, .build = ts_atom_arith_build},
+    [TS_ROP_RECIP] = {.atom = "recip", .nargs = 1, .op = &ts_op_reciprocal, .build = ts_atom_arith_build},
+    [TS_ROP_ERF] = {.atom = "erf", .nargs = 1, .op = &ts_op_erf, .build = ts_atom_arith_build},
+    [TS_ROP_TANH] = {.atom = "tanh", .nargs = 1, .op = &ts_op_tanh, .build = ts_atom_arith_build},
+    [TS_ROP_SIGMOID] = {.atom = "sigmoid", .nargs = 1, .op = &ts_op_sigmoid, .build = ts_atom_arith_build},
+    [TS_ROP_REDUCEMEAN] = {.atom = "reducemean", .params = TS_RPARAM_AXES, .nargs = 1, .op = &ts_op_reducemean,
+                           .build = ts_atom_reducemean_build},
+    /* ONNX Gelu (opset 20), a function: built as its body (no kernel) */
+    [TS_ROP_GELU] = {.atom = "gelu", .nargs = 1, .build = ts_atom_gelu_build},
+    [TS_ROP_GELUTANH] = {.atom = "gelutanh", .nargs = 1, .build = ts_atom_gelu_build},
+    [TS_ROP_LAYERNORM] = {.atom = "layernorm", .params = TS_RPARAM_AXES, .nargs = 2, .op = &ts_op_layernorm,
+                          .build = ts_atom_layernorm_build},
+    [TS_ROP_BROADCAST] = {.atom = "broadcast", .nargs = 2, .op = &ts_op_expand, .build = ts_atom_broadcast_build},
+    [TS_ROP_GATHER] = {.atom = "gather", .params = TS_RPARAM_AXIS, .nargs = 2, .op = &ts_op_gather,
+                       .build = ts_atom_gather_build},
 };
 /* clang-format on */
 

@@ -133,6 +133,16 @@ bool ts_atom_iconv_fill(const ts_rparams *p, const ts_shape *s, const struct ts_
 bool ts_atom_imatmul_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
 bool ts_atom_iewmul_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
 
+/* atom_math.c: numbers, ONNX arithmetic, reductions, fusions */
+int ts_atom_num_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+bool ts_atom_num_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
+int ts_atom_arith_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_reducemean_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_gelu_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_layernorm_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_broadcast_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_gather_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+
 static inline const ts_shape *ts_rvshape(const ts_graph *g, int v) { return &g->values[v].shape; }
 
 #endif

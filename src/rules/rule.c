@@ -7,6 +7,7 @@
 #include "rules/rule.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -84,6 +85,8 @@ static bool params_equal(ts_rop op, const ts_rparams *a, const ts_rparams *b)
     if ((m & TS_RPARAM_ACT) && a->act != b->act) return false;
     if ((m & TS_RPARAM_AXIS) && a->axis != b->axis) return false;
     if ((m & TS_RPARAM_MULT) && a->mult != b->mult) return false;
+    if ((m & TS_RPARAM_AXES) && a->axes != b->axes) return false;
+    if ((m & TS_RPARAM_VALUE) && a->value != b->value) return false;
     return true;
 }
 
@@ -145,6 +148,56 @@ static void format_params(sbuf *s, const ts_rexpr *e)
         snprintf(t, sizeof t, " m%d", e->p.mult);
         sb_puts(s, t);
     }
+    if (m & TS_RPARAM_AXES) {
+        sb_puts(s, " ");
+        sb_puts(s, ts_raxes_format(e->p.axes, t, sizeof t));
+    }
+}
+
+const char *ts_raxes_format(int mask, char *buf, size_t n)
+{
+    size_t off = (size_t)snprintf(buf, n, "r");
+    for (int a = -8; a < 8 && off < n; a++)
+        if (mask & ts_raxes_bit(a))
+            off += (size_t)snprintf(buf + off, n - off, "%s%d", off > 1 ? "," : "", a);
+    return buf;
+}
+
+bool ts_raxes_parse(const char *t, int *mask)
+{
+    if (t[0] != 'r' || !t[1]) return false;
+    *mask = 0;
+    for (const char *q = t + 1; *q;) {
+        char *end;
+        errno = 0;
+        long a = strtol(q, &end, 10);
+        if (end == q || errno || a < -8 || a > 7 || (*end && *end != ',')) return false;
+        if (*mask & ts_raxes_bit((int)a)) return false;
+        *mask |= ts_raxes_bit((int)a);
+        q = *end ? end + 1 : end;
+        if (*end && !*q) return false;
+    }
+    return true;
+}
+
+const char *ts_rnum_format(float v, char *buf, size_t n)
+{
+    /* 9 significant digits name a float32 exactly */
+    snprintf(buf, n, "%.9g", (double)v);
+    return buf;
+}
+
+bool ts_rnum_parse(const char *t, float *v)
+{
+    if (!isdigit((unsigned char)t[0]) && !((t[0] == '-' || t[0] == '.') && isdigit((unsigned char)t[1])) &&
+        !(t[0] == '-' && t[1] == '.' && isdigit((unsigned char)t[2])))
+        return false;
+    char *end;
+    errno = 0;
+    double d = strtod(t, &end);
+    if (*end || errno || !isfinite(d)) return false;
+    *v = (float)d;
+    return isfinite(*v);
 }
 
 static void format_expr(sbuf *s, const ts_rexpr *e)
@@ -154,9 +207,15 @@ static void format_expr(sbuf *s, const ts_rexpr *e)
         sb_puts(s, e->var);
         return;
     }
-    /* Constants without parameters are bare atoms; everything else a list. */
+    /* Constants without parameters are bare atoms, numbers bare numbers;
+     * everything else a list. */
     if (OPS[e->op].constant && !OPS[e->op].params) {
         sb_puts(s, OPS[e->op].atom);
+        return;
+    }
+    if (e->op == TS_ROP_NUM) {
+        char t[32];
+        sb_puts(s, ts_rnum_format(e->p.value, t, sizeof t));
         return;
     }
     sb_puts(s, "(");
@@ -337,6 +396,7 @@ static const char *bad_params(const ts_rexpr *e)
     if ((m & TS_RPARAM_STRIDE) && e->p.stride < 1) return "stride must be positive";
     if ((m & TS_RPARAM_AXIS) && e->p.axis < 0) return "axis must be non-negative";
     if ((m & TS_RPARAM_MULT) && e->p.mult < 1) return "channels per group must be positive";
+    if ((m & TS_RPARAM_AXES) && !e->p.axes) return "a reduction needs axes";
     for (int i = 0; i < e->nargs; i++) {
         const char *w = bad_params(e->arg[i]);
         if (w) return w;
@@ -543,6 +603,10 @@ static bool parse_param(unsigned kind, const char *t, ts_rparams *p)
         return parse_int(t, &p->axis);
     case TS_RPARAM_MULT:
         return t[0] == 'm' && parse_int(t + 1, &p->mult) && p->mult > 0;
+    case TS_RPARAM_AXES:
+        return ts_raxes_parse(t, &p->axes);
+    case TS_RPARAM_VALUE:
+        return ts_rnum_parse(t, &p->value);
     }
     return false;
 }
@@ -555,6 +619,8 @@ static const char *param_name(unsigned kind)
     case TS_RPARAM_PAD: return "a padding (same, valid)";
     case TS_RPARAM_ACT: return "an activation (none, relu)";
     case TS_RPARAM_MULT: return "output channels per group (m1, m4)";
+    case TS_RPARAM_AXES: return "axes (r-1, r1, r2,3)";
+    case TS_RPARAM_VALUE: return "a number";
     default: return "an axis (0, 1, ...)";
     }
 }
@@ -576,6 +642,12 @@ static ts_rexpr *to_expr(reader *rd, const sx *s)
                 return NULL;
             }
             ts_rexpr *e = ts_rexpr_var(s->atom + 1);
+            if (!e) ts_error_set(rd->err, TS_ERR_NOMEM, "out of memory");
+            return e;
+        }
+        ts_rparams num = {0};
+        if (ts_rnum_parse(s->atom, &num.value)) {
+            ts_rexpr *e = ts_rexpr_op(TS_ROP_NUM, &num, NULL, NULL);
             if (!e) ts_error_set(rd->err, TS_ERR_NOMEM, "out of memory");
             return e;
         }

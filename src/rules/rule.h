@@ -39,6 +39,28 @@ typedef enum ts_rop {
     /* grouped convolution, param mult (output channels per group); last so
      * that the generator's variant numbers (and rules/taso.rules) stay */
     TS_ROP_GCONV,
+    /* ONNX element-wise arithmetic and the fused ops the runtime forms from
+     * it (docs/rules.md, "Arithmetic, reductions and fusions"); the
+     * generator does not enumerate them.  num is a number (a rank-0
+     * constant written as a bare literal, `0.5`); add..pow broadcast as
+     * ONNX does (multidirectional). */
+    TS_ROP_NUM,
+    TS_ROP_ADD,
+    TS_ROP_SUB,
+    TS_ROP_MUL,
+    TS_ROP_DIV,
+    TS_ROP_POW,
+    TS_ROP_SQRT,
+    TS_ROP_RECIP,
+    TS_ROP_ERF,
+    TS_ROP_TANH,
+    TS_ROP_SIGMOID,
+    TS_ROP_REDUCEMEAN, /* param axes, keepdims = 1 */
+    TS_ROP_GELU,       /* ONNX Gelu (opset 20), approximate = "none" */
+    TS_ROP_GELUTANH,   /* ONNX Gelu, approximate = "tanh" */
+    TS_ROP_LAYERNORM,  /* param axes; x, epsilon (a number): LayerNormalization with Scale 1, no B */
+    TS_ROP_BROADCAST,  /* x ref: Expand(x, Shape(ref)) */
+    TS_ROP_GATHER,     /* param axis; data indices: ONNX Gather */
     TS_ROP_COUNT
 } ts_rop;
 
@@ -51,7 +73,9 @@ enum {
     TS_RPARAM_ACT = 1 << 3,    /* none | relu */
     TS_RPARAM_AXIS = 1 << 4,   /* 0, 1, ... */
     TS_RPARAM_MULT = 1 << 5,   /* m1, m4: output channels per group (gconv) */
-    TS_RPARAM_LAST = TS_RPARAM_MULT,
+    TS_RPARAM_AXES = 1 << 6,   /* r-1, r1, r2,3: the axes a reduction reduces (layernorm: normalizes) */
+    TS_RPARAM_VALUE = 1 << 7,  /* num: the number, a float32, written bare (0.5) */
+    TS_RPARAM_LAST = TS_RPARAM_VALUE,
 };
 
 typedef enum ts_rpad { TS_RPAD_SAME = 0, TS_RPAD_VALID = 1 } ts_rpad;
@@ -64,7 +88,17 @@ typedef struct ts_rparams {
     ts_ract act;  /* conv */
     int axis;     /* concat, split */
     int mult;     /* gconv: output channels per group (1: depthwise) */
+    /* reducemean, layernorm: bit a (0..7) for axis a, bit 8 + k for axis
+     * -1 - k (ts_raxes_* below); ints only, the e-graph hashes the struct
+     * as an int array */
+    int axes;
+    float value; /* num: the number, rounded to float32 as a model stores it */
 } ts_rparams;
+
+/* The axes mask of ts_rparams: bit of axis a (-8 <= a < 8), and whether
+ * mask m holds axis a of a tensor of rank r (either spelling). */
+static inline int ts_raxes_bit(int a) { return a >= 0 ? 1 << a : 1 << (8 + (-1 - a)); }
+static inline bool ts_raxes_has(int m, int a, int r) { return (m & ts_raxes_bit(a)) || (m & ts_raxes_bit(a - r)); }
 
 typedef struct ts_rexpr {
     ts_rop op;
@@ -93,6 +127,7 @@ typedef enum ts_rconst_shape {
     TS_RCONST_KERNEL,   /* C x C x kh x kw conv kernel (Cpool, Iconv) */
     TS_RCONST_SQUARE,   /* M x M matrix (Imatmul) */
     TS_RCONST_ACT,      /* an activation's N x C x H x W (Iewmul) */
+    TS_RCONST_SCALAR,   /* rank 0 (num) */
 } ts_rconst_shape;
 
 /* Shape of the value of a subterm, as the caller knows it (a match or a
@@ -147,6 +182,13 @@ ts_rop ts_rop_from_atom(const char *atom);
 /* Split point of e along TASO axis `axis` (the row's split_point), -1 when
  * e carries none; shape_of gives a subterm's shape. */
 int64_t ts_rexpr_split_point(const ts_rexpr *e, int axis, ts_rshape_fn shape_of, void *ctx);
+
+/* Parameter texts of the arithmetic atoms: axes masks ("r-1", "r2,3")
+ * and numbers (float32, "%.9g": a number reads back as the same float). */
+const char *ts_raxes_format(int mask, char *buf, size_t n);
+bool ts_raxes_parse(const char *t, int *mask);
+const char *ts_rnum_format(float v, char *buf, size_t n);
+bool ts_rnum_parse(const char *t, float *v);
 
 /* Constraints checked by a matcher, (where ...) in the file. */
 typedef enum ts_rcons_kind {
@@ -221,5 +263,9 @@ extern const char ts_core_rules[];
 /* The generated and proved rule set, rules/taso.rules embedded at build
  * time (`make rules` regenerates and re-proves the file). */
 extern const char ts_taso_rules[];
+/* The GELU and LayerNorm spellings the runtime fuses, each equal to ONNX
+ * Gelu / LayerNormalization (rules/fusions.rules; docs/taso.md,
+ * "Arithmetic, reductions and fusions"). */
+extern const char ts_fusions_rules[];
 
 #endif

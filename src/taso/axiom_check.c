@@ -53,6 +53,10 @@ typedef struct binding {
      * x k x k for the C channels of the conv input it is applied to, so one
      * axiom can use it at several channel counts (W14) */
     bool per_use;
+    /* "const=NAME": a constant (an attribute read from it: layernorm's
+     * epsilon), values 1..4; "index=NAME": int64 indices (gather) in
+     * [-m, m) for m the smallest named dimension of the point */
+    bool konst, index;
 } binding;
 
 typedef struct pvar {
@@ -140,6 +144,14 @@ static ts_status parse_shapes(ctx *c, const char *shapes, ts_error *err)
         }
         if (!strcmp(item, "guard=shape")) {
             c->guard_shape = true;
+            continue;
+        }
+        if (!strncmp(item, "const=", 6) || !strncmp(item, "index=", 6)) {
+            binding *b = NULL;
+            for (int i = 0; i < c->nb && !b; i++)
+                if (!strcmp(c->b[i].name, item + 6)) b = &c->b[i];
+            if (!b) return ts_error_set(err, TS_ERR_PARSE, "'%s' names no variable declared before it", item);
+            *(item[0] == 'c' ? &b->konst : &b->index) = true;
             continue;
         }
         char *colon = strchr(item, ':');
@@ -254,8 +266,17 @@ static void rparams_of(ctx *c, const ts_aterm *t, ts_rparams *rp)
 {
     memset(rp, 0, sizeof *rp);
     for (int i = 0; i < t->np; i++) {
+        if (t->p[i]->kind == TS_AT_PLIT && t->p[i]->slot == TS_RPARAM_VALUE) {
+            rp->value = strtof(t->p[i]->name + 1, NULL); /* "#0.5" */
+            continue;
+        }
+        if (t->p[i]->kind == TS_AT_PLIT && t->p[i]->slot == TS_RPARAM_AXES) {
+            ts_raxes_parse(t->p[i]->name, &rp->axes);
+            continue;
+        }
         int v = param_value(c, t->p[i]);
         switch (t->p[i]->slot) {
+        case TS_RPARAM_AXES: rp->axes = v; break;
         case TS_RPARAM_KERNEL: rp->kh = rp->kw = v; break; /* square kernels only here */
         case TS_RPARAM_STRIDE: rp->stride = v; break;
         case TS_RPARAM_PAD: rp->pad = (ts_rpad)v; break;
@@ -316,7 +337,7 @@ static int eval(ctx *c, const ts_aterm *t)
         return -1;
     }
     const ts_ropinfo *info = ts_rop_info(t->op);
-    if (info->constant) {
+    if (info->constant && t->op != TS_ROP_NUM) {
         for (int i = 0; i < c->nb; i++)
             if (c->b[i].cop == t->op && !c->b[i].per_use) return c->b[i].value;
         return -1;
@@ -393,7 +414,22 @@ static ts_status one_point(check *k, ts_error *err)
             st = err->code;
             goto done;
         }
-        if (b->cop == TS_ROP_VAR) {
+        if (b->konst || b->index) {
+            ts_tensor_unref(b->t);
+            if (!(b->t = ts_tensor_new(b->index ? TS_I64 : TS_F64, &b->shape, err))) {
+                st = err->code;
+                goto done;
+            }
+            int64_t m = 0;
+            for (int d = 0; d < c->ndn; d++)
+                if (!m || c->dv[d] < m) m = c->dv[d];
+            for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) {
+                uint64_t r = rng_next(&k->rng);
+                if (b->index) ((int64_t *)b->t->data)[j] = (int64_t)(r % (uint64_t)(2 * m)) - m;
+                else ((double *)b->t->data)[j] = (double)(1 + r % 4);
+            }
+            b->value = ts_graph_add_constant(c->g, b->name, b->t, err);
+        } else if (b->cop == TS_ROP_VAR) {
             b->value = ts_graph_add_input(c->g, b->name, TS_F64, &b->shape, err);
             inputs[nin++] = b->t;
         } else {
@@ -428,7 +464,7 @@ static ts_status one_point(check *k, ts_error *err)
     for (int trial = 0; trial < k->trials; trial++) {
         for (int i = 0; i < c->nb; i++) {
             binding *b = &c->b[i];
-            if (b->cop != TS_ROP_VAR) continue;
+            if (b->cop != TS_ROP_VAR || b->konst || b->index) continue;
             double *d = b->t->data;
             for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) d[j] = (double)(int)(rng_next(&k->rng) % 9) - 4;
         }
@@ -464,10 +500,12 @@ done:
 }
 
 /* Parameter domains: what the rule atoms allow (docs/rules.md). */
-static int domain_size(unsigned slot) { return slot == TS_RPARAM_KERNEL ? 3 : 2; }
+static int domain_size(unsigned slot) { return slot == TS_RPARAM_KERNEL || slot == TS_RPARAM_AXES ? 3 : 2; }
 static int domain_value(unsigned slot, int i)
 {
     switch (slot) {
+    case TS_RPARAM_AXES: /* the last axis, axis 1, the last two */
+        return i == 0 ? ts_raxes_bit(-1) : i == 1 ? ts_raxes_bit(1) : ts_raxes_bit(-2) | ts_raxes_bit(-1);
     case TS_RPARAM_KERNEL: return i + 1; /* k1 k2 k3 */
     case TS_RPARAM_STRIDE: return i + 1; /* s1 s2 */
     case TS_RPARAM_MULT: return i + 1;   /* m1 (depthwise) m2 */

@@ -20,9 +20,13 @@
  * lets the named dims range up to max_dim+3; "guard=shape" marks an axiom
  * that holds where both sides are defined with the same shape. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "taso/verify.h"
+
+#define MAX_RESTATE 32
+#define MAX_AXIOMS 256
 
 #define CONV_X "x:n,c,h,wd"
 /* gconv: square images and kernels (the window is conv's, checked there);
@@ -118,7 +122,7 @@ static const ts_axiom AXIOMS[] = {
     /* Scalars commute.  Not in Table 2 and not derivable (smul's operands
      * are not interchangeable in general: the first is a tensor), but the
      * generator finds smul(smul(x,a),b) = smul(smul(x,b),a) at 2 ops. */
-    {"X3", "(smul (smul ?x ?y) ?w)", "(smul (smul ?x ?w) ?y)", "x:@ y: w:", "scalar factors commute"},
+    {"X3", "(smul ?x (smul ?y ?w))", "(smul ?x (smul ?w ?y))", "x:@ y: w:", "scalar factors commute"},
     /* TASO's verify.py notes that this twin of A14 "is obtained using
      * transpose" (A9, A12, A14, A16); E-matching cannot invent the
      * transposes, so it is stated (and checked) as a lemma. */
@@ -172,9 +176,6 @@ static const ts_axiom AXIOMS[] = {
     {"W12", "(poolmax ?k s1 same (poolmax k3 s2 same ?x))",
      "(poolmax k3 s2 same (poolmax ?k s1 same (poolmax ?k s1 same ?x)))", "x:n,c,h,wd wide=h,wd",
      "a max pool after a stride-2 3x3 max pool covers the same window as two before it"},
-    {"W13", "(poolmax k3 s1 valid (poolmax k3 s2 same ?x))",
-     "(poolmax k3 s2 valid (poolmax k3 s1 same (poolmax k3 s1 valid ?x)))", "x:n,c,h,wd wide=h,wd",
-     "W12 with the outer pool valid"},
     /* Selection works channel by channel (Iconv is diagonal in channels),
      * so it commutes with a channel concat, as A41/A43 say for pooling;
      * "Iconv:kernel" builds Iconv for each conv at its input's channels. */
@@ -253,6 +254,48 @@ typedef struct theory_axiom {
     unsigned flags; /* TS_AXIOM_* */
 } theory_axiom;
 
+#define LHS TS_AXIOM_LHS_TRIGGER
+#define DEF TS_AXIOM_DEFINITION
+static const theory_axiom ARITH_AXIOMS[] = {
+    /* ONNX arithmetic, reductions and the fusions the runtime forms (ours;
+     * docs/taso.md, "Arithmetic, reductions and fusions").  add/sub/mul/div/
+     * pow broadcast as ONNX does: the shapes "x:a,b y:c,d" meet every
+     * broadcast of two matrices (a dimension 1 against another) and skip
+     * the pairs that do not broadcast.  Numbers are float32 constants;
+     * a subterm of numbers only is folded in float32 by the prover
+     * (verify_z3.c), as a runtime's constant folding does. */
+    {{"O1", "(add ?x ?y)", "(add ?y ?x)", "x:a,b y:c,d", "add is commutative (with broadcasting)"}, 0},
+    {{"O2", "(add ?x (add ?y ?z))", "(add (add ?x ?y) ?z)", "x:a,b y:c,d z:e,f", "add is associative"}, LHS},
+    {{"O3", "(mul ?x ?y)", "(mul ?y ?x)", "x:a,b y:c,d", "mul is commutative"}, 0},
+    {{"O4", "(mul ?x (mul ?y ?z))", "(mul (mul ?x ?y) ?z)", "x:a,b y:c,d z:e,f", "mul is associative"}, LHS},
+    {{"O5", "(mul (add ?x ?y) ?z)", "(add (mul ?x ?z) (mul ?y ?z))", "x:a,b y:c,d z:e,f", "distributivity"}, LHS},
+    {{"O6", "(mul ?x 1)", "?x", "x:a,b", "1 is mul's identity"}, LHS},
+    {{"O7", "(div ?x ?y)", "(mul ?x (recip ?y))", "x:a,b y:c,d", "Div is Mul by the Reciprocal"}, LHS},
+    {{"O8", "(pow ?x 2)", "(mul ?x ?x)", "x:a,b", "Pow at exponent 2"}, LHS},
+    {{"O9", "(pow ?x 3)", "(mul ?x (mul ?x ?x))", "x:a,b", "Pow at exponent 3"}, LHS},
+    {{"O10", "(sigmoid ?x)", "(mul 0.5 (add 1 (tanh (mul 0.5 ?x))))", "x:a,b",
+     "Sigmoid(x) = (1 + tanh(x/2)) / 2 (the logistic function's identity)"}, LHS},
+    {{"O11", "(reducemean ?r (add ?x ?y))", "(add (reducemean ?r ?x) (reducemean ?r ?y))", "x:a,b,c y:d,e,f",
+     "ReduceMean is linear"}, LHS},
+    {{"O12", "(gelu ?x)", "(mul (mul 0.5 ?x) (add 1 (erf (div ?x (sqrt 2)))))", "x:a,b",
+     "Gelu's definition (ONNX opset 20, approximate none)"}, LHS | DEF},
+    {{"O13", "(gelutanh ?x)",
+     "(mul (mul 0.5 ?x) (add 1 (tanh (mul 0.797884583 (add ?x (mul 0.044715 (pow ?x 3)))))))", "x:a,b",
+     "Gelu's definition (ONNX opset 20, approximate tanh; sqrt(2/pi) in float32)"}, LHS | DEF},
+    {{"O14", "(layernorm ?r ?x ?e)",
+     "(mul (sub ?x (reducemean ?r ?x)) (recip (sqrt (add (reducemean ?r (mul (sub ?x (reducemean ?r ?x)) "
+     "(sub ?x (reducemean ?r ?x)))) ?e))))",
+     "x:a,b,c e: const=e", "LayerNormalization's definition (ONNX opset 17, Scale 1, no B)"}, LHS | DEF},
+    {{"O15", "(add (broadcast ?x ?y) ?y)", "(add ?x ?y)", "x:a,b y:c,d", "Add broadcasts its operands itself"}, LHS},
+    {{"O16", "(mul (broadcast ?x ?y) ?y)", "(mul ?x ?y)", "x:a,b y:c,d", "Mul broadcasts its operands itself"}, LHS},
+    {{"O17", "(gather ?a (relu ?x) ?i)", "(relu (gather ?a ?x ?i))", "x:a,b i:c index=i",
+     "Gather selects elements: it commutes with an element-wise op"}, LHS},
+    {{"O18", "(gather ?a (add ?x ?y) ?i)", "(add (gather ?a ?x ?i) (gather ?a ?y ?i))", "x:a,b y:a,b i:c,d index=i",
+     "Gather distributes over Add"}, LHS},
+};
+#undef LHS
+#undef DEF
+
 static const theory_axiom SPLIT_FREE_AXIOMS[] = {
     {{"C1", "(concat ?a (concat ?a ?x ?y) ?z)", "(concat ?a ?x (concat ?a ?y ?z))", "x:@ y:@a z:@A",
       "concat is associative"},
@@ -260,14 +303,21 @@ static const theory_axiom SPLIT_FREE_AXIOMS[] = {
 };
 
 #define NMAIN ((int)(sizeof AXIOMS / sizeof AXIOMS[0]))
+#define NARITH ((int)(sizeof ARITH_AXIOMS / sizeof ARITH_AXIOMS[0]))
 #define NFREE ((int)(sizeof SPLIT_FREE_AXIOMS / sizeof SPLIT_FREE_AXIOMS[0]))
 
-int ts_axioms_count(void) { return NMAIN + NFREE; }
+int ts_axioms_count(void) { return NMAIN + NARITH + NFREE; }
+
+/* The table row of axiom i past the main table, NULL for a main one. */
+static const theory_axiom *theory_row(int i)
+{
+    return i < NMAIN ? NULL : i < NMAIN + NARITH ? &ARITH_AXIOMS[i - NMAIN] : &SPLIT_FREE_AXIOMS[i - NMAIN - NARITH];
+}
 
 const ts_axiom *ts_axiom_at(int i)
 {
     if (i < 0 || i >= ts_axioms_count()) return NULL;
-    return i < NMAIN ? &AXIOMS[i] : &SPLIT_FREE_AXIOMS[i - NMAIN].ax;
+    return i < NMAIN ? &AXIOMS[i] : &theory_row(i)->ax;
 }
 
 int ts_axiom_find(const char *name)
@@ -287,8 +337,12 @@ static bool mentions_split(const ts_axiom *ax)
 unsigned ts_axiom_flags(int i)
 {
     if (i < 0 || i >= ts_axioms_count()) return 0;
-    if (i >= NMAIN) return SPLIT_FREE_AXIOMS[i - NMAIN].flags;
-    return mentions_split(&AXIOMS[i]) ? TS_AXIOM_SPLIT_ONLY : 0;
+    if (i >= NMAIN) return theory_row(i)->flags;
+    /* Table 2 of the paper (A1..A43) and the lemmas of TASO's verify.py
+     * (X1, X2, X4..X7) */
+    const char *n = AXIOMS[i].name;
+    unsigned paper = n[0] == 'A' || (n[0] == 'X' && strcmp(n, "X3")) ? TS_AXIOM_PAPER : 0;
+    return paper | (mentions_split(&AXIOMS[i]) ? TS_AXIOM_SPLIT_ONLY : 0);
 }
 
 unsigned ts_axiom_theories(int i)
@@ -309,6 +363,11 @@ const char *ts_param_canon(unsigned slot, const ts_rparams *p, char *buf, size_t
     case TS_RPARAM_PAD: snprintf(buf, n, "%s", p->pad == TS_RPAD_SAME ? "same" : "valid"); break;
     case TS_RPARAM_ACT: snprintf(buf, n, "%s", p->act == TS_RACT_NONE ? "none" : "relu"); break;
     case TS_RPARAM_MULT: snprintf(buf, n, "m%d", p->mult); break;
+    case TS_RPARAM_AXES: ts_raxes_format(p->axes, buf, n); break;
+    case TS_RPARAM_VALUE: /* '#' keeps numbers apart from the other literals */
+        buf[0] = '#';
+        ts_rnum_format(p->value, buf + 1, n - 1);
+        break;
     default: snprintf(buf, n, "a%d", p->axis); break;
     }
     return buf;
@@ -354,6 +413,14 @@ static bool param_literal(const char *a, unsigned slot, char *out, size_t n)
     case TS_RPARAM_ACT:
         return (!strcmp(a, "none") || !strcmp(a, "relu")) && snprintf(out, n, "%s", a) > 0;
     case TS_RPARAM_MULT: return sscanf(a, "m%d%c", &v, &extra) == 1 && v > 0 && snprintf(out, n, "m%d", v) > 0;
+    case TS_RPARAM_AXES: {
+        ts_rparams p = {0};
+        return ts_raxes_parse(a, &p.axes) && ts_param_canon(slot, &p, out, n);
+    }
+    case TS_RPARAM_VALUE: {
+        ts_rparams p = {0};
+        return ts_rnum_parse(a, &p.value) && ts_param_canon(slot, &p, out, n);
+    }
     default: return sscanf(a, "%d%c", &v, &extra) == 1 && snprintf(out, n, "a%d", v) > 0;
     }
 }
@@ -433,6 +500,19 @@ static ts_aterm *parse_term(parser *ps, bool param, unsigned slot)
         snprintf(t->name, sizeof t->name, "%.23s", a + 1);
         return t;
     }
+    if (!param && ts_rnum_parse(a, &(float){0})) { /* a number: (num V) written bare */
+        ts_aterm *t = new_term(ps, TS_AT_OP), *v = t ? new_term(ps, TS_AT_PLIT) : NULL;
+        if (!v) {
+            free(t);
+            return NULL;
+        }
+        t->op = TS_ROP_NUM;
+        snprintf(t->name, sizeof t->name, "num");
+        v->slot = TS_RPARAM_VALUE;
+        param_literal(a, TS_RPARAM_VALUE, v->name, sizeof v->name);
+        t->p[t->np++] = v;
+        return t;
+    }
     if (!param) return parse_op(ps, a, false);
     ts_aterm *t = new_term(ps, TS_AT_PLIT);
     if (!t) return NULL;
@@ -465,4 +545,88 @@ void ts_aterm_free(ts_aterm *t)
     for (int i = 0; i < t->np; i++) ts_aterm_free(t->p[i]);
     for (int i = 0; i < t->nt; i++) ts_aterm_free(t->t[i]);
     free(t);
+}
+
+/* ------------------------------------------------ axioms are not rules */
+
+/* Axiom tensor variable -> rule variable, one-to-one. */
+typedef struct restate {
+    int n;
+    char from[MAX_RESTATE][24], to[MAX_RESTATE][24];
+} restate;
+
+static bool bind(restate *m, const char *a, const char *b)
+{
+    for (int i = 0; i < m->n; i++) {
+        if (!strcmp(m->from[i], a)) return !strcmp(m->to[i], b);
+        if (!strcmp(m->to[i], b)) return false;
+    }
+    if (m->n == MAX_RESTATE) return false;
+    snprintf(m->from[m->n], 24, "%s", a);
+    snprintf(m->to[m->n], 24, "%s", b);
+    m->n++;
+    return true;
+}
+
+/* Whether rule expression e is axiom side t with its tensor variables
+ * renamed.  A parameter variable equals no literal: an axiom over all
+ * strides is more general than a rule at one (its instances are what
+ * rules are). */
+static bool restates(restate *m, const ts_aterm *t, const ts_rexpr *e)
+{
+    if (t->kind == TS_AT_TVAR) return e->op == TS_ROP_VAR && bind(m, t->name, e->var);
+    if (t->kind != TS_AT_OP || e->op != t->op || e->nargs != t->nt) return false;
+    int k = 0;
+    for (unsigned bit = 1; bit <= TS_RPARAM_LAST; bit <<= 1) {
+        if (!(ts_rop_info(t->op)->params & bit)) continue;
+        const ts_aterm *p = t->p[k++];
+        char lit[24];
+        if (p->kind != TS_AT_PLIT || strcmp(p->name, ts_param_canon(bit, &e->p, lit, sizeof lit))) return false;
+    }
+    for (int i = 0; i < t->nt; i++)
+        if (!restates(m, t->t[i], e->arg[i])) return false;
+    return true;
+}
+
+static bool restates_parsed(const ts_aterm *l, const ts_aterm *rt, const ts_rule *r)
+{
+    if (r->nout != 1 || !l || !rt) return false;
+    for (int dir = 0; dir < 2; dir++) {
+        restate m = {0};
+        if (restates(&m, dir ? rt : l, r->lhs[0]) && restates(&m, dir ? l : rt, r->rhs[0])) return true;
+    }
+    return false;
+}
+
+bool ts_axiom_restates_rule(const ts_axiom *ax, const ts_rule *r)
+{
+    ts_aterm *l = NULL, *rt = NULL;
+    ts_error err = {0};
+    bool same = !ts_aterm_parse(ax->lhs, &l, &err) && !ts_aterm_parse(ax->rhs, &rt, &err) &&
+                restates_parsed(l, rt, r);
+    ts_aterm_free(l);
+    ts_aterm_free(rt);
+    return same;
+}
+
+/* The axioms parsed once (they are static text), for ts_axiom_restated. */
+static ts_aterm *PARSED[2][MAX_AXIOMS];
+static pthread_once_t PARSED_ONCE = PTHREAD_ONCE_INIT;
+
+static void parse_all(void)
+{
+    for (int i = 0; i < ts_axioms_count() && i < MAX_AXIOMS; i++) {
+        ts_error err = {0};
+        if (ts_aterm_parse(ts_axiom_at(i)->lhs, &PARSED[0][i], &err) ||
+            ts_aterm_parse(ts_axiom_at(i)->rhs, &PARSED[1][i], &err))
+            PARSED[0][i] = NULL; /* never: the axioms' own tests parse them (leaks nothing that matters) */
+    }
+}
+
+int ts_axiom_restated(const ts_rule *r)
+{
+    pthread_once(&PARSED_ONCE, parse_all);
+    for (int i = 0; i < ts_axioms_count() && i < MAX_AXIOMS; i++)
+        if (!(ts_axiom_flags(i) & TS_AXIOM_SOURCED) && restates_parsed(PARSED[0][i], PARSED[1][i], r)) return i;
+    return -1;
 }

@@ -36,6 +36,16 @@ const ts_axiom *ts_axiom_at(int i);
 /* Index of the axiom named `name` ("A21"), -1 if none. */
 int ts_axiom_find(const char *name);
 
+/* Whether axiom `ax` restates rule r: r (one output) is ax, in either
+ * direction, with ax's tensor variables renamed one-to-one to variables and
+ * its parameter variables given values.  An axiom must be one operator's
+ * definition or a general law, never a rule the verifier is asked to prove
+ * (test_verify_fusions checks the shipped rule files). */
+bool ts_axiom_restates_rule(const ts_axiom *ax, const ts_rule *r);
+/* The index of the first of our axioms (not TS_AXIOM_SOURCED) that
+ * restates r, -1 if none. */
+int ts_axiom_restated(const ts_rule *r);
+
 /* Theories.  Concat associativity (C1) is true of real tensors but
  * contradicts A28/A29 (split at the last concat point of a term), so the
  * prover has two axiom sets: the split theory (every axiom but the
@@ -50,6 +60,13 @@ enum {
     TS_AXIOM_SPLIT_ONLY = 1,      /* mentions split0/split1 (found from its text) */
     TS_AXIOM_SPLIT_FREE_ONLY = 2, /* contradicts A28/A29 */
     TS_AXIOM_LHS_TRIGGER = 4,     /* E-matching rewrites left to right only */
+    /* Where the axiom comes from, when not from us: Table 2 of the paper
+     * and the lemmas of TASO's verify.py, or an operator's definition in
+     * the ONNX specification.  A rule may
+     * be an instance of those; ts_axiom_restated checks only ours. */
+    TS_AXIOM_PAPER = 8,
+    TS_AXIOM_DEFINITION = 16,
+    TS_AXIOM_SOURCED = TS_AXIOM_PAPER | TS_AXIOM_DEFINITION,
 };
 unsigned ts_axiom_flags(int i);
 /* TS_THEORY_* bits of the theories axiom i belongs to. */

@@ -16,6 +16,7 @@
  * timeout.  A rule is proved in one of two theories (ts_axiom_theories):
  * the split theory when it mentions split0/split1, else the split-free
  * one, which trades A28/A29 for concat associativity. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "taso/verify.h"
 
 #define MAX_VARS 32
+#define MAX_NUMS 128
 
 struct ts_prover {
     Z3_context ctx;
@@ -33,6 +35,10 @@ struct ts_prover {
     Z3_ast *axioms;   /* quantified formulas, one per ts_axiom_at(i) */
     unsigned *theory; /* ts_axiom_theories(i): which rules may use it */
     bool failed;    /* a Z3 error happened (recorded by the handler) */
+    /* The numbers of the problem (axioms first, naxnums of them, then the
+     * rule's): each gets its folding facts (number_facts). */
+    float nums[MAX_NUMS];
+    int nnums, naxnums;
 };
 
 /* Variables of one formula: name and sort -> constant. */
@@ -70,8 +76,93 @@ static Z3_ast param_const(ts_prover *p, const char *canon)
     return Z3_mk_const(p->ctx, Z3_mk_string_symbol(p->ctx, canon), p->param);
 }
 
+/* ---- numbers.  A number is num(#V), V its float32 value: two spellings of
+ * one float32 (1.4142135, 1.41421356) are one term.  A subterm whose
+ * arguments are all numbers is folded in float32 before Z3 sees it, and
+ * every number of the problem gets the ground facts recip(n) = 1/n and
+ * sqrt(n) = sqrt(n), folded the same way: the constant folding a runtime
+ * does, one float32 rounding per folded operation (docs/taso.md,
+ * "Arithmetic, reductions and fusions").  Numbers are not declared
+ * distinct (as parameter literals are not). */
+static bool fold(ts_rop op, const float *a, float *out)
+{
+    switch (op) {
+    case TS_ROP_ADD: *out = a[0] + a[1]; break;
+    case TS_ROP_SUB: *out = a[0] - a[1]; break;
+    case TS_ROP_MUL: *out = a[0] * a[1]; break;
+    case TS_ROP_DIV: *out = a[0] / a[1]; break;
+    case TS_ROP_POW: *out = powf(a[0], a[1]); break;
+    case TS_ROP_SQRT: *out = sqrtf(a[0]); break;
+    case TS_ROP_RECIP: *out = 1.0f / a[0]; break;
+    case TS_ROP_ERF: *out = erff(a[0]); break;
+    case TS_ROP_TANH: *out = tanhf(a[0]); break;
+    case TS_ROP_SIGMOID: *out = 1.0f / (1.0f + expf(-a[0])); break;
+    default: return false;
+    }
+    return isfinite(*out);
+}
+
+static bool rexpr_number(const ts_rexpr *e, float *v)
+{
+    if (e->op == TS_ROP_NUM) {
+        *v = e->p.value;
+        return true;
+    }
+    float a[2];
+    if (e->op == TS_ROP_VAR || !e->nargs) return false;
+    for (int i = 0; i < e->nargs; i++)
+        if (!rexpr_number(e->arg[i], &a[i])) return false;
+    return fold(e->op, a, v);
+}
+
+static bool aterm_number(const ts_aterm *t, float *v)
+{
+    if (t->kind != TS_AT_OP) return false;
+    if (t->op == TS_ROP_NUM) {
+        *v = strtof(t->p[0]->name + 1, NULL); /* "#0.5" */
+        return true;
+    }
+    float a[2];
+    if (!t->nt) return false;
+    for (int i = 0; i < t->nt; i++)
+        if (!aterm_number(t->t[i], &a[i])) return false;
+    return fold(t->op, a, v);
+}
+
+static Z3_ast num_z3(ts_prover *p, float v, bool record)
+{
+    if (record) {
+        bool have = false;
+        for (int i = 0; i < p->nnums && !have; i++) have = p->nums[i] == v;
+        if (!have && p->nnums < MAX_NUMS) p->nums[p->nnums++] = v;
+    }
+    char buf[32];
+    ts_rparams prm = {.value = v};
+    Z3_ast lit = param_const(p, ts_param_canon(TS_RPARAM_VALUE, &prm, buf, sizeof buf));
+    return Z3_mk_app(p->ctx, p->fn[TS_ROP_NUM], 1, &lit);
+}
+
+/* The folding facts of the problem's numbers (see above). */
+static void number_facts(ts_prover *p, Z3_solver s)
+{
+    for (int i = 0; i < p->nnums; i++) {
+        float n = p->nums[i], r;
+        Z3_ast x = num_z3(p, n, false);
+        if (fold(TS_ROP_RECIP, &n, &r)) {
+            Z3_ast a = Z3_mk_app(p->ctx, p->fn[TS_ROP_RECIP], 1, &x);
+            Z3_solver_assert(p->ctx, s, Z3_mk_eq(p->ctx, a, num_z3(p, r, false)));
+        }
+        if (n >= 0 && fold(TS_ROP_SQRT, &n, &r)) {
+            Z3_ast a = Z3_mk_app(p->ctx, p->fn[TS_ROP_SQRT], 1, &x);
+            Z3_solver_assert(p->ctx, s, Z3_mk_eq(p->ctx, a, num_z3(p, r, false)));
+        }
+    }
+}
+
 static Z3_ast aterm_z3(ts_prover *p, const ts_aterm *t, varmap *vm, const char *prefix)
 {
+    float v;
+    if (aterm_number(t, &v)) return num_z3(p, v, true);
     switch (t->kind) {
     case TS_AT_TVAR: return var_const(p, vm, prefix, t->name, false);
     case TS_AT_PVAR: return var_const(p, vm, prefix, t->name, true);
@@ -90,6 +181,8 @@ static Z3_ast aterm_z3(ts_prover *p, const ts_aterm *t, varmap *vm, const char *
 static Z3_ast rexpr_z3(ts_prover *p, const ts_rexpr *e, varmap *vm)
 {
     if (e->op == TS_ROP_VAR) return var_const(p, vm, "v.", e->var, false);
+    float v;
+    if (rexpr_number(e, &v)) return num_z3(p, v, true);
     const ts_ropinfo *info = ts_rop_info(e->op);
     Z3_ast args[8];
     int n = 0;
@@ -267,6 +360,7 @@ ts_prover *ts_prover_new(ts_error *err)
         ts_error_set(err, TS_ERR_INVALID, "Z3: %s", Z3_get_error_msg(p->ctx, Z3_get_error_code(p->ctx)));
         goto fail;
     }
+    p->naxnums = p->nnums;
     return p;
 fail:
     ts_prover_free(p);
@@ -302,6 +396,7 @@ static ts_proof prove(ts_prover *p, Z3_ast goal, unsigned theory, int skip, bool
     Z3_solver_set_params(c, s, prm);
     for (int i = 0; i < p->naxioms; i++)
         if (i != skip && (p->theory[i] & theory)) Z3_solver_assert(c, s, p->axioms[i]);
+    number_facts(p, s);
     Z3_solver_assert(c, s, Z3_mk_not(c, goal));
     Z3_lbool r = Z3_solver_check(c, s);
     ts_proof res;
@@ -348,6 +443,7 @@ ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_m
         if (rexpr_has_split(r->lhs[i]) || rexpr_has_split(r->rhs[i])) theory = TS_THEORY_SPLIT;
     varmap vm = {0};
     Z3_ast eqs[64];
+    p->nnums = p->naxnums;
     if (r->nout > 64) {
         if (why) snprintf(why, n, "more than 64 outputs");
         return TS_PROOF_FAILED;
@@ -395,6 +491,7 @@ ts_proof ts_prover_prove_text_in(ts_prover *p, unsigned theory, const char *lhs,
     /* The variables become free constants: proving the equality for
      * arbitrary (skolem) values proves it for all. */
     varmap vm = {0};
+    p->nnums = p->naxnums;
     Z3_ast l = aterm_z3(p, lt, &vm, "sk."), r = aterm_z3(p, rt, &vm, "sk.");
     if (!l || !r) goto done;
     if (!theory) theory = aterm_has_split(lt) || aterm_has_split(rt) ? TS_THEORY_SPLIT : TS_THEORY_SPLIT_FREE;

@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 out=$("$TSOPT" verify --check-axioms --max-dim 3) || fail "axiom check: $(echo "$out" | grep -v ' ok ' | tail -3)"
 echo "$out" | tail -1
 echo "$out" | tail -1 | grep -q ", 0 failed" || fail "axiom check line"
-for w in W1 W4 W10 W13 W17 W18 C1; do
+for w in W1 W4 W10 W17 W18 C1 O1 O14; do
     echo "$out" | grep -qE "^$w +ok " || fail "$w missing from the axiom check"
 done
 

@@ -248,7 +248,10 @@ Test(rules, atom_table_rows)
             cr_assert_neq(in->cshape, TS_RCONST_NONE, "%s", in->atom);
             continue;
         }
-        cr_assert_not_null(in->op, "%s", in->atom);
+        if (!in->op) { /* an ONNX function without a kernel (gelu): built as its body, never matched */
+            cr_assert(in->build && !in->match, "%s", in->atom);
+            continue;
+        }
         cr_assert_eq(ts_op_find(in->op->name), in->op, "%s: %s is not the registry's descriptor", in->atom,
                      in->op->name);
         cr_assert_not_null(in->build, "%s", in->atom);
