@@ -114,7 +114,11 @@ static ts_shape rshape(gb *b, int r, int64_t cap)
         int k = d % r;
         if (s.dims[k] > 1) n = n / s.dims[k] * (s.dims[k] / 2), s.dims[k] /= 2;
     }
-    if (r && one_in(b, 12)) s.dims[r - 1] = 8192 + rnd(b, 3) - 1; /* > 4 * XV_PAR_MIN bytes with the rest */
+    if (r && one_in(b, 12)) { /* past the threads' split (4 * XV_PAR_MIN bytes), and no larger */
+        for (int d = 0; d < r - 1; d++) s.dims[d] = 1;
+        if (r > 1) s.dims[rnd(b, r - 1)] = 2 + rnd(b, 4);
+        s.dims[r - 1] = 8192 + rnd(b, 3) - 1;
+    }
     return s;
 }
 
