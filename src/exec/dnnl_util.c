@@ -195,6 +195,8 @@ static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
         po.alg = dnnl_eltwise_tanh;
     else if (op == &ts_op_hardswish)
         po.alg = dnnl_eltwise_hardswish;
+    else if (op == &ts_op_gelu)
+        po.alg = ((const ts_gelu_attrs *)nd->attrs)->tanh ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
     else if (op == &ts_op_hardsigmoid) {
         /* clamp(alpha*x + beta, 0, 1): linear then clip */
         const ts_alpha_beta_attrs *ab = nd->attrs;

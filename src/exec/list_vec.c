@@ -16,7 +16,7 @@ const xentry xkernels_vec[] = {
     {&ts_op_exp, &xk_vec_eltwise},       {&ts_op_log, &xk_vec_eltwise},        {&ts_op_reciprocal, &xk_vec_eltwise},
     {&ts_op_erf, &xk_vec_eltwise},       {&ts_op_sigmoid, &xk_vec_eltwise},    {&ts_op_tanh, &xk_vec_eltwise},
     {&ts_op_leakyrelu, &xk_vec_eltwise}, {&ts_op_hardsigmoid, &xk_vec_eltwise}, {&ts_op_hardswish, &xk_vec_eltwise},
-    {&ts_op_clip, &xk_vec_eltwise},      {&ts_op_mod, &xk_vec_eltwise},
+    {&ts_op_clip, &xk_vec_eltwise},      {&ts_op_mod, &xk_vec_eltwise},        {&ts_op_gelu, &xk_vec_eltwise},
     {&ts_op_softmax, &xk_vec_softmax},   {&ts_op_logsoftmax, &xk_vec_softmax},
     {&ts_op_layernorm, &xk_vec_layernorm},
     {&ts_op_reducesum, &xk_vec_reduce},  {&ts_op_reducemean, &xk_vec_reduce},  {&ts_op_reducemax, &xk_vec_reduce},

@@ -142,6 +142,9 @@ bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
         return emit(pr, op == &ts_op_leakyrelu ? XO_LEAKY : XO_HSIG, operand(nd->inputs[0], cur, pr, ext), 0, ab->alpha,
                     ab->beta);
     }
+    if (op == &ts_op_gelu)
+        return emit(pr, ((const ts_gelu_attrs *)nd->attrs)->tanh ? XO_GELU_TANH : XO_GELU_ERF,
+                    operand(nd->inputs[0], cur, pr, ext), 0, 0, 0);
     if (op == &ts_op_clip) {
         const ts_clip_attrs *ca = nd->attrs;
         float lo = ca->has_min ? ca->min : -INFINITY, hi = ca->has_max ? ca->max : INFINITY;
@@ -272,6 +275,9 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
             LOOP(a[i] * (a[i] / 6.0f + 0.5f < 0 ? 0.0f : a[i] / 6.0f + 0.5f > 1 ? 1.0f : a[i] / 6.0f + 0.5f));
             break;
         }
+        case XO_GELU_ERF: LOOP(0.5f * a[i] * (1.0f + xv_erf(a[i] * 0.70710678f))); break;
+        case XO_GELU_TANH: LOOP(0.5f * a[i] * (1.0f + xv_tanh(0.7978845608f * (a[i] + 0.044715f * a[i] * a[i] * a[i]))));
+            break;
         case XO_CLIP: {
             LOOP(a[i] < c ? c : a[i]);
             LOOP(y[i] > d ? d : y[i]);

@@ -23,7 +23,7 @@ typedef enum xv_opc {
     XO_ADD_S, XO_SUB_S, XO_RSUB_S, XO_MUL_S, XO_DIV_S, XO_RDIV_S, XO_POW_S, XO_MAX_S, XO_MIN_S, XO_FMOD_S, XO_RFMOD_S,
     /* unary on operand a (p0/p1: parameters) */
     XO_COPY, XO_SQUARE, XO_RELU, XO_NEG, XO_ABS, XO_SQRT, XO_EXP, XO_LOG, XO_RECIP, XO_ERF, XO_SIGMOID, XO_TANH,
-    XO_LEAKY, XO_HSIG, XO_HSWISH, XO_CLIP,
+    XO_LEAKY, XO_HSIG, XO_HSWISH, XO_CLIP, XO_GELU_ERF, XO_GELU_TANH,
 } xv_opc;
 
 typedef struct xv_instr {

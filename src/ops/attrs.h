@@ -16,6 +16,13 @@ typedef struct ts_alpha_beta_attrs {
     float alpha, beta;
 } ts_alpha_beta_attrs;
 
+/* Gelu (gelu.c): approximate = "tanh" (else "none", the erf form). */
+typedef struct ts_gelu_attrs {
+    bool tanh;
+} ts_gelu_attrs;
+/* GELU of x in double precision, the erf or (tanh_form) the tanh formula. */
+double ts_gelu(double x, bool tanh_form);
+
 /* Clip (activation.c).  Bounds are attributes before opset 11 and optional
  * scalar inputs after; either may be absent (no bound on that side). */
 typedef struct ts_clip_attrs {

@@ -24,6 +24,7 @@ extern const ts_op_desc ts_op_acos, ts_op_acosh, ts_op_asin, ts_op_asinh, ts_op_
     ts_op_floor, ts_op_sign, ts_op_isnan, ts_op_isinf;
 extern const ts_op_desc ts_op_elu, ts_op_selu, ts_op_celu, ts_op_threlu, ts_op_shrink;
 extern const ts_op_desc ts_op_leakyrelu, ts_op_hardsigmoid, ts_op_hardswish, ts_op_clip, ts_op_prelu;
+extern const ts_op_desc ts_op_gelu; /* gelu.c */
 extern const ts_op_desc ts_op_softmax, ts_op_logsoftmax;
 extern const ts_op_desc ts_op_nll_loss, ts_op_softmax_ce_loss, ts_op_hardmax, ts_op_cumsum;
 extern const ts_op_desc ts_op_reducesum, ts_op_reducemean, ts_op_reducemax, ts_op_reducemin, ts_op_reduceprod,

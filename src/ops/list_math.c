@@ -15,6 +15,7 @@ const ts_op_desc *const ts_ops_math[] = {
     /* activation.c */
     &ts_op_leakyrelu, &ts_op_hardsigmoid, &ts_op_hardswish, &ts_op_clip, &ts_op_prelu, &ts_op_elu,
     &ts_op_selu, &ts_op_celu, &ts_op_threlu, &ts_op_shrink,
+    &ts_op_gelu, /* gelu.c */
     /* softmax.c, reduce.c, where.c */
     &ts_op_softmax, &ts_op_logsoftmax, &ts_op_reducesum, &ts_op_reducemean, &ts_op_reducemax, &ts_op_where,
     /* loss.c */

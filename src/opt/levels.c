@@ -40,5 +40,7 @@ int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
     if (level == TS_GRAPH_OPT_BASIC) return total;
     /* fusions into operators the model does not spell */
     if ((r = ts_fuse_layernorm(g, err)) < 0) return -1;
+    total += r;
+    if ((r = ts_fuse_gelu(g, err)) < 0) return -1;
     return total + r;
 }

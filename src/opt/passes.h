@@ -66,5 +66,19 @@ int ts_pool_before_conv(ts_graph *g, ts_error *err);
  * the result is a graph output.  Returns the number of fusions, or -1. */
 int ts_fuse_layernorm(ts_graph *g, ts_error *err);
 
+/* GELU written out in any exporter's element-wise spelling (the nodes
+ * reading x, scalar constants and each other, ending in one value, whose
+ * algebra is exactly 0.5 x (1 + erf(x / sqrt 2)) or the tanh form) -> one
+ * Gelu node (fuse_gelu.c) writing the same value.  Returns the number of
+ * fusions, or -1. */
+int ts_fuse_gelu(ts_graph *g, ts_error *err);
+/* The GELU spelled out from value x: its result value, the nodes in
+ * nodes[*nnodes] (at most max), the form in *tanh_form; -1 if none.
+ * x_shared: x may be read elsewhere and be a graph output (false: the
+ * GELU must be x's only reader, as for a post-op).  skip[n] set: node n
+ * may not join (NULL: none). */
+int ts_gelu_spelling(const ts_graph *g, int x, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
+                     bool *tanh_form);
+
 
 #endif

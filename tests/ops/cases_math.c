@@ -58,6 +58,8 @@ UNARY(softmax_13_default, "Softmax", 13, "2x3x4")
     }
 
 WITH_ATTRS(leakyrelu_alpha, "LeakyRelu", 13, "2x3x4", ts_attr_float("alpha", 0.2))
+WITH_ATTRS(gelu_erf, "Gelu", 20, "2x3x4", ts_attr_string("approximate", "none"))
+WITH_ATTRS(gelu_tanh, "Gelu", 20, "2x3x4", ts_attr_string("approximate", "tanh"))
 WITH_ATTRS(hardsigmoid_ab, "HardSigmoid", 13, "2x3x4", ts_attr_float("alpha", 0.4), ts_attr_float("beta", 0.3))
 WITH_ATTRS(clip_9_both, "Clip", 9, "2x3x4", ts_attr_float("min", -0.5), ts_attr_float("max", 0.5))
 WITH_ATTRS(clip_9_max, "Clip", 9, "2x3x4", ts_attr_float("max", 0.25))
@@ -349,6 +351,8 @@ const opcase opcases_math[] = {
     {"hardswish", hardswish, -5, 5, 0, 0},
     {"leakyrelu_default", leakyrelu_default, 0, 0, 0, 0},
     {"leakyrelu_alpha", leakyrelu_alpha, 0, 0, 0, 0},
+    {"gelu_erf", gelu_erf, -4, 4, 0, 0},
+    {"gelu_tanh", gelu_tanh, -4, 4, 0, 0},
     {"hardsigmoid_default", hardsigmoid_default, -4, 4, 0, 0},
     {"hardsigmoid_ab", hardsigmoid_ab, -4, 4, 0, 0},
     {"prelu_channel", prelu_channel, 0, 0, 0, 0},

@@ -4,6 +4,7 @@
  * passes keep the graph's function and a planted wrong variant of each is
  * refuted by the optimizer's check (src/opt/check.c). */
 #include "exec_check.h"
+#include "ops/attrs.h"
 #include "ops/list.h"
 #include "opt/check.h"
 #include "pet/pet.h"
@@ -244,4 +245,79 @@ Test(graph_opt, layernorm_checked_and_wrong_variants_refuted)
     ts_graph_free(planted);
     ts_graph_free(g0);
     ts_graph_free(g1);
+}
+
+/* x [2, 19, 13] -> MatMul + bias -> GELU spelled as an exporter does
+ * (form 0: PyTorch's erf, 1: Hugging Face's, 2: tanh with Pow(h, 3), 3:
+ * PyTorch's tanh with h * (h * h)) -> a graph output.  half: the 0.5 of
+ * the erf forms (any other: a wrong constant); cube: a look-alike adding
+ * cube * h^3; fused: Gelu(h) itself (opset 20's operator). */
+static ts_graph *gelu(int form, double half, double cube, bool fused)
+{
+    uint64_t rng = 5;
+    ts_graph *g = ts_graph_new("t", 14);
+#define K(v) xt_const_values(g, TS_F32, "", (const double[]){v}, 1)
+#define OP(name, ...) xt_node(g, name, INS(__VA_ARGS__), NOATTR)
+    int x = xt_input(g, "x", "2x19x13");
+    int h = OP("Add", OP("MatMul", x, xt_const_random(g, "13x37", -1, 1, &rng)), xt_const_random(g, "37", -1, 1, &rng));
+    int y;
+    if (fused) {
+        const ts_attr a = ts_attr_string("approximate", form >= 2 ? "tanh" : "none");
+        y = xt_node(g, "Gelu", INS(h), &a, 1);
+    } else if (form == 0) {
+        int a = OP("Add", OP("Erf", OP("Div", h, K(1.4142135623730951))), K(1.0));
+        y = OP("Mul", OP("Mul", h, a), K(half));
+    } else if (form == 1) {
+        int e = OP("Erf", OP("Mul", K(0.7071067811865476), h));
+        y = OP("Mul", OP("Mul", h, K(half)), OP("Add", K(1.0), e));
+    } else {
+        int h3 = form == 2 ? OP("Pow", h, K(3.0)) : OP("Mul", h, OP("Mul", h, h));
+        int in = OP("Mul", OP("Add", h, OP("Mul", h3, K(0.044715))), K(0.7978845608028654));
+        y = OP("Mul", K(0.5), OP("Mul", h, OP("Add", OP("Tanh", in), K(1.0))));
+    }
+    if (cube != 0) y = OP("Add", y, OP("Mul", OP("Pow", h, K(3.0)), K(cube)));
+#undef K
+#undef OP
+    xt_output(g, y);
+    return g;
+}
+
+/* Each exporter's GELU -> one Gelu node (ALL, not BASIC) writing the
+ * graph output under its name, within tolerance of the graph as written,
+ * and planned as the MatMul's gelu post-op (one step); a wrong constant
+ * and the GELU + 1e-9 x^3 look-alike are left as written, and the planted
+ * fusion of the wrong constant is refuted. */
+Test(graph_opt, gelu_checked_and_wrong_variants_refuted)
+{
+    ts_error e = {0};
+    for (int form = 0; form < 4; form++) {
+        ts_graph *g0 = gelu(form, 0.5, 0, false), *g1 = ts_graph_copy(g0);
+        const char *out = g0->values[g0->outputs[0]].name;
+        cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 0, "%s", e.msg);
+        cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_ALL, &e), 1, "form %d: %s", form, e.msg);
+        cr_assert_eq(count_op(g1, &ts_op_gelu), 1);
+        cr_assert_eq(live_nodes(g1), 3, "form %d: MatMul, Add, Gelu left, got %d nodes", form, live_nodes(g1));
+        cr_assert_str_eq(g1->values[g1->outputs[0]].name, out, "the graph output was renamed");
+        cr_assert_eq(((const ts_gelu_attrs *)g1->nodes[g1->values[g1->outputs[0]].producer].attrs)->tanh, form >= 2);
+        cr_assert_leq(check(g0, g1), 1, "form %d", form);
+        ts_plan_opts o = {.skip = "gelu"}; /* not the plan's own matcher: the Gelu node's post-op */
+        ts_plan_stats st = xt_plan_stats(g1, &o, 3, -3, 3, 1e-4, XT_TOL_MAX);
+        cr_assert_eq(st.steps, 1, "form %d: the Gelu is not the MatMul's post-op", form);
+        ts_graph_free(g0);
+        ts_graph_free(g1);
+    }
+    ts_graph *planted = gelu(0, 0.5, 0, true);
+    const struct {
+        double half, cube;
+    } wrong[] = {{0.6, 0}, {0.5, 1e-9}};
+    for (int i = 0; i < 2; i++) {
+        ts_graph *w0 = gelu(0, wrong[i].half, wrong[i].cube, false), *w1 = ts_graph_copy(w0);
+        cr_assert_eq(ts_graph_opt_apply(w1, TS_GRAPH_OPT_ALL, &e), 0, "wrong spelling %d fused", i);
+        ts_graph_free(w0);
+        ts_graph_free(w1);
+    }
+    ts_graph *w0 = gelu(0, 0.6, 0, false);
+    cr_assert_gt(check(w0, planted), 1, "the planted fusion of the wrong constant was not refuted");
+    ts_graph_free(w0);
+    ts_graph_free(planted);
 }

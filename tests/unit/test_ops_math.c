@@ -282,6 +282,25 @@ Test(math, leaky_hardsigmoid_hardswish)
     EXPECT(4, TS_F32, "4", 0, 0, 2.0 / 3, 4);
 }
 
+/* Gelu (opset 20), both forms; values from 0.5 x (1 + erf(x / sqrt 2))
+ * and 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in Python's math. */
+Test(math, gelu_erf_and_tanh)
+{
+    graph(20);
+    int x = F32("5", -3, -1, 0, 0.5, 2);
+    node("Gelu", INS(x), NOATTR);
+    node("Gelu", INS(x), ATTRS(ts_attr_string("approximate", "none")));
+    node("Gelu", INS(x), ATTRS(ts_attr_string("approximate", "tanh")));
+    run(TS_DOMAIN_F32);
+    EXPECT(0, TS_F32, "5", -0.0040496941, -0.15865525, 0, 0.34573123, 1.9544997);
+    EXPECT(1, TS_F32, "5", -0.0040496941, -0.15865525, 0, 0.34573123, 1.9544997);
+    EXPECT(2, TS_F32, "5", -0.0036373921, -0.15880801, 0, 0.34571401, 1.9545977);
+    const char *m = node_err("Gelu", INS(x), ATTRS(ts_attr_string("approximate", "fast")));
+    cr_assert(strstr(m, "approximate") && strstr(m, "'fast'"), "%s", m);
+    m = node_err("Gelu", INS(I64("1", 4)), NOATTR);
+    cr_assert(strstr(m, "expected a float type"), "%s", m);
+}
+
 Test(math, prelu_per_channel)
 {
     graph(17);
