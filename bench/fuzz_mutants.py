@@ -5,12 +5,18 @@ optimizer's rewrites --, builds each in a temporary folder and runs a
 fixed-seed campaign against it from an empty cache, until the first finding
 or the time limit.  A benchmark, not a test: `make fuzz-mutants`.
 
+The unmutated tree is run first with the same seed and time: its own
+findings (real bugs) are not counted.  A mutant is found when its campaign
+has a finding at a step (graph or pair) the unmutated campaign reached
+without one there; campaigns are deterministic per step, so that step is
+where the mutant made the difference.
+
   bench/fuzz_mutants.py [--time S] [--seed N] [--only ID,ID] [--keep DIR] [--json]
 
 The tree is `git archive HEAD` (what is committed), copied once; each
 mutant is applied to it, built incrementally (ccache), run, then reverted.
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile
 
 # (id, area, file, the line's text as it is, as the mutant has it, what it breaks)
 MUTANTS = [
@@ -122,6 +128,33 @@ def main():
              "-DTSOPT_MPI=OFF"], env=env)
     if r.returncode:
         sys.exit("fuzz_mutants: cmake failed:\n" + r.stdout[-2000:])
+    def campaign(name):
+        """The fixed-seed campaign on the current build: its summary and its findings as keys (the step or pair
+        they were found at, the oracle)."""
+        out = os.path.join(work, "runs", name)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        cache = tempfile.mkdtemp(prefix="cache-", dir=work)  # a fresh eOperator cache
+        c = run([os.path.join(build, "tsopt"), "fuzz", "--target", "tsopt", "--seed", str(a.seed), "--time",
+                 str(a.time), "--no-minimize", "-o", out, "--json"], env=dict(env, TSOPT_CACHE_DIR=cache))
+        shutil.rmtree(cache, ignore_errors=True)
+        s = json.loads(c.stdout.strip().splitlines()[-1]) if c.returncode == 0 else {"error": c.stdout[-400:]}
+        keys = {}
+        d = os.path.join(out, "findings")
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            j = json.load(open(os.path.join(d, f, "finding.json")))
+            k = ("graph", j["step"]) if "step" in j else ("pair", j["pair"])
+            keys[k] = (j.get("oracle", "pair"), j.get("operator", ""), j.get("what", ""))
+        return s, keys
+
+    # The unmutated tree first: what it finds (real bugs) does not count for a mutant.
+    b = run(["cmake", "--build", build, "-j2", "--target", "tsopt"], env=env)
+    if b.returncode:
+        sys.exit("fuzz_mutants: the unmutated tree does not build:\n" + b.stdout[-2000:])
+    base, base_keys = campaign("baseline")
+    steps = base.get("generated", 0) or base.get("graphs", 0)
+    print(f"{'baseline':24s} {len(base_keys)} findings of its own in {steps} steps (not counted for the mutants)",
+          flush=True)
     results = []
     for mid, area, path, old, new, what in chosen:
         f = os.path.join(tree, path)
@@ -137,35 +170,27 @@ def main():
                 results.append({"id": mid, "area": area, "what": what, "status": "does not build"})
                 print(f"{mid:24s} does not build", flush=True)
                 continue
-            out = os.path.join(work, "runs", mid)
-            shutil.rmtree(out, ignore_errors=True)
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            cache = tempfile.mkdtemp(prefix="cache-", dir=work)  # a fresh eOperator cache
-            t0 = time.time()
-            c = run([os.path.join(build, "tsopt"), "fuzz", "--target", "tsopt", "--seed", str(a.seed), "--time",
-                     str(a.time), "--max-findings", "1", "-o", out, "--json"], env=dict(env, TSOPT_CACHE_DIR=cache))
-            wall = time.time() - t0
-            shutil.rmtree(cache, ignore_errors=True)
-            s = json.loads(c.stdout.strip().splitlines()[-1]) if c.returncode == 0 else {}
-            found = s.get("findings", 0) > 0
-            oracle = op = ""
-            if found:
-                fj = json.load(open(os.path.join(out, "findings", "000", "finding.json")))
-                oracle, op = fj.get("oracle", "pair"), fj.get("operator", "")
-            res = {"id": mid, "area": area, "what": what, "status": "found" if found else "missed",
-                   "seconds": round(s.get("seconds", wall), 1), "pairs": s.get("generated", 0),
-                   "graphs": s.get("graphs", 0), "oracle": oracle, "operator": op}
+            s, keys = campaign(mid)
+            # killed: a finding at a step the unmutated campaign reached without one there
+            new_keys = sorted(k for k in keys if k not in base_keys and k[1] < max(steps, 1))
+            res = {"id": mid, "area": area, "what": what, "status": "found" if new_keys else "missed",
+                   "steps": s.get("generated", 0) or s.get("graphs", 0)}
+            if new_keys:
+                k = new_keys[0]
+                res.update({"first": "%s %d" % k, "oracle": keys[k][0], "operator": keys[k][1], "seen": keys[k][2][:160]})
             results.append(res)
-            print(f"{mid:24s} {res['status']:7s} {res['seconds']:7.1f} s  {oracle:10s} {op}", flush=True)
+            print(f"{mid:24s} {res['status']:7s} {res.get('first', ''):12s} {res.get('oracle', ''):10s} "
+                  f"{res.get('operator', '')}", flush=True)
         finally:
             open(f, "w").write(text)
     run(["cmake", "--build", build, "-j2", "--target", "tsopt"], env=env)
     found = [r for r in results if r["status"] == "found"]
     applied = [r for r in results if r["status"] in ("found", "missed")]
     print(f"fuzz_mutants: {len(found)} of {len(applied)} mutants found within {a.time:g} s each "
-          f"(seed {a.seed}, fresh caches); work folder {work}")
+          f"(seed {a.seed}, fresh caches, findings of the unmutated tree not counted); work folder {work}")
     if a.json:
         print(json.dumps({"found": len(found), "mutants": len(applied), "time_s": a.time, "seed": a.seed,
+                          "baseline_findings": [list(k) + list(v) for k, v in base_keys.items()],
                           "results": results}))
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
