@@ -1011,6 +1011,30 @@ static bool probe_node(const ts_graph *g, ts_graph *c, int ni, shape_formulas *f
         const ts_tensor *t = v >= 0 ? c->values[v].constant : NULL;
         if (!t) continue;
         const ts_tensor *tp = ts_model_meta_sized_probe(m, t);
+        /* a Resize to sizes computed from the input's (upsampling back to
+         * [batch, c, h, w]) follows them as arithmetic (shape_formula) */
+        if (tp && n->op == &ts_op_resize && j == 3 && t->dtype == TS_I64 && tp->dtype == TS_I64 &&
+            t->shape.rank == 1 && ts_tensor_numel(t) == ts_tensor_numel(tp) && ts_tensor_numel(t) <= TS_MAX_RANK) {
+            int ne = (int)ts_tensor_numel(t);
+            int64_t ents[TS_MAX_RANK];
+            shape_formula f;
+            memcpy(ents, t->data, sizeof *ents * (size_t)ne);
+            if (!shape_formula_find(m, t->data, tp->data, ents, ne, &f))
+                return WHY("node '%s' (%s): its sizes '%s' are no products of the sizes of %s", n->name, n->op->name,
+                           c->values[v].name, syms);
+            ts_error e = {0};
+            shape_formula *nf = realloc(fs->f, sizeof *nf * (size_t)(fs->n + 1));
+            if (!nf || !set_shape_input(c, ni, j, ents, ne, &e)) {
+                if (nf) fs->f = nf;
+                *oom = true;
+                return false;
+            }
+            f.value = c->nodes[ni].inputs[j];
+            fs->f = nf;
+            fs->f[fs->n++] = f;
+            n = &c->nodes[ni];
+            continue;
+        }
         if (!(shape_op && j == 1)) {
             if (tp)
                 return WHY("node '%s' (%s) reads '%s', computed from the sizes of %s (only Reshape and Expand "

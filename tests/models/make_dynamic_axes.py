@@ -15,8 +15,9 @@ from the inputs runs all of them, and one that binds them to 1 refuses them:
   ops      one node of each operator whose shape check refuses the placeholder 1
            (docs/decisions.md, "Binding symbolic dimensions"), built with
            onnx.helper: a [batch, 3, h, w] -> Conv 3x3 and MaxPool 3x3 without
-           padding -> DepthToSpace 2; b [batch, length] -> Gather of column 5,
-           Split in two equal halves, Reshape to the literal [-1, 4]
+           padding -> DepthToSpace 2 -> Resize back to [batch, 2, h, w] (sizes
+           computed with Shape, Slice, Concat); b [batch, length] -> Gather of
+           column 5, Split in two equal halves, Reshape to the literal [-1, 4]
 Opset 15, as the issue's reproducers; seeded weights, nothing downloaded.
 Run it with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 """
@@ -64,18 +65,26 @@ def ops_model(path):
     rng = np.random.default_rng(1)
     init = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), 'w'),
             numpy_helper.from_array(np.array([5], np.int64), 'col'),
-            numpy_helper.from_array(np.array([-1, 4], np.int64), 'shape')]
+            numpy_helper.from_array(np.array([-1, 4], np.int64), 'shape')] + \
+        [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (('zero', 0), ('two', 2), ('four', 4))]
     nodes = [helper.make_node('Conv', ['a', 'w'], ['c'], kernel_shape=[3, 3]),
              helper.make_node('MaxPool', ['c'], ['p'], kernel_shape=[3, 3]),
              helper.make_node('DepthToSpace', ['p'], ['d2s'], blocksize=2),
              helper.make_node('Gather', ['b', 'col'], ['g'], axis=1),
              helper.make_node('Split', ['b'], ['h0', 'h1'], axis=1),
              helper.make_node('Sub', ['h0', 'h1'], ['halves']),
-             helper.make_node('Reshape', ['b', 'shape'], ['rows'])]
+             helper.make_node('Reshape', ['b', 'shape'], ['rows']),
+             # upsampling back to the input's size: sizes computed from Shape
+             helper.make_node('Shape', ['a'], ['sa']),
+             helper.make_node('Shape', ['d2s'], ['sd']),
+             helper.make_node('Slice', ['sa', 'two', 'four'], ['hw']),
+             helper.make_node('Slice', ['sd', 'zero', 'two'], ['nc']),
+             helper.make_node('Concat', ['nc', 'hw'], ['sizes'], axis=0),
+             helper.make_node('Resize', ['d2s', '', '', 'sizes'], ['up'], mode='nearest')]
     g = helper.make_graph(nodes, 'ops', [helper.make_tensor_value_info('a', TP.FLOAT, ['batch', 3, 'h', 'w']),
                                          helper.make_tensor_value_info('b', TP.FLOAT, ['batch', 'length'])],
                           [helper.make_tensor_value_info(n, TP.FLOAT, [None] * r)
-                           for n, r in (('d2s', 4), ('g', 2), ('halves', 2), ('rows', 2))],
+                           for n, r in (('d2s', 4), ('g', 2), ('halves', 2), ('rows', 2), ('up', 4))],
                           init)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 15)])
     m.ir_version = 8
