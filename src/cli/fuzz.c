@@ -26,7 +26,7 @@ static const char USAGE[] =
     "  --save-pairs K    write the first K tested pairs to DIR/pairs/NNN/{original,variant}.onnx\n"
     "  -o DIR            output folder (created; must not hold an earlier campaign)\n"
     "  --json            print one JSON object: tested, findings, rate, pairs_per_s, stop, ...\n"
-    "  --pairs N         stop after N pairs (with --time: whichever comes first)\n"
+    "  --pairs N         stop after N steps (a pair and/or a runtime seed; with --time: whichever first)\n"
     "  --max-findings N  stop after N findings\n"
     "  --no-minimize     write findings as found, without delta debugging\n"
     "  --no-optimizer    tsopt target: the runtime only\n"
