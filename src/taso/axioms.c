@@ -34,6 +34,7 @@
 #define GCONV_X "wide=c,o x:n,c,h,h"
 /* W17/W18: y and z of any sizes, r square (the check's time); the
  * guard keeps the points where the sizes fit (see W17). */
+#define ENLARGE_EW "y:o,c,kh,kw z:o,c,kh,kw r:1,1,rh,rw"
 #define ENLARGE_SHAPES "x:1,c,h,wd y:c,c,kh,kw z:c,c,zh,zw r:1,1,rh,rh wide=h,wd guard=shape"
 static const ts_axiom AXIOMS[] = {
     /* ewadd and ewmul */
@@ -208,6 +209,28 @@ static const ts_axiom AXIOMS[] = {
     {"W18", "(conv ?s valid ?c (relu (conv s1 valid none (poolavg ?k s1 same ?x) ?y)) (enlarge ?z ?r))",
      "(conv ?s valid ?c (relu (poolavg ?k s1 valid (conv s1 same none ?x ?y))) ?z)", ENLARGE_SHAPES,
      "W17 with relu between the convs"},
+    /* enlarge zero-pads a kernel: it commutes with the element-wise ops
+     * that keep 0 at 0 (the 4-operator rules multiply, add and scale
+     * enlarged kernels before a conv; A21 then removes the enlarge). */
+    {"E1", "(ewmul (enlarge ?y ?r) (enlarge ?z ?r))", "(enlarge (ewmul ?y ?z) ?r)", ENLARGE_EW,
+     "enlarge commutes with ewmul (0 * 0 = 0)"},
+    {"E2", "(ewadd (enlarge ?y ?r) (enlarge ?z ?r))", "(enlarge (ewadd ?y ?z) ?r)", ENLARGE_EW,
+     "enlarge commutes with ewadd (0 + 0 = 0)"},
+    {"E3", "(smul (enlarge ?y ?r) ?w)", "(enlarge (smul ?y ?w) ?r)", "y:o,c,kh,kw r:1,1,rh,rw w:",
+     "enlarge commutes with smul (0 w = 0)"},
+    {"E4", "(relu (enlarge ?y ?r))", "(enlarge (relu ?y) ?r)", "y:o,c,kh,kw r:1,1,rh,rw",
+     "enlarge commutes with relu (relu 0 = 0)"},
+    /* The 3-operator rules that move an enlarge from the inner to the outer
+     * kernel of two valid convs: a valid conv by enlarge(y, r) reads its
+     * input cropped by (|r| - |y|)/2 a side, so the crop moves from one
+     * kernel to the other where the two kernels have one size, which the
+     * shape-free theory cannot state (guard=shape, as W4/W10/W17).  Per
+     * spatial dimension both sides are sum y[a] z[b] x[u + a + b + (|r| -
+     * |y|)/2]. */
+    {"W19", "(conv ?s valid ?c (conv s1 valid ?d ?x (enlarge ?y ?r)) ?z)",
+     "(conv ?s valid ?c (conv s1 valid ?d ?x ?y) (enlarge ?z ?r))",
+     "x:1,c,h,wd y:c,c,kh,kw z:c,c,zh,zw r:1,1,rh,rh wide=h,wd guard=shape",
+     "an enlarge moves between the kernels of two valid convs of one size"},
     /* Grouped convolution (ours; TASO's conv is grouped by shapes, and its
      * verify.py records the grouped A39/A40 as wrong).  gconv's parameter
      * ?m is the output channels per group, not the group count: the group
@@ -240,6 +263,7 @@ static const ts_axiom AXIOMS[] = {
 #undef CONV_X
 #undef GCONV_X
 #undef ENLARGE_SHAPES
+#undef ENLARGE_EW
 
 /* The split-free theory's own axioms (ts_axiom_theories): true of real
  * tensors, but they contradict A28/A29, whose split is defined at the last

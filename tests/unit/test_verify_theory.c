@@ -124,8 +124,10 @@ Test(verify_theory, split_rules_cannot_use_associativity)
     ts_prover_free(p);
 }
 
-/* Without W17/W18 the enlarge rules are out of reach (what made them
- * the last ones): each axiom is needed. */
+/* The enlarge rules that were the last ones: proved.  W17 and W18 were
+ * each needed for them; since W19 (an enlarge moves between the kernels of
+ * two valid convs) E-matching finds a proof without either one, in an
+ * order that varies, so only the proofs are pinned here. */
 Test(verify_theory, enlarge_rules_need_w17_w18)
 {
     ts_prover *p = vt_prover();
@@ -133,10 +135,8 @@ Test(verify_theory, enlarge_rules_need_w17_w18)
     const char *l = "(conv s1 valid relu (conv s1 valid none (poolavg k3 s1 same ?i1) ?q1) (enlarge ?q2 ?k1))";
     const char *r = "(conv s1 valid relu (poolavg k3 s1 valid (conv s1 same none ?i1 ?q1)) ?q2)";
     cr_expect_eq(ts_prover_prove_text(p, l, r, -1, false, 3000, why, sizeof why), TS_PROOF_PROVED, "%s", why);
-    cr_expect_neq(ts_prover_prove_text(p, l, r, ts_axiom_find("W17"), false, 3000, why, sizeof why), TS_PROOF_PROVED);
     l = "(conv s2 valid none (conv s1 valid relu (poolavg k3 s1 same ?i1) ?q1) (enlarge ?q2 ?k1))";
     r = "(conv s2 valid none (relu (poolavg k3 s1 valid (conv s1 same none ?i1 ?q1))) ?q2)";
     cr_expect_eq(ts_prover_prove_text(p, l, r, -1, false, 3000, why, sizeof why), TS_PROOF_PROVED, "%s", why);
-    cr_expect_neq(ts_prover_prove_text(p, l, r, ts_axiom_find("W18"), false, 3000, why, sizeof why), TS_PROOF_PROVED);
     ts_prover_free(p);
 }
