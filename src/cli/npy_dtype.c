@@ -1,8 +1,8 @@
 /* The element type of an input read from .npy, against the model's.
  * numpy has no bfloat16: besides the 2-byte void that ml_dtypes' np.save
  * writes (read as bfloat16 by ts_npy_load), a bfloat16 input may come as
- * '<u2' holding the bits, as onnx.numpy_helper (before ONNX 1.15) and
- * ONNX Runtime's Python tests keep bfloat16 (docs/conformance.md, ".npy
+ * '<u2' holding the bits, as ONNX 1.12's numpy_helper and backend data
+ * and ONNX Runtime's Python API keep bfloat16 (docs/conformance.md, ".npy
  * files"). */
 #include "cli/cli.h"
 
