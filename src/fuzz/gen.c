@@ -309,13 +309,21 @@ static void f_reduce(gb *b)
  * pair, full reversal), each its own step. */
 static void f_transpose(gb *b)
 {
-    int r = one_in(b, 5) ? (one_in(b, 2) ? 1 : 5) : 2 + rnd(b, 3);
+    static const int R[] = {1, 2, 2, 3, 3, 3, 4, 4, 5};
+    int r = R[rnd(b, 9)];
     ts_shape s = rshape(b, r, 8192);
+    for (int d = 0; d < r; d++) /* a dim of 1 makes some permutations copies: mostly none */
+        if (s.dims[d] == 1 && !one_in(b, 4)) s.dims[d] = 2 + rnd(b, 3);
     ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
     int x = src(b, &s, dt);
-    for (int k = 1 + rnd(b, 4); k > 0 && !b->failed; k--) {
+    int64_t seen[4][5];
+    for (int k = 1 + rnd(b, 4), n = 0, tries = 0; n < k && !b->failed && tries < 16; tries++) {
         int64_t perm[5];
         perm_attr(b, r, perm);
+        bool dup = false;
+        for (int j = 0; j < n; j++) dup |= !memcmp(seen[j], perm, sizeof(int64_t) * (size_t)r);
+        if (dup) continue; /* distinct permutations (CSE would merge equal ones) */
+        memcpy(seen[n++], perm, sizeof perm);
         ts_attr a = ts_attr_ints("perm", perm, r);
         int y = node(b, "Transpose", &x, 1, &a, one_in(b, 8) ? 0 : 1, 1, NULL);
         if (dt == TS_F32) tail(b, y);
