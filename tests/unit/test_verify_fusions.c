@@ -203,3 +203,22 @@ Test(verify_fusions, enlarge_axioms)
     expect_wrong("(conv ?s valid ?c (conv s1 valid ?d ?x (enlarge ?y ?r)) ?z)",
                  "(conv ?s valid ?c (conv s1 valid ?d ?x ?z) (enlarge ?y ?r))", g);
 }
+
+/* 48 of the 66 generated 4-operator rules the verifier does not prove move
+ * an enlarge's crop across a same conv, e.g. taso-7954.  They hold on the
+ * generator's shape sets, where the enlarge reference k1 is 3x3 and q is 1
+ * wide wherever the enlarge crops; with q 3x3 under a 5x5 reference both
+ * sides have one shape and differ (docs/taso.md, "Counts"): false rules,
+ * rightly unproved. */
+Test(verify_fusions, crop_across_same_conv_is_false)
+{
+    ts_axiom ax = {"taso-7954", "(conv s1 valid none (conv s1 same none (conv s1 valid none ?i1 (enlarge ?q1 ?k1)) ?q1) ?q2)",
+                   "(conv s1 valid none (conv s1 same none (conv s1 valid none ?i1 ?q1) ?q1) (enlarge ?q2 ?k1))",
+                   "i1:1,1,h,h q1:1,1,a,a q2:1,1,a,a k1:1,1,b,b wide=h,a,b guard=shape", "generated rule"};
+    ts_axiom_check_stats st;
+    ts_error err = {0};
+    ts_axiom_check_opts o = {.max_dim = 5, .trials = 2, .seed = 5};
+    cr_assert_eq(ts_axiom_check(&ax, &o, &st, &err), TS_OK, "%s", err.msg);
+    cr_expect_gt(st.failures, 0, "taso-7954 held at every size");
+    cr_expect(strstr(st.first_failure, "q1:1x1x3x3") && strstr(st.first_failure, "k1:1x1x5x5"), "%s", st.first_failure);
+}
