@@ -269,8 +269,9 @@ static ts_status split_to(sctx *c, ts_seq_set **set, ts_seq_resolve resolve, voi
     if ((st = tensor_input(c, resolve, ctx, 0, true, &x)) || (st = tensor_input(c, resolve, ctx, 1, false, &sv)) ||
         (st = int_attr(c, "axis", 0, &axis)) || (st = int_attr(c, "keepdims", 1, &keepdims)))
         return st;
-    const ts_value *xv = &c->g->values[x];
-    const ts_shape xs = xv->shape;
+    /* copies: adding nodes below may move g->values */
+    const ts_shape xs = c->g->values[x].shape;
+    const ts_dtype xdt = c->g->values[x].dtype;
     if (!ts_axis_norm(axis, xs.rank, &ax))
         return fail(c, TS_ERR_INVALID, "axis %lld is out of range for rank %d", (long long)axis, xs.rank);
     int64_t dim = xs.dims[ax];
@@ -335,7 +336,7 @@ static ts_status split_to(sctx *c, ts_seq_set **set, ts_seq_resolve resolve, voi
         vals[i] = v;
         start = en;
     }
-    if (!st) st = seq_put(c, set, c->n->output[0], xv->dtype, vals, np);
+    if (!st) st = seq_put(c, set, c->n->output[0], xdt, vals, np);
     free(vals);
 out:
     free(sizes);
