@@ -214,8 +214,8 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *original, cons
 
 /* One runtime seed graph g on the tsopt target: the runtime against the
  * float64 reference interpreter (oracle "reference", stage "runtime"),
- * then, when the target runs the optimizer, the optimizer's result of g
- * against g (oracle "optimizer").  Integer outputs must be equal, floats
+ * then, when the target runs the optimizer, on one graph in four (by
+ * seed), the optimizer's result of g against g (oracle "optimizer").  Integer outputs must be equal, floats
  * within the tolerance (wider for float16 and bfloat16). */
 ts_status ts_fuzz_target_check_graph(ts_fuzz_target *t, const ts_graph *g, ts_tensor *const *inputs, uint64_t seed,
                                      ts_fuzz_verdict *v, ts_error *err);

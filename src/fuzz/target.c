@@ -709,7 +709,10 @@ ts_status ts_fuzz_target_check_graph(ts_fuzz_target *t, const ts_graph *g, ts_te
                differs(t, g, ref, out, v)) {
         snprintf(v->wrong, sizeof v->wrong, "runtime");
     }
-    if (!st && v->kind == TS_FUZZ_PASS && t->o.optimizer && ref[0])
+    /* the optimizer's oracle on one graph in four (by its seed): it costs
+     * about six times the rest of a graph's check, and most seeds hold
+     * little the optimizer rewrites */
+    if (!st && v->kind == TS_FUZZ_PASS && t->o.optimizer && ref[0] && (seed >> 9) % 4 == 0)
         st = graph_optimizer(t, g, in, out, ref, seed, v, err);
     if (!st && v->kind == TS_FUZZ_PASS) v->stage[0] = v->oracle[0] = 0;
     crash_oracle(v);
