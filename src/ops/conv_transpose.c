@@ -6,8 +6,9 @@
  * pixel goes to the end for SAME_UPPER, to the beginning otherwise.  An
  * output_shape larger than the natural size (a negative total) extends
  * the output at the end with positions no input reaches (the bias only),
- * as ONNX Runtime, ONNX's reference implementation and its backend test
- * (test_convtranspose_output_shape) do.
+ * as ONNX's reference implementation and its backend test
+ * (test_convtranspose_output_shape) do, and ONNX Runtime for up to
+ * stride - 1 more (it refuses larger ones).
  * Kernel: per (image, group) a product of rows builds col[(f,k), i], which
  * is scattered into Y row by row (num->axpy with the output stride). */
 #include <stdio.h>
