@@ -46,7 +46,7 @@ static int drop_unproved(ts_rule *rules, int *n, int threads, ts_error *err)
         char lhs[256], rhs[256];
         ts_rexpr_format(lhs, sizeof lhs, rules[i].lhs[0]);
         ts_rexpr_format(rhs, sizeof rhs, rules[i].rhs[0]);
-        printf("dropped %s: not proved from the axioms (%s%s): %s = %s\n", rules[i].name,
+        printf("dropped %s: not proved from the axioms %s%s: %s = %s\n", rules[i].name,
                res[i].proof == TS_PROOF_TIMEOUT ? "timed out: " : "", res[i].why, lhs, rhs);
         ts_rule_free(&rules[i]);
     }
