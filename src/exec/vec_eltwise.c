@@ -167,6 +167,11 @@ void xv_geometry_order(xv_prog *pr, const ts_shape *out, const ts_shape *const *
 {
     int64_t st[XV_MAXIN][TS_MAX_RANK];
     int r = 0;
+    if (ts_shape_numel(out) == 0) { /* nothing to compute: no rows, so the run divides by no extent */
+        pr->rank = 1, pr->dims[0] = 0, pr->len = pr->numel = pr->nrows = 0;
+        for (int j = 0; j < pr->next; j++) pr->stride[j][0] = 0;
+        return;
+    }
     for (int j = 0; j < pr->next; j++) {
         if (order && in_order[j]) { /* dense in `order`: logical dim order[k] is physical position k */
             int64_t step = 1;

@@ -71,6 +71,28 @@ Test(vec, unary_and_activations)
     compare(-4, 4, 2e-6, 13, 0, 0);
 }
 
+/* 0-element tensors (fuzzer, seed 11 step 39: Add of a scalar and a
+ * 0-element tensor divided by the empty row length): every element-wise
+ * form -- unary, binary same-shape, broadcast against a scalar or a row,
+ * a fused chain -- with the zero extent last, first and in the middle. */
+Test(vec, zero_element_tensors)
+{
+    const char *shapes[] = {"0", "3x0", "0x5", "2x0x5"};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        graph(13);
+        int x = input(shapes[k]), y = input(shapes[k]), sc = input("");
+        output(op("Add", INS(sc, x), NOATTR));
+        output(op("Mul", INS(x, F32("", 2)), NOATTR));
+        output(op("Sub", INS(x, y), NOATTR));
+        output(op("Relu", INS(x), NOATTR));
+        output(op("HardSigmoid", INS(x), ATTRS(ts_attr_float("alpha", 0.3), ts_attr_float("beta", 0.4))));
+        output(op("Tanh", INS(op("Add", INS(x, sc), NOATTR)), NOATTR)); /* a fused chain */
+        if (k > 0) output(op("Max", INS(x, input(shapes[k] + 2)), NOATTR)); /* broadcast over a row */
+        compare(-2, 2, 1e-6, -1, 1, 0);
+        xt_done();
+    }
+}
+
 Test(vec, transcendental_ranges)
 {
     /* tiny, large and saturating arguments of the polynomial exp/erf/tanh */
