@@ -382,8 +382,8 @@ Test(einnet_codegen, broken_compiler_falls_back)
     int lines = 0;
     while (fgets(line, sizeof line, log)) {
         lines++;
-        cr_assert(strstr(line, "tsopt: eOperator not used: einnet codegen: the C compiler '/nonexistent/cc' failed"),
-                  "%s", line);
+        /* a one-word CC is started directly (no shell): the line names it */
+        cr_assert(strstr(line, "tsopt: eOperator not used: einnet codegen: cannot start /nonexistent/cc: "), "%s", line);
     }
     fclose(log);
     remove(logpath);
