@@ -174,6 +174,19 @@ static bool prelu_uniform_slope(const xplan *p, const ts_node *nd, int v, float 
     return isfinite(d[0]);
 }
 
+/* oneDNN 2.6's jit kernels build one eltwise injector per algorithm, so a
+ * second post-op of an algorithm already in the chain runs with the first
+ * one's alpha and beta (HardSigmoid's clip 0..1 then a Clip: the Clip lost;
+ * LeakyRelu 0.1 then 0.5: 0.01 x).  Such a post-op is not fused. */
+static bool alg_conflicts(const xd_fuse *f, const xd_po *po)
+{
+    for (int k = 0; k < f->npo; k++)
+        if (f->po[k].kind == XD_PO_ELTWISE && f->po[k].alg == po->alg &&
+            (f->po[k].alpha != po->alpha || f->po[k].beta != po->beta))
+            return true;
+    return false;
+}
+
 /* Element-wise activation -> one or two eltwise post-ops. */
 static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
 {
@@ -200,9 +213,10 @@ static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
     else if (op == &ts_op_hardsigmoid) {
         /* clamp(alpha*x + beta, 0, 1): linear then clip */
         const ts_alpha_beta_attrs *ab = nd->attrs;
-        f->po[f->npo++] =
-            (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = ab->alpha, .beta = ab->beta};
+        xd_po lin = {.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = ab->alpha, .beta = ab->beta};
         po.alg = dnnl_eltwise_clip, po.alpha = 0, po.beta = 1;
+        if (alg_conflicts(f, &lin) || alg_conflicts(f, &po)) return false;
+        f->po[f->npo++] = lin;
     } else if (op == &ts_op_clip) {
         /* absent bounds (and every opset-11 node, whose bounds are inputs) are unbounded */
         const ts_clip_attrs *ca = nd->attrs;
@@ -211,6 +225,7 @@ static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
         po.alg = dnnl_eltwise_clip, po.alpha = lo, po.beta = hi;
     } else
         return false;
+    if (alg_conflicts(f, &po)) return false;
     f->po[f->npo++] = po;
     return true;
 }

@@ -127,6 +127,35 @@ Test(exec_dnnl, conv_silu_fused) { swish_case(false, false); }
 Test(exec_dnnl, conv_silu_fused_swapped) { swish_case(true, false); }
 Test(exec_dnnl, conv_silu_sigmoid_shared) { swish_case(false, true); }
 
+/* An activation after another on a conv's result, all fused, each in the
+ * graph's order.  oneDNN 2.6 gives every eltwise post-op of one algorithm
+ * the first one's alpha and beta (fuzzer, seed 3 step 144: Conv ->
+ * HardSigmoid (linear, clip 0..1) -> Clip(0.25, 0.5) gave the HardSigmoid's
+ * value where the Clip makes it 0.5). */
+static void two_activations_case(const char *first, float alpha1, const char *then, float alpha2, int fused)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int c = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x8x7x8"), cst(g, "6x8x3x3", -1, 1)}, 2,
+                    (ts_attr[]){ts_attr_ints("pads", I(1, 1, 1, 1), 4)}, 1);
+    ts_attr a1[] = {ts_attr_float("alpha", alpha1)}, a2[] = {ts_attr_float("alpha", alpha2)};
+    int a = xt_node(g, first, &c, 1, a1, alpha1 ? 1 : 0);
+    if (!strcmp(then, "Clip"))
+        xt_node(g, "Clip", (int[]){a, xt_const_values(g, TS_F32, "", (double[]){0.25}, 1),
+                                   xt_const_values(g, TS_F32, "", (double[]){0.5}, 1)}, 3, NULL, 0);
+    else
+        xt_node(g, then, &a, 1, a2, alpha2 ? 1 : 0);
+    ts_plan_stats st = check(g, NULL);
+    cr_assert_eq(st.fused_nodes, fused);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_graph_free(g);
+}
+
+Test(exec_dnnl, conv_hardsigmoid_clip) { two_activations_case("HardSigmoid", 0, "Clip", 0, 1); }
+Test(exec_dnnl, conv_leakyrelu_leakyrelu) { two_activations_case("LeakyRelu", 0.1f, "LeakyRelu", 0.5f, 1); }
+Test(exec_dnnl, conv_sigmoid_clip) { two_activations_case("Sigmoid", 0, "Clip", 0, 2); }
+Test(exec_dnnl, conv_relu_clip) { two_activations_case("Relu", 0, "Clip", 0, 2); }
+Test(exec_dnnl, conv_hardsigmoid_tanh) { two_activations_case("HardSigmoid", 0, "Tanh", 0, 2); }
+
 /* ResNet block tail: conv(conv(x)) + x -> Relu, with x produced by a conv
  * too: the residual Add and Relu fuse; tensors stay blocked between the
  * convolutions (one reorder: the blocked result into the plain output). */
