@@ -127,11 +127,11 @@ Test(exec_dnnl, conv_silu_fused) { swish_case(false, false); }
 Test(exec_dnnl, conv_silu_fused_swapped) { swish_case(true, false); }
 Test(exec_dnnl, conv_silu_sigmoid_shared) { swish_case(false, true); }
 
-/* An activation after another on a conv's result, all fused, each in the
- * graph's order.  oneDNN 2.6 gives every eltwise post-op of one algorithm
- * the first one's alpha and beta (fuzzer, seed 3 step 144: Conv ->
- * HardSigmoid (linear, clip 0..1) -> Clip(0.25, 0.5) gave the HardSigmoid's
- * value where the Clip makes it 0.5). */
+/* An activation after another on a conv's result, fused in the graph's
+ * order, except a second post-op of the same oneDNN algorithm with other
+ * parameters (its own step): oneDNN 2.6 gives it the first one's alpha and
+ * beta (fuzzer, seed 3 step 144: Conv -> HardSigmoid (linear, clip 0..1) ->
+ * Clip(0.25, 0.5) gave the HardSigmoid's value where the Clip makes it 0.5). */
 static void two_activations_case(const char *first, float alpha1, const char *then, float alpha2, int fused)
 {
     ts_graph *g = ts_graph_new("t", 17);
