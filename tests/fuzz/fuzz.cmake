@@ -13,7 +13,7 @@ endif()
 
 set(FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 file(GLOB_RECURSE FUZZ_LIB_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c)
-list(FILTER FUZZ_LIB_SOURCES EXCLUDE REGEX "/src/cli/")
+list(FILTER FUZZ_LIB_SOURCES EXCLUDE REGEX "/src/(cli|dist)/")
 
 set(FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -g)
 # the rule sets the library embeds (written by the top-level CMakeLists.txt
