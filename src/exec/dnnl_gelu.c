@@ -3,9 +3,10 @@
  * (the optimizer's measurements, ts_plan on a raw graph).  Sessions, run
  * and bench at level all have already rewritten every spelling into one
  * Gelu node (opt/fuse_gelu.c), which the walker fuses like any activation;
- * the recognizer, which proves the spelling by its algebra, lives there. */
+ * the recognizer, which proves the spelling by its algebra, is
+ * ops/gelu_form.c. */
 #include "exec/dnnl_util.h"
-#include "opt/passes.h"
+#include "ops/gelu_form.h"
 
 int xd_gelu_after(const xplan *p, int v, int *nodes, int max, int *nnodes, dnnl_alg_kind_t *alg)
 {

@@ -72,13 +72,6 @@ int ts_fuse_layernorm(ts_graph *g, ts_error *err);
  * Gelu node (fuse_gelu.c) writing the same value.  Returns the number of
  * fusions, or -1. */
 int ts_fuse_gelu(ts_graph *g, ts_error *err);
-/* The GELU spelled out from value x: its result value, the nodes in
- * nodes[*nnodes] (at most max), the form in *tanh_form; -1 if none.
- * x_shared: x may be read elsewhere and be a graph output (false: the
- * GELU must be x's only reader, as for a post-op).  skip[n] set: node n
- * may not join (NULL: none). */
-int ts_gelu_spelling(const ts_graph *g, int x, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
-                     bool *tanh_form);
 
 
 #endif
