@@ -238,5 +238,8 @@ int cli_fuzz(int argc, char **argv)
                target, (unsigned long long)o.seed, st.tested, st.findings, st.mismatches, st.errors,
                st.findings ? "; see " : "", st.findings ? o.dir : "");
     }
+    if (st.processes_died) /* the counts above miss those processes' pairs: not a complete campaign */
+        return cli_error(CLI_FAIL, "fuzz: %d of %d processes died or failed; the findings they had written are kept "
+                                   "in %s, their counts are lost", st.processes_died, ts_dist_size(), o.dir);
     return CLI_OK;
 }

@@ -59,6 +59,8 @@ static void run_child(const ts_fuzz_opts *o, rank_result *res)
         struct sigaction sa = {.sa_handler = on_term};
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
+        const char *die = getenv("TSOPT_DIST_FUZZ_DIE"); /* tests only: this rank's child dies (tests/cli/mpi.sh) */
+        if (die && atoi(die) == ts_dist_rank()) raise(SIGKILL);
         rank_result r = {0};
         ts_error err = {0};
         if (ts_fuzz_run(o, &r.st, &err)) {
@@ -494,6 +496,7 @@ ts_status ts_dist_fuzz(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     }
     free(all);
     st->seconds = secs;
+    st->processes_died = dead;
     st->findings = merge_findings(o, n, st, err);
     if (err->code) return err->code;
     return write_summary(o, st, n, dead, err);

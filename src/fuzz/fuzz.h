@@ -256,6 +256,7 @@ typedef struct ts_fuzz_stats {
     long graphs;    /* runtime seed graphs checked (tsopt) */
     long graph_filtered;
     long kept;      /* graphs that reached new coverage (the corpus) */
+    int processes_died; /* under mpirun: ranks that died or failed (their counts are lost); the command exits 1 */
     int cover_reached, cover_entries, cover_keys;
     char cover_missing[2048];
     double seconds;

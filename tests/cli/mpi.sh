@@ -80,3 +80,13 @@ diff <(findings "$T/f1" | head -n "$n") <(findings "$T/f3" | head -n "$n") || fa
 [ "$(ls "$T/f3/findings" | wc -l)" = "$n" ] || fail "want $n findings: $(ls "$T/f3/findings")"
 grep -q "\"duplicates\": $n," "$T/f3/summary.json" || fail "want $n duplicates: $(cat "$T/f3/summary.json")"
 echo "   $n findings made twice, reported once"
+
+step "fuzz: a process that dies is reported and the command fails"
+# TSOPT_DIST_FUZZ_DIE (tests only): rank 1's campaign is killed at its start
+rc=0
+TSOPT_DIST_FUZZ_DIE=1 "${MPI[@]}" "$TSOPT" fuzz --target tsopt --mode pairs --pairs 10 -o "$T/f4" >/dev/null 2>"$T/f4.err" || rc=$?
+[ "$rc" = 1 ] || fail "want exit 1 when a process died, got $rc: $(cat "$T/f4.err")"
+grep -q "rank 1 died" "$T/f4.err" || fail "no 'rank 1 died' line: $(cat "$T/f4.err")"
+grep -q "1 of 2 processes died" "$T/f4.err" || fail "no closing error line: $(cat "$T/f4.err")"
+grep -q '"processes_died": 1' "$T/f4/summary.json" || fail "summary: $(cat "$T/f4/summary.json")"
+echo "   rank 1 died: reported, summary says so, exit 1"
