@@ -53,10 +53,15 @@ typedef struct gen_shapes {
     int n, c, h, w; /* activations of conv: n x c x h x w */
     int m;          /* matrices: x is n x m (batch n), w is m x m */
     int xn;         /* rows of the `x` matrices */
-    int qh, qw;     /* small kernels (enlarged to 3x3) */
+    int qh, qw;     /* small kernels (enlarged to k's size) */
+    int k;          /* the `k` kernels (and enlarge's reference): k x k */
     int max_elems;  /* largest result an operator may produce */
 } gen_shapes;
-extern const gen_shapes gen_shape_sets[3];
+/* Set 3 is the last check of the kept rules, with a 5x5 enlarge reference
+ * and 3x3 `q` (gen_eval.c); a rule fails there only where both sides are
+ * defined, equally shaped and differ (the verifier's guard). */
+#define GEN_NSETS 4
+extern const gen_shapes gen_shape_sets[GEN_NSETS];
 
 /* A concrete tensor.  `split` keeps, per dimension, the tree of concat
  * points (TASO's split info) so split0/split1 know where to cut: a node is
@@ -167,6 +172,7 @@ typedef struct gen_world {
     gen_tensor *var_f64;  /* nvar random tensors in [-1,1] (shape set 0) */
     gen_tensor *var2_modp, *var2_f64; /* the same in shape set 1 */
     gen_tensor *var3_modp, *var3_f64; /* and in shape set 2 (the last check) */
+    gen_tensor *var4_modp, *var4_f64; /* and in shape set 3 (the guarded last check) */
 } gen_world;
 
 void gen_world_init(gen_world *w, uint64_t seed);
@@ -194,6 +200,7 @@ typedef struct gen_stats {
     uint64_t after_rename;  /* after input-renaming pruning */
     uint64_t after_common;  /* after common-subgraph pruning */
     uint64_t third_fail;    /* of those, failed on shape set 2 (dropped) */
+    uint64_t fourth_fail;   /* of those, failed on shape set 3 (dropped) */
     uint64_t subsumed;      /* of the rest, derived from kept rules (dropped) */
     uint64_t restored;      /* pruned above, but no kept rule derives them: kept */
     uint64_t kept;          /* rules written */
@@ -237,7 +244,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gs, s
  * shape does not fit. */
 typedef struct gen_env {
     const gen_world *w;
-    int set; /* shape set 0, 1 or 2 (set 2: no extra inputs) */
+    int set; /* shape set 0..3 (sets 2 and 3: no extra inputs) */
     int nextra;
     char extra_name[4][8];
     gen_tensor *extra_modp[4], *extra_f64[4];   /* shape set 0 */
@@ -246,8 +253,11 @@ typedef struct gen_env {
 bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_tensor *out);
 
 /* Whether l[i] = r[i] for every i holds on the test inputs, mod p and in
- * floats: in shape set `set` (0 or 1), or in both when set < 0 (the
- * generator's test for candidates and pruning). */
+ * floats: in shape set `set` (0..2), or in sets 0 and 1 when set < 0 (the
+ * generator's test for candidates and pruning).  Set 3 is guarded: a rule
+ * holds there unless every side is defined, the shapes agree and a value
+ * differs (a rule applies only where shapes agree, as the verifier's
+ * guarded axioms say). */
 bool gen_rule_valid(const gen_world *w, int set, ts_rexpr *const *l, ts_rexpr *const *r, int n);
 
 /* The whole pipeline: enumeration, tests, pruning; rules in *rules. */

@@ -35,7 +35,7 @@ static int class_dims(int cls, const gen_shapes *sh, int *dim)
     case CLS_X: dim[0] = sh->xn; dim[1] = sh->m; return 2;
     case CLS_W: dim[0] = sh->m; dim[1] = sh->m; return 2;
     case CLS_I: dim[0] = sh->n; dim[1] = sh->c; dim[2] = sh->h; dim[3] = sh->w; return 4;
-    case CLS_K: dim[0] = sh->c; dim[1] = sh->c; dim[2] = 3; dim[3] = 3; return 4;
+    case CLS_K: dim[0] = sh->c; dim[1] = sh->c; dim[2] = sh->k; dim[3] = sh->k; return 4;
     case CLS_Q: dim[0] = sh->c; dim[1] = sh->c; dim[2] = sh->qh; dim[3] = sh->qw; return 4;
     default: return 0;
     }
@@ -91,6 +91,8 @@ void gen_world_init(gen_world *w, uint64_t seed)
     w->var2_f64 = malloc((size_t)w->nvar * sizeof *w->var2_f64);
     w->var3_modp = malloc((size_t)w->nvar * sizeof *w->var3_modp);
     w->var3_f64 = malloc((size_t)w->nvar * sizeof *w->var3_f64);
+    w->var4_modp = malloc((size_t)w->nvar * sizeof *w->var4_modp);
+    w->var4_f64 = malloc((size_t)w->nvar * sizeof *w->var4_f64);
     uint64_t rng = seed;
     for (int v = 0; v < w->nvar; v++) {
         const gen_varclass *c = &CLASSES[w->var[v].cls];
@@ -111,6 +113,13 @@ void gen_world_init(gen_world *w, uint64_t seed)
         int nd = class_dims(w->var[v].cls, &gen_shape_sets[2], dim);
         gen_tensor_random(&w->var3_modp[v], GEN_MODP, nd, dim, &rng3);
         gen_tensor_random(&w->var3_f64[v], GEN_F64, nd, dim, &rng3);
+    }
+    uint64_t rng4 = seed * 0xbf58476d1ce4e5b9ull + 5;
+    for (int v = 0; v < w->nvar; v++) {
+        int dim[4] = {0};
+        int nd = class_dims(w->var[v].cls, &gen_shape_sets[3], dim);
+        gen_tensor_random(&w->var4_modp[v], GEN_MODP, nd, dim, &rng4);
+        gen_tensor_random(&w->var4_f64[v], GEN_F64, nd, dim, &rng4);
     }
 }
 
@@ -142,7 +151,9 @@ void gen_world_free(gen_world *w)
     free(w->var2_f64);
     free(w->var3_modp);
     free(w->var3_f64);
-    w->var_modp = w->var_f64 = w->var2_modp = w->var2_f64 = w->var3_modp = w->var3_f64 = NULL;
+    free(w->var4_modp);
+    free(w->var4_f64);
+    w->var_modp = w->var_f64 = w->var2_modp = w->var2_f64 = w->var3_modp = w->var3_f64 = w->var4_modp = w->var4_f64 = NULL;
 }
 
 /* ---- enumeration ---- */

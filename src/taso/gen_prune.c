@@ -25,13 +25,14 @@ static const gen_tensor *lookup(const gen_env *env, const char *name, gen_domain
     bool m = dom == GEN_MODP;
     for (int i = 0; i < env->nextra; i++)
         if (!strcmp(env->extra_name[i], name)) {
-            if (env->set == 2) return NULL;
+            if (env->set >= 2) return NULL;
             if (env->set) return m ? env->extra2_modp[i] : env->extra2_f64[i];
             return m ? env->extra_modp[i] : env->extra_f64[i];
         }
     const gen_world *w = env->w;
     for (int v = 0; v < w->nvar; v++)
         if (!strcmp(w->var[v].name, name)) {
+            if (env->set == 3) return m ? &w->var4_modp[v] : &w->var4_f64[v];
             if (env->set == 2) return m ? &w->var3_modp[v] : &w->var3_f64[v];
             if (env->set) return m ? &w->var2_modp[v] : &w->var2_f64[v];
             return m ? &w->var_modp[v] : &w->var_f64[v];
@@ -52,7 +53,7 @@ bool gen_eval_expr(const gen_env *env, const ts_rexpr *e, gen_domain dom, gen_te
     bool ok = true;
     for (int i = 0; i < e->nargs && ok; i++) ok = gen_eval_expr(env, e->arg[i], dom, &tmp[i]);
     if (ok) {
-        const gen_shapes *sh = &gen_shape_sets[env->set >= 0 && env->set <= 2 ? env->set : 0];
+        const gen_shapes *sh = &gen_shape_sets[env->set >= 0 && env->set < GEN_NSETS ? env->set : 0];
         out->dom = dom;
         tmp[2].dom = dom;
         if (e->op == TS_ROP_SPLIT1) ok = gen_apply_in(sh, TS_ROP_SPLIT0, &e->p, &tmp[0], NULL, &tmp[2], out);
@@ -132,6 +133,26 @@ static bool valid_pairs_in(const gen_env *env, ts_rexpr *const *l, ts_rexpr *con
     return ok;
 }
 
+/* Set 3's test: fails only when every side is defined with l[i] and r[i]
+ * equally shaped, and a pair differs (mod p or in floats).  Where a side
+ * is undefined or the shapes differ the rule does not apply there. */
+static bool valid_pairs_guarded(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
+{
+    gen_tensor *t = malloc(2 * sizeof *t);
+    if (!t) return false;
+    bool applies = true, equal = true;
+    for (int d = 0; d < 2 && applies && equal; d++)
+        for (int i = 0; i < n && applies && equal; i++) {
+            gen_domain dom = d ? GEN_F64 : GEN_MODP;
+            applies = gen_eval_expr(env, l[i], dom, &t[0]) && gen_eval_expr(env, r[i], dom, &t[1]) &&
+                      t[0].nd == t[1].nd && !memcmp(t[0].dim, t[1].dim, sizeof t[0].dim);
+            if (applies)
+                equal = d ? gen_tensor_close(&t[0], &t[1], TOL) : gen_tensor_hash(&t[0]) == gen_tensor_hash(&t[1]);
+        }
+    free(t);
+    return !applies || equal;
+}
+
 /* Valid: equal in both shape sets (a rule that holds only for set 0's
  * sizes is a shape accident, false in general). */
 static bool valid_pairs(const gen_env *env, ts_rexpr *const *l, ts_rexpr *const *r, int n)
@@ -179,6 +200,7 @@ static bool valid_multiset(const gen_env *env, ts_rexpr **l, int nl, ts_rexpr **
 bool gen_rule_valid(const gen_world *w, int set, ts_rexpr *const *l, ts_rexpr *const *r, int n)
 {
     gen_env env = {.w = w, .set = set};
+    if (set == 3) return valid_pairs_guarded(&env, l, r, n);
     return set < 0 ? valid_pairs(&env, l, r, n) : valid_pairs_in(&env, l, r, n);
 }
 
@@ -232,6 +254,7 @@ enum {
     DEAD_SET2 = 2,    /* failed on shape set 2 */
     DEAD_GENERAL = 4, /* a more general rule is valid (renaming, common subgraph) */
     DEAD_DERIVED = 5, /* kept rules derive it (subsumption) */
+    DEAD_SET3 = 6,    /* failed on shape set 3 */
 };
 
 static char *join_terms(ts_rexpr **l, ts_rexpr **r, int n)
@@ -736,21 +759,31 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
             cs[i].dead = DEAD_GENERAL;
     }
     for (size_t i = 0; i < ncand; i++) st->after_common += !cs[i].dead;
-    /* Last check, on the kept rules only: shape set 2 (gen_eval.c) catches
+    /* Last checks, on the kept rules only: shape set 2 (gen_eval.c) catches
      * equalities of strided-window chains that hold on sets 0 and 1 only
      * because of their small intermediate sizes (false in general; seen at
-     * 4 operators, where tsopt verify failed on them). */
-    gen_env env2 = {.w = &w, .set = 2};
+     * 4 operators, where tsopt verify failed on them); set 3 (5x5 enlarge
+     * reference, 3x3 q) catches enlarge crops moved across same convs. */
+    gen_env env2 = {.w = &w, .set = 2}, env3 = {.w = &w, .set = 3};
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
-    for (size_t i = 0; i < ncand; i++)
-        if ((!cs[i].dead || cs[i].dead == DEAD_GENERAL) && !valid_pairs_in(&env2, cs[i].l, cs[i].r, cs[i].n))
-            cs[i].dead = cs[i].dead ? DEAD_DUP : DEAD_SET2;
-    for (size_t i = 0; i < ncand; i++) st->third_fail += cs[i].dead == DEAD_SET2;
+    for (size_t i = 0; i < ncand; i++) {
+        if (cs[i].dead && cs[i].dead != DEAD_GENERAL) continue;
+        int fail = !valid_pairs_in(&env2, cs[i].l, cs[i].r, cs[i].n)          ? DEAD_SET2
+                   : !valid_pairs_guarded(&env3, cs[i].l, cs[i].r, cs[i].n) ? DEAD_SET3
+                                                                             : 0;
+        if (fail) cs[i].dead = cs[i].dead ? DEAD_DUP : fail;
+    }
+    for (size_t i = 0; i < ncand; i++) {
+        st->third_fail += cs[i].dead == DEAD_SET2;
+        st->fourth_fail += cs[i].dead == DEAD_SET3;
+    }
     st->t_common = now() - t3;
     if (cfg->progress) {
         fprintf(cfg->progress, "after common subgraph        %12llu  %8.1f s\n", (unsigned long long)st->after_common,
                 st->t_common);
         fprintf(cfg->progress, "failed on shape set 2        %12llu  (dropped)\n", (unsigned long long)st->third_fail);
+        fprintf(cfg->progress, "failed on shape set 3        %12llu  (dropped; 5x5 enlarge reference)\n",
+                (unsigned long long)st->fourth_fail);
         fflush(cfg->progress);
     }
 

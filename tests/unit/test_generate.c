@@ -120,6 +120,28 @@ Test(generate, third_shape_set_rejects_window_chain_accidents)
     cr_expect(valid("(matmul (concat 1 ?x1 ?x2) (concat 0 ?w1 ?w2))", "(ewadd (matmul ?x1 ?w1) (matmul ?x2 ?w2))", 2));
 }
 
+/* An enlarge's crop moved across a same conv (taso-7954 of the 4-operator
+ * run before shape set 3): false, since a crop commutes with a same conv
+ * only for a 1-wide kernel, but sets 0-2 have a 3x3 enlarge reference and
+ * `q` 1 wide wherever it crops, so every earlier check passed it.  Set 3
+ * (5x5 reference, 3x3 q) rejects it; rules that hold only at k = 3 change
+ * shape there and pass (the guard), true enlarge rules hold. */
+Test(generate, fourth_shape_set_rejects_crop_across_same_conv)
+{
+    const char *l = "(conv s1 valid none (conv s1 same none (conv s1 valid none ?i1 (enlarge ?q1 ?k1)) ?q1) ?q2)";
+    const char *r = "(conv s1 valid none (conv s1 same none (conv s1 valid none ?i1 ?q1) ?q1) (enlarge ?q2 ?k1))";
+    cr_expect(valid(l, r, -1) && valid(l, r, 2), "holds on sets 0-2 (the accident)");
+    cr_expect(!valid(l, r, 3), "set 3 rejects it");
+    /* true where the shapes agree: k1 3x3 (W4); at k = 5 the sides differ in shape */
+    cr_expect(valid("(conv s1 valid none (conv s1 same none ?i1 ?k1) (Iconv k3))", "(conv s1 valid none ?i1 ?k1)", 3));
+    cr_expect(valid("(conv s1 same none ?i1 (enlarge ?q1 ?k1))", "(conv s1 same none ?i1 ?q1)", 3));
+    /* the stride-2 crop chain taso-15310: true */
+    cr_expect(valid("(conv s1 valid none (conv s2 valid none (conv s1 valid none ?i1 (enlarge ?q1 ?k1)) (enlarge ?q1 ?k1)) ?q2)",
+                    "(conv s1 valid none (conv s2 valid none (conv s1 valid none ?i1 ?q1) ?q1) (enlarge ?q2 ?k1))", 3));
+    /* set 3 is not a weaker set 0: an unequal pair of one shape fails */
+    cr_expect(!valid("(conv s1 same none ?i1 ?q1)", "(conv s1 same none ?i1 ?q2)", 3));
+}
+
 static void counts(int ops, uint64_t graphs, uint64_t cand, uint64_t ren, uint64_t com, uint64_t kept)
 {
     gen_config cfg = {.max_ops = ops, .threads = 2, .seed = 1};
@@ -133,6 +155,7 @@ static void counts(int ops, uint64_t graphs, uint64_t cand, uint64_t ren, uint64
     cr_expect_eq(st.after_rename, ren, "after renaming %llu", (unsigned long long)st.after_rename);
     cr_expect_eq(st.after_common, com, "after common %llu", (unsigned long long)st.after_common);
     cr_expect_eq(st.third_fail, 0);
+    cr_expect_eq(st.fourth_fail, 0);
     cr_expect_eq(st.kept, kept, "after subsumption %llu", (unsigned long long)st.kept);
     cr_expect_eq(st.kept, com - st.subsumed + st.restored);
     cr_expect_eq((uint64_t)n, kept);
