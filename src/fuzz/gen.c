@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "fuzz/fuzz.h"
+#include "ir/subgraph.h"
 
 typedef struct gb {
     ts_graph *g;
@@ -649,6 +650,167 @@ static void f_fusion(gb *b)
     }
 }
 
+/* GELU as exporters spell it (erf form, tanh form, either operand order),
+ * which the ALL level fuses into Gelu (src/opt/fuse_gelu.c) and the
+ * runtime lowers to vec.eltwise or a conv post-op. */
+static void f_gelu(gb *b)
+{
+    ts_shape s = rshape(b, 1 + rnd(b, 4), 4096), one = {.rank = 0};
+    int x = pre(b, input(b, &s)), y;
+    if (one_in(b, 2)) { /* 0.5 x (1 + erf(x / sqrt 2)) */
+        int e = un(b, "Erf", one_in(b, 2) ? bin(b, "Div", x, weight(b, &one, 1.4142135, 1.4142135))
+                                          : bin(b, "Mul", x, weight(b, &one, 0.70710678, 0.70710678)));
+        y = bin(b, "Mul", bin(b, "Mul", x, bin(b, "Add", e, weight(b, &one, 1, 1))), weight(b, &one, 0.5, 0.5));
+    } else { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+        int x3 = one_in(b, 2) ? bin(b, "Pow", x, weight(b, &one, 3, 3)) : bin(b, "Mul", bin(b, "Mul", x, x), x);
+        int in = bin(b, "Add", x, bin(b, "Mul", x3, weight(b, &one, 0.044715, 0.044715)));
+        int t = un(b, "Tanh", bin(b, "Mul", in, weight(b, &one, 0.7978845608, 0.7978845608)));
+        y = bin(b, "Mul", bin(b, "Mul", weight(b, &one, 0.5, 0.5), x), bin(b, "Add", weight(b, &one, 1, 1), t));
+    }
+    tail(b, y);
+}
+
+/* A MatMul reading a Gather of rows by a constant index table: banded
+ * attention's scores (band x query) or context (probabilities x band),
+ * the pattern vec.band reads through the index (src/exec/vec_band.c). */
+static void f_band(gb *b)
+{
+    int64_t lead = one_in(b, 3) ? 0 : 1 + rnd(b, 3), S = 3 + rnd(b, 30), C = dim(b), L = 1 + rnd(b, 17),
+            J = 1 + rnd(b, 9);
+    ts_shape ks = {.rank = lead ? 3 : 2}, ss = {.rank = ks.rank + 1, .dims = {0}};
+    int d = 0;
+    if (lead) ks.dims[d] = ss.dims[d] = lead, d++;
+    ks.dims[d] = S, ks.dims[d + 1] = C;
+    ts_shape is = {.rank = 2, .dims = {L, J}};
+    ts_tensor *t = ts_tensor_new(TS_I64, &is, b->err);
+    if (t)
+        for (int64_t k = 0; k < L * J; k++) ((int64_t *)t->data)[k] = rnd(b, (int)S) - (one_in(b, 4) ? S : 0);
+    int idx = add_const(b, t), k = pre(b, input(b, &ks));
+    ts_attr a = ts_attr_int("axis", one_in(b, 2) ? -2 : d);
+    int band = node(b, "Gather", (int[]){k, idx}, 2, &a, 1, 1, NULL), y;
+    ss.dims[d] = L;
+    if (one_in(b, 2)) { /* scores: [.., L, J, C] x [.., L, C, 1] */
+        ss.dims[d + 1] = C, ss.dims[d + 2] = 1;
+        y = bin(b, "MatMul", band, input(b, &ss));
+    } else { /* context: [.., L, 1, J] x [.., L, J, C] */
+        ss.dims[d + 1] = 1, ss.dims[d + 2] = J;
+        y = bin(b, "MatMul", un(b, "Softmax", input(b, &ss)), band);
+    }
+    tail(b, y);
+}
+
+/* Upsample (opset 9: scales as an input; deprecated since 10, still in
+ * exported models): the graph is opset 9, so no opset-11 Clip follows. */
+static void f_upsample(gb *b)
+{
+    b->g->opset = 9;
+    int r = 3 + rnd(b, 2);
+    ts_shape s = rshape(b, r, 2048), ss = {.rank = 1, .dims = {r}};
+    ts_tensor *t = ts_tensor_new(TS_F32, &ss, b->err);
+    if (t)
+        for (int d = 0; d < r; d++) ((float *)t->data)[d] = d < 2 ? 1.0f : (float)(1 + rnd(b, 3));
+    ts_attr a = ts_attr_string("mode", one_in(b, 2) ? "nearest" : "linear");
+    int x = input(b, &s);
+    if (one_in(b, 2)) x = un(b, "Relu", x);
+    un(b, one_in(b, 2) ? "Sigmoid" : "Relu", node(b, "Upsample", (int[]){x, add_const(b, t)}, 2, &a, 1, 1, NULL));
+}
+
+/* A body graph for If, Loop or Scan: made with the same builder (its
+ * constants, inputs and nodes go to the body), then wrapped. */
+static ts_graph *body_begin(gb *b, const char *name)
+{
+    ts_graph *outer = b->g;
+    if (b->failed) return NULL;
+    if (!(b->g = ts_graph_new(name, outer->opset))) {
+        b->g = outer;
+        b->failed = true;
+        ts_error_set(b->err, TS_ERR_NOMEM, "out of memory");
+    }
+    return outer;
+}
+
+static ts_body *body_end(gb *b, ts_graph *outer, int nformal, const int *outs, int nout)
+{
+    ts_graph *g = b->g;
+    b->g = outer;
+    if (!outer) return NULL;
+    for (int j = 0; j < nout && !b->failed; j++)
+        if (ts_graph_add_output(g, outs[j], b->err)) b->failed = true;
+    if (b->failed) {
+        ts_graph_free(g);
+        return NULL;
+    }
+    ts_body *body = ts_body_new(g, nformal, b->err);
+    if (!body) b->failed = true;
+    return body;
+}
+
+static int body_input(gb *b, const char *name, ts_dtype dt, const ts_shape *s)
+{
+    if (b->failed) return -1;
+    int v = ts_graph_add_input(b->g, name, dt, s, b->err);
+    if (v < 0) b->failed = true;
+    return v;
+}
+
+/* Control flow (If's branches, Loop's and Scan's body), each body an
+ * element-wise chain over a captured or carried value. */
+static void f_control(gb *b)
+{
+    ts_shape s = rshape(b, 1 + rnd(b, 3), 1024), one = {.rank = 0};
+    int x = pre(b, input(b, &s)), y = -1, kind = rnd(b, 3);
+    if (kind == 0) { /* If on the sign of a mean: each branch a chain over x */
+        ts_attr ra = ts_attr_int("keepdims", 0);
+        int c = bin(b, "Greater", node(b, "ReduceMean", (int[]){input(b, &s)}, 1, &ra, 1, 1, NULL),
+                    weight(b, &one, 0, 0));
+        ts_body *br[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            ts_graph *outer = body_begin(b, k ? "else" : "then");
+            int a = body_input(b, "a", TS_F32, &s);
+            int o = k && one_in(b, 3) ? un(b, "Neg", a) : tail(b, un(b, "Relu", a));
+            if ((br[k] = body_end(b, outer, 0, &o, 1)) && ts_body_add_capture(br[k], "a", 1, b->err)) b->failed = true;
+        }
+        ts_attr at[2] = {{.name = "then_branch", .kind = TS_ATTR_GRAPH, .body = br[0]},
+                         {.name = "else_branch", .kind = TS_ATTR_GRAPH, .body = br[1]}};
+        if (br[0] && br[1]) y = node(b, "If", (int[]){c, x}, 2, at, 2, 1, NULL);
+        for (int k = 0; k < 2; k++)
+            if (br[k]) ts_body_unref(br[k]);
+    } else if (kind == 1) { /* Loop, constant trip count: v = chain(v * k + i), v scanned */
+        ts_graph *outer = body_begin(b, "loop_body");
+        int i = body_input(b, "i", TS_I64, &one), c = body_input(b, "c", TS_BOOL, &one);
+        int v = body_input(b, "v", TS_F32, &s), k = body_input(b, "k", TS_F32, &s);
+        ts_attr to = ts_attr_int("to", 1);
+        int vo = tail(b, bin(b, "Add", bin(b, "Mul", v, k), node(b, "Cast", &i, 1, &to, 1, 1, NULL)));
+        int outs[3] = {un(b, "Identity", c), vo, un(b, "Identity", vo)};
+        ts_body *body = body_end(b, outer, 3, outs, 3);
+        if (body && ts_body_add_capture(body, "k", 3, b->err)) b->failed = true;
+        ts_tensor *m = body ? ts_tensor_new(TS_I64, &one, b->err) : NULL;
+        if (m) *(int64_t *)m->data = 1 + rnd(b, 3);
+        int trips = body ? add_const(b, m) : -1;
+        ts_attr a = {.name = "body", .kind = TS_ATTR_GRAPH, .body = body};
+        int lo[2];
+        if (body) y = node(b, "Loop", (int[]){trips, -1, x, weight(b, &s, -1, 1)}, 4, &a, 1, 2, lo);
+        if (body) ts_body_unref(body);
+        if (!b->failed) tail(b, lo[1]);
+    } else { /* Scan: a running chain over the rows of X, either direction */
+        ts_shape row = s, xs = {.rank = s.rank + 1, .dims = {2 + rnd(b, 4)}};
+        for (int d = 0; d < s.rank; d++) xs.dims[d + 1] = s.dims[d];
+        ts_graph *outer = body_begin(b, "scan_body");
+        int st = body_input(b, "s", TS_F32, &row), xt = body_input(b, "xt", TS_F32, &row);
+        int so = tail(b, bin(b, "Add", st, xt));
+        int outs[2] = {so, un(b, "Tanh", so)};
+        ts_body *body = body_end(b, outer, 2, outs, 2);
+        int64_t dir[1] = {rnd(b, 2)};
+        ts_attr a[3] = {{.name = "body", .kind = TS_ATTR_GRAPH, .body = body}, ts_attr_int("num_scan_inputs", 1),
+                        ts_attr_ints("scan_input_directions", dir, 1)};
+        int so2[2];
+        if (body) y = node(b, "Scan", (int[]){x, input(b, &xs)}, 2, a, 3, 2, so2);
+        if (body) ts_body_unref(body);
+        if (!b->failed) tail(b, so2[1]);
+    }
+    if (!b->failed && y >= 0) tail(b, y);
+}
+
 typedef struct family {
     const char *name;
     void (*make)(gb *b);
@@ -662,7 +824,8 @@ static const family FAMILIES[] = {
     {"gather", f_gather, 1},       {"expand", f_expand, 1},   {"pad", f_pad, 2},
     {"resize", f_resize, 1},       {"batchnorm", f_batchnorm, 1}, {"conv", f_conv, 2},
     {"convtranspose", f_convtranspose, 1}, {"matmul", f_matmul, 2}, {"pool", f_pool, 1},
-    {"fusion", f_fusion, 3},
+    {"fusion", f_fusion, 3},       {"gelu", f_gelu, 1},       {"band", f_band, 1},
+    {"upsample", f_upsample, 1},   {"control", f_control, 1},
 };
 #define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 

@@ -227,14 +227,22 @@ static ts_status plan_guarded(ts_fuzz_target *t, const ts_graph *g, ts_tensor *c
         st = ts_error_set(err, TS_ERR_UNSUPPORTED, "the runtime crashed (%s)", strsignal(sig));
     } else {
         crash_armed = 1;
+        /* the graph rewrites users get by default (ts_graph_opt ALL: CSE,
+         * pool before 1x1 conv, GELU and LayerNorm fusion, ...) run first, as
+         * in a session or `tsopt run`: they are part of the runtime under
+         * test (the graph keeps its inputs and outputs) */
+        ts_graph *rw = ts_graph_copy(g);
+        if (!rw) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        else if (ts_graph_opt_apply(rw, TS_GRAPH_OPT_ALL, err) < 0) st = err->code;
         ts_plan *pl = NULL;
         ts_plan_opts po = {0};
-        st = ts_plan_build(g, &po, &pl, err);
+        if (!st) st = ts_plan_build(rw, &po, &pl, err);
         p = pl;
         if (!st && t->cover) t->fresh += ts_fuzz_cover_plan(t->cover, pl);
         if (!st) st = ts_plan_run(pl, in, out, err);
         crash_armed = 0;
         ts_plan_free(pl);
+        ts_graph_free(rw);
         p = NULL;
     }
     (void)p;
