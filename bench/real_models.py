@@ -16,7 +16,8 @@ inputs and outputs; ONNX Runtime on the same inputs; `tsopt compare`
 below 1: randomly initialized nets can have outputs ~1e-6, where a fixed atol
 would accept anything).  Then, unless --check-only, R rounds of `tsopt bench`
 and `node tools/ort/run.js` alternately (A B A B ...): latency = median of
-the per-round medians; peak memory = the largest VmHWM of each engine's
+the per-round medians; the plan's roofline limit (`tsopt profile --roofline`)
+and the share of tsopt's latency it is; peak memory = the largest VmHWM of each engine's
 process over the rounds, ORT's minus that of a bare `node` that only loads
 onnxruntime-node (what the runtime itself holds, not node's).  Writes the
 "## Real models" section of BENCHMARKS.md (bench/bench.py calls this after
@@ -120,7 +121,13 @@ def bench(a, path, shape, inputs):
                                 + ["--threads", str(a.threads), "--json"], 1800)))
         ort.append(last_json(run(["node", ORT_RUN, path, "--inputs", inputs, "--iters", str(a.iters)] + mt
                                  + ["--threads", str(a.threads)], 1800)))
+    # the plan's roofline (sum over its steps of max(bytes / bandwidth,
+    # FLOPs / peak), `tsopt profile --roofline`): what % of it the median is
+    roof = last_json(run([a.tsopt, "profile", path, "--input", "input:1x" + shape, "--roofline", "--iters", "5",
+                          "--json"], 1800))
     return {
+        "limit_ms": roof["limit_ms"],
+        "memory_limit_ms": roof["memory_limit_ms"],
         "ts_ms": statistics.median(x["median_ms"] for x in ts),
         "ort_ms": statistics.median(x["median_ms"] for x in ort),
         "ts_rss": max(x["peak_rss_bytes"] for x in ts),
@@ -153,7 +160,9 @@ def measure(a, log_load=None):
                 if not a.check_only:
                     r.update(bench(a, path, shape, r["inputs"]))
                     r["ratio"] = r["ts_ms"] / r["ort_ms"]
-                    log("   tsopt %.3f ms, ORT %.3f ms, ratio %.3f" % (r["ts_ms"], r["ort_ms"], r["ratio"]))
+                    r["pct_limit"] = 100 * r["limit_ms"] / r["ts_ms"]
+                    log("   tsopt %.3f ms, ORT %.3f ms, ratio %.3f, roofline limit %.3f ms (%.1f%% of it)" % (
+                        r["ts_ms"], r["ort_ms"], r["ratio"], r["limit_ms"], r["pct_limit"]))
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 r["error"] = str(e).splitlines()[0][:200]
                 log("   failed: " + r["error"])
@@ -176,6 +185,7 @@ def section(a, rows, bare, started, elapsed, argv):
     L.append("tsopt run M.onnx --input input:SHAPE --save-inputs IN --save-outputs TS")
     L.append("node tools/ort/run.js M.onnx --inputs IN --save-outputs ORT")
     L.append("tsopt compare TS ORT --rtol %g --atol A   # A = %g x min(1, max |ORT output|)" % (RTOL, ATOL))
+    L.append("tsopt profile M.onnx --input input:SHAPE --roofline --iters 5 --json")
     L.append("tsopt bench M.onnx --input input:SHAPE --iters %d --min-time %g --threads %d --json" % (
         a.iters, a.min_time, a.threads))
     L.append("node tools/ort/run.js M.onnx --inputs IN --iters %d --min-time %g --threads %d" % (
@@ -186,18 +196,21 @@ def section(a, rows, bare, started, elapsed, argv):
              "than its steady state). Peak memory: VmHWM of each engine's process, the largest over "
              "the rounds; ORT's is its process minus a bare `node` that only loads onnxruntime-node (%.0f MiB here). "
              "Max error: the largest |tsopt − ORT| over the outputs.\n" % (bare / 2**20))
-    L.append("| model | input | covers | tsopt ms | ORT ms | tsopt/ORT | max error | matches | tsopt MiB | ORT MiB "
-             "| memory tsopt/ORT |")
-    L.append("|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
+    L.append("Limit: the plan's roofline, `tsopt profile M --roofline`: the sum over its steps of max(bytes / "
+             "bandwidth, FLOPs / peak) with `tsopt peak`'s figures (bytes: each step's inputs read and outputs "
+             "written once, every weight once per run); % of limit = limit / tsopt's latency.\n")
+    L.append("| model | input | covers | tsopt ms | ORT ms | tsopt/ORT | limit ms | % of limit | max error | matches "
+             "| tsopt MiB | ORT MiB | memory tsopt/ORT |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            L.append("| %s | %s | %s | — | — | — | — | failed: %s | — | — | — |" % (
+            L.append("| %s | %s | %s | — | — | — | — | — | — | failed: %s | — | — | — |" % (
                 r["name"], r["shape"], r["what"], r["error"].replace("|", "/")))
             continue
         ort_mem = r["ort_rss"] - bare
-        L.append("| %s | %s | %s | %.3f | %.3f | **%.3f** | %.2g | %s | %.0f | %.0f | %.2f |" % (
-            r["name"], r["shape"], r["what"], r["ts_ms"], r["ort_ms"], r["ratio"], r["max_abs"],
-            "yes" if r["match"] else "**no**", r["ts_rss"] / 2**20, ort_mem / 2**20,
+        L.append("| %s | %s | %s | %.3f | %.3f | **%.3f** | %.3f | %.1f | %.2g | %s | %.0f | %.0f | %.2f |" % (
+            r["name"], r["shape"], r["what"], r["ts_ms"], r["ort_ms"], r["ratio"], r["limit_ms"], r["pct_limit"],
+            r["max_abs"], "yes" if r["match"] else "**no**", r["ts_rss"] / 2**20, ort_mem / 2**20,
             r["ts_rss"] / ort_mem if ort_mem > 0 else float("nan")))
     ok = [r for r in rows if "ratio" in r]
     if ok:

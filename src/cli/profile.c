@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "exec/cost.h"
+#include "exec/roofline.h"
 #include "exec/step_timer.h"
 #include "util/wait_policy.h"
 
@@ -25,10 +26,17 @@ static const char USAGE[] =
     "  validation of in-context timing: times every group inside MODEL's plan, then each group\n"
     "  again in context, one at a time, as if it were new, and compares the two per op type\n"
     "  (TSOPT_COST_DEBUG=1: per group and per step of each cut-out plan, on stderr)\n"
+    "usage: tsopt profile MODEL --roofline [--input ...] [--cache FILE] [--iters N] [--json]\n"
+    "  only the per-step roofline (also printed after the groups without --roofline): the plan\n"
+    "  `tsopt bench` runs (graph optimization level all), each step's median time over N timed\n"
+    "  runs, the least bytes it must move (inputs read once, outputs written once, each weight\n"
+    "  once per run) and its FLOPs, its limit max(bytes / bandwidth, FLOPs / peak) and the share\n"
+    "  of its time that limit is; the total against the median untimed run\n"
     "usage: tsopt peak [--cache FILE] [--remeasure] [--json]\n"
     "  measured peak GFLOP/s (best of 1024^3 and 2048^3 matmuls and a 256-channel 3x3 conv on 56x56,\n"
-    "  fastest of 15 runs each, in the runtime) and GB/s (parallel memcpy); cached, --remeasure measures\n"
-    "  again (the cache keeps the larger value)\n";
+    "  fastest of 15 runs each, in the runtime) and GB/s (the better of STREAM's copy and triad on\n"
+    "  all cores, arrays of 4x the last-level cache); cached, --remeasure measures again (the cache\n"
+    "  keeps the larger value)\n";
 
 typedef struct row {
     char label[160];
@@ -223,11 +231,152 @@ done:
     return rc;
 }
 
+/* ------------------------------------------------------------ roofline */
+
+typedef struct sroof {
+    int steps;
+    double *ms;        /* per-step median */
+    xroof_step *work;  /* per-step bytes and FLOPs */
+    const char **kernel;
+    char (*node)[64];
+    double e2e_ms;     /* median untimed run */
+    double io_bytes;   /* the graph's inputs and outputs */
+} sroof;
+
+static void sroof_free(sroof *r)
+{
+    free(r->ms);
+    free(r->work);
+    free(r->kernel);
+    free(r->node);
+}
+
+/* The plan `tsopt bench` runs (level all), timed step by step: medians of
+ * iters timed runs, each paired with an untimed one (the end-to-end time,
+ * same load), in a random order within the pair (as cost_plan.c). */
+static ts_status roofline_measure(const ts_graph *g0, long iters, sroof *r, ts_error *err)
+{
+    memset(r, 0, sizeof *r);
+    ts_graph *g = ts_graph_copy(g0);
+    ts_plan *plan = NULL;
+    int nin = g0->ninputs, nout = g0->noutputs;
+    ts_tensor **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    double *t = NULL, *col = malloc(sizeof *col * ((size_t)iters + 1)), *plain = calloc((size_t)iters + 1, sizeof *plain);
+    ts_plan_opts o = {0};
+    ts_status st = TS_OK;
+    if (!g || !in || !out || !col || !plain) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (ts_graph_opt_apply(g, TS_GRAPH_OPT_ALL, err) < 0 || (st = xcost_io_new(g, in, out, err)) ||
+        (st = ts_plan_build(g, &o, &plan, err))) {
+        st = st ? st : err->code;
+        goto done;
+    }
+    int ns = r->steps = xplan_step_count(plan);
+    r->ms = calloc((size_t)ns + 1, sizeof *r->ms);
+    r->work = calloc((size_t)ns + 1, sizeof *r->work);
+    r->kernel = calloc((size_t)ns + 1, sizeof *r->kernel);
+    r->node = calloc((size_t)ns + 1, sizeof *r->node);
+    t = calloc((size_t)ns * (size_t)iters + 1, sizeof *t);
+    if (!r->ms || !r->work || !r->kernel || !r->node || !t) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = xroof_plan(plan, r->work, err))) goto done;
+    for (int i = 0; i < ns; i++) {
+        int n = xplan_step_node(plan, i);
+        r->kernel[i] = xplan_step_kernel(plan, i);
+        snprintf(r->node[i], sizeof r->node[i], "%s", n >= 0 ? g->nodes[n].name : "(graph input)");
+    }
+    for (int i = 0; i < nin; i++) r->io_bytes += xroof_value_bytes(g, g->inputs[i]);
+    for (int i = 0; i < nout; i++) r->io_bytes += xroof_value_bytes(g, g->outputs[i]);
+    for (int i = 0; i < 3 && !st; i++) st = ts_plan_run(plan, in, out, err);
+    uint64_t coin = 0x2545f4914f6cdd1dull;
+    for (long it = 0; it < iters && !st; it++) {
+        coin ^= coin << 13, coin ^= coin >> 7, coin ^= coin << 17;
+        for (int half = 0; half < 2 && !st; half++) {
+            bool timed = (half == 0) == (bool)(coin & 1);
+            xplan_step_timer(plan, timed ? t + (size_t)it * (size_t)ns : NULL);
+            double s0 = xstep_timer_now();
+            st = ts_plan_run(plan, in, out, err);
+            if (!timed) plain[it] = xstep_timer_now() - s0;
+        }
+    }
+    xplan_step_timer(plan, NULL);
+    if (st) goto done;
+    for (int i = 0; i < ns; i++) {
+        for (long it = 0; it < iters; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
+        qsort(col, (size_t)iters, sizeof *col, cmp_dbl);
+        r->ms[i] = col[iters / 2];
+    }
+    qsort(plain, (size_t)iters, sizeof *plain, cmp_dbl);
+    r->e2e_ms = plain[iters / 2];
+done:
+    for (int i = 0; i < nin; i++)
+        if (in) ts_tensor_unref(in[i]);
+    for (int i = 0; i < nout; i++)
+        if (out) ts_tensor_unref(out[i]);
+    free(in);
+    free(out);
+    free(t);
+    free(col);
+    free(plain);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+    return st;
+}
+
+/* Prints the step table (text) or the JSON fields `"steps": [...], ...`
+ * (to be placed inside an object). */
+static void roofline_print(const sroof *r, double gflops, double gbps, bool json)
+{
+    double ms = 0, bytes = 0, wbytes = 0, flops = 0, limit = 0, mem = 0;
+    if (!json) {
+        printf("per step (the plan `tsopt bench` runs; limit = max(bytes / %.1f GB/s, FLOPs / %.1f GFLOP/s)):\n",
+               gbps, gflops);
+        printf("%5s %-16s %-36s %9s %9s %9s %9s %5s %7s\n", "step", "kernel", "node", "ms", "KB", "MFLOP",
+               "limit ms", "bound", "% limit");
+    } else {
+        printf(", \"steps\": [");
+    }
+    for (int i = 0; i < r->steps; i++) {
+        const xroof_step *w = &r->work[i];
+        double lim = xroof_limit_ms(w->bytes, w->flops, gbps, gflops), tb = w->bytes / (gbps * 1e6);
+        bool membound = tb >= lim;
+        ms += r->ms[i], bytes += w->bytes, wbytes += w->weight_bytes, flops += w->flops, limit += lim, mem += tb;
+        if (json)
+            printf("%s{\"step\": %d, \"kernel\": \"%s\", \"node\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, "
+                   "\"weight_bytes\": %.0f, \"flops\": %.0f, \"nodes\": %d, \"limit_ms\": %.5f, \"bound\": \"%s\"}",
+                   i ? ", " : "", i, r->kernel[i], r->node[i], r->ms[i], w->bytes, w->weight_bytes, w->flops,
+                   w->nodes, lim, membound ? "memory" : "flops");
+        else
+            printf("%5d %-16.16s %-36.36s %9.4f %9.1f %9.2f %9.4f %5s %6.1f%%\n", i, r->kernel[i], r->node[i],
+                   r->ms[i], w->bytes / 1e3, w->flops / 1e6, lim, membound ? "mem" : "flop",
+                   r->ms[i] > 0 ? 100 * lim / r->ms[i] : 0);
+    }
+    /* the floor no lowering beats: weights and the graph's inputs and
+     * outputs moved once, every FLOP at peak */
+    double floor = xroof_limit_ms(wbytes + r->io_bytes, flops, gbps, gflops);
+    if (json) {
+        printf("], \"steps_ms\": %.4f, \"run_ms\": %.4f, \"bytes\": %.0f, \"weight_bytes\": %.0f, \"flops\": %.0f, "
+               "\"limit_ms\": %.4f, \"memory_limit_ms\": %.4f, \"floor_ms\": %.4f, \"pct_of_limit\": %.2f",
+               ms, r->e2e_ms, bytes, wbytes, flops, limit, mem, floor, r->e2e_ms > 0 ? 100 * limit / r->e2e_ms : 0);
+        return;
+    }
+    printf("%5s %-16s %-36s %9.4f %9.1f %9.2f %9.4f %5s %6.1f%%\n", "total", "", "(sum of the steps)", ms,
+           bytes / 1e3, flops / 1e6, limit, "", ms > 0 ? 100 * limit / ms : 0);
+    printf("roofline: %d steps, %.2f MB moved (%.2f MB weights), %.1f MFLOP; limit %.4f ms (memory alone %.4f, "
+           "floor %.4f: weights and I/O once); median run %.4f ms = %.1f%% of the limit\n",
+           r->steps, bytes / 1e6, wbytes / 1e6, flops / 1e6, limit, mem, floor, r->e2e_ms,
+           r->e2e_ms > 0 ? 100 * limit / r->e2e_ms : 0);
+}
+
 int cli_profile(int argc, char **argv)
 {
     const char *model = NULL, *cache = NULL, *val;
     long iters = 20;
-    bool json = false, do_predict = false, do_context = false;
+    bool json = false, do_predict = false, do_context = false, only_roofline = false;
     const char *with[16];
     int nwith = 0;
     cli_binds binds = {0};
@@ -242,6 +391,8 @@ int cli_profile(int argc, char **argv)
             do_predict = true;
         } else if (!strcmp(argv[i], "--context")) {
             do_context = true;
+        } else if (!strcmp(argv[i], "--roofline")) {
+            only_roofline = true;
         } else if (cli_opt(argc, argv, &i, "--with", &val)) {
             if (!val || nwith == 16)
                 return cli_binds_free(&binds), cli_error(CLI_USAGE, "profile: --with needs a file (16 at most)");
@@ -270,13 +421,14 @@ int cli_profile(int argc, char **argv)
     double *iso_of = NULL;
     row *rows = NULL;
     int nrows = 0;
+    sroof roof = {0};
     if (nwith && !do_predict) {
         cli_binds_free(&binds);
         return cli_error(CLI_USAGE, "profile: --with goes with --predict");
     }
-    if (do_predict && do_context) {
+    if (do_predict + do_context + only_roofline > 1) {
         cli_binds_free(&binds);
-        return cli_error(CLI_USAGE, "profile: --predict and --context are separate runs");
+        return cli_error(CLI_USAGE, "profile: --predict, --context and --roofline are separate runs");
     }
     ts_graph *g = do_predict ? NULL : cli_load_model(model, &binds);
     if ((!g && !do_predict) || (g && !cli_mem_ok(g))) goto done;
@@ -290,6 +442,23 @@ int cli_profile(int argc, char **argv)
     }
     if (do_context) {
         rc = context_check(model, g, db, iters, json);
+        goto done;
+    }
+    if (only_roofline) {
+        double pf = 0, pb = 0;
+        if (xcost_peak(db, &pf, &pb, &err) || roofline_measure(g, iters, &roof, &err) || ts_costdb_save(db, &err)) {
+            cli_error_from(CLI_FAIL, &err);
+            goto done;
+        }
+        if (json) {
+            printf("{\"model\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f", model, pf, pb);
+            roofline_print(&roof, pf, pb, true);
+            printf("}\n");
+        } else {
+            printf("model: %s\npeak: %.1f GFLOP/s, %.1f GB/s\n", model, pf, pb);
+            roofline_print(&roof, pf, pb, false);
+        }
+        rc = CLI_OK;
         goto done;
     }
     group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
@@ -358,6 +527,10 @@ int cli_profile(int argc, char **argv)
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
+    if (roofline_measure(g, iters, &roof, &err)) {
+        cli_error_from(CLI_FAIL, &err);
+        goto done;
+    }
     double e2e = pt.plain_ms; /* timer off, paired with the timed runs */
     double errp = 100.0 * (sum - e2e) / e2e, errr = 100.0 * (sum_roof - e2e) / e2e,
            erri = 100.0 * (sum_iso - e2e) / e2e;
@@ -367,9 +540,11 @@ int cli_profile(int argc, char **argv)
                "\"sum_ms\": %.4f, \"roofline_sum_ms\": %.4f, \"e2e_ms\": %.4f, \"error_pct\": %.2f, "
                "\"roofline_error_pct\": %.2f, \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"in_plan\": %d, "
                "\"isolated_sum_ms\": %.4f, \"isolated_error_pct\": %.2f, \"plan_steps\": %d, "
-               "\"plan_steps_ms\": %.4f, \"plan_medians_ms\": %.4f, \"plan_run_ms\": %.4f, \"plan_unowned_ms\": %.4f}\n",
+               "\"plan_steps_ms\": %.4f, \"plan_medians_ms\": %.4f, \"plan_run_ms\": %.4f, \"plan_unowned_ms\": %.4f",
                model, groups, nmeas, ncached, nroof, nfree, sum, sum_roof, e2e, errp, errr, gflops, gbps, nplan,
                sum_iso, erri, pt.steps, pt.steps_ms, pt.medians_ms, pt.run_ms, pt.unowned_ms);
+        roofline_print(&roof, gflops, gbps, true);
+        printf("}\n");
     } else {
         printf("model: %s\ncache: %s (%d entries, %d new measurements)\n", model, xcost_db_path(db),
                xcost_db_size(db), xcost_db_measured(db));
@@ -389,9 +564,11 @@ int cli_profile(int argc, char **argv)
         printf("sum of costs: %.3f ms   roofline sum: %.3f ms\n", sum, sum_roof);
         printf("end-to-end:   %.3f ms (median of %ld runs, paired with the timed ones)\n", e2e, iters);
         printf("prediction error: %+.1f%% (roofline: %+.1f%%)\n", errp, errr);
+        roofline_print(&roof, gflops, gbps, false);
     }
     rc = CLI_OK;
 done:
+    sroof_free(&roof);
     free(group_of);
     free(isrc_of);
     free(iso_of);
@@ -432,16 +609,21 @@ int cli_peak(int argc, char **argv)
         rc = cli_error_from(CLI_FAIL, &err);
     } else {
         xcost_cpu_id(cpu, sizeof cpu);
+        xroof_caches caches = xroof_caches_get();
         if (json)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
-                   "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f}\n",
-                   cpu, gflops, gbps, parts[0], parts[1], parts[2]);
+                   "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
+                   "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld}\n",
+                   cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], caches.l1d, caches.l2,
+                   caches.l3);
         else
-            printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (memcpy)\n", cpu,
-                   gflops, gbps);
+            printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
+                   "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped)\n",
+                   cpu, gflops, gbps, caches.l1d >> 10, caches.l2 >> 10, caches.l3 >> 10);
         if (!json && again)
-            printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s\n", parts[0],
-                   parts[1], parts[2]);
+            printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "
+                   "triad %.1f GB/s\n",
+                   parts[0], parts[1], parts[2], parts[3], parts[4]);
     }
     ts_costdb_free(db);
     return rc;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "exec/cost.h"
+#include "exec/roofline.h"
 #include "exec/step_timer.h"
 #include "util/wait_policy.h"
 #include "ops/list.h"
@@ -519,31 +520,15 @@ static ts_status measure_peak_flops(double *gflops, double parts[XCOST_PEAK_PART
     return TS_OK;
 }
 
-static ts_status measure_peak_bw(double *gbps, ts_error *err)
+/* STREAM's copy and triad (roofline.c); the bandwidth is the better of
+ * the two (parts[3], parts[4]). */
+static ts_status measure_peak_bw(double *gbps, double parts[XCOST_PEAK_PARTS], ts_error *err)
 {
-    const size_t bytes = (size_t)64 << 20;
-    char *src = malloc(bytes), *dst = malloc(bytes);
-    if (!src || !dst) {
-        free(src);
-        free(dst);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    }
-    memset(src, 1, bytes);
-    memset(dst, 2, bytes);
-    double best = 1e30;
-    const int chunks = 64;
-    for (int r = 0; r < 6; r++) {
-        double s = now_ms();
-        /* all cores copy: one core alone does not reach the memory's bandwidth */
-#pragma omp parallel for schedule(static)
-        for (int c = 0; c < chunks; c++)
-            memcpy(dst + (size_t)c * (bytes / chunks), src + (size_t)c * (bytes / chunks), bytes / chunks);
-        double t = now_ms() - s;
-        if (r && t < best) best = t; /* the first pass faults pages in */
-    }
-    *gbps = 2.0 * (double)bytes / (best * 1e6); /* read + write */
-    free(src);
-    free(dst);
+    double copy = 0, triad = 0;
+    ts_status st = xroof_measure_bw(&copy, &triad, err);
+    if (st) return st;
+    if (parts) parts[3] = copy, parts[4] = triad;
+    *gbps = copy > triad ? copy : triad;
     return TS_OK;
 }
 
@@ -562,7 +547,7 @@ ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], doub
                              ts_error *err)
 {
     ts_status st;
-    if ((st = measure_peak_flops(gflops, parts, err)) || (st = measure_peak_bw(gbps, err))) return st;
+    if ((st = measure_peak_flops(gflops, parts, err)) || (st = measure_peak_bw(gbps, parts, err))) return st;
     /* a peak is a maximum: a measurement disturbed by other work never
      * lowers one taken earlier */
     centry *f = lookup(db, "!peak_gflops"), *b = lookup(db, "!peak_gbps");

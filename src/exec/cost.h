@@ -184,12 +184,14 @@ void xcost_evict(ts_costdb *db, size_t bytes);
 void xcost_group_work(const ts_graph *g, const int *members, int nm, double *flops, double *bytes);
 
 /* Machine peak (GFLOP/s: the best of a 1024^3 and a 2048^3 matmul and a
- * 256->256-channel 3x3 convolution on 56x56 in the runtime; GB/s of a
- * parallel memcpy), measured once and cached in db. */
+ * 256->256-channel 3x3 convolution on 56x56 in the runtime; GB/s: the
+ * better of STREAM's copy and triad on all cores, roofline.c), measured
+ * once and cached in db. */
 ts_status xcost_peak(ts_costdb *db, double *gflops, double *gbps, ts_error *err);
-/* Measures the peak again (parts: GFLOP/s of the three problems, may be
- * NULL); the cached peak becomes the larger of the old and the new. */
-#define XCOST_PEAK_PARTS 3
+/* Measures the peak again (parts: GFLOP/s of the three problems, then GB/s
+ * of copy and triad; may be NULL); the cached peak becomes the larger of
+ * the old and the new. */
+#define XCOST_PEAK_PARTS 5
 ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], double *gflops, double *gbps,
                              ts_error *err);
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/cost.h"
+#include "exec/roofline.h"
 #include "ops/list.h"
 
 static bool post_op(const char *op)
@@ -226,12 +227,7 @@ void xcost_group_work(const ts_graph *g, const int *members, int nm, double *flo
     *flops = *bytes = 0;
     for (int m = 0; m < nm; m++) {
         const ts_node *nd = &g->nodes[members[m]];
-        if (nd->op->flags & (TS_OP_MOVEMENT | TS_OP_SHAPE))
-            ;
-        else if (nd->op->flops)
-            *flops += nd->op->flops(nd, g);
-        else
-            for (int o = 0; o < nd->noutputs; o++) *flops += (double)ts_shape_numel(&g->values[nd->outputs[o]].shape);
+        *flops += xroof_node_flops(g, members[m]);
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];
             bool inner = false;

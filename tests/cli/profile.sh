@@ -41,6 +41,17 @@ assert d["in_plan"] > 0 and d["isolated_sum_ms"] > 0 and d["plan_steps_ms"] > 0 
 # the prediction is the sum of the in-plan costs, the step medians: all steps belong to a group
 assert abs(d["sum_ms"] - d["plan_medians_ms"]) <= 1e-3 * d["sum_ms"] + 2e-4, d'
 
+# the per-step roofline: every step has bytes and a limit, the totals are their sums
+"$TSOPT" profile "$T/m.onnx" --cache "$T/c.tsv" --iters 3 --roofline --json | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+s = d["steps"]
+assert s and all(x["bytes"] > 0 and x["limit_ms"] > 0 and x["ms"] >= 0 for x in s), d
+assert abs(sum(x["limit_ms"] for x in s) - d["limit_ms"]) <= 1e-3 * d["limit_ms"], d
+assert abs(sum(x["bytes"] for x in s) - d["bytes"]) <= 1 and d["flops"] > 0 and d["floor_ms"] <= d["limit_ms"], d
+assert d["run_ms"] > 0 and d["pct_of_limit"] > 0, d'
+grep -q '^roofline: [1-9][0-9]* steps' "$T/1.txt" || fail "profile printed no roofline line"
+
 "$TSOPT" peak --cache "$T/c.tsv" --json | /usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
@@ -51,6 +62,7 @@ import json, sys
 old = json.loads(sys.argv[1])
 d = json.loads(sys.stdin.read())
 parts = [d["matmul1024_gflops"], d["matmul2048_gflops"], d["conv_gflops"]]
+assert d["copy_gbps"] > 0 and d["triad_gbps"] > 0 and d["peak_gbps"] >= max(d["copy_gbps"], d["triad_gbps"]), d
 assert min(parts) > 0 and d["peak_gflops"] >= max(parts) and d["peak_gflops"] >= old["peak_gflops"], (old, d)' "$p1"
 
 rc=0

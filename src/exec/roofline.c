@@ -1,0 +1,205 @@
+/* Per-step roofline of a plan (roofline.h) and the machine figures it is
+ * measured against: memory bandwidth (STREAM-like) and cache sizes. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <omp.h>
+#include "exec/roofline.h"
+#include "exec/plan_internal.h"
+#include "exec/step_timer.h"
+#include "ops/op.h"
+
+double xroof_value_bytes(const ts_graph *g, int v)
+{
+    return (double)ts_shape_numel(&g->values[v].shape) * (double)ts_dtype_size(g->values[v].dtype);
+}
+
+double xroof_node_flops(const ts_graph *g, int n)
+{
+    const ts_node *nd = &g->nodes[n];
+    if (nd->op->flags & (TS_OP_MOVEMENT | TS_OP_SHAPE)) return 0;
+    if (nd->op->flops) return nd->op->flops(nd, g);
+    double f = 0;
+    for (int o = 0; o < nd->noutputs; o++) f += (double)ts_shape_numel(&g->values[nd->outputs[o]].shape);
+    return f;
+}
+
+static bool is_conversion(const xstep *s) { return s->k == &xk_reorder || s->k == &xk_copy; }
+
+/* Logical bytes of buffer b (a blocked buffer's padding left out). */
+static double buf_bytes(const xplan *p, int b)
+{
+    return (double)ts_shape_numel(&p->bufs[b].shape) * (double)ts_dtype_size(p->bufs[b].dtype);
+}
+
+/* The step computing node n: the one writing one of its outputs, else
+ * (a node fused into a step that writes a later value: a conv's
+ * activation, a squeeze-excite chain) the step of a consumer lowered by
+ * the same kernel; -1 for views and nodes no step computes. */
+static int step_of(const xplan *p, const int *value_step, int n, int depth)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (!p->claimed[n] || !p->claimed_by[n] || depth > 16) return -1;
+    for (int o = 0; o < nd->noutputs; o++)
+        if (nd->outputs[o] >= 0 && value_step[nd->outputs[o]] >= 0) return value_step[nd->outputs[o]];
+    for (int o = 0; o < nd->noutputs; o++) {
+        int v = nd->outputs[o];
+        for (int c = 0; v >= 0 && c < g->nnodes; c++) {
+            const ts_node *cn = &g->nodes[c];
+            if (cn->dead || p->claimed_by[c] != p->claimed_by[n]) continue;
+            for (int j = 0; j < cn->ninputs; j++)
+                if (cn->inputs[j] == v) {
+                    int s = step_of(p, value_step, c, depth + 1);
+                    if (s >= 0) return s;
+                    break;
+                }
+        }
+    }
+    return -1;
+}
+
+ts_status xroof_plan(const ts_plan *plan, xroof_step *r, ts_error *err)
+{
+    const xplan *p = (const xplan *)plan;
+    const ts_graph *g = p->g;
+    int nv = g->nvalues, nn = g->nnodes, ns = p->nsteps;
+    int *value_step = malloc(sizeof(int) * ((size_t)nv + 1)), *node_step = malloc(sizeof(int) * ((size_t)nn + 1));
+    int *mark = malloc(sizeof(int) * ((size_t)nv + 1)); /* value -> last step that counted it */
+    bool *const_seen = calloc((size_t)nv + 1, 1);
+    if (!value_step || !node_step || !mark || !const_seen) {
+        free(value_step), free(node_step), free(mark), free(const_seen);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < nv; v++) value_step[v] = mark[v] = -1;
+    for (int i = 0; i < ns; i++) {
+        const xstep *s = &p->steps[i];
+        if (is_conversion(s)) continue;
+        for (int k = 0; k < s->nout; k++) {
+            int v = s->out[k] >= 0 ? p->bufs[s->out[k]].value : -1;
+            if (v >= 0 && value_step[v] < 0) value_step[v] = i;
+        }
+    }
+    for (int n = 0; n < nn; n++) node_step[n] = g->nodes[n].dead ? -1 : step_of(p, value_step, n, 0);
+    memset(r, 0, sizeof *r * (size_t)ns);
+    for (int n = 0; n < nn; n++)
+        if (node_step[n] >= 0) {
+            r[node_step[n]].nodes++;
+            r[node_step[n]].flops += xroof_node_flops(g, n);
+        }
+    for (int i = 0; i < ns; i++) {
+        const xstep *s = &p->steps[i];
+        xroof_step *x = &r[i];
+        if (!x->nodes) { /* conversions and helper steps: their buffers */
+            for (int k = 0; k < s->nin; k++) {
+                bool dup = s->in[k] < 0;
+                for (int j = 0; j < k && !dup; j++) dup = s->in[j] == s->in[k];
+                if (!dup) x->bytes += buf_bytes(p, s->in[k]);
+            }
+            for (int k = 0; k < s->nout; k++) x->bytes += buf_bytes(p, s->out[k]);
+            continue;
+        }
+        /* the nodes' inputs from outside the step, each value once */
+        for (int n = 0; n < nn; n++) {
+            if (node_step[n] != i) continue;
+            const ts_node *nd = &g->nodes[n];
+            for (int j = 0; j < nd->ninputs; j++) {
+                int v = nd->inputs[j];
+                if (v < 0 || mark[v] == i) continue;
+                int pr = g->values[v].producer;
+                if (pr >= 0 && node_step[pr] == i) continue;
+                mark[v] = i;
+                if (g->values[v].constant) {
+                    if (const_seen[v]) continue;
+                    const_seen[v] = true;
+                    x->weight_bytes += xroof_value_bytes(g, v);
+                }
+                x->bytes += xroof_value_bytes(g, v);
+            }
+        }
+        /* the nodes' outputs that leave the step */
+        for (int n = 0; n < nn; n++) {
+            if (node_step[n] != i) continue;
+            const ts_node *nd = &g->nodes[n];
+            for (int o = 0; o < nd->noutputs; o++) {
+                int v = nd->outputs[o];
+                bool leaves = v >= 0 && xgraph_is_output(g, v);
+                for (int c = 0; v >= 0 && c < nn && !leaves; c++) {
+                    if (g->nodes[c].dead || node_step[c] == i) continue;
+                    for (int j = 0; j < g->nodes[c].ninputs && !leaves; j++) leaves = g->nodes[c].inputs[j] == v;
+                }
+                if (leaves) x->bytes += xroof_value_bytes(g, v);
+            }
+        }
+    }
+    free(value_step), free(node_step), free(mark), free(const_seen);
+    return TS_OK;
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+/* One pass of kernel k over n floats on all threads; ms. */
+static double stream_pass(int k, float *a, const float *b, const float *c, size_t n)
+{
+    double t0 = xstep_timer_now();
+    if (k == 0) {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) a[i] = b[i];
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
+    }
+    return xstep_timer_now() - t0;
+}
+
+ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err)
+{
+    /* 3 arrays of 4x the last-level cache (at least 32 MiB each, at most
+     * 128 MiB: a VM may report a last level of any size) */
+    long l3 = xroof_caches_get().l3;
+    size_t bytes = (size_t)4 * (size_t)l3;
+    bytes = bytes < ((size_t)32 << 20) ? (size_t)32 << 20 : bytes > ((size_t)128 << 20) ? (size_t)128 << 20 : bytes;
+    size_t n = bytes / sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    /* first touch on the threads that run the passes */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < 5; r++)
+        for (int k = 0; k < 2; k++) {
+            double t = stream_pass(k, a, b, c, n);
+            if (t < best[k]) best[k] = t;
+        }
+    *copy_gbps = 2.0 * (double)bytes / (best[0] * 1e6);
+    *triad_gbps = 3.0 * (double)bytes / (best[1] * 1e6);
+    free(a), free(b), free(c);
+    return TS_OK;
+}
+
+/* -------------------------------------------------------------- caches */
+
+static long clamp_cache(long v, long lo, long hi, long dflt)
+{
+    if (v <= 0) return dflt;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+xroof_caches xroof_caches_get(void)
+{
+    xroof_caches c = {0};
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    c.l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    c.l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    c.l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    c.l1d = clamp_cache(c.l1d, 16 << 10, 256 << 10, 32 << 10);
+    c.l2 = clamp_cache(c.l2, 128 << 10, 8L << 20, 1L << 20);
+    /* a VM's cpuid can claim a 508 MiB last level (this project's 2-core
+     * EPYC VM does); no x86 die shares more than 96 MiB among its cores */
+    c.l3 = clamp_cache(c.l3, c.l2, 96L << 20, 8L << 20);
+    return c;
+}

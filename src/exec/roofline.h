@@ -1,0 +1,57 @@
+/* The roofline of a plan: for each step, the least it must move and compute.
+ *
+ * A step's bytes are the graph values crossing its boundary, each once: the
+ * inputs of the nodes it computes that it does not produce itself, the
+ * outputs that a later step (or the caller) reads, and its weights, each
+ * constant charged to the first step that reads it only (the whole run then
+ * reads every weight once).  A planner-inserted reorder or copy moves its
+ * input and its output.  Sizes are logical (elements x dtype size): blocked
+ * padding is the kernel's choice, not a need.  A step's FLOPs are those of
+ * the nodes it computes (the operator descriptor's count: a multiply-add is
+ * 2; element-wise ops one per output element; data movement 0).
+ *
+ * Its time limit is max(bytes / bandwidth, FLOPs / peak): no kernel on this
+ * machine can beat it, whatever it fuses inside the step.  The sum over the
+ * steps is the plan's limit (`tsopt profile`, bench/real_models.py). */
+#ifndef TS_EXEC_ROOFLINE_H
+#define TS_EXEC_ROOFLINE_H
+
+#include "tsopt.h"
+#include "ir/ir.h"
+
+typedef struct xroof_step {
+    double bytes, flops;
+    double weight_bytes; /* the constants among bytes */
+    int nodes;           /* graph nodes the step computes (0: a conversion or helper step) */
+} xroof_step;
+
+/* FLOPs of node n alone (0 for views, shape and movement ops). */
+double xroof_node_flops(const ts_graph *g, int n);
+/* Bytes of value v (elements x dtype size). */
+double xroof_value_bytes(const ts_graph *g, int v);
+
+/* Fills r[0..xplan_step_count(p)-1]. */
+ts_status xroof_plan(const ts_plan *p, xroof_step *r, ts_error *err);
+
+/* The step's time limit in ms (0 when both peaks are unknown). */
+static inline double xroof_limit_ms(double bytes, double flops, double gbps, double gflops)
+{
+    double tb = gbps > 0 ? bytes / (gbps * 1e6) : 0, tf = gflops > 0 ? flops / (gflops * 1e6) : 0;
+    return tb > tf ? tb : tf;
+}
+
+/* STREAM-like bandwidth over all cores, GB/s (bytes read + written, as
+ * STREAM counts them: no write-allocate traffic), best of a few passes
+ * over arrays far larger than the last-level cache:
+ * copy a[i] = b[i] and triad a[i] = b[i] + s c[i]. */
+ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err);
+
+/* The data cache sizes the thresholds derive from (bytes per core for L1d
+ * and L2, the last level as the OS reports it, clamped: a VM's cpuid may
+ * report any size), from sysconf, with safe defaults when unknown. */
+typedef struct xroof_caches {
+    long l1d, l2, l3;
+} xroof_caches;
+xroof_caches xroof_caches_get(void);
+
+#endif

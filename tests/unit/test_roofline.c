@@ -1,0 +1,85 @@
+/* The per-step roofline (src/exec/roofline.c): bytes and FLOPs of plan steps
+ * worked out by hand for small graphs.  A fused conv + Relu is one step that
+ * reads x and its weights and writes y once (the conv's result never leaves
+ * the step); a weight read by two steps is charged once; a planner-inserted
+ * conversion moves its input and its output. */
+#define XT_GLOBAL_GRAPH
+#include "exec_check.h"
+#include "exec/roofline.h"
+#include "exec/step_timer.h"
+
+TestSuite(roofline, .fini = xt_done);
+
+static uint64_t rng = 77;
+
+static ts_plan *plan_of(void)
+{
+    ts_plan *p = xt_plan_check(G, NULL, 5, -1, 1, 1e-4, XT_TOL_MAX);
+    return p;
+}
+
+Test(roofline, conv_relu_one_step)
+{
+    graph(17);
+    int x = input("1x16x10x10");
+    int w = xt_const_random(G, "32x16x3x3", -0.2, 0.2, &rng), b = xt_const_random(G, "32", -0.1, 0.1, &rng);
+    int64_t pads[4] = {1, 1, 1, 1};
+    int c = xt_node(G, "Conv", INS(x, w, b), ATTRS(ts_attr_ints("pads", pads, 4)));
+    int y = xt_node(G, "Relu", INS(c), NOATTR);
+    output(y);
+    ts_plan *p = plan_of();
+    int ns = xplan_step_count(p);
+    xroof_step r[16];
+    cr_assert_leq(ns, 16);
+    ts_error e = {0};
+    cr_assert_eq(xroof_plan(p, r, &e), TS_OK, "%s", e.msg);
+    double conv_flops = 2.0 * 32 * 16 * 9 * 100, bytes = 4.0 * (1600 + 32 * 16 * 9 + 32 + 3200);
+    int found = 0;
+    double total_bytes = 0;
+    for (int i = 0; i < ns; i++) {
+        total_bytes += r[i].bytes;
+        if (strcmp(xplan_step_kernel(p, i), "dnnl.conv")) continue;
+        found++;
+        cr_assert_eq(r[i].nodes, 2, "conv and Relu in one step: %d nodes", r[i].nodes);
+        cr_assert_float_eq(r[i].flops, conv_flops + 3200, 1e-6, "flops %g", r[i].flops);
+        cr_assert_float_eq(r[i].bytes, bytes, 1e-6, "bytes %g, expected %g", r[i].bytes, bytes);
+        cr_assert_float_eq(r[i].weight_bytes, 4.0 * (32 * 16 * 9 + 32), 1e-6);
+    }
+    cr_assert_eq(found, 1);
+    /* a conversion into the plain graph output adds its input and output */
+    cr_assert_geq(total_bytes, bytes);
+    cr_assert_float_eq(xroof_limit_ms(2e6, 1e6, 1.0, 1e6), 2.0, 1e-12); /* 2 MB at 1 GB/s */
+    cr_assert_float_eq(xroof_limit_ms(1e3, 4e9, 1.0, 2.0), 2000.0, 1e-9); /* 4 GFLOP at 2 GFLOP/s */
+    ts_plan_free(p);
+}
+
+Test(roofline, shared_weight_once)
+{
+    graph(17);
+    int x = input("1x64"), z = input("1x64");
+    int w = xt_const_random(G, "64x64", -0.2, 0.2, &rng);
+    int a = xt_node(G, "MatMul", INS(x, w), NOATTR);
+    int t = xt_node(G, "Tanh", INS(a), NOATTR); /* the second product waits for the first */
+    int bsum = xt_node(G, "Add", INS(t, z), NOATTR);
+    int c = xt_node(G, "MatMul", INS(bsum, w), NOATTR);
+    output(c);
+    ts_plan *p = plan_of();
+    int ns = xplan_step_count(p);
+    xroof_step r[16];
+    cr_assert_leq(ns, 16);
+    ts_error e = {0};
+    cr_assert_eq(xroof_plan(p, r, &e), TS_OK, "%s", e.msg);
+    double wsum = 0, flops = 0;
+    for (int i = 0; i < ns; i++) wsum += r[i].weight_bytes, flops += r[i].flops;
+    cr_assert_float_eq(wsum, 64.0 * 64 * 4, 1e-6, "the weight counted %g times", wsum / (64.0 * 64 * 4));
+    /* 2 products of 2*64*64, Tanh and Add one per element */
+    cr_assert_float_eq(flops, 2 * 2.0 * 64 * 64 + 64 + 64, 1e-6, "flops %g", flops);
+    ts_plan_free(p);
+}
+
+Test(roofline, caches_sane)
+{
+    xroof_caches c = xroof_caches_get();
+    cr_assert(c.l1d >= 16 << 10 && c.l1d <= c.l2 && c.l2 <= c.l3 && c.l3 <= 96L << 20, "%ld %ld %ld", c.l1d, c.l2,
+              c.l3);
+}
