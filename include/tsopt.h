@@ -535,6 +535,11 @@ typedef struct ts_optimize_result {
      * rewrote (the target's cost model: ort, ONNX Runtime's region times);
      * owned, NULL when there are no rewrites */
     double *rewrite_gain_ms;
+    /* ort: the search's best graphs (whole_candidates of them) timed whole
+     * with the original in one ONNX Runtime process before the keep
+     * decision: the original's median and the chosen one's (0: not done) */
+    int whole_candidates;
+    double whole_before_ms, whole_after_ms;
 } ts_optimize_result;
 
 /* g is not modified.  Fails (err set) on bad options (an unknown source

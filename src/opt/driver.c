@@ -84,6 +84,10 @@ typedef struct dctx {
     ts_graph *best;
     double best_cost, cost0;
     hist *best_h;
+    int nalts; /* runners-up below the original's cost, cheapest first */
+    ts_graph *alts[TS_DRIVE_ALTS];
+    double alt_cost[TS_DRIVE_ALTS];
+    hist *alt_h[TS_DRIVE_ALTS];
     long seq;
     int explored, generated, duplicates;
     double t0, last_tick, last_line;
@@ -387,6 +391,31 @@ static bool emit_stopped(ts_source_emit *e)
     return s->failed || must_stop(s);
 }
 
+/* Keeps g (owned, as is the reference on h) among the runners-up when it
+ * is cheaper than the original and than the last of them. */
+static void alt_add(dctx *s, ts_graph *g, double c, hist *h)
+{
+    if (!g || !(c < s->cost0) || (s->nalts == TS_DRIVE_ALTS && !(c < s->alt_cost[TS_DRIVE_ALTS - 1]))) {
+        ts_graph_free(g);
+        hist_unref(h);
+        return;
+    }
+    if (s->nalts == TS_DRIVE_ALTS) {
+        s->nalts--;
+        ts_graph_free(s->alts[s->nalts]);
+        hist_unref(s->alt_h[s->nalts]);
+    }
+    int i = s->nalts++;
+    for (; i > 0 && c < s->alt_cost[i - 1]; i--) {
+        s->alts[i] = s->alts[i - 1];
+        s->alt_cost[i] = s->alt_cost[i - 1];
+        s->alt_h[i] = s->alt_h[i - 1];
+    }
+    s->alts[i] = g;
+    s->alt_cost[i] = c;
+    s->alt_h[i] = h;
+}
+
 /* emit(): a source proposes candidate ng made from the graph being
  * expanded. */
 static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int count)
@@ -428,12 +457,14 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
             hist_unref(h);
             return nomem(s);
         }
-        ts_graph_free(s->best);
+        alt_add(s, s->best, s->best_cost, s->best_h); /* the old best is the first runner-up */
         s->best = copy;
         s->best_cost = c;
-        hist_unref(s->best_h);
         s->best_h = h;
         h->refs++;
+    } else if (c < s->cost0 && (s->nalts < TS_DRIVE_ALTS || c < s->alt_cost[TS_DRIVE_ALTS - 1])) {
+        h->refs++;
+        alt_add(s, ts_graph_copy(ng), c, h);
     }
     if (c < s->o->alpha * s->best_cost) {
         if (!push(s, ng, c, h)) return nomem(s);
@@ -575,14 +606,15 @@ static int cmp_count(const void *a, const void *b)
     return x->count != y->count ? y->count - x->count : strcmp(x->name, y->name);
 }
 
-static void collect(dctx *s, ts_drive_result *res)
+/* The rewrites on the path bh into res (names, gains, per_source, nsteps). */
+static void collect(hist *bh, int nsrc, ts_drive_result *res)
 {
     int cap = 0;
-    for (hist *h = s->best_h; h; h = h->parent) cap++;
+    for (hist *h = bh; h; h = h->parent) cap++;
     res->names = calloc((size_t)cap + 1, sizeof *res->names);
-    for (hist *h = s->best_h; h; h = h->parent) {
+    for (hist *h = bh; h; h = h->parent) {
         res->nsteps += h->count;
-        res->per_source[h->source == TS_DRIVE_PASSES ? s->nsrc : h->source] += h->count;
+        res->per_source[h->source == TS_DRIVE_PASSES ? nsrc : h->source] += h->count;
         if (!res->names) continue;
         int k = 0;
         while (k < res->nnames && strcmp(res->names[k].name, h->what)) k++;
@@ -593,7 +625,7 @@ static void collect(dctx *s, ts_drive_result *res)
     qsort(res->names, (size_t)res->nnames, sizeof *res->names, cmp_count);
     /* each rewrite's gain, summed over its steps on the path, in the sorted order */
     if (!(res->gains = calloc((size_t)res->nnames + 1, sizeof *res->gains))) return;
-    for (hist *h = s->best_h; h; h = h->parent)
+    for (hist *h = bh; h; h = h->parent)
         for (int k = 0; k < res->nnames; k++)
             if (!strcmp(res->names[k].name, h->what)) res->gains[k] += h->gain;
 }
@@ -694,8 +726,15 @@ done:
     res->peak_frontier_mb = (double)s.peak_bytes / (1 << 20);
     snprintf(res->stop, sizeof res->stop, "%s", s.stop ? s.stop : "error");
     res->best = s.best;
-    collect(&s, res);
-    hist_unref(s.best_h);
+    collect(s.best_h, nsrc, res);
+    res->best_hist = s.best_h;
+    res->nsrc = nsrc;
+    res->nalts = s.nalts;
+    for (int i = 0; i < s.nalts; i++) {
+        res->alts[i] = s.alts[i];
+        res->alt_costs[i] = s.alt_cost[i];
+        res->alt_hist[i] = s.alt_h[i];
+    }
     if (s.failed) {
         ts_status st = err->code ? err->code : TS_ERR_NOMEM;
         ts_drive_result_free(res);
@@ -709,5 +748,30 @@ void ts_drive_result_free(ts_drive_result *res)
     ts_graph_free(res->best);
     free(res->names);
     free(res->gains);
+    hist_unref(res->best_hist);
+    for (int i = 0; i < res->nalts; i++) {
+        ts_graph_free(res->alts[i]);
+        hist_unref(res->alt_hist[i]);
+    }
     memset(res, 0, sizeof *res);
+}
+
+void ts_drive_result_choose(ts_drive_result *res, int i)
+{
+    ts_graph *g = res->best;
+    void *h = res->best_hist;
+    double c = res->cost_after;
+    res->best = res->alts[i];
+    res->best_hist = res->alt_hist[i];
+    res->cost_after = res->alt_costs[i];
+    res->alts[i] = g;
+    res->alt_hist[i] = h;
+    res->alt_costs[i] = c;
+    free(res->names);
+    free(res->gains);
+    res->names = NULL;
+    res->gains = NULL;
+    res->nnames = res->nsteps = 0;
+    memset(res->per_source, 0, sizeof res->per_source);
+    collect(res->best_hist, res->nsrc, res);
 }

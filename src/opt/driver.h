@@ -6,6 +6,9 @@
 
 #include "opt/source.h"
 
+/* Runners-up kept beside the best graph (ts_drive_result.alts). */
+#define TS_DRIVE_ALTS 3
+
 /* Pseudo-source index of the graph passes in a history. */
 #define TS_DRIVE_PASSES (-1)
 
@@ -26,6 +29,16 @@ typedef struct ts_drive_result {
     ts_optimize_count *names;
     double *gains; /* per names[i]: the cost (target's model, ms) its steps took off the graphs they rewrote */
     int nsteps; /* rewrites on the path, passes included */
+    /* The next-best distinct graphs the cost model ranked below best and
+     * below the original (cheapest first; owned): a target whose region
+     * sums miss fusions across regions (ort) times them whole too and may
+     * choose one with ts_drive_result_choose. */
+    int nalts;
+    ts_graph *alts[TS_DRIVE_ALTS];
+    double alt_costs[TS_DRIVE_ALTS];
+    void *alt_hist[TS_DRIVE_ALTS]; /* their rewrite paths (driver-private) */
+    void *best_hist;
+    int nsrc;
 } ts_drive_result;
 
 /* Searches from g (not modified).  opts gives alpha, budget, time limit,
@@ -39,6 +52,9 @@ ts_status ts_drive_costed(const ts_graph *g, const ts_optimize_opts *opts, ts_co
                           void *cost_ctx, const ts_source *const *sources, void *const *states, int nsrc,
                           ts_const_cache *cc, ts_drive_result *res, ts_error *err);
 void ts_drive_result_free(ts_drive_result *res);
+/* Makes alts[i] the best graph (its cost cost_after, its rewrites in
+ * names, gains, per_source and nsteps); the old best leaves the result. */
+void ts_drive_result_choose(ts_drive_result *res, int i);
 
 /* Structural bytes of a graph copy (what a frontier entry holds beyond
  * the weights it shares). */

@@ -183,6 +183,64 @@ static ts_status ort_check(ts_ort_target *ort, const ts_graph *g, const ts_graph
     return TS_OK;
 }
 
+/* The ort target's answer to region sums that miss ONNX Runtime's work
+ * across regions (its fusions over a region boundary, NCHWc layout kept
+ * between convolutions): the search's best few graphs are timed whole,
+ * with the original, in one ORT process, and the fastest becomes the
+ * result (dr->best) the keep decision confirms.  None faster than the
+ * original: res->reason says so and the original is written. */
+static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_drive_result *dr, const ts_optimize_opts *o,
+                          double budget_s, ts_optimize_result *res, ts_error *err)
+{
+    const ts_graph *gs[TS_ORT_RANK_MAX] = {g};
+    int idx[TS_ORT_RANK_MAX] = {-2}, n = 1; /* idx: which of dr->alts (-1: dr->best, -2: g) */
+    double pred[TS_ORT_RANK_MAX] = {dr->cost_before};
+    /* every session holds its weights (and ORT's packed copies): at most ~2 GB of them */
+    double bytes = (double)ts_graph_weight_bytes(g);
+    bool symbolic = ts_onnx_keeps_symbolic(g, NULL, 0);
+    for (int i = -1; i < dr->nalts && n < TS_ORT_RANK_MAX; i++) {
+        const ts_graph *c = i < 0 ? dr->best : dr->alts[i];
+        double w = (double)ts_graph_weight_bytes(c);
+        /* candidates the keep decision would refuse anyway are not timed */
+        if (bytes + w > 2e9 || (!o->allow_growth && w > 1.1 * (double)ts_graph_weight_bytes(g) + 4096) ||
+            (symbolic && !ts_onnx_keeps_symbolic(c, NULL, 0)))
+            continue;
+        bytes += w;
+        idx[n] = i;
+        pred[n] = i < 0 ? dr->cost_after : dr->alt_costs[i];
+        gs[n++] = c;
+    }
+    if (n == 2 && idx[1] >= 0) ts_drive_result_choose(dr, idx[1]); /* the one the keep decision may take */
+    if (n < 3) return TS_OK; /* one candidate: the keep decision times it */
+    double med[TS_ORT_RANK_MAX], fast[TS_ORT_RANK_MAX];
+    int rounds, k = 1;
+    ts_status st = ts_ort_target_rank(ort, gs, n, budget_s, med, fast, &rounds, err);
+    if (st) return st;
+    for (int i = 2; i < n; i++)
+        if (fast[i] < fast[k]) k = i;
+    if (o->progress) {
+        fprintf(stderr, "optimize: ONNX Runtime whole graphs (%d rounds, fastest / median ms; region sum): original "
+                        "%.3f / %.3f (%.3f)", rounds, fast[0], med[0], pred[0]);
+        for (int i = 1; i < n; i++)
+            fprintf(stderr, ", %s%d %.3f / %.3f (%.3f)", i == k ? "chosen " : "", i, fast[i], med[i], pred[i]);
+        fprintf(stderr, "\n");
+    }
+    res->whole_candidates = n - 1;
+    res->whole_before_ms = med[0];
+    res->whole_after_ms = med[k];
+    if (idx[k] >= 0) ts_drive_result_choose(dr, idx[k]);
+    if (!(fast[k] < fast[0])) {
+        res->latency_before_ms = med[0];
+        res->fastest_before_ms = fast[0];
+        res->fastest_after_ms = fast[k];
+        snprintf(res->reason, sizeof res->reason,
+                 "original kept: none of the search's %d best graphs ran faster whole in ONNX Runtime (fastest "
+                 "%.3f -> %.3f ms, median %.3f -> %.3f ms, %d rounds in one process)",
+                 n - 1, fast[0], fast[k], med[0], med[k], rounds);
+    }
+    return TS_OK;
+}
+
 /* The original's latency when it is written: on the target's engine. */
 static ts_status time_original(const ts_graph *g, ts_ort_target *ort, double *ms, ts_error *err)
 {
@@ -236,6 +294,8 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         if ((st = ts_opt_inputs_load(g, o.inputs_dir, user_in, err))) goto done;
     }
     if (!o.roofline && !ort && runnable && (st = ts_cost_prime(db, g, err))) goto done;
+    if (ort && !o.allow_growth) /* as the keep decision below: at most 10% (and 4 KiB) more weights */
+        ts_ort_target_set_weight_cap(ort, (int64_t)(1.1 * (double)ts_graph_weight_bytes(g)) + 4096);
     if (ort && !o.roofline) {
         /* the original's regions timed in ONNX Runtime once per machine
          * (tens of seconds for a large model on a cold cache): not taken
@@ -260,6 +320,11 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
     if (!o.roofline) ts_costdb_save(db, &(ts_error){0}); /* a cache that cannot be saved only costs time next run */
+    /* ort: the best few timed whole take up to 40% of the time left (the
+     * ORT check and the keep decision's rounds need the rest) */
+    if (ort && !o.no_timing && dr.nsteps > 0 && dr.nalts > 0 && strcmp(dr.stop, "interrupted") &&
+        time_left(&o, t0) > 6 && (st = ort_rank(ort, g, &dr, &o, 0.4 * time_left(&o, t0), res, err)))
+        goto done;
     res->cost_before_ms = dr.cost_before;
     res->cost_after_ms = dr.cost_after;
     res->explored = dr.explored;
@@ -359,7 +424,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
             snprintf(res->reason, sizeof res->reason,
                      "original kept: not measured (the check took %.1f s and left no time of the limit + %.0f s)",
                      check_left - left, FINISH_S);
-        } else if (ort && (st = ort_check(ort, g, dr.best, res, err))) {
+        } else if (ort && !res->reason[0] && (st = ort_check(ort, g, dr.best, res, err))) {
             goto done;
         } else if (!res->reason[0] && (st = decide(g, &dr, &o, ort, left, user_in, res, err)))
             goto done;

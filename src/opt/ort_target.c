@@ -23,7 +23,10 @@ struct ts_ort_target {
     char dir[64];       /* temporary folder of the models handed to ORT */
     char prefix[96];    /* cache key prefix: "@ort2 VERSION tTHREADS " */
     int timed, cached;
+    int64_t weight_cap; /* 0: none */
 };
+
+void ts_ort_target_set_weight_cap(ts_ort_target *t, int64_t bytes) { t->weight_cap = bytes; }
 
 const char *ts_ort_target_version(const ts_ort_target *t) { return ts_ort_peer_version(t->peer); }
 int ts_ort_target_threads(const ts_ort_target *t) { return t->threads; }
@@ -105,7 +108,7 @@ void ts_ort_target_close(ts_ort_target *t)
 {
     if (!t) return;
     ts_ort_peer_close(t->peer);
-    const char *names[] = {"overhead", "region", "whole", "a", "b"};
+    const char *names[] = {"overhead", "region", "whole", "a", "b", "r0", "r1", "r2", "r3", "r4"};
     char p[128];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s.onnx", t->dir, names[i]);
@@ -167,7 +170,7 @@ static double region_cost(ts_ort_target *t, const ts_graph *g, const int *member
 double ts_ort_target_cost(void *ctx, const ts_graph *g)
 {
     ts_ort_target *t = ctx;
-    if (!standard_ops(g)) return INFINITY;
+    if (!standard_ops(g) || (t->weight_cap > 0 && ts_graph_weight_bytes(g) > t->weight_cap)) return INFINITY;
     int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
     int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
     double ms = t->overhead_ms;
@@ -210,6 +213,33 @@ ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_grap
     r->faster = r->min1_ms < r->min0_ms * (1 - min_gain / 100) && r->median1_ms <= r->median0_ms;
     snprintf(r->why, sizeof r->why, "ONNX Runtime %s, %d threads, %d alternating rounds in one process",
              ts_ort_peer_version(t->peer), t->threads, r->rounds);
+    return TS_OK;
+}
+
+ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n, double budget_s, double *med,
+                             double *fast, int *rounds, ts_error *err)
+{
+    char req[TS_ORT_RANK_MAX * 280 + 100], reply[TS_ORT_RANK_MAX * 40 + 40];
+    if (n < 1 || n > TS_ORT_RANK_MAX) return ts_error_set(err, TS_ERR_INVALID, "rank: %d graphs", n);
+    int len = snprintf(req, sizeof req, "rank\t-\t%d\t%g", t->threads, fmax(budget_s, 0) * 1000);
+    for (int i = 0; i < n; i++) {
+        char name[8], path[256];
+        snprintf(name, sizeof name, "r%d", i);
+        if (save(t, gs[i], name, true, path, sizeof path, err)) return err->code;
+        len += snprintf(req + len, sizeof req - (size_t)len, "\t%s", path);
+    }
+    ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
+    if (st) return st;
+    char *p = reply;
+    for (int i = 0; i < n; i++) {
+        char *e1, *e2;
+        med[i] = strtod(p, &e1);
+        fast[i] = strtod(e1, &e2);
+        if (e1 == p || e2 == e1)
+            return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected rank reply '%.100s'", reply);
+        p = e2;
+    }
+    *rounds = (int)strtol(p, NULL, 10);
     return TS_OK;
 }
 

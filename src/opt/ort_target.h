@@ -30,8 +30,11 @@ int ts_ort_target_threads(const ts_ort_target *t);
 /* The region sum in ms (regions timed now when not cached); INFINITY for a
  * graph that cannot be written in standard ai.onnx operators (EinNet's
  * eOperators: ORT could only run them as the model-local functions tsopt
- * writes them as). */
+ * writes them as), and for one whose weights exceed the cap set below
+ * (the keep decision would refuse it: the search looks elsewhere). */
 double ts_ort_target_cost(void *t, const ts_graph *g);
+/* Graphs holding more than bytes of weights cost INFINITY (0: no cap). */
+void ts_ort_target_set_weight_cap(ts_ort_target *t, int64_t bytes);
 /* Regions timed in ORT so far in this run, and found in the cache. */
 void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
 
@@ -44,6 +47,14 @@ ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts
  * fills r as ts_measure_pair does (never busy: rounds are not judged). */
 ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double pred0, double pred1,
                              double budget_s, double min_gain, ts_measure_result *r, ts_error *err);
+
+/* Up to TS_ORT_RANK_MAX graphs (gs[0] the original) timed whole in one ORT
+ * process, in rounds of one run of each, the order rotated every round,
+ * as many rounds as fit in budget_s (at least 3): per graph its median and
+ * fastest run (ms). */
+#define TS_ORT_RANK_MAX 5
+ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n, double budget_s, double *med,
+                             double *fast, int *rounds, ts_error *err);
 
 /* Both graphs as they would be written, run by ORT on the same seeded
  * random inputs, symbolic dimensions at 1 and (when there are any) at 4:

@@ -73,6 +73,9 @@ char *ts_optimize_result_json(const ts_optimize_result *r, const char *model, co
         put(&b, ", \"ort_version\": ");
         str(&b, r->engine_version);
     }
+    if (r->whole_candidates > 0)
+        put(&b, ", \"whole_candidates\": %d, \"whole_before_ms\": %.6g, \"whole_after_ms\": %.6g",
+            r->whole_candidates, r->whole_before_ms, r->whole_after_ms);
     put(&b, ", \"fastest_before_ms\": %.6g, \"fastest_after_ms\": %.6g", r->fastest_before_ms, r->fastest_after_ms);
     put(&b, ", \"machine_busy\": %s, \"applied\": {", r->machine_busy ? "true" : "false");
     for (int k = 0; k < r->nsources; k++) {

@@ -59,8 +59,8 @@ fi
 
 # the server's requests, the fuzzer's run among them
 M=$T/m.onnx
-printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\n' \
-    "$M" "$M" "$M" "$M" "$M" "$M" "$T" | node "$SERVE" >"$T/replies"
+printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\nrank\t-\t1\t1\t%s\t%s\t%s\n' \
+    "$M" "$M" "$M" "$M" "$M" "$M" "$T" "$M" "$M" "$M" | node "$SERVE" >"$T/replies"
 cat "$T/replies"
 /usr/bin/python3 - "$T/replies" <<'P' || fail "serve.js replies"
 import sys
@@ -71,6 +71,9 @@ assert r[2][0] == 'ok' and len(r[2]) == 6 and all(float(x) > 0 for x in r[2][1:5
 assert r[3][0] == 'ok' and float(r[3][1]) == 0, r[3]   # a model against itself
 assert r[4] == ['ok'], r[4]
 assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]
+# rank: three models, median and fastest each, then the rounds (at least 3)
+assert r[6][0] == 'ok' and len(r[6]) == 5 and int(r[6][4]) >= 3, r[6]
+assert all(0 < float(x.split()[1]) <= float(x.split()[0]) for x in r[6][1:4]), r[6]
 P
 ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"
 

@@ -3,7 +3,7 @@
 // ONNX Runtime as a long-lived server: one process loads many models, so a
 // request costs session loads and runs, not a node start-up.  Clients:
 // `tsopt fuzz --target ort` (src/fuzz/ort.c: run) and `tsopt optimize
-// --target ort` (src/opt/ort_peer.c: time, pair, compare; docs/optimize.md).
+// --target ort` (src/opt/ort_peer.c: time, pair, rank, compare; docs/optimize.md).
 //
 // Protocol, one line each way on stdin/stdout, fields separated by tabs:
 //   on start:  ready <TAB> ORT_VERSION             (or exit 1, reason on stderr)
@@ -16,6 +16,11 @@
 //   reply:     ok <TAB> MEDIAN_A <TAB> MEDIAN_B <TAB> FASTEST_A <TAB> FASTEST_B <TAB> ROUNDS
 //              both sessions open at once, timed in alternating rounds (A B B A ...), each half-round
 //              at least one run and MIN_MS; medians and fastest over the runs of all rounds
+//   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
+//   reply:     ok <TAB> MEDIAN_0 FASTEST_0 <TAB> MEDIAN_1 FASTEST_1 ... <TAB> ROUNDS
+//              all sessions open at once, one warm-up run each, then rounds of one run of each model,
+//              the order rotated every round (0 1 2, 1 2 0, ...); as many rounds as fit in BUDGET_MS
+//              judged by the warm-up runs (at least 3, at most 15)
 //   request:   compare <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS
 //   reply:     ok <TAB> WORST <TAB> WHERE         largest max|a-b| / (1e-4 max(1,max|a|) + 1e-3 |a|) over
 //              the outputs (A the reference; <= 1 matches at rtol 1e-3, atol 1e-4), and the output it was in
@@ -184,6 +189,32 @@ async function pair(a, b, dir, n, rounds, minMs) {
   }
 }
 
+async function rank(dir, n, budgetMs, models) {
+  const k = Math.max(1, count(n, 'threads')), budget = count(budgetMs, 'budget_ms');
+  const sessions = [];
+  try {
+    for (const m of models) sessions.push(await open(m, k));
+    const feeds = sessions.map((s) => feedsFor(s, dir)), warm = [];
+    for (let i = 0; i < sessions.length; i++) {
+      await runs(sessions[i], feeds[i], 1, 0, []);
+      const t = [];
+      await runs(sessions[i], feeds[i], 1, 0, t);
+      warm.push(t[0]);
+    }
+    const round = warm.reduce((a, b) => a + b, 0);
+    const rounds = Math.min(15, Math.max(3, Math.floor(budget / Math.max(round, 1e-3))));
+    const t = sessions.map(() => []);
+    for (let r = 0; r < rounds; r++)
+      for (let j = 0; j < sessions.length; j++) {
+        const i = (r + j) % sessions.length;
+        await runs(sessions[i], feeds[i], 1, 0, t[i]);
+      }
+    return t.map((x) => [median(x), Math.min(...x)].map((v) => +v.toFixed(4)).join(' ')).concat([rounds]).join('\t');
+  } finally {
+    for (const s of sessions.reverse()) await release(s);
+  }
+}
+
 async function compare(a, b, dir, n) {
   const k = Math.max(1, count(n, 'threads'));
   const outs = [];
@@ -245,6 +276,7 @@ const REQUESTS = {
   time: [5, (f) => time(f[1], f[2], f[3], f[4])],
   pair: [7, (f) => pair(f[1], f[2], f[3], f[4], f[5], f[6])],
   compare: [5, (f) => compare(f[1], f[2], f[3], f[4])],
+  rank: [-6, (f) => rank(f[1], f[2], f[3], f.slice(4))], // -N: N fields or more
 };
 
 async function main() {
@@ -259,8 +291,8 @@ async function main() {
     if (!line) continue;
     const f = line.split('\t');
     const req = REQUESTS[f[0]];
-    if (!req || f.length !== req[0]) {
-      out(`error\tbad request '${oneLine(line).slice(0, 200)}' (expected run<TAB>MODEL<TAB>INPUT_DIR<TAB>OUTPUT_DIR, or time, pair, compare: see serve.js)`);
+    if (!req || (req[0] > 0 ? f.length !== req[0] : f.length < -req[0])) {
+      out(`error\tbad request '${oneLine(line).slice(0, 200)}' (expected run<TAB>MODEL<TAB>INPUT_DIR<TAB>OUTPUT_DIR, or time, pair, rank, compare: see serve.js)`);
       continue;
     }
     try {
