@@ -81,37 +81,15 @@ static bool affine_ensure(xd_fuse *f, int64_t channels)
     return true;
 }
 
-/* BatchNormalization with constant per-channel parameters -> affine. */
-static int try_bn(const xplan *p, int c, int caxis, int64_t channels, xd_fuse *f)
+/* Add of a per-channel constant -> the product's bias: a lowering, the
+ * same additions (within one rounding where the product has a bias of its
+ * own).  Scales (Mul, BatchNormalization) are folded into the weights by
+ * the graph pass ts_fold_affine (opt/fold_affine.c), not here. */
+static int try_bias(const xplan *p, int c, int v, int caxis, int64_t channels, xd_fuse *f)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[c];
-    /* training_mode normalizes by the batch's statistics, not the parameters */
-    if (caxis != 1 || nd->ninputs < 5 || nd->noutputs != 1 || ((const ts_batchnorm_attrs *)nd->attrs)->training_mode)
-        return 0;
-    const ts_tensor *t[4];
-    for (int i = 0; i < 4; i++) {
-        t[i] = nd->inputs[1 + i] >= 0 ? xplan_const(p, nd->inputs[1 + i]) : NULL;
-        if (!t[i] || t[i]->dtype != TS_F32 || ts_tensor_numel(t[i]) != channels) return 0;
-    }
-    double eps = ((const ts_batchnorm_attrs *)nd->attrs)->epsilon;
-    if (!affine_ensure(f, channels)) return -1;
-    const float *sc = t[0]->data, *b = t[1]->data, *mean = t[2]->data, *var = t[3]->data;
-    for (int64_t k = 0; k < channels; k++) {
-        float s = sc[k] / sqrtf(var[k] + (float)eps);
-        f->scale[k] *= s;
-        f->shift[k] = (f->shift[k] - mean[k]) * s + b[k];
-    }
-    return 1;
-}
-
-/* Add/Mul with a per-channel constant -> affine. */
-static int try_const_binary(const xplan *p, int c, int v, int caxis, int64_t channels, xd_fuse *f)
-{
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[c];
-    bool add = nd->op == &ts_op_add, mul = nd->op == &ts_op_mul;
-    if ((!add && !mul) || nd->ninputs != 2) return 0;
+    if (nd->op != &ts_op_add || nd->ninputs != 2) return 0;
     int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
     if (other == v) return 0;
     const ts_tensor *t = xplan_const(p, other);
@@ -119,13 +97,7 @@ static int try_const_binary(const xplan *p, int c, int v, int caxis, int64_t cha
     if (st < 0) return 0;
     if (!affine_ensure(f, channels)) return -1;
     const float *d = t->data;
-    for (int64_t k = 0; k < channels; k++) {
-        float x = d[k * st];
-        if (add)
-            f->shift[k] += x;
-        else
-            f->scale[k] *= x, f->shift[k] *= x;
-    }
+    for (int64_t k = 0; k < channels; k++) f->shift[k] += d[k * st];
     return 1;
 }
 
@@ -298,9 +270,8 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
             !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
             break;
         int r = 0;
-        if (f->npo == 0 && !xplan_skips(p, "affine_fold")) { /* affine folds only before any post-op */
-            r = nd->op == &ts_op_batchnorm ? try_bn(p, c, caxis, channels, f)
-                                                              : try_const_binary(p, c, v, caxis, channels, f);
+        if (f->npo == 0 && !xplan_skips(p, "bias_add")) { /* a bias only before any post-op */
+            r = try_bias(p, c, v, caxis, channels, f);
             if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);
         }
         if (r) f->naffine++;

@@ -15,7 +15,6 @@ static const struct {
     const char *name;
     ts_graph_opt level;
 } rewrites[] = {
-    {"affine_fold", TS_GRAPH_OPT_BASIC},       /* BatchNormalization / constant scale folded into conv, matmul weights */
     {"dnnl.pool_conv", TS_GRAPH_OPT_BASIC},    /* conv 1x1 -> AveragePool computed pool first */
     {"gemv_stack", TS_GRAPH_OPT_BASIC},        /* products by one weight stacked into one */
     {"gelu", TS_GRAPH_OPT_ALL},                /* GELU spelled out, as one post-op */

@@ -34,6 +34,10 @@ int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
     int total = 0, r;
     if ((r = ts_cse(g, err)) < 0) return -1;
     total += r;
+    /* exact in real arithmetic: per-channel scales and shifts (inference
+     * BatchNormalization, Mul, Add) into the weights and bias before them */
+    if ((r = ts_fold_affine(g, err)) < 0) return -1;
+    total += r;
     /* exact in real arithmetic: DenseNet's transitions pool first */
     if ((r = ts_pool_before_conv(g, err)) < 0) return -1;
     total += r;

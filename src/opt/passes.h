@@ -40,6 +40,14 @@ int ts_merge_candidates(const ts_graph *g, int *values, int max);
  * weights and bias.  Returns the number of folds, or -1 (err set). */
 int ts_fold_conv_bn(ts_graph *g, ts_error *err);
 
+/* A Conv, ConvTranspose, Gemm or MatMul with constant weights followed by
+ * inference BatchNormalizations and Muls / Adds of per-channel constants
+ * (each the only reader of the one before): the scales go into the
+ * weights, the shifts into the bias (a MatMul keeps one Add of them).
+ * Exact in real arithmetic (fold_affine.c).  Returns the number of
+ * products rewritten, or -1 (err set). */
+int ts_fold_affine(ts_graph *g, ts_error *err);
+
 /* AveragePool (same spatial size out as in) read only by a 1x1 stride-1
  * Conv with K < C channels: Conv(AvgPool(x)) -> AvgPool(Conv(x)), the
  * pooling then averaging K channels instead of C (exact: both are linear

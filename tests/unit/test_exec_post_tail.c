@@ -176,6 +176,7 @@ Test(post_tail, conv_silu_blocks)
                 NULL, 0);
     y = silu(g, y);
     xt_output(g, y);
+    cr_assert_eq(ts_graph_opt_apply(g, TS_GRAPH_OPT_BASIC, &(ts_error){0}), 1); /* the BatchNormalization into the conv */
     int nact;
     cr_assert_eq(check(g, &nact), 3);
     cr_assert_eq(nact, 3);

@@ -321,3 +321,113 @@ Test(graph_opt, gelu_checked_and_wrong_variants_refuted)
     ts_graph_free(w0);
     ts_graph_free(planted);
 }
+
+/* ---- ts_fold_affine (BASIC): per-channel scales and shifts into the
+ * product's weights and bias */
+
+static double *uniform(int n, double lo, double hi, uint64_t *rng)
+{
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        *rng = *rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        v[i] = lo + (hi - lo) * (double)(*rng >> 11) / 9007199254740992.0;
+    }
+    return v;
+}
+
+/* x [1, 8, 6, 6] -> Conv 1x1 (W, B) -> [BatchNormalization] -> Mul s ->
+ * Add t [6, 1, 1] -> Relu.  form 0: with the BatchNormalization, s
+ * [1, 6, 1, 1]; 1: without; 2: s [6] varies along the width, not the
+ * channels; 3: the planted wrong fold of 2 (channel f scaled by the
+ * width's s[f]); 4: the planted wrong fold of 1 (the bias not scaled). */
+static ts_graph *conv_affine(int form)
+{
+    uint64_t rng = 3;
+    double *w = uniform(48, -0.5, 0.5, &rng), *b = uniform(6, -1, 1, &rng), *s = uniform(6, 0.5, 2, &rng),
+           *t = uniform(6, -1, 1, &rng), *bn = uniform(24, 0.5, 1.5, &rng);
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", "1x8x6x6");
+    for (int f = 0; form >= 3 && f < 6; f++) {
+        for (int c = 0; c < 8; c++) w[f * 8 + c] *= s[f];
+        b[f] = form == 3 ? b[f] * s[f] : b[f] + t[f];
+    }
+    int y = xt_node(g, "Conv", INS(x, xt_const_values(g, TS_F32, "6x8x1x1", w, 48), xt_const_values(g, TS_F32, "6", b, 6)),
+                    NOATTR);
+    if (form == 0)
+        y = xt_node(g, "BatchNormalization",
+                    INS(y, xt_const_values(g, TS_F32, "6", bn, 6), xt_const_values(g, TS_F32, "6", bn + 6, 6),
+                        xt_const_values(g, TS_F32, "6", bn + 12, 6), xt_const_values(g, TS_F32, "6", bn + 18, 6)),
+                    NOATTR);
+    if (form < 3) y = xt_node(g, "Mul", INS(y, xt_const_values(g, TS_F32, form == 2 ? "6" : "1x6x1x1", s, 6)), NOATTR);
+    if (form != 4) y = xt_node(g, "Add", INS(y, xt_const_values(g, TS_F32, "6x1x1", t, 6)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    free(w), free(b), free(s), free(t), free(bn);
+    return g;
+}
+
+/* x [2, 5, 16] -> MatMul W [16, 12] -> Add c [12] -> Mul s [12], a graph
+ * output (gemm: Gemm transB W [12, 16] with C [12] on x [5, 16]). */
+static ts_graph *matmul_affine(bool gemm)
+{
+    uint64_t rng = 4;
+    ts_graph *g = ts_graph_new("t", 13);
+    int y;
+    if (gemm)
+        y = xt_node(g, "Gemm",
+                    INS(xt_input(g, "x", "5x16"), xt_const_random(g, "12x16", -1, 1, &rng),
+                        xt_const_random(g, "12", -1, 1, &rng)),
+                    ATTRS(ts_attr_int("transB", 1), ts_attr_float("beta", 0.5)));
+    else
+        y = xt_node(g, "MatMul", INS(xt_input(g, "x", "2x5x16"), xt_const_random(g, "16x12", -1, 1, &rng)), NOATTR);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "12", -1, 1, &rng)), NOATTR);
+    xt_output(g, xt_node(g, "Mul", INS(xt_const_random(g, "12", 0.5, 2, &rng), y), NOATTR));
+    return g;
+}
+
+/* x [1, 4, 5, 5] -> ConvTranspose group 2 (W [4, 3, 3, 3]: 6 channels out)
+ * -> Mul s [1, 6, 1, 1]. */
+static ts_graph *deconv_affine(void)
+{
+    uint64_t rng = 6;
+    ts_graph *g = ts_graph_new("t", 13);
+    int y = xt_node(g, "ConvTranspose", INS(xt_input(g, "x", "1x4x5x5"), xt_const_random(g, "4x3x3x3", -1, 1, &rng)),
+                    ATTRS(ts_attr_int("group", 2)));
+    xt_output(g, xt_node(g, "Mul", INS(y, xt_const_random(g, "1x6x1x1", 0.5, 2, &rng)), NOATTR));
+    return g;
+}
+
+/* Each product's chain folded at BASIC (not NONE) into it, within float
+ * tolerance of the graph as written (the graph output's name kept); a Mul
+ * varying along the width is left alone, and the planted folds (the width
+ * scale taken per channel; the bias not scaled) are refuted. */
+Test(graph_opt, affine_fold_checked_and_wrong_variants_refuted)
+{
+    ts_error e = {0};
+    const int live[] = {2, 2, 2, 1, 1};
+    for (int i = 0; i < 5; i++) {
+        ts_graph *g0 = i < 2 ? conv_affine(i) : i == 4 ? deconv_affine() : matmul_affine(i == 3);
+        ts_graph *g1 = ts_graph_copy(g0);
+        const char *out = g0->values[g0->outputs[0]].name;
+        cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_NONE, &e), 0);
+        cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 1, "case %d: %s", i, e.msg);
+        cr_assert_eq(live_nodes(g1), live[i], "case %d: %d nodes left", i, live_nodes(g1));
+        cr_assert_str_eq(g1->values[g1->outputs[0]].name, out, "case %d: the graph output was renamed", i);
+        double wv = check(g0, g1);
+        cr_assert_leq(wv, 1, "case %d: %g", i, wv);
+        ts_graph_free(g0);
+        ts_graph_free(g1);
+    }
+    ts_graph *w0 = conv_affine(2), *w1 = ts_graph_copy(w0);
+    cr_assert_eq(ts_graph_opt_apply(w1, TS_GRAPH_OPT_ALL, &e), 0, "the Mul along the width was folded");
+    const struct {
+        int form, planted;
+    } wrong[] = {{2, 3}, {1, 4}};
+    for (int i = 0; i < 2; i++) {
+        ts_graph *g0 = conv_affine(wrong[i].form), *planted = conv_affine(wrong[i].planted);
+        cr_assert_gt(check(g0, planted), 1, "the planted fold %d was not refuted", wrong[i].planted);
+        ts_graph_free(g0);
+        ts_graph_free(planted);
+    }
+    ts_graph_free(w0);
+    ts_graph_free(w1);
+}
