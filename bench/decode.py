@@ -73,9 +73,8 @@ def tsopt_generate(model, prompt_path, n, threads, tokens_path=None, logits_path
         np.save(tokens_path, np.stack(tokens, axis=1))
     if logits_path:
         np.save(logits_path, np.stack(logits))
-    stats = getattr(tsopt, 'session_stats', None)
     return {'prompt_ms': prompt_ms, 'step_ms': steps, 'peak_rss_bytes': peak_rss(), 'base_rss_bytes': base,
-            'plan_builds': stats(s)['plan_builds'] if stats else None}
+            'plan_builds': s.plan_builds}
 
 
 def run_json(cmd, env=None):

@@ -626,6 +626,9 @@ bool ts_session_output_info(const ts_session *s, int i, ts_io_info *info);
  * on success outputs[i] receives a new tensor (the caller unrefs it) for
  * graph output i. */
 ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err);
+/* Plans the session has built so far (each new shape signature that is not
+ * cached builds one): how a caller or test sees whether its runs re-plan. */
+int64_t ts_session_plan_builds(const ts_session *s);
 
 /* The inputs (weights left out) and outputs of the ONNX model at path as
  * its file declares them, read without building the graph, so without the

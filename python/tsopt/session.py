@@ -188,6 +188,12 @@ class InferenceSession:
             for t in tensors:
                 _lib.lib.ts_tensor_unref(ctypes.cast(t, ctypes.c_void_p))
 
+    @property
+    def plan_builds(self):
+        """Plans built so far (tsopt's own: each new shape signature that is
+        not cached builds one; a decoder that re-plans per token shows it)."""
+        return int(_lib.lib.ts_session_plan_builds(self._s)) if self._s is not None else 0
+
     def close(self):
         """Frees the session's graphs and plans now (also done when it is collected)."""
         if self._s is not None and _lib.lib is not None:

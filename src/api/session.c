@@ -56,6 +56,7 @@ struct ts_session {
     entry cache[SESSION_PLANS];
     bool graph_spent; /* a plan build released weights of `graph` */
     uint64_t clock;
+    int64_t plan_builds; /* ts_session_plan_builds */
     pthread_mutex_t lock;
 };
 
@@ -241,6 +242,15 @@ const ts_graph *ts_session_graph(const ts_session *s) { return s->graph; }
 int ts_session_ninputs(const ts_session *s) { return s->nin; }
 int ts_session_noutputs(const ts_session *s) { return s->nout; }
 
+int64_t ts_session_plan_builds(const ts_session *s)
+{
+    pthread_mutex_t *m = (pthread_mutex_t *)&s->lock; /* runs of other threads count them */
+    pthread_mutex_lock(m);
+    int64_t n = s->plan_builds;
+    pthread_mutex_unlock(m);
+    return n;
+}
+
 bool ts_session_input_info(const ts_session *s, int i, ts_io_info *info)
 {
     if (i < 0 || i >= s->nin) return false;
@@ -370,6 +380,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         st = ts_error_set(err, TS_ERR_INVALID, "model '%s': an earlier plan build failed after releasing its weights; "
                           "open the session again", s->path);
     if (!st && e->g == s->graph && s->popts.release_packed_weights) s->graph_spent = e->pinned = true;
+    if (!st) s->plan_builds++;
     if (!st && (st = ts_plan_build(e->g, &s->popts, &e->p, err))) ts_error_prefix(err, "model '%s'", s->path);
     if (st) {
         entry_clear(s, e);

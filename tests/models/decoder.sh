@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A GPT-style decoder with a key/value cache (issue 29 §3), run token by
+# token: tools/export_decoder.py's tiny copy (2 layers, d_model 32), greedy
+# from an 8-token prompt at batch 2 (the prompt with empty past tensors, then
+# one token a step with the presents fed back), through tsopt's Python
+# session and ONNX Runtime (tools/ort/generate.js): identical tokens, each
+# step's last-position logits within 1e-4, and the session's plan builds
+# counted (a repeated signature is served from its cache).
+# 77 (skip): no torch or no onnxruntime-node.
+set -euo pipefail
+: "${TSOPT_SRC:?TSOPT_SRC not set}" "${TSOPT_BUILD:?TSOPT_BUILD not set}"
+PYTHON=${PYTHON:-/usr/bin/python3}
+export TSOPT_LIBRARY=${TSOPT_LIBRARY:-$TSOPT_BUILD/libtsopt.so}
+export PYTHONPATH=$TSOPT_SRC/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+"$PYTHON" -c 'import torch, onnx' 2>/dev/null || { echo "skip: no torch/onnx for $PYTHON"; exit 77; }
+[ -d "$TSOPT_SRC/tools/ort/node_modules/onnxruntime-node" ] || { echo "skip: no onnxruntime-node"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$PYTHON" "$TSOPT_SRC/tools/export_decoder.py" "$T/dec.onnx" --layers 2 --d-model 32 --heads 4 --vocab 64 \
+  --max-pos 64 --seed 3 >/dev/null 2>"$T/export.log" || { cat "$T/export.log"; exit 1; }
+NEW=12
+"$PYTHON" -c "import numpy as np; np.save('$T/prompt.npy', np.random.default_rng(5).integers(0, 64, (2, 8), dtype=np.int64))"
+node "$TSOPT_SRC/tools/ort/generate.js" "$T/dec.onnx" --prompt "$T/prompt.npy" --new $NEW --threads 2 \
+  --save-tokens "$T/ort_tokens.npy" --save-logits "$T/ort_logits.npy" >/dev/null
+"$PYTHON" - "$T" $NEW <<'PY'
+import sys
+import numpy as np
+import tsopt
+t, new = sys.argv[1], int(sys.argv[2])
+s = tsopt.InferenceSession(f'{t}/dec.onnx', threads=2)
+past = [a for a in s.get_inputs() if a.name.startswith('past_')]
+outs = [a.name for a in s.get_outputs()]
+ids = np.load(f'{t}/prompt.npy')
+feed = {p.name: np.zeros((2, 4, 0, 8), np.float32) for p in past}
+feed['input_ids'] = ids
+tokens, logits = [], []
+for step in range(new):
+    r = dict(zip(outs, s.run(None, feed)))
+    last = r['logits'][:, -1, :]
+    tokens.append(last.argmax(axis=1))
+    logits.append(last)
+    prev = feed
+    feed = {p.name: r[p.name.replace('past_', 'present_')] for p in past}
+    feed['input_ids'] = tokens[-1].astype(np.int64).reshape(2, 1)
+tokens, logits = np.stack(tokens, axis=1), np.stack(logits)
+want_t, want_l = np.load(f'{t}/ort_tokens.npy'), np.load(f'{t}/ort_logits.npy')
+fail = []
+if not np.array_equal(tokens, want_t):
+    fail.append(f'tokens differ:\n tsopt {tokens.tolist()}\n ort   {want_t.tolist()}')
+err = float(np.abs(logits - want_l).max())
+if err > 1e-4:
+    fail.append(f'logits differ from ONNX Runtime\'s by up to {err:.3g} (> 1e-4)')
+# every step had a new past length: at most one plan per step, and a
+# signature still cached (the last step's) is served without a build
+builds = s.plan_builds
+if not 1 <= builds <= new:
+    fail.append(f'{builds} plan builds for {new} steps')
+s.run(None, prev)
+if s.plan_builds != builds:
+    fail.append(f'a repeated signature built a plan ({builds} -> {s.plan_builds})')
+if fail:
+    sys.exit('decoder: ' + '\n'.join(fail))
+print(f'decoder: {new} tokens at batch 2 identical to ONNX Runtime\'s, logits within {err:.2g}, {builds} plan builds')
+PY
