@@ -47,10 +47,14 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     int xv = nd->inputs[0], yv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
     /* MaxPool's optional Indices output is not produced by oneDNN */
-    if (nd->noutputs != 1 || g->values[xv].dtype != TS_F32 || xs->rank < 3 || xs->rank > 5) return TS_ERR_UNSUPPORTED;
     const int nsp = xs->rank - 2;
     bool global = nd->op == &ts_op_global_maxpool || nd->op == &ts_op_global_avgpool;
     bool maxp = nd->op == &ts_op_maxpool || nd->op == &ts_op_global_maxpool;
+    /* int8/uint8 max pooling: a QDQ model's MaxPool on its 8-bit tensor (opt/fuse_qdq.c) */
+    ts_dtype xt = g->values[xv].dtype;
+    bool q8 = maxp && (xt == TS_U8 || xt == TS_I8);
+    if (nd->noutputs != 1 || (xt != TS_F32 && !q8) || xs->rank < 3 || xs->rank > 5) return TS_ERR_UNSUPPORTED;
+    dnnl_data_type_t dt = xt == TS_U8 ? dnnl_u8 : xt == TS_I8 ? dnnl_s8 : dnnl_f32;
     dnnl_dims_t stride, kernel, dil, pl, pr;
     int64_t cip = 0;
     if (global) {
@@ -83,6 +87,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
         xd_md_plain(&dst, ys);
     else
         xd_md_any(&dst, ys);
+    src.data_type = dst.data_type = dt;
     dnnl_pooling_v2_desc_t d;
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd = NULL;
@@ -118,6 +123,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     if (!plain_out) {
         dnnl_memory_desc_t pl_md;
         xd_md_plain(&pl_md, ys);
+        pl_md.data_type = dt;
         if (!dnnl_memory_desc_equal(cdst, &pl_md)) {
             p->bufs[yb].blocked = true;
             p->bufs[yb].md = *cdst;

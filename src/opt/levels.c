@@ -41,6 +41,10 @@ int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
     /* exact in real arithmetic: DenseNet's transitions pool first */
     if ((r = ts_pool_before_conv(g, err)) < 0) return -1;
     total += r;
+    /* a QDQ model's products on its 8-bit tensors (as ONNX Runtime's basic
+     * level fuses them): up to one quantization step, fuse_qdq.c */
+    if ((r = ts_fuse_qdq(g, err)) < 0) return -1;
+    total += r;
     if (level == TS_GRAPH_OPT_BASIC) return total;
     /* fusions into operators the model does not spell */
     if ((r = ts_fuse_layernorm(g, err)) < 0) return -1;

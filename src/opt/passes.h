@@ -81,5 +81,12 @@ int ts_fuse_layernorm(ts_graph *g, ts_error *err);
  * fusions, or -1. */
 int ts_fuse_gelu(ts_graph *g, ts_error *err);
 
+/* QDQ products -> QLinearConv / QLinearMatMul (a Gemm: a 1x1 QLinearConv),
+ * a Relu before a Q at the type's minimum dropped, DQ -> MaxPool -> Q on
+ * the same parameters run on the 8-bit tensor (fuse_qdq.c: why each is
+ * ONNX's meaning up to the one rounding the fused kernels make).  Returns
+ * the number of rewrites, or -1. */
+int ts_fuse_qdq(ts_graph *g, ts_error *err);
+
 
 #endif
