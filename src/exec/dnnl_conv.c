@@ -441,7 +441,10 @@ again:;
      * multiply-adds per output element (64 -> 64 at 56x56, 1 thread:
      * 1.5-1.7 ms on the direct kernel, 1.0 with the reorder; docs/runtime.md).
      * TSOPT_SKIP=winograd turns it off (A/B measurements). */
-    if (!transposed && !gt && !p->opts.plain_layout && !xplan_skips(p, "winograd") && wino_worth(xs, &W->shape, G, &ge)) {
+    /* not in a half-precision plan: its transformed weights cannot be stored
+     * 16-bit (half.c), and held in float32 they are 3.5x the model's */
+    if (!transposed && !gt && !p->opts.plain_layout && !p->half && !xplan_skips(p, "winograd") &&
+        wino_worth(xs, &W->shape, G, &ge)) {
         geom gw = ge;
         gw.alg = dnnl_convolution_winograd;
         ts_error e2 = {0};

@@ -46,6 +46,10 @@ typedef struct xbuf {
     bool blocked;   /* layout is `md` (oneDNN), not plain row-major */
     dnnl_memory_desc_t md;
     int first_step, last_step; /* lifetime, filled by the planner */
+    /* XB_CONST float32 contents stored in the plan's half type (float16 or
+     * bfloat16, half.c): `bytes` are the stored ones, every step reading it
+     * widens it per run into its scratch */
+    bool half;
 } xbuf;
 
 typedef struct xstep {
@@ -90,6 +94,12 @@ struct xplan {
     void **ptrs; /* run-time pointer per buffer (resolved each run, no allocation) */
     ts_plan_stats stats;
     double *step_ms; /* optional per-step timer (step_timer.h): NULL = off */
+    /* half-precision graphs (half.c): the float32-computing copy the plan
+     * lowers (g points to it; owned), the caller's graph, its 16-bit type */
+    ts_graph *own_g;
+    const ts_graph *caller_g;
+    ts_dtype half;
+    bool half_release_caller; /* the caller's opts.release_packed_weights */
 };
 
 /* ---- for kernels, at plan time */

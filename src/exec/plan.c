@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include "exec/half.h"
 #include "exec/mem_check.h"
 #include "exec/plan_internal.h"
 #include "ops/list.h"
@@ -539,6 +540,7 @@ static void plan_destroy(xplan *p)
     free(p->consumers);
     free(p->arena);
     free(p->ptrs);
+    ts_graph_free(p->own_g);
     if (p->stream) dnnl_stream_destroy(p->stream);
     if (p->engine) dnnl_engine_destroy(p->engine);
     free(p);
@@ -588,9 +590,13 @@ static ts_status lower_all(xplan *p, ts_error *err)
     else
         st = ts_graph_topo_order(g, order, &cnt, err);
     bool once = !st && xweights_once_allowed(p);
-    for (int k = 0; !st && k < cnt; k++)
-        if (!p->claimed[order[k]] && !(st = lower_node(p, order[k], &u, err)) && once)
+    for (int k = 0; !st && k < cnt; k++) {
+        if (p->claimed[order[k]]) continue;
+        int nbufs = p->nbufs;
+        if (!(st = xhalf_before_node(p, order[k], err)) && !(st = lower_node(p, order[k], &u, err)) && once)
             xweights_once_node(p, order[k]); /* this layer's originals go before the next layer packs */
+        if (!st) st = xhalf_after_node(p, nbufs, err); /* its packed weights stored 16-bit again */
+    }
     free(order);
     free(u.value_buf);
     free(u.consumers);
@@ -608,12 +614,14 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     if (o) p->opts = *o;
     if (p->opts.threads <= 0) p->opts.threads = omp_get_num_procs();
     omp_set_num_threads(p->opts.threads); /* oneDNN builds for the pool it will run on */
-    ts_status st = init_plan(p, err);
+    ts_status st = xhalf_begin(p, err); /* float16/bfloat16: p->g becomes a float32-computing copy */
+    if (!st) st = init_plan(p, err);
     xmem_trace("plan: start");
     if (!st) st = lower_all(p, err);
     xmem_trace("plan: nodes lowered");
     if (!st) st = bind_outputs(p, err);
     if (!st && xweights_once_allowed(p)) xweights_once_all(p);
+    if (!st) st = xhalf_finish(p, err);
     xmem_trace("plan: originals released");
     if (st) {
         plan_destroy(p);

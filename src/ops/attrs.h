@@ -161,4 +161,11 @@ float ts_resize_coord(int mode, float x, float scale, int64_t in_len, int64_t ou
 /* Nearest input index for input coordinate x, clamped to [0, in_len). */
 int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len);
 
+/* Cast (cast.c): the target type and its ONNX code (for export); the
+ * runtime's half-precision lowering (exec/half.c) retargets and adds Casts. */
+typedef struct ts_cast_attrs {
+    ts_dtype to;
+    int64_t onnx_to;
+} ts_cast_attrs;
+
 #endif

@@ -4,12 +4,10 @@
  * the other directions are refused there. */
 #include <math.h>
 #include <string.h>
+#include "ops/attrs.h"
 #include "ops/op.h"
 
-typedef struct cast_attrs {
-    ts_dtype to;
-    int64_t onnx_to; /* as written, for export */
-} cast_attrs;
+typedef ts_cast_attrs cast_attrs;
 
 
 static ts_status cast_parse(void *attrs, const ts_attr *a, int na, int opset, ts_error *err)

@@ -1,0 +1,599 @@
+/* float16 / bfloat16 graphs (docs/runtime.md, "Half precision").
+ *
+ * This CPU class has no float16 arithmetic (no AVX-512 FP16, no AMX) and
+ * oneDNN 2.6 has no CPU float16 convolution, so a float16 graph computes in
+ * float32, operator by operator, as ONNX Runtime's CPU provider does (its
+ * inserted Casts).  What stays 16-bit is what costs memory: the weights.
+ *
+ * The plan lowers a copy of the graph (xhalf_begin) in which every 16-bit
+ * value is float32, graph inputs and outputs keep their 16-bit type through
+ * a Cast each, and a node whose output type is fixed to 16 bits by its
+ * attributes (Cast to float16 is retargeted; anything else) is followed by a
+ * Cast back.  Every fast kernel then applies unchanged.  A large 16-bit
+ * constant is widened to float32 only when its node (or one the node may
+ * fuse) is lowered; the kernel packs it into its layout, the widened copy is
+ * released (weights_once.c), and the packed float32 copy is stored 16-bit
+ * again (exact: its values came from 16 bits).  At run time the step's
+ * wrapper widens it into the step's scratch just before the kernel runs:
+ * one streaming conversion per weight and run (F16C / AVX-512), into a
+ * scratch the memory plan shares between steps.  So the weights are held
+ * once, in 16 bits, and one layer's float32 weights exist at a time. */
+#include <immintrin.h>
+#include <malloc.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/dnnl_util.h"
+#include "exec/half.h"
+#include "exec/plan_internal.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+
+/* Constants below this are widened when the plan starts (fusing kernels
+ * read the small ones of nodes far ahead: LayerNorm's gamma and beta) and
+ * stay float32; larger ones are widened per node and stored 16-bit. */
+#define HALF_SMALL_BYTES (64 * 1024)
+/* How far downstream of a node its fusions may read large constants (a
+ * kernel that reads one still 16-bit declines: they check the tensor's
+ * type).  Each hop holds more widened float32 weights at once. */
+#define HALF_FUSE_HOPS 0
+
+static bool is_half(ts_dtype t) { return t == TS_F16 || t == TS_BF16; }
+static int64_t onnx_code(ts_dtype t) { return t == TS_F16 ? 10 : t == TS_BF16 ? 16 : 1; }
+
+/* ------------------------------------------------------------ conversion */
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, u;
+    if (e == 31)
+        u = s | 0x7F800000u | (m << 13);
+    else if (e)
+        u = s | ((e + 112) << 23) | (m << 13);
+    else if (!m)
+        u = s;
+    else { /* subnormal: normalize */
+        e = 113;
+        while (!(m & 1024)) {
+            m <<= 1;
+            e--;
+        }
+        u = s | (e << 23) | ((m & 1023) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t s = (u >> 16) & 0x8000, a = u & 0x7FFFFFFF;
+    if (a > 0x7F800000) return (uint16_t)(s | 0x7E00 | ((a >> 13) & 0x3FF)); /* NaN stays NaN */
+    if (a >= 0x477FF000) return (uint16_t)(s | 0x7C00);                    /* rounds past 65504: inf */
+    if (a < 0x38800000) {                                                    /* float16 subnormal or 0 */
+        if (a < 0x33000000) return (uint16_t)s;                              /* below half the least */
+        /* value = m * 2^(e - 150); in float16's unit 2^-24 that is m >> (126 - e) */
+        uint32_t m = (a & 0x7FFFFF) | 0x800000, sh = 126 - (a >> 23);
+        uint32_t q = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+        q += rem > half || (rem == half && (q & 1));
+        return (uint16_t)(s | q);
+    }
+    uint32_t r = a + 0xFFF + ((a >> 13) & 1) - 0x38000000; /* rebias 127 -> 15, round to nearest even */
+    return (uint16_t)(s | (r >> 13));
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFF) > 0x7F800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+__attribute__((target("avx512f"))) static void f16_widen_avx512(const uint16_t *s, float *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const void *)(s + i))));
+    for (; i < n; i++) d[i] = f16_to_f32(s[i]);
+}
+
+__attribute__((target("avx512f"))) static void f16_narrow_avx512(const float *s, uint16_t *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((void *)(d + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) d[i] = f32_to_f16(s[i]);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void bf16_widen(const uint16_t *s, float *d,
+                                                                                   size_t n)
+{
+    uint32_t *u = (uint32_t *)d;
+    for (size_t i = 0; i < n; i++) u[i] = (uint32_t)s[i] << 16;
+}
+
+static void widen_part(ts_dtype half, const uint16_t *s, float *d, size_t n)
+{
+    if (half == TS_BF16)
+        bf16_widen(s, d, n);
+    else if (__builtin_cpu_supports("avx512f"))
+        f16_widen_avx512(s, d, n);
+    else
+        for (size_t i = 0; i < n; i++) d[i] = f16_to_f32(s[i]);
+}
+
+/* Split over the plan's threads when large (a weight of MiBs); a chunk is
+ * a multiple of 64 elements so every thread stores whole cache lines. */
+void xhalf_widen(ts_dtype half, const void *src, float *dst, size_t n)
+{
+    if (n < (1u << 16)) {
+        widen_part(half, src, dst, n);
+        return;
+    }
+    const uint16_t *s = src;
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t per = (n / (size_t)nt + 63) & ~(size_t)63, a = per * (size_t)t, b = a + per < n ? a + per : n;
+        if (a < b) widen_part(half, s + a, dst + a, b - a);
+    }
+}
+
+void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n)
+{
+    uint16_t *d = dst;
+    if (half == TS_BF16)
+        for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+    else if (__builtin_cpu_supports("avx512f"))
+        f16_narrow_avx512(src, d, n);
+    else
+        for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
+}
+
+/* ------------------------------------------------ the float32-computing copy */
+
+static void rewire(ts_graph *c, int from, int to, int skip_node)
+{
+    for (int n = 0; n < c->nnodes; n++) {
+        ts_node *nd = &c->nodes[n];
+        if (nd->dead || n == skip_node) continue;
+        for (int j = 0; j < nd->ninputs; j++)
+            if (nd->inputs[j] == from) nd->inputs[j] = to;
+    }
+}
+
+/* Node Cast(v) -> a new value named `name` of type `to`; its value id. */
+static int add_cast(ts_graph *c, int v, ts_dtype to, const char *name, ts_error *err)
+{
+    ts_cast_attrs a = {.to = to, .onnx_to = onnx_code(to)};
+    char nn[300];
+    snprintf(nn, sizeof nn, "%s/half_cast", name);
+    int out = -1;
+    if (ts_graph_add_node_parsed(c, &ts_op_cast, nn, &v, 1, &a, 1, &name, &out, err) < 0) return -1;
+    return out;
+}
+
+static void unique(const ts_graph *c, const char *base, const char *suffix, char *out, size_t n)
+{
+    snprintf(out, n, "%s%s", base, suffix);
+    for (int k = 1; ts_graph_find_value(c, out) >= 0; k++) snprintf(out, n, "%s%s%d", base, suffix, k);
+}
+
+static ts_status widen_graph(ts_graph *c, ts_dtype half, ts_error *err)
+{
+    int nv0 = c->nvalues, nn0 = c->nnodes;
+    bool *was = calloc((size_t)nv0 + 1, 1);
+    int *order = malloc(sizeof(int) * ((size_t)nn0 + 1)), cnt = 0;
+    ts_status st = TS_OK;
+    char name[300];
+    if (!was || !order) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int n = 0; n < nn0; n++)
+        if (!c->nodes[n].dead && c->nodes[n].op->attrs_retain) { /* bodies keep their 16-bit types */
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' has bodies", c->nodes[n].name);
+            goto done;
+        }
+    if ((st = ts_graph_topo_order(c, order, &cnt, err))) goto done;
+    bool *is_in = calloc((size_t)nv0 + 1, 1);
+    if (!is_in) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < c->ninputs; i++) is_in[c->inputs[i]] = true;
+    for (int v = 0; v < nv0; v++)
+        if (is_half(c->values[v].dtype) && !is_in[v]) {
+            was[v] = true;
+            c->values[v].dtype = TS_F32;
+        }
+    /* graph inputs: the caller's 16-bit tensor, a Cast to float32 inside */
+    for (int i = 0; i < c->ninputs && !st; i++) {
+        int x = c->inputs[i];
+        if (!is_half(c->values[x].dtype) || ts_value_uses(c, x) == 0) continue;
+        unique(c, c->values[x].name, ".f32", name, sizeof name);
+        int x32 = add_cast(c, x, TS_F32, name, err);
+        if (x32 < 0)
+            st = err->code;
+        else
+            rewire(c, x, x32, c->values[x32].producer);
+    }
+    free(is_in);
+    /* nodes whose output type does not follow their inputs */
+    for (int k = 0; k < cnt && !st; k++) {
+        int n = order[k];
+        ts_dtype dt[16];
+        ts_shape sh[16];
+        if (c->nodes[n].noutputs > 16) {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': too many outputs", c->nodes[n].name);
+            break;
+        }
+        if ((st = ts_node_infer(c, n, dt, sh, err))) break;
+        for (int o = 0; o < c->nodes[n].noutputs && !st; o++) {
+            int y = c->nodes[n].outputs[o];
+            if (y < 0 || dt[o] == c->values[y].dtype) continue;
+            if (!was[y] || dt[o] != half) {
+                st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': output %d is %s", c->nodes[n].name, o,
+                                  ts_dtype_name(dt[o]));
+            } else if (c->nodes[n].op == &ts_op_cast) {
+                ts_cast_attrs *a = c->nodes[n].attrs;
+                a->to = TS_F32;
+                a->onnx_to = 1;
+            } else { /* keep the node's 16-bit output, widen it after */
+                c->values[y].dtype = half;
+                unique(c, c->values[y].name, ".f32", name, sizeof name);
+                int y32 = add_cast(c, y, TS_F32, name, err);
+                if (y32 < 0)
+                    st = err->code;
+                else
+                    rewire(c, y, y32, c->values[y32].producer);
+            }
+        }
+    }
+    /* graph outputs: computed in float32 under another name, Cast to the
+     * 16-bit type under the output's own */
+    for (int i = 0; i < c->noutputs && !st; i++) {
+        int y = c->outputs[i];
+        if (y >= nv0 || !was[y] || c->values[y].dtype != TS_F32) continue;
+        char *orig = c->values[y].name;
+        unique(c, orig, ".f32", name, sizeof name);
+        c->values[y].name = ts_strdup(name);
+        int y16 = c->values[y].name ? add_cast(c, y, half, orig, err) : -1;
+        free(orig);
+        if (y16 < 0) {
+            st = err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int j = i; j < c->noutputs; j++)
+            if (c->outputs[j] == y) c->outputs[j] = y16;
+    }
+done:
+    free(was);
+    free(order);
+    return st;
+}
+
+static void release_caller_original(xplan *p, int v);
+
+/* A constant's 16-bit tensor replaced by its float32 copy (exact). */
+static ts_status widen_const(xplan *p, ts_graph *c, int v, ts_error *err)
+{
+    ts_tensor *t = c->values[v].constant;
+    if (!t || !is_half(t->dtype) || !t->data) return TS_OK;
+    ts_tensor *w = ts_tensor_new(TS_F32, &t->shape, err);
+    if (!w) return err->code;
+    xhalf_widen(t->dtype, t->data, w->data, (size_t)ts_tensor_numel(t));
+    c->values[v].constant = w;
+    ts_tensor_unref(t); /* the caller's graph holds the original */
+    if (p) release_caller_original(p, v);
+    return TS_OK;
+}
+
+ts_status xhalf_begin(xplan *p, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    ts_dtype half = TS_UNDEFINED;
+    for (int v = 0; v < g->nvalues; v++)
+        if (is_half(g->values[v].dtype)) {
+            if (half && half != g->values[v].dtype) return TS_OK; /* both kinds: left to the shadows */
+            half = g->values[v].dtype;
+        }
+    if (!half || xplan_skips(p, "half")) return TS_OK;
+    ts_graph *c = ts_graph_copy(g);
+    if (!c) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_error e = {0};
+    ts_status st = widen_graph(c, half, &e);
+    for (int v = 0; !st && v < c->nvalues; v++) {
+        const ts_tensor *t = c->values[v].constant;
+        if (t && is_half(t->dtype) && c->values[v].dtype == TS_F32 && t->nbytes < HALF_SMALL_BYTES)
+            st = widen_const(NULL, c, v, &e);
+    }
+    if (st == TS_ERR_NOMEM) {
+        ts_graph_free(c);
+        *err = e;
+        return st;
+    }
+    if (st) { /* the copy cannot be typed: the original runs on the reference kernel */
+        ts_graph_free(c);
+        return TS_OK;
+    }
+    p->own_g = c;
+    p->caller_g = g;
+    p->g = c;
+    p->half = half;
+    /* the copy's widened constants are the plan's own: released once
+     * packed whatever the caller asked; the caller's originals only when
+     * it asked (after_node) */
+    p->half_release_caller = p->opts.release_packed_weights;
+    p->opts.release_packed_weights = true;
+    return TS_OK;
+}
+
+/* The constant behind v (through Identity, as xplan_const sees it). */
+static int const_value(const ts_graph *c, int v)
+{
+    while (v >= 0 && !c->values[v].constant && c->values[v].producer >= 0) {
+        const ts_node *nd = &c->nodes[c->values[v].producer];
+        if (nd->op != &ts_op_identity || nd->ninputs != 1) return -1;
+        v = nd->inputs[0];
+    }
+    return v >= 0 && c->values[v].constant ? v : -1;
+}
+
+static ts_status widen_node_consts(xplan *p, int n, int hops, ts_error *err)
+{
+    ts_graph *c = p->own_g;
+    const ts_node *nd = &c->nodes[n];
+    for (int j = 0; j < nd->ninputs; j++) {
+        int v = const_value(c, nd->inputs[j]);
+        if (v >= 0 && c->values[v].dtype == TS_F32 && widen_const(p, c, v, err)) return err->code;
+    }
+    if (!hops) return TS_OK;
+    for (int m = 0; m < c->nnodes; m++) {
+        if (c->nodes[m].dead || p->claimed[m]) continue;
+        bool reads = false;
+        for (int j = 0; j < c->nodes[m].ninputs && !reads; j++)
+            for (int o = 0; o < nd->noutputs && !reads; o++) reads = c->nodes[m].inputs[j] == nd->outputs[o];
+        if (reads && widen_node_consts(p, m, hops - 1, err)) return err->code;
+    }
+    return TS_OK;
+}
+
+ts_status xhalf_before_node(xplan *p, int n, ts_error *err)
+{
+    return p->half ? widen_node_consts(p, n, HALF_FUSE_HOPS, err) : TS_OK;
+}
+
+/* Kernels that bind their weight input per run (in[]) and never keep a
+ * pointer into it: their packed weights may be stored 16-bit. */
+extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_vec_gemv, xk_dnnl_conv_gated;
+static bool widenable(const xkernel *k)
+{
+    return k == &xk_dnnl_conv || k == &xk_dnnl_deconv || k == &xk_dnnl_matmul || k == &xk_dnnl_gemm ||
+           k == &xk_vec_gemv || k == &xk_dnnl_conv_gated;
+}
+
+/* Stores b 16-bit when that is exact (its values came from 16 bits: a
+ * re-laid-out weight); a kernel's transform of them (Winograd's, a scale
+ * folded in) stays float32.  False only when out of memory. */
+static bool store_half(xplan *p, xbuf *b)
+{
+    size_t n = b->bytes / sizeof(float);
+    uint16_t *h = xd_alloc(n * 2);
+    if (!h) return false;
+    xhalf_narrow(p->half, b->data, h, n);
+    const float *f = b->data;
+    for (size_t i = 0; i < n; i += 4096) {
+        float w[4096];
+        size_t m = n - i < 4096 ? n - i : 4096;
+        xhalf_widen(p->half, h + i, w, m);
+        if (memcmp(w, f + i, m * sizeof(float))) { /* -0.0 vs 0.0 or NaN payloads count as inexact too */
+            free(h);
+            return true;
+        }
+    }
+    free(b->data);
+    b->data = h;
+    b->bytes = n * 2;
+    b->half = true;
+    return true;
+}
+
+static bool store_float(xplan *p, xbuf *b)
+{
+    size_t n = b->bytes / 2;
+    float *f = xd_alloc(n * sizeof(float));
+    if (!f) return false;
+    xhalf_widen(p->half, b->data, f, n);
+    free(b->data);
+    b->data = f;
+    b->bytes = n * sizeof(float);
+    b->half = false;
+    return true;
+}
+
+/* Every step reading buffer b (directly; a view of it never) can widen it. */
+static bool readers_widenable(const xplan *p, int b, int from_step)
+{
+    for (int i = from_step; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        for (int j = 0; j < s->nin; j++) {
+            if (s->in[j] < 0) continue;
+            if (s->in[j] == b && !widenable(s->k)) return false;
+            if (s->in[j] != b && xbuf_root(p, s->in[j]) == b) return false;
+        }
+    }
+    return true;
+}
+
+/* The caller's 16-bit original of constant v, once the plan's copy holds
+ * its own (widened) tensor: nothing of the plan reads it again, so when the
+ * caller gave its weights to the plan (opts.release_packed_weights) it goes
+ * now, before the node packs, not after. */
+static void release_caller_original(xplan *p, int v)
+{
+    const ts_graph *g = p->caller_g;
+    ts_tensor *t = v < g->nvalues ? g->values[v].constant : NULL;
+    if (!p->half_release_caller || !t || t == p->own_g->values[v].constant || !t->data || t->refcount != 1 ||
+        (!t->owns_data && !t->release) || xgraph_is_output(g, v))
+        return;
+    if (t->owns_data) free(t->data);
+    if (t->release) t->release(t->keep);
+    t->data = NULL;
+    t->owns_data = false;
+    t->release = NULL;
+    t->keep = NULL;
+    p->stats.released_bytes += t->nbytes;
+}
+
+static void trim_heap(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0); /* freed float32 copies of MiBs sat in malloc's heap */
+#endif
+}
+
+ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err)
+{
+    if (!p->half) return TS_OK;
+    bool stored = false;
+    for (int b = nbufs_before; b < p->nbufs; b++) {
+        xbuf *x = &p->bufs[b];
+        if (x->kind != XB_CONST || !x->owns_data || x->half || x->dtype != TS_F32 || x->bytes < HALF_SMALL_BYTES ||
+            !readers_widenable(p, b, 0))
+            continue;
+        if (!store_half(p, x)) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        stored |= x->half;
+    }
+    if (stored) trim_heap();
+    return TS_OK;
+}
+
+/* ------------------------------------------------ the widening wrapper */
+
+#define HW_MAX 4
+typedef struct hw_state {
+    xstep inner; /* the kernel's own step: k, state, scratch_bytes */
+    ts_dtype half;
+    int n, slot[HW_MAX];
+    size_t elems[HW_MAX], off[HW_MAX]; /* float32 elements, offset in the scratch */
+    void **args;
+} hw_state;
+
+static void hw_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    hw_state *h = s->state;
+    for (int j = 0; j < s->nin; j++) h->args[j] = in[j];
+    for (int i = 0; i < h->n; i++) {
+        float *w = (float *)((char *)scratch + h->off[i]);
+        xhalf_widen(h->half, in[h->slot[i]], w, h->elems[i]);
+        h->args[h->slot[i]] = w;
+    }
+    h->inner.k->run(&h->inner, h->args, out, h->inner.scratch_bytes ? scratch : NULL);
+}
+
+static void hw_destroy(void *state)
+{
+    hw_state *h = state;
+    if (!h) return;
+    if (h->inner.k->destroy) h->inner.k->destroy(h->inner.state);
+    free(h->args);
+    free(h);
+}
+
+static ts_status hw_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    (void)p, (void)n, (void)s;
+    return ts_error_set(err, TS_ERR_UNSUPPORTED, "half.widen wraps steps, it lowers no node");
+}
+
+const xkernel xk_half_widen = {"half.widen", hw_build, hw_run, hw_destroy};
+
+static ts_status wrap(xplan *p, xstep *s, ts_error *err)
+{
+    hw_state *h = calloc(1, sizeof *h);
+    if (!h || !(h->args = calloc((size_t)s->nin + 1, sizeof(void *)))) {
+        free(h);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    h->inner = *s;
+    h->half = p->half;
+    size_t off = xd_round(s->scratch_bytes);
+    for (int j = 0; j < s->nin; j++) {
+        if (s->in[j] < 0 || !p->bufs[s->in[j]].half) continue;
+        if (h->n == HW_MAX) {
+            free(h->args);
+            free(h);
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "more than %d 16-bit weights in one step", HW_MAX);
+        }
+        h->slot[h->n] = j;
+        h->elems[h->n] = p->bufs[s->in[j]].bytes / 2;
+        h->off[h->n] = off;
+        off += xd_round(h->elems[h->n] * sizeof(float));
+        h->n++;
+    }
+    s->k = &xk_half_widen;
+    s->state = h;
+    s->scratch_bytes = off;
+    return TS_OK;
+}
+
+ts_status xhalf_finish(xplan *p, ts_error *err)
+{
+    if (!p->half) return TS_OK;
+    /* a 16-bit buffer read by a step that cannot widen it (a kernel fused
+     * or shared the weight later) goes back to float32 */
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].half && !readers_widenable(p, b, 0) && !store_float(p, &p->bufs[b]))
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->nsteps; i++) {
+        xstep *s = &p->steps[i];
+        bool any = false;
+        for (int j = 0; j < s->nin && !any; j++) any = s->in[j] >= 0 && p->bufs[s->in[j]].half;
+        if (any && wrap(p, s, err)) return err->code;
+    }
+    return TS_OK;
+}
+
+/* ------------------------------------------------ Cast between float32 and 16 bits */
+
+typedef struct hc_state {
+    ts_dtype from, to;
+    size_t n;
+} hc_state;
+
+static void hc_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    const hc_state *c = s->state;
+    (void)scratch;
+    if (c->from == c->to)
+        memcpy(out[0], in[0], c->n * ts_dtype_size(c->to));
+    else if (c->from == TS_F32)
+        xhalf_narrow(c->to, in[0], out[0], c->n);
+    else
+        xhalf_widen(c->from, in[0], out[0], c->n);
+}
+
+static ts_status hc_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    const ts_value *x = &p->g->values[nd->inputs[0]], *y = &p->g->values[nd->outputs[0]];
+    bool ok = (x->dtype == TS_F32 && (is_half(y->dtype) || y->dtype == TS_F32)) ||
+              (is_half(x->dtype) && (y->dtype == TS_F32 || y->dtype == x->dtype));
+    if (!ok) return TS_ERR_UNSUPPORTED;
+    hc_state *c = malloc(sizeof *c);
+    if (!c) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    *c = (hc_state){x->dtype, y->dtype, (size_t)ts_shape_numel(&y->shape)};
+    s->state = c;
+    if (xstep_alloc(s, 1, 1, err)) return err->code;
+    s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
+    s->out[0] = xplan_value_buf(p, nd->outputs[0]);
+    if (s->in[0] < 0 || s->out[0] < 0) return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
+const xkernel xk_half_cast = {"half.cast", hc_build, hc_run, free};

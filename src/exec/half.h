@@ -1,0 +1,29 @@
+/* float16 / bfloat16 graphs in the fast runtime (half.c, docs/runtime.md
+ * "Half precision"): the plan lowers a float32-computing copy of the graph
+ * whose weights stay 16-bit in memory and are widened per step. */
+#ifndef TS_EXEC_HALF_H
+#define TS_EXEC_HALF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "exec/exec.h"
+
+/* Plan start: when g holds float16/bfloat16 values, p->g becomes the
+ * float32-computing copy (p->own_g) and p->half its type; otherwise, or
+ * when the copy cannot be made (a node whose types do not follow), p is
+ * left as it was (the reference kernel's shadows run it). */
+ts_status xhalf_begin(xplan *p, ts_error *err);
+/* Around lowering node n: widen the 16-bit constants it (or a node it may
+ * fuse) reads; afterwards store the packed weights the step made (buffers
+ * from nbufs_before on) 16-bit and free the caller's originals. */
+ts_status xhalf_before_node(xplan *p, int n, ts_error *err);
+ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err);
+/* Plan end: steps reading 16-bit constants get the widening wrapper. */
+ts_status xhalf_finish(xplan *p, ts_error *err);
+
+/* Conversions (F16C / AVX-512 where the CPU has them): widening is exact,
+ * narrowing rounds to nearest, ties to even, as ONNX's Cast does. */
+void xhalf_widen(ts_dtype half, const void *src, float *dst, size_t n);
+void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
+
+#endif

@@ -1,0 +1,269 @@
+/* float16 / bfloat16 graphs in the fast runtime (src/exec/half.c): the
+ * conversions against hand values and ts_dtype_round; a small CNN and a
+ * small transformer block in 16 bits run by fast kernels only
+ * (fallback_steps 0), with their weights held 16-bit (the plan's
+ * weight_bytes about half the float32 plan's), and matching the float32
+ * plan of the same graph whose weights and inputs are the rounded values
+ * (what ONNX Runtime's CPU provider computes) to 2 units in the last place
+ * of the 16-bit type. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "exec/half.h"
+#include "tsopt.h"
+
+static uint16_t narrow1(ts_dtype t, float v)
+{
+    uint16_t h;
+    xhalf_narrow(t, &v, &h, 1);
+    return h;
+}
+
+Test(half, hand_values)
+{
+    cr_assert_eq(narrow1(TS_F16, 1.0f), 0x3C00);
+    cr_assert_eq(narrow1(TS_F16, -2.0f), 0xC000);
+    cr_assert_eq(narrow1(TS_F16, 65504.0f), 0x7BFF);
+    cr_assert_eq(narrow1(TS_F16, 65520.0f), 0x7C00);         /* the tie past the largest: infinity */
+    cr_assert_eq(narrow1(TS_F16, 0x1p-24f), 0x0001);         /* least subnormal */
+    cr_assert_eq(narrow1(TS_F16, 0x1p-25f), 0x0000);         /* tie to even: zero */
+    cr_assert_eq(narrow1(TS_F16, 0x1.8p-24f), 0x0002);       /* 1.5 ulp: tie to even, 2 */
+    cr_assert_eq(narrow1(TS_F16, 0.1f), 0x2E66);
+    cr_assert_eq(narrow1(TS_F16, 1.0f + 0x1p-11f), 0x3C00);  /* tie: even mantissa kept */
+    cr_assert_eq(narrow1(TS_F16, 1.0f + 0x3p-11f), 0x3C02);  /* tie: rounds up to even */
+    cr_assert_eq(narrow1(TS_BF16, 1.0f), 0x3F80);
+    cr_assert_eq(narrow1(TS_BF16, 1.0f + 0x1p-8f), 0x3F80);
+    cr_assert_eq(narrow1(TS_BF16, 1.0f + 0x3p-8f), 0x3F82);
+    cr_assert_eq(narrow1(TS_BF16, -0.0f), 0x8000);
+    float nan = NAN, w;
+    uint16_t h = narrow1(TS_F16, nan);
+    xhalf_widen(TS_F16, &h, &w, 1);
+    cr_assert(isnan(w));
+    h = narrow1(TS_BF16, nan);
+    xhalf_widen(TS_BF16, &h, &w, 1);
+    cr_assert(isnan(w));
+}
+
+/* Every conversion path (vector body, scalar tail, threads) agrees with
+ * ts_dtype_round on values over float16's whole range. */
+Test(half, sweep_matches_dtype_round)
+{
+    enum { N = 200003 };
+    static float src[N], back[N];
+    static uint16_t h[N];
+    uint64_t rng = 7;
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < N; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            double m = (double)(rng >> 11) / 9007199254740992.0 - 0.5;
+            src[i] = (float)ldexp(m, (int)((rng >> 3) % 44) - 28);
+        }
+        xhalf_narrow(types[k], src, h, N);
+        xhalf_widen(types[k], h, back, N);
+        for (int i = 0; i < N; i++)
+            cr_assert_eq((double)back[i], ts_dtype_round(types[k], src[i]), "%s: %a -> %a, want %a",
+                         ts_dtype_name(types[k]), src[i], back[i], ts_dtype_round(types[k], src[i]));
+    }
+}
+
+/* ---- graphs built twice: in the 16-bit type, and in float32 holding the
+ * same (rounded) values */
+
+typedef struct gb {
+    ts_graph *g;
+    ts_dtype dt;    /* the graph's float type */
+    ts_dtype round; /* the values' precision */
+    uint64_t rng;
+} gb;
+
+static ts_shape shp(const char *d)
+{
+    ts_shape s = {0};
+    ts_error e = {0};
+    if (*d) cr_assert_eq(ts_shape_parse(d, &s, &e), TS_OK, "%s", e.msg);
+    return s;
+}
+
+static int cst(gb *b, const char *dims, double lo, double hi)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(b->dt, &s, &e);
+    cr_assert_not_null(t);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) {
+        b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(b->rng >> 11) / 9007199254740992.0;
+        ts_tensor_set_f64(t, i, ts_dtype_round(b->round, lo + (hi - lo) * u));
+    }
+    char name[32];
+    snprintf(name, sizeof name, "c%d", b->g->nvalues);
+    int v = ts_graph_add_constant(b->g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+static int node(gb *b, const char *op, const int *ins, int nin, const ts_attr *at, int na)
+{
+    ts_error e = {0};
+    int out;
+    cr_assert_geq(ts_graph_add_node(b->g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e), 0, "%s: %s", op, e.msg);
+    return out;
+}
+#define N(op, ...) node(b, op, (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), NULL, 0)
+
+/* Conv 3x3 + Relu, 1x1 Conv, residual Add, MaxPool, GlobalAveragePool,
+ * Flatten, Gemm, Softmax: ResNet's operators. */
+static void build_cnn(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1x32x12x12");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    cr_assert_geq(x, 0);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    int c1 = node(b, "Conv", (const int[]){x, cst(b, "64x32x3x3", -0.1, 0.1), cst(b, "64", -0.5, 0.5)}, 3, &pads, 1);
+    int r1 = N("Relu", c1);
+    int c2 = N("Conv", r1, cst(b, "64x64x1x1", -0.2, 0.2));
+    int a = N("Add", c2, r1);
+    int r2 = N("Relu", a);
+    ts_attr mp[] = {ts_attr_ints("kernel_shape", (int64_t[]){2, 2}, 2), ts_attr_ints("strides", (int64_t[]){2, 2}, 2)};
+    int p = node(b, "MaxPool", &r2, 1, mp, 2);
+    int gp = N("GlobalAveragePool", p);
+    int f = N("Flatten", gp);
+    ts_attr tb = ts_attr_int("transB", 1);
+    int fc = node(b, "Gemm", (const int[]){f, cst(b, "300x64", -0.3, 0.3), cst(b, "300", -0.1, 0.1)}, 3, &tb, 1);
+    int sm = N("Softmax", fc);
+    cr_assert_eq(ts_graph_add_output(b->g, sm, &e), TS_OK);
+    cr_assert_eq(ts_graph_add_output(b->g, fc, &e), TS_OK);
+}
+
+/* MatMul + bias, GELU in erf form, MatMul, residual, LayerNormalization,
+ * Reshape/Transpose, attention-like Softmax: ViT's operators. */
+static void build_block(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("2x16x64");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    cr_assert_geq(x, 0);
+    int h = N("Add", N("MatMul", x, cst(b, "64x256", -0.2, 0.2)), cst(b, "256", -0.1, 0.1));
+    int er = N("Erf", N("Mul", h, cst(b, "", 0.70710678, 0.70710678)));
+    int ge = N("Mul", N("Mul", h, N("Add", er, cst(b, "", 1, 1))), cst(b, "", 0.5, 0.5));
+    int o = N("Add", N("MatMul", ge, cst(b, "256x64", -0.1, 0.1)), x);
+    ts_attr ax = ts_attr_int("axis", -1);
+    int ln = node(b, "LayerNormalization", (const int[]){o, cst(b, "64", 0.5, 1.5), cst(b, "64", -0.2, 0.2)}, 3, &ax, 1);
+    int64_t dims[] = {2, 16, 4, 16};
+    ts_error e2 = {0};
+    ts_shape ds = shp("4");
+    ts_tensor *dt = ts_tensor_new(TS_I64, &ds, &e2);
+    memcpy(dt->data, dims, sizeof dims);
+    int dv = ts_graph_add_constant(b->g, "dims", dt, &e2);
+    ts_tensor_unref(dt);
+    int rs = N("Reshape", ln, dv);
+    ts_attr perm = ts_attr_ints("perm", (int64_t[]){0, 2, 1, 3}, 4);
+    int tr = node(b, "Transpose", &rs, 1, &perm, 1);
+    int sc = N("MatMul", tr, cst(b, "16x16", -0.5, 0.5));
+    int sm = node(b, "Softmax", &sc, 1, &ax, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, sm, &e), TS_OK);
+    cr_assert_eq(ts_graph_add_output(b->g, ln, &e), TS_OK);
+}
+
+typedef struct run_out {
+    ts_tensor *out[2];
+    ts_plan_stats st;
+} run_out;
+
+/* Plans and runs g on x (its dtype), copying the outputs out. */
+static run_out run(const ts_graph *g, const ts_tensor *x)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    run_out r = {0};
+    ts_plan_stats_get(p, &r.st);
+    for (int i = 0; i < g->noutputs; i++) {
+        r.out[i] = ts_tensor_new(g->values[g->outputs[i]].dtype, &g->values[g->outputs[i]].shape, &e);
+        cr_assert_not_null(r.out[i]);
+    }
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, r.out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return r;
+}
+
+/* One unit in the last place of t at |v|. */
+static double ulp(ts_dtype t, double v)
+{
+    int ex;
+    frexp(fabs(v) > 0x1p-14 ? v : 0x1p-14, &ex);
+    return ldexp(1.0, ex - (t == TS_F16 ? 11 : 8));
+}
+
+static void check_model(ts_dtype half, void (*build)(gb *), const char *dims)
+{
+    ts_error e = {0};
+    gb h = {ts_graph_new("h", 17), half, half, 11}, f = {ts_graph_new("f", 17), TS_F32, half, 11};
+    build(&h);
+    build(&f);
+    ts_shape xs = shp(dims);
+    ts_tensor *xh = ts_tensor_new(half, &xs, &e), *xf = ts_tensor_new(TS_F32, &xs, &e);
+    uint64_t rng = 3;
+    ts_tensor_fill_random(xf, &rng, -1, 1);
+    for (int64_t i = 0; i < ts_tensor_numel(xf); i++) {
+        double v = ts_dtype_round(half, ts_tensor_get_f64(xf, i));
+        ts_tensor_set_f64(xf, i, v);
+        ts_tensor_set_f64(xh, i, v);
+    }
+    run_out rh = run(h.g, xh), rf = run(f.g, xf);
+    cr_assert_eq(rh.st.fallback_steps, 0, "%s: %d steps on the reference kernel", ts_dtype_name(half),
+                 rh.st.fallback_steps);
+    /* no float32 copy of the weights: the 16-bit plan holds about half
+     * (small constants, below half.c's 64 KiB, stay float32) */
+    cr_assert_leq((double)rh.st.weight_bytes, 0.6 * (double)rf.st.weight_bytes, "%s: weights %zu vs float32 %zu",
+                  ts_dtype_name(half), rh.st.weight_bytes, rf.st.weight_bytes);
+    for (int o = 0; o < h.g->noutputs; o++) {
+        cr_assert_eq(rh.out[o]->dtype, half);
+        for (int64_t i = 0; i < ts_tensor_numel(rf.out[o]); i++) {
+            double want = ts_tensor_get_f64(rf.out[o], i), got = ts_tensor_get_f64(rh.out[o], i);
+            cr_assert_leq(fabs(got - want), 2 * ulp(half, want), "%s output %d [%lld]: %g, float32 plan %g",
+                          ts_dtype_name(half), o, (long long)i, got, want);
+        }
+        ts_tensor_unref(rh.out[o]);
+        ts_tensor_unref(rf.out[o]);
+    }
+    ts_tensor_unref(xh);
+    ts_tensor_unref(xf);
+    ts_graph_free(h.g);
+    ts_graph_free(f.g);
+}
+
+Test(half, cnn_float16) { check_model(TS_F16, build_cnn, "1x32x12x12"); }
+Test(half, cnn_bfloat16) { check_model(TS_BF16, build_cnn, "1x32x12x12"); }
+Test(half, block_float16) { check_model(TS_F16, build_block, "2x16x64"); }
+Test(half, block_bfloat16) { check_model(TS_BF16, build_block, "2x16x64"); }
+
+/* y = Relu(x * 3 - 1) on hand values: the Cast-free 16-bit path end to end,
+ * exact (every value is a float16 and a bfloat16). */
+Test(half, relu_hand_values)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        ts_error e = {0};
+        gb bb = {ts_graph_new("r", 17), types[k], types[k], 1}, *b = &bb;
+        ts_shape s = shp("4");
+        int x = ts_graph_add_input(b->g, "x", b->dt, &s, &e);
+        int y = N("Relu", N("Sub", N("Mul", x, cst(b, "", 3, 3)), cst(b, "", 1, 1)));
+        cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+        ts_tensor *xt = ts_tensor_new(types[k], &s, &e);
+        double xv[] = {-1, 0.5, 1, 2.25}, yv[] = {0, 0.5, 2, 5.75};
+        for (int i = 0; i < 4; i++) ts_tensor_set_f64(xt, i, xv[i]);
+        run_out r = run(b->g, xt);
+        for (int i = 0; i < 4; i++) cr_assert_eq(ts_tensor_get_f64(r.out[0], i), yv[i]);
+        ts_tensor_unref(r.out[0]);
+        ts_tensor_unref(xt);
+        ts_graph_free(b->g);
+    }
+}
