@@ -13,8 +13,12 @@ exports, dynamic batch):
      original and the written file in R alternating rounds in one ONNX Runtime
      process (idle pools do not spin: session.intra_op.allow_spinning 0);
      ratio = original median / written median per process; the median of the N;
-  3. prediction error: the original's region sum against a separate ORT
-     process's median (serve.js `time`, 2 s of runs);
+  3. prediction error: the original's region sum (logged before any
+     whole-graph timing) and, where optimize timed its best graphs whole
+     (whole_before_ms), that whole-graph median, each against a separate ORT
+     process's median (serve.js `time`, 2 s of runs); and the predicted gain
+     (whole_before / whole_after, else the region sums') against the
+     measured ratio;
   4. match: original and written run by ORT on the same random inputs
      (serve.js `compare`, rtol 1e-3, atol 1e-4) at batch 1 and 4 -- dynamic-batch
      models as written; zoo models (exported at a fixed batch) exported at batch 4
@@ -80,7 +84,9 @@ def measure(a, name, model, work):
     out = os.path.join(work, name + ".ort.onnx")
     j = optimize(a, model, out, a.time_limit)
     r.update(written=j["written"], reason=j["reason"], rewrites=j.get("rewrites", {}), ort_version=j.get("ort_version"),
-             predicted_before_ms=j["cost_before_ms"], predicted_after_ms=j["cost_after_ms"])
+             predicted_before_ms=j["cost_before_ms"], predicted_after_ms=j["cost_after_ms"],
+             whole_before_ms=j.get("whole_before_ms"), whole_after_ms=j.get("whole_after_ms"),
+             whole_candidates=j.get("whole_candidates", 0))
     th = a.threads or os.cpu_count()
     ratios, meds = [], []
     for _ in range(a.procs):  # separate processes: the median of their ratios
@@ -94,6 +100,14 @@ def measure(a, name, model, work):
     sep = float(serve([("time", model, "-", th, 2000)])[0][0])
     r["separate_before_ms"] = sep
     r["prediction_error"] = r["predicted_before_ms"] / sep - 1
+    r["whole_error"] = r["whole_before_ms"] / sep - 1 if r["whole_before_ms"] else None
+    # the gain optimize expected of what it wrote (1 for the original)
+    if r["written"] != "optimized":
+        r["predicted_gain"] = 1.0
+    elif r["whole_before_ms"]:
+        r["predicted_gain"] = r["whole_before_ms"] / r["whole_after_ms"]
+    else:
+        r["predicted_gain"] = r["predicted_before_ms"] / r["predicted_after_ms"]
     c = serve([("compare", model, out, "-", th), ("compare", model, out, "-:4", th)])
     r["error_b1"] = float(c[0][0])
     r["error_b4"] = float(c[1][0])
@@ -106,10 +120,12 @@ def measure(a, name, model, work):
         r["written_b4"] = j4["written"]
         r["error_b4"] = float(serve([("compare", m4, o4, "-", th)])[0][0])
     r["match"] = r["error_b1"] <= 1 and not r["error_b4"] > 1
-    log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s), predicted %.3f ms vs %.3f separate (%+.1f%%), "
-        "match b1 %.3g b4 %.3g" % (name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"],
-                                   " ".join("%.3f" % x for x in ratios), r["predicted_before_ms"], sep,
-                                   100 * r["prediction_error"], r["error_b1"], r["error_b4"]))
+    log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s; predicted x%.3f), region sum %.3f ms, whole %s, "
+        "separate %.3f (%+.1f%%), match b1 %.3g b4 %.3g" % (
+            name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"], " ".join("%.3f" % x for x in ratios),
+            r["predicted_gain"], r["predicted_before_ms"],
+            "%.3f" % r["whole_before_ms"] if r["whole_before_ms"] else "-", sep, 100 * r["prediction_error"],
+            r["error_b1"], r["error_b4"]))
     return r
 
 
@@ -117,34 +133,43 @@ def section(a, rows, argv, started, elapsed):
     ok = [r for r in rows if "ratio" in r]
     gm = math.exp(statistics.mean(math.log(r["ratio"]) for r in ok)) if ok else float("nan")
     within = sum(abs(r["prediction_error"]) <= 0.15 for r in ok)
+    whole = [r for r in ok if r.get("whole_error") is not None]
+    within_whole = sum(abs(r["whole_error"]) <= 0.15 for r in whole)
     load = os.getloadavg()
     t = [SECTION, "",
-         "`%s` (%s set), %s, %s UTC, %.0f min; CPU: %s, %d cores; load average before %.1f. ONNX Runtime %s, "
+         "`%s` (%s set), %s, %s UTC, %.0f min; CPU: %s, %d cores; load average before %.1f, after %.1f. ONNX Runtime %s, "
          "%s threads." % (" ".join(argv), a.set, subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                                                  capture_output=True, text=True).stdout.strip(),
-                          started, elapsed / 60, cpu_name(), os.cpu_count(), a.load0,
+                          started, elapsed / 60, cpu_name(), os.cpu_count(), a.load0, load[0],
                           ok[0]["ort_version"] if ok else "?", a.threads or os.cpu_count()),
          "",
          "Ratio: ONNX Runtime's median on the original / on the written file, alternating in one process, "
-         "the median of %d processes (all three listed). Predicted: the region-cache sum for the original, against "
-         "a separate ORT process's median. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at "
-         "batch 1 and 4." % a.procs,
+         "the median of %d processes (all listed); predicted: the gain optimize expected (its whole-graph timing of "
+         "the original and the written graph in one ORT process; the region sums' where it timed none; 1 for the "
+         "original). Region sum / whole / separate: the original's region-cache sum (logged before any whole-graph "
+         "timing), its whole-graph median in optimize's ranking, and a separate ORT process's median, with the "
+         "region sum's error. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at batch 1 and 4."
+         % a.procs,
          "",
-         "| model | written | ratio | ORT ms before -> after | processes | predicted / separate ms | match b1, b4 | "
-         "rewrites / reason |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| model | written | ratio | predicted | ORT ms before -> after | processes | region sum / whole / separate ms | "
+         "match b1, b4 | rewrites / reason |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "ratio" not in r:
-            t.append("| %s | error | | | | | | %s |" % (r["model"], r["error"]))
+            t.append("| %s | error | | | | | | | %s |" % (r["model"], r["error"]))
             continue
         rw = ", ".join("%s x%d" % kv for kv in r["rewrites"].items()) or r["reason"]
-        t.append("| %s | %s | %.3f | %.3f -> %.3f | %s | %.3f / %.3f (%+.0f%%) | %.2g, %.2g | %s |" % (
-            r["model"], r["written"], r["ratio"], r["ort_before_ms"], r["ort_after_ms"],
-            " ".join("%.3f" % x for x in r["ratios"]), r["predicted_before_ms"], r["separate_before_ms"],
+        t.append("| %s | %s | %.3f | %.3f | %.3f -> %.3f | %s | %.3f / %s / %.3f (%+.0f%%) | %.2g, %.2g | %s |" % (
+            r["model"], r["written"], r["ratio"], r.get("predicted_gain", float("nan")), r["ort_before_ms"],
+            r["ort_after_ms"], " ".join("%.3f" % x for x in r["ratios"]), r["predicted_before_ms"],
+            "%.3f" % r["whole_before_ms"] if r.get("whole_before_ms") else "-", r["separate_before_ms"],
             100 * r["prediction_error"], r["error_b1"], r["error_b4"], rw.replace("|", "/")))
-    t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; prediction within 15%% on %d of %d; "
-              "all match: %s." % (gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within, len(ok),
-                                  all(r["match"] for r in ok)), ""]
+    gain = sum(abs(r["predicted_gain"] / r["ratio"] - 1) <= 0.15 for r in ok)
+    t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; region sum within 15%% of the separate median "
+              "on %d of %d, whole-graph timing on %d of %d; predicted gain within 15%% of the measured ratio on %d of "
+              "%d; all match: %s." % (gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within,
+                                      len(ok), within_whole, len(whole), gain, len(ok), all(r["match"] for r in ok)),
+          ""]
     return "\n".join(t) + "\n"
 
 

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "exec/cost.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
 #include "opt/ort_peer.h"
 #include "opt/ort_target.h"
 
@@ -167,6 +169,66 @@ static double region_cost(ts_ort_target *t, const ts_graph *g, const int *member
     return ms;
 }
 
+/* True when ORT's NCHWc transformer (level all) runs this node in its
+ * blocked layout: a 2-D Conv with constant float weights, output channels
+ * a multiple of 16, input channels per group below 8 (the first conv of
+ * an image net, which then reads plain NCHW) or a multiple of 16, or a
+ * depthwise conv.  *reorder_in: its input is reordered into the layout. */
+static bool nchwc_conv(const ts_graph *g, const ts_node *nd, bool *reorder_in)
+{
+    if (nd->op != &ts_op_conv || nd->ninputs < 2 || nd->inputs[1] < 0) return false;
+    const ts_value *w = &g->values[nd->inputs[1]];
+    if (!w->constant || w->dtype != TS_F32 || w->shape.rank != 4) return false;
+    int64_t k = w->shape.dims[0], c = w->shape.dims[1], group = nd->attrs ? ((const ts_conv_attrs *)nd->attrs)->group : 1;
+    if (k % 16) return false;
+    if (group > 1 && c != 1 && c % 16) return false;
+    if (group == 1 && c >= 8 && c % 16) return false;
+    *reorder_in = group > 1 || c >= 8;
+    return true;
+}
+
+/* What ORT's reorder of a tensor into or out of its blocked layout costs:
+ * a Relu of the same shape, which reads and writes it once as a reorder
+ * does (cached per shape). */
+static double reorder_cost(ts_ort_target *t, const ts_graph *g, int v)
+{
+    ts_error err = {0};
+    ts_graph *s = ts_graph_new("reorder", 13);
+    int x = s ? ts_graph_add_input(s, "x", TS_F32, &g->values[v].shape, &err) : -1, y = -1;
+    const char *yn[] = {"y"};
+    double ms = 0;
+    if (x >= 0 && ts_graph_add_node(s, "Relu", "r", &x, 1, NULL, 0, 1, yn, &y, &err) >= 0 &&
+        !ts_graph_add_output(s, y, &err)) {
+        int m = 0;
+        ms = region_cost(t, s, &m, 1);
+    }
+    ts_graph_free(s);
+    return ms;
+}
+
+/* ORT's fusions that reach past one of tsopt's groups, so that a region
+ * is timed as ORT runs it: a MatMul's scalar Mul or Div joins it (ORT's
+ * FusedMatMul alpha; BERT's attention scores). */
+static void ort_groups(const ts_graph *g, int *group_of)
+{
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (nd->dead || (nd->op != &ts_op_mul && nd->op != &ts_op_div) || nd->ninputs != 2 || group_of[n] != n ||
+            nd->inputs[0] < 0 || nd->inputs[1] < 0 || !g->values[nd->inputs[1]].constant ||
+            ts_shape_numel(&g->values[nd->inputs[1]].shape) != 1)
+            continue;
+        int x = nd->inputs[0], p = -1, users = 0;
+        for (int m = 0; m < g->nnodes; m++) {
+            if (g->nodes[m].dead) continue;
+            for (int j = 0; j < g->nodes[m].ninputs; j++) users += g->nodes[m].inputs[j] == x;
+            for (int o = 0; o < g->nodes[m].noutputs; o++)
+                if (g->nodes[m].outputs[o] == x) p = m;
+        }
+        if (p >= 0 && users == 1 && g->nodes[p].op == &ts_op_matmul && group_of[p] == p && !xcost_is_output(g, x))
+            group_of[n] = p;
+    }
+}
+
 double ts_ort_target_cost(void *ctx, const ts_graph *g)
 {
     ts_ort_target *t = ctx;
@@ -175,11 +237,26 @@ double ts_ort_target_cost(void *ctx, const ts_graph *g)
     int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
     double ms = t->overhead_ms;
     if (!group_of || !members || xcost_groups(g, group_of)) ms = INFINITY;
-    else
+    else {
+        ort_groups(g, group_of);
         for (int n = 0; n < g->nnodes; n++) {
             if (group_of[n] != n || xcost_is_free(&g->nodes[n])) continue;
-            ms += region_cost(t, g, members, xcost_members(g, group_of, n, members));
+            int nm = xcost_members(g, group_of, n, members);
+            double r = region_cost(t, g, members, nm);
+            /* a blocked-layout conv timed alone pays the reorders into and
+             * out of ORT's layout, which a whole graph pays once at the
+             * ends of its chain of convs: left out of every such region
+             * (of the original and of each candidate alike) */
+            bool in;
+            if (nchwc_conv(g, &g->nodes[n], &in)) {
+                const ts_node *last = &g->nodes[members[nm - 1]];
+                double re = (in ? reorder_cost(t, g, g->nodes[n].inputs[0]) : 0) +
+                            (last->noutputs == 1 ? reorder_cost(t, g, last->outputs[0]) : 0);
+                r = fmax(r - re, 0.25 * r);
+            }
+            ms += r;
         }
+    }
     free(group_of);
     free(members);
     return ms;
