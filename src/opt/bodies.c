@@ -13,7 +13,7 @@ static int body_passes(ts_graph *c, ts_error *err)
     total += r;
     if ((r = ts_graph_fold_constants(c, err)) < 0) return -1;
     total += r;
-    if ((r = ts_fold_conv_bn(c, err)) < 0) return -1;
+    if ((r = ts_fold_affine(c, err)) < 0) return -1;
     if (r > 0 && ts_graph_fold_constants(c, err) < 0) return -1;
     total += r;
     if ((r = ts_cse(c, err)) < 0) return -1;

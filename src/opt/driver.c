@@ -489,7 +489,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
 {
     switch (k) {
     case PASS_BN: {
-        int n = ts_fold_conv_bn(g, s->err);
+        int n = ts_fold_affine(g, s->err);
         if (n > 0 && ts_graph_fold_constants(g, s->err) < 0) return -1;
         return n;
     }

@@ -52,3 +52,10 @@ int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
     if ((r = ts_fuse_gelu(g, err)) < 0) return -1;
     return total + r;
 }
+
+ts_status ts_graph_opt_plan(ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err)
+{
+    *out = NULL;
+    if (ts_graph_opt_apply(g, o ? (ts_graph_opt)o->graph_opt : TS_GRAPH_OPT_DEFAULT, err) < 0) return err->code;
+    return ts_plan_build(g, o, out, err);
+}

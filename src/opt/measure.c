@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "opt/measure.h"
+#include "opt/passes.h"
 #include "util/wait_policy.h"
 
 #define DEFAULT_MIN_ROUNDS 4
@@ -471,14 +472,15 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
 
     ts_status st = same_inputs(g0, g1, err);
     if (st) return st;
-    const ts_graph *g[2] = {g0, g1};
+    /* each as a session runs it: at level all (the caller's graphs kept) */
+    ts_graph *g[2] = {ts_graph_copy(g0), ts_graph_copy(g1)};
     ts_plan *plan[2] = {NULL, NULL};
     ts_tensor **in = calloc((size_t)g0->ninputs + 1, sizeof *in);
     ts_tensor **out[2] = {calloc((size_t)g0->noutputs + 1, sizeof **out),
                           calloc((size_t)g1->noutputs + 1, sizeof **out)};
     ts_measure_sample *s = calloc(2 * MAX_ROUNDS, sizeof *s);
     double *t = calloc(MAX_RUNS, sizeof *t);
-    if (!in || !out[0] || !out[1] || !s || !t) {
+    if (!g[0] || !g[1] || !in || !out[0] || !out[1] || !s || !t) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -488,7 +490,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
     else if ((st = make_inputs(g0, opts.seed ? opts.seed : DEFAULT_SEED, in, err)))
         goto done;
     for (int k = 0; k < 2; k++)
-        if ((st = make_outputs(g[k], out[k], err)) || (st = ts_plan_build(g[k], &po, &plan[k], err))) goto done;
+        if ((st = make_outputs(g[k], out[k], err)) || (st = ts_graph_opt_plan(g[k], &po, &plan[k], err))) goto done;
     ts_measure_machine m = {.threads = opts.threads > 0 ? opts.threads : omp_get_num_procs(),
                             .cores = omp_get_num_procs()};
 
@@ -560,8 +562,9 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
 done:
     for (int k = 0; k < 2; k++) {
         ts_plan_free(plan[k]);
-        for (int i = 0; out[k] && i < g[k]->noutputs; i++) ts_tensor_unref(out[k][i]);
+        for (int i = 0; out[k] && g[k] && i < g[k]->noutputs; i++) ts_tensor_unref(out[k][i]);
         free(out[k]);
+        ts_graph_free(g[k]);
     }
     for (int i = 0; in && i < g0->ninputs; i++) ts_tensor_unref(in[i]);
     free(in);

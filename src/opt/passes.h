@@ -35,11 +35,6 @@ int ts_merge_shared_weights(ts_graph *g, ts_const_cache *cc, ts_error *err);
 /* Values where ts_merge_siblings would merge something (up to max). */
 int ts_merge_candidates(const ts_graph *g, int *values, int max);
 
-/* Hand-written rewrite: BatchNormalization (inference, constant statistics)
- * after a Conv whose output has no other use is folded into the Conv's
- * weights and bias.  Returns the number of folds, or -1 (err set). */
-int ts_fold_conv_bn(ts_graph *g, ts_error *err);
-
 /* A Conv, ConvTranspose, Gemm or MatMul with constant weights followed by
  * inference BatchNormalizations and Muls / Adds of per-channel constants
  * (each the only reader of the one before): the scales go into the
@@ -47,6 +42,12 @@ int ts_fold_conv_bn(ts_graph *g, ts_error *err);
  * Exact in real arithmetic (fold_affine.c).  Returns the number of
  * products rewritten, or -1 (err set). */
 int ts_fold_affine(ts_graph *g, ts_error *err);
+
+/* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
+ * g in place, then g planned with o (g must outlive the plan).  Optimize's
+ * measurements and `tsopt profile` plan through it, so they time what a
+ * session runs. */
+ts_status ts_graph_opt_plan(ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err);
 
 /* AveragePool (same spatial size out as in) read only by a 1x1 stride-1
  * Conv with K < C channels: Conv(AvgPool(x)) -> AvgPool(Conv(x)), the

@@ -36,7 +36,7 @@ Test(exec_bn_training, optimizer_fold_skips_it)
     for (int training = 0; training < 2; training++) {
         ts_graph *g = conv_bn(training);
         ts_error e = {0};
-        int folded = ts_fold_conv_bn(g, &e);
+        int folded = ts_fold_affine(g, &e);
         cr_assert_eq(folded, training ? 0 : 1, "training_mode %d: %d folded (%s)", training, folded, e.msg);
         ts_graph_free(g);
     }
