@@ -14,7 +14,7 @@
 static const char USAGE[] =
     "usage: tsopt fuzz --target tsopt|ort [--time S] [--seed N] [--save-pairs K] -o DIR [--json]\n"
     "                  [--pairs N] [--max-findings N] [--no-minimize] [--no-optimizer] [--eop-cc CC]\n"
-    "                  [--mode both|pairs|graphs]\n"
+    "                  [--mode both|pairs|graphs] [--resume]\n"
     "       tsopt fuzz --replay FOLDER [--target tsopt|ort] [--eop-cc CC]\n"
     "  POLYJUICE: random graphs saturated with proved rewrite rules give pairs of equivalent graphs,\n"
     "  the most simplified and the most complex; the target runs both on the same inputs and\n"
@@ -36,6 +36,9 @@ static const char USAGE[] =
     "  --eop-cc CC       tsopt target: the C compiler of the optimizer's eOperators: tcc (default when\n"
     "                    installed: fast to compile), system ($CC, else cc: what tsopt optimize uses) or a\n"
     "                    command; one pair in 32 (by its seed) uses the system compiler whatever is given\n"
+    "  --resume          continue the campaign in DIR from its checkpoint (DIR/checkpoint, written every\n"
+    "                    2 s and at the end): the same command with --resume tests the steps an\n"
+    "                    uninterrupted run would; --time, --pairs and --max-findings count the whole campaign\n"
     "  --replay FOLDER   run a finding's (or saved pair's) folder on the target again:\n"
     "                    exit 0 when the outputs agree now, 1 while the finding holds\n";
 
@@ -124,6 +127,8 @@ int cli_fuzz(int argc, char **argv)
             json = true;
         } else if (!strcmp(argv[i], "--no-minimize")) {
             o.no_minimize = true;
+        } else if (!strcmp(argv[i], "--resume")) {
+            o.resume = true;
         } else if (!strcmp(argv[i], "--no-optimizer")) {
             o.target.optimizer = false;
         } else if (cli_opt(argc, argv, &i, "--target", &v)) {
@@ -185,7 +190,13 @@ int cli_fuzz(int argc, char **argv)
     snprintf(sub, sizeof sub, "%s/pairs", o.dir);
     bool used = !stat(sub, &sb);
     snprintf(sub, sizeof sub, "%s/findings", o.dir);
-    if (used || !stat(sub, &sb))
+    if (o.resume) {
+        snprintf(sub, sizeof sub, "%s/checkpoint", o.dir);
+        bool one = !stat(sub, &sb);
+        snprintf(sub, sizeof sub, "%s/ranks", o.dir);
+        if (!one && stat(sub, &sb))
+            return cli_error(CLI_USAGE, "fuzz --resume: '%s' holds no campaign to resume (no checkpoint)", o.dir);
+    } else if (used || !stat(sub, &sb))
         return cli_error(CLI_USAGE, "fuzz: -o: '%s' already holds a campaign (pairs/ or findings/): give a new folder",
                          o.dir);
     char log[4200];

@@ -120,6 +120,7 @@ typedef struct finding {
     long pair;
     char kind[16], stage[32], what[640];
     char *form; /* minimized pair's form; NULL when unreadable */
+    bool old;   /* merged by an earlier run of a resumed campaign */
 } finding;
 
 static char *read_text(const char *path)
@@ -315,49 +316,66 @@ static void renumber(const char *dir, long index)
     free(md);
 }
 
+/* Appends the findings under folder dir (one subfolder each) to fs; old:
+ * ones an earlier run of a resumed campaign merged, numbered by name. */
+static void scan_findings(const char *dir, bool old, finding **fs, size_t *nf, size_t *cap)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (*nf == *cap) {
+            size_t c = *cap ? 2 * *cap : 16;
+            finding *t = realloc(*fs, c * sizeof *t);
+            if (!t) break;
+            *fs = t, *cap = c;
+        }
+        finding *f = &(*fs)[*nf];
+        memset(f, 0, sizeof *f);
+        if ((size_t)snprintf(f->dir, sizeof f->dir, "%s/%.255s", dir, e->d_name) >= sizeof f->dir) continue;
+        char path[2048], num[32] = "";
+        snprintf(path, sizeof path, "%s/finding.json", f->dir);
+        char *js = read_text(path);
+        if (!js) continue; /* a finding being written when its process died */
+        json_field(js, "pair", num, sizeof num);
+        f->pair = old ? strtol(e->d_name, NULL, 10) : strtol(num, NULL, 10);
+        f->old = old;
+        json_field(js, "kind", f->kind, sizeof f->kind);
+        json_field(js, "stage", f->stage, sizeof f->stage);
+        json_field(js, "what", f->what, sizeof f->what);
+        free(js);
+        f->form = pair_form(f->dir);
+        (*nf)++;
+    }
+    closedir(d);
+}
+
 static long merge_findings(const ts_fuzz_opts *o, int n, ts_fuzz_stats *st, ts_error *err)
 {
     finding *fs = NULL;
-    size_t nf = 0, cap = 0;
+    size_t nf = 0, cap = 0, nold;
+    char out[1100];
+    snprintf(out, sizeof out, "%s/findings", o->dir);
+    if (o->resume) scan_findings(out, true, &fs, &nf, &cap); /* kept as they are; new ones number after them */
+    nold = nf;
+    qsort(fs, nold, sizeof *fs, cmp_finding);
     for (int r = 0; r < n; r++) {
         char dir[1100];
         snprintf(dir, sizeof dir, "%s/ranks/%d/findings", o->dir, r);
-        DIR *d = opendir(dir);
-        if (!d) continue;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            if (nf == cap) {
-                cap = cap ? 2 * cap : 16;
-                finding *t = realloc(fs, cap * sizeof *t);
-                if (!t) break;
-                fs = t;
-            }
-            finding *f = &fs[nf];
-            memset(f, 0, sizeof *f);
-            if ((size_t)snprintf(f->dir, sizeof f->dir, "%s/%.255s", dir, e->d_name) >= sizeof f->dir) continue;
-            char path[2048], num[32] = "";
-            snprintf(path, sizeof path, "%s/finding.json", f->dir);
-            char *js = read_text(path);
-            if (!js) continue; /* a finding being written when its process died */
-            json_field(js, "pair", num, sizeof num);
-            f->pair = strtol(num, NULL, 10);
-            json_field(js, "kind", f->kind, sizeof f->kind);
-            json_field(js, "stage", f->stage, sizeof f->stage);
-            json_field(js, "what", f->what, sizeof f->what);
-            free(js);
-            f->form = pair_form(f->dir);
-            nf++;
-        }
-        closedir(d);
+        scan_findings(dir, false, &fs, &nf, &cap);
     }
-    qsort(fs, nf, sizeof *fs, cmp_finding);
-    char out[1100];
-    snprintf(out, sizeof out, "%s/findings", o->dir);
+    qsort(fs + nold, nf - nold, sizeof *fs, cmp_finding);
     long kept = 0;
     st->mismatches = st->errors = 0;
     for (size_t i = 0; i < nf; i++) {
         finding *f = &fs[i];
+        if (f->old) {
+            if (!strcmp(f->kind, "mismatch")) st->mismatches++;
+            else st->errors++;
+            kept++;
+            continue;
+        }
         bool dup = false;
         ts_fuzz_verdict v = {.kind = TS_FUZZ_ERROR};
         char sig[sizeof v.what + 40], sig2[sizeof sig];
@@ -430,11 +448,17 @@ ts_status ts_dist_fuzz(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     char mine[1100];
     snprintf(mine, sizeof mine, "%s/ranks", o->dir);
     int ok = 1;
-    if (rank == 0) {
+    if (rank == 0 && o->resume) { /* each rank resumes from its own checkpoint */
+        struct stat rs;
+        ok = !stat(mine, &rs) && S_ISDIR(rs.st_mode) ? 1 : -2;
+    } else if (rank == 0) {
         ok = (!mkdir(o->dir, 0777) || errno == EEXIST) && !mkdir(mine, 0777);
         if (!ok && errno == EEXIST) ok = -1;
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ok == -2)
+        return ts_error_set(err, TS_ERR_INVALID, "fuzz --resume: '%s' holds no campaign run under mpirun (no ranks/)",
+                            o->dir);
     if (ok < 0)
         return ts_error_set(err, TS_ERR_INVALID, "'%s' already holds a campaign (ranks/): give a new folder", o->dir);
     if (!ok) return ts_error_set(err, TS_ERR_IO, "cannot create folder '%s'", mine);

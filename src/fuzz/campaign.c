@@ -166,6 +166,15 @@ static void keep(corpus *c, int family)
     c->family[c->n++] = family;
 }
 
+static ts_status checkpoint(const ts_fuzz_opts *o, long next, const ts_fuzz_stats *st, double seconds, const corpus *cp,
+                            const seen_set *seen, const ts_fuzz_cover *cover, ts_error *err)
+{
+    ts_fuzz_resume r = {.next = next, .st = *st, .family = cp->family, .nfamily = cp->n, .turn = cp->turn,
+                        .rng = cp->rng, .sig = seen->sig, .nsig = seen->n};
+    r.st.seconds = seconds;
+    return ts_fuzz_checkpoint_save(o->dir, o, &r, cover, err);
+}
+
 /* Step i's runtime seed graph: made, checked, kept when it reached new
  * coverage, minimized and written when an oracle fires. */
 static ts_status graph_step(const ts_fuzz_opts *o, ts_fuzz_target *t, corpus *cp, seen_set *seen, long i,
@@ -224,7 +233,7 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         return ts_error_set(err, TS_ERR_INVALID, "fuzz: neither a time nor a pair budget");
     if (mkdir(o->dir, 0777) && errno != EEXIST)
         return ts_error_set(err, TS_ERR_IO, "cannot create folder '%s': %s", o->dir, strerror(errno));
-    if (holds_campaign(o->dir))
+    if (!o->resume && holds_campaign(o->dir))
         return ts_error_set(err, TS_ERR_INVALID, "'%s' already holds a campaign (pairs/ or findings/): give a new folder",
                             o->dir);
     ts_fuzz_pair_fn make = o->make_pair;
@@ -244,10 +253,26 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
     corpus cp = {.rng = o->seed * 0x9e3779b97f4a7c15ull + 7};
     if (!rc && tsopt && !cover) rc = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     if (!rc && cover) ts_fuzz_target_set_cover(t, cover);
-    double t0 = now_s();
-    long stride = o->pair_stride > 0 ? o->pair_stride : 1;
-    for (long i = o->pair_offset; !rc; i += stride) {
-        double el = now_s() - t0;
+    long stride = o->pair_stride > 0 ? o->pair_stride : 1, i = o->pair_offset;
+    if (!rc && o->resume) { /* what the campaign had learnt: coverage, corpus, signatures, counts */
+        ts_fuzz_resume r;
+        if (!(rc = ts_fuzz_checkpoint_load(o->dir, o, &r, cover, err))) {
+            i = r.next, *st = r.st;
+            cp.family = r.family, cp.n = cp.cap = r.nfamily, cp.turn = r.turn, cp.rng = r.rng;
+            seen.sig = r.sig, seen.n = seen.cap = r.nsig;
+        }
+    }
+    const double before = st->seconds; /* spent by the runs this one resumes */
+    double t0 = now_s(), saved_at = t0;
+    long saved_findings = st->findings;
+    for (; !rc; i += stride) {
+        /* the checkpoint before step i: every 2 s, and after each finding
+         * (whose folder the next run must not number again) */
+        if (now_s() - saved_at >= 2 || st->findings != saved_findings) {
+            if ((rc = checkpoint(o, i, st, before + now_s() - t0, &cp, &seen, cover, err))) break;
+            saved_at = now_s(), saved_findings = st->findings;
+        }
+        double el = before + now_s() - t0;
         const char *stop = o->stop && *o->stop                              ? "interrupted"
                            : o->max_pairs > 0 && i >= o->max_pairs          ? "pairs"
                            : o->max_findings > 0 && st->findings >= o->max_findings ? "findings"
@@ -259,7 +284,7 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         }
         if (graphs && (rc = graph_step(o, t, &cp, &seen, i, st, err))) break;
         if (!pairs) {
-            if (o->progress) o->progress(o->progress_ctx, st, now_s() - t0);
+            if (o->progress) o->progress(o->progress_ctx, st, before + now_s() - t0);
             continue;
         }
         uint64_t ps = ts_fuzz_pair_seed(o->seed, i);
@@ -308,9 +333,10 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         free(in);
         ts_fuzz_pair_free(&p);
         ts_graph_free(g);
-        if (o->progress) o->progress(o->progress_ctx, st, now_s() - t0);
+        if (o->progress) o->progress(o->progress_ctx, st, before + now_s() - t0);
     }
-    st->seconds = now_s() - t0;
+    st->seconds = before + now_s() - t0;
+    if (!rc) rc = checkpoint(o, i, st, st->seconds, &cp, &seen, cover, err);
     if (cover) {
         ts_fuzz_cover_counts(cover, &st->cover_reached, &st->cover_entries, &st->cover_keys);
         ts_fuzz_cover_missing(cover, st->cover_missing, sizeof st->cover_missing);

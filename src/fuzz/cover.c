@@ -110,3 +110,40 @@ int ts_fuzz_cover_missing(const ts_fuzz_cover *c, char *out, size_t n)
     if (k >= n && n) out[n - 1] = 0;
     return miss;
 }
+
+/* "cover E" then "hits op kernel" per reached entry, "keys K" then a key
+ * per line.  Entries are matched by name: a kernel this build lacks fails. */
+bool ts_fuzz_cover_write(const ts_fuzz_cover *c, FILE *f)
+{
+    int reached = 0;
+    for (int e = 0; e < c->nentries; e++) reached += c->hits[e] > 0;
+    fprintf(f, "cover %d\n", reached);
+    for (int e = 0; e < c->nentries; e++)
+        if (c->hits[e]) fprintf(f, "%ld %s %s\n", c->hits[e], c->op[e], c->kernel[e]);
+    fprintf(f, "keys %d\n", c->nkeys);
+    for (int i = 0; i < c->cap; i++)
+        if (c->keys[i]) fprintf(f, "%s\n", c->keys[i]);
+    return !ferror(f);
+}
+
+bool ts_fuzz_cover_read(ts_fuzz_cover *c, FILE *f)
+{
+    int n, nk;
+    char op[64], kernel[64], key[256];
+    if (fscanf(f, "cover %d\n", &n) != 1 || n < 0 || n > c->nentries) return false;
+    for (int k = 0; k < n; k++) {
+        long hits;
+        if (fscanf(f, "%ld %63s %63s\n", &hits, op, kernel) != 3 || hits < 1) return false;
+        int e = 0;
+        while (e < c->nentries && (strcmp(c->op[e], op) || strcmp(c->kernel[e], kernel))) e++;
+        if (e == c->nentries) return false;
+        c->hits[e] = hits;
+    }
+    if (fscanf(f, "keys %d\n", &nk) != 1 || nk < 0) return false;
+    for (int k = 0; k < nk; k++) {
+        if (!fgets(key, sizeof key, f)) return false;
+        key[strcspn(key, "\n")] = 0;
+        add_key(c, key);
+    }
+    return true;
+}

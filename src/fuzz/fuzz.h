@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "tsopt.h"
 
 /* ------------------------------------------------------------ seed graphs */
@@ -57,6 +58,10 @@ void ts_fuzz_cover_counts(const ts_fuzz_cover *c, int *reached, int *entries, in
 /* The entries not reached, "Op:kernel" space-separated into out (n bytes);
  * returns how many. */
 int ts_fuzz_cover_missing(const ts_fuzz_cover *c, char *out, size_t n);
+/* The coverage as text lines into a checkpoint, and back (false: write
+ * error, or a section this build's kernel tables cannot take). */
+bool ts_fuzz_cover_write(const ts_fuzz_cover *c, FILE *f);
+bool ts_fuzz_cover_read(ts_fuzz_cover *c, FILE *f);
 
 /* ------------------------------------------------------------------ pairs */
 
@@ -286,9 +291,35 @@ typedef struct ts_fuzz_opts {
     /* Several processes (src/dist/dist_fuzz.c): this one tests pairs
      * pair_offset, pair_offset + pair_stride, ... (0: every pair) */
     long pair_stride, pair_offset;
+    /* continue the campaign DIR/checkpoint holds (same options); the time,
+     * pair and finding budgets are the whole campaign's */
+    bool resume;
 } ts_fuzz_opts;
 
 void ts_fuzz_opts_default(ts_fuzz_opts *o);
+
+/* What a campaign carries from step to step (checkpoint.c): a resumed
+ * campaign starts from it and makes the steps an uninterrupted one would. */
+typedef struct ts_fuzz_resume {
+    long next;        /* the next step */
+    ts_fuzz_stats st; /* counts so far; seconds: time spent so far */
+    int *family;      /* the corpus: kept seeds' families, the rotation's turn, its draw */
+    int nfamily, turn;
+    uint64_t rng;
+    char **sig; /* error signatures met (duplicates) */
+    int nsig;
+} ts_fuzz_resume;
+/* The options a resumed campaign must share with the first (seed, target,
+ * mode, ...), as the checkpoint's second line. */
+void ts_fuzz_checkpoint_key(const ts_fuzz_opts *o, char *out, size_t n);
+/* DIR/checkpoint replaced atomically; cover may be NULL (target ort). */
+ts_status ts_fuzz_checkpoint_save(const char *dir, const ts_fuzz_opts *o, const ts_fuzz_resume *r,
+                                  const ts_fuzz_cover *cover, ts_error *err);
+/* Reads DIR/checkpoint into r (free with ts_fuzz_resume_free) and cover;
+ * TS_ERR_INVALID when it is missing or made with other options. */
+ts_status ts_fuzz_checkpoint_load(const char *dir, const ts_fuzz_opts *o, ts_fuzz_resume *r, ts_fuzz_cover *cover,
+                                  ts_error *err);
+void ts_fuzz_resume_free(ts_fuzz_resume *r);
 /* An error's signature: its stage and message with quoted names, numbers
  * and paths blanked, so that one failure met again in other graphs
  * ("Node input 'Pad_9_out' is not ...") is counted as a duplicate, not

@@ -171,6 +171,31 @@ TSOPT_FUZZ_PLANT=relu-abs "$TSOPT" fuzz --replay "$T/ra/findings/000" --target t
 "$TSOPT" fuzz --replay "$T/ra/findings/000" --target tsopt >"$T/r.out" 2>&1 || fail "graph replay: $(cat "$T/r.out")"
 echo "   replays: mismatch with the plant, pass without"
 
+step "resume: 20 steps, then --resume to 40, make what one run of 40 makes"
+export TSOPT_FUZZ_PLANT=relu-abs
+F=(--target tsopt --mode graphs --no-optimizer --no-minimize --seed 3)
+"$TSOPT" fuzz "${F[@]}" --pairs 40 -o "$T/ra40" --json >"$T/ra40.json" 2>/dev/null || fail "campaign of 40"
+"$TSOPT" fuzz "${F[@]}" --pairs 20 -o "$T/rr" >/dev/null 2>&1 || fail "campaign of 20"
+[ -s "$T/rr/checkpoint" ] || fail "no checkpoint written"
+"$TSOPT" fuzz "${F[@]}" --pairs 40 -o "$T/rr" --json --resume >"$T/rr.json" 2>"$T/rr.err" || fail "resume: $(cat "$T/rr.err")"
+"$PY" - "$T/ra40.json" "$T/rr.json" "$T/ra40" "$T/rr" <<'EOF'
+import json, os, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+for k in ("seconds", "pairs_per_s", "graphs_per_s", "rate"):
+    a.pop(k), b.pop(k)
+assert a == b and a["findings"] >= 1, (a, b)
+fa, fb = (sorted(os.listdir(os.path.join(d, "findings"))) for d in sys.argv[3:5])
+assert fa == fb, (fa, fb)
+for f in fa:
+    x, y = (json.load(open(os.path.join(d, "findings", f, "finding.json"))) for d in sys.argv[3:5])
+    assert (x["step"], x["operator"], x["kind"]) == (y["step"], y["operator"], y["kind"]), (x, y)
+print("   %d findings, %d graphs, coverage %d entries: the same either way" % (
+    a["findings"], a["graphs"], a["coverage"]["entries_reached"]))
+EOF
+unset TSOPT_FUZZ_PLANT
+expect_usage "was made with other options" "$TSOPT" fuzz "${F[@]}" --pairs 40 -o "$T/rr" --resume
+expect_usage "holds no campaign to resume" "$TSOPT" fuzz --target tsopt --pairs 4 -o "$T" --resume
+
 if [ $have_ort = 1 ]; then
     step "tools/ort/serve.js: ready line, one reply line per request, EOF ends it"
     printf 'run\t%s\t%s\t%s\nbogus\nrun\t%s\t%s\t%s\n' "$T/a/pairs/000/original.onnx" "$T/a/pairs/000/in" \

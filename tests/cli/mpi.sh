@@ -81,6 +81,17 @@ diff <(findings "$T/f1" | head -n "$n") <(findings "$T/f3" | head -n "$n") || fa
 grep -q "\"duplicates\": $n," "$T/f3/summary.json" || fail "want $n duplicates: $(cat "$T/f3/summary.json")"
 echo "   $n findings made twice, reported once"
 
+step "fuzz --resume under mpirun: 16 steps then 30 find what one run of 30 finds"
+export TSOPT_FUZZ_PLANT=transpose-add
+"${MPI[@]}" "$TSOPT" fuzz --target tsopt --mode pairs --pairs 16 -o "$T/f5" >/dev/null 2>&1 || fail "fuzz --pairs 16"
+"${MPI[@]}" "$TSOPT" fuzz --target tsopt --mode pairs --pairs 30 -o "$T/f5" --resume --json >"$T/f5.json" 2>"$T/f5.err" ||
+    fail "resume under mpirun: $(cat "$T/f5.err")"
+# the same findings and counts (numbered in the order the two runs merged them)
+diff <(findings "$T/f2" | cut -d' ' -f2- | sort) <(findings "$T/f5" | cut -d' ' -f2- | sort) ||
+    fail "resumed findings or counts differ"
+unset TSOPT_FUZZ_PLANT
+echo "   resumed: $(ls "$T/f5/findings" | wc -l) findings, as one run"
+
 step "fuzz: a process that dies is reported and the command fails"
 # TSOPT_DIST_FUZZ_DIE (tests only): rank 1's campaign is killed at its start
 rc=0
