@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "api/value_inputs.h"
 #include "ir/meta.h"
+#include "onnx/proto.h"
 #include "tsopt.h"
 
 #define SESSION_PLANS 4
@@ -44,6 +45,11 @@ struct ts_session {
     int fd;
     uint64_t size;
     char *base_dir;
+    /* Loaded at the first run at other than the default sizes: the model
+     * parsed and its weights decoded once, shared by every graph loaded at
+     * new sizes after (each re-plan read the whole file and released its
+     * copy of the weights again: 60% of a decoder step's re-plan, perf). */
+    ts_onnx_kept *kept;
     ts_graph *graph; /* at the default sizes; NULL by value, or when it does not load at them */
     ts_model_io *decl; /* the declared inputs and outputs, when graph is NULL for not loading at the defaults */
     ts_plan_opts popts; /* popts.skip: owned copy of the options' */
@@ -230,6 +236,7 @@ void ts_session_free(ts_session *s)
     free(s->any_shape);
     free(s->ins);
     free(s->outs);
+    ts_onnx_kept_free(s->kept);
     if (s->fd >= 0) close(s->fd);
     free(s->base_dir);
     free(s->path);
@@ -369,8 +376,9 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     else if (defaults && s->graph) e->g = s->graph;
     else if (s->fd < 0) /* no symbolic dimension: check_inputs let only the declared shapes through */
         st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
-    else if ((st = ts_onnx_load_src(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model", binds, n,
-                                    &e->g, err)))
+    else if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model",
+                                                  &s->kept, err))) ||
+             (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &e->g, err)))
         ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
     free(binds);
     if (!st && e->g != s->graph) st = rewrite(s, e->g, err);

@@ -1393,7 +1393,7 @@ static void note_unbound(const Onnx__GraphProto *gp, const ts_input_bind *binds,
 
 static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, const char *model,
                               const ts_input_bind *binds, int nbinds, const ts_onnx_src *src,
-                              const ts_onnx_span *spans, ts_graph **out, ts_error *err)
+                              const ts_onnx_span *spans, ts_tensor *const *kept, ts_graph **out, ts_error *err)
 {
     if (!mp->has_ir_version || mp->ir_version <= 0)
         return ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: ir_version is missing or 0", model);
@@ -1409,6 +1409,7 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     if (!inits) return ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
     ts_graph *g = NULL;
     struct ts_opaque_table *opaque = NULL;
+    for (size_t i = 0; kept && i < gp->n_initializer; i++) inits[i] = kept[i] ? ts_tensor_ref(kept[i]) : NULL;
     ts_status st = decode_cut(gp, src, spans, base_dir, inits, err);
     if (!st && (st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err)))
         note_unbound(gp, binds, nbinds, err);
@@ -1486,11 +1487,73 @@ ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const c
         st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
                           model, nspans, mp->graph ? mp->graph->n_initializer : (size_t)0);
     else
-        st = import_model(mp, base_dir, model, binds, nbinds, spans ? src : NULL, spans, out, err);
+        st = import_model(mp, base_dir, model, binds, nbinds, spans ? src : NULL, spans, NULL, out, err);
     xmem_trace("import: graph built");
     if (mp) onnx__model_proto__free_unpacked(mp, NULL);
     free(spans);
     return st;
+}
+
+/* A model kept for loading at many sizes (ts_session): the message less
+ * the raw_data of its large initializers, and those initializers decoded
+ * once.  Every graph loaded from it shares them (references), so a load
+ * reads no file and a plan cannot release them (weights_once.c releases
+ * only constants it holds alone). */
+struct ts_onnx_kept {
+    Onnx__ModelProto *mp;
+    ts_tensor **inits; /* mp->graph->n_initializer entries; NULL where left in the message */
+};
+
+void ts_onnx_kept_free(ts_onnx_kept *k)
+{
+    if (!k) return;
+    for (size_t i = 0; k->inits && k->mp->graph && i < k->mp->graph->n_initializer; i++) ts_tensor_unref(k->inits[i]);
+    free(k->inits);
+    if (k->mp) onnx__model_proto__free_unpacked(k->mp, NULL);
+    free(k);
+}
+
+ts_status ts_onnx_kept_open(const ts_onnx_src *src, const char *base_dir, const char *model, ts_onnx_kept **out,
+                            ts_error *err)
+{
+    *out = NULL;
+    if (!src->size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
+    uint8_t *msg = NULL, *whole = NULL;
+    size_t mlen = 0, nspans = 0;
+    ts_onnx_span *spans = NULL;
+    ts_status st = ts_onnx_raw_spans(src, &msg, &mlen, &spans, &nspans, model, err);
+    if (!st && !msg && !src->mem) st = read_whole(src, model, &whole, err);
+    if (st) return st;
+    ts_onnx_kept *k = calloc(1, sizeof *k);
+    if (k)
+        k->mp = msg ? onnx__model_proto__unpack(NULL, mlen, msg)
+                    : onnx__model_proto__unpack(NULL, (size_t)src->size, whole ? whole : src->mem);
+    free(msg);
+    free(whole);
+    if (!k) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
+    else if (!k->mp || !k->mp->graph)
+        st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
+    else if (spans && k->mp->graph->n_initializer != nspans)
+        st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
+                          model, nspans, k->mp->graph->n_initializer);
+    else if (!(k->inits = calloc(k->mp->graph->n_initializer + 1, sizeof *k->inits)))
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
+    else
+        st = decode_cut(k->mp->graph, spans ? src : NULL, spans, base_dir, k->inits, err);
+    free(spans);
+    if (st) {
+        ts_onnx_kept_free(k);
+        return st;
+    }
+    *out = k;
+    return TS_OK;
+}
+
+ts_status ts_onnx_kept_load(const ts_onnx_kept *k, const char *base_dir, const char *model, const ts_input_bind *binds,
+                            int nbinds, ts_graph **out, ts_error *err)
+{
+    *out = NULL;
+    return import_model(k->mp, base_dir, model, binds, nbinds, NULL, NULL, k->inits, out, err);
 }
 
 ts_status ts_onnx_load_buffer(const void *data, size_t size, const char *base_dir, const ts_input_bind *binds,

@@ -49,6 +49,15 @@ ts_status ts_onnx_span_read(const ts_onnx_src *src, const ts_onnx_span *span, vo
  * in errors, e.g. "model 'm.onnx'"). */
 ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const char *model, const ts_input_bind *binds,
                            int nbinds, ts_graph **out, ts_error *err);
+/* A model parsed once and loaded at many sizes without reading src again
+ * (ts_session): its weights decoded once and shared by the graphs loaded
+ * from it (import.c). */
+typedef struct ts_onnx_kept ts_onnx_kept;
+ts_status ts_onnx_kept_open(const ts_onnx_src *src, const char *base_dir, const char *model, ts_onnx_kept **out,
+                            ts_error *err);
+ts_status ts_onnx_kept_load(const ts_onnx_kept *k, const char *base_dir, const char *model, const ts_input_bind *binds,
+                            int nbinds, ts_graph **out, ts_error *err);
+void ts_onnx_kept_free(ts_onnx_kept *k);
 /* ts_onnx_tensor_decode of a tensor whose raw_data was cut (span into src;
  * span NULL or empty: as ts_onnx_tensor_decode). */
 ts_status ts_onnx_tensor_decode_span(const Onnx__TensorProto *tp, const ts_onnx_src *src, const ts_onnx_span *span,
