@@ -132,6 +132,21 @@ class Builder:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
 
 
+def fold_identities(model):
+    """Identity of an initializer (torch's export shares equal weights so) -> the initializer itself."""
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    outputs = {o.name for o in g.output}
+    alias = {n.output[0]: n.input[0] for n in g.node
+             if n.op_type == "Identity" and n.input[0] in inits and n.output[0] not in outputs}
+    keep = [n for n in g.node if not (n.op_type == "Identity" and n.output[0] in alias)]
+    for n in keep:
+        for k, i in enumerate(n.input):
+            n.input[k] = alias.get(i, i)
+    del g.node[:]
+    g.node.extend(keep)
+
+
 def quantize_static(model, ncalib, seed, batch):
     original = onnx.ModelProto()
     original.CopyFrom(model)  # calibrated as it is, Relus included
@@ -176,8 +191,10 @@ def quantize_static(model, ncalib, seed, batch):
     acts = []
     seen = set()
 
-    def want(t):
-        if t and t not in inits and t not in seen:
+    elem = {vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.input) + list(g.output)}
+
+    def want(t):  # float activations only (a Concat of shape values stays as it is)
+        if t and t not in inits and t not in seen and elem.get(t) == TensorProto.FLOAT:
             seen.add(t)
             acts.append(t)
 
@@ -238,9 +255,11 @@ def quantize_static(model, ncalib, seed, batch):
             axis = 0 if node.op_type == "Conv" else w.ndim - 1
         q, ws = weight_per_channel(w, axis)
         wn = node.input[1]
-        qname = b.init(wn + "_quantized", q)
-        sname = b.init(wn + "_scale", ws)
-        zname = b.init(wn + "_zero_point", np.zeros(ws.shape, np.int8))
+        qname, sname, zname = wn + "_quantized", wn + "_scale", wn + "_zero_point"
+        if qname not in b.inits:  # a weight several nodes share is quantized once
+            b.init(qname, q)
+            b.init(sname, ws)
+            b.init(zname, np.zeros(ws.shape, np.int8))
         dname = wn + "_DequantizeLinear_Output_" + node.name
         weight_nodes.append(helper.make_node("DequantizeLinear", [qname, sname, zname], [dname], axis=axis,
                                              name=wn + "_DequantizeLinear_" + node.name))
@@ -253,9 +272,11 @@ def quantize_static(model, ncalib, seed, batch):
                 bs = (params[xt][0] * ws).astype(np.float32)
                 bq = np.round(bias / bs).astype(np.int32)
                 bn = node.input[2]
-                qb = b.init(bn + "_quantized", bq)
-                sb = b.init(bn + "_quantized_scale", bs)
-                zb = b.init(bn + "_quantized_zero_point", np.zeros(bs.shape, np.int32))
+                qb, sb, zb = (bn + "_quantized_" + node.name, bn + "_quantized_scale_" + node.name,
+                              bn + "_quantized_zero_point_" + node.name)  # x_scale is the node's own
+                b.init(qb, bq)
+                b.init(sb, bs)
+                b.init(zb, np.zeros(bs.shape, np.int32))
                 dbn = bn + "_DequantizeLinear_Output_" + node.name
                 weight_nodes.append(helper.make_node("DequantizeLinear", [qb, sb, zb], [dbn], axis=0,
                                                      name=bn + "_DequantizeLinear_" + node.name))
@@ -335,7 +356,7 @@ def check_ort(path):
         if p.returncode:
             sys.exit(p.stderr.strip())
         ops = collections.Counter(n.op_type for n in onnx.load(out).graph.node)
-    keys = ["QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearGlobalAveragePool", "QLinearConcat",
+    keys = ["QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearGlobalAveragePool", "QLinearConcat",
             "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QuantizeLinear", "DequantizeLinear",
             "DynamicQuantizeLinear", "MatMulInteger"]
     print("ORT optimized graph of %s: %s" % (os.path.basename(path),
@@ -357,6 +378,7 @@ def main():
         model = onnx.load(a.input)
     except Exception as e:  # noqa: BLE001 (one line naming the file)
         sys.exit("quantize_qdq.py: %s: %s" % (a.input, str(e).splitlines()[0] if str(e) else type(e).__name__))
+    fold_identities(model)
     model = shape_inference.infer_shapes(model)
     if a.mode == "static":
         quantize_static(model, a.calib, a.seed, a.batch)

@@ -6,7 +6,10 @@
  * pass (int32 bias added, times the per-channel output scale
  * x_scale * w_scale[m] / y_scale, rounded to nearest even, plus y's zero
  * point, saturated to u8/s8: ONNX's definition, with the float32 scale
- * product the reference kernels use).
+ * product the reference kernels use).  One difference: oneDNN adds y's
+ * zero point before it rounds, ONNX after; they differ only where the
+ * scaled sum is exactly halfway and the zero point odd, by one step (tests:
+ * test_exec_int8.c).
  *
  * What each declines (the reference kernel then runs it): weights that are
  * not constant int8 with zero point 0 (oneDNN 2.6 has no weight zero points
@@ -161,8 +164,10 @@ static ts_status finish(xplan *p, int n, xstep *s, q_state *c, dnnl_primitive_de
     ts_status st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err);
     if (st) return st;
     dnnl_memory_desc_t xmd;
-    xd_md_of(&p->bufs[xb], &xmd);
-    xmd.data_type = csrc->data_type;
+    if (p->bufs[xb].blocked)
+        xmd = p->bufs[xb].md;
+    else /* plain: the primitive's view of the same bytes (a matmul's rows flattened) */
+        dnnl_memory_desc_init_by_strides(&xmd, csrc->ndims, csrc->dims, csrc->data_type, NULL);
     size_t off = 0;
     if (!dnnl_memory_desc_equal(&xmd, csrc)) {
         if ((st = xd_reorder_init(&c->in_r, &xmd, csrc, p, n, err))) return st;
@@ -246,11 +251,7 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
     dnnl_memory_desc_init_by_tag(&src, x->shape.rank, xd, dt_of(x->dtype), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&wei, wr, wd, dnnl_s8, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_strides(&wplain, wr, wd, dnnl_s8, NULL);
-    bool out_plain = xgraph_is_output(g, nd->outputs[0]);
-    if (out_plain)
-        dnnl_memory_desc_init_by_strides(&dst, y->shape.rank, yd, dt_of(y->dtype), NULL);
-    else
-        dnnl_memory_desc_init_by_tag(&dst, y->shape.rank, yd, dt_of(y->dtype), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, y->shape.rank, yd, dt_of(y->dtype), dnnl_format_tag_any);
     if (B) dnnl_memory_desc_init_by_tag(&bmd, 1, (dnnl_dims_t){M}, dnnl_s32, dnnl_a);
 
     dnnl_primitive_attr_t attr;
@@ -296,8 +297,12 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
     if (wb >= 0) {
         dnnl_memory_desc_t plain;
         dnnl_memory_desc_init_by_strides(&plain, y->shape.rank, yd, dt_of(y->dtype), NULL);
-        yb = xplan_value_buf(p, nd->outputs[0]);
-        if (yb >= 0 && !dnnl_memory_desc_equal(cdst, &plain)) {
+        bool blocked = !dnnl_memory_desc_equal(cdst, &plain);
+        /* a blocked graph output lives in the arena: the caller's tensor is plain */
+        yb = blocked && xgraph_is_output(g, nd->outputs[0]) ? xplan_new_buf(p, nd->outputs[0], y->dtype, &y->shape)
+                                                             : xplan_value_buf(p, nd->outputs[0]);
+        if (yb >= 0 && blocked) {
+            xplan_bind_value(p, nd->outputs[0], yb);
             p->bufs[yb].blocked = true;
             p->bufs[yb].md = *cdst;
             p->bufs[yb].bytes = dnnl_memory_desc_get_size(cdst);

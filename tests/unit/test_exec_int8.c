@@ -1,0 +1,333 @@
+/* Quantized models' kernels and the QDQ fusion pass:
+ * - dnnl_int8.c (QLinearConv, QLinearMatMul, MatMulInteger on oneDNN's
+ *   int8 primitives) and vec_quant.c (Q, DQ, DynamicQuantizeLinear)
+ *   against the reference kernels, within one output quantization step, the
+ *   steps asserted to run on those kernels (no fallback);
+ * - hand-computed values: a QLinearMatMul of two u8 activations (B read
+ *   as s8 with its zero point less 128), a 1x1 QLinearConv whose products
+ *   land on .5 (rounding half to even);
+ * - opt/fuse_qdq.c: a QDQ graph and its fused form within one step, and the
+ *   rewrites the pass must refuse (a Relu before a Q whose zero point is not
+ *   the type's minimum, a bias whose scale is not x_scale * w_scale). */
+#include "exec_check.h"
+#include "opt/passes.h"
+#include "tsopt.h"
+
+static uint64_t rng = 2929;
+
+static int scalar(ts_graph *g, ts_dtype dt, double v) { return xt_const_values(g, dt, "", &v, 1); }
+
+/* A constant of dtype dt with random integers in [lo, hi]. */
+static int rand_ints(ts_graph *g, ts_dtype dt, const char *dims, int lo, int hi)
+{
+    ts_error e = {0};
+    ts_shape s = xt_shape(dims);
+    ts_tensor *f = ts_tensor_new(TS_F32, &s, &e), *t = ts_tensor_new(dt, &s, &e);
+    cr_assert(f && t, "%s", e.msg);
+    ts_tensor_fill_random(f, &rng, lo, hi + 1);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) ts_tensor_set_f64(t, i, fmin(floor(ts_tensor_get_f64(f, i)), hi));
+    ts_tensor_unref(f);
+    return xt_const(g, t);
+}
+
+static int q(ts_graph *g, int x, double s, int zp, ts_dtype t)
+{
+    return xt_node(g, "QuantizeLinear", INS(x, scalar(g, TS_F32, s), scalar(g, t, zp)), NOATTR);
+}
+
+static int dq(ts_graph *g, int x, double s, int zp, ts_dtype t)
+{
+    return xt_node(g, "DequantizeLinear", INS(x, scalar(g, TS_F32, s), scalar(g, t, zp)), NOATTR);
+}
+
+/* Plans g and checks it against the reference within `tol` (one output
+ * step); returns the plan's steps of `kernel`, none falling back. */
+static int check(ts_graph *g, double tol, const char *kernel)
+{
+    ts_plan *p = xt_plan_check(g, NULL, 11, -2, 2, tol * 1.001, XT_TOL_ELEM);
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    cr_expect_eq(st.fallback_steps, 0, "fallback steps: %d", st.fallback_steps);
+    int k = xt_steps_of(p, kernel);
+    ts_plan_free(p);
+    return k;
+}
+
+/* x -> Q -> QLinearConv (per-channel weights) -> DQ; y_scale 0.05. */
+static ts_graph *qconv_graph(int C, int M, int group, int stride, ts_dtype xt, bool bias)
+{
+    ts_graph *g = ts_graph_new("qconv", 13);
+    char xd[32], wd[32], md[16];
+    snprintf(xd, sizeof xd, "2x%dx9x11", C);
+    snprintf(wd, sizeof wd, "%dx%dx3x3", M, C / group);
+    snprintf(md, sizeof md, "%d", M);
+    int zp = xt == TS_U8 ? 100 : -5;
+    int xq = q(g, xt_input(g, "x", xd), 0.02, zp, xt);
+    int in[9] = {xq, scalar(g, TS_F32, 0.02), scalar(g, xt, zp), rand_ints(g, TS_I8, wd, -127, 127),
+                 xt_const_random(g, md, 0.001, 0.01, &rng), rand_ints(g, TS_I8, md, 0, 0), scalar(g, TS_F32, 0.05),
+                 scalar(g, TS_U8, 7), bias ? rand_ints(g, TS_I32, md, -3000, 3000) : -1};
+    int y = xt_node(g, "QLinearConv", in, bias ? 9 : 8,
+                    ATTRS(ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4),
+                          ts_attr_ints("strides", (int64_t[]){stride, stride}, 2), ts_attr_int("group", group)));
+    xt_output(g, dq(g, y, 0.05, 7, TS_U8));
+    return g;
+}
+
+Test(int8, qlinear_conv_on_dnnl)
+{
+    const struct {
+        int C, M, group, stride;
+        ts_dtype xt;
+        bool bias;
+    } cases[] = {{8, 16, 1, 1, TS_U8, true}, {8, 16, 1, 2, TS_I8, true}, {3, 16, 1, 2, TS_U8, false},
+                 {16, 16, 16, 2, TS_U8, true}, {32, 64, 1, 1, TS_U8, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ts_graph *g = qconv_graph(cases[i].C, cases[i].M, cases[i].group, cases[i].stride, cases[i].xt, cases[i].bias);
+        cr_expect_eq(check(g, 0.05, "dnnl.qconv"), 1, "case %zu: not on dnnl.qconv", i);
+        ts_graph_free(g);
+    }
+}
+
+/* a [2, 5, 16] x B -> Q(y): B constant per-column int8, or a second u8 activation. */
+Test(int8, qlinear_matmul_on_dnnl)
+{
+    for (int act = 0; act < 2; act++) {
+        ts_graph *g = ts_graph_new("qmm", 13);
+        int aq = q(g, xt_input(g, "a", "2x5x16"), 0.02, 120, TS_U8);
+        int in[8] = {aq, scalar(g, TS_F32, 0.02), scalar(g, TS_U8, 120), -1, -1, -1, scalar(g, TS_F32, 0.03),
+                     scalar(g, TS_U8, 128)};
+        if (act) {
+            in[3] = q(g, xt_input(g, "b", "2x16x7"), 0.015, 131, TS_U8);
+            in[4] = scalar(g, TS_F32, 0.015), in[5] = scalar(g, TS_U8, 131);
+        } else {
+            in[3] = rand_ints(g, TS_I8, "16x7", -127, 127);
+            in[4] = xt_const_random(g, "7", 0.001, 0.01, &rng), in[5] = rand_ints(g, TS_I8, "7", 0, 0);
+        }
+        xt_output(g, dq(g, xt_node(g, "QLinearMatMul", in, 8, NOATTR), 0.03, 128, TS_U8));
+        cr_expect_eq(check(g, 0.03, "dnnl.qmatmul"), 1, "%s B: not on dnnl.qmatmul", act ? "activation" : "constant");
+        ts_graph_free(g);
+    }
+}
+
+/* quantize_dynamic's form: DynamicQuantizeLinear -> MatMulInteger (A's zero
+ * point computed per run) -> Cast -> Mul by x_scale * w_scale. */
+Test(int8, dynamic_matmul_integer)
+{
+    ts_graph *g = ts_graph_new("dyn", 13);
+    int x = xt_input(g, "x", "6x32"), dql[3], zero = -1;
+    ts_error e = {0};
+    cr_assert_geq(ts_graph_add_node(g, "DynamicQuantizeLinear", "dql", &x, 1, NULL, 0, 3, NULL, dql, &e), 0, "%s", e.msg);
+    int w = rand_ints(g, TS_I8, "32x24", -127, 127);
+    zero = scalar(g, TS_I8, 0);
+    int mi = xt_node(g, "MatMulInteger", INS(dql[0], w, dql[2], zero), NOATTR);
+    int f = xt_node(g, "Cast", INS(mi), ATTRS(ts_attr_int("to", 1)));
+    int s = xt_node(g, "Mul", INS(dql[1], scalar(g, TS_F32, 0.004)), NOATTR);
+    xt_output(g, xt_node(g, "Mul", INS(f, s), NOATTR));
+    /* the same int32 sums: only the float32 scale product rounds */
+    ts_plan *p = xt_plan_check(g, NULL, 5, -3, 3, 1e-5, XT_TOL_ELEM);
+    cr_expect_eq(xt_steps_of(p, "dnnl.matmul_integer"), 1);
+    cr_expect_eq(xt_steps_of(p, "vec.dynamic_quantize"), 1);
+    ts_plan_free(p);
+    ts_graph_free(g);
+}
+
+/* Runs g (uint8 inputs in[]) on the fast runtime; output 0's bytes to out. */
+static void run_u8(ts_graph *g, ts_tensor **in, uint8_t *out, int64_t n, const char *kernel)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {0};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    cr_expect_eq(xt_steps_of(p, kernel), 1, "not on %s", kernel);
+    ts_tensor *y = ts_tensor_new(TS_U8, &g->values[g->outputs[0]].shape, &e);
+    cr_assert_eq(ts_plan_run(p, in, &y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_tensor_numel(y), n);
+    memcpy(out, y->data, (size_t)n);
+    ts_tensor_unref(y);
+    ts_plan_free(p);
+}
+
+static ts_tensor *u8_tensor(const char *dims, const uint8_t *v)
+{
+    ts_error e = {0};
+    ts_shape s = xt_shape(dims);
+    ts_tensor *t = ts_tensor_new(TS_U8, &s, &e);
+    memcpy(t->data, v, (size_t)ts_tensor_numel(t));
+    return t;
+}
+
+/* y = round((a - 113)(b - 114) x 0.0066 x 0.00705 / 0.0107) + 118, the
+ * integer sums by hand: row 0 (95, 123, -113, 125) . columns gives 17 776,
+ * -57 634, 76 018 (x 0.0043486 -> 77.3, -250.6, 330.6 -> 77, -251, 331)... */
+Test(int8, qlinear_matmul_hand_computed)
+{
+    ts_graph *g = ts_graph_new("qmm", 13);
+    ts_error e = {0};
+    ts_shape sa = xt_shape("2x4"), sb = xt_shape("4x3");
+    int a = ts_graph_add_input(g, "a", TS_U8, &sa, &e), b = ts_graph_add_input(g, "b", TS_U8, &sb, &e);
+    int y = xt_node(g, "QLinearMatMul",
+                    INS(a, scalar(g, TS_F32, 0.0066), scalar(g, TS_U8, 113), b, scalar(g, TS_F32, 0.00705),
+                        scalar(g, TS_U8, 114), scalar(g, TS_F32, 0.0107), scalar(g, TS_U8, 118)),
+                    NOATTR);
+    xt_output(g, y);
+    ts_tensor *in[2] = {u8_tensor("2x4", (const uint8_t[]){208, 236, 0, 238, 3, 214, 255, 29}),
+                        u8_tensor("4x3", (const uint8_t[]){152, 51, 244, 60, 26, 255, 0, 127, 246, 90, 80, 235})};
+    uint8_t got[6];
+    int64_t acc[6];
+    const double scale = (double)(0.0066f * 0.00705f / 0.0107f);
+    run_u8(g, in, got, 6, "dnnl.qmatmul");
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            acc[i * 3 + j] = 0;
+            for (int k = 0; k < 4; k++)
+                acc[i * 3 + j] += ((int64_t)((uint8_t *)in[0]->data)[i * 4 + k] - 113) * (((uint8_t *)in[1]->data)[k * 3 + j] - 114);
+        }
+    /* what the sums give (the test's own arithmetic, checked once against numpy) */
+    const uint8_t want[6] = {148, 20, 248, 14, 130, 155};
+    for (int i = 0; i < 6; i++) {
+        double v = nearbyint((double)acc[i] * scale) + 118;
+        cr_expect_eq(want[i], (uint8_t)fmin(fmax(v, 0), 255), "y[%d]: the sums give %g", i, v);
+        cr_expect_eq(got[i], want[i], "y[%d] = %d, want %d", i, got[i], want[i]);
+    }
+    ts_tensor_unref(in[0]);
+    ts_tensor_unref(in[1]);
+    ts_graph_free(g);
+}
+
+/* Channel c of x holds 10 + 10 (c % 4) (zero point 10), output channel m
+ * reads channel m with weight 2, bias 3, scale 1 x 0.5 / 1: (0, 20, 40, 60)
+ * + 3 -> 1.5, 11.5, 21.5, 31.5 -> half to even 2, 12, 22, 32, plus y's
+ * zero point 4.  (An even zero point: oneDNN adds it before rounding, so
+ * at an exact tie an odd one would land a step off ONNX's value.) */
+Test(int8, qlinear_conv_hand_computed)
+{
+    ts_graph *g = ts_graph_new("qconv", 13);
+    ts_error e = {0};
+    ts_shape sx = xt_shape("1x16x2x2");
+    int x = ts_graph_add_input(g, "x", TS_U8, &sx, &e);
+    double w[256] = {0}, b = 3;
+    for (int m = 0; m < 16; m++) w[m * 16 + m] = 2;
+    int y = xt_node(g, "QLinearConv",
+                    INS(x, scalar(g, TS_F32, 1), scalar(g, TS_U8, 10), xt_const_values(g, TS_I8, "16x16x1x1", w, 256),
+                        scalar(g, TS_F32, 0.5), scalar(g, TS_I8, 0), scalar(g, TS_F32, 1), scalar(g, TS_U8, 4),
+                        xt_const_values(g, TS_I32, "16", &b, 1)),
+                    NOATTR);
+    xt_output(g, y);
+    uint8_t xv[64], got[64];
+    for (int i = 0; i < 64; i++) xv[i] = (uint8_t)(10 + 10 * ((i / 4) % 4));
+    ts_tensor *in = u8_tensor("1x16x2x2", xv);
+    const uint8_t want[4] = {6, 16, 26, 36};
+    run_u8(g, &in, got, 64, "dnnl.qconv");
+    for (int i = 0; i < 64; i++) cr_expect_eq(got[i], want[(i / 4) % 4], "y[%d] = %d, want %d", i, got[i], want[(i / 4) % 4]);
+    ts_tensor_unref(in);
+    ts_graph_free(g);
+}
+
+/* ---------------------------------------------------------- fuse_qdq */
+
+/* x -> Q/DQ -> Conv(DQ(w), DQ(b)) [-> Relu] -> Q(ys, yz) -> DQ, as
+ * quantize_qdq.py writes; bias_scale_off scales the bias scale off x*w. */
+static ts_graph *qdq_conv_graph(bool relu, int yz, double bias_scale_off)
+{
+    ts_graph *g = ts_graph_new("qdq", 13);
+    int x = dq(g, q(g, xt_input(g, "x", "1x8x10x10"), 0.02, 100, TS_U8), 0.02, 100, TS_U8);
+    double ws[16];
+    for (int i = 0; i < 16; i++) ws[i] = 0.002 + 0.0005 * i;
+    int wsv = xt_const_values(g, TS_F32, "16", ws, 16);
+    int w = xt_node(g, "DequantizeLinear", INS(rand_ints(g, TS_I8, "16x8x3x3", -127, 127), wsv, rand_ints(g, TS_I8, "16", 0, 0)),
+                    ATTRS(ts_attr_int("axis", 0)));
+    double bs[16];
+    for (int i = 0; i < 16; i++) bs[i] = 0.02 * ws[i] * bias_scale_off;
+    int b = xt_node(g, "DequantizeLinear",
+                    INS(rand_ints(g, TS_I32, "16", -2000, 2000), xt_const_values(g, TS_F32, "16", bs, 16),
+                        rand_ints(g, TS_I32, "16", 0, 0)),
+                    ATTRS(ts_attr_int("axis", 0)));
+    int y = xt_node(g, "Conv", INS(x, w, b), ATTRS(ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)));
+    if (relu) y = xt_node(g, "Relu", INS(y), NOATTR);
+    xt_output(g, dq(g, q(g, y, 0.04, yz, TS_U8), 0.04, yz, TS_U8));
+    return g;
+}
+
+static int count_op(const ts_graph *g, const char *op)
+{
+    int k = 0;
+    for (int n = 0; n < g->nnodes; n++) k += !g->nodes[n].dead && !strcmp(g->nodes[n].op->name, op);
+    return k;
+}
+
+/* The fused graph and the QDQ graph on the same inputs, both by the
+ * reference interpreter: within one step (0.04) everywhere. */
+static void expect_within_step(const ts_graph *a, const ts_graph *b, double step)
+{
+    ts_error e = {0};
+    ts_tensor *in = ts_tensor_new(TS_F32, &a->values[a->inputs[0]].shape, &e), *ya = NULL, *yb = NULL;
+    uint64_t r = 77;
+    ts_tensor_fill_random(in, &r, -2, 2);
+    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, &ya, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, &yb, &e), TS_OK, "%s", e.msg);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ya); i++) {
+        double d = fabs(((float *)ya->data)[i] - ((float *)yb->data)[i]);
+        cr_assert_leq(d, step * 1.001, "[%lld] differs by %g", (long long)i, d);
+        differ += d > 0;
+    }
+    cr_expect_leq(differ, ts_tensor_numel(ya) / 50, "%lld of %lld elements a step apart", (long long)differ,
+                  (long long)ts_tensor_numel(ya));
+    ts_tensor_unref(in);
+    ts_tensor_unref(ya);
+    ts_tensor_unref(yb);
+}
+
+Test(int8, fuse_qdq_conv)
+{
+    for (int relu = 0; relu < 2; relu++) {
+        ts_graph *g = qdq_conv_graph(relu, relu ? 0 : 60, 1.0), *f = ts_graph_copy(g);
+        ts_error e = {0};
+        cr_assert_eq(ts_fuse_qdq(f, &e), 1, "relu %d: %s", relu, e.msg);
+        cr_expect_eq(count_op(f, "QLinearConv"), 1);
+        cr_expect_eq(count_op(f, "Conv") + count_op(f, "Relu"), 0);
+        expect_within_step(g, f, 0.04);
+        /* and the fused graph runs on the int8 kernel */
+        cr_expect_eq(check(f, 0.04, "dnnl.qconv"), 1);
+        ts_graph_free(f);
+        ts_graph_free(g);
+    }
+}
+
+Test(int8, fuse_qdq_refuses)
+{
+    ts_error e = {0};
+    /* Relu before a Q with zero point 60: Q(relu(v)) clamps at 60, QLinearConv would not */
+    ts_graph *g = qdq_conv_graph(true, 60, 1.0);
+    cr_expect_eq(ts_fuse_qdq(g, &e), 0, "fused a Relu the zero point does not make");
+    ts_graph_free(g);
+    /* a bias scale 1% off x_scale * w_scale: the int32 bias would be added at the wrong scale */
+    g = qdq_conv_graph(false, 60, 1.01);
+    cr_expect_eq(ts_fuse_qdq(g, &e), 0, "fused a bias of another scale");
+    ts_graph_free(g);
+}
+
+/* DQ -> MatMul(DQ(const per-column weights)) -> Q and Gemm -> Q (a 1x1 QLinearConv). */
+Test(int8, fuse_qdq_matmul_gemm)
+{
+    for (int gemm = 0; gemm < 2; gemm++) {
+        ts_graph *g = ts_graph_new("qdq", 13);
+        int x = dq(g, q(g, xt_input(g, "x", gemm ? "3x32" : "2x5x32"), 0.02, 128, TS_U8), 0.02, 128, TS_U8);
+        double ws[20];
+        for (int i = 0; i < 20; i++) ws[i] = 0.001 + 0.0003 * i;
+        int w = xt_node(g, "DequantizeLinear",
+                        INS(rand_ints(g, TS_I8, gemm ? "20x32" : "32x20", -127, 127), xt_const_values(g, TS_F32, "20", ws, 20),
+                            rand_ints(g, TS_I8, "20", 0, 0)),
+                        ATTRS(ts_attr_int("axis", gemm ? 0 : 1)));
+        int y = gemm ? xt_node(g, "Gemm", INS(x, w), ATTRS(ts_attr_int("transB", 1))) : xt_node(g, "MatMul", INS(x, w), NOATTR);
+        xt_output(g, dq(g, q(g, y, 0.01, 128, TS_U8), 0.01, 128, TS_U8));
+        ts_graph *f = ts_graph_copy(g);
+        ts_error e = {0};
+        cr_assert_eq(ts_fuse_qdq(f, &e), 1, "%s", e.msg);
+        cr_expect_eq(count_op(f, gemm ? "QLinearConv" : "QLinearMatMul"), 1);
+        expect_within_step(g, f, 0.01);
+        cr_expect_eq(check(f, 0.01, gemm ? "dnnl.qconv" : "dnnl.qmatmul"), 1);
+        ts_graph_free(f);
+        ts_graph_free(g);
+    }
+}
