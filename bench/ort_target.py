@@ -90,7 +90,7 @@ def measure(a, name, model, work):
     th = a.threads or os.cpu_count()
     ratios, meds = [], []
     for _ in range(a.procs):  # separate processes: the median of their ratios
-        ma, mb, fa, fb, _n = map(float, serve([("pair", model, out, "-", th, a.rounds, 100)])[0])
+        ma, mb, fa, fb = map(float, serve([("pair", model, out, "-", th, a.rounds, 100)])[0][:4])
         ratios.append(ma / mb)
         meds.append((ma, mb))
     r["ratios"] = ratios
