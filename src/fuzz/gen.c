@@ -715,6 +715,109 @@ static void f_upsample(gb *b)
     un(b, one_in(b, 2) ? "Sigmoid" : "Relu", node(b, "Upsample", (int[]){x, add_const(b, t)}, 2, &a, 1, 1, NULL));
 }
 
+/* A constant of dtype dt: integers uniform in [lo, hi]. */
+static int qconst(gb *b, ts_dtype dt, const ts_shape *s, int lo, int hi)
+{
+    if (b->failed) return -1;
+    ts_tensor *t = ts_tensor_new(dt, s, b->err);
+    for (int64_t k = 0, n = t ? ts_tensor_numel(t) : 0; k < n; k++) ts_tensor_set_f64(t, k, lo + rnd(b, hi - lo + 1));
+    return add_const(b, t);
+}
+
+/* A float32 scale 2^-e (a tensor of c of them when c > 0: per channel). */
+static int qscale(gb *b, int e, int64_t c)
+{
+    if (b->failed) return -1;
+    ts_shape s = {.rank = c > 0 ? 1 : 0, .dims = {c}};
+    ts_tensor *t = ts_tensor_new(TS_F32, &s, b->err);
+    for (int64_t k = 0, n = t ? ts_tensor_numel(t) : 0; k < n; k++) ts_tensor_set_f64(t, k, ldexp(1.0, -(e + rnd(b, 3))));
+    return add_const(b, t);
+}
+
+/* Quantized forms: a QDQ Conv/MatMul/Gemm/MaxPool (the basic level fuses
+ * it into QLinearConv/QLinearMatMul, fuse_qdq.c), QLinearConv and
+ * QLinearMatMul nodes, ConvInteger and MatMulInteger, on uint8 or int8
+ * activations and per-tensor or per-channel int8 weights.  Every scale is
+ * a power of two and every input a float32 value, so x / scale, the int32
+ * sums and their requantization are exact in float32, float64 and int32
+ * alike: the reference and the int8 kernels must agree to the integer,
+ * ties included (QuantizeLinear rounds half to even). */
+static void f_quant(gb *b)
+{
+    ts_shape one = {.rank = 0};
+    bool u8 = one_in(b, 3) ? false : true;
+    ts_dtype at = u8 ? TS_U8 : TS_I8;
+    int kind = rnd(b, 6), conv = kind == 0 || kind == 2 || kind == 4;
+    int64_t c = 1 + rnd(b, 16), co = 1 + rnd(b, 16), hw = 3 + rnd(b, 10), k = one_in(b, 2) ? 1 : 3, m = dim(b);
+    ts_shape xs = conv ? (ts_shape){.rank = 4, .dims = {1 + rnd(b, 2), c, hw, hw + rnd(b, 3)}}
+                       : (ts_shape){.rank = 2 + rnd(b, 2), .dims = {m, c}};
+    if (!conv && xs.rank == 3) xs.dims[0] = 1 + rnd(b, 3), xs.dims[1] = m, xs.dims[2] = c;
+    int group = conv && one_in(b, 4) ? (int)c : 1;
+    if (group > 1) co = c;
+    int xsc = qscale(b, 7, 0), xzp = qconst(b, at, &one, u8 ? 128 : 0, u8 ? 128 : 0);
+    int xq = node(b, "QuantizeLinear", (int[]){pre(b, input(b, &xs)), xsc, xzp}, 3, NULL, 0, 1, NULL);
+    if (kind == 5) { /* DQ -> MaxPool -> Q: max pooling on the 8-bit values */
+        if (!conv) xs.rank = 4, xs.dims[0] = 1, xs.dims[1] = c, xs.dims[2] = xs.dims[3] = hw;
+        int x4 = conv ? xq : -1;
+        if (!conv) {
+            int xf = input(b, &xs);
+            x4 = node(b, "QuantizeLinear", (int[]){xf, xsc, xzp}, 3, NULL, 0, 1, NULL);
+        }
+        int64_t ks[2] = {2, 2}, st[2] = {1 + rnd(b, 2), 1 + rnd(b, 2)}, pd[4] = {0, 0, 0, 0};
+        ts_attr a[3] = {ts_attr_ints("kernel_shape", ks, 2), ts_attr_ints("strides", st, 2), ts_attr_ints("pads", pd, 4)};
+        int y = node(b, "MaxPool", (int[]){node(b, "DequantizeLinear", (int[]){x4, xsc, xzp}, 3, NULL, 0, 1, NULL)}, 1, a, 3,
+                     1, NULL);
+        node(b, "QuantizeLinear", (int[]){y, xsc, xzp}, 3, NULL, 0, 1, NULL);
+        return;
+    }
+    /* weights: int8, symmetric, per output channel (axis 0 of a Conv's, 1 of a MatMul's) or per tensor */
+    bool per_ch = one_in(b, 2);
+    ts_shape ws = conv ? (ts_shape){.rank = 4, .dims = {co, c / group, k, k}} : (ts_shape){.rank = 2, .dims = {c, co}};
+    int wq = qconst(b, TS_I8, &ws, -127, 127), wsc = qscale(b, 5, per_ch ? co : 0);
+    ts_shape wzs = {.rank = per_ch ? 1 : 0, .dims = {co}};
+    int wzp = qconst(b, TS_I8, &wzs, 0, 0);
+    int64_t K = conv ? (c / group) * k * k : c;
+    int ye = 5 - (int)ceil(log2((double)K) / 2); /* outputs spread over the 8 bits, some saturated */
+    int ysc = qscale(b, ye, 0), yzp = qconst(b, at, &one, u8 ? 128 : 0, u8 ? 128 : 0);
+    int64_t kk[2] = {k, k}, st[2] = {1 + rnd(b, 2), 1}, dl[2] = {1, 1}, pd[4] = {k / 2, k / 2, k / 2, k / 2};
+    ts_attr ca[5] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("strides", st, 2), ts_attr_ints("dilations", dl, 2),
+                     ts_attr_ints("pads", pd, 4), ts_attr_int("group", group)};
+    ts_shape bs = {.rank = 1, .dims = {co}};
+    int y;
+    if (kind == 0 || kind == 1) { /* QDQ around Conv / MatMul, as ORT's static quantizer writes */
+        int xd = node(b, "DequantizeLinear", (int[]){xq, xsc, xzp}, 3, NULL, 0, 1, NULL);
+        ts_attr wa = ts_attr_int("axis", conv ? 0 : 1);
+        int wd = node(b, "DequantizeLinear", (int[]){wq, wsc, wzp}, 3, &wa, per_ch ? 1 : 0, 1, NULL);
+        if (conv) {
+            /* bias: int32 at scale x_scale * w_scale, dequantized (per channel when the weights are) */
+            int bq = qconst(b, TS_I32, &bs, -2000, 2000);
+            int bsc = node(b, "Mul", (int[]){xsc, wsc}, 2, NULL, 0, 1, NULL);
+            ts_attr ba = ts_attr_int("axis", 0);
+            int bd = node(b, "DequantizeLinear", (int[]){bq, bsc, qconst(b, TS_I32, &wzs, 0, 0)}, 3, &ba, per_ch ? 1 : 0,
+                          1, NULL);
+            y = node(b, "Conv", (int[]){xd, wd, bd}, one_in(b, 4) ? 2 : 3, ca, 5, 1, NULL);
+        } else {
+            y = bin(b, "MatMul", xd, wd);
+        }
+        if (one_in(b, 2)) y = un(b, "Relu", y);
+        y = node(b, "QuantizeLinear", (int[]){y, ysc, yzp}, 3, NULL, 0, 1, NULL);
+        un(b, "Relu", node(b, "DequantizeLinear", (int[]){y, ysc, yzp}, 3, NULL, 0, 1, NULL));
+    } else if (kind == 2) {
+        int in[9] = {xq, xsc, xzp, wq, wsc, wzp, ysc, yzp, qconst(b, TS_I32, &bs, -2000, 2000)};
+        y = node(b, "QLinearConv", in, one_in(b, 3) ? 8 : 9, ca, 5, 1, NULL);
+    } else if (kind == 3) {
+        if (per_ch) wsc = qscale(b, 5, co), wzp = qconst(b, TS_I8, &wzs, 0, 0);
+        int in[8] = {xq, xsc, xzp, wq, wsc, wzp, ysc, yzp};
+        y = node(b, "QLinearMatMul", in, 8, NULL, 0, 1, NULL);
+    } else { /* int32 outputs: ConvInteger, MatMulInteger */
+        int in[4] = {xq, wq, xzp, qconst(b, TS_I8, &one, 0, 0)};
+        y = conv ? node(b, "ConvInteger", in, one_in(b, 2) ? 3 : 4, ca, 5, 1, NULL)
+                 : node(b, "MatMulInteger", in, one_in(b, 2) ? 2 : 4, NULL, 0, 1, NULL);
+        ts_attr to = ts_attr_int("to", 1);
+        tail(b, node(b, "Cast", &y, 1, &to, 1, 1, NULL));
+    }
+}
+
 /* A body graph for If, Loop or Scan: made with the same builder (its
  * constants, inputs and nodes go to the body), then wrapped. */
 static ts_graph *body_begin(gb *b, const char *name)
@@ -825,7 +928,7 @@ static const family FAMILIES[] = {
     {"resize", f_resize, 1},       {"batchnorm", f_batchnorm, 1}, {"conv", f_conv, 2},
     {"convtranspose", f_convtranspose, 1}, {"matmul", f_matmul, 2}, {"pool", f_pool, 1},
     {"fusion", f_fusion, 3},       {"gelu", f_gelu, 1},       {"band", f_band, 1},
-    {"upsample", f_upsample, 1},   {"control", f_control, 1},
+    {"upsample", f_upsample, 1},   {"control", f_control, 1}, {"quant", f_quant, 2},
 };
 #define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 
