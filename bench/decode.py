@@ -18,7 +18,7 @@ round, median over rounds), the prompt's run (median over rounds), and peak
 memory: the largest VmHWM of the engine's process over the rounds minus that
 of the same process that only loaded its runtime (python3 + tsopt, node +
 onnxruntime-node).  Writes the "## Decoder generation" section of --out
-(omit --out to only print).
+(omit --out to only print; not written when tokens differ).
 """
 import argparse
 import datetime
@@ -151,7 +151,7 @@ def main(argv):
                   f"(ratio {row['tsopt_step'] / row['ort_step']:.2f}); prompt tsopt {row['tsopt_prompt']:.1f} "
                   f"ort {row['ort_prompt']:.1f} ms; peak MiB tsopt {row['tsopt_mem']:.0f} ort {row['ort_mem']:.0f}; "
                   f"plan builds {row['plan_builds']}; tokens {'identical' if row['same'] else 'DIFFER'}", flush=True)
-    if a.out:
+    if a.out and ok:  # the section says the tokens were identical
         write_section(a, rows, threads)
     return 0 if ok else 1
 
@@ -164,7 +164,7 @@ def write_section(a, rows, threads):
              f'{a.prompt_len}-token prompt then {a.new} tokens, tsopt (Python InferenceSession) and ONNX Runtime '
              f'(tools/ort/generate.js) alternately; tokens identical in every round. ms/token: median over the steps of '
              f'a round, median over rounds; peak memory above the bare runtime process.', '',
-             '| batch | tsopt ms/token | ORT ms/token | ratio | tsopt prompt ms | ORT prompt ms | tsopt peak MiB | ORT peak MiB | tsopt plan builds |',
+             '| batch | tsopt ms/token | ORT ms/token | tsopt/ORT | tsopt prompt ms | ORT prompt ms | tsopt peak MiB | ORT peak MiB | tsopt plan builds |',
              '|---|---|---|---|---|---|---|---|---|']
     for r in rows:
         lines.append(f"| {r['batch']} | {r['tsopt_step']:.2f} | {r['ort_step']:.2f} | {r['tsopt_step'] / r['ort_step']:.2f} | "
