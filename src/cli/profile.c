@@ -610,16 +610,25 @@ int cli_peak(int argc, char **argv)
     } else {
         xcost_cpu_id(cpu, sizeof cpu);
         xroof_caches caches = xroof_caches_get();
+        xroof_overhead oh = {0};
+        if (xroof_measure_overhead(&oh, &err)) {
+            ts_costdb_free(db);
+            return cli_error_from(CLI_FAIL, &err);
+        }
         if (json)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
-                   "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld}\n",
+                   "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"step_eltwise_us\": %.3f, "
+                   "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d}\n",
                    cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], caches.l1d, caches.l2,
-                   caches.l3);
+                   caches.l3, oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
-                   "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped)\n",
-                   cpu, gflops, gbps, caches.l1d >> 10, caches.l2 >> 10, caches.l3 >> 10);
+                   "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped)\n"
+                   "per step: %.2f us (tiny element-wise step), %.2f us (tiny oneDNN conv), %.2f us per parallel "
+                   "region on %d threads (measured now, not cached)\n",
+                   cpu, gflops, gbps, caches.l1d >> 10, caches.l2 >> 10, caches.l3 >> 10, oh.eltwise_us, oh.conv_us,
+                   oh.region_us, oh.threads);
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "
                    "triad %.1f GB/s\n",

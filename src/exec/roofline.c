@@ -180,6 +180,82 @@ ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err)
     return TS_OK;
 }
 
+/* ------------------------------------------------------------ overhead */
+
+/* A chain of n nodes op on x (dims xd), with a constant second input of
+ * dims wd when wd is given (a convolution's weights) on x; the fastest run of a plan without fusion,
+ * per step, in microseconds. */
+static ts_status chain_us(const char *op, int xr, const int64_t *xd, const int64_t *wd, int n, double *us,
+                          ts_error *err)
+{
+    ts_shape xs = ts_shape_make(xr, xd);
+    ts_graph *g = ts_graph_new("overhead", 17);
+    ts_tensor *w = NULL, *in = NULL, *out = NULL;
+    ts_plan *plan = NULL;
+    ts_status st = TS_OK;
+    if (!g) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    int v = ts_graph_add_input(g, "x", TS_F32, &xs, err), c = -1;
+    if (v < 0) goto fail;
+    if (wd) {
+        ts_shape ws = ts_shape_make(4, wd);
+        uint64_t rng = 0x0f;
+        if (!(w = ts_tensor_new(TS_F32, &ws, err))) goto fail;
+        ts_tensor_fill_random(w, &rng, -0.3, 0.3);
+        if ((c = ts_graph_add_constant(g, "w", w, err)) < 0) goto fail;
+    }
+    for (int i = 0; i < n; i++)
+        if (ts_graph_add_node(g, op, NULL, (int[]){v, c}, wd ? 2 : 1, NULL, 0, 1, NULL, &v, err) < 0) goto fail;
+    if (ts_graph_add_output(g, v, err)) goto fail;
+    ts_plan_opts o = {.no_fusion = true};
+    if (!(in = ts_tensor_new(TS_F32, &xs, err)) || !(out = ts_tensor_new(TS_F32, &xs, err)) ||
+        ts_plan_build(g, &o, &plan, err))
+        goto fail;
+    memset(in->data, 0, in->nbytes);
+    double best = 1e30;
+    for (int r = 0; r < 30; r++) {
+        double t0 = xstep_timer_now();
+        if (ts_plan_run(plan, &in, &out, err)) goto fail;
+        double t = xstep_timer_now() - t0;
+        if (r >= 3 && t < best) best = t;
+    }
+    *us = best * 1e3 / xplan_step_count(plan);
+    goto done;
+fail:
+    st = err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+done:
+    ts_plan_free(plan);
+    ts_tensor_unref(in);
+    ts_tensor_unref(out);
+    ts_tensor_unref(w);
+    ts_graph_free(g);
+    return st;
+}
+
+ts_status xroof_measure_overhead(xroof_overhead *o, ts_error *err)
+{
+    ts_status st;
+    memset(o, 0, sizeof *o);
+    if ((st = chain_us("Relu", 2, (int64_t[]){1, 16}, NULL, 256, &o->eltwise_us, err)) ||
+        (st = chain_us("Conv", 4, (int64_t[]){1, 8, 4, 4}, (int64_t[]){8, 8, 1, 1}, 64, &o->conv_us, err)))
+        return st;
+    o->threads = omp_get_max_threads();
+    double best = 1e30;
+    volatile int sink = 0;
+    for (int r = 0; r < 10; r++) {
+        double t0 = xstep_timer_now();
+        for (int i = 0; i < 200; i++) {
+#pragma omp parallel
+            {
+                if (omp_get_thread_num() == 0) sink++;
+            }
+        }
+        double t = (xstep_timer_now() - t0) * 1e3 / 200;
+        if (t < best) best = t;
+    }
+    o->region_us = best;
+    return TS_OK;
+}
+
 /* -------------------------------------------------------------- caches */
 
 static long clamp_cache(long v, long lo, long hi, long dflt)

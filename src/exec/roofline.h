@@ -46,6 +46,18 @@ static inline double xroof_limit_ms(double bytes, double flops, double gbps, dou
  * copy a[i] = b[i] and triad a[i] = b[i] + s c[i]. */
 ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err);
 
+/* The fixed cost of a step, measured on plans of tiny steps (no fusion,
+ * all cores): an element-wise step on 16 floats (tsopt's dispatch and
+ * kernel call), a 1x1 convolution 8 -> 8 on 4x4 (oneDNN's primitive
+ * execution), and one empty OpenMP parallel region on all threads (the
+ * fork and join a step pays when it splits its work). Microseconds, the
+ * fastest of a few repetitions. */
+typedef struct xroof_overhead {
+    double eltwise_us, conv_us, region_us;
+    int threads;
+} xroof_overhead;
+ts_status xroof_measure_overhead(xroof_overhead *o, ts_error *err);
+
 /* The data cache sizes the thresholds derive from (bytes per core for L1d
  * and L2, the last level as the OS reports it, clamped: a VM's cpuid may
  * report any size), from sysconf, with safe defaults when unknown. */

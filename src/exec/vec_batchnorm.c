@@ -104,16 +104,15 @@ static void bn_run(const xstep *st, void *const *in, void *const *out, void *scr
     (void)scratch;
     if (s->block) { /* pieces of pixel rows: batch 1 has one image */
         const int64_t pieces = s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN ? 4 * (int64_t)s->threads : 1;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (pieces > 1)
-        for (int64_t w = 0; w < s->outer * pieces; w++) {
+        XV_PAR_FOR(w, s->outer * pieces, s->threads, pieces > 1, {
             const int64_t o = w / pieces, k = w % pieces;
             const int64_t p0 = s->inner * k / pieces, p1 = s->inner * (k + 1) / pieces;
             bn_blocked(x + o * blk, y + o * blk, s->a, s->b, s->C, s->inner, p0, p1, s->block, s->relu);
-        }
+        });
         return;
     }
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t o = 0; o < s->outer; o++) bn_block(x + o * blk, y + o * blk, s->a, s->b, s->C, s->inner, s->relu);
+    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN,
+               { bn_block(x + o * blk, y + o * blk, s->a, s->b, s->C, s->inner, s->relu); });
 }
 
 /* Block size (16 or 8) when buffer b holds a rank-4 tensor in oneDNN's

@@ -292,14 +292,11 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
     }
 }
 
-void xv_prog_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+/* Items lo..hi-1 (blocks of a row) of the program. */
+static void prog_items(const xv_prog *pr, void *const *in, float *y, int64_t lo, int64_t hi)
 {
-    const xv_prog *pr = s->state;
-    const int64_t len = pr->len, nchunk = (len + XV_BLK - 1) / XV_BLK, items = pr->nrows * nchunk;
-    float *y = out[0];
-    (void)scratch;
-#pragma omp parallel for schedule(static) num_threads(pr->threads) if (pr->numel >= XV_PAR_MIN && pr->threads > 1)
-    for (int64_t it = 0; it < items; it++) {
+    const int64_t len = pr->len, nchunk = (len + XV_BLK - 1) / XV_BLK;
+    for (int64_t it = lo; it < hi; it++) {
         float splat[XV_MAXIN][XV_BLK];
         const float *src[XV_MAXIN];
         int64_t row = it / nchunk, start = (it % nchunk) * XV_BLK, n = len - start < XV_BLK ? len - start : XV_BLK;
@@ -320,5 +317,25 @@ void xv_prog_run(const xstep *s, void *const *in, void *const *out, void *scratc
             }
         }
         run_block(pr, y + row * len + start, src, n);
+    }
+}
+
+void xv_prog_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    const xv_prog *pr = s->state;
+    const int64_t items = pr->nrows * ((pr->len + XV_BLK - 1) / XV_BLK);
+    float *y = out[0];
+    (void)scratch;
+    /* no parallel region at all below the threshold: libgomp's serial
+     * region (an `if` clause that is false) still costs about a
+     * microsecond, as much as a small step's whole work */
+    if (pr->numel < XV_PAR_MIN || pr->threads < 2) {
+        prog_items(pr, in, y, 0, items);
+        return;
+    }
+#pragma omp parallel num_threads(pr->threads)
+    {
+        int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        prog_items(pr, in, y, items * t / nt, items * (t + 1) / nt);
     }
 }

@@ -63,8 +63,7 @@ static void strided_run(const xstep *st, void *const *in, void *const *out, void
     const size_t es = s->es;
     const int64_t len = s->len, is = s->stride[s->rank - 1];
     (void)scratch;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t row = 0; row < s->nrows; row++) {
+    XV_PAR_FOR(row, s->nrows, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
         int64_t off = 0, r = row;
         for (int d = s->rank - 2; d >= 0; d--) {
             off += (r % s->dims[d]) * s->stride[d];
@@ -81,7 +80,7 @@ static void strided_run(const xstep *st, void *const *in, void *const *out, void
         } else {
             for (int64_t i = 0; i < len; i++) memcpy(dst + i * (int64_t)es, src + i * is * (int64_t)es, es);
         }
-    }
+    });
 }
 
 static mv_state *mv_new(xplan *p, int n, ts_error *err)
@@ -265,12 +264,11 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     char *y = out[0];
     const int64_t pieces = s->pieces, items = s->outer * pieces, unit = s->relu ? (int64_t)sizeof(float) : 1;
     (void)scratch;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t it = 0; it < items; it++) {
+    XV_PAR_FOR(it, items, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
         int64_t o = it / pieces, k = it % pieces;
         int64_t lo = s->inner_bytes / unit * k / pieces * unit, hi = s->inner_bytes / unit * (k + 1) / pieces * unit;
         concat_range(s, in, o, lo, hi, y + o * s->inner_bytes);
-    }
+    });
 }
 
 /* NASNet-A's cells end in a Concat that the next two cells read only
@@ -357,11 +355,11 @@ static void gather_run(const xstep *st, void *const *in, void *const *out, void 
     const char *x = in[0];
     char *y = out[0];
     (void)scratch;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t o = 0; o < s->outer; o++)
+    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
         for (int64_t k = 0; k < s->nidx; k++)
             memcpy(y + (o * s->nidx + k) * s->inner_bytes, x + (o * s->src_rows + s->blk[k]) * s->inner_bytes,
                    (size_t)s->inner_bytes);
+    });
 }
 
 /* One index into a tensor whose dims before the axis are all 1 (Swin's

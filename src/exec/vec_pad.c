@@ -76,8 +76,7 @@ static void pad_run(const xstep *st, void *const *in, void *const *out, void *sc
     (void)scratch;
     if (s->view) return;
     const int64_t orow = s->out[s->rank - 1] * (int64_t)s->es;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t row = 0; row < s->rows; row++) {
+    XV_PAR_FOR(row, s->rows, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
         int64_t off = 0, rest = row;
         bool inside = true;
         for (int d = s->rank - 2; d >= 0; d--) {
@@ -87,7 +86,7 @@ static void pad_run(const xstep *st, void *const *in, void *const *out, void *sc
             off += j * s->istride[d];
         }
         pad_row(s, inside ? x + off * (int64_t)s->es : NULL, y + row * orow);
-    }
+    });
 }
 
 /* Constant integer input i of node nd (count in *cnt); false when absent or

@@ -58,22 +58,19 @@ static void rd_run(const xstep *st, void *const *in, void *const *out, void *scr
     const float scale = s->kind == RD_MEAN ? 1.0f / (float)s->r : 1.0f;
     (void)scratch;
     if (s->inner == 1) {
-#pragma omp parallel for schedule(static) num_threads(s->threads) \
-    if (s->threads > 1 && s->outer > 1 && s->outer * s->r >= XV_PAR_MIN)
-        for (int64_t o = 0; o < s->outer; o++) y[o] = rd_row(x + o * s->r, s->r, s->kind) * scale;
+        XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->outer > 1 && s->outer * s->r >= XV_PAR_MIN,
+                   { y[o] = rd_row(x + o * s->r, s->r, s->kind) * scale; });
         return;
     }
     const int64_t nchunk = (s->inner + RD_CHUNK - 1) / RD_CHUNK, items = s->outer * nchunk;
-#pragma omp parallel for schedule(static) num_threads(s->threads) \
-    if (s->threads > 1 && items > 1 && s->outer * s->r * s->inner >= XV_PAR_MIN)
-    for (int64_t it = 0; it < items; it++) {
+    XV_PAR_FOR(it, items, s->threads, s->threads > 1 && items > 1 && s->outer * s->r * s->inner >= XV_PAR_MIN, {
         int64_t o = it / nchunk, c0 = (it % nchunk) * RD_CHUNK;
         int64_t cn = s->inner - c0 < RD_CHUNK ? s->inner - c0 : RD_CHUNK;
         float *yo = y + o * s->inner + c0;
         rd_cols(x + o * s->r * s->inner + c0, yo, s->r, s->inner, cn, s->kind);
         if (scale != 1.0f)
             for (int64_t i = 0; i < cn; i++) yo[i] *= scale;
-    }
+    });
 }
 
 static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)

@@ -30,14 +30,13 @@ static void split_run(const xstep *st, void *const *in, void *const *out, void *
     const split_state *s = st->state;
     const char *x = in[0];
     (void)scratch;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN)
-    for (int64_t o = 0; o < s->outer; o++) {
+    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
         const char *src = x + o * s->in_row;
         for (int j = 0; j < s->nout; j++) {
             memcpy((char *)out[j] + o * s->blk[j], src, (size_t)s->blk[j]);
             src += s->blk[j];
         }
-    }
+    });
 }
 
 static ts_status split_build(xplan *p, int n, xstep *st, ts_error *err)
