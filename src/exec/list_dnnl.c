@@ -10,6 +10,7 @@ extern const xkernel xk_dnnl_concat; /* dnnl_concat.c: only inputs in mixed layo
 extern const xkernel xk_dense_concat; /* dense_concat.c: DenseNet's Concat chains as views of one buffer */
 extern const xkernel xk_vec_concat_cl; /* vec_concat_cl.c: inputs channels-last and blocked mixed (else dnnl.concat) */
 extern const xkernel xk_pool_first;   /* pool_first.c: conv1x1 -> AvgPool(k, stride k) run pool first */
+extern const xkernel xk_vec_shuffle;  /* vec_shuffle.c: Concat -> Reshape -> Transpose -> Reshape (channel shuffle) as one copy */
 extern const xkernel xk_dnnl_qconv, xk_dnnl_conv_integer, xk_dnnl_qmatmul, xk_dnnl_matmul_integer; /* dnnl_int8.c */
 extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: Mul by a squeeze-excite gate folded into the next conv's weights */
 
@@ -24,6 +25,7 @@ const xentry xkernels_dnnl[] = {
     {&ts_op_avgpool, &xk_dnnl_pool},
     {&ts_op_global_avgpool, &xk_dnnl_pool},
     {&ts_op_global_maxpool, &xk_dnnl_pool},
+    {&ts_op_concat, &xk_vec_shuffle},
     {&ts_op_concat, &xk_dense_concat},
     {&ts_op_concat, &xk_vec_concat_cl},
     {&ts_op_concat, &xk_dnnl_concat},
