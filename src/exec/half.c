@@ -241,6 +241,7 @@ static ts_status widen_graph(ts_graph *c, ts_dtype half, ts_error *err)
                                   ts_dtype_name(dt[o]));
             } else if (c->nodes[n].op == &ts_op_cast) {
                 ts_cast_attrs *a = c->nodes[n].attrs;
+                a->via = a->to; /* still rounded to 16 bits, as ONNX specifies */
                 a->to = TS_F32;
                 a->onnx_to = 1;
             } else { /* keep the node's 16-bit output, widen it after */
@@ -562,15 +563,28 @@ ts_status xhalf_finish(xplan *p, ts_error *err)
 /* ------------------------------------------------ Cast between float32 and 16 bits */
 
 typedef struct hc_state {
-    ts_dtype from, to;
+    ts_dtype from, to, via;
     size_t n;
 } hc_state;
+
+/* float32 -> float32 through 16 bits, in blocks on the stack */
+static void round_via(ts_dtype via, const float *x, float *y, size_t n)
+{
+    uint16_t h[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t m = n - i < 4096 ? n - i : 4096;
+        xhalf_narrow(via, x + i, h, m);
+        xhalf_widen(via, h, y + i, m);
+    }
+}
 
 static void hc_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
     const hc_state *c = s->state;
     (void)scratch;
-    if (c->from == c->to)
+    if (c->via != TS_UNDEFINED)
+        round_via(c->via, in[0], out[0], c->n);
+    else if (c->from == c->to)
         memcpy(out[0], in[0], c->n * ts_dtype_size(c->to));
     else if (c->from == TS_F32)
         xhalf_narrow(c->to, in[0], out[0], c->n);
@@ -587,7 +601,9 @@ static ts_status hc_build(xplan *p, int n, xstep *s, ts_error *err)
     if (!ok) return TS_ERR_UNSUPPORTED;
     hc_state *c = malloc(sizeof *c);
     if (!c) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    *c = (hc_state){x->dtype, y->dtype, (size_t)ts_shape_numel(&y->shape)};
+    const ts_cast_attrs *a = nd->attrs;
+    ts_dtype via = nd->op == &ts_op_cast && x->dtype == TS_F32 && y->dtype == TS_F32 ? a->via : TS_UNDEFINED;
+    *c = (hc_state){x->dtype, y->dtype, via, (size_t)ts_shape_numel(&y->shape)};
     s->state = c;
     if (xstep_alloc(s, 1, 1, err)) return err->code;
     s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);

@@ -166,6 +166,9 @@ int64_t ts_resize_nearest(int mode, float x, float scale, int64_t in_len);
 typedef struct ts_cast_attrs {
     ts_dtype to;
     int64_t onnx_to;
+    /* float16/bfloat16 when a Cast to that type was retargeted to float32
+     * (half.c): the values are still rounded to it; else TS_UNDEFINED */
+    ts_dtype via;
 } ts_cast_attrs;
 
 #endif

@@ -18,6 +18,7 @@ static ts_status cast_parse(void *attrs, const ts_attr *a, int na, int opset, ts
     if (!to) return ts_error_set(err, TS_ERR_INVALID, "attribute 'to' is required");
     if (ts_attr_get_int(a, na, "to", 0, &p->onnx_to, err)) return err->code;
     p->to = ts_dtype_from_onnx(p->onnx_to);
+    p->via = TS_UNDEFINED;
     if (p->to == TS_UNDEFINED)
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "attribute 'to': element type %lld is not supported (expected float32, float64, "
@@ -71,6 +72,8 @@ static void put_int(ts_tensor *t, int64_t i, int64_t v)
     }
 }
 
+extern const ts_op_desc ts_op_cast;
+
 static ts_status cast_kernel(ts_kernel_ctx *k)
 {
     const ts_tensor *x = k->in[0];
@@ -81,6 +84,12 @@ static ts_status cast_kernel(ts_kernel_ctx *k)
     int64_t n = ts_tensor_numel(y);
     if (ffrom && fto) { /* same domain storage on both sides */
         if (y->nbytes) memcpy(y->data, x->data, y->nbytes);
+        const cast_attrs *a = k->attrs;
+        if (k->node->op == &ts_op_cast && a->via != TS_UNDEFINED && !num->exact)
+            for (int64_t i = 0; i < n; i++) { /* a Cast to 16 bits computed in float32: rounded all the same */
+                void *e = ts_num_at(num, y->data, i);
+                num->from_f64(e, ts_dtype_round(a->via, num->to_f64(e)));
+            }
         return TS_OK;
     }
     if (num->exact && (ffrom || fto))

@@ -267,3 +267,34 @@ Test(half, relu_hand_values)
         ts_graph_free(b->g);
     }
 }
+
+/* A float32 graph with a 16-bit middle (convert_fp16.py --keep-io-types):
+ * the Cast to 16 bits computes in float32 but still rounds, as ONNX says. */
+Test(half, cast_in_the_model_rounds)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        ts_error e = {0};
+        gb bb = {ts_graph_new("c", 17), TS_F32, TS_F32, 1}, *b = &bb;
+        ts_shape s = shp("3");
+        int x = ts_graph_add_input(b->g, "x", TS_F32, &s, &e);
+        ts_attr to16 = ts_attr_int("to", types[k] == TS_F16 ? 10 : 16), to32 = ts_attr_int("to", 1);
+        int h = node(b, "Cast", &x, 1, &to16, 1);
+        int r = N("Relu", h);
+        int y = node(b, "Cast", &r, 1, &to32, 1);
+        cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+        ts_tensor *xt = ts_tensor_new(TS_F32, &s, &e);
+        double xv[] = {0.1, -3.3, 1000.7};
+        for (int i = 0; i < 3; i++) ts_tensor_set_f64(xt, i, xv[i]);
+        run_out ro = run(b->g, xt);
+        cr_assert_eq(ro.st.fallback_steps, 0);
+        for (int i = 0; i < 3; i++) {
+            double want = xv[i] > 0 ? ts_dtype_round(types[k], (float)xv[i]) : 0;
+            cr_assert_eq(ts_tensor_get_f64(ro.out[0], i), want, "%s [%d]: %.9g, want %.9g", ts_dtype_name(types[k]), i,
+                         ts_tensor_get_f64(ro.out[0], i), want);
+        }
+        ts_tensor_unref(ro.out[0]);
+        ts_tensor_unref(xt);
+        ts_graph_free(b->g);
+    }
+}
