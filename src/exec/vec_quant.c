@@ -1,4 +1,5 @@
-/* QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear as vector
+/* QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the Cast of
+ * MatMulInteger's int32 sums to float32 as vector
  * loops (the reference kernels read every element through the number
  * interface: a 224x224 image took milliseconds).  The arithmetic is the
  * reference's (src/ops/quantize.c): float32 division by the scale, rounding
@@ -213,6 +214,35 @@ static ts_status dql_build(xplan *p, int n, xstep *st, ts_error *err)
     return xv_bind_io(p, n, st, err);
 }
 
+/* ------------------------------------- Cast of an int32 sum to float32 */
+
+/* quantize_dynamic's MatMulInteger -> Cast(float): exact up to 2^24, and
+ * float32's rounding above, as the reference converts. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void i32_to_f32(const int32_t *x, float *y, int64_t n)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
+}
+
+static void cast_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    (void)scratch;
+    i32_to_f32(in[0], out[0], ((const dql *)st->state)->n);
+}
+
+static ts_status cast_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    if (p->g->values[nd->inputs[0]].dtype != TS_I32 || p->g->values[nd->outputs[0]].dtype != TS_F32)
+        return TS_ERR_UNSUPPORTED;
+    dql *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
+    s->n = ts_shape_numel(&p->g->values[nd->inputs[0]].shape);
+    st->state = s;
+    return xv_bind_io(p, n, st, err);
+}
+
+const xkernel xk_vec_cast_i32 = {"vec.cast_i32", cast_build, cast_run, free};
 const xkernel xk_vec_quantize = {"vec.quantize", q_build, q_run, vq_free};
 const xkernel xk_vec_dequantize = {"vec.dequantize", dq_build, dq_run, vq_free};
 const xkernel xk_vec_dynamic_quantize = {"vec.dynamic_quantize", dql_build, dql_run, free};

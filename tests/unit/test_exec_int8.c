@@ -127,6 +127,7 @@ Test(int8, dynamic_matmul_integer)
     ts_plan *p = xt_plan_check(g, NULL, 5, -3, 3, 1e-5, XT_TOL_ELEM);
     cr_expect_eq(xt_steps_of(p, "dnnl.matmul_integer"), 1);
     cr_expect_eq(xt_steps_of(p, "vec.dynamic_quantize"), 1);
+    cr_expect_eq(xt_steps_of(p, "vec.cast_i32"), 1);
     ts_plan_free(p);
     ts_graph_free(g);
 }
