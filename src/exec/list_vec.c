@@ -7,7 +7,6 @@ extern const xkernel xk_einnet; /* einnet_kernel.c */
 extern const xkernel xk_vec_dwconv; /* vec_depthwise.c: strided depthwise conv on a large channels-last input */
 extern const xkernel xk_vec_se;     /* vec_se.c: squeeze-excite gate (pool, two 1x1 convs, activations) */
 extern const xkernel xk_half_cast;   /* half.c: Cast between float32 and float16/bfloat16 */
-extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize; /* vec_quant.c */
 extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize, xk_vec_cast_i32; /* vec_quant.c */
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
 
@@ -27,8 +26,6 @@ const xentry xkernels_vec[] = {
     {&ts_op_concat, &xk_vec_concat},     {&ts_op_gather, &xk_vec_gather},      {&ts_op_split, &xk_vec_split},
     {&ts_op_resize, &xk_vec_resize},     {&ts_op_upsample, &xk_vec_resize},
     {&ts_op_pad, &xk_vec_pad},           {&ts_op_batchnorm, &xk_vec_batchnorm},
-    {&ts_op_quantize_linear, &xk_vec_quantize}, {&ts_op_dequantize_linear, &xk_vec_dequantize},
-    {&ts_op_dynamic_quantize_linear, &xk_vec_dynamic_quantize},
     {&ts_op_quantize_linear, &xk_vec_quantize}, {&ts_op_dequantize_linear, &xk_vec_dequantize},
     {&ts_op_dynamic_quantize_linear, &xk_vec_dynamic_quantize}, {&ts_op_cast, &xk_vec_cast_i32},
     {&ts_op_einnet, &xk_einnet}, /* einnet_kernel.c: a compiled eOperator */
