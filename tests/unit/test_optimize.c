@@ -165,6 +165,45 @@ Test(driver, costs_and_counts_a_sources_rewrites)
     ts_graph_free(g);
 }
 
+/* The runners-up (for the ort target's whole-graph timing): x -> MatMul ->
+ * Relu -> MatMul -> Relu, each MatMul dropped alone is a runner-up below
+ * the original, both dropped the best; choosing a runner-up makes its
+ * rewrites the result's. */
+Test(driver, keeps_runners_up_and_chooses_one)
+{
+    uint64_t rng = 3;
+    ts_graph *g = ts_graph_new("rr2", 17);
+    int h = node(g, "Relu", node(g, "MatMul", input(g, "x", 8, 16), weight(g, "w1", 16, 16, &rng)), -1);
+    output(g, node(g, "Relu", node(g, "MatMul", h, weight(g, "w2", 16, 16, &rng)), -1));
+    ts_optimize_opts o;
+    ts_optimize_opts_default(&o);
+    o.roofline = true;
+    ts_drive_result r;
+    ts_error e = {0};
+    cr_assert_eq(drive(g, &o, &r, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(count_op(r.best, "MatMul"), 0);
+    cr_assert_eq(r.nalts, 2, "runners-up %d", r.nalts);
+    double best = r.cost_after;
+    for (int i = 0; i < r.nalts; i++) {
+        cr_assert_eq(count_op(r.alts[i], "MatMul"), 1);
+        cr_assert(r.alt_costs[i] >= best && r.alt_costs[i] < r.cost_before);
+        cr_assert(i == 0 || r.alt_costs[i] >= r.alt_costs[i - 1]);
+    }
+    double c0 = r.alt_costs[0];
+    ts_drive_result_choose(&r, 0);
+    cr_assert_eq(count_op(r.best, "MatMul"), 1);
+    cr_assert_eq(r.cost_after, c0);
+    cr_assert_eq(r.nnames, 1);
+    cr_assert_str_eq(r.names[0].name, "drop-matmul");
+    cr_assert_eq(r.names[0].count, 1);
+    cr_assert_eq(r.per_source[0], 1);
+    cr_assert_eq(r.nsteps, 1);
+    cr_assert_eq(count_op(r.alts[0], "MatMul"), 0, "the old best is kept in its place");
+    cr_assert_eq(r.alt_costs[0], best);
+    ts_drive_result_free(&r);
+    ts_graph_free(g);
+}
+
 Test(driver, stop_flag_returns_the_best_so_far)
 {
     ts_graph *g = matmul_relu();
