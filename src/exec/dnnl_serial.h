@@ -11,7 +11,8 @@
  * XD_SERIAL_FLOPS is built with one OpenMP thread (oneDNN sizes its work
  * split at primitive creation) and run with one (no parallel region is
  * opened: oneDNN calls the body inline for one thread).  Poolings are
- * memory-bound, so one also needs an input under XD_SERIAL_POOL_BYTES:
+ * memory-bound, so one also needs an input under a quarter of a core's L2
+ * (xd_serial_pool_bytes: 256 KiB on the 1 MiB-L2 EPYC and Xeon):
  * resnet50's first MaxPool (1.8 M window operations over 3.2 MB) took
  * 0.15-0.18 ms on one thread, 0.066-0.071 ms on two (ORT 0.09 ms). */
 #ifndef TS_EXEC_DNNL_SERIAL_H
@@ -19,9 +20,11 @@
 
 #include <omp.h>
 #include "exec/exec.h"
+#include "exec/roofline.h"
 
 #define XD_SERIAL_FLOPS 4e6
-#define XD_SERIAL_POOL_BYTES (256 * 1024)
+/* Input bytes below which a small pooling runs on one thread (plan time). */
+static inline int64_t xd_serial_pool_bytes(void) { return xroof_caches_get().l2 / 4; }
 
 /* True when a step of `flops` work should be built and run on one thread. */
 static inline bool xd_serial(const xplan *p, double flops)

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "exec/plan_internal.h"
+#include "exec/roofline.h"
 #include "exec/vec_eltwise.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
@@ -37,24 +38,26 @@
  * 512, 0.89-0.97 ms vs 0.63-0.67 ms from XG_PAR_MIN_SPIN. */
 #define XG_PAR_MIN (1 << 22)
 #define XG_PAR_MIN_SPIN (1 << 18)
-/* From this many weight elements (4 MiB, more than a core's L2) the step
- * is parallel whatever the wait mode: each product streams the weights
- * from memory once (a classifier head: efficientnet_b0 1280x1000,
- * resnet50 2048x1000), a few hundred microseconds bound by memory
- * bandwidth, which one core alone does not saturate; a wake-up is ~10 us. */
-#define XG_PAR_STREAM (1 << 20)
+/* From weights of 4x a core's L2 (roofline.c's cache sizes: 4 MiB on the
+ * 1 MiB-L2 EPYC and on the Xeons it was measured on, 1M floats) the step is
+ * parallel whatever the wait mode: each product streams the weights from
+ * memory once (a classifier head: efficientnet_b0 1280x1000, resnet50
+ * 2048x1000), a few hundred microseconds bound by memory bandwidth, which
+ * one core alone does not saturate; a wake-up is ~10 us. */
+#define XG_PAR_STREAM_L2 4
 #define XG_NB 64 /* columns per panel: four 16-float vectors */
 /* Products by one weight are stacked into one step (stack_rows) only from
- * this many weight elements (128 KiB): the gain is the passes over the
- * weights saved, which come from memory for nasrnn's 1 MiB matrices; a
- * smaller weight stays in cache between separate steps. */
-#define XG_STACK_MIN (1 << 15)
+ * weights of an eighth of a core's L2 (128 KiB with 1 MiB): the gain is
+ * the passes over the weights saved, which come from memory for nasrnn's
+ * 1 MiB matrices; a smaller weight stays in cache between separate steps. */
+#define XG_STACK_L2_DIV 8
 
 typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned loads/stores */
 
 typedef struct xg_state {
     int64_t rows, K, N; /* rows: all stacked products' rows together */
     int threads;
+    bool streams; /* the weights stream from memory (XG_PAR_STREAM_L2) */
     xv_prog epi; /* fused element-wise chain (the first product's); epi.nins == 0: none */
     /* Stacked products (see stack_members): nstack > 1 products by the
      * same weights, product i reading in[ain[i]] and writing out[i], with
@@ -190,9 +193,8 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
     /* the wait mode can change between runs (util/wait_policy.c) */
     const int64_t par_min = ts_wait_threads_sleep() ? XG_PAR_MIN : XG_PAR_MIN_SPIN;
-    const bool par = c->threads > 1 && npanel > 1 && (rows * K * N >= par_min || K * N >= XG_PAR_STREAM);
-#pragma omp parallel for schedule(static) num_threads(c->threads) if (par)
-    for (int64_t p = 0; p < npanel; p++) {
+    const bool par = c->threads > 1 && npanel > 1 && (rows * K * N >= par_min || c->streams);
+    XV_PAR_FOR(p, npanel, c->threads, par, {
         int64_t j0 = p * XG_NB;
         const int64_t nb = N - j0 < XG_NB ? N - j0 : XG_NB;
         panel(x, W + p * K * XG_NB, y, rows, K, N, j0, nb);
@@ -201,7 +203,7 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
                 float *yr = y + r * N + j0;
                 for (int64_t j = 0; j < nb; j++) yr[j] = c->alpha * yr[j] + (c->bias ? c->bias[j0 + j] : 0.0f);
             }
-    }
+    });
     if (c->nstack > 1)
         for (int i = 0, r = 0; i < c->nstack; r += (int)c->mrows[i], i++)
             memcpy(out[i], y + r * N, sizeof(float) * (size_t)(c->mrows[i] * N));
@@ -349,6 +351,8 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = c;
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
+    const xroof_caches caches = xroof_caches_get();
+    c->streams = K * N * (int64_t)sizeof(float) >= XG_PAR_STREAM_L2 * (int64_t)caches.l2;
     c->alpha = gemm ? (float)ga->alpha : 1.0f;
     if (gemm && !gemm_bias(p, nd, N, ga->beta, &c->bias, err)) return err->code ? err->code : TS_ERR_UNSUPPORTED;
 
@@ -360,7 +364,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
      * little longer); no element-wise chain is fused after them. */
     int members[XG_MAX_ROWS];
     c->nstack = 1, c->mrows[0] = rows;
-    for (int m = 0; m < g->nnodes && !gemm && !p->opts.no_fusion && K * N >= XG_STACK_MIN; m++) {
+    for (int m = 0; m < g->nnodes && !gemm && !p->opts.no_fusion && K * N * (int64_t)sizeof(float) >= caches.l2 / XG_STACK_L2_DIV; m++) {
         int64_t r = stack_rows(p, n, m, K);
         if (r < 1 || c->rows + r > XG_MAX_ROWS) continue;
         members[c->nstack] = m;
