@@ -212,6 +212,72 @@ static ts_status finish(xplan *p, int n, xstep *s, q_state *c, dnnl_primitive_de
 
 /* ------------------------------------------------------------ convolution */
 
+static ts_status mm_pd(xplan *p, int n, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
+                       const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst, dnnl_primitive_attr_t attr,
+                       dnnl_primitive_desc_t *pd)
+{
+    dnnl_matmul_desc_t d;
+    (void)n;
+    dnnl_status_t ds = dnnl_matmul_desc_init(&d, src, wei, bias, dst);
+    if (ds == dnnl_success) ds = dnnl_primitive_desc_create(pd, &d, attr, p->engine, NULL);
+    if (ds == dnnl_success && xd_pd_is_ref(*pd)) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+        return TS_ERR_UNSUPPORTED;
+    }
+    return ds == dnnl_success ? TS_OK : TS_ERR_UNSUPPORTED;
+}
+
+/* A 1x1 convolution of a 1x1 image (the squeeze-excite gates of mobile
+ * nets, a Gemm made a conv by fuse_qdq.c) is [N, C] x [C, M]: oneDNN's int8
+ * convolutions answer these with their reference implementation, its
+ * matmul with brgemm.  W [M, C] is read as [C, M] through strides. */
+static ts_status gemv_conv_build(xplan *p, int n, xstep *s, dnnl_primitive_attr_t attr, const ts_tensor *W,
+                                 const ts_tensor *B, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
+    int64_t N = x->shape.dims[0], C = x->shape.dims[1], M = W->shape.dims[0];
+    dnnl_memory_desc_t src, wei, wplain, dst, bmd;
+    dnnl_memory_desc_init_by_strides(&src, 2, (dnnl_dims_t){N, C}, dt_of(x->dtype), NULL);
+    dnnl_memory_desc_init_by_strides(&wplain, 2, (dnnl_dims_t){C, M}, dnnl_s8, (dnnl_dims_t){1, C});
+    dnnl_memory_desc_init_by_tag(&wei, 2, (dnnl_dims_t){C, M}, dnnl_s8, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_strides(&dst, 2, (dnnl_dims_t){N, M}, dt_of(y->dtype), NULL);
+    dnnl_memory_desc_init_by_strides(&bmd, 2, (dnnl_dims_t){1, M}, dnnl_s32, NULL);
+    dnnl_primitive_desc_t pd = NULL;
+    ts_status st = mm_pd(p, n, &src, &wei, B ? &bmd : NULL, &dst, attr, &pd);
+    if (st) return st;
+    q_state *c = calloc(1, sizeof *c);
+    if (!c) {
+        dnnl_primitive_desc_destroy(pd);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    s->state = c;
+    c->stream = p->stream;
+    c->azp_in = c->bias_in = -1;
+    int xb = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), biasb = -1, yb = -1;
+    int wb = xb >= 0 ? pack_const(p, n, W, &wplain, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), err) : -1;
+    if (wb >= 0 && B) {
+        int32_t *bd = xd_alloc(sizeof(int32_t) * (size_t)M);
+        if (bd) {
+            for (int64_t m = 0; m < M; m++) bd[m] = (int32_t)ts_tensor_get_i64(B, m);
+            if ((biasb = xd_const_buf(p, &bmd, &B->shape, bd)) < 0) free(bd);
+            else p->bufs[biasb].dtype = TS_I32;
+        }
+        if (biasb < 0) wb = -1;
+    }
+    if (wb >= 0) yb = xplan_value_buf(p, nd->outputs[0]);
+    st = xb < 0 || wb < 0 || yb < 0 ? (err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory"))
+                                    : finish(p, n, s, c, pd, xb, wb, biasb, -1, yb, err);
+    dnnl_primitive_desc_destroy(pd);
+    if (st) {
+        q_destroy(c);
+        s->state = NULL;
+    }
+    return st;
+}
+
 /* QLinearConv (qlinear) or ConvInteger. */
 static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err)
 {
@@ -260,6 +326,13 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
     stt = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
     if (!stt) stt = src_zp_attr(p, n, attr, xz, false, err);
     if (!stt && qlinear) stt = requant_attr(p, n, attr, xs, ws, ys, yz, M, 1 << 1, err);
+    bool gemv = G == 1;
+    for (int i = 0; i < nsp; i++) gemv &= xd[2 + i] == 1 && wg.kernel[i] == 1 && !pl[i] && !pr[i];
+    if (!stt && gemv) {
+        stt = gemv_conv_build(p, n, s, attr, W, B, err);
+        dnnl_primitive_attr_destroy(attr);
+        return stt;
+    }
     dnnl_primitive_desc_t pd = NULL;
     if (!stt) {
         dnnl_convolution_desc_t d;
@@ -393,17 +466,9 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
         stt = xd_check(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_WEIGHTS, 1, 0, &bzv), p, n, "weights zero point", err);
     if (!stt && qlinear) stt = requant_attr(p, n, attr, as, bs, ys, yz, N, 1 << (r - 1), err);
     dnnl_primitive_desc_t pd = NULL;
-    if (!stt) {
-        dnnl_matmul_desc_t d;
-        dnnl_status_t ds = dnnl_matmul_desc_init(&d, &src, &wei, NULL, &dst);
-        if (ds == dnnl_success) ds = dnnl_primitive_desc_create(&pd, &d, attr, p->engine, NULL);
-        stt = ds == dnnl_success ? TS_OK : TS_ERR_UNSUPPORTED;
-    }
+    if (!stt) stt = mm_pd(p, n, &src, &wei, NULL, &dst, attr, &pd);
     dnnl_primitive_attr_destroy(attr);
-    if (stt || xd_pd_is_ref(pd)) {
-        if (pd) dnnl_primitive_desc_destroy(pd);
-        return stt && stt != TS_ERR_UNSUPPORTED ? stt : TS_ERR_UNSUPPORTED;
-    }
+    if (stt) return stt;
     q_state *c = calloc(1, sizeof *c);
     if (!c) {
         dnnl_primitive_desc_destroy(pd);
