@@ -350,19 +350,21 @@ static ts_status load_by_value(ts_session *s, entry *e, ts_tensor *const *inputs
 }
 
 /* A session that re-plans (a model run at several sizes: a decoder, each
- * token) frees a plan's packed weights and allocates the next one's: with
- * glibc's default (blocks over 128 KiB, up to its adaptive limit, mapped
- * and unmapped one by one) every re-plan page-faults ~100 MiB of fresh
- * zeroed pages and unmaps them again.  Blocks up to 16 MiB from the heap
- * instead, reused from plan to plan: 6-layer d512 decoder, one new past
- * length, re-plan and run 320-338 -> 31 ms of CPU, the same peak RSS
- * (docs/decoder.md).  Process-wide, so set once, and not where the
- * program chose its own setting through glibc's environment. */
+ * token) frees a plan's packed weights and allocates the next one's.
+ * glibc maps blocks over its threshold (128 KiB at first) one by one, and
+ * raises the threshold only as mapped blocks are freed, so the first
+ * re-plans page-fault ~100 MiB of fresh zeroed pages each.  The threshold
+ * set at once to where glibc's adaptation ends (its maximum, 32 MiB):
+ * 6-layer d512 decoder, a new past length each run, the first 10
+ * re-plans + runs 367 -> 87 ms of CPU (median), from about the 10th on
+ * 31-32 ms either way (docs/decoder.md).  Process-wide, so set once, and
+ * not where the program chose its own setting through glibc's
+ * environment. */
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static void keep_heap_blocks(void)
 {
 #ifdef __GLIBC__
-    if (!getenv("MALLOC_MMAP_THRESHOLD_") && !getenv("GLIBC_TUNABLES")) mallopt(M_MMAP_THRESHOLD, 16 << 20);
+    if (!getenv("MALLOC_MMAP_THRESHOLD_") && !getenv("GLIBC_TUNABLES")) mallopt(M_MMAP_THRESHOLD, 32 << 20);
 #endif
 }
 
