@@ -34,10 +34,6 @@
  * read the small ones of nodes far ahead: LayerNorm's gamma and beta) and
  * stay float32; larger ones are widened per node and stored 16-bit. */
 #define HALF_SMALL_BYTES (64 * 1024)
-/* How far downstream of a node its fusions may read large constants (a
- * kernel that reads one still 16-bit declines: they check the tensor's
- * type).  Each hop holds more widened float32 weights at once. */
-#define HALF_FUSE_HOPS 0
 
 static bool is_half(ts_dtype t) { return t == TS_F16 || t == TS_BF16; }
 static int64_t onnx_code(ts_dtype t) { return t == TS_F16 ? 10 : t == TS_BF16 ? 16 : 1; }
@@ -328,7 +324,7 @@ ts_status xhalf_begin(xplan *p, ts_error *err)
     p->half = half;
     /* the copy's widened constants are the plan's own: released once
      * packed whatever the caller asked; the caller's originals only when
-     * it asked (after_node) */
+     * it asked (release_caller_original) */
     p->half_release_caller = p->opts.release_packed_weights;
     p->opts.release_packed_weights = true;
     return TS_OK;
@@ -345,28 +341,20 @@ static int const_value(const ts_graph *c, int v)
     return v >= 0 && c->values[v].constant ? v : -1;
 }
 
-static ts_status widen_node_consts(xplan *p, int n, int hops, ts_error *err)
+/* A large constant is widened when its own node is lowered: a kernel that
+ * looks ahead at a later node's large constant finds it still 16-bit and
+ * declines that fusion (they check the tensor's type), rather than hold
+ * more than one layer's float32 weights at a time. */
+ts_status xhalf_before_node(xplan *p, int n, ts_error *err)
 {
+    if (!p->half) return TS_OK;
     ts_graph *c = p->own_g;
     const ts_node *nd = &c->nodes[n];
     for (int j = 0; j < nd->ninputs; j++) {
         int v = const_value(c, nd->inputs[j]);
         if (v >= 0 && c->values[v].dtype == TS_F32 && widen_const(p, c, v, err)) return err->code;
     }
-    if (!hops) return TS_OK;
-    for (int m = 0; m < c->nnodes; m++) {
-        if (c->nodes[m].dead || p->claimed[m]) continue;
-        bool reads = false;
-        for (int j = 0; j < c->nodes[m].ninputs && !reads; j++)
-            for (int o = 0; o < nd->noutputs && !reads; o++) reads = c->nodes[m].inputs[j] == nd->outputs[o];
-        if (reads && widen_node_consts(p, m, hops - 1, err)) return err->code;
-    }
     return TS_OK;
-}
-
-ts_status xhalf_before_node(xplan *p, int n, ts_error *err)
-{
-    return p->half ? widen_node_consts(p, n, HALF_FUSE_HOPS, err) : TS_OK;
 }
 
 /* Kernels that bind their weight input per run (in[]) and never keep a
