@@ -147,6 +147,14 @@ bool xplan_inplace_ok(const xplan *p, int b, int n);
  * current step runs (a graph input or constant, or the output of a node
  * lowered before): c may join the step (fusion, stacking). */
 bool xplan_inputs_ready(const xplan *p, int c, int cur);
+/* The lowering's contract (step_check.c): step s, just built, reads only
+ * inputs of the nodes it claimed (claimed now, not in claimed_before),
+ * buffers made by its build (ids >= nbufs_before) or packed constants;
+ * else TS_ERR_INVALID naming the value read.  Checked while building a plan when
+ * xstep_checking(): debug builds, $TSOPT_CHECK_STEPS=1. */
+ts_status xstep_check_reads(const xplan *p, const xstep *s, const bool *claimed_before, int nbufs_before,
+                            ts_error *err);
+bool xstep_checking(void);
 /* True when the plan must not use kernel or feature `name`: listed in
  * opts.skip or $TSOPT_SKIP, or a rewrite below opts.graph_opt (skip.c). */
 bool xplan_skips(const xplan *p, const char *name);

@@ -419,6 +419,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     }
     const xkernel *cand[XKERNELS_MAX + 2];
     int nc = 0;
+    bool checking = xstep_checking();
     xkernels_for(nd->op, cand);
     while (cand[nc]) nc++;
     cand[nc++] = &xk_ref;
@@ -426,7 +427,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
         int nsteps = p->nsteps, nbufs = p->nbufs;
         bool last = c == nc - 1;
         if (!last && xplan_skips(p, cand[c]->name)) continue;
-        if (!last) {
+        if (!last || checking) {
             memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
             memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);
             memcpy(u->claimed, p->claimed, sizeof(bool) * (size_t)p->g->nnodes);
@@ -435,6 +436,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
         ts_error e = {0};
         ts_status st = cand[c]->build(p, n, &s, &e);
         if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
+        if (st == TS_OK && checking) st = xstep_check_reads(p, &s, u->claimed, nbufs, &e); /* step_check.c */
         if (st == TS_OK) {
             p->claimed[n] = true;
             p->claimed_by[n] = cand[c];

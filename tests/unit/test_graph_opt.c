@@ -431,3 +431,30 @@ Test(graph_opt, affine_fold_checked_and_wrong_variants_refuted)
     ts_graph_free(w0);
     ts_graph_free(w1);
 }
+
+/* The lowering's contract (exec/step_check.c): a step reads only inputs of
+ * the nodes it implements.  x -> Relu -> Neg, one step per node: the Neg
+ * step passes the check; the planted one reading x (the Relu's input, not
+ * the Neg's) is refused, naming x. */
+Test(graph_opt, step_reads_only_its_nodes)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", "4x8");
+    xt_output(g, xt_node(g, "Neg", INS(xt_node(g, "Relu", INS(x), NOATTR)), NOATTR));
+    ts_plan *plan = NULL;
+    ts_error e = {0};
+    cr_assert_eq(ts_plan_build(g, &(ts_plan_opts){.no_fusion = true}, &plan, &e), TS_OK, "%s", e.msg);
+    const xplan *p = (const xplan *)plan;
+    const xstep *neg = NULL;
+    for (int i = 0; i < p->nsteps; i++)
+        if (g->nodes[p->steps[i].node].op == &ts_op_neg) neg = &p->steps[i];
+    cr_assert(neg && neg->nin == 1);
+    cr_assert_eq(xstep_check_reads(p, neg, p->claimed, p->nbufs, &e), TS_OK, "%s", e.msg);
+    xstep planted = *neg;
+    int in = p->value_buf[x];
+    planted.in = &in;
+    cr_assert_eq(xstep_check_reads(p, &planted, p->claimed, p->nbufs, &e), TS_ERR_INVALID, "the planted read passed");
+    cr_assert(strstr(e.msg, "reads value 'x'"), "%s", e.msg);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+}
