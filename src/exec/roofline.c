@@ -182,9 +182,9 @@ ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err)
 
 /* ------------------------------------------------------------ overhead */
 
-/* A chain of n nodes op on x (dims xd), with a constant second input of
- * dims wd when wd is given (a convolution's weights) on x; the fastest run of a plan without fusion,
- * per step, in microseconds. */
+/* A chain of n nodes op on x (dims xd), each with a constant second input
+ * of dims wd when given (a convolution's weights): the fastest run of its
+ * plan without fusion, per step, in microseconds. */
 static ts_status chain_us(const char *op, int xr, const int64_t *xd, const int64_t *wd, int n, double *us,
                           ts_error *err)
 {
