@@ -818,6 +818,53 @@ static void f_quant(gb *b)
     }
 }
 
+/* A float16 or bfloat16 weight: uniform in [lo, hi), rounded to dt. */
+static int half_weight(gb *b, ts_dtype dt, const ts_shape *s, double lo, double hi)
+{
+    if (b->failed) return -1;
+    ts_tensor *f = ts_tensor_new(TS_F32, s, b->err), *t = f ? ts_tensor_new(dt, s, b->err) : NULL;
+    if (t) ts_tensor_fill_random(f, &b->rng, lo, hi);
+    for (int64_t k = 0, n = t ? ts_tensor_numel(t) : 0; k < n; k++) ts_tensor_set_f64(t, k, ts_tensor_get_f64(f, k));
+    ts_tensor_unref(f);
+    return add_const(b, t);
+}
+
+/* Half-precision graphs (exec/half.c computes them in float32 with the
+ * weights held 16-bit): a Conv, MatMul or Gemm on float16 or bfloat16,
+ * now and then with weights past the size the plan widens per run, an
+ * activation and a residual Add in the same type. */
+static void f_half(gb *b)
+{
+    ts_dtype dt = one_in(b, 2) ? TS_F16 : TS_BF16;
+    ts_attr to = ts_attr_int("to", onnx_type(dt));
+    bool big = one_in(b, 3);
+    int kind = rnd(b, 3), y;
+    if (kind == 0) {
+        int64_t c = big ? 64 : 1 + rnd(b, 16), co = big ? 64 : 1 + rnd(b, 16), hw = 3 + rnd(b, 10), k = big ? 3 : 1 + 2 * rnd(b, 2);
+        ts_shape xs = {.rank = 4, .dims = {1 + rnd(b, 2), c, hw, hw + rnd(b, 2)}}, ws = {.rank = 4, .dims = {co, c, k, k}};
+        int64_t kk[2] = {k, k}, st[2] = {1 + rnd(b, 2), 1}, pd[4] = {k / 2, k / 2, k / 2, k / 2};
+        ts_attr a[3] = {ts_attr_ints("kernel_shape", kk, 2), ts_attr_ints("strides", st, 2), ts_attr_ints("pads", pd, 4)};
+        double bound = sqrt(3.0 / (double)(c * k * k));
+        int x = node(b, "Cast", (int[]){input(b, &xs)}, 1, &to, 1, 1, NULL);
+        int in[3] = {x, half_weight(b, dt, &ws, -bound, bound), half_weight(b, dt, &(ts_shape){1, {co}}, -1, 1)};
+        y = node(b, "Conv", in, one_in(b, 3) ? 2 : 3, a, 3, 1, NULL);
+    } else {
+        int64_t m = dim(b), k = big ? 256 : dim(b), n = big ? 160 : dim(b);
+        double bound = sqrt(3.0 / (double)k);
+        ts_shape as = {.rank = 2, .dims = {m, k}}, ws = {.rank = 2, .dims = {k, n}};
+        int x = node(b, "Cast", (int[]){input(b, &as)}, 1, &to, 1, 1, NULL), w = half_weight(b, dt, &ws, -bound, bound);
+        y = kind == 1 ? bin(b, "MatMul", x, w)
+                      : node(b, "Gemm", (int[]){x, w, half_weight(b, dt, &(ts_shape){1, {n}}, -1, 1)}, 3, NULL, 0, 1, NULL);
+    }
+    static const char *U[] = {"Relu", "Sigmoid", "Tanh", "Erf"};
+    if (one_in(b, 2)) y = un(b, U[rnd(b, 4)], y);
+    if (!b->failed && one_in(b, 3)) y = bin(b, "Add", y, node(b, "Cast", (int[]){input(b, shape(b, y))}, 1, &to, 1, 1, NULL));
+    if (one_in(b, 2)) { /* back to float32 inside the graph (keep_io_types style) */
+        ts_attr f32 = ts_attr_int("to", 1);
+        node(b, "Cast", &y, 1, &f32, 1, 1, NULL);
+    }
+}
+
 /* A body graph for If, Loop or Scan: made with the same builder (its
  * constants, inputs and nodes go to the body), then wrapped. */
 static ts_graph *body_begin(gb *b, const char *name)
@@ -929,6 +976,7 @@ static const family FAMILIES[] = {
     {"convtranspose", f_convtranspose, 1}, {"matmul", f_matmul, 2}, {"pool", f_pool, 1},
     {"fusion", f_fusion, 3},       {"gelu", f_gelu, 1},       {"band", f_band, 1},
     {"upsample", f_upsample, 1},   {"control", f_control, 1}, {"quant", f_quant, 2},
+    {"half", f_half, 2},
 };
 #define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))
 
