@@ -29,7 +29,6 @@
 #include "opt/source.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
-#include "pet/pet.h"
 
 #define MAX_FOUND 4
 #define MAX_CACHE 256
@@ -285,8 +284,9 @@ static ts_graph *replace_finish(ts_graph *g, ts_error *lerr)
 {
     /* post-optimization: the phase layouts of neighbouring convs cancel
      * across the Relu between them (PET's pass: chains whose composition is
-     * the identity, decided by applying them) */
-    if (ts_graph_fold_constants(g, lerr) < 0 || ts_pet_cancel_layouts(g, lerr) < 0) {
+     * the identity, decided by applying them), reached through the source
+     * registry: einnet does not include pet/ */
+    if (ts_graph_fold_constants(g, lerr) < 0 || ts_sources_tidy(g, lerr) < 0) {
         ts_graph_free(g);
         return NULL;
     }

@@ -56,6 +56,10 @@ typedef struct ts_source {
     /* One line for the report (what was loaded); may be NULL. */
     void (*describe)(void *state, char *buf, size_t n);
     void (*close)(void *state);
+    /* Optional: a clean-up pass over any source's candidate (PET's layout
+     * cancelling), run by ts_sources_tidy; returns rewrites made or -1.
+     * Sources reach each other's passes only through it. */
+    int (*tidy)(ts_graph *g, ts_error *err);
 } ts_source;
 
 /* The registered sources, NULL-terminated, in the order they are run. */
@@ -65,6 +69,9 @@ extern const ts_source *const ts_sources[];
  * into sources[], *n of them; an unknown name is an error listing the
  * known ones. */
 ts_status ts_sources_select(const char *list, const ts_source **sources, int *n, ts_error *err);
+/* Every registered source's tidy pass on g, in registry order: the
+ * rewrites made, or -1 (err set). */
+int ts_sources_tidy(ts_graph *g, ts_error *err);
 
 extern const ts_source ts_source_taso;
 extern const ts_source ts_source_pet;

@@ -4,6 +4,17 @@
 
 const ts_source *const ts_sources[] = {&ts_source_taso, &ts_source_pet, &ts_source_einnet, NULL};
 
+int ts_sources_tidy(ts_graph *g, ts_error *err)
+{
+    int total = 0;
+    for (int i = 0; ts_sources[i]; i++) {
+        int r = ts_sources[i]->tidy ? ts_sources[i]->tidy(g, err) : 0;
+        if (r < 0) return -1;
+        total += r;
+    }
+    return total;
+}
+
 const char *ts_optimize_sources(void)
 {
     static char names[256];

@@ -477,4 +477,5 @@ const ts_source ts_source_pet = {
     .propose = pet_propose,
     .describe = pet_describe,
     .close = pet_close,
+    .tidy = ts_pet_cancel_layouts, /* layout.c: einnet's candidates use it */
 };
