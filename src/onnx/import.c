@@ -1460,6 +1460,38 @@ static ts_status read_whole(const ts_onnx_src *src, const char *model, uint8_t *
     return TS_OK;
 }
 
+/* The model's message, its large raw_data cut (spans: where each
+ * initializer's was, NULL when it could not be cut); *mp NULL on failure. */
+static ts_status read_message(const ts_onnx_src *src, const char *model, Onnx__ModelProto **mp, ts_onnx_span **spans,
+                              ts_error *err)
+{
+    *mp = NULL;
+    *spans = NULL;
+    if (!src->size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
+    uint8_t *msg = NULL, *whole = NULL;
+    size_t mlen = 0, nspans = 0;
+    ts_status st = ts_onnx_raw_spans(src, &msg, &mlen, spans, &nspans, model, err);
+    if (!st && !msg && !src->mem) st = read_whole(src, model, &whole, err);
+    if (st) return st;
+    xmem_trace("import: message read");
+    *mp = msg ? onnx__model_proto__unpack(NULL, mlen, msg)
+              : onnx__model_proto__unpack(NULL, (size_t)src->size, whole ? whole : src->mem);
+    free(msg);
+    free(whole);
+    xmem_trace("import: message unpacked");
+    if (!*mp) st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
+    else if (*spans && (!(*mp)->graph || (*mp)->graph->n_initializer != nspans)) /* the walk and protobuf-c disagree */
+        st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
+                          model, nspans, (*mp)->graph ? (*mp)->graph->n_initializer : (size_t)0);
+    if (st) {
+        if (*mp) onnx__model_proto__free_unpacked(*mp, NULL);
+        *mp = NULL;
+        free(*spans);
+        *spans = NULL;
+    }
+    return st;
+}
+
 /* Parses and imports the model in src.  Its initializers' large raw_data
  * is cut from the message before protobuf-c sees it (raw_spans.c) and read
  * into each tensor as it is made, so the weights are in memory once at
@@ -1469,27 +1501,13 @@ ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const c
                            int nbinds, ts_graph **out, ts_error *err)
 {
     *out = NULL;
-    if (!src->size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
-    uint8_t *msg = NULL, *whole = NULL;
-    size_t mlen = 0, nspans = 0;
-    ts_onnx_span *spans = NULL;
-    ts_status st = ts_onnx_raw_spans(src, &msg, &mlen, &spans, &nspans, model, err);
-    if (!st && !msg && !src->mem) st = read_whole(src, model, &whole, err);
+    Onnx__ModelProto *mp;
+    ts_onnx_span *spans;
+    ts_status st = read_message(src, model, &mp, &spans, err);
     if (st) return st;
-    xmem_trace("import: message read");
-    Onnx__ModelProto *mp = msg ? onnx__model_proto__unpack(NULL, mlen, msg)
-                               : onnx__model_proto__unpack(NULL, (size_t)src->size, whole ? whole : src->mem);
-    free(msg);
-    free(whole);
-    xmem_trace("import: message unpacked");
-    if (!mp) st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
-    else if (spans && (!mp->graph || mp->graph->n_initializer != nspans)) /* the walk and protobuf-c disagree */
-        st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
-                          model, nspans, mp->graph ? mp->graph->n_initializer : (size_t)0);
-    else
-        st = import_model(mp, base_dir, model, binds, nbinds, spans ? src : NULL, spans, NULL, out, err);
+    st = import_model(mp, base_dir, model, binds, nbinds, spans ? src : NULL, spans, NULL, out, err);
     xmem_trace("import: graph built");
-    if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+    onnx__model_proto__free_unpacked(mp, NULL);
     free(spans);
     return st;
 }
@@ -1507,7 +1525,7 @@ struct ts_onnx_kept {
 void ts_onnx_kept_free(ts_onnx_kept *k)
 {
     if (!k) return;
-    for (size_t i = 0; k->inits && k->mp->graph && i < k->mp->graph->n_initializer; i++) ts_tensor_unref(k->inits[i]);
+    for (size_t i = 0; k->inits && i < k->mp->graph->n_initializer; i++) ts_tensor_unref(k->inits[i]);
     free(k->inits);
     if (k->mp) onnx__model_proto__free_unpacked(k->mp, NULL);
     free(k);
@@ -1517,28 +1535,15 @@ ts_status ts_onnx_kept_open(const ts_onnx_src *src, const char *base_dir, const 
                             ts_error *err)
 {
     *out = NULL;
-    if (!src->size) return ts_error_set(err, TS_ERR_PARSE, "%s is empty", model);
-    uint8_t *msg = NULL, *whole = NULL;
-    size_t mlen = 0, nspans = 0;
-    ts_onnx_span *spans = NULL;
-    ts_status st = ts_onnx_raw_spans(src, &msg, &mlen, &spans, &nspans, model, err);
-    if (!st && !msg && !src->mem) st = read_whole(src, model, &whole, err);
-    if (st) return st;
     ts_onnx_kept *k = calloc(1, sizeof *k);
-    if (k)
-        k->mp = msg ? onnx__model_proto__unpack(NULL, mlen, msg)
-                    : onnx__model_proto__unpack(NULL, (size_t)src->size, whole ? whole : src->mem);
-    free(msg);
-    free(whole);
-    if (!k) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
-    else if (!k->mp || !k->mp->graph)
-        st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX protobuf (truncated or corrupt)", model);
-    else if (spans && k->mp->graph->n_initializer != nspans)
-        st = ts_error_set(err, TS_ERR_PARSE, "%s: its initializers could not be located (%zu found, %zu parsed)",
-                          model, nspans, k->mp->graph->n_initializer);
-    else if (!(k->inits = calloc(k->mp->graph->n_initializer + 1, sizeof *k->inits)))
+    if (!k) return ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
+    ts_onnx_span *spans;
+    ts_status st = read_message(src, model, &k->mp, &spans, err);
+    if (!st && !k->mp->graph)
+        st = ts_error_set(err, TS_ERR_PARSE, "%s is not a valid ONNX model: it has no graph", model);
+    else if (!st && !(k->inits = calloc(k->mp->graph->n_initializer + 1, sizeof *k->inits)))
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory reading %s", model);
-    else
+    else if (!st)
         st = decode_cut(k->mp->graph, spans ? src : NULL, spans, base_dir, k->inits, err);
     free(spans);
     if (st) {
