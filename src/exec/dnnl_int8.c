@@ -152,6 +152,18 @@ static int pack_const(xplan *p, int n, const ts_tensor *w, const dnnl_memory_des
     return b;
 }
 
+/* The int32 bias B (M values) as a plan constant laid out as md; -1 out of memory. */
+static int bias_buf(xplan *p, const dnnl_memory_desc_t *md, const ts_tensor *B, int64_t M)
+{
+    int32_t *bd = xd_alloc(sizeof(int32_t) * (size_t)M);
+    if (!bd) return -1;
+    for (int64_t m = 0; m < M; m++) bd[m] = (int32_t)ts_tensor_get_i64(B, m);
+    int b = xd_const_buf(p, md, &B->shape, bd);
+    if (b < 0) free(bd);
+    else p->bufs[b].dtype = TS_I32;
+    return b;
+}
+
 /* Finishes a step: primitive, memories, scratch layout, inputs/outputs. */
 static ts_status finish(xplan *p, int n, xstep *s, q_state *c, dnnl_primitive_desc_t pd, int xb, int wb, int biasb,
                         int azpb, int yb, ts_error *err)
@@ -258,15 +270,7 @@ static ts_status gemv_conv_build(xplan *p, int n, xstep *s, dnnl_primitive_attr_
     c->azp_in = c->bias_in = -1;
     int xb = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), biasb = -1, yb = -1;
     int wb = xb >= 0 ? pack_const(p, n, W, &wplain, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), err) : -1;
-    if (wb >= 0 && B) {
-        int32_t *bd = xd_alloc(sizeof(int32_t) * (size_t)M);
-        if (bd) {
-            for (int64_t m = 0; m < M; m++) bd[m] = (int32_t)ts_tensor_get_i64(B, m);
-            if ((biasb = xd_const_buf(p, &bmd, &B->shape, bd)) < 0) free(bd);
-            else p->bufs[biasb].dtype = TS_I32;
-        }
-        if (biasb < 0) wb = -1;
-    }
+    if (wb >= 0 && B && (biasb = bias_buf(p, &bmd, B, M)) < 0) wb = -1;
     if (wb >= 0) yb = xplan_value_buf(p, nd->outputs[0]);
     st = xb < 0 || wb < 0 || yb < 0 ? (err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory"))
                                     : finish(p, n, s, c, pd, xb, wb, biasb, -1, yb, err);
@@ -358,15 +362,7 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int xb = xplan_value_buf(p, nd->inputs[0]);
     int wb = xb >= 0 ? pack_const(p, n, W, &wplain, cwei, err) : -1, biasb = -1, yb = -1;
-    if (wb >= 0 && B) {
-        int32_t *bd = xd_alloc(sizeof(int32_t) * (size_t)M);
-        if (bd) {
-            for (int64_t m = 0; m < M; m++) bd[m] = (int32_t)ts_tensor_get_i64(B, m);
-            if ((biasb = xd_const_buf(p, &bmd, &B->shape, bd)) < 0) free(bd);
-            else p->bufs[biasb].dtype = TS_I32;
-        }
-        if (biasb < 0) wb = -1;
-    }
+    if (wb >= 0 && B && (biasb = bias_buf(p, &bmd, B, M)) < 0) wb = -1;
     if (wb >= 0) {
         dnnl_memory_desc_t plain;
         dnnl_memory_desc_init_by_strides(&plain, y->shape.rank, yd, dt_of(y->dtype), NULL);

@@ -167,9 +167,9 @@ static ts_status dq_build(xplan *p, int n, xstep *st, ts_error *err) { return qd
 
 /* ------------------------------------------------ DynamicQuantizeLinear */
 
-typedef struct dql {
-    int64_t n;
-} dql;
+typedef struct vn {
+    int64_t n; /* elements */
+} vn;
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void min_max(const float *x, int64_t n, float *lo,
                                                                                   float *hi)
@@ -185,7 +185,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void min_max
 
 static void dql_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
-    const dql *s = st->state;
+    const vn *s = st->state;
     const float *x = in[0];
     float lo, hi;
     (void)scratch;
@@ -207,7 +207,7 @@ static ts_status dql_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
     if (p->g->values[nd->inputs[0]].dtype != TS_F32 || nd->noutputs != 3) return TS_ERR_UNSUPPORTED;
-    dql *s = xv_state(sizeof *s, err);
+    vn *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     s->n = ts_shape_numel(&p->g->values[nd->inputs[0]].shape);
     st->state = s;
@@ -227,7 +227,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void i32_to_
 static void cast_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     (void)scratch;
-    i32_to_f32(in[0], out[0], ((const dql *)st->state)->n);
+    i32_to_f32(in[0], out[0], ((const vn *)st->state)->n);
 }
 
 static ts_status cast_build(xplan *p, int n, xstep *st, ts_error *err)
@@ -235,7 +235,7 @@ static ts_status cast_build(xplan *p, int n, xstep *st, ts_error *err)
     const ts_node *nd = &p->g->nodes[n];
     if (p->g->values[nd->inputs[0]].dtype != TS_I32 || p->g->values[nd->outputs[0]].dtype != TS_F32)
         return TS_ERR_UNSUPPORTED;
-    dql *s = xv_state(sizeof *s, err);
+    vn *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     s->n = ts_shape_numel(&p->g->values[nd->inputs[0]].shape);
     st->state = s;

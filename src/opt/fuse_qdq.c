@@ -153,20 +153,28 @@ static int bias_of(const ts_graph *g, int b, int xs, int ws, int64_t m)
     return q;
 }
 
+/* Makes node n (just added) write the Q node q's output value instead of
+ * its own (a graph output keeps its name; n's fresh value, produced and
+ * read by none, goes at compaction). */
+static void take_over(ts_graph *g, int n, int q)
+{
+    int y = g->nodes[q].outputs[0], out = g->nodes[n].outputs[0];
+    g->nodes[n].outputs[0] = y;
+    g->values[y].producer = n;
+    g->values[y].producer_slot = 0;
+    g->values[out].producer = -1;
+}
+
 /* Replaces the Q node q's output by a new node of op on in[] (nin), attrs. */
 static int rewrite(ts_graph *g, const ts_op_desc *op, const char *stem, const int *in, int nin, const void *attrs, int q,
                    ts_error *err)
 {
     char name[64];
-    int out, n = g->nnodes, y = g->nodes[q].outputs[0];
+    int out, n = g->nnodes;
     if (ts_graph_add_node_parsed(g, op, ts_graph_fresh_name(g, stem, name, sizeof name), in, nin, attrs, 1, NULL, &out,
                                  err) < 0)
         return -1;
-    /* the new node writes the Q's value itself (a graph output keeps its name) */
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    take_over(g, n, q);
     return 1;
 }
 
@@ -203,16 +211,6 @@ static int fuse_matmul(ts_graph *g, int c, ts_error *err)
     g->nodes[c].dead = g->nodes[q].dead = true;
     if (relu >= 0) g->nodes[relu].dead = true;
     return 1;
-}
-
-/* Makes node n (just added) write the Q node q's output value instead of its own. */
-static void take_over(ts_graph *g, int n, int q)
-{
-    int y = g->nodes[q].outputs[0], out = g->nodes[n].outputs[0];
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
 }
 
 /* A Reshape of v to dims (constant shape input); its output value or -1. */
