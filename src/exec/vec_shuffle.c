@@ -12,9 +12,10 @@
  * plain_layout, or when every input is plain.  The output's pixels are
  * split between threads from 4 x XV_PAR_MIN bytes.
  *
+ * A blocked input (16/8-channel blocks) is converted to plain first.
  * Declines (the nodes are then lowered one by one): other ranks, axes,
  * reshapes or permutations; an intermediate value with another reader or a
- * graph output; an input in a blocked layout; non-float32 data. */
+ * graph output; non-float32 data. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,8 +182,12 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
         int v = nd->inputs[j], b = v >= 0 ? xplan_value_buf(p, v) : -1, order[TS_MAX_RANK];
         if (v < 0) return TS_ERR_UNSUPPORTED;
         if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-        const xbuf *x = &p->bufs[b];
-        if (!xbuf_dense_order(x, order)) return TS_ERR_UNSUPPORTED; /* blocked: the nodes one by one */
+        /* a blocked input (oneDNN's nChw8c/16c: what convs write on CPUs
+         * without AVX-512) is converted to plain first */
+        if (!xbuf_dense_order(&p->bufs[b], order)) {
+            if ((b = xplan_plain(p, b, err)) < 0) return err->code;
+            xbuf_dense_order(&p->bufs[b], order);
+        }
         bool cl = !memcmp(order, nhwc, sizeof nhwc);
         if (!cl && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
         s->in[j] = (sh_in){.C = g->values[v].shape.dims[1], .nhwc = cl};
