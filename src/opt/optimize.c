@@ -309,6 +309,10 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
      * cost cache (seconds on a cold cache) is part of the user's limit */
     ts_optimize_opts os = o;
     if (o.time_limit > 0) os.time_limit = fmax(o.time_limit - (now_s() - t0), 1e-3);
+    /* ort: the last 30% of the search's time is the whole-graph timing of
+     * its best graphs (ort_rank), so the check and the keep decision keep
+     * the time after the limit */
+    if (ort && !o.no_timing && o.time_limit > 0) os.time_limit *= 0.7;
     if ((st = ts_drive_costed(g, &os, db, ort ? ts_ort_target_cost : NULL, ort, src, state, nsrc, cc, &dr, err)))
         goto done;
     if (ort && o.progress) {
@@ -320,10 +324,11 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     ts_const_cache_free(cc); /* the memo's weights are not needed by the check and the timing */
     cc = NULL;
     if (!o.roofline) ts_costdb_save(db, &(ts_error){0}); /* a cache that cannot be saved only costs time next run */
-    /* ort: the best few timed whole take up to 40% of the time left (the
-     * ORT check and the keep decision's rounds need the rest) */
-    if (ort && !o.no_timing && dr.nsteps > 0 && dr.nalts > 0 && strcmp(dr.stop, "interrupted") &&
-        time_left(&o, t0) > 6 && (st = ort_rank(ort, g, &dr, &o, 0.4 * time_left(&o, t0), res, err)))
+    /* ort: the best few timed whole in what is left of the time limit (at
+     * least 2 s; the ORT check and the keep decision need the rest) */
+    double rank_s = time_left(&o, t0) - (FINISH_S - WRITE_S);
+    if (ort && !o.no_timing && dr.nsteps > 0 && dr.nalts > 0 && strcmp(dr.stop, "interrupted") && rank_s >= 2 &&
+        (st = ort_rank(ort, g, &dr, &o, rank_s, res, err)))
         goto done;
     res->cost_before_ms = dr.cost_before;
     res->cost_after_ms = dr.cost_after;

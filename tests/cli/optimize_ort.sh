@@ -71,8 +71,8 @@ assert r[2][0] == 'ok' and len(r[2]) == 7 and all(float(x) > 0 for x in r[2][1:5
 assert r[3][0] == 'ok' and float(r[3][1]) == 0, r[3]   # a model against itself
 assert r[4] == ['ok'], r[4]
 assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]
-# rank: three models, median and fastest each, then the rounds (at least 3)
-assert r[6][0] == 'ok' and len(r[6]) == 5 and int(r[6][4]) >= 3, r[6]
+# rank: three models, median and fastest each, then the rounds (at least 2)
+assert r[6][0] == 'ok' and len(r[6]) == 5 and int(r[6][4]) >= 2, r[6]
 assert all(0 < float(x.split()[1]) <= float(x.split()[0]) for x in r[6][1:4]), r[6]
 P
 ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"

@@ -20,8 +20,8 @@
 //   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
 //   reply:     ok <TAB> MEDIAN_0 FASTEST_0 <TAB> MEDIAN_1 FASTEST_1 ... <TAB> ROUNDS
 //              all sessions open at once, one warm-up run each, then rounds of one run of each model,
-//              the order rotated every round (0 1 2, 1 2 0, ...); as many rounds as fit in BUDGET_MS
-//              judged by the warm-up runs (at least 3, at most 15)
+//              the order rotated every round (0 1 2, 1 2 0, ...); as many rounds as fit in what is
+//              left of BUDGET_MS after the loads and warm-ups, judged by the warm-up runs (2 to 15)
 //   request:   compare <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS
 //   reply:     ok <TAB> WORST <TAB> WHERE         largest max|a-b| / (1e-4 max(1,max|a|) + 1e-3 |a|) over
 //              the outputs (A the reference; <= 1 matches at rtol 1e-3, atol 1e-4), and the output it was in
@@ -197,7 +197,7 @@ async function pair(a, b, dir, n, rounds, minMs) {
 
 async function rank(dir, n, budgetMs, models) {
   const k = Math.max(1, count(n, 'threads')), budget = count(budgetMs, 'budget_ms');
-  const sessions = [];
+  const t0 = process.hrtime.bigint(), sessions = [];
   try {
     for (const m of models) sessions.push(await open(m, k));
     const feeds = sessions.map((s) => feedsFor(s, dir)), warm = [];
@@ -208,7 +208,8 @@ async function rank(dir, n, budgetMs, models) {
       warm.push(t[0]);
     }
     const round = warm.reduce((a, b) => a + b, 0);
-    const rounds = Math.min(15, Math.max(3, Math.floor(budget / Math.max(round, 1e-3))));
+    const left = budget - Number(process.hrtime.bigint() - t0) / 1e6;
+    const rounds = Math.min(15, Math.max(2, Math.floor(left / Math.max(round, 1e-3))));
     const t = sessions.map(() => []);
     for (let r = 0; r < rounds; r++)
       for (let j = 0; j < sessions.length; j++) {
