@@ -87,7 +87,7 @@ static void q_run(const xstep *s, void *const *in, void *const *out, void *scrat
 
 static dnnl_data_type_t dt_of(ts_dtype t) { return t == TS_U8 ? dnnl_u8 : t == TS_I8 ? dnnl_s8 : dnnl_s32; }
 
-/* The value of a constant scalar or per-index input i of node nd, -1 absent. */
+/* The constant tensor of input i of node nd; NULL when absent or computed per run. */
 static const ts_tensor *cin(const xplan *p, const ts_node *nd, int i)
 {
     return i < nd->ninputs && nd->inputs[i] >= 0 ? xplan_const(p, nd->inputs[i]) : NULL;
