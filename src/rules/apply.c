@@ -113,7 +113,7 @@ static int build(bstate *b, const ts_rexpr *e);
 static int build_op(bstate *b, const ts_rexpr *e)
 {
     const ts_ropinfo *in = &ts_rop_table[e->op];
-    int x[2] = {-1, -1}, pending[TS_MATCH_MAX_VARS] = {0};
+    int x[3] = {-1, -1, -1}, pending[TS_MATCH_MAX_VARS] = {0};
     if (!in->build) return -1;
     for (int k = 0; k < e->nargs; k++)
         if ((x[k] = build(b, e->arg[k])) < 0) return -1;

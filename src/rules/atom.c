@@ -27,6 +27,8 @@ const ts_ropinfo ts_rop_table[TS_ROP_COUNT] = {
                      .build = ts_atom_conv_build, .split_point = ts_atom_conv_split},
     /* a Pad of a weight: built for the axioms, never matched (weights fold) */
     [TS_ROP_ENLARGE] = {.atom = "enlarge", .nargs = 2, .op = &ts_op_pad, .build = ts_atom_enlarge_build},
+    /* a Slice: the crop a valid conv by enlarge(y, r) makes; for the axioms */
+    [TS_ROP_CROP] = {.atom = "crop", .nargs = 3, .op = &ts_op_slice, .build = ts_atom_crop_build},
     [TS_ROP_RELU] = {.atom = "relu", .nargs = 1, .op = &ts_op_relu,
                      .match = ts_atom_relu_match, .build = ts_atom_relu_build, .split_point = ts_atom_keep_split},
     [TS_ROP_POOLAVG] = {.atom = "poolavg", .params = P_WINDOW, .nargs = 1, .op = &ts_op_avgpool,

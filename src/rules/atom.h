@@ -128,6 +128,7 @@ int ts_atom_split_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int 
 
 /* atom_const.c: enlarge and the constants */
 int ts_atom_enlarge_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
+int ts_atom_crop_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x);
 bool ts_atom_cpool_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
 bool ts_atom_iconv_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);
 bool ts_atom_imatmul_fill(const ts_rparams *p, const ts_shape *s, const struct ts_num *num, void *data);

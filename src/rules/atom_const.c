@@ -28,6 +28,34 @@ int ts_atom_enlarge_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const in
     return ins[1] < 0 ? -1 : ts_rbuild_node1(b, &ts_op_pad, ins, 2, NULL, 0);
 }
 
+/* crop x y r: x without (|r| - |y|)/2 rows and columns on each side,
+ * what a valid conv by enlarge(y, r) leaves of its input for y to read
+ * (enlarge's sizes: the difference even, r not smaller). */
+int ts_atom_crop_build(ts_rbuild *b, ts_rop op, const ts_rparams *p, const int *x)
+{
+    (void)op, (void)p;
+    const ts_shape *xs = ts_rvshape(b->g, x[0]), *y = ts_rvshape(b->g, x[1]), *r = ts_rvshape(b->g, x[2]);
+    if (xs->rank != 4 || y->rank != 4 || r->rank != 4) return -1;
+    int64_t dh = r->dims[2] - y->dims[2], dw = r->dims[3] - y->dims[3];
+    if (dh < 0 || dw < 0 || dh % 2 || dw % 2 || xs->dims[2] <= dh || xs->dims[3] <= dw) return -1;
+    int64_t starts[2] = {dh / 2, dw / 2}, ends[2] = {xs->dims[2] - dh / 2, xs->dims[3] - dw / 2}, axes[2] = {2, 3};
+    if (b->g->opset < 10) {
+        ts_attr a[3] = {ts_attr_ints("starts", starts, 2), ts_attr_ints("ends", ends, 2), ts_attr_ints("axes", axes, 2)};
+        return ts_rbuild_node1(b, &ts_op_slice, x, 1, a, 3);
+    }
+    /* opset 10 moved them to inputs */
+    const int64_t *vals[3] = {starts, ends, axes};
+    int ins[4] = {x[0]};
+    ts_shape s2 = {.rank = 1, .dims = {2}};
+    for (int i = 0; i < 3; i++) {
+        ts_tensor *t = ts_tensor_new(TS_I64, &s2, &b->err);
+        if (!t) return -1;
+        memcpy(t->data, vals[i], 2 * sizeof(int64_t));
+        if ((ins[i + 1] = ts_rbuild_const(b, t)) < 0) return -1;
+    }
+    return ts_rbuild_node1(b, &ts_op_slice, ins, 4, NULL, 0);
+}
+
 static void fill_zero(const ts_num *num, void *data, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) num->zero(ts_num_at(num, data, i));

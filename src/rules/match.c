@@ -120,6 +120,8 @@ static bool expr_applicable(const ts_rexpr *e, bool build)
      * Iconv, Cpool, ...) have no match function: never in a source; a
      * target only needs build (enlarge pads a weight, which then folds) */
     if (e->op != TS_ROP_VAR && (build ? !in->build : !in->match)) return false;
+    /* e-graph nodes have two arguments; crop (three) is the verifier's */
+    if (e->nargs > 2) return false;
     for (int i = 0; i < e->nargs; i++)
         if (!expr_applicable(e->arg[i], build)) return false;
     return true;

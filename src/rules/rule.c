@@ -37,14 +37,15 @@ ts_rexpr *ts_rexpr_var(const char *name)
     return e;
 }
 
-ts_rexpr *ts_rexpr_op(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b)
+ts_rexpr *ts_rexpr_op3(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b, ts_rexpr *c)
 {
     int nargs = OPS[op].nargs;
-    bool missing = (nargs >= 1 && !a) || (nargs >= 2 && !b);
+    bool missing = (nargs >= 1 && !a) || (nargs >= 2 && !b) || (nargs >= 3 && !c);
     ts_rexpr *e = missing ? NULL : calloc(1, sizeof *e);
     if (!e) {
         ts_rexpr_free(a);
         ts_rexpr_free(b);
+        ts_rexpr_free(c);
         return NULL;
     }
     e->op = op;
@@ -52,20 +53,26 @@ ts_rexpr *ts_rexpr_op(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b)
     e->nargs = nargs;
     e->arg[0] = a;
     e->arg[1] = b;
+    e->arg[2] = c;
     return e;
+}
+
+ts_rexpr *ts_rexpr_op(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b)
+{
+    return ts_rexpr_op3(op, p, a, b, NULL);
 }
 
 ts_rexpr *ts_rexpr_clone(const ts_rexpr *e)
 {
     if (!e) return NULL;
     if (e->op == TS_ROP_VAR) return ts_rexpr_var(e->var);
-    ts_rexpr *a = NULL, *b = NULL;
-    if (e->nargs >= 1 && !(a = ts_rexpr_clone(e->arg[0]))) return NULL;
-    if (e->nargs >= 2 && !(b = ts_rexpr_clone(e->arg[1]))) {
-        ts_rexpr_free(a);
-        return NULL;
-    }
-    return ts_rexpr_op(e->op, &e->p, a, b);
+    ts_rexpr *a[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < e->nargs; i++)
+        if (!(a[i] = ts_rexpr_clone(e->arg[i]))) {
+            for (int j = 0; j < i; j++) ts_rexpr_free(a[j]);
+            return NULL;
+        }
+    return ts_rexpr_op3(e->op, &e->p, a[0], a[1], a[2]);
 }
 
 void ts_rexpr_free(ts_rexpr *e)
@@ -693,15 +700,15 @@ static ts_rexpr *to_expr(reader *rd, const sx *s)
         rd_error(rd, s->line, "%s", what);
         return NULL;
     }
-    ts_rexpr *a[2] = {NULL, NULL};
+    ts_rexpr *a[3] = {NULL, NULL, NULL};
     for (int i = 0; i < info->nargs; i++) {
         a[i] = to_expr(rd, s->items[k + i]);
         if (!a[i]) {
-            ts_rexpr_free(a[0]);
+            for (int j = 0; j < i; j++) ts_rexpr_free(a[j]);
             return NULL;
         }
     }
-    ts_rexpr *e = ts_rexpr_op(op, &p, a[0], a[1]);
+    ts_rexpr *e = ts_rexpr_op3(op, &p, a[0], a[1], a[2]);
     if (!e) ts_error_set(rd->err, TS_ERR_NOMEM, "out of memory");
     return e;
 }

@@ -61,6 +61,10 @@ typedef enum ts_rop {
     TS_ROP_LAYERNORM,  /* param axes; x, epsilon (a number): LayerNormalization with Scale 1, no B */
     TS_ROP_BROADCAST,  /* x ref: Expand(x, Shape(ref)) */
     TS_ROP_GATHER,     /* param axis; data indices: ONNX Gather */
+    /* x y r: x cropped spatially by (|r| - |y|)/2 a side, the crop a valid
+     * conv by enlarge(y, r) makes (a Slice; the verifier's, docs/taso.md
+     * "Crop"); the one atom of three arguments, so no e-graph form */
+    TS_ROP_CROP,
     TS_ROP_COUNT
 } ts_rop;
 
@@ -104,7 +108,7 @@ typedef struct ts_rexpr {
     ts_rop op;
     ts_rparams p;
     int nargs;
-    struct ts_rexpr *arg[2];
+    struct ts_rexpr *arg[3];
     char *var; /* TS_ROP_VAR: the name without '?' */
 } ts_rexpr;
 
@@ -218,6 +222,8 @@ typedef struct ts_rule {
  * arguments are freed), so nested constructor calls need one check. */
 ts_rexpr *ts_rexpr_var(const char *name);
 ts_rexpr *ts_rexpr_op(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b);
+/* The same for an atom of three arguments (crop). */
+ts_rexpr *ts_rexpr_op3(ts_rop op, const ts_rparams *p, ts_rexpr *a, ts_rexpr *b, ts_rexpr *c);
 ts_rexpr *ts_rexpr_clone(const ts_rexpr *e);
 void ts_rexpr_free(ts_rexpr *e);
 bool ts_rexpr_equal(const ts_rexpr *a, const ts_rexpr *b);

@@ -342,7 +342,7 @@ static int eval(ctx *c, const ts_aterm *t)
             if (c->b[i].cop == t->op && !c->b[i].per_use) return c->b[i].value;
         return -1;
     }
-    int a[2] = {-1, -1};
+    int a[3] = {-1, -1, -1};
     for (int i = 0; i < t->nt; i++) {
         const binding *pu = t->op == TS_ROP_CONV && i == 1 ? per_use_binding(c, t->t[1]) : NULL;
         if (pu) a[1] = per_use_kernel(c, pu, t->t[1], a[0]);

@@ -220,17 +220,44 @@ static const ts_axiom AXIOMS[] = {
      "enlarge commutes with smul (0 w = 0)"},
     {"E4", "(relu (enlarge ?y ?r))", "(enlarge (relu ?y) ?r)", "y:o,c,kh,kw r:1,1,rh,rw",
      "enlarge commutes with relu (relu 0 = 0)"},
-    /* The 3-operator rules that move an enlarge from the inner to the outer
-     * kernel of two valid convs: a valid conv by enlarge(y, r) reads its
-     * input cropped by (|r| - |y|)/2 a side, so the crop moves from one
-     * kernel to the other where the two kernels have one size, which the
-     * shape-free theory cannot state (guard=shape, as W4/W10/W17).  Per
-     * spatial dimension both sides are sum y[a] z[b] x[u + a + b + (|r| -
-     * |y|)/2]. */
-    {"W19", "(conv ?s valid ?c (conv s1 valid ?d ?x (enlarge ?y ?r)) ?z)",
-     "(conv ?s valid ?c (conv s1 valid ?d ?x ?y) (enlarge ?z ?r))",
-     "x:1,c,h,wd y:c,c,kh,kw z:c,c,zh,zw r:1,1,rh,rh wide=h,wd guard=shape",
-     "an enlarge moves between the kernels of two valid convs of one size"},
+    /* W19 (an enlarge moves between the kernels of two valid convs of one
+     * size, guarded) is removed: K1, K2 and K4 below derive it (both sides
+     * become convs of crops of conv(s1, valid, x, y) to one reference), and
+     * with K1 its right-to-left use made E-matching loop on planted wrong
+     * enlarge rules (they ran into the timeout instead of failing). */
+    /* W11 for a sum of two pools (the 4-operator rules taso-18712/18717 of
+     * December 6 pool an ewadd of max pools).  Per spatial dimension both
+     * sides are the max, over the windows of size k starting at t in
+     * [s*u - (k-1)/2, s*u + (k-1)/2], of max x(window) + max y(window): the
+     * left keeps the whole windows (0 <= t <= n - k), the right also the
+     * ones clipped at a border, each of which lies inside the border's
+     * whole window, also in the range, so neither summand can grow the
+     * max.  Not true with a sum of pools of another size or non-max pools
+     * (max of a sum is not the sum of maxima); k odd (same needs it). */
+    {"W20", "(poolmax ?k ?s same (ewadd (poolmax ?k s1 valid ?x) (poolmax ?k s1 valid ?y)))",
+     "(poolmax ?k ?s valid (ewadd (poolmax ?k s1 same ?x) (poolmax ?k s1 same ?y)))",
+     "x:n,c,h,wd y:n,c,h,wd wide=h,wd", "same and valid max pools swap across a sum of max pools of one size"},
+    /* crop x y r (ours): x without (|r| - |y|)/2 rows and columns a side,
+     * the crop a valid conv by enlarge(y, r) reads (the 3-operator rules
+     * taso-0392... move it between two convs of stride 1, the 4-operator
+     * rules taso-15310... through a stride-2 conv).  K1 is
+     * enlarge's meaning in a valid conv; K2 a crop commutes with a stride-1
+     * valid conv (both read x[u + c + b]); K3 a crop of 2c before a
+     * stride-2 valid conv is one of c after it (x[2u + 2c + b]; c counted
+     * in its own y, r, so the crop is written twice).  K1-K3 hold wherever
+     * both sides are defined.  K4 (guarded): two crops to one reference
+     * agree where they have one shape (|y| = |z|), a fact about sizes the
+     * shape-free theory cannot state, as W4/W10/W17/W18; with neither side
+     * a pattern of all variables it fires only where both crops exist. */
+    {"K1", "(conv ?s valid ?c ?x (enlarge ?y ?r))", "(conv ?s valid ?c (crop ?x ?y ?r) ?y)",
+     "x:1,c,h,wd y:o,c,kh,kw r:1,1,rh,rw wide=h,wd", "a valid conv by an enlarged kernel reads a crop"},
+    {"K2", "(conv s1 valid ?c (crop ?x ?y ?r) ?z)", "(crop (conv s1 valid ?c ?x ?z) ?y ?r)",
+     "x:1,c,h,wd y:1,1,kh,kw r:1,1,rh,rh z:o,c,zh,zw wide=h,wd", "a crop commutes with a stride-1 valid conv"},
+    {"K3", "(conv s2 valid ?c (crop (crop ?x ?y ?r) ?y ?r) ?z)", "(crop (conv s2 valid ?c ?x ?z) ?y ?r)",
+     "x:1,c,h,wd y:1,1,kh,kw r:1,1,rh,rh z:o,c,zh,zw wide=h,wd",
+     "a crop of 2c before a stride-2 valid conv is a crop of c after it"},
+    {"K4", "(crop ?x ?y ?r)", "(crop ?x ?z ?r)", "x:1,c,h,wd y:1,1,kh,kw z:1,1,zh,zw r:1,1,rh,rh wide=h,wd guard=shape",
+     "crops to one reference agree where their kernels have one size"},
     /* Grouped convolution (ours; TASO's conv is grouped by shapes, and its
      * verify.py records the grouped A39/A40 as wrong).  gconv's parameter
      * ?m is the output channels per group, not the group count: the group
@@ -366,7 +393,11 @@ unsigned ts_axiom_flags(int i)
      * (X1, X2, X4..X7) */
     const char *n = AXIOMS[i].name;
     unsigned paper = n[0] == 'A' || (n[0] == 'X' && strcmp(n, "X3")) ? TS_AXIOM_PAPER : 0;
-    return paper | (mentions_split(&AXIOMS[i]) ? TS_AXIOM_SPLIT_ONLY : 0);
+    /* the crop axioms push crops outward and enlarges into crops, never
+     * back: both ways, K1 and K2 make crops of every kernel and conv
+     * (planted wrong enlarge rules ran into the timeout) */
+    unsigned lhs = n[0] == 'K' ? TS_AXIOM_LHS_TRIGGER : 0;
+    return paper | lhs | (mentions_split(&AXIOMS[i]) ? TS_AXIOM_SPLIT_ONLY : 0);
 }
 
 unsigned ts_axiom_theories(int i)

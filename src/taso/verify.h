@@ -88,7 +88,7 @@ typedef struct ts_aterm {
     char name[24]; /* variable name without '?', or canonical literal */
     int np, nt;
     struct ts_aterm *p[4]; /* parameters, textual order */
-    struct ts_aterm *t[2]; /* tensor arguments */
+    struct ts_aterm *t[3]; /* tensor arguments */
 } ts_aterm;
 
 ts_status ts_aterm_parse(const char *text, ts_aterm **out, ts_error *err);

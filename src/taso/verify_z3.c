@@ -108,7 +108,7 @@ static bool rexpr_number(const ts_rexpr *e, float *v)
         *v = e->p.value;
         return true;
     }
-    float a[2];
+    float a[3];
     if (e->op == TS_ROP_VAR || !e->nargs) return false;
     for (int i = 0; i < e->nargs; i++)
         if (!rexpr_number(e->arg[i], &a[i])) return false;
@@ -122,7 +122,7 @@ static bool aterm_number(const ts_aterm *t, float *v)
         *v = strtof(t->p[0]->name + 1, NULL); /* "#0.5" */
         return true;
     }
-    float a[2];
+    float a[3];
     if (!t->nt) return false;
     for (int i = 0; i < t->nt; i++)
         if (!aterm_number(t->t[i], &a[i])) return false;
@@ -303,6 +303,10 @@ static Z3_ast axiom_formula(ts_prover *p, const char *lhs_text, const char *rhs_
         if (covers(p->ctx, sides[i], &vm)) pats[np++] = Z3_mk_pattern(p->ctx, 1, &sides[i]);
         else np += multi_pattern(p->ctx, sides[i], sides[1 - i], &vm, &pats[np]);
     }
+    /* Neither side names every variable nor has a smaller term for the
+     * missing ones (K4: crop(x, y, r) = crop(x, z, r)): the axiom only
+     * joins two terms that both exist, so both sides are the pattern. */
+    if (!np && !is_var(p->ctx, l, &vm) && !is_var(p->ctx, r, &vm)) pats[np++] = Z3_mk_pattern(p->ctx, 2, sides);
     if (!np) {
         ts_error_set(err, TS_ERR_INVALID, "axiom %s = %s: no side can serve as a trigger", lhs_text, rhs_text);
         goto done;

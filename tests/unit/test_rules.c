@@ -256,7 +256,8 @@ Test(rules, atom_table_rows)
                      in->op->name);
         cr_assert_not_null(in->build, "%s", in->atom);
         cr_assert_null(in->fill, "%s", in->atom);
-        cr_assert(in->nargs >= 1 && in->nargs <= 2, "%s", in->atom);
+        /* e-graph nodes hold two arguments: a three-argument atom (crop) is never matched */
+        cr_assert(in->nargs >= 1 && in->nargs <= (in->match ? 2 : 3), "%s", in->atom);
     }
     cr_assert_eq(ts_rop_from_atom("nosuch"), TS_ROP_COUNT);
 }
