@@ -225,7 +225,7 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_drive_result
             fprintf(stderr, ", %s%d %.3f / %.3f (%.3f)", i == k ? "chosen " : "", i, fast[i], med[i], pred[i]);
         fprintf(stderr, "\n");
     }
-    res->whole_candidates = n - 1;
+    for (int i = 1; i < n; i++) res->whole_candidates += !isnan(fast[i]); /* nan: not loaded in time */
     res->whole_before_ms = med[0];
     res->whole_after_ms = med[k];
     if (idx[k] >= 0) ts_drive_result_choose(dr, idx[k]);

@@ -59,7 +59,7 @@ fi
 
 # the server's requests, the fuzzer's run among them
 M=$T/m.onnx
-printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\nrank\t-\t1\t1\t%s\t%s\t%s\n' \
+printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\nrank\t-\t1\t20000\t%s\t%s\t%s\n' \
     "$M" "$M" "$M" "$M" "$M" "$M" "$T" "$M" "$M" "$M" | node "$SERVE" >"$T/replies"
 cat "$T/replies"
 /usr/bin/python3 - "$T/replies" <<'P' || fail "serve.js replies"

@@ -19,7 +19,8 @@
 //              rounds whose B half-round median was below its A half-round's
 //   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
 //   reply:     ok <TAB> MEDIAN_0 FASTEST_0 <TAB> MEDIAN_1 FASTEST_1 ... <TAB> ROUNDS
-//              all sessions open at once, one warm-up run each, then rounds of one run of each model,
+//              all sessions open at once, one warm-up run each (a model is not loaded once the loads
+//              and warm-ups took half the budget, two at least: its fields are nan), then rounds of one run of each model,
 //              the order rotated every round (0 1 2, 1 2 0, ...); as many rounds as fit in what is
 //              left of BUDGET_MS after the loads and warm-ups, judged by the warm-up runs (2 to 15)
 //   request:   compare <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS
@@ -199,16 +200,18 @@ async function rank(dir, n, budgetMs, models) {
   const k = Math.max(1, count(n, 'threads')), budget = count(budgetMs, 'budget_ms');
   const t0 = process.hrtime.bigint(), sessions = [];
   try {
-    for (const m of models) sessions.push(await open(m, k));
-    const feeds = sessions.map((s) => feedsFor(s, dir)), warm = [];
-    for (let i = 0; i < sessions.length; i++) {
-      await runs(sessions[i], feeds[i], 1, 0, []);
-      const t = [];
-      await runs(sessions[i], feeds[i], 1, 0, t);
+    const elapsed = () => Number(process.hrtime.bigint() - t0) / 1e6, feeds = [], warm = [];
+    for (const m of models) {
+      if (sessions.length >= 2 && elapsed() > budget / 2) break; // big models on a busy machine
+      const s = await open(m, k), f = feedsFor(s, dir), t = [];
+      sessions.push(s);
+      feeds.push(f);
+      await runs(s, f, 1, 0, []);
+      await runs(s, f, 1, 0, t);
       warm.push(t[0]);
     }
     const round = warm.reduce((a, b) => a + b, 0);
-    const left = budget - Number(process.hrtime.bigint() - t0) / 1e6;
+    const left = budget - elapsed();
     const rounds = Math.min(15, Math.max(2, Math.floor(left / Math.max(round, 1e-3))));
     const t = sessions.map(() => []);
     for (let r = 0; r < rounds; r++)
@@ -216,7 +219,8 @@ async function rank(dir, n, budgetMs, models) {
         const i = (r + j) % sessions.length;
         await runs(sessions[i], feeds[i], 1, 0, t[i]);
       }
-    return t.map((x) => [median(x), Math.min(...x)].map((v) => +v.toFixed(4)).join(' ')).concat([rounds]).join('\t');
+    return models.map((_, i) => (i < t.length ? [median(t[i]), Math.min(...t[i])].map((v) => +v.toFixed(4)).join(' ')
+      : 'nan nan')).concat([rounds]).join('\t');
   } finally {
     for (const s of sessions.reverse()) await release(s);
   }
