@@ -150,7 +150,7 @@ static int64_t channel_of(const ts_node *nd, const ts_tensor *W, int64_t i)
     return c / (d[0] / group) * Fg + j;
 }
 
-static int rewrite(ts_graph *g, fold *f, const ts_tensor *W, int bias, ts_error *err)
+static int rewrite(ts_graph *g, fold *f, const ts_tensor *W, int bias, const int *users, ts_error *err)
 {
     ts_node *nd = &g->nodes[f->head];
     int last = g->nodes[f->nodes[f->n - 1]].outputs[0];
@@ -159,14 +159,27 @@ static int rewrite(ts_graph *g, fold *f, const ts_tensor *W, int bias, ts_error 
         if (!isfinite(f->scale[k]) || !isfinite(f->shift[k])) return 0; /* Mul by inf: 0 * inf is not W * inf */
         shift |= f->shift[k] != 0;
     }
-    ts_tensor *nw = ts_tensor_new(TS_F32, &W->shape, err);
-    if (!nw) return -1;
-    for (int64_t i = 0, n = ts_tensor_numel(W); i < n; i++)
-        ((float *)nw->data)[i] = (float)(ts_tensor_get_f64(W, i) * f->scale[channel_of(nd, W, i)]);
+    /* Scaled in place when nothing else can see the weights (this node is
+     * their only reader and the graph their only holder, in memory it owns):
+     * a new tensor would hold a second copy of the model's largest weights
+     * at once -- a session opening a 32 MiB Gemm peaked at 64 MiB
+     * (test_mem_peak).  Otherwise (shared with a copy, memory-mapped) a new
+     * constant. */
     char name[64];
-    int wv = ts_graph_add_constant(g, ts_graph_fresh_name(g, "folded_w", name, sizeof name), nw, err), bv = -1;
-    ts_tensor_unref(nw);
-    if (wv < 0) return -1;
+    int wv = nd->inputs[1], bv = -1;
+    if (users[wv] == f->head && W->refcount == 1 && W->owns_data && !W->keep) {
+        float *w = ((ts_tensor *)W)->data;
+        for (int64_t i = 0, n = ts_tensor_numel(W); i < n; i++)
+            w[i] = (float)((double)w[i] * f->scale[channel_of(nd, W, i)]);
+    } else {
+        ts_tensor *nw = ts_tensor_new(TS_F32, &W->shape, err);
+        if (!nw) return -1;
+        for (int64_t i = 0, n = ts_tensor_numel(W); i < n; i++)
+            ((float *)nw->data)[i] = (float)(ts_tensor_get_f64(W, i) * f->scale[channel_of(nd, W, i)]);
+        wv = ts_graph_add_constant(g, ts_graph_fresh_name(g, "folded_w", name, sizeof name), nw, err);
+        ts_tensor_unref(nw);
+        if (wv < 0) return -1;
+    }
     if (!matmul || shift) {
         const ts_tensor *B = bias >= 0 ? g->values[bias].constant : NULL;
         double beta = nd->op == &ts_op_gemm ? ((const ts_gemm_attrs *)nd->attrs)->beta : 1;
@@ -233,7 +246,7 @@ int ts_fold_affine(ts_graph *g, ts_error *err)
             }
             /* a MatMul's Adds alone are its bias: nothing to fold */
             if (f.n && (f.scaled || g->nodes[n].op != &ts_op_matmul)) {
-                int r = rewrite(g, &f, W, bias, err);
+                int r = rewrite(g, &f, W, bias, users, err);
                 total = r < 0 ? -1 : total + r;
             }
         }
