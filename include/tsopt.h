@@ -339,7 +339,26 @@ typedef struct ts_plan_opts {
      * names ("winograd", "post_tail", ...; docs/runtime.md, "Skipping
      * kernels") the plan must not use; NULL: none.  $TSOPT_SKIP adds to it. */
     const char *skip;
+    /* Packed weights shared with the other plans built with the same cache
+     * (ts_pack_cache_new; NULL: every plan packs its own).  A constant
+     * whose tensor is shared by several graphs (a session's model loaded at
+     * new sizes: ts_onnx_kept) is packed once per kernel layout while any
+     * plan using it lives. */
+    struct ts_pack_cache *pack_cache;
 } ts_plan_opts;
+
+/* The cache behind ts_plan_opts.pack_cache (src/exec/pack_cache.c).  Free
+ * it when no more plans are to be built with it: plans built with it may
+ * outlive it (the packed weights go with the last plan using them). */
+typedef struct ts_pack_cache ts_pack_cache;
+typedef struct ts_pack_cache_stats {
+    int64_t hits, misses; /* lookups by plan builds: found packed / packed now */
+    int64_t hit_bytes;    /* packing saved by the hits */
+    int64_t entries, bytes; /* held now (the live plans' packed weights, once) */
+} ts_pack_cache_stats;
+ts_pack_cache *ts_pack_cache_new(void);
+void ts_pack_cache_free(ts_pack_cache *c);
+ts_pack_cache_stats ts_pack_cache_get_stats(ts_pack_cache *c);
 
 /* Graph optimization levels, as ONNX Runtime's: NONE runs the model's
  * nodes as they are; BASIC adds the rewrites that are exact in real
@@ -629,6 +648,10 @@ ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **ou
 /* Plans the session has built so far (each new shape signature that is not
  * cached builds one): how a caller or test sees whether its runs re-plan. */
 int64_t ts_session_plan_builds(const ts_session *s);
+/* The session's packed-weight cache (ts_pack_cache: plans of the model
+ * loaded at new sizes reuse the weights earlier plans packed); zeros
+ * before the first run at other than the default sizes. */
+ts_pack_cache_stats ts_session_pack_stats(const ts_session *s);
 
 /* The inputs (weights left out) and outputs of the ONNX model at path as
  * its file declares them, read without building the graph, so without the

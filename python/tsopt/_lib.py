@@ -41,6 +41,11 @@ class InputBind(ctypes.Structure):
     _fields_ = [('name', c_char_p), ('shape', Shape)]
 
 
+class PackCacheStats(ctypes.Structure):  # ts_pack_cache_stats
+    _fields_ = [('hits', c_int64), ('misses', c_int64), ('hit_bytes', c_int64), ('entries', c_int64),
+                ('bytes', c_int64)]
+
+
 class SessionOptions(ctypes.Structure):  # ts_session_options
     _fields_ = [('threads', c_int), ('graph_opt', c_int), ('skip', c_char_p)]
 
@@ -96,6 +101,7 @@ _PROTOS = {
     'ts_session_output_info': (c_bool, [c_void_p, c_int, POINTER(IoInfo)]),
     'ts_session_run': (c_int, [c_void_p, POINTER(c_void_p), POINTER(POINTER(Tensor)), POINTER(Error)]),
     'ts_session_plan_builds': (c_int64, [c_void_p]),
+    'ts_session_pack_stats': (PackCacheStats, [c_void_p]),
     'ts_optimize_file': (c_int, [c_char_p, c_char_p, POINTER(InputBind), c_int, POINTER(c_char_p), c_int,
                                  POINTER(c_void_p), POINTER(Error)]),
 }

@@ -194,6 +194,15 @@ class InferenceSession:
         not cached builds one; a decoder that re-plans per token shows it)."""
         return int(_lib.lib.ts_session_plan_builds(self._s)) if self._s is not None else 0
 
+    @property
+    def pack_stats(self):
+        """The packed-weight cache shared by the session's plans (ts_pack_cache_stats):
+        hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now."""
+        if self._s is None:
+            return {}
+        st = _lib.lib.ts_session_pack_stats(self._s)
+        return {name: int(getattr(st, name)) for name, _ in _lib.PackCacheStats._fields_}
+
     def close(self):
         """Frees the session's graphs and plans now (also done when it is collected)."""
         if self._s is not None and _lib.lib is not None:

@@ -55,6 +55,11 @@ struct ts_session {
      * new sizes after (each re-plan read the whole file and released its
      * copy of the weights again: 60% of a decoder step's re-plan, perf). */
     ts_onnx_kept *kept;
+    /* Made with kept: the packed weights of the plans of graphs loaded from
+     * kept (which share its tensors), held once and reused by each re-plan
+     * instead of packing them again (half of a decoder re-plan's CPU);
+     * popts.pack_cache. */
+    ts_pack_cache *pack;
     ts_graph *graph; /* at the default sizes; NULL by value, or when it does not load at them */
     ts_model_io *decl; /* the declared inputs and outputs, when graph is NULL for not loading at the defaults */
     ts_plan_opts popts; /* popts.skip: owned copy of the options' */
@@ -241,6 +246,7 @@ void ts_session_free(ts_session *s)
     free(s->any_shape);
     free(s->ins);
     free(s->outs);
+    ts_pack_cache_free(s->pack); /* after the plans, which hold its entries */
     ts_onnx_kept_free(s->kept);
     if (s->fd >= 0) close(s->fd);
     free(s->base_dir);
@@ -253,6 +259,15 @@ void ts_session_free(ts_session *s)
 const ts_graph *ts_session_graph(const ts_session *s) { return s->graph; }
 int ts_session_ninputs(const ts_session *s) { return s->nin; }
 int ts_session_noutputs(const ts_session *s) { return s->nout; }
+
+ts_pack_cache_stats ts_session_pack_stats(const ts_session *s)
+{
+    pthread_mutex_t *m = (pthread_mutex_t *)&s->lock;
+    pthread_mutex_lock(m);
+    ts_pack_cache_stats st = ts_pack_cache_get_stats(s->pack);
+    pthread_mutex_unlock(m);
+    return st;
+}
 
 int64_t ts_session_plan_builds(const ts_session *s)
 {
@@ -402,9 +417,11 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
     else {
         if (!s->kept) pthread_once(&heap_once, keep_heap_blocks); /* the session's first load at new sizes */
-        if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model",
-                                                 &s->kept, err))) ||
-            (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &e->g, err)))
+        if (!s->pack && !(s->popts.pack_cache = s->pack = ts_pack_cache_new()))
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        else if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir,
+                                                      "model", &s->kept, err))) ||
+                 (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &e->g, err)))
             ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
     }
     free(binds);

@@ -42,6 +42,9 @@ typedef struct xbuf {
      * copy (NULL when not such a copy) */
     const void *packed_from;
     const char *packing;
+    /* XB_CONST whose data is a ts_pack_cache entry's (owns_data false):
+     * the plan holds a reference, dropped when it is freed */
+    struct xpack_entry *shared;
     int alias_of;   /* XB_ALIAS */
     bool blocked;   /* layout is `md` (oneDNN), not plain row-major */
     dnnl_memory_desc_t md;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "exec/half.h"
 #include "exec/mem_check.h"
+#include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
 #include "ops/list.h"
 #include "ops/opaque.h"
@@ -388,6 +389,7 @@ static void rollback(xplan *p, const undo *u, int nsteps, int nbufs)
     while (p->nbufs > nbufs) {
         xbuf *b = &p->bufs[--p->nbufs];
         if (b->owns_data) free(b->data);
+        xpack_unref(b->shared);
     }
     memcpy(p->value_buf, u->value_buf, sizeof(int) * (size_t)p->g->nvalues);
     memcpy(p->consumers, u->consumers, sizeof(int) * (size_t)p->g->nvalues);
@@ -532,8 +534,10 @@ static void plan_destroy(xplan *p)
 {
     if (!p) return;
     for (int i = 0; i < p->nsteps; i++) step_clear(&p->steps[i]);
-    for (int b = 0; b < p->nbufs; b++)
+    for (int b = 0; b < p->nbufs; b++) {
         if (p->bufs[b].owns_data) free(p->bufs[b].data);
+        xpack_unref(p->bufs[b].shared);
+    }
     free(p->steps);
     free(p->bufs);
     free(p->value_buf);

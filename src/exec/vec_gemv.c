@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
 #include "exec/roofline.h"
 #include "exec/vec_eltwise.h"
@@ -258,13 +259,28 @@ static int packed_weights(xplan *p, const ts_tensor *B, bool trans, bool consume
         if (p->bufs[b].kind == XB_CONST && p->bufs[b].packed_from == B->data && p->bufs[b].packing == tag) return b;
     const int64_t K = B->shape.dims[trans ? 1 : 0], N = B->shape.dims[trans ? 0 : 1], npanel = (N + XG_NB - 1) / XG_NB;
     const ts_shape ps = {.rank = 1, .dims = {npanel * K * XG_NB}};
-    float *d = aligned_alloc(64, sizeof(float) * (size_t)ps.dims[0]);
+    const size_t bytes = sizeof(float) * (size_t)ps.dims[0];
+    /* packed by an earlier plan of the same session (pack_cache.c); a
+     * half-precision plan narrows its own packed copies (half.c): none */
+    ts_pack_cache *pc = xpack_cacheable(p->opts.pack_cache, B) && !p->half ? p->opts.pack_cache : NULL;
+    xpack_entry *e = pc ? xpack_find(pc, B, tag, 0) : NULL;
+    float *d = e ? xpack_data(e) : aligned_alloc(64, bytes);
     if (!d) return -1;
     /* the buffer first: once a page of the original is gone, nothing may fail */
     int b = xplan_new_buf(p, -1, TS_F32, &ps);
     if (b < 0) {
-        free(d);
+        if (e) xpack_unref(e);
+        else free(d);
         return -1;
+    }
+    xbuf *x = &p->bufs[b];
+    x->kind = XB_CONST;
+    x->data = d;
+    x->packed_from = B->data;
+    x->packing = tag;
+    if (e) {
+        x->shared = e;
+        return b;
     }
     const float *w = B->data;
     consume = consume && B->nbytes >= XG_CONSUME_MIN;
@@ -288,12 +304,9 @@ static int packed_weights(xplan *p, const ts_tensor *B, bool trans, bool consume
                 }
             if (consume) give_back_pages(&next, (uintptr_t)(w + (k + 1) * N));
         }
-    xbuf *x = &p->bufs[b];
-    x->kind = XB_CONST;
-    x->data = d;
-    x->owns_data = true;
-    x->packed_from = B->data;
-    x->packing = tag;
+    /* cached, or (out of memory for the entry) the plan's own */
+    x->shared = pc ? xpack_add(pc, B, tag, 0, d, bytes) : NULL;
+    x->owns_data = !x->shared;
     return b;
 }
 

@@ -37,6 +37,8 @@ feed['input_ids'] = ids
 tokens, logits = [], []
 for step in range(new):
     r = dict(zip(outs, s.run(None, feed)))
+    if step == 0:
+        packed = s.pack_stats  # the first plan packed each weight
     last = r['logits'][:, -1, :]
     tokens.append(last.argmax(axis=1))
     logits.append(last)
@@ -56,10 +58,21 @@ if err > 1e-4:
 builds = s.plan_builds
 if not 1 <= builds <= new:
     fail.append(f'{builds} plan builds for {new} steps')
-s.run(None, prev)
+last = s.run(None, prev)
 if s.plan_builds != builds:
     fail.append(f'a repeated signature built a plan ({builds} -> {s.plan_builds})')
+# re-plans reuse the first plan's packed weights (ts_pack_cache), held
+# once however many plans are cached, and compute what a cold plan does
+ps = s.pack_stats
+if not (packed['misses'] > 0 and ps['misses'] == packed['misses'] and ps['hits'] >= (builds - 1) * packed['misses']
+        and ps['entries'] == packed['entries']):
+    fail.append(f'packed weights not reused: after the first plan {packed}, at the end {ps}')
+cold = tsopt.InferenceSession(f'{t}/dec.onnx', threads=2)
+for name, a, b in zip(outs, last, cold.run(None, prev)):
+    if not np.array_equal(a, b):
+        fail.append(f'{name}: a re-plan reusing packed weights differs from a cold plan')
 if fail:
     sys.exit('decoder: ' + '\n'.join(fail))
-print(f'decoder: {new} tokens at batch 2 identical to ONNX Runtime\'s, logits within {err:.2g}, {builds} plan builds')
+print(f'decoder: {new} tokens at batch 2 identical to ONNX Runtime\'s, logits within {err:.2g}, {builds} plan builds, '
+      f'{ps["hits"]} packed weights reused ({ps["misses"]} packed)')
 PY
