@@ -139,6 +139,50 @@ void xhalf_widen(ts_dtype half, const void *src, float *dst, size_t n)
     }
 }
 
+/* float32 -> float32 on the 16-bit grid, in place: the value a 16-bit
+ * output holds (round to nearest even; past float16's range, infinity). */
+__attribute__((target("avx512f"))) static void f16_round_avx512(float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; i < n; i++) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void bf16_round(float *x, size_t n)
+{
+    uint32_t *u = (uint32_t *)x;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = u[i];
+        u[i] = (v & 0x7FFFFFFF) > 0x7F800000 ? v | 0x400000 : (v + 0x7FFF + ((v >> 16) & 1)) & 0xFFFF0000u;
+    }
+}
+
+static void round_part(ts_dtype half, float *x, size_t n)
+{
+    if (half == TS_BF16)
+        bf16_round(x, n);
+    else if (__builtin_cpu_supports("avx512f"))
+        f16_round_avx512(x, n);
+    else
+        for (size_t i = 0; i < n; i++) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+void xhalf_round(ts_dtype half, float *x, size_t n)
+{
+    if (n < (1u << 16)) {
+        round_part(half, x, n);
+        return;
+    }
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t per = (n / (size_t)nt + 63) & ~(size_t)63, a = per * (size_t)t, b = a + per < n ? a + per : n;
+        if (a < b) round_part(half, x + a, b - a);
+    }
+}
+
 void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n)
 {
     uint16_t *d = dst;
@@ -341,6 +385,60 @@ static int const_value(const ts_graph *c, int v)
     return v >= 0 && c->values[v].constant ? v : -1;
 }
 
+/* ---------------------------------- 16-bit values rounded where produced
+ *
+ * ONNX types every intermediate of a float16 graph float16: each node's
+ * output is rounded to the type.  Here a step's output whose value the
+ * caller's graph types 16-bit is rounded in place as the step's tail (in
+ * the wrapper below).  A fusion would hide the values between its nodes
+ * from that rounding, and oneDNN's post-op chains and the vector kernels'
+ * programs have no rounding of their own between ops, so in a half plan a
+ * fusion may pass a 16-bit value only into a node that commutes with
+ * rounding (round(f(x)) == f(round(x)): Relu, Clip and Max by values on
+ * the grid, data movement): Conv + Relu still fuse, Conv + residual Add or
+ * MatMul + bias Add do not.  The refusal is an extra consumer (PHANTOM)
+ * counted on such a value from plan start until its producer is lowered:
+ * every fusion looks for a sole consumer (or an exact count), so none
+ * looks past it, and nothing else reads the count then.  TSOPT_SKIP=half.round
+ * leaves both out (the float32 plan of before, for A/B timing). */
+#define PHANTOM (1 << 24)
+
+/* Output on the 16-bit grid whenever the inputs are: the op selects, moves
+ * or compares values (a Cast in a half plan rounds itself, half.cast). */
+static bool grid_exact(const ts_op_desc *op)
+{
+    static const char *const names[] = {
+        "Relu",      "Clip",         "Max",          "Min",     "MaxPool", "GlobalMaxPool", "ReduceMax",
+        "ReduceMin", "Reshape",      "Flatten",      "Squeeze", "Unsqueeze", "Transpose",   "Identity",
+        "Concat",    "Split",        "Slice",        "Gather",  "Pad",     "Expand",        "Tile",
+        "Neg",       "Abs",          "DepthToSpace", "SpaceToDepth", "Where", "Cast"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(op->name, names[i])) return true;
+    return false;
+}
+
+/* Value v is typed 16-bit in the caller's graph, produced by a node, and
+ * computed in float32 here. */
+static bool rounds(const xplan *p, int v)
+{
+    const ts_graph *g = p->caller_g;
+    return v >= 0 && v < g->nvalues && is_half(g->values[v].dtype) && g->values[v].producer >= 0 &&
+           p->g->values[v].dtype == TS_F32;
+}
+
+static void add_phantoms(xplan *p)
+{
+    const ts_graph *c = p->g;
+    for (int n = 0; n < c->nnodes; n++) {
+        const ts_node *nd = &c->nodes[n];
+        if (nd->dead || (grid_exact(nd->op) && nd->op != &ts_op_cast)) continue;
+        for (int j = 0; j < nd->ninputs; j++) {
+            int v = nd->inputs[j];
+            if (rounds(p, v) && p->consumers[v] < PHANTOM / 2) p->consumers[v] += PHANTOM;
+        }
+    }
+}
+
 /* A large constant is widened when its own node is lowered: a kernel that
  * looks ahead at a later node's large constant finds it still 16-bit and
  * declines that fusion (they check the tensor's type), rather than hold
@@ -348,6 +446,7 @@ static int const_value(const ts_graph *c, int v)
 ts_status xhalf_before_node(xplan *p, int n, ts_error *err)
 {
     if (!p->half) return TS_OK;
+    if (p->nbufs == 0 && p->nsteps == 0 && !xplan_skips(p, "half.round")) add_phantoms(p); /* the first node */
     ts_graph *c = p->own_g;
     const ts_node *nd = &c->nodes[n];
     for (int j = 0; j < nd->ninputs; j++) {
@@ -449,6 +548,8 @@ static void trim_heap(void)
 ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err)
 {
     if (!p->half) return TS_OK;
+    for (int v = 0; v < p->g->nvalues; v++) /* the nodes just lowered: their outputs exist now */
+        if (p->consumers[v] >= PHANTOM / 2 && p->claimed[p->g->values[v].producer]) p->consumers[v] -= PHANTOM;
     bool stored = false;
     for (int b = nbufs_before; b < p->nbufs; b++) {
         xbuf *x = &p->bufs[b];
@@ -462,14 +563,18 @@ ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err)
     return TS_OK;
 }
 
-/* ------------------------------------------------ the widening wrapper */
+/* ------------------------------------------------ the step wrapper */
 
+/* A step's kernel runs inside half.step: its 16-bit weights widened into
+ * its scratch first, its 16-bit outputs rounded in place after. */
 #define HW_MAX 4
 typedef struct hw_state {
     xstep inner; /* the kernel's own step: k, state, scratch_bytes */
     ts_dtype half;
     int n, slot[HW_MAX];
     size_t elems[HW_MAX], off[HW_MAX]; /* float32 elements, offset in the scratch */
+    int nround, *rslot;                /* outputs rounded: slots, float32 elements */
+    size_t *relems;
     void **args;
 } hw_state;
 
@@ -483,6 +588,15 @@ static void hw_run(const xstep *s, void *const *in, void *const *out, void *scra
         h->args[h->slot[i]] = w;
     }
     h->inner.k->run(&h->inner, h->args, out, h->inner.scratch_bytes ? scratch : NULL);
+    for (int i = 0; i < h->nround; i++) xhalf_round(h->half, out[h->rslot[i]], h->relems[i]);
+}
+
+static void hw_free(hw_state *h)
+{
+    free(h->args);
+    free(h->rslot);
+    free(h->relems);
+    free(h);
 }
 
 static void hw_destroy(void *state)
@@ -490,23 +604,46 @@ static void hw_destroy(void *state)
     hw_state *h = state;
     if (!h) return;
     if (h->inner.k->destroy) h->inner.k->destroy(h->inner.state);
-    free(h->args);
-    free(h);
+    hw_free(h);
 }
 
 static ts_status hw_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     (void)p, (void)n, (void)s;
-    return ts_error_set(err, TS_ERR_UNSUPPORTED, "half.widen wraps steps, it lowers no node");
+    return ts_error_set(err, TS_ERR_UNSUPPORTED, "half.step wraps steps, it lowers no node");
 }
 
-const xkernel xk_half_widen = {"half.widen", hw_build, hw_run, hw_destroy};
+const xkernel xk_half_step = {"half.step", hw_build, hw_run, hw_destroy};
+
+/* Float32 elements of output j of s to round in place, 0 when none: a
+ * 16-bit value computed by the step (not a lone exact node's copy or
+ * selection of values already on the grid, not a layout conversion), held
+ * in arena or output memory. */
+extern const xkernel xk_half_cast;
+static size_t round_elems(const xplan *p, const xstep *s, int j)
+{
+    int b = s->out[j];
+    if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast ||
+        (s->nfused == 0 && grid_exact(p->g->nodes[s->node].op)))
+        return 0;
+    const xbuf *x = &p->bufs[b], *r = &p->bufs[xbuf_root(p, b)];
+    if (!rounds(p, x->value) || x->dtype != TS_F32 || (r->kind != XB_ARENA && r->kind != XB_OUTPUT)) return 0;
+    size_t end = (size_t)xbuf_alias_offset(p, b) + x->bytes; /* a strided view's span stays in its root */
+    size_t bytes = end <= r->bytes ? x->bytes : r->bytes - (size_t)xbuf_alias_offset(p, b);
+    return bytes / sizeof(float);
+}
 
 static ts_status wrap(xplan *p, xstep *s, ts_error *err)
 {
+    int nw = 0, nr = 0;
+    for (int j = 0; j < s->nin; j++) nw += s->in[j] >= 0 && p->bufs[s->in[j]].half;
+    for (int j = 0; j < s->nout && !xplan_skips(p, "half.round"); j++) nr += round_elems(p, s, j) > 0;
+    if (!nw && !nr) return TS_OK;
+    if (nw > HW_MAX) return ts_error_set(err, TS_ERR_UNSUPPORTED, "more than %d 16-bit weights in one step", HW_MAX);
     hw_state *h = calloc(1, sizeof *h);
-    if (!h || !(h->args = calloc((size_t)s->nin + 1, sizeof(void *)))) {
-        free(h);
+    if (!h || !(h->args = calloc((size_t)s->nin + 1, sizeof(void *))) ||
+        !(h->rslot = calloc((size_t)nr + 1, sizeof(int))) || !(h->relems = calloc((size_t)nr + 1, sizeof(size_t)))) {
+        if (h) hw_free(h);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
     h->inner = *s;
@@ -514,20 +651,21 @@ static ts_status wrap(xplan *p, xstep *s, ts_error *err)
     size_t off = xd_round(s->scratch_bytes);
     for (int j = 0; j < s->nin; j++) {
         if (s->in[j] < 0 || !p->bufs[s->in[j]].half) continue;
-        if (h->n == HW_MAX) {
-            free(h->args);
-            free(h);
-            return ts_error_set(err, TS_ERR_UNSUPPORTED, "more than %d 16-bit weights in one step", HW_MAX);
-        }
         h->slot[h->n] = j;
         h->elems[h->n] = p->bufs[s->in[j]].bytes / 2;
         h->off[h->n] = off;
         off += xd_round(h->elems[h->n] * sizeof(float));
         h->n++;
     }
-    s->k = &xk_half_widen;
+    for (int j = 0; j < s->nout && nr; j++) {
+        size_t m = round_elems(p, s, j);
+        if (!m) continue;
+        h->rslot[h->nround] = j;
+        h->relems[h->nround++] = m;
+    }
+    s->k = &xk_half_step;
     s->state = h;
-    s->scratch_bytes = off;
+    s->scratch_bytes = nw ? off : s->scratch_bytes;
     return TS_OK;
 }
 
@@ -539,12 +677,11 @@ ts_status xhalf_finish(xplan *p, ts_error *err)
     for (int b = 0; b < p->nbufs; b++)
         if (p->bufs[b].half && !readers_widenable(p, b, 0) && !store_float(p, &p->bufs[b]))
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < p->nsteps; i++) {
-        xstep *s = &p->steps[i];
-        bool any = false;
-        for (int j = 0; j < s->nin && !any; j++) any = s->in[j] >= 0 && p->bufs[s->in[j]].half;
-        if (any && wrap(p, s, err)) return err->code;
-    }
+    /* the reference kernel's and control flow's steps keep their own state
+     * (run.c reads their errors from it): not wrapped, their outputs stay
+     * unrounded (a finding, docs/runtime.md) */
+    for (int i = 0; i < p->nsteps; i++)
+        if (p->steps[i].k != &xk_ref && p->steps[i].k != &xk_cf && wrap(p, &p->steps[i], err)) return err->code;
     return TS_OK;
 }
 
@@ -555,24 +692,14 @@ typedef struct hc_state {
     size_t n;
 } hc_state;
 
-/* float32 -> float32 through 16 bits, in blocks on the stack */
-static void round_via(ts_dtype via, const float *x, float *y, size_t n)
-{
-    uint16_t h[4096];
-    for (size_t i = 0; i < n; i += 4096) {
-        size_t m = n - i < 4096 ? n - i : 4096;
-        xhalf_narrow(via, x + i, h, m);
-        xhalf_widen(via, h, y + i, m);
-    }
-}
-
 static void hc_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
     const hc_state *c = s->state;
     (void)scratch;
-    if (c->via != TS_UNDEFINED)
-        round_via(c->via, in[0], out[0], c->n);
-    else if (c->from == c->to)
+    if (c->via != TS_UNDEFINED) { /* float32 -> float32 through 16 bits */
+        if (in[0] != out[0]) memcpy(out[0], in[0], c->n * sizeof(float));
+        xhalf_round(c->via, out[0], c->n);
+    } else if (c->from == c->to)
         memcpy(out[0], in[0], c->n * ts_dtype_size(c->to));
     else if (c->from == TS_F32)
         xhalf_narrow(c->to, in[0], out[0], c->n);

@@ -25,5 +25,8 @@ ts_status xhalf_finish(xplan *p, ts_error *err);
  * narrowing rounds to nearest, ties to even, as ONNX's Cast does. */
 void xhalf_widen(ts_dtype half, const void *src, float *dst, size_t n);
 void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
+/* x rounded in place to the nearest value of the 16-bit type (what
+ * narrowing and widening back gives), over the plan's threads when large. */
+void xhalf_round(ts_dtype half, float *x, size_t n);
 
 #endif

@@ -2,10 +2,10 @@
  * conversions against hand values and ts_dtype_round; a small CNN and a
  * small transformer block in 16 bits run by fast kernels only
  * (fallback_steps 0), with their weights held 16-bit (the plan's
- * weight_bytes about half the float32 plan's), and matching the float32
- * plan of the same graph whose weights and inputs are the rounded values
- * (what ONNX Runtime's CPU provider computes) to 2 units in the last place
- * of the 16-bit type. */
+ * weight_bytes about half the float32 plan's), and matching the reference
+ * interpreter, which rounds every node's output to its 16-bit type as ONNX
+ * does, to 2 units in the last place of the output's scale; two chains
+ * whose intermediates must be rounded, exactly. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -224,16 +224,27 @@ static void check_model(ts_dtype half, void (*build)(gb *), const char *dims)
      * (small constants, below half.c's 64 KiB, stay float32) */
     cr_assert_leq((double)rh.st.weight_bytes, 0.6 * (double)rf.st.weight_bytes, "%s: weights %zu vs float32 %zu",
                   ts_dtype_name(half), rh.st.weight_bytes, rf.st.weight_bytes);
+    /* against the reference interpreter, which rounds every node's output
+     * to the 16-bit type as ONNX types it: equal but where float32 and
+     * float64 sums fall on different sides of a rounding, which moves an
+     * output by an ulp or two of its scale */
+    ts_tensor *x64 = ts_tensor_new(TS_F64, &xs, &e), *ref[2] = {0};
+    for (int64_t i = 0; i < ts_tensor_numel(xf); i++) ts_tensor_set_f64(x64, i, ts_tensor_get_f64(xf, i));
+    cr_assert_eq(ts_graph_run_reference(h.g, TS_DOMAIN_F64, &x64, ref, &e), TS_OK, "%s", e.msg);
     for (int o = 0; o < h.g->noutputs; o++) {
         cr_assert_eq(rh.out[o]->dtype, half);
-        for (int64_t i = 0; i < ts_tensor_numel(rf.out[o]); i++) {
-            double want = ts_tensor_get_f64(rf.out[o], i), got = ts_tensor_get_f64(rh.out[o], i);
-            cr_assert_leq(fabs(got - want), 2 * ulp(half, want), "%s output %d [%lld]: %g, float32 plan %g",
-                          ts_dtype_name(half), o, (long long)i, got, want);
+        double scale = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(ref[o]); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(ref[o], i)));
+        for (int64_t i = 0; i < ts_tensor_numel(ref[o]); i++) {
+            double want = ts_tensor_get_f64(ref[o], i), got = ts_tensor_get_f64(rh.out[o], i);
+            cr_assert_leq(fabs(got - want), 2 * ulp(half, scale), "%s output %d [%lld]: %g, reference %g (scale %g)",
+                          ts_dtype_name(half), o, (long long)i, got, want, scale);
         }
         ts_tensor_unref(rh.out[o]);
         ts_tensor_unref(rf.out[o]);
+        ts_tensor_unref(ref[o]);
     }
+    ts_tensor_unref(x64);
     ts_tensor_unref(xh);
     ts_tensor_unref(xf);
     ts_graph_free(h.g);
@@ -297,4 +308,126 @@ Test(half, cast_in_the_model_rounds)
         ts_tensor_unref(xt);
         ts_graph_free(b->g);
     }
+}
+
+/* ---- every 16-bit value rounded where it is produced, as ONNX types it:
+ * the reference interpreter (float64, rounding each node's output to its
+ * type) and the fast plan must agree exactly.  Inputs and weights are
+ * multiples of 1/64, 1/16 or 1/8, small enough that every product and sum is
+ * exact in float32 and float64 alike: the only roundings are the 16-bit
+ * ones, so a value the plan leaves unrounded shows as a difference. */
+
+static gb grid_graph(ts_dtype dt) { return (gb){ts_graph_new("g", 17), dt, dt, 5}; }
+
+/* A constant of multiples of 1/q in [-1, 1]. */
+static int grid_cst(gb *b, const char *dims, double q)
+{
+    ts_error e = {0};
+    ts_shape s = shp(dims);
+    ts_tensor *t = ts_tensor_new(b->dt, &s, &e);
+    cr_assert_not_null(t);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) {
+        b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(t, i, (double)((int64_t)((b->rng >> 33) % (uint64_t)(2 * q + 1)) - (int64_t)q) / q);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "g%d", b->g->nvalues);
+    int v = ts_graph_add_constant(b->g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+/* Runs g on x (multiples of 1/16 in [-1, 1]) by the plan and by the
+ * reference; asserts equality; returns how many outputs differ from what
+ * an unrounded intermediate would give (`loose`, the same graph with every
+ * intermediate float32, run by the reference). */
+static void check_exact(const gb *b, const gb *loose, const char *dims, int min_fused)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(dims);
+    ts_tensor *x = ts_tensor_new(b->dt, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+    uint64_t rng = 9;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = (double)((int64_t)((rng >> 33) % 33) - 16) / 16;
+        ts_tensor_set_f64(x, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    run_out r = run(b->g, x);
+    cr_assert_eq(r.st.fallback_steps, 0);
+    cr_assert_geq(r.st.fused_nodes, min_fused, "fused nodes %d", r.st.fused_nodes);
+    ts_tensor *ref = NULL, *unrounded = NULL;
+    cr_assert_eq(ts_graph_run_reference(b->g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(loose->g, TS_DOMAIN_F64, &x64, &unrounded, &e), TS_OK, "%s", e.msg);
+    int differ = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) {
+        double got = ts_tensor_get_f64(r.out[0], i), want = ts_tensor_get_f64(ref, i);
+        cr_assert_eq(got, want, "%s [%lld]: %.9g, reference %.9g (unrounded intermediate: %.9g)",
+                     ts_dtype_name(b->dt), (long long)i, got, want, ts_tensor_get_f64(unrounded, i));
+        differ += ts_tensor_get_f64(unrounded, i) != want;
+    }
+    cr_assert_gt(differ, 0, "the rounding of the intermediate changes no output: the test cannot fail");
+    ts_tensor_unref(r.out[0]);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(unrounded);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+}
+
+/* bfloat16 Gemm -> Cast to float32 (the fuzzer's half family, seed 8): the
+ * Gemm's output is bfloat16, so the float32 result is the rounded product.
+ * `loose` casts to float32 first and multiplies in float32. */
+static void build_gemm_cast(gb *b, bool loose)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("3x16");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr to32 = ts_attr_int("to", 1), tb = ts_attr_int("transB", 1);
+    int w = grid_cst(b, "5x16", 16), c = grid_cst(b, "5", 8);
+    int y;
+    if (loose) {
+        int x32 = node(b, "Cast", &x, 1, &to32, 1), w32 = node(b, "Cast", &w, 1, &to32, 1);
+        int c32 = node(b, "Cast", &c, 1, &to32, 1);
+        y = node(b, "Gemm", (const int[]){x32, w32, c32}, 3, &tb, 1);
+    } else {
+        int gm = node(b, "Gemm", (const int[]){x, w, c}, 3, &tb, 1);
+        y = node(b, "Cast", &gm, 1, &to32, 1);
+    }
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, gemm_bf16_then_cast_rounds_the_product)
+{
+    gb b = grid_graph(TS_BF16), l = grid_graph(TS_BF16);
+    build_gemm_cast(&b, false);
+    build_gemm_cast(&l, true);
+    check_exact(&b, &l, "3x16", 0);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+}
+
+/* float16 Conv 3x3 -> Relu -> Conv 1x1: the first Conv's output is rounded
+ * (Conv + Relu stay one step: Relu commutes with the rounding).  `loose`
+ * runs the same in float32 with a float16 output. */
+static void build_conv_chain(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1x4x6x6");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4), to = ts_attr_int("to", out == TS_F16 ? 10 : 1);
+    int c1 = node(b, "Conv", (const int[]){x, grid_cst(b, "8x4x3x3", 64), grid_cst(b, "8", 16)}, 3, &pads, 1);
+    int c2 = N("Conv", N("Relu", c1), grid_cst(b, "8x8x1x1", 8));
+    if (b->dt != out) c2 = node(b, "Cast", &c2, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, c2, &e), TS_OK);
+}
+
+Test(half, conv_relu_conv_f16_rounds_between)
+{
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_conv_chain(&b, TS_F16);
+    build_conv_chain(&l, TS_F16);
+    check_exact(&b, &l, "1x4x6x6", 1);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
 }
