@@ -134,5 +134,6 @@ void xpack_unref(xpack_entry *e)
     if (!gone) return;
     free(e->data);
     ts_tensor_unref(e->t);
+    free(e);
     if (last) cache_destroy(c);
 }
