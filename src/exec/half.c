@@ -404,14 +404,14 @@ static int const_value(const ts_graph *c, int v)
 #define PHANTOM (1 << 24)
 
 /* Output on the 16-bit grid whenever the inputs are: the op selects, moves
- * or compares values (a Cast in a half plan rounds itself, half.cast). */
+ * or compares values.  (A Cast to 16 bits is half.cast's, which rounds.) */
 static bool grid_exact(const ts_op_desc *op)
 {
     static const char *const names[] = {
         "Relu",      "Clip",         "Max",          "Min",     "MaxPool", "GlobalMaxPool", "ReduceMax",
         "ReduceMin", "Reshape",      "Flatten",      "Squeeze", "Unsqueeze", "Transpose",   "Identity",
         "Concat",    "Split",        "Slice",        "Gather",  "Pad",     "Expand",        "Tile",
-        "Neg",       "Abs",          "DepthToSpace", "SpaceToDepth", "Where", "Cast"};
+        "Neg",       "Abs",          "DepthToSpace", "SpaceToDepth", "Where"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(op->name, names[i])) return true;
     return false;
@@ -431,7 +431,7 @@ static void add_phantoms(xplan *p)
     const ts_graph *c = p->g;
     for (int n = 0; n < c->nnodes; n++) {
         const ts_node *nd = &c->nodes[n];
-        if (nd->dead || (grid_exact(nd->op) && nd->op != &ts_op_cast)) continue;
+        if (nd->dead || grid_exact(nd->op)) continue;
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];
             if (rounds(p, v) && p->consumers[v] < PHANTOM / 2) p->consumers[v] += PHANTOM;
