@@ -4,7 +4,8 @@
  * the model again with those sizes bound (from the model parsed once, its
  * weights shared: ts_onnx_kept) and building a plan for it; the last
  * SESSION_PLANS shape signatures keep theirs.  A decoder whose past grows
- * each token builds a plan per token (docs/decoder.md).  A model whose shapes
+ * each token builds a plan per token (docs/decoder.md), reusing the weights
+ * the earlier plans packed (ts_pack_cache).  A model whose shapes
  * depend on input values (value_inputs.h) is loaded at each run's shapes
  * and values of those inputs, and cached by both.  A model that does not
  * load at its default sizes (symbolic dimensions 1: a reflect Pad wider
