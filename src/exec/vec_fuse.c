@@ -31,7 +31,7 @@ static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, con
         if (p->g->outputs[i] == cur) return false; /* the caller's tensor is plain */
     bool any = false;
     for (int j = 0; j < pr->next; j++) {
-        int o[TS_MAX_RANK], b = xplan_value_buf(p, ext[j]);
+        int o[TS_MAX_RANK] = {0}, b = xplan_value_buf(p, ext[j]); /* set up to the rank; compared whole below */
         if (b < 0) return false;
         in_order[j] = ts_shape_eq(&p->g->values[ext[j]].shape, shape);
         if (!in_order[j]) continue;
