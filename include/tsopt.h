@@ -237,6 +237,8 @@ int ts_graph_add_node(ts_graph *g, const char *op, const char *name, const int *
 ts_status ts_graph_add_output(ts_graph *g, int value, ts_error *err);
 
 int ts_graph_find_value(const ts_graph *g, const char *name);
+/* True when value v is one of g's outputs. */
+bool ts_graph_is_output(const ts_graph *g, int v);
 /* Node indices in a topological order (inputs before users); ignores dead
  * nodes.  Fails naming a node on a cycle.  order needs nnodes entries;
  * *count receives how many live nodes were written. */

@@ -427,7 +427,7 @@ ts_graph *xcost_group_graph(const ts_graph *g, const int *members, int nm, ts_er
          * result stays blocked unless it is the model's output.  An Identity
          * after it lets the group choose its blocked layout as in the model
          * (the measurement then includes one reorder back to plain). */
-        if (nd->noutputs == 1 && !xcost_is_output(g, nd->outputs[0]) && is_conv(&g->nodes[members[0]])) {
+        if (nd->noutputs == 1 && !ts_graph_is_output(g, nd->outputs[0]) && is_conv(&g->nodes[members[0]])) {
             int id;
             if (ts_graph_add_node(s, "Identity", "cost_sink", outs, 1, NULL, 0, 1, NULL, &id, err) < 0) {
                 st = err->code;

@@ -34,9 +34,6 @@ ts_status xcost_io_new(const ts_graph *g, ts_tensor **in, ts_tensor **out, ts_er
 /* Members of the group headed by `head`, in chain order; returns count. */
 int xcost_members(const ts_graph *g, const int *group_of, int head, int *members);
 
-/* True when value v is one of g's outputs. */
-bool xcost_is_output(const ts_graph *g, int v);
-
 /* Canonical key of a group (caller frees): op names, attribute hashes,
  * input/output dtypes and shapes, which inputs are constants, which outputs
  * are graph outputs (written plain). */

@@ -230,7 +230,7 @@ static double rest_bytes(const ts_graph *g, const uses *u, const bool *in)
         for (int side = 0; side < 2; side++)
             for (int j = 0; j < (side ? nd->noutputs : nd->ninputs); j++) {
                 int v = side ? nd->outputs[j] : nd->inputs[j], last = -1;
-                if (v < 0 || g->values[v].constant || xcost_is_output(g, v)) continue;
+                if (v < 0 || g->values[v].constant || ts_graph_is_output(g, v)) continue;
                 if (!side && g->values[v].producer < 0) continue; /* graph inputs stay */
                 for (int q = u->start[v]; q < u->start[v + 1]; q++)
                     last = pos[u->node[q]] > last ? pos[u->node[q]] : last;
@@ -396,7 +396,7 @@ static ts_status cut_build(const ts_graph *g, const uses *u, const bool *in, cut
     /* outputs, in the order of the model's values */
     for (int v = 0; v < nv && !st; v++) {
         if (map[v] < 0 || g->values[v].producer < 0 || !in[g->values[v].producer]) continue;
-        bool model_out = xcost_is_output(g, v), outside = false;
+        bool model_out = ts_graph_is_output(g, v), outside = false;
         for (int q = u->start[v]; q < u->start[v + 1]; q++) outside |= !in[u->node[q]];
         if (!model_out && !outside) continue;
         int o = map[v];

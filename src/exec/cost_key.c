@@ -177,13 +177,6 @@ static void sb_value(sbuf *b, const ts_graph *g, int v)
     sb_add(b, "%s%s[%s]", ts_dtype_name(val->dtype), val->constant ? "c" : "", ts_shape_str(&val->shape, shp, sizeof shp));
 }
 
-bool xcost_is_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 char *xcost_key(const ts_graph *g, const int *members, int nm)
 {
     sbuf b = {0};
@@ -212,7 +205,7 @@ char *xcost_key(const ts_graph *g, const int *members, int nm)
             if (o) sb_add(&b, ",");
             sb_value(&b, g, nd->outputs[o]);
             /* a graph output must be written plain, which changes the kernel */
-            if (xcost_is_output(g, nd->outputs[o])) sb_add(&b, "=out");
+            if (ts_graph_is_output(g, nd->outputs[o])) sb_add(&b, "=out");
         }
     }
     if (b.fail) {

@@ -386,7 +386,7 @@ weights_done:;
     }
 
     /* output layout: NHWC inside the model when the channels fill vectors */
-    c->nhwc_out = !planar && !p->opts.plain_layout && !xgraph_is_output(g, f.out_value) && F >= 16;
+    c->nhwc_out = !planar && !p->opts.plain_layout && !ts_graph_is_output(g, f.out_value) && F >= 16;
     int yb = xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
     if (c->nhwc_out) {

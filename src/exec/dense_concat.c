@@ -120,7 +120,7 @@ static bool producer_writes_slice(const xplan *p, int v, int r, int block)
 {
     const ts_graph *g = p->g;
     int b = p->value_buf[v], seen = 0;
-    if (b < 0 || xgraph_is_output(g, v)) return false;
+    if (b < 0 || ts_graph_is_output(g, v)) return false;
     const xbuf *x = &p->bufs[b];
     if (x->kind != XB_ARENA || !x->blocked || x->value != v) return false;
     dnnl_memory_desc_t md;
@@ -146,7 +146,7 @@ static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)
     if (p->opts.plain_layout || p->opts.no_fusion || !chan_concat(g, n)) return TS_ERR_UNSUPPORTED;
     int yv = nd->outputs[0];
     const ts_shape *ys = &g->values[yv].shape;
-    if (ys->dims[0] != 1 || xgraph_is_output(g, yv)) return TS_ERR_UNSUPPORTED;
+    if (ys->dims[0] != 1 || ts_graph_is_output(g, yv)) return TS_ERR_UNSUPPORTED;
 
     /* the longest member lowered before, whose buffer is the chain's */
     int prev = -1;
@@ -170,7 +170,7 @@ static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)
             if (!p->claimed[m] && chan_concat(g, m) && is_prefix(nd, &g->nodes[m]) &&
                 g->nodes[m].ninputs > g->nodes[r].ninputs)
                 r = m;
-        if (r == n || xgraph_is_output(g, g->nodes[r].outputs[0])) return TS_ERR_UNSUPPORTED;
+        if (r == n || ts_graph_is_output(g, g->nodes[r].outputs[0])) return TS_ERR_UNSUPPORTED;
         for (int m = 0; m < g->nnodes; m++)
             if (chan_concat(g, m) && is_prefix(nd, &g->nodes[m]) && !is_prefix(&g->nodes[m], &g->nodes[r]))
                 return TS_ERR_UNSUPPORTED;

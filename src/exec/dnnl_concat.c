@@ -75,7 +75,7 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
     if (p->opts.plain_layout || nin < 2 || g->values[yv].dtype != TS_F32 || ys->rank < 3 || ys->rank > 5 ||
-        xgraph_is_output(g, yv) || !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, ys->rank, &axis) ||
+        ts_graph_is_output(g, yv) || !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, ys->rank, &axis) ||
         axis != 1)
         return TS_ERR_UNSUPPORTED;
     dnnl_memory_desc_t *src = calloc((size_t)nin, sizeof *src);

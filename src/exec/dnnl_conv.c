@@ -404,7 +404,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     int ntail = 0;
     if (!xplan_skips(p, "post_tail")) xv_post_tail_split(&f, tail, &ntail);
 again:;
-    bool plain_out = p->opts.plain_layout || xgraph_is_output(g, f.out_value);
+    bool plain_out = p->opts.plain_layout || ts_graph_is_output(g, f.out_value);
     int xb = xplan_value_buf(p, xv);
     dnnl_memory_desc_t xmd, src, wei, dst, bmd, *bias = NULL;
     xd_md_of(&p->bufs[xb], &xmd);
@@ -478,7 +478,7 @@ again:;
     if (st == TS_ERR_UNSUPPORTED && (f.npo || ntail)) { /* some post-op not supported here */
         xd_fuse_drop_post(p, &f);
         ntail = 0;
-        plain_out = p->opts.plain_layout || xgraph_is_output(g, f.out_value);
+        plain_out = p->opts.plain_layout || ts_graph_is_output(g, f.out_value);
         if (plain_out) xd_md_plain(&dst, ys);
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
@@ -600,7 +600,7 @@ again:;
     bool res_inplace = yb >= 0;
     /* a blocked graph output lives in the arena: the caller's tensor is plain */
     if (!res_inplace)
-        yb = blocked_out && xgraph_is_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
+        yb = blocked_out && ts_graph_is_output(g, f.out_value) ? xplan_new_buf(p, f.out_value, TS_F32, ys)
                                                             : xplan_value_buf(p, f.out_value);
     if (yb < 0) goto nomem;
     if (blocked_out && !res_inplace) {

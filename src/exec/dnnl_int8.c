@@ -368,7 +368,7 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
         dnnl_memory_desc_init_by_strides(&plain, y->shape.rank, yd, dt_of(y->dtype), NULL);
         bool blocked = !dnnl_memory_desc_equal(cdst, &plain);
         /* a blocked graph output lives in the arena: the caller's tensor is plain */
-        yb = blocked && xgraph_is_output(g, nd->outputs[0]) ? xplan_new_buf(p, nd->outputs[0], y->dtype, &y->shape)
+        yb = blocked && ts_graph_is_output(g, nd->outputs[0]) ? xplan_new_buf(p, nd->outputs[0], y->dtype, &y->shape)
                                                              : xplan_value_buf(p, nd->outputs[0]);
         if (yb >= 0 && blocked) {
             xplan_bind_value(p, nd->outputs[0], yb);

@@ -82,7 +82,7 @@ static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
     dnnl_memory_desc_t src, dst;
     xd_md_of(&p->bufs[xb], &src);
-    bool plain_out = p->opts.plain_layout || xgraph_is_output(g, yv) || !p->bufs[xb].blocked;
+    bool plain_out = p->opts.plain_layout || ts_graph_is_output(g, yv) || !p->bufs[xb].blocked;
     if (plain_out)
         xd_md_plain(&dst, ys);
     else

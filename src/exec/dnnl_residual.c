@@ -16,7 +16,7 @@ static int sum_node(const xplan *p, const xd_fuse *f)
 
 int xd_residual_dst(xplan *p, const xd_fuse *f, int rb, const int *reads, int nreads)
 {
-    if (xplan_skips(p, "residual_inplace") || f->sum_value < 0 || rb < 0 || xgraph_is_output(p->g, f->out_value))
+    if (xplan_skips(p, "residual_inplace") || f->sum_value < 0 || rb < 0 || ts_graph_is_output(p->g, f->out_value))
         return -1;
     int add = sum_node(p, f);
     /* xplan_inplace_ok: the storage is arena memory (not a graph input,

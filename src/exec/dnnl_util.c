@@ -210,7 +210,7 @@ static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
 static int swish_after(const xplan *p, int v, int *sig)
 {
     const ts_graph *g = p->g;
-    if (p->consumers[v] != 2 || xgraph_is_output(g, v)) return -1;
+    if (p->consumers[v] != 2 || ts_graph_is_output(g, v)) return -1;
     int s = -1, m = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];
@@ -229,7 +229,7 @@ static int swish_after(const xplan *p, int v, int *sig)
     int so = g->nodes[s].outputs[0];
     const int *mi = g->nodes[m].inputs;
     if (!((mi[0] == v && mi[1] == so) || (mi[0] == so && mi[1] == v))) return -1;
-    if (p->consumers[so] != 1 || xgraph_is_output(g, so)) return -1;
+    if (p->consumers[so] != 1 || ts_graph_is_output(g, so)) return -1;
     *sig = s;
     return m;
 }

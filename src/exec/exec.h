@@ -125,14 +125,6 @@ void xplan_bind_value(xplan *p, int v, int b);
 /* Plain-layout buffer with the contents of b: b itself, or the output of a
  * reorder step inserted now. */
 int xplan_plain(xplan *p, int b, ts_error *err);
-/* True when value v is one of g's outputs (written into the caller's
- * plain tensor, so it cannot be fused away or kept in a blocked layout). */
-static inline bool xgraph_is_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
 /* Node consuming value v when it has exactly one live consumer and is not a
  * graph output, else -1 (fusion candidates). */
 int xplan_sole_consumer(const xplan *p, int v);

@@ -527,7 +527,7 @@ static void release_caller_original(xplan *p, int v)
     const ts_graph *g = p->caller_g;
     ts_tensor *t = v < g->nvalues ? g->values[v].constant : NULL;
     if (!p->half_release_caller || !t || t == p->own_g->values[v].constant || !t->data || t->refcount != 1 ||
-        (!t->owns_data && !t->release) || xgraph_is_output(g, v))
+        (!t->owns_data && !t->release) || ts_graph_is_output(g, v))
         return;
     if (t->owns_data) free(t->data);
     if (t->release) t->release(t->keep);

@@ -132,7 +132,7 @@ static void release_inputs(xplan *p, int n)
 
 int xplan_sole_consumer(const xplan *p, int v)
 {
-    if (p->consumers[v] != 1 || xgraph_is_output(p->g, v)) return -1;
+    if (p->consumers[v] != 1 || ts_graph_is_output(p->g, v)) return -1;
     for (int n = 0; n < p->g->nnodes; n++) {
         const ts_node *nd = &p->g->nodes[n];
         if (!nd->dead && !p->claimed[n] && node_uses(nd, v)) return n;
@@ -176,7 +176,7 @@ bool xplan_inplace_ok(const xplan *p, int b, int n)
         if (w < 0) continue;
         int left = p->consumers[w];
         if (left == 0) continue;
-        if (left > 1 || xgraph_is_output(p->g, w) || !node_uses(nd, w)) return false;
+        if (left > 1 || ts_graph_is_output(p->g, w) || !node_uses(nd, w)) return false;
     }
     return true;
 }
@@ -289,7 +289,7 @@ static int try_view(xplan *p, int n, ts_error *err)
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */
-    if (xgraph_is_output(p->g, vo) || in->dtype != out->dtype ||
+    if (ts_graph_is_output(p->g, vo) || in->dtype != out->dtype ||
         ts_shape_numel(&in->shape) != ts_shape_numel(&out->shape))
         return 0;
     int b = xplan_value_buf(p, vi);
@@ -326,7 +326,7 @@ static int try_split_view(xplan *p, int n, ts_error *err)
     for (int o = 0; o < nd->noutputs; o++) {
         const ts_value *out = &p->g->values[nd->outputs[o]];
         /* a graph output must land in the caller's tensor: let a step copy it */
-        if (nd->outputs[o] < 0 || xgraph_is_output(p->g, nd->outputs[o]) || out->dtype != in->dtype) return 0;
+        if (nd->outputs[o] < 0 || ts_graph_is_output(p->g, nd->outputs[o]) || out->dtype != in->dtype) return 0;
     }
     int b = xplan_value_buf(p, nd->inputs[0]);
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;

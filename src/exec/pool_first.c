@@ -139,7 +139,7 @@ static ts_status pf_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_pool_attrs *pa = pool->attrs;
     const ts_window *pw = &pa->win;
     int yv = pool->outputs[0];
-    if (pw->nkernel != 2 || pw->kernel[0] != pw->kernel[1] || xgraph_is_output(g, yv) ||
+    if (pw->nkernel != 2 || pw->kernel[0] != pw->kernel[1] || ts_graph_is_output(g, yv) ||
         (pw->auto_pad != TS_PAD_NOTSET && pw->auto_pad != TS_PAD_VALID))
         return TS_ERR_UNSUPPORTED;
     const int64_t k = pw->kernel[0];

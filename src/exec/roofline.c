@@ -123,7 +123,7 @@ ts_status xroof_plan(const ts_plan *plan, xroof_step *r, ts_error *err)
             const ts_node *nd = &g->nodes[n];
             for (int o = 0; o < nd->noutputs; o++) {
                 int v = nd->outputs[o];
-                bool leaves = v >= 0 && xgraph_is_output(g, v);
+                bool leaves = v >= 0 && ts_graph_is_output(g, v);
                 for (int c = 0; v >= 0 && c < nn && !leaves; c++) {
                     if (g->nodes[c].dead || node_step[c] == i) continue;
                     for (int j = 0; j < g->nodes[c].ninputs && !leaves; j++) leaves = g->nodes[c].inputs[j] == v;

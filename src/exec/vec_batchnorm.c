@@ -157,7 +157,7 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     int relu = sole_relu(p, nd->outputs[0]);
     int yv = relu >= 0 ? g->nodes[relu].outputs[0] : nd->outputs[0];
-    bool graph_out = xgraph_is_output(g, yv);
+    bool graph_out = ts_graph_is_output(g, yv);
     int block = graph_out ? 0 : channel_block(&p->bufs[xb]);
     if (block) { /* blocked in and out: order unused */
         for (int k = 0; k < 4; k++) order[k] = k;

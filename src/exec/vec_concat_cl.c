@@ -118,7 +118,7 @@ static ts_status cc_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_node *nd = &g->nodes[n];
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
-    if (p->opts.plain_layout || nin < 2 || ys->rank != 4 || !xv_all_f32(p, n) || xgraph_is_output(g, yv) ||
+    if (p->opts.plain_layout || nin < 2 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||
         !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
         return TS_ERR_UNSUPPORTED;
     int *bufs = calloc((size_t)nin, sizeof *bufs), *lay = calloc((size_t)nin, sizeof *lay);

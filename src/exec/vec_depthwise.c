@@ -225,7 +225,7 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
     xd_fuse f;
     ts_status st = xd_fuse_collect(p, yv, 1, C, &f, err);
     if (st) return st;
-    if (!xv_post_supported(&f) || xgraph_is_output(g, f.out_value)) {
+    if (!xv_post_supported(&f) || ts_graph_is_output(g, f.out_value)) {
         xd_fuse_free(&f);
         return TS_ERR_UNSUPPORTED;
     }

@@ -303,7 +303,7 @@ static bool ln_decomposed(const xplan *p, int n, ln_match *m)
     if (sub < 0 || g->nodes[sub].inputs[0] != m->x) return false;
     int dv = g->nodes[sub].outputs[0];
     const ts_shape *xs = &g->values[m->x].shape;
-    if (!ts_shape_eq(&g->values[dv].shape, xs) || p->consumers[dv] != 2 || xgraph_is_output(g, dv)) return false;
+    if (!ts_shape_eq(&g->values[dv].shape, xs) || p->consumers[dv] != 2 || ts_graph_is_output(g, dv)) return false;
     /* d's two readers: the square and the Div */
     int sq = -1, div = -1;
     for (int c = 0; c < g->nnodes; c++) {

@@ -156,7 +156,7 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
         return TS_ERR_UNSUPPORTED;
     int xv = nd->inputs[0], yv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
-    if (xs->rank != 4 || !xv_all_f32(p, n) || xgraph_is_output(g, yv)) return TS_ERR_UNSUPPORTED;
+    if (xs->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv)) return TS_ERR_UNSUPPORTED;
     const ts_pool_attrs *pa = nd->attrs;
     ts_window_geom wg;
     char why[256];

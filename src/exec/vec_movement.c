@@ -139,7 +139,7 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
 static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
 {
     const ts_value *y = &p->g->values[nd->outputs[0]];
-    if (y->dtype != TS_F32 || y->shape.rank < 2 || xgraph_is_output(p->g, nd->outputs[0])) return false;
+    if (y->dtype != TS_F32 || y->shape.rank < 2 || ts_graph_is_output(p->g, nd->outputs[0])) return false;
     for (int j = 0; j < nshared; j++) {
         int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
         if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xbuf_dense_order(&p->bufs[b], o))
@@ -280,13 +280,13 @@ static int fuse_relu_readers(xplan *p, int n, xstep *st)
 {
     const ts_graph *g = p->g;
     int v = g->nodes[n].outputs[0], readers[16], nr = 0;
-    if (p->opts.no_fusion || g->values[v].dtype != TS_F32 || xgraph_is_output(g, v)) return -1;
+    if (p->opts.no_fusion || g->values[v].dtype != TS_F32 || ts_graph_is_output(g, v)) return -1;
     for (int m = 0; m < g->nnodes; m++) {
         const ts_node *c = &g->nodes[m];
         bool reads = false;
         for (int j = 0; j < c->ninputs; j++) reads |= c->inputs[j] == v;
         if (c->dead || !reads) continue;
-        if (p->claimed[m] || c->op != &ts_op_relu || nr == 16 || xgraph_is_output(g, c->outputs[0])) return -1;
+        if (p->claimed[m] || c->op != &ts_op_relu || nr == 16 || ts_graph_is_output(g, c->outputs[0])) return -1;
         readers[nr++] = m;
     }
     if (!nr) return -1;
@@ -419,7 +419,7 @@ static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
     s->inner_bytes = (int64_t)s->es;
     for (int d = axis + 1; d < x->shape.rank; d++) s->inner_bytes *= x->shape.dims[d];
     s->bytes = s->outer * ni * s->inner_bytes;
-    if (s->outer == 1 && ni == 1 && !xgraph_is_output(p->g, nd->outputs[0]))
+    if (s->outer == 1 && ni == 1 && !ts_graph_is_output(p->g, nd->outputs[0]))
         return gather_view(p, n, st, s->blk[0] * s->inner_bytes, err);
     return bind_first(p, n, st, err);
 }

@@ -168,14 +168,14 @@ static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
 
     int xb = xplan_value_buf(p, nd->inputs[0]);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    bool zero = x->dtype == y->dtype && !xgraph_is_output(g, nd->outputs[0]);
+    bool zero = x->dtype == y->dtype && !ts_graph_is_output(g, nd->outputs[0]);
     for (int i = 0; i < npads; i++) zero &= pads[i] == 0;
     if (zero) return pad_view(p, n, st, xb, err);
 
     /* the input's layout: plain, or dense permuted when the result can keep
      * it (a graph output is the caller's plain tensor) */
     int order[TS_MAX_RANK];
-    if (!xbuf_dense_order(&p->bufs[xb], order) || xgraph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
+    if (!xbuf_dense_order(&p->bufs[xb], order) || ts_graph_is_output(g, nd->outputs[0]) || x->dtype != TS_F32) {
         for (int k = 0; k < rank; k++) order[k] = k;
         if ((xb = xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }

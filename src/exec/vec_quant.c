@@ -144,7 +144,7 @@ static ts_status qdq_build(xplan *p, int n, xstep *st, bool quant, ts_error *err
     /* element-wise on the input's layout when it is dense; a DQ's float
      * output goes to float kernels that want it plain: the 8-bit tensor is
      * reordered instead (a quarter of the bytes) */
-    bool keep = quant && in->blocked && cnt == 1 && !xgraph_is_output(g, nd->outputs[0]) &&
+    bool keep = quant && in->blocked && cnt == 1 && !ts_graph_is_output(g, nd->outputs[0]) &&
                 in->bytes == (size_t)total * ts_dtype_size(in->dtype);
     if (!keep && (xb = xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     if (xstep_alloc(st, 1, 1, err)) return err->code;

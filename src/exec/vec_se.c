@@ -280,7 +280,7 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
         return e;
     }
     /* a gate: something must squash it (the block's Mul scales by it) */
-    ok = ok && f2.npo > 0 && xv_post_supported(&f2) && !xgraph_is_output(g, f2.out_value);
+    ok = ok && f2.npo > 0 && xv_post_supported(&f2) && !ts_graph_is_output(g, f2.out_value);
     /* The block's Mul x * gate, unless the convolution after it takes it
      * (dnnl.conv_gated): on 2 threads a Mul step of its own split the
      * small tensors of the late blocks between the cores, half of them
@@ -294,7 +294,7 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
         bool reads = m->ninputs == 2 && ((m->inputs[0] == xv && m->inputs[1] == f2.out_value) ||
                                          (m->inputs[1] == xv && m->inputs[0] == f2.out_value));
         if (m->op != &ts_op_mul || !reads || mo < 0 || g->values[mo].dtype != TS_F32 ||
-            !ts_shape_eq(&g->values[mo].shape, xs) || xgraph_is_output(g, mo) || xd_conv_gate_folds(p, mul) ||
+            !ts_shape_eq(&g->values[mo].shape, xs) || ts_graph_is_output(g, mo) || xd_conv_gate_folds(p, mul) ||
             xplan_skips(p, "se_scale"))
             mul = -1;
     }

@@ -144,7 +144,7 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
     const ts_node *nd = &g->nodes[n];
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
-    if (nin < 1 || ys->rank != 4 || !xv_all_f32(p, n) || xgraph_is_output(g, yv) ||
+    if (nin < 1 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||
         !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
         return TS_ERR_UNSUPPORTED;
     const int64_t N = ys->dims[0], C = ys->dims[1], H = ys->dims[2], W = ys->dims[3];
@@ -154,14 +154,14 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
     int v1 = g->nodes[r1].outputs[0];
     const ts_shape *s1 = &g->values[v1].shape;
     if (s1->rank != 5 || s1->dims[0] != N || s1->dims[1] < 1 || s1->dims[1] * s1->dims[2] != C || s1->dims[3] != H ||
-        s1->dims[4] != W || xgraph_is_output(g, v1))
+        s1->dims[4] != W || ts_graph_is_output(g, v1))
         return TS_ERR_UNSUPPORTED;
     int tr = reader(p, v1, &ts_op_transpose);
     if (tr < 0) return TS_ERR_UNSUPPORTED;
     const ts_transpose_attrs *ta = g->nodes[tr].attrs;
     static const int64_t perm[5] = {0, 2, 1, 3, 4};
     int v2 = g->nodes[tr].outputs[0];
-    if (ta->nperm != 5 || memcmp(ta->perm, perm, sizeof perm) || xgraph_is_output(g, v2)) return TS_ERR_UNSUPPORTED;
+    if (ta->nperm != 5 || memcmp(ta->perm, perm, sizeof perm) || ts_graph_is_output(g, v2)) return TS_ERR_UNSUPPORTED;
     int r2 = reader(p, v2, &ts_op_reshape);
     if (r2 < 0) return TS_ERR_UNSUPPORTED;
     int zv = g->nodes[r2].outputs[0];
@@ -206,7 +206,7 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     s->interleave = all_nhwc && nin == gs;
     for (int j = 0; j < nin && s->interleave; j++) s->interleave = s->in[j].C == Cg;
-    s->nhwc_out = any_nhwc && !p->opts.plain_layout && !xgraph_is_output(g, zv);
+    s->nhwc_out = any_nhwc && !p->opts.plain_layout && !ts_graph_is_output(g, zv);
     if ((st->out[0] = xplan_value_buf(p, zv)) < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (s->nhwc_out) xv_set_order(p, st->out[0], nhwc);
     xplan_claim(p, r1, st);

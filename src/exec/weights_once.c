@@ -71,7 +71,7 @@ static bool releasable(const xplan *p, int v)
 {
     const ts_graph *g = p->g;
     const ts_tensor *t = g->values[v].constant;
-    if (!t || !t->data || t->refcount != 1 || (!t->owns_data && !t->release) || xgraph_is_output(g, v))
+    if (!t || !t->data || t->refcount != 1 || (!t->owns_data && !t->release) || ts_graph_is_output(g, v))
         return false;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];
@@ -141,7 +141,7 @@ bool xweights_once_consumable(const xplan *p, int v, int n)
     const ts_graph *g = p->g;
     if (v < 0 || !xweights_once_allowed(p) || !g->values[v].constant) return false;
     const ts_tensor *t = g->values[v].constant;
-    if (!t->data || t->refcount != 1 || (!t->owns_data && !t->release) || xgraph_is_output(g, v)) return false;
+    if (!t->data || t->refcount != 1 || (!t->owns_data && !t->release) || ts_graph_is_output(g, v)) return false;
     for (int k = 0; k < g->nnodes; k++) {
         const ts_node *nd = &g->nodes[k];
         if (nd->dead) continue;

@@ -101,6 +101,13 @@ int ts_graph_find_value(const ts_graph *g, const char *name)
     return -1;
 }
 
+bool ts_graph_is_output(const ts_graph *g, int v)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v) return true;
+    return false;
+}
+
 static bool grow(void **arr, int *cap, int need, size_t elem)
 {
     if (need <= *cap) return true;

@@ -179,17 +179,10 @@ static int which_gelu(const ts_graph *g, const int *nodes, int nn, const int *va
     return 0;
 }
 
-static bool is_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 int ts_gelu_spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
                      bool *tanh_form)
 {
-    if (v < 0 || (!x_shared && is_output(g, v)) || g->values[v].dtype != TS_F32) return -1;
+    if (v < 0 || (!x_shared && ts_graph_is_output(g, v)) || g->values[v].dtype != TS_F32) return -1;
     const ts_shape *xs = &g->values[v].shape;
     int vals[GELU_MAX_NODES + 1] = {v}, nn = 0;
     if (max > GELU_MAX_NODES) max = GELU_MAX_NODES;
@@ -219,7 +212,7 @@ int ts_gelu_spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, 
             else
                 outside++;
         }
-        if (k < nn && (!inside || (outside && (k > 0 || !x_shared)) || (k > 0 && is_output(g, vals[k])))) return -1;
+        if (k < nn && (!inside || (outside && (k > 0 || !x_shared)) || (k > 0 && ts_graph_is_output(g, vals[k])))) return -1;
         if (k == nn && inside) return -1;
     }
     int a = which_gelu(g, nodes, nn, vals);

@@ -15,13 +15,6 @@
 #include "opt/passes.h"
 #include "rules/apply.h"
 
-static bool is_output(const ts_graph *g, int v)
-{
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] == v) return true;
-    return false;
-}
-
 /* Live nodes reading v (a node reading it twice counts once); the first in *first. */
 static int readers(const ts_graph *g, int v, int *first)
 {
@@ -40,7 +33,7 @@ static int readers(const ts_graph *g, int v, int *first)
 static int only_reader(const ts_graph *g, int v, const ts_op_desc *op)
 {
     int c;
-    if (is_output(g, v) || readers(g, v, &c) != 1 || g->nodes[c].op != op || g->nodes[c].noutputs != 1 ||
+    if (ts_graph_is_output(g, v) || readers(g, v, &c) != 1 || g->nodes[c].op != op || g->nodes[c].noutputs != 1 ||
         g->values[g->nodes[c].outputs[0]].dtype != TS_F32)
         return -1;
     return c;
@@ -125,7 +118,7 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
     int sub = only_reader(g, g->nodes[n].outputs[0], &ts_op_sub);
     if (sub < 0 || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != g->nodes[n].outputs[0]) return 0;
     const int dv = g->nodes[sub].outputs[0];
-    if (!ts_shape_eq(&g->values[dv].shape, xs) || is_output(g, dv)) return 0;
+    if (!ts_shape_eq(&g->values[dv].shape, xs) || ts_graph_is_output(g, dv)) return 0;
     /* d's two readers: the square and the Div */
     int sq = -1, div = -1, nr = 0;
     for (int c = 0; c < g->nnodes; c++) {
@@ -169,7 +162,7 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
         nodes[nn++] = c;
         y = g->nodes[c].outputs[0];
     }
-    if (is_output(g, y)) { /* the output keeps its name: left to the plan */
+    if (ts_graph_is_output(g, y)) { /* the output keeps its name: left to the plan */
         ts_tensor_unref(p[0]), ts_tensor_unref(p[1]);
         return 0;
     }

@@ -38,17 +38,10 @@ static bool live_op(const ts_graph *g, int n, const ts_op_desc *op)
     return n >= 0 && !g->nodes[n].dead && g->nodes[n].op == op;
 }
 
-static bool is_output(const ts_graph *g, int v)
-{
-    for (int j = 0; j < g->noutputs; j++)
-        if (g->outputs[j] == v) return true;
-    return false;
-}
-
 /* The only live node reading v, read once, v not a graph output; else -1. */
 static int sole_reader(const ts_graph *g, int v)
 {
-    if (is_output(g, v)) return -1;
+    if (ts_graph_is_output(g, v)) return -1;
     int u = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];

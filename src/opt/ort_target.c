@@ -224,7 +224,7 @@ static void ort_groups(const ts_graph *g, int *group_of)
             for (int o = 0; o < g->nodes[m].noutputs; o++)
                 if (g->nodes[m].outputs[o] == x) p = m;
         }
-        if (p >= 0 && users == 1 && g->nodes[p].op == &ts_op_matmul && group_of[p] == p && !xcost_is_output(g, x))
+        if (p >= 0 && users == 1 && g->nodes[p].op == &ts_op_matmul && group_of[p] == p && !ts_graph_is_output(g, x))
             group_of[n] = p;
     }
 }

@@ -22,19 +22,12 @@
 
 /* ---- helpers */
 
-static bool is_output(const ts_graph *g, int v)
-{
-    for (int j = 0; j < g->noutputs; j++)
-        if (g->outputs[j] == v) return true;
-    return false;
-}
-
 static bool is_op(const ts_graph *g, int n, const ts_op_desc *op) { return !g->nodes[n].dead && g->nodes[n].op == op; }
 
 /* The only live node reading v (read once), or -1. */
 static int sole_user(const ts_graph *g, int v)
 {
-    if (is_output(g, v)) return -1;
+    if (ts_graph_is_output(g, v)) return -1;
     int u = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];
@@ -140,7 +133,7 @@ static bool matmul_member(const ts_graph *g, int n, int x, member *m)
     const ts_node *nd = &g->nodes[n];
     if (!is_op(g, n, &ts_op_matmul) || nd->inputs[0] != x || !f32_const(g, nd->inputs[1], 2)) return false;
     int xr = g->values[x].shape.rank, y = nd->outputs[0];
-    if ((xr != 2 && xr != 3) || g->values[x].dtype != TS_F32 || is_output(g, y)) return false;
+    if ((xr != 2 && xr != 3) || g->values[x].dtype != TS_F32 || ts_graph_is_output(g, y)) return false;
     *m = (member){n, -1, y, -1};
     int a = sole_user(g, y);
     if (a >= 0 && is_op(g, a, &ts_op_add)) {
@@ -149,7 +142,7 @@ static bool matmul_member(const ts_graph *g, int n, int x, member *m)
         int64_t N = g->values[nd->inputs[1]].shape.dims[1];
         if (ad->ninputs == 2 && other != y && f32_const(g, other, 1) && g->values[other].shape.dims[0] == N &&
             ts_shape_eq(&g->values[ad->outputs[0]].shape, &g->values[y].shape)) {
-            if (is_output(g, ad->outputs[0])) return false;
+            if (ts_graph_is_output(g, ad->outputs[0])) return false;
             *m = (member){n, a, ad->outputs[0], other};
         }
     }
@@ -167,11 +160,11 @@ static bool conv_member(const ts_graph *g, int n, int x, member *m)
     int bias = nd->ninputs > 2 ? nd->inputs[2] : -1;
     if (bias >= 0 && !f32_const(g, bias, 1)) return false;
     int y = nd->outputs[0];
-    if (is_output(g, y)) return false;
+    if (ts_graph_is_output(g, y)) return false;
     *m = (member){n, -1, y, bias};
     int r = sole_user(g, y);
     if (r >= 0 && is_op(g, r, &ts_op_relu)) {
-        if (is_output(g, g->nodes[r].outputs[0])) return false;
+        if (ts_graph_is_output(g, g->nodes[r].outputs[0])) return false;
         m->extra = r;
         m->tail = g->nodes[r].outputs[0];
     }
@@ -343,7 +336,7 @@ static bool stack_member(const ts_graph *g, int n)
     const ts_node *nd = &g->nodes[n];
     if (!is_op(g, n, &ts_op_matmul) || !f32_const(g, nd->inputs[1], 2)) return false;
     const ts_value *x = &g->values[nd->inputs[0]];
-    return !x->constant && x->shape.rank == 2 && x->dtype == TS_F32 && !is_output(g, nd->outputs[0]);
+    return !x->constant && x->shape.rank == 2 && x->dtype == TS_F32 && !ts_graph_is_output(g, nd->outputs[0]);
 }
 
 int ts_merge_shared_weights(ts_graph *g, ts_const_cache *cc, ts_error *err)
@@ -434,7 +427,7 @@ int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err)
     for (int a = 0; a < nnodes; a++) {
         if (!is_op(g, a, &ts_op_add) || g->nodes[a].ninputs != 2) continue;
         int y = g->nodes[a].outputs[0];
-        if (is_output(g, y)) continue;
+        if (ts_graph_is_output(g, y)) continue;
         int mm[2], in[2];
         const ts_tensor *w[2];
         bool ok = true;
@@ -522,7 +515,7 @@ int ts_cse(ts_graph *g, ts_error *err)
         int dup = -1;
         if (n->ninputs > 0 && !nondeterministic(n)) {
             bool out = false;
-            for (int o = 0; o < n->noutputs; o++) out |= is_output(g, n->outputs[o]);
+            for (int o = 0; o < n->noutputs; o++) out |= ts_graph_is_output(g, n->outputs[o]);
             for (int k = 0; k < nk && dup < 0 && !out; k++) {
                 const ts_node *m = &g->nodes[kept[k]];
                 if (m->op != n->op || m->ninputs != n->ninputs || m->noutputs != n->noutputs ||
@@ -591,7 +584,7 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
     int c = sole_user(g, y);
     if (c < 0 || !is_op(g, c, &ts_op_conv) || g->nodes[c].inputs[0] != y) return 0;
     const ts_node *cn = &g->nodes[c];
-    if (!pointwise_conv(g, cn) || is_output(g, cn->outputs[0])) return 0;
+    if (!pointwise_conv(g, cn) || ts_graph_is_output(g, cn->outputs[0])) return 0;
     const ts_shape *ws = &g->values[cn->inputs[1]].shape;
     int64_t K = ws->dims[0], C = ws->dims[1];
     if (K >= C) return 0; /* pooling K channels instead of C is the whole gain */
@@ -656,7 +649,7 @@ static int pool_first_at(ts_graph *g, int c, ts_error *err)
     if (xv->dtype != TS_F32 || xv->shape.rank != 4 || g->values[cn->inputs[1]].shape.dims[1] != xv->shape.dims[1])
         return 0;
     int p = pool_through_zero_pads(g, cn->outputs[0]);
-    if (p < 0 || g->nodes[p].noutputs != 1 || is_output(g, g->nodes[p].outputs[0])) return 0;
+    if (p < 0 || g->nodes[p].noutputs != 1 || ts_graph_is_output(g, g->nodes[p].outputs[0])) return 0;
     const ts_pool_attrs *pa = g->nodes[p].attrs;
     const ts_window *w = &pa->win;
     if (w->nkernel != 2 || w->kernel[0] != w->kernel[1] || w->kernel[0] < 2 ||

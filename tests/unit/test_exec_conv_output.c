@@ -64,7 +64,7 @@ static bool check_wino(int v, const ts_plan_opts *o)
     int i = conv_step_of(p, v);
     cr_assert_geq(i, 0, "no conv step writes value %d", v);
     bool wino = xd_conv_is_winograd(&p->steps[i], NULL);
-    if (wino && xgraph_is_output(G, v)) {
+    if (wino && ts_graph_is_output(G, v)) {
         int b = p->steps[i].out[0];
         cr_assert_eq(p->bufs[b].kind, XB_ARENA, "a Winograd graph output is written into the arena");
         cr_assert(p->bufs[b].blocked);
