@@ -359,13 +359,13 @@ static long merge_findings(const ts_fuzz_opts *o, int n, ts_fuzz_stats *st, ts_e
     snprintf(out, sizeof out, "%s/findings", o->dir);
     if (o->resume) scan_findings(out, true, &fs, &nf, &cap); /* kept as they are; new ones number after them */
     nold = nf;
-    qsort(fs, nold, sizeof *fs, cmp_finding);
+    if (nold > 1) qsort(fs, nold, sizeof *fs, cmp_finding);
     for (int r = 0; r < n; r++) {
         char dir[1100];
         snprintf(dir, sizeof dir, "%s/ranks/%d/findings", o->dir, r);
         scan_findings(dir, false, &fs, &nf, &cap);
     }
-    qsort(fs + nold, nf - nold, sizeof *fs, cmp_finding);
+    if (nf - nold > 1) qsort(fs + nold, nf - nold, sizeof *fs, cmp_finding);
     long kept = 0;
     st->mismatches = st->errors = 0;
     for (size_t i = 0; i < nf; i++) {
