@@ -38,23 +38,6 @@ static bool live_op(const ts_graph *g, int n, const ts_op_desc *op)
     return n >= 0 && !g->nodes[n].dead && g->nodes[n].op == op;
 }
 
-/* The only live node reading v, read once, v not a graph output; else -1. */
-static int sole_reader(const ts_graph *g, int v)
-{
-    if (ts_graph_is_output(g, v)) return -1;
-    int u = -1;
-    for (int n = 0; n < g->nnodes; n++) {
-        const ts_node *nd = &g->nodes[n];
-        if (nd->dead) continue;
-        for (int j = 0; j < nd->ninputs; j++)
-            if (nd->inputs[j] == v) {
-                if (u >= 0) return -1;
-                u = n;
-            }
-    }
-    return u;
-}
-
 /* Positive float32 constant scales with count 1 or `len` (len 0: 1 only). */
 static bool scales_ok(const ts_graph *g, int v, int64_t len)
 {
@@ -92,11 +75,11 @@ static int dq_of(const ts_graph *g, int v, int per_axis, int64_t len)
  * Relu between, when the Q's zero point is its type's minimum, in *relu). */
 static int q_after(const ts_graph *g, int v, int *relu)
 {
-    int q = sole_reader(g, v);
+    int q = ts_opt_sole_user(g, v);
     *relu = -1;
     if (live_op(g, q, &ts_op_relu)) {
         *relu = q;
-        q = sole_reader(g, g->nodes[q].outputs[0]);
+        q = ts_opt_sole_user(g, g->nodes[q].outputs[0]);
     }
     if (!live_op(g, q, &ts_op_quantize_linear) || g->nodes[q].ninputs < 3 || !scales_ok(g, g->nodes[q].inputs[1], 0))
         return -1;

@@ -24,8 +24,7 @@
 
 static bool is_op(const ts_graph *g, int n, const ts_op_desc *op) { return !g->nodes[n].dead && g->nodes[n].op == op; }
 
-/* The only live node reading v (read once), or -1. */
-static int sole_user(const ts_graph *g, int v)
+int ts_opt_sole_user(const ts_graph *g, int v)
 {
     if (ts_graph_is_output(g, v)) return -1;
     int u = -1;
@@ -135,7 +134,7 @@ static bool matmul_member(const ts_graph *g, int n, int x, member *m)
     int xr = g->values[x].shape.rank, y = nd->outputs[0];
     if ((xr != 2 && xr != 3) || g->values[x].dtype != TS_F32 || ts_graph_is_output(g, y)) return false;
     *m = (member){n, -1, y, -1};
-    int a = sole_user(g, y);
+    int a = ts_opt_sole_user(g, y);
     if (a >= 0 && is_op(g, a, &ts_op_add)) {
         const ts_node *ad = &g->nodes[a];
         int other = ad->inputs[0] == y ? ad->inputs[1] : ad->inputs[0];
@@ -162,7 +161,7 @@ static bool conv_member(const ts_graph *g, int n, int x, member *m)
     int y = nd->outputs[0];
     if (ts_graph_is_output(g, y)) return false;
     *m = (member){n, -1, y, bias};
-    int r = sole_user(g, y);
+    int r = ts_opt_sole_user(g, y);
     if (r >= 0 && is_op(g, r, &ts_op_relu)) {
         if (ts_graph_is_output(g, g->nodes[r].outputs[0])) return false;
         m->extra = r;
@@ -434,7 +433,7 @@ int ts_merge_matmul_sums(ts_graph *g, ts_const_cache *cc, ts_error *err)
         for (int k = 0; k < 2 && ok; k++) {
             int v = g->nodes[a].inputs[k];
             mm[k] = g->values[v].producer;
-            ok = mm[k] >= 0 && is_op(g, mm[k], &ts_op_matmul) && sole_user(g, v) == a;
+            ok = mm[k] >= 0 && is_op(g, mm[k], &ts_op_matmul) && ts_opt_sole_user(g, v) == a;
             if (!ok) break;
             in[k] = g->nodes[mm[k]].inputs[0];
             w[k] = f32_const(g, g->nodes[mm[k]].inputs[1], 2);
@@ -581,7 +580,7 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
     const ts_pool_attrs *pw = pn->attrs;
     for (int i = 0; i < pw->win.nstrides; i++)
         if (pw->win.strides[i] != 1) return 0;
-    int c = sole_user(g, y);
+    int c = ts_opt_sole_user(g, y);
     if (c < 0 || !is_op(g, c, &ts_op_conv) || g->nodes[c].inputs[0] != y) return 0;
     const ts_node *cn = &g->nodes[c];
     if (!pointwise_conv(g, cn) || ts_graph_is_output(g, cn->outputs[0])) return 0;
@@ -626,7 +625,7 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
 static int pool_through_zero_pads(const ts_graph *g, int v)
 {
     for (int hops = 0; hops < 4; hops++) {
-        int c = sole_user(g, v);
+        int c = ts_opt_sole_user(g, v);
         if (c < 0 || g->nodes[c].noutputs != 1) return -1;
         const ts_node *nd = &g->nodes[c];
         if (nd->op == &ts_op_avgpool) return nd->inputs[0] == v ? c : -1;
@@ -681,7 +680,7 @@ static int pool_first_at(ts_graph *g, int c, ts_error *err)
     /* the conv, the Pads and the pool: each read only by the next */
     for (int v = g->nodes[c].outputs[0], n = c; n != p; v = g->nodes[n].outputs[0]) {
         g->nodes[n].dead = true;
-        n = sole_user(g, v);
+        n = ts_opt_sole_user(g, v);
     }
     g->nodes[p].dead = true;
     return 1;

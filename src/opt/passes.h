@@ -90,4 +90,8 @@ int ts_fuse_gelu(ts_graph *g, ts_error *err);
 int ts_fuse_qdq(ts_graph *g, ts_error *err);
 
 
+/* The only live node reading v (reading it once), v not a graph output;
+ * else -1.  The passes' test for "this value can be rewritten away". */
+int ts_opt_sole_user(const ts_graph *g, int v);
+
 #endif
