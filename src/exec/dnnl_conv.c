@@ -368,10 +368,11 @@ static bool is_wino(const_dnnl_primitive_desc_t pd)
            strstr(impl, "wino");
 }
 
-/* A convolution reading x * gate (dnnl.conv_gated): its input is x, and
- * gate (C values) scales its weights' input channels at run time. */
+/* A convolution whose weights are Mul(W, gate) (dnnl.conv_gated, what
+ * ts_fold_gate writes): W the constant, gate (C values) scaling its input
+ * channels at run time. */
 typedef struct gated_in {
-    int x, gate;
+    int w, gate;
 } gated_in;
 
 static ts_status gate_runs(const xplan *p, int n, const ts_tensor *W, const dnnl_memory_desc_t *wsrc,
@@ -381,7 +382,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    int xv = gt ? gt->x : nd->inputs[0], wv = nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
+    int xv = nd->inputs[0], wv = gt ? gt->w : nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
     const ts_tensor *W = xplan_const(p, wv), *B = bv >= 0 ? xplan_const(p, bv) : NULL;
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
     /* runtime weights and non-f32 types are left to the reference kernel */
@@ -756,53 +757,41 @@ done:
     return st;
 }
 
-/* Node n is Mul(x, gate) with gate one value per channel of x (N = 1), read
- * only by a convolution (group 1, constant weights): conv(x * gate, W) =
- * conv(x, W scaled along its input channels by gate).  The squeeze-excite
- * block's scale then costs a pass over the weights instead of one over
- * the activations, which pays where the weights are the smaller: at most
- * a quarter of x (EfficientNet-B0's projections at 112x112 to 28x28, 512
- * to 9600 weights against 113k to 451k activations; from 14x14 on the
- * weights are as large as x and the Mul stays a step of its own).  One
- * thread, per-step minima, the Mul steps these replace: 0.17, 0.08, 0.13,
- * 0.023, 0.03 ms.  TSOPT_SKIP=dnnl.conv_gated turns it off (A/B measurements). */
+/* Node n is Mul(W, gate), W constant float weights [F][C][kh][kw] and gate
+ * one value per input channel (every dimension 1 but the one aligned with
+ * W's dimension 1), read only by a group-1 convolution as its weights: the
+ * form ts_fold_gate (opt/fold_gate.c) gives a squeeze-excite gate before a
+ * conv.  One step computes both nodes as written: the weights packed once,
+ * each run a copy of the packed weights scaled by the gate, then the
+ * convolution (a scaling in another layout is the same products). */
 static bool gate_folds(const xplan *p, int n, gated_in *gt, int *conv)
 {
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
-    if (nd->op != &ts_op_mul || p->opts.no_fusion || p->opts.plain_layout || nd->ninputs != 2 || nd->noutputs != 1 ||
-        xplan_skips(p, "dnnl.conv_gated"))
-        return false;
+    if (nd->op != &ts_op_mul || p->opts.no_fusion || nd->ninputs != 2 || nd->noutputs != 1) return false;
     const int mv = nd->outputs[0], c = xplan_sole_consumer(p, mv);
-    const ts_shape *ms = &g->values[mv].shape;
-    if (c < 0 || ms->rank != 4 || ms->dims[0] != 1 || g->values[mv].dtype != TS_F32) return false;
+    if (c < 0) return false;
     const ts_node *cn = &g->nodes[c];
-    if (cn->op != &ts_op_conv || cn->ninputs < 2 || cn->inputs[0] != mv || cn->inputs[1] == mv ||
-        (cn->ninputs > 2 && cn->inputs[2] == mv) || ((const ts_conv_attrs *)cn->attrs)->group != 1)
+    if (cn->op != &ts_op_conv || cn->ninputs < 2 || cn->inputs[1] != mv || cn->inputs[0] == mv ||
+        (cn->ninputs > 2 && cn->inputs[2] == mv) || ((const ts_conv_attrs *)cn->attrs)->group != 1 ||
+        !xplan_inputs_ready(p, c, mv)) /* the conv runs now: x computed already */
         return false;
-    const ts_tensor *W = xplan_const(p, cn->inputs[1]);
-    if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || ts_tensor_numel(W) * 4 > ts_shape_numel(ms))
-        return false;
-    const int64_t C = ms->dims[1];
     *gt = (gated_in){-1, -1};
-    for (int k = 0; k < 2 && gt->x < 0; k++) {
-        int x = nd->inputs[k], gv = nd->inputs[1 - k];
+    for (int k = 0; k < 2 && gt->w < 0; k++) {
+        const int wv = nd->inputs[k], gv = nd->inputs[1 - k];
+        const ts_tensor *W = xplan_const(p, wv);
         const ts_shape *gs = &g->values[gv].shape;
-        bool per_channel = x != gv && gs->rank <= 4 && ts_shape_numel(gs) == C && g->values[gv].dtype == TS_F32 &&
-                           g->values[x].dtype == TS_F32 && ts_shape_eq(&g->values[x].shape, ms);
-        for (int i = 0; per_channel && i < gs->rank; i++)
-            per_channel = gs->dims[i] == 1 || (i + 4 - gs->rank == 1 && gs->dims[i] == C);
-        if (per_channel) *gt = (gated_in){x, gv};
+        if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || wv == gv ||
+            !ts_shape_eq(&W->shape, &g->values[mv].shape) || g->values[gv].dtype != TS_F32 || gs->rank > 4 ||
+            ts_shape_numel(gs) != W->shape.dims[1])
+            continue;
+        bool per_channel = true;
+        for (int i = 0; i < gs->rank; i++)
+            per_channel &= gs->dims[i] == 1 || (i + 4 - gs->rank == 1 && gs->dims[i] == W->shape.dims[1]);
+        if (per_channel) *gt = (gated_in){wv, gv};
     }
     *conv = c;
-    return gt->x >= 0;
-}
-
-bool xd_conv_gate_folds(const xplan *p, int n)
-{
-    gated_in gt;
-    int c;
-    return gate_folds(p, n, &gt, &c);
+    return gt->w >= 0;
 }
 
 static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
@@ -812,7 +801,7 @@ static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
     int c;
     if (!gate_folds(p, n, &gt, &c)) return TS_ERR_UNSUPPORTED;
     const ts_node *cn = &g->nodes[c];
-    const ts_tensor *W = xplan_const(p, cn->inputs[1]);
+    const ts_tensor *W = xplan_const(p, gt.w);
     double flops = 2.0 * (double)ts_tensor_numel(W) / (double)W->shape.dims[0] *
                    (double)ts_shape_numel(&g->values[cn->outputs[0]].shape);
     bool serial = xd_serial(p, flops);

@@ -16,9 +16,5 @@ bool xd_conv_is_winograd(const xstep *s, size_t *extra);
  * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as
  * oneDNN post-ops (vec_post.c); 0 for any other step. */
 int xd_conv_post_tail(const xstep *s);
-/* True when node n, a Mul by a squeeze-excite gate, is folded into the
- * convolution reading it (dnnl.conv_gated takes it when it is lowered);
- * vec.se leaves such a Mul alone. */
-bool xd_conv_gate_folds(const xplan *p, int n);
 
 #endif

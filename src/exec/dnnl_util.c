@@ -243,17 +243,6 @@ ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd
     if (p->opts.no_fusion) return TS_OK;
     while (f->nnodes < XD_MAX_FUSE) {
         int c = xplan_sole_consumer(p, v), sig;
-        if (c < 0 && f->npo < XD_MAX_FUSE && !xplan_skips(p, "gelu")) { /* GELU reads v from several nodes */
-            int gn[XD_MAX_FUSE], ng = 0;
-            dnnl_alg_kind_t alg;
-            int gy = xd_gelu_after(p, v, gn, XD_MAX_FUSE - f->nnodes, &ng, &alg);
-            if (gy >= 0) {
-                f->po[f->npo++] = (xd_po){.kind = XD_PO_ELTWISE, .alg = alg};
-                for (int k = 0; k < ng; k++) f->nodes[f->nnodes++] = gn[k];
-                v = f->out_value = gy;
-                continue;
-            }
-        }
         if (c < 0) {
             int m = swish_after(p, v, &sig);
             if (m < 0 || f->nnodes + 2 > XD_MAX_FUSE || f->npo + 1 > XD_MAX_FUSE ||

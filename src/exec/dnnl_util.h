@@ -62,10 +62,6 @@ void xd_fuse_drop_post(const xplan *p, xd_fuse *f);
 ts_status xd_fuse_attr(const xd_fuse *f, dnnl_primitive_attr_t attr, const xplan *p, int n, ts_error *err);
 void xd_fuse_free(xd_fuse *f);
 void xd_fuse_claim(xplan *p, const xd_fuse *f, xstep *s);
-/* GELU in any exporter's element-wise spelling after value v (dnnl_gelu.c):
- * the value it ends in, its nodes (at most max, dependency order) and the
- * post-op algorithm (erf or tanh form); -1 when v is not read so. */
-int xd_gelu_after(const xplan *p, int v, int *nodes, int max, int *nnodes, dnnl_alg_kind_t *alg);
 
 /* ---- run-time memory binding */
 

@@ -9,13 +9,11 @@ extern const xkernel xk_dnnl_transpose; /* dnnl_transpose.c: a blocked input (el
 extern const xkernel xk_dnnl_concat; /* dnnl_concat.c: only inputs in mixed layouts (else vec.concat) */
 extern const xkernel xk_dense_concat; /* dense_concat.c: DenseNet's Concat chains as views of one buffer */
 extern const xkernel xk_vec_concat_cl; /* vec_concat_cl.c: inputs channels-last and blocked mixed (else dnnl.concat) */
-extern const xkernel xk_pool_first;   /* pool_first.c: conv1x1 -> AvgPool(k, stride k) run pool first */
 extern const xkernel xk_vec_shuffle;  /* vec_shuffle.c: Concat -> Reshape -> Transpose -> Reshape (channel shuffle) as one copy */
 extern const xkernel xk_dnnl_qconv, xk_dnnl_conv_integer, xk_dnnl_qmatmul, xk_dnnl_matmul_integer; /* dnnl_int8.c */
-extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: Mul by a squeeze-excite gate folded into the next conv's weights */
+extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: Mul(W, gate) -> Conv (ts_fold_gate's form) as one step */
 
 const xentry xkernels_dnnl[] = {
-    {&ts_op_conv, &xk_pool_first},
     {&ts_op_conv, &xk_dnnl_conv},
     {&ts_op_conv_transpose, &xk_deconv_gemm},
     {&ts_op_conv_transpose, &xk_dnnl_deconv},

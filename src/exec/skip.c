@@ -15,11 +15,8 @@ static const struct {
     const char *name;
     ts_graph_opt level;
 } rewrites[] = {
-    {"dnnl.pool_conv", TS_GRAPH_OPT_BASIC},    /* conv 1x1 -> AveragePool computed pool first */
     {"gemv_stack", TS_GRAPH_OPT_BASIC},        /* products by one weight stacked into one */
-    {"gelu", TS_GRAPH_OPT_ALL},                /* GELU spelled out, as one post-op */
     {"vec.layernorm.ops", TS_GRAPH_OPT_ALL},   /* LayerNorm spelled out, as one step (ts_fuse_layernorm leaves graph outputs) */
-    {"dnnl.conv_gated", TS_GRAPH_OPT_ALL},     /* squeeze-excite gate folded into the next conv's weights */
 };
 
 static bool listed(const char *list, const char *name)

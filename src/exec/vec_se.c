@@ -1,8 +1,15 @@
 /* Squeeze-and-excitation gate as one step: GlobalAveragePool -> 1x1 Conv
  * -> activation -> 1x1 Conv -> gate activation (Sigmoid, HardSigmoid),
  * the N x C x 1 x 1 scale that the block's Mul then applies; that Mul too
- * (x * gate, written in x's layout) unless the convolution after it folds
- * the gate into its weights (dnnl.conv_gated, dnnl_conv.c).
+ * (x * gate, written in x's layout) when it reads x and the gate (where the
+ * graph pass ts_fold_gate moved the gate onto the next conv's weights, the
+ * gate's reader is that Mul on the weights, lowered by dnnl.conv_gated).
+ *
+ * A lowering: each node's function as written (the mean, each 1x1 conv on
+ * the 1x1 image as a matrix-vector product with its bias, the activations
+ * as the oneDNN steps would apply them, the Mul), in this step's own
+ * summation order; tests/unit/test_exec_se.c compares it with the
+ * reference interpreter at 1e-4 of the largest output.
  *
  * Why: on oneDNN the gate is three steps (pool, two convolutions on a 1x1
  * image) of which the convolutions are a few thousand multiply-adds each,
@@ -20,7 +27,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include "exec/dnnl_conv.h"
 #include "exec/dnnl_util.h"
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
@@ -74,7 +80,7 @@ XV_CLONES static void se_sum_nchw(const float *x, int64_t HW, int64_t c0, int64_
     }
 }
 
-/* h[j0..j1) = act1(W1 sum + b1) rows j0..j1 (W1 already divided by HW). */
+/* h[j0..j1) = act1(W1 mean + b1) rows j0..j1. */
 XV_CLONES static void se_fc1(const se_state *s, const float *sum, float *h, int64_t j0, int64_t j1)
 {
     const int64_t C = s->C;
@@ -181,6 +187,7 @@ static void se_run(const xstep *st, void *const *in, void *const *out, void *scr
                 se_sum_nchw(x, HW, C * t / k, C * (t + 1) / k, sum);
             }
         }
+        for (int64_t c = 0; c < C; c++) sum[c] /= (float)HW; /* GlobalAveragePool's mean */
         if (!s->scale) {
             se_gate(s, sum, h, (float *)out[0] + n * C);
             continue;
@@ -228,8 +235,8 @@ static bool conv1x1_on(const xplan *p, int c, int v, int64_t Cin)
            g->values[nd->outputs[0]].dtype == TS_F32;
 }
 
-/* Copies conv c's weights (scaled by scale[f] and by `mul`) and folded bias. */
-static void take_conv(const xplan *p, int c, const xd_fuse *f, float mul, float *w, float *b, bool transpose)
+/* Copies conv c's weights and its bias plus the fused per-channel Add's. */
+static void take_conv(const xplan *p, int c, const xd_fuse *f, float *w, float *b, bool transpose)
 {
     const ts_node *nd = &p->g->nodes[c];
     const ts_tensor *W = xplan_const(p, nd->inputs[1]);
@@ -239,7 +246,7 @@ static void take_conv(const xplan *p, int c, const xd_fuse *f, float mul, float 
     for (int64_t o = 0; o < F; o++) {
         float sc = f->scale ? f->scale[o] : 1.0f;
         for (int64_t i = 0; i < Cin; i++) {
-            float v = ws[o * Cin + i] * sc * mul;
+            float v = ws[o * Cin + i] * sc;
             if (transpose)
                 w[i * F + o] = v;
             else
@@ -281,9 +288,9 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     /* a gate: something must squash it (the block's Mul scales by it) */
     ok = ok && f2.npo > 0 && xv_post_supported(&f2) && !ts_graph_is_output(g, f2.out_value);
-    /* The block's Mul x * gate, unless the convolution after it takes it
-     * (dnnl.conv_gated): on 2 threads a Mul step of its own split the
-     * small tensors of the late blocks between the cores, half of them
+    /* The block's Mul x * gate, when it is the gate's reader: on 2 threads
+     * a Mul step of its own split the small tensors of the late blocks
+     * between the cores, half of them
      * in the other core's cache (EfficientNet-B0, 1152 x 7 x 7: 0.0137 ms
      * on 2 threads, 0.0074 on 1, per-step minima); here each thread
      * scales what it pooled.  TSOPT_SKIP=se_scale: the Mul stays a step. */
@@ -294,7 +301,7 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
         bool reads = m->ninputs == 2 && ((m->inputs[0] == xv && m->inputs[1] == f2.out_value) ||
                                          (m->inputs[1] == xv && m->inputs[0] == f2.out_value));
         if (m->op != &ts_op_mul || !reads || mo < 0 || g->values[mo].dtype != TS_F32 ||
-            !ts_shape_eq(&g->values[mo].shape, xs) || ts_graph_is_output(g, mo) || xd_conv_gate_folds(p, mul) ||
+            !ts_shape_eq(&g->values[mo].shape, xs) || ts_graph_is_output(g, mo) ||
             xplan_skips(p, "se_scale"))
             mul = -1;
     }
@@ -314,8 +321,8 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
     s->w2t = malloc(sizeof(float) * (size_t)(R * C));
     s->b2 = malloc(sizeof(float) * (size_t)C);
     if (s->w1 && s->b1 && s->w2t && s->b2) {
-        take_conv(p, c1, &f1, 1.0f / (float)HW, s->w1, s->b1, false);
-        take_conv(p, c2, &f2, 1.0f, s->w2t, s->b2, true);
+        take_conv(p, c1, &f1, s->w1, s->b1, false);
+        take_conv(p, c2, &f2, s->w2t, s->b2, true);
     }
     if (!s->w1 || !s->b1 || !s->w2t || !s->b2 || (e = xstep_alloc(st, 1, 1, err))) {
         xd_fuse_free(&f1);

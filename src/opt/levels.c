@@ -50,6 +50,10 @@ int ts_graph_opt_apply(ts_graph *g, ts_graph_opt level, ts_error *err)
     if ((r = ts_fuse_layernorm(g, err)) < 0) return -1;
     total += r;
     if ((r = ts_fuse_gelu(g, err)) < 0) return -1;
+    total += r;
+    /* exact in real arithmetic: a squeeze-excite gate scales the next
+     * conv's weights where they are smaller than the activations */
+    if ((r = ts_fold_gate(g, err)) < 0) return -1;
     return total + r;
 }
 

@@ -620,8 +620,26 @@ static int swap_at(ts_graph *g, int p, ts_error *err)
     return 1;
 }
 
-/* The AveragePool alone reading v through Pads that change nothing (same
- * shape in and out: all pads zero), or -1. */
+/* Whether Pad node nd changes nothing: every pad (attribute, or constant
+ * input from opset 11) is 0.  The same shape in and out is not enough: pads
+ * of 1 and -1 on one axis shift the image. */
+static bool zero_pad(const ts_graph *g, const ts_node *nd)
+{
+    const ts_pad_attrs *pa = nd->attrs;
+    if (pa->npads >= 0) {
+        for (int i = 0; i < pa->npads; i++)
+            if (pa->pads[i]) return false;
+        return true;
+    }
+    const ts_tensor *t = nd->ninputs > 1 && nd->inputs[1] >= 0 ? g->values[nd->inputs[1]].constant : NULL;
+    if (!t || !t->data) return false;
+    for (int64_t k = 0; k < ts_tensor_numel(t); k++)
+        if (ts_tensor_get_i64(t, k)) return false;
+    return true;
+}
+
+/* The AveragePool alone reading v through Pads that change nothing (all
+ * pads zero), or -1. */
 static int pool_through_zero_pads(const ts_graph *g, int v)
 {
     for (int hops = 0; hops < 4; hops++) {
@@ -629,7 +647,7 @@ static int pool_through_zero_pads(const ts_graph *g, int v)
         if (c < 0 || g->nodes[c].noutputs != 1) return -1;
         const ts_node *nd = &g->nodes[c];
         if (nd->op == &ts_op_avgpool) return nd->inputs[0] == v ? c : -1;
-        if (nd->op != &ts_op_pad || nd->inputs[0] != v ||
+        if (nd->op != &ts_op_pad || nd->inputs[0] != v || !zero_pad(g, nd) ||
             !ts_shape_eq(&g->values[v].shape, &g->values[nd->outputs[0]].shape))
             return -1;
         v = nd->outputs[0];

@@ -43,6 +43,13 @@ int ts_merge_candidates(const ts_graph *g, int *values, int max);
  * products rewritten, or -1 (err set). */
 int ts_fold_affine(ts_graph *g, ts_error *err);
 
+/* Conv(Mul(x, g), W, B) -> Conv(x, Mul(W, g), B) where g is one value per
+ * channel of x (a squeeze-excite gate), the Mul's result feeds only that
+ * group-1 Conv with constant weights, and the weights are at most a
+ * quarter of x (fold_gate.c: why it is exact in real arithmetic and when it
+ * pays).  Returns the number of folds, or -1 (err set). */
+int ts_fold_gate(ts_graph *g, ts_error *err);
+
 /* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
  * g in place, then g planned with o (g must outlive the plan).  Optimize's
  * measurements and `tsopt profile` plan through it, so they time what a

@@ -1,7 +1,9 @@
-/* dnnl.conv_gated (src/exec/dnnl_conv.c): a squeeze-excite block's
- * Mul(x, gate) folded into the convolution after it, the gate scaling the
- * packed weights' input channels each run.  Against the reference
- * interpreter on 1 and 2 threads: channel counts off the 16/32/48-wide
+/* A squeeze-excite block's Mul(x, gate) folded into the convolution after
+ * it by the graph pass ts_fold_gate (src/opt/fold_gate.c: Conv(x, Mul(W,
+ * gate))), lowered as one dnnl.conv_gated step (src/exec/dnnl_conv.c), the
+ * gate scaling the packed weights' input channels each run.  The folded
+ * graph against the original (the optimizer's check), its plan against the
+ * reference interpreter on 1 and 2 threads: channel counts off the 16/32/48-wide
  * weight blocks, the gate from a real squeeze-excite computation (so it
  * changes with the input, run by run), the gate as either operand and as a
  * rank-3 tensor, a 3x3 stride-2 padded conv after it, a residual Add and a
@@ -9,6 +11,8 @@
  * a quarter of x, a gate that is not per channel, the Mul read twice);
  * hand-computed values. */
 #include "exec_check.h"
+#include "opt/check.h"
+#include "opt/passes.h"
 #include "tsopt.h"
 
 static uint64_t rng = 9001;
@@ -33,19 +37,37 @@ static int se_gate(ts_graph *g, int x, int C, int R)
     return xt_node(g, "Sigmoid", &p, 1, NULL, 0);
 }
 
-/* Plans g on 1 and 2 threads against the reference; the number of
- * dnnl.conv_gated steps (the same on both). */
+/* g with ts_fold_gate applied (a copy), checked against g by the
+ * optimizer's check; *folds: the pass's count. */
+static ts_graph *fold(const ts_graph *g, int *folds)
+{
+    ts_error e = {0};
+    ts_graph *f = ts_graph_copy(g);
+    cr_assert_not_null(f);
+    *folds = ts_fold_gate(f, &e);
+    cr_assert_geq(*folds, 0, "%s", e.msg);
+    double worst = 0;
+    cr_assert_eq(ts_opt_check(g, f, rng++, &worst, &e), TS_OK, "%s", e.msg);
+    cr_assert_leq(worst, 1, "the folded graph differs from the original (%g tolerances)", worst);
+    return f;
+}
+
+/* Folds g, plans it on 1 and 2 threads against the reference; the number
+ * of dnnl.conv_gated steps (the same on both, and as many as folds). */
 static int check(const ts_graph *g)
 {
-    int got = -1;
+    int got = -1, folds;
+    ts_graph *f = fold(g, &folds);
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
-        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+        ts_plan *plan = xt_plan_check(f, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
         int k = xt_steps_of(plan, "dnnl.conv_gated");
         cr_assert(got < 0 || k == got);
         got = k;
         ts_plan_free(plan);
     }
+    cr_assert_eq(got, folds, "%d folds lowered as %d dnnl.conv_gated steps", folds, got);
+    ts_graph_free(f);
     return got;
 }
 
@@ -157,6 +179,7 @@ Test(gated_conv, hand_computed)
     ts_error e = {0};
     ts_plan *plan = NULL;
     ts_plan_opts o = {.threads = 1};
+    cr_assert_eq(ts_fold_gate(g, &e), 1, "%s", e.msg);
     cr_assert_eq(ts_plan_build(g, &o, &plan, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(xt_steps_of(plan, "dnnl.conv_gated"), 1);
     ts_shape xs = xt_shape("1x2x8x8"), ys = xt_shape("1x1x8x8");

@@ -1,11 +1,13 @@
 /* vec.se with the block's Mul (src/exec/vec_se.c): the squeeze-excite
- * step also writes x * gate where the convolution after the Mul does not
- * fold it (dnnl.conv_gated).  Against the reference interpreter on 1 and
+ * step also writes x * gate where the graph pass ts_fold_gate did not move
+ * the gate onto the next conv's weights (then dnnl.conv_gated lowers that).
+ * Against the reference interpreter on 1 and
  * 2 threads: channels-last and plain inputs, channel counts off the vector
  * width, a tensor large enough for the two-thread split, the gate as
  * either operand; the se_scale skip switch; hand-computed values. */
 #include <stdlib.h>
 #include "exec_check.h"
+#include "opt/passes.h"
 #include "tsopt.h"
 
 static uint64_t rng = 5151;
@@ -85,15 +87,19 @@ Test(se_scale, two_thread_split_and_switch)
     ts_graph_free(g);
 }
 
-/* A projection small enough to fold the gate (16 -> 8 at 48x48): the Mul
- * goes to dnnl.conv_gated, not to vec.se. */
+/* A projection small enough to fold the gate (16 -> 8 at 48x48): after
+ * ts_fold_gate the Mul scales the weights, lowered by dnnl.conv_gated, and
+ * vec.se writes the gate. */
 Test(se_scale, left_to_the_gated_conv)
 {
     ts_graph *g = se_block("1x16x48x48", 16, 16, 4, 8, true, false);
+    ts_error e = {0};
+    cr_assert_eq(ts_fold_gate(g, &e), 1, "%s", e.msg);
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
         cr_assert_eq(xt_steps_of(plan, "dnnl.conv_gated"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.se"), 1);
         cr_assert_eq(xt_steps_of(plan, "vec.eltwise"), 0);
         ts_plan_free(plan);
     }

@@ -7,6 +7,7 @@
 #include "ops/attrs.h"
 #include "ops/list.h"
 #include "opt/check.h"
+#include "opt/passes.h"
 #include "pet/pet.h"
 
 /* DenseNet's transition: conv 1x1 -> AveragePool 2x2 stride 2. */
@@ -21,27 +22,39 @@ static ts_graph *transition(void)
     return g;
 }
 
-static int pool_conv_steps(const ts_graph *g, const ts_plan_opts *o)
+static int pool_steps(const ts_graph *g, const ts_plan_opts *o)
 {
     ts_plan *p = xt_plan_check(g, o, 3, -1, 1, 1e-4, XT_TOL_MAX);
-    int k = xt_steps_of(p, "dnnl.pool_conv");
+    int k = xt_steps_of(p, "dnnl.pool");
     ts_plan_free(p);
     return k;
 }
 
+/* Rewrites level l makes on a copy of g. */
+static int rewrites(const ts_graph *g, ts_graph_opt l)
+{
+    ts_error e = {0};
+    ts_graph *c = ts_graph_copy(g);
+    int n = ts_graph_opt_apply(c, l, &e);
+    cr_assert_geq(n, 0, "%s", e.msg);
+    ts_graph_free(c);
+    return n;
+}
+
 /* The pool-first rewrite is BASIC's: made at BASIC, ALL and the default,
- * not at NONE, nor when its kernel is listed in skip or $TSOPT_SKIP. */
+ * not at NONE; a kernel listed in skip or $TSOPT_SKIP is not used. */
 Test(graph_opt, levels_and_skip)
 {
     ts_graph *g = transition();
-    cr_assert_eq(pool_conv_steps(g, NULL), 1);
-    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_ALL}), 1);
-    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_BASIC}), 1);
-    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.graph_opt = TS_GRAPH_OPT_NONE}), 0);
-    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.skip = "winograd,dnnl.pool_conv"}), 0);
-    cr_assert_eq(pool_conv_steps(g, &(ts_plan_opts){.skip = "dnnl.pool_conv_not"}), 1);
-    setenv("TSOPT_SKIP", " dnnl.pool_conv ", 1);
-    cr_assert_eq(pool_conv_steps(g, NULL), 0);
+    cr_assert_eq(rewrites(g, TS_GRAPH_OPT_DEFAULT), 1);
+    cr_assert_eq(rewrites(g, TS_GRAPH_OPT_ALL), 1);
+    cr_assert_eq(rewrites(g, TS_GRAPH_OPT_BASIC), 1);
+    cr_assert_eq(rewrites(g, TS_GRAPH_OPT_NONE), 0);
+    cr_assert_eq(pool_steps(g, NULL), 1);
+    cr_assert_eq(pool_steps(g, &(ts_plan_opts){.skip = "winograd,dnnl.pool"}), 0);
+    cr_assert_eq(pool_steps(g, &(ts_plan_opts){.skip = "dnnl.pool_not"}), 1);
+    setenv("TSOPT_SKIP", " dnnl.pool ", 1);
+    cr_assert_eq(pool_steps(g, NULL), 0);
     unsetenv("TSOPT_SKIP");
     ts_graph_free(g);
 }
@@ -300,8 +313,7 @@ Test(graph_opt, gelu_checked_and_wrong_variants_refuted)
         cr_assert_str_eq(g1->values[g1->outputs[0]].name, out, "the graph output was renamed");
         cr_assert_eq(((const ts_gelu_attrs *)g1->nodes[g1->values[g1->outputs[0]].producer].attrs)->tanh, form >= 2);
         cr_assert_leq(check(g0, g1), 1, "form %d", form);
-        ts_plan_opts o = {.skip = "gelu"}; /* not the plan's own matcher: the Gelu node's post-op */
-        ts_plan_stats st = xt_plan_stats(g1, &o, 3, -3, 3, 1e-4, XT_TOL_MAX);
+        ts_plan_stats st = xt_plan_stats(g1, NULL, 3, -3, 3, 1e-4, XT_TOL_MAX); /* the Gelu node's post-op */
         cr_assert_eq(st.steps, 1, "form %d: the Gelu is not the MatMul's post-op", form);
         ts_graph_free(g0);
         ts_graph_free(g1);
@@ -457,4 +469,63 @@ Test(graph_opt, step_reads_only_its_nodes)
     cr_assert(strstr(e.msg, "reads value 'x'"), "%s", e.msg);
     ts_plan_free(plan);
     ts_graph_free(g);
+}
+
+/* x [N, 16, 40, 40] -> gate g = Sigmoid(GlobalAveragePool(x)) (one value
+ * per channel, or per image and channel when N > 1) -> Mul(x, g) -> Conv
+ * (F x 16 x 3 x 3 / group, pads 1) -> Relu.  wrong: the planted fold that
+ * scales the weights' output channels (dimension 0) instead, gate
+ * reshaped to [16, 1, 1, 1] (F = 16). */
+static ts_graph *gated(int N, int F, int group, bool fold, bool wrong)
+{
+    uint64_t rng = 21;
+    char xd[32], wd[32];
+    snprintf(xd, sizeof xd, "%dx16x40x40", N);
+    snprintf(wd, sizeof wd, "%dx%dx3x3", F, 16 / group);
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", xd), w = xt_const_random(g, wd, -0.5, 0.5, &rng);
+    int gate = xt_node(g, "Sigmoid", INS(xt_node(g, "GlobalAveragePool", INS(x), NOATTR)), NOATTR);
+    const int64_t pads[] = {1, 1, 1, 1};
+    const ts_attr ca[] = {ts_attr_ints("pads", pads, 4), ts_attr_int("group", group)};
+    int y;
+    if (fold) {
+        if (wrong) {
+            const double to[] = {16, 1, 1, 1};
+            gate = xt_node(g, "Reshape", INS(gate, xt_const_values(g, TS_I64, "4", to, 4)), NOATTR);
+        }
+        y = xt_node(g, "Conv", INS(x, xt_node(g, "Mul", INS(w, gate), NOATTR)), ca, 2);
+    } else {
+        y = xt_node(g, "Conv", INS(xt_node(g, "Mul", INS(x, gate), NOATTR), w), ca, 2);
+    }
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+/* The gate fold (ALL, opt/fold_gate.c): made once, equal to the original
+ * within tolerance and lowered as one dnnl.conv_gated step; left alone at
+ * BASIC, with a gate per image (batch 2), a grouped conv, and weights over
+ * a quarter of x; the planted fold onto the output channels is refuted. */
+Test(graph_opt, gate_fold_checked_and_wrong_variant_refuted)
+{
+    ts_error e = {0};
+    ts_graph *g0 = gated(1, 16, 1, false, false), *g1 = ts_graph_copy(g0);
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_BASIC, &e), 0, "%s", e.msg);
+    cr_assert_eq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_ALL, &e), 1, "%s", e.msg);
+    cr_assert_leq(check(g0, g1), 1);
+    ts_plan *p = xt_plan_check(g1, NULL, 5, -1, 1, 1e-4, XT_TOL_MAX);
+    cr_assert_eq(xt_steps_of(p, "dnnl.conv_gated"), 1);
+    ts_plan_free(p);
+    const struct {
+        int N, F, group;
+    } keep[] = {{2, 16, 1}, {1, 16, 2}, {1, 200, 1}};
+    for (int i = 0; i < 3; i++) {
+        ts_graph *k = gated(keep[i].N, keep[i].F, keep[i].group, false, false);
+        cr_assert_eq(ts_fold_gate(k, &e), 0, "case %d folded", i);
+        ts_graph_free(k);
+    }
+    ts_graph *planted = gated(1, 16, 1, true, true);
+    cr_assert_gt(check(g0, planted), 1, "the planted fold onto the output channels was not refuted");
+    ts_graph_free(planted);
+    ts_graph_free(g0);
+    ts_graph_free(g1);
 }
