@@ -273,6 +273,73 @@ static int fuse_maxpool(ts_graph *g, int p, ts_error *err)
     return 1;
 }
 
+/* Q(Add(DQ(a), DQ(b))), a and b of one shape, per-tensor parameters:
+ * tsopt.QLinearAdd, the same float32 arithmetic on the 8-bit operands
+ * (ops/qlinear_eltwise.c): exact.  A Relu before a Q at its type's
+ * minimum goes as for the products. */
+static int fuse_add(ts_graph *g, int n, ts_error *err)
+{
+    const ts_node *an = &g->nodes[n];
+    if (an->ninputs != 2 || an->noutputs != 1) return 0;
+    int da = dq_of(g, an->inputs[0], -1, 0), db = dq_of(g, an->inputs[1], -1, 0), relu, q = q_after(g, an->outputs[0], &relu);
+    if (da < 0 || db < 0 || q < 0 || !ts_shape_eq(&g->values[an->inputs[0]].shape, &g->values[an->inputs[1]].shape))
+        return 0;
+    int in[8] = {g->nodes[da].inputs[0], g->nodes[da].inputs[1], zp_in(g, da, err), g->nodes[db].inputs[0],
+                 g->nodes[db].inputs[1], zp_in(g, db, err), g->nodes[q].inputs[1], zp_in(g, q, err)};
+    if (in[2] < 0 || in[5] < 0 || in[7] < 0) return -1;
+    if (rewrite(g, &ts_op_qlinear_add, "qlinear_add", in, 8, NULL, q, err) < 0) return -1;
+    g->nodes[n].dead = g->nodes[q].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    return 1;
+}
+
+/* f(v) in double precision as the reference kernel of f's op computes it
+ * (ops/activation.c, unary.c). */
+static double unary_f(const ts_node *nd, double v)
+{
+    const ts_alpha_beta_attrs *ab = nd->attrs;
+    if (nd->op == &ts_op_hardswish) return v * fmin(fmax(v / 6 + 0.5, 0), 1);
+    if (nd->op == &ts_op_hardsigmoid) return fmin(fmax((double)ab->alpha * v + (double)ab->beta, 0), 1);
+    if (nd->op == &ts_op_leakyrelu) return v >= 0 ? v : v * (double)ab->alpha;
+    return v > 0 ? v : 0; /* Relu */
+}
+
+/* Q(f(DQ(x))) for an element-wise f of one input, per-tensor parameters:
+ * y takes one of 256 values per value of x, so tsopt.QLinearLookup with
+ * the table the three nodes compute (each float32 rounding made as they
+ * make it: DQ's product, f's result, Q's quotient): exact. */
+static int fuse_unary(ts_graph *g, int n, ts_error *err)
+{
+    const ts_node *fn = &g->nodes[n];
+    int d = fn->ninputs == 1 && fn->noutputs == 1 ? dq_of(g, fn->inputs[0], -1, 0) : -1, relu;
+    int q = d >= 0 ? q_after(g, fn->outputs[0], &relu) : -1;
+    if (q < 0) return 0;
+    const ts_node *dn = &g->nodes[d], *qn = &g->nodes[q];
+    ts_dtype xt = g->values[dn->inputs[0]].dtype, yt = g->values[qn->outputs[0]].dtype;
+    float xs = ((const float *)g->values[dn->inputs[1]].constant->data)[0];
+    float ys = ((const float *)g->values[qn->inputs[1]].constant->data)[0];
+    int64_t xz = dn->ninputs > 2 && dn->inputs[2] >= 0 ? ts_tensor_get_i64(g->values[dn->inputs[2]].constant, 0) : 0;
+    int64_t yz = ts_tensor_get_i64(g->values[qn->inputs[2]].constant, 0);
+    ts_tensor *t = ts_tensor_new(yt, &(ts_shape){.rank = 1, .dims = {256}}, err);
+    if (!t) return -1;
+    int64_t off = xt == TS_I8 ? -128 : 0;
+    double lo = yt == TS_I8 ? -128 : 0, hi = yt == TS_I8 ? 127 : 255;
+    for (int64_t i = 0; i < 256; i++) {
+        float x = (float)((double)(i + off - xz) * (double)xs);
+        float v = (float)unary_f(fn, (double)x);
+        if (relu >= 0 && v < 0) v = 0;
+        double r = nearbyint((double)(v / ys)) + (double)yz;
+        r = r < lo ? lo : r > hi ? hi : r;
+        if (yt == TS_I8) ((int8_t *)t->data)[i] = (int8_t)r;
+        else ((uint8_t *)t->data)[i] = (uint8_t)r;
+    }
+    int in[2] = {dn->inputs[0], ts_graph_const_value(g, t, err)}; /* takes t */
+    if (in[1] < 0 || rewrite(g, &ts_op_qlinear_lookup, "qlinear_lookup", in, 2, NULL, q, err) < 0) return -1;
+    g->nodes[n].dead = g->nodes[q].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    return 1;
+}
+
 int ts_fuse_qdq(ts_graph *g, ts_error *err)
 {
     int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
@@ -283,7 +350,10 @@ int ts_fuse_qdq(ts_graph *g, ts_error *err)
                 : op == &ts_op_matmul ? fuse_matmul(g, n, err)
                 : op == &ts_op_gemm ? fuse_gemm(g, n, err)
                 : op == &ts_op_maxpool ? fuse_maxpool(g, n, err)
-                                       : 0;
+                : op == &ts_op_add ? fuse_add(g, n, err)
+                : op == &ts_op_hardswish || op == &ts_op_hardsigmoid || op == &ts_op_leakyrelu || op == &ts_op_relu
+                    ? fuse_unary(g, n, err)
+                    : 0;
         if (r < 0) return -1;
         total += r;
     }

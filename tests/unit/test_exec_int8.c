@@ -332,3 +332,98 @@ Test(int8, fuse_qdq_matmul_gemm)
         ts_graph_free(g);
     }
 }
+
+/* ------------------------------------ 8-bit element-wise (vec_qlinear.c) */
+
+/* y = round(((a - 100) 0.5 + (b - 20) 0.25) / 1) + 50: (0 + 0, .5 + .5,
+ * -50 + 58.75, 77.5 - 5, -50 - 5) = 0, 1, 8.75, 72.5, -55 -> 0, 1, 9, 72
+ * (half to even), -55 -> 50, 51, 59, 122, and 0 (saturated). */
+Test(int8, qlinear_add_hand_computed)
+{
+    ts_graph *g = ts_graph_new("qadd", 13);
+    ts_error e = {0};
+    ts_shape s = xt_shape("5");
+    int a = ts_graph_add_input(g, "a", TS_U8, &s, &e), b = ts_graph_add_input(g, "b", TS_U8, &s, &e);
+    xt_output(g, xt_node(g, "tsopt.QLinearAdd",
+                         INS(a, scalar(g, TS_F32, 0.5), scalar(g, TS_U8, 100), b, scalar(g, TS_F32, 0.25),
+                             scalar(g, TS_U8, 20), scalar(g, TS_F32, 1), scalar(g, TS_U8, 50)),
+                         NOATTR));
+    ts_tensor *in[2] = {u8_tensor("5", (const uint8_t[]){100, 101, 0, 255, 0}),
+                        u8_tensor("5", (const uint8_t[]){20, 22, 255, 0, 0})};
+    const uint8_t want[5] = {50, 51, 59, 122, 0};
+    uint8_t got[5];
+    run_u8(g, in, got, 5, "vec.qadd");
+    for (int i = 0; i < 5; i++) cr_expect_eq(got[i], want[i], "y[%d] = %d, want %d", i, got[i], want[i]);
+    ts_tensor *ref = NULL;
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, &ref, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < 5; i++) cr_expect_eq(((uint8_t *)ref->data)[i], want[i], "reference y[%d]", i);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(in[0]);
+    ts_tensor_unref(in[1]);
+    ts_graph_free(g);
+}
+
+/* 200 elements through the table t[i] = 255 - i: the vector path's full
+ * 64-byte blocks and its masked tail. */
+Test(int8, qlinear_lookup_hand_computed)
+{
+    ts_graph *g = ts_graph_new("qlut", 13);
+    ts_error e = {0};
+    ts_shape s = xt_shape("200");
+    double t[256];
+    for (int i = 0; i < 256; i++) t[i] = 255 - i;
+    int x = ts_graph_add_input(g, "x", TS_U8, &s, &e);
+    xt_output(g, xt_node(g, "tsopt.QLinearLookup", INS(x, xt_const_values(g, TS_U8, "256", t, 256)), NOATTR));
+    uint8_t xv[200], got[200];
+    for (int i = 0; i < 200; i++) xv[i] = (uint8_t)(i * 37 + 11);
+    ts_tensor *in = u8_tensor("200", xv);
+    run_u8(g, &in, got, 200, "vec.qlookup");
+    for (int i = 0; i < 200; i++) cr_expect_eq(got[i], 255 - xv[i], "y[%d] = %d, want %d", i, got[i], 255 - xv[i]);
+    ts_tensor_unref(in);
+    ts_graph_free(g);
+}
+
+/* Two QLinearConv outputs (channels-last in oneDNN's layout) -> DQ -> Add
+ * -> Q -> DQ -> act -> Q -> DQ: fuse_qdq makes QLinearAdd and
+ * QLinearLookup, which give the QDQ graph's values exactly (the reference
+ * interpreter on both), and the plan runs them on vec.qadd / vec.qlookup in
+ * the convolutions' layout (no reorder but the output's), equal to the
+ * reference.  uint8 and int8 activations; HardSwish, HardSigmoid,
+ * LeakyRelu and a Relu before a zero point other than the minimum. */
+Test(int8, fuse_qdq_add_and_activation)
+{
+    const char *acts[] = {"HardSwish", "HardSigmoid", "LeakyRelu", "Relu"};
+    for (int k = 0; k < 8; k++) {
+        ts_dtype t = k & 1 ? TS_I8 : TS_U8;
+        int zp = t == TS_I8 ? -3 : 125;
+        ts_graph *g = ts_graph_new("qdq_add", 13);
+        int xq = q(g, xt_input(g, "x", "2x16x9x9"), 0.02, zp, t), branch[2];
+        for (int j = 0; j < 2; j++) {
+            double ys = j ? 0.05 : 0.04;
+            int in[8] = {xq, scalar(g, TS_F32, 0.02), scalar(g, t, zp), rand_ints(g, TS_I8, "16x16x3x3", -127, 127),
+                         xt_const_random(g, "16", 0.001, 0.004, &rng), rand_ints(g, TS_I8, "16", 0, 0),
+                         scalar(g, TS_F32, ys), scalar(g, t, zp)};
+            int c = xt_node(g, "QLinearConv", in, 8, ATTRS(ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)));
+            branch[j] = dq(g, c, ys, zp, t);
+        }
+        int sum = dq(g, q(g, xt_node(g, "Add", INS(branch[0], branch[1]), NOATTR), 0.06, zp, t), 0.06, zp, t);
+        int act = xt_node(g, acts[k / 2], INS(sum), NOATTR);
+        xt_output(g, dq(g, q(g, act, 0.03, zp + 7, t), 0.03, zp + 7, t));
+        ts_graph *f = ts_graph_copy(g);
+        ts_error e = {0};
+        cr_assert_eq(ts_fuse_qdq(f, &e), 2, "%s: %s", acts[k / 2], e.msg);
+        cr_expect_eq(count_op(f, "tsopt.QLinearAdd"), 1);
+        cr_expect_eq(count_op(f, "tsopt.QLinearLookup"), 1);
+        cr_expect_eq(count_op(f, "Add") + count_op(f, acts[k / 2]), 0);
+        expect_within_step(g, f, 0); /* exact */
+        ts_plan *p = xt_plan_check(f, NULL, 11, -2, 2, 0, XT_TOL_ELEM);
+        cr_expect_eq(xt_steps_of(p, "vec.qadd"), 1, "%s", acts[k / 2]);
+        cr_expect_eq(xt_steps_of(p, "vec.qlookup"), 1, "%s", acts[k / 2]);
+        ts_plan_stats st;
+        ts_plan_stats_get(p, &st);
+        cr_expect_leq(st.reorders, 1, "%s: %d reorders", acts[k / 2], st.reorders);
+        ts_plan_free(p);
+        ts_graph_free(f);
+        ts_graph_free(g);
+    }
+}
