@@ -27,6 +27,7 @@
 #include "exec/dnnl_util.h"
 #include "exec/half.h"
 #include "exec/plan_internal.h"
+#include "exec/vec_eltwise.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 
@@ -405,7 +406,7 @@ static int const_value(const ts_graph *c, int v)
 
 /* Output on the 16-bit grid whenever the inputs are: the op selects, moves
  * or compares values.  (A Cast to 16 bits is half.cast's, which rounds.) */
-static bool grid_exact(const ts_op_desc *op)
+bool xhalf_grid_exact(const ts_op_desc *op)
 {
     static const char *const names[] = {
         "Relu",      "Clip",         "Max",          "Min",     "MaxPool", "GlobalMaxPool", "ReduceMax",
@@ -426,12 +427,36 @@ static bool rounds(const xplan *p, int v)
            p->g->values[v].dtype == TS_F32;
 }
 
+ts_dtype xhalf_node_round(const xplan *p, int n)
+{
+    const ts_node *nd = &p->g->nodes[n];
+    if (!p->half || xplan_skips(p, "half.round") || nd->noutputs != 1 || !rounds(p, nd->outputs[0]) ||
+        xhalf_grid_exact(nd->op))
+        return TS_UNDEFINED;
+    return p->half;
+}
+
+int xhalf_consumers(const xplan *p, int v)
+{
+    return p->consumers[v] >= PHANTOM / 2 ? p->consumers[v] - PHANTOM : p->consumers[v];
+}
+
+int xhalf_sole_consumer(const xplan *p, int v)
+{
+    if (p->consumers[v] < PHANTOM / 2 || xplan_skips(p, "half.fuse")) return xplan_sole_consumer(p, v);
+    xplan *q = (xplan *)p; /* the count as it would be without the refusal, for the look-up only */
+    q->consumers[v] -= PHANTOM;
+    int c = xplan_sole_consumer(q, v);
+    q->consumers[v] += PHANTOM;
+    return c;
+}
+
 static void add_phantoms(xplan *p)
 {
     const ts_graph *c = p->g;
     for (int n = 0; n < c->nnodes; n++) {
         const ts_node *nd = &c->nodes[n];
-        if (nd->dead || grid_exact(nd->op)) continue;
+        if (nd->dead || xhalf_grid_exact(nd->op)) continue;
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];
             if (rounds(p, v) && p->consumers[v] < PHANTOM / 2) p->consumers[v] += PHANTOM;
@@ -624,7 +649,8 @@ static size_t round_elems(const xplan *p, const xstep *s, int j)
 {
     int b = s->out[j];
     if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast ||
-        (s->nfused == 0 && grid_exact(p->g->nodes[s->node].op)))
+        (s->nfused == 0 && xhalf_grid_exact(p->g->nodes[s->node].op)) ||
+        (s->k == &xk_vec_eltwise && ((const xv_prog *)s->state)->rounded)) /* its program rounded it */
         return 0;
     const xbuf *x = &p->bufs[b], *r = &p->bufs[xbuf_root(p, b)];
     if (!rounds(p, x->value) || x->dtype != TS_F32 || (r->kind != XB_ARENA && r->kind != XB_OUTPUT)) return 0;

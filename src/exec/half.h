@@ -29,4 +29,19 @@ void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
  * narrowing and widening back gives), over the plan's threads when large. */
 void xhalf_round(ts_dtype half, float *x, size_t n);
 
+/* Rounding inside a fused program (vec_fuse.c, vec_layernorm.c): a kernel
+ * that rounds every 16-bit value it computes where the unfused graph would
+ * may fuse past the refusal half plans put on those values.
+ * xhalf_node_round: the type node n's output is rounded to after it is
+ * computed, TS_UNDEFINED when none (not a half plan, TSOPT_SKIP=half.round,
+ * an output the caller's graph does not type 16-bit, or an op that only
+ * moves or selects values: xhalf_grid_exact).  xhalf_sole_consumer and
+ * xhalf_consumers: xplan_sole_consumer and p->consumers[v] without the
+ * refusal, for such kernels only (TSOPT_SKIP=half.fuse: with it, the
+ * unfused plan, for A/B). */
+ts_dtype xhalf_node_round(const xplan *p, int n);
+bool xhalf_grid_exact(const ts_op_desc *op);
+int xhalf_sole_consumer(const xplan *p, int v);
+int xhalf_consumers(const xplan *p, int v);
+
 #endif

@@ -4,6 +4,7 @@
  * is vec_fuse.c; this file knows single nodes only. */
 #include <omp.h>
 #include <stdlib.h>
+#include "exec/half.h"
 #include "exec/vec_eltwise.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
@@ -288,6 +289,11 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
             LOOP(y[i] > d ? d : y[i]);
             break;
         }
+        case XO_ROUND_F16:
+        case XO_ROUND_BF16:
+            if (y != a) memcpy(y, a, (size_t)n * sizeof *y);
+            xhalf_round(in->opc == XO_ROUND_F16 ? TS_F16 : TS_BF16, y, (size_t)n);
+            break;
         }
     }
 }

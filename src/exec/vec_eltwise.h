@@ -24,6 +24,8 @@ typedef enum xv_opc {
     /* unary on operand a (p0/p1: parameters) */
     XO_COPY, XO_SQUARE, XO_RELU, XO_NEG, XO_ABS, XO_SQRT, XO_EXP, XO_LOG, XO_RECIP, XO_ERF, XO_SIGMOID, XO_TANH,
     XO_LEAKY, XO_HSIG, XO_HSWISH, XO_CLIP, XO_GELU_ERF, XO_GELU_TANH,
+    /* acc rounded to float16 / bfloat16 (a half plan's 16-bit value, half.c) */
+    XO_ROUND_F16, XO_ROUND_BF16,
 } xv_opc;
 
 typedef struct xv_instr {
@@ -44,6 +46,7 @@ typedef struct xv_prog {
     int64_t stride[XV_MAXIN][TS_MAX_RANK];
     int64_t nrows, len, numel;
     int threads;
+    bool rounded; /* a half plan's result left on the 16-bit grid (half.step need not round it) */
 } xv_prog;
 
 /* Appends node n's instruction(s) to pr.  `cur` is the value held in acc

@@ -2,8 +2,12 @@
  * the node consuming its result, then that node's consumer, and so on,
  * while each is element-wise, float32, the result's sole consumer, and does
  * not grow the shape (GELU's Div -> Erf -> Add -> Mul -> Mul becomes one
- * pass over memory).  The program it builds runs in vec_eltwise.c. */
+ * pass over memory).  The program it builds runs in vec_eltwise.c.
+ * In a half-precision plan each node's 16-bit output is rounded inside the
+ * program where the unfused graph would round it (half.c), so the chain
+ * fuses past the refusal half plans put on those values. */
 #include <stdlib.h>
+#include "exec/half.h"
 #include "exec/vec_eltwise.h"
 #include "exec/vec_layout.h"
 #include "ops/op.h"
@@ -54,6 +58,21 @@ static bool keep_order(xplan *p, const xv_prog *pr, const int *ext, int cur, con
     return true;
 }
 
+/* xv_lower_node, then node n's rounding to its 16-bit type (half plans). */
+static bool lower_rounded(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
+{
+    if (!xv_lower_node(p, n, cur, pr, ext)) return false;
+    ts_dtype r = xhalf_node_round(p, n);
+    if (r == TS_UNDEFINED) { /* a selection of values on the grid stays there */
+        pr->rounded = xhalf_grid_exact(p->g->nodes[n].op) && (cur < 0 || pr->rounded);
+        return true;
+    }
+    if (pr->nins == XV_MAXPROG) return false;
+    pr->ins[pr->nins++] = (xv_instr){r == TS_F16 ? XO_ROUND_F16 : XO_ROUND_BF16, XV_ACC, 0, 0, 0};
+    pr->rounded = true;
+    return true;
+}
+
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -62,19 +81,19 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
     if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
     xv_prog *pr = xv_state(sizeof *pr, err);
     if (!pr) return err->code;
-    if (!xv_lower_node(p, n, -1, pr, ext)) {
+    if (!lower_rounded(p, n, -1, pr, ext)) {
         free(pr);
         return TS_ERR_UNSUPPORTED;
     }
     int cur = nd->outputs[0];
     const ts_shape shape = g->values[cur].shape;
     while (!p->opts.no_fusion) {
-        int c = xplan_sole_consumer(p, cur);
+        int c = xhalf_sole_consumer(p, cur);
         if (c < 0 || p->claimed[c] || !joinable(p, c, cur, &shape)) break;
         xv_prog trial = *pr; /* lowering may fail half way */
         int text[XV_MAXIN];
         memcpy(text, ext, sizeof ext);
-        if (!xv_lower_node(p, c, cur, &trial, text)) break;
+        if (!lower_rounded(p, c, cur, &trial, text)) break;
         *pr = trial;
         memcpy(ext, text, sizeof ext);
         xplan_claim(p, c, s);

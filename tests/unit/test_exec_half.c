@@ -431,3 +431,32 @@ Test(half, conv_relu_conv_f16_rounds_between)
     ts_graph_free(b.g);
     ts_graph_free(l.g);
 }
+
+/* An element-wise chain x * a * b + c, then * d (broadcast constants): one
+ * vec.eltwise step whose program rounds after every node (vec_fuse.c), as
+ * node-by-node steps would.  `loose` computes the chain in float32 with a
+ * 16-bit output. */
+static void build_eltwise_chain(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("3x40");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr to = ts_attr_int("to", out == TS_F16 ? 10 : 16);
+    int m = N("Mul", N("Mul", x, grid_cst(b, "40", 64)), grid_cst(b, "1x40", 64));
+    int y = N("Mul", N("Add", m, grid_cst(b, "3x40", 8)), grid_cst(b, "40", 64));
+    if (b->dt != out) y = node(b, "Cast", &y, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, eltwise_chain_fused_rounds_each_node)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        gb b = grid_graph(types[k]), l = grid_graph(TS_F32);
+        build_eltwise_chain(&b, types[k]);
+        build_eltwise_chain(&l, types[k]);
+        check_exact(&b, &l, "3x40", 3); /* the four nodes in one step */
+        ts_graph_free(b.g);
+        ts_graph_free(l.g);
+    }
+}
