@@ -9,7 +9,7 @@ extern const xkernel xk_vec_se;     /* vec_se.c: squeeze-excite gate (pool, two 
 extern const xkernel xk_half_cast;   /* half.c: Cast between float32 and float16/bfloat16 */
 extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize, xk_vec_cast_i32; /* vec_quant.c */
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
-extern const xkernel xk_vec_qadd, xk_vec_qlookup; /* vec_qlinear.c: fuse_qdq.c's 8-bit add and table */
+extern const xkernel xk_vec_qadd, xk_vec_qlookup, xk_vec_qchannel_mul, xk_vec_qgap; /* vec_qlinear.c: fuse_qdq.c's */
 
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
@@ -30,6 +30,7 @@ const xentry xkernels_vec[] = {
     {&ts_op_quantize_linear, &xk_vec_quantize}, {&ts_op_dequantize_linear, &xk_vec_dequantize},
     {&ts_op_dynamic_quantize_linear, &xk_vec_dynamic_quantize}, {&ts_op_cast, &xk_vec_cast_i32},
     {&ts_op_qlinear_add, &xk_vec_qadd}, {&ts_op_qlinear_lookup, &xk_vec_qlookup},
+    {&ts_op_qlinear_channel_mul, &xk_vec_qchannel_mul}, {&ts_op_qlinear_gap, &xk_vec_qgap},
     {&ts_op_einnet, &xk_einnet}, /* einnet_kernel.c: a compiled eOperator */
     {&ts_op_cast, &xk_half_cast}, /* half.c: float32 <-> float16/bfloat16 */
     {NULL, NULL},

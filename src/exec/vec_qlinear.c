@@ -16,6 +16,7 @@
 #include <string.h>
 #include "exec/vec.h"
 #include "ops/list.h"
+#include "ops/qlinear_eltwise.h"
 
 #define QCHUNK 16384 /* elements per parallel chunk */
 
@@ -27,7 +28,14 @@ typedef struct vqe {
     float as, bs, ys;        /* QLinearAdd's scales */
     float az, bz, yz;        /* and zero points */
     uint8_t table[256];      /* QLinearLookup's, indexed by the unsigned byte (int8: x + 128) */
+    /* QLinearChannelMul, QLinearGlobalAveragePool: x [N, C, H, W] stored
+     * plain or channels-last (cl); the gate's N is 1 or N (gate_n) */
+    bool cl;
+    int64_t N, C, hw, gate_n;
 } vqe;
+
+/* The float32 constant scalar input i of node nd. */
+static float f32_in(const xplan *p, const ts_node *nd, int i) { return *(const float *)xplan_const(p, nd->inputs[i])->data; }
 
 /* ------------------------------------------------------------ QLinearAdd */
 
@@ -106,7 +114,169 @@ static void lookup_run(const xstep *st, void *const *in, void *const *out, void 
     });
 }
 
+/* ---------------------------------------------------- QLinearChannelMul */
+
+/* y = Q(DQ(x) * g) on n elements, one gate per element (vector) or one for
+ * all (scalar): DQ's, Mul's and Q's float32 roundings, as in QADD. */
+#define CHMUL(NAME, T, LO, HI, GATE)                                                                             \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void NAME(const T *x, T *y, int64_t n,  \
+                                                                                  const float *g, const vqe *s) \
+    {                                                                                                            \
+        const float xs = s->as, ys = s->ys, xz = s->az, yz = s->yz;                                              \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                                      \
+        {                                                                                                        \
+            float r = nearbyintf(((float)x[i] - xz) * xs * GATE / ys) + yz;                                      \
+            r = r < LO ? LO : r > HI ? HI : r;                                                                   \
+            y[i] = (T)r;                                                                                         \
+        }                                                                                                        \
+    }
+CHMUL(chmul_u8_vec, uint8_t, 0.0f, 255.0f, g[i])
+CHMUL(chmul_s8_vec, int8_t, -128.0f, 127.0f, g[i])
+CHMUL(chmul_u8_one, uint8_t, 0.0f, 255.0f, g[0])
+CHMUL(chmul_s8_one, int8_t, -128.0f, 127.0f, g[0])
+
+static void chmul_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const vqe *s = st->state;
+    const float *gate = in[1];
+    (void)scratch;
+    /* rows: (n, c) of hw elements (plain), or (n, pixel) of C (channels-last) */
+    const int64_t rows = s->cl ? s->N * s->hw : s->N * s->C, len = s->cl ? s->C : s->hw;
+    XV_PAR_FOR(r, rows, s->threads, s->threads > 1 && s->n >= XV_PAR_MIN, {
+        const int64_t n = s->cl ? r / s->hw : r / s->C;
+        const float *g = gate + (s->gate_n == 1 ? 0 : n * s->C) + (s->cl ? 0 : r % s->C);
+        const char *x = (const char *)in[0] + r * len;
+        char *y = (char *)out[0] + r * len;
+        if (s->cl && !s->s8) chmul_u8_vec((const uint8_t *)x, (uint8_t *)y, len, g, s);
+        else if (s->cl) chmul_s8_vec((const int8_t *)x, (int8_t *)y, len, g, s);
+        else if (!s->s8) chmul_u8_one((const uint8_t *)x, (uint8_t *)y, len, g, s);
+        else chmul_s8_one((const int8_t *)x, (int8_t *)y, len, g, s);
+    });
+}
+
+/* --------------------------------------------- QLinearGlobalAveragePool */
+
+/* Sums of (channels-last) C-channel pixels into acc, or of a plain row. */
+#define GAP_SUMS(NAME, T)                                                                                        \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void NAME##_cl(                          \
+        const T *x, int64_t hw, int64_t C, int32_t *acc)                                                         \
+    {                                                                                                            \
+        memset(acc, 0, sizeof(int32_t) * (size_t)C);                                                             \
+        for (int64_t i = 0; i < hw; i++) {                                                                       \
+            const T *px = x + i * C;                                                                             \
+            _Pragma("omp simd") for (int64_t c = 0; c < C; c++) acc[c] += px[c];                                 \
+        }                                                                                                        \
+    }                                                                                                            \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static int64_t NAME##_row(const T *x,          \
+                                                                                          int64_t hw)            \
+    {                                                                                                            \
+        int32_t a = 0;                                                                                           \
+        _Pragma("omp simd reduction(+ : a)") for (int64_t i = 0; i < hw; i++) a += x[i];                         \
+        return a;                                                                                                \
+    }
+GAP_SUMS(gap_u8, uint8_t)
+GAP_SUMS(gap_s8, int8_t)
+
+static void qgap_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const vqe *s = st->state;
+    int32_t *acc = scratch;
+    const double lo = s->y_s8 ? -128 : 0, hi = s->y_s8 ? 127 : 255;
+    for (int64_t n = 0; n < s->N; n++) {
+        const char *x = (const char *)in[0] + n * s->C * s->hw;
+        if (s->cl && s->s8) gap_s8_cl((const int8_t *)x, s->hw, s->C, acc);
+        else if (s->cl) gap_u8_cl((const uint8_t *)x, s->hw, s->C, acc);
+        for (int64_t c = 0; c < s->C; c++) {
+            int64_t sum = s->cl ? acc[c]
+                          : s->s8 ? gap_s8_row((const int8_t *)x + c * s->hw, s->hw)
+                                  : gap_u8_row((const uint8_t *)x + c * s->hw, s->hw);
+            float m = ts_qgap_mean(sum, s->hw, (int64_t)s->az, s->as);
+            double v = nearbyintf(m / s->ys) + (double)s->yz;
+            v = v < lo ? lo : v > hi ? hi : v;
+            if (s->y_s8) ((int8_t *)out[0])[n * s->C + c] = (int8_t)v;
+            else ((uint8_t *)out[0])[n * s->C + c] = (uint8_t)v;
+        }
+    }
+}
+
 /* ------------------------------------------------------------- lowering */
+
+/* Buffer of the [N, C, H, W] value v plain or channels-last (*cl), in
+ * place when it is one of them, else made plain. */
+static int nchw_or_cl(xplan *p, int v, bool *cl, ts_error *err)
+{
+    int b = xplan_value_buf(p, v), order[TS_MAX_RANK];
+    if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
+    *cl = false;
+    if (!p->bufs[b].blocked) return b;
+    if (xbuf_dense_order(&p->bufs[b], order) && order[0] == 0 && order[1] == 2 && order[2] == 3 && order[3] == 1)
+        return *cl = true, b;
+    if (xbuf_dense_order(&p->bufs[b], order) && xbuf_order_plain(order, 4)) return b;
+    return xplan_plain(p, b, err);
+}
+
+static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
+    for (int i = 1; i < 6; i++)
+        if (i != 3 && !xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED;
+    if (x->dtype != y->dtype) return TS_ERR_UNSUPPORTED;
+    vqe *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->threads = xv_threads(p);
+    s->n = ts_shape_numel(&y->shape);
+    s->s8 = s->y_s8 = x->dtype == TS_I8;
+    s->as = f32_in(p, nd, 1), s->ys = f32_in(p, nd, 4);
+    s->az = (float)ts_tensor_get_i64(xplan_const(p, nd->inputs[2]), 0);
+    s->yz = (float)ts_tensor_get_i64(xplan_const(p, nd->inputs[5]), 0);
+    s->N = x->shape.dims[0], s->C = x->shape.dims[1], s->hw = x->shape.dims[2] * x->shape.dims[3];
+    s->gate_n = g->values[nd->inputs[3]].shape.dims[0];
+    int xb = nchw_or_cl(p, nd->inputs[0], &s->cl, err), gb = xb >= 0 ? xplan_plain(p, xplan_value_buf(p, nd->inputs[3]), err) : -1;
+    if (xb < 0 || gb < 0) return err->code ? err->code : TS_ERR_INVALID;
+    if (xstep_alloc(st, 2, 1, err)) return err->code;
+    st->in[0] = xb, st->in[1] = gb;
+    int yb = xplan_value_buf(p, nd->outputs[0]);
+    if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (s->cl) { /* the output in x's layout (a graph output is the caller's plain tensor) */
+        if (ts_graph_is_output(g, nd->outputs[0])) return TS_ERR_UNSUPPORTED;
+        xbuf *o = &p->bufs[yb];
+        o->blocked = true;
+        o->md = p->bufs[xb].md;
+        o->bytes = (size_t)s->n;
+    }
+    st->out[0] = yb;
+    return TS_OK;
+}
+
+static ts_status qgap_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
+    for (int i = 1; i < 5; i++)
+        if (!xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED;
+    vqe *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->s8 = x->dtype == TS_I8, s->y_s8 = y->dtype == TS_I8;
+    s->as = f32_in(p, nd, 1), s->ys = f32_in(p, nd, 3);
+    s->az = (float)ts_tensor_get_i64(xplan_const(p, nd->inputs[2]), 0);
+    s->yz = (float)ts_tensor_get_i64(xplan_const(p, nd->inputs[4]), 0);
+    s->N = x->shape.dims[0], s->C = x->shape.dims[1], s->hw = x->shape.dims[2] * x->shape.dims[3];
+    if (s->hw > INT32_MAX / 256) return TS_ERR_UNSUPPORTED; /* the int32 sums */
+    int xb = nchw_or_cl(p, nd->inputs[0], &s->cl, err);
+    if (xb < 0) return err->code ? err->code : TS_ERR_INVALID;
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = xb;
+    st->scratch_bytes = sizeof(int32_t) * (size_t)s->C;
+    if ((st->out[0] = xplan_value_buf(p, nd->outputs[0])) < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
+/* ------------------------------------------ lowering: add, lookup */
 
 /* The step's 8-bit inputs (nin of node n's, at ins[]) and output: in the
  * inputs' common layout when they share one that is dense and the output
@@ -141,8 +311,6 @@ static ts_status bind(xplan *p, int n, xstep *st, const int *ins, int nin, ts_er
     st->out[0] = yb;
     return TS_OK;
 }
-
-static float f32_in(const xplan *p, const ts_node *nd, int i) { return *(const float *)xplan_const(p, nd->inputs[i])->data; }
 
 static ts_status qadd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
@@ -182,3 +350,5 @@ static ts_status lookup_build(xplan *p, int n, xstep *st, ts_error *err)
 
 const xkernel xk_vec_qadd = {"vec.qadd", qadd_build, qadd_run, free};
 const xkernel xk_vec_qlookup = {"vec.qlookup", lookup_build, lookup_run, free};
+const xkernel xk_vec_qchannel_mul = {"vec.qchannel_mul", chmul_build, chmul_run, free};
+const xkernel xk_vec_qgap = {"vec.qgap", qgap_build, qgap_run, free};

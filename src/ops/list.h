@@ -47,6 +47,7 @@ extern const ts_op_desc ts_op_bitshift, ts_op_hann_window, ts_op_hamming_window,
     ts_op_conv_integer, ts_op_qlinear_conv, ts_op_roi_align, ts_op_max_unpool, ts_op_dft, ts_op_stft,
     ts_op_mel_weight_matrix;
 extern const ts_op_desc ts_op_einnet; /* einnet_op.c: an eOperator (EinNetOp, ai.tsopt) */
-extern const ts_op_desc ts_op_qlinear_add, ts_op_qlinear_lookup; /* qlinear_eltwise.c: internal, fuse_qdq.c's */
+extern const ts_op_desc ts_op_qlinear_add, ts_op_qlinear_lookup, ts_op_qlinear_channel_mul,
+    ts_op_qlinear_gap; /* qlinear_eltwise.c: internal, fuse_qdq.c's */
 
 #endif

@@ -26,7 +26,8 @@ const ts_op_desc *const ts_ops_tensor[] = {
     &ts_op_roi_align, &ts_op_max_unpool, /* roi_align.c, max_unpool.c */
     &ts_op_dft, &ts_op_stft, &ts_op_mel_weight_matrix, /* dft.c */
     &ts_op_einnet, /* einnet_op.c */
-    &ts_op_qlinear_add, &ts_op_qlinear_lookup, /* qlinear_eltwise.c (internal, made by opt/fuse_qdq.c) */
+    &ts_op_qlinear_add, &ts_op_qlinear_lookup, &ts_op_qlinear_channel_mul, &ts_op_qlinear_gap, /* qlinear_eltwise.c
+                                                   (internal, made by opt/fuse_qdq.c) */
     /* control_flow.c */
     &ts_op_if,      &ts_op_loop,     &ts_op_scan,
     NULL,

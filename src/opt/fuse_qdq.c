@@ -8,6 +8,12 @@
  *   Q(Gemm(DQ(x), DQ(W), DQ(b)), ys, yz)  -> Reshape(QLinearConv(Reshape(x, [N, K, 1, 1]), 1x1 W, b))
  *   Q(Relu(P), ys, yz), yz the type's min -> as Q(P)
  *   Q(MaxPool(DQ(x)), s, z), x's s and z  -> MaxPool(x)
+ * and into tsopt's internal 8-bit element-wise operators (ops/qlinear_eltwise.c),
+ * for what ONNX has no integer operator for:
+ *   Q(Add(DQ(a), DQ(b)))                  -> tsopt.QLinearAdd (residual blocks)
+ *   Q(f(DQ(x))), f HardSwish, HardSigmoid, LeakyRelu, Relu -> tsopt.QLinearLookup(x, 256-entry table)
+ *   Q(GlobalAveragePool(DQ(x)))           -> tsopt.QLinearGlobalAveragePool
+ *   Q(Mul(DQ(x), s)), s float [N, C, 1, 1] -> tsopt.QLinearChannelMul (squeeze-excite)
  *
  * Why each is ONNX's meaning up to rounding:
  * - DQ(q) = (q - z) * s exactly in real numbers, and a product of
@@ -340,6 +346,50 @@ static int fuse_unary(ts_graph *g, int n, ts_error *err)
     return 1;
 }
 
+/* Q(GlobalAveragePool(DQ(x))), x [N, C, H, W], per-tensor parameters:
+ * tsopt.QLinearGlobalAveragePool (the mean from the integer sum; up to one
+ * step where it lies within float32 rounding of a .5, ops/qlinear_eltwise.c). */
+static int fuse_gap(ts_graph *g, int n, ts_error *err)
+{
+    const ts_node *pn = &g->nodes[n];
+    int d = pn->noutputs == 1 && g->values[pn->inputs[0]].shape.rank == 4 ? dq_of(g, pn->inputs[0], -1, 0) : -1, relu;
+    int q = d >= 0 ? q_after(g, pn->outputs[0], &relu) : -1;
+    if (q < 0) return 0;
+    int in[5] = {g->nodes[d].inputs[0], g->nodes[d].inputs[1], zp_in(g, d, err), g->nodes[q].inputs[1], zp_in(g, q, err)};
+    if (in[2] < 0 || in[4] < 0) return -1;
+    if (rewrite(g, &ts_op_qlinear_gap, "qlinear_gap", in, 5, NULL, q, err) < 0) return -1;
+    g->nodes[n].dead = g->nodes[q].dead = true;
+    if (relu >= 0) g->nodes[relu].dead = true;
+    return 1;
+}
+
+/* Q(Mul(DQ(x), s)), x [N, C, H, W] with per-tensor parameters, s a float32
+ * [N or 1, C, 1, 1] (a squeeze-excite gate): tsopt.QLinearChannelMul, the
+ * same float32 roundings: exact. */
+static int fuse_channel_mul(ts_graph *g, int n, ts_error *err)
+{
+    const ts_node *mn = &g->nodes[n];
+    if (mn->ninputs != 2 || mn->noutputs != 1) return 0;
+    for (int i = 0; i < 2; i++) {
+        const ts_shape *xs = &g->values[mn->inputs[i]].shape, *ss = &g->values[mn->inputs[1 - i]].shape;
+        int d = dq_of(g, mn->inputs[i], -1, 0), relu;
+        if (d < 0 || g->values[mn->inputs[1 - i]].dtype != TS_F32 || xs->rank != 4 || ss->rank != 4 ||
+            (ss->dims[0] != 1 && ss->dims[0] != xs->dims[0]) || ss->dims[1] != xs->dims[1] || ss->dims[2] != 1 ||
+            ss->dims[3] != 1)
+            continue;
+        int q = q_after(g, mn->outputs[0], &relu);
+        if (q < 0) return 0;
+        int in[6] = {g->nodes[d].inputs[0], g->nodes[d].inputs[1], zp_in(g, d, err), mn->inputs[1 - i],
+                     g->nodes[q].inputs[1], zp_in(g, q, err)};
+        if (in[2] < 0 || in[5] < 0) return -1;
+        if (rewrite(g, &ts_op_qlinear_channel_mul, "qlinear_channel_mul", in, 6, NULL, q, err) < 0) return -1;
+        g->nodes[n].dead = g->nodes[q].dead = true;
+        if (relu >= 0) g->nodes[relu].dead = true;
+        return 1;
+    }
+    return 0;
+}
+
 int ts_fuse_qdq(ts_graph *g, ts_error *err)
 {
     int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
@@ -351,6 +401,8 @@ int ts_fuse_qdq(ts_graph *g, ts_error *err)
                 : op == &ts_op_gemm ? fuse_gemm(g, n, err)
                 : op == &ts_op_maxpool ? fuse_maxpool(g, n, err)
                 : op == &ts_op_add ? fuse_add(g, n, err)
+                : op == &ts_op_mul ? fuse_channel_mul(g, n, err)
+                : op == &ts_op_global_avgpool ? fuse_gap(g, n, err)
                 : op == &ts_op_hardswish || op == &ts_op_hardsigmoid || op == &ts_op_leakyrelu || op == &ts_op_relu
                     ? fuse_unary(g, n, err)
                     : 0;

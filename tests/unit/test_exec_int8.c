@@ -427,3 +427,86 @@ Test(int8, fuse_qdq_add_and_activation)
         ts_graph_free(g);
     }
 }
+
+/* x [1, 2, 2, 2] u8 (zero point 10, scale 0.5), channel 0 (10, 12, 13, 41),
+ * channel 1 (0, 10, 20, 30): GlobalAveragePool sums (x - 10) = 0 + 2 + 3 +
+ * 31 = 36 and -10 + 0 + 10 + 20 = 20, means 36 x 0.5 / 4 = 4.5 and 2.5, / y
+ * scale 1 -> 4 and 2 (half to even), + y's zero point 3 -> 7, 5.
+ * QLinearChannelMul by gates (0.5, 3) / y scale 2, zero point 100:
+ * channel 0 (0, 1, 1.5, 15.5) x 0.5 / 2 = 0, .25, .375, 3.875 -> 100, 100,
+ * 100, 104; channel 1 (-5, 0, 5, 10) x 3 / 2 = -7.5, 0, 7.5, 15 -> 92, 100,
+ * 108, 115 (half to even: -8, 8). */
+Test(int8, qlinear_gap_and_channel_mul_hand_computed)
+{
+    const uint8_t xv[8] = {10, 12, 13, 41, 0, 10, 20, 30};
+    for (int k = 0; k < 2; k++) {
+        ts_graph *g = ts_graph_new("qse", 13);
+        ts_error e = {0};
+        ts_shape s = xt_shape("1x2x2x2");
+        int x = ts_graph_add_input(g, "x", TS_U8, &s, &e), y;
+        if (k == 0) {
+            y = xt_node(g, "tsopt.QLinearGlobalAveragePool",
+                        INS(x, scalar(g, TS_F32, 0.5), scalar(g, TS_U8, 10), scalar(g, TS_F32, 1), scalar(g, TS_U8, 3)),
+                        NOATTR);
+        } else {
+            double gate[2] = {0.5, 3};
+            y = xt_node(g, "tsopt.QLinearChannelMul",
+                        INS(x, scalar(g, TS_F32, 0.5), scalar(g, TS_U8, 10), xt_const_values(g, TS_F32, "1x2x1x1", gate, 2),
+                            scalar(g, TS_F32, 2), scalar(g, TS_U8, 100)),
+                        NOATTR);
+        }
+        xt_output(g, y);
+        ts_tensor *in = u8_tensor("1x2x2x2", xv), *ref = NULL;
+        const uint8_t want_gap[2] = {7, 5}, want_mul[8] = {100, 100, 100, 104, 92, 100, 108, 115};
+        const uint8_t *want = k ? want_mul : want_gap;
+        int n = k ? 8 : 2;
+        uint8_t got[8];
+        run_u8(g, &in, got, n, k ? "vec.qchannel_mul" : "vec.qgap");
+        cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &in, &ref, &e), TS_OK, "%s", e.msg);
+        for (int i = 0; i < n; i++) {
+            cr_expect_eq(got[i], want[i], "%d: y[%d] = %d, want %d", k, i, got[i], want[i]);
+            cr_expect_eq(((uint8_t *)ref->data)[i], want[i], "%d: reference y[%d]", k, i);
+        }
+        ts_tensor_unref(ref);
+        ts_tensor_unref(in);
+        ts_graph_free(g);
+    }
+}
+
+/* MobileNetV3's squeeze-excite in QDQ form after an int8 conv (oneDNN's
+ * channels-last u8): DQ(c) -> GlobalAveragePool -> Q -> DQ -> HardSigmoid
+ * (float gate) -> Mul(DQ(c)) -> Q -> DQ.  fuse_qdq makes
+ * QLinearGlobalAveragePool and QLinearChannelMul (the DQ of c then dead):
+ * within one step of the QDQ graph (the mean's rounding), and the plan runs
+ * them on vec.qgap / vec.qchannel_mul equal to the reference; u8 and s8,
+ * a gate per image (batch 2) and the batch-1 form. */
+Test(int8, fuse_qdq_squeeze_excite)
+{
+    for (int k = 0; k < 2; k++) {
+        ts_dtype t = k ? TS_I8 : TS_U8;
+        int zp = k ? 2 : 120;
+        ts_graph *g = ts_graph_new("qdq_se", 13);
+        int xq = q(g, xt_input(g, "x", k ? "1x16x7x7" : "2x16x7x7"), 0.02, zp, t);
+        int in[8] = {xq, scalar(g, TS_F32, 0.02), scalar(g, t, zp), rand_ints(g, TS_I8, "16x16x3x3", -127, 127),
+                     xt_const_random(g, "16", 0.001, 0.004, &rng), rand_ints(g, TS_I8, "16", 0, 0), scalar(g, TS_F32, 0.05),
+                     scalar(g, t, zp)};
+        int c = dq(g, xt_node(g, "QLinearConv", in, 8, ATTRS(ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4))), 0.05, zp, t);
+        int m = dq(g, q(g, xt_node(g, "GlobalAveragePool", INS(c), NOATTR), 0.01, zp, t), 0.01, zp, t);
+        int gate = xt_node(g, "HardSigmoid", INS(m), NOATTR);
+        xt_output(g, dq(g, q(g, xt_node(g, "Mul", INS(gate, c), NOATTR), 0.03, zp, t), 0.03, zp, t));
+        ts_graph *f = ts_graph_copy(g);
+        ts_error e = {0};
+        cr_assert_eq(ts_fuse_qdq(f, &e), 2, "%s", e.msg);
+        cr_expect_eq(count_op(f, "tsopt.QLinearGlobalAveragePool"), 1);
+        cr_expect_eq(count_op(f, "tsopt.QLinearChannelMul"), 1);
+        cr_expect_eq(count_op(f, "GlobalAveragePool") + count_op(f, "Mul"), 0);
+        cr_expect_eq(count_op(f, "DequantizeLinear"), 2, "the gate's and the output's DQ remain");
+        expect_within_step(g, f, 0.03);
+        ts_plan *p = xt_plan_check(f, NULL, 11, -2, 2, 0, XT_TOL_ELEM);
+        cr_expect_eq(xt_steps_of(p, "vec.qgap"), 1);
+        cr_expect_eq(xt_steps_of(p, "vec.qchannel_mul"), 1);
+        ts_plan_free(p);
+        ts_graph_free(f);
+        ts_graph_free(g);
+    }
+}
