@@ -2,7 +2,7 @@
 #ifndef TS_EINNET_BAND_H
 #define TS_EINNET_BAND_H
 
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 /* S[.., i, j] = Sum_c K[.., i + D*j + c0, c] * Q[.., i, c], out of range
  * reads 0, as the [.., L, J, 1] result of the exported MatMul. */

@@ -7,7 +7,7 @@
 #ifndef TS_EINNET_DERIVE_H
 #define TS_EINNET_DERIVE_H
 
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 /* Summation splitting: Sum_{P u Q} f  ->  Sum_P {L[trav, P] Sum_Q f}[trav, P]
  * for the summation iterators of scope s whose bit is set in `outer`

@@ -12,7 +12,7 @@
  * other iterators — so Sum_ij A[i,j]B[j,i] and Sum_ij A[i,j]B[i,j] differ
  * although all their iterators have one range.  A scope is named by its
  * own fingerprint, an input by its number. */
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 static uint64_t mix(uint64_t x)
 {

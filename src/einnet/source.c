@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "einnet/band.h"
-#include "einnet/codegen.h"
+#include "ein/codegen.h"
 #include "einnet/derive.h"
-#include "einnet/instantiate.h"
+#include "ein/instantiate.h"
 #include "ir/ir.h"
 #include "opt/source.h"
 #include "ops/attrs.h"

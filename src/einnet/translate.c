@@ -9,7 +9,7 @@
  * output (expr.h), so every index stays affine. */
 #include <stdio.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 #include "ops/attrs.h"
 
 typedef struct tr {

@@ -23,6 +23,7 @@
 #include "exec/cost.h"
 #include "exec/roofline.h"
 #include "exec/step_timer.h"
+#include "util/cpu_id.h"
 #include "util/wait_policy.h"
 #include "ops/list.h"
 
@@ -98,22 +99,8 @@ static bool put(ts_costdb *db, const char *key, double ms, int count)
 
 void xcost_cpu_id(char *buf, size_t n)
 {
-    char model[200] = "unknown-cpu";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (strncmp(line, "model name", 10)) continue;
-            char *c = strchr(line, ':');
-            if (!c) continue;
-            c++;
-            while (*c == ' ' || *c == '\t') c++;
-            c[strcspn(c, "\n")] = 0;
-            snprintf(model, sizeof model, "%s", c);
-            break;
-        }
-        fclose(f);
-    }
+    char model[240];
+    ts_cpu_model(model, sizeof model);
     /* the tag after ';' names what a cached time means: bump it when that
      * changes, so that old caches are ignored (m2: isolated times count
      * only the group's own steps; m3: keys name merge partners, so an old
@@ -121,7 +108,7 @@ void xcost_cpu_id(char *buf, size_t n)
      * a step's time includes waking the pool's threads when they sleep
      * (docs/runtime.md), so costs taken under one policy do not predict
      * runs under the other. */
-    snprintf(buf, n, "%s x%d; m3; wait %s", model, omp_get_num_procs(), ts_wait_policy_name());
+    snprintf(buf, n, "%s; m3; wait %s", model, ts_wait_policy_name());
 }
 
 const char *xcost_db_path(const ts_costdb *db) { return db->path; }

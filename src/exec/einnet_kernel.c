@@ -5,7 +5,7 @@
  * what the generator does not cover and whenever no kernel can be made --
  * no compiler, a compile error, a load error; TSOPT_DEBUG=1 says why. */
 #include <stdlib.h>
-#include "einnet/codegen.h"
+#include "ein/codegen.h"
 #include "exec/vec.h"
 #include "ops/list.h"
 

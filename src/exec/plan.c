@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/half.h"
-#include "exec/mem_check.h"
+#include "util/mem_check.h"
 #include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
 #include "ops/list.h"

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "einnet/codegen.h"
+#include "ein/codegen.h"
 #include "fuzz/fuzz.h"
 #include "ops/list.h"
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ir/ir.h"
-#include "einnet/function.h"
+#include "ein/function.h"
 #include "ir/meta.h"
 #include "onnx/proto.h"
 #include "ops/control_flow.h"

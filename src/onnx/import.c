@@ -21,10 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "einnet/function.h"
+#include "ein/function.h"
 #include "ir/ir.h"
 #include "ir/meta.h"
-#include "exec/mem_check.h"
+#include "util/mem_check.h"
 #include "onnx/proto.h"
 #include "onnx/sequence.h"
 #include "ops/control_flow.h"

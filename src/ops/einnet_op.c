@@ -14,7 +14,7 @@
  * attributes keep the text they were parsed from, which emit writes. */
 #include <stdlib.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 #include "ops/op.h"
 
 #define EIN_TEXT_MAX 16384

@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "einnet/codegen.h"
+#include "ein/codegen.h"
 #include "einnet/derive.h"
-#include "einnet/function.h"
+#include "ein/function.h"
 #include "ops/attrs.h"
-#include "einnet/instantiate.h"
+#include "ein/instantiate.h"
 #include "onnx/proto.h"
 #include "ops/list.h"
 #include "opt/source.h"

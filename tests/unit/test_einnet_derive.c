@@ -7,7 +7,7 @@
 #include <string.h>
 #include "einnet/band.h"
 #include "einnet/derive.h"
-#include "einnet/instantiate.h"
+#include "ein/instantiate.h"
 #include "exec_check.h"
 #include "ops/attrs.h"
 

@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 #include "exec_check.h"
 
 #define I(...) ((const int64_t[]){__VA_ARGS__})

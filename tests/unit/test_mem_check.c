@@ -3,7 +3,7 @@
  * off), the inputs-and-outputs byte count against hand-computed values, and
  * a plan whose arena does not fit failing before the arena is allocated. */
 #include <stdlib.h>
-#include "exec/mem_check.h"
+#include "util/mem_check.h"
 #include "exec_check.h"
 #include "ir/ir.h"
 

@@ -4,10 +4,10 @@
  * instantiation in standard operators, so ONNX Runtime runs the written
  * model; tsopt's importer recognizes the call by domain and name and
  * reads the node back as the eOperator (its generated kernel runs). */
-#ifndef TS_EINNET_FUNCTION_H
-#define TS_EINNET_FUNCTION_H
+#ifndef TS_EIN_FUNCTION_H
+#define TS_EIN_FUNCTION_H
 
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 #define TS_EIN_DOMAIN "ai.tsopt"
 #define TS_EIN_FUNCTION_PREFIX "EinNetOp_"

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 int ts_ein_iter_new(ts_ein *e, int64_t lo, int64_t hi)
 {

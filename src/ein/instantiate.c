@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "einnet/instantiate.h"
+#include "ein/instantiate.h"
 #include "ops/window.h"
 
 typedef struct tref {

@@ -6,10 +6,10 @@
  * directory by the content hash of source and compiler command, and loads
  * it.  Either fails cleanly (TS_ERR_UNSUPPORTED with why): the caller then
  * does not use the eOperator. */
-#ifndef TS_EINNET_CODEGEN_H
-#define TS_EINNET_CODEGEN_H
+#ifndef TS_EIN_CODEGEN_H
+#define TS_EIN_CODEGEN_H
 
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 /* The generated function: in[i] holds input i (plain row-major float32 of
  * e->in_shape[i]), out the output (e->out_shape), written whole; scratch

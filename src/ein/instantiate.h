@@ -6,10 +6,10 @@
  * col2im's aggregation); a scope without summation whose body is
  * arithmetic over reads is those reads plus broadcast element-wise
  * operators.  Anything else has no instantiation yet (an eOperator). */
-#ifndef TS_EINNET_INSTANTIATE_H
-#define TS_EINNET_INSTANTIATE_H
+#ifndef TS_EIN_INSTANTIATE_H
+#define TS_EIN_INSTANTIATE_H
 
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 /* Points a reduction scope may be unrolled over (Slices + Adds). */
 #define EIN_MAX_UNROLL 49

@@ -4,7 +4,7 @@
  * on the original.  Slow on purpose: nothing here is clever. */
 #include <stdlib.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 typedef struct ev {
     const ts_ein *e;

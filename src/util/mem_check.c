@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "exec/mem_check.h"
+#include "util/mem_check.h"
 
 /* The value of "KEY <n> kB"-style line `key` in a /proc file, in bytes;
  * false when absent. */

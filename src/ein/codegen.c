@@ -17,7 +17,7 @@
  * (else ~/.cache/tsopt, as the cost cache) in eop/.  It is compiled to a
  * file private to this process and thread and renamed into place, so
  * concurrent compiles never load a half-written object. */
-#include "einnet/codegen.h"
+#include "ein/codegen.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec/cost.h"
+#include "util/cpu_id.h"
 
 extern char **environ;
 
@@ -355,7 +355,7 @@ static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
     /* -march=native: an object made on another CPU (a cache directory on a
      * shared disk) may not run here, so the CPU is part of the key */
     char cpu[256];
-    xcost_cpu_id(cpu, sizeof cpu);
+    ts_cpu_model(cpu, sizeof cpu);
     uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, src), cc), cpu);
     const char *dir = getenv("TSOPT_CACHE_DIR"), *home = getenv("HOME");
     char base[900];

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/ir.h"
-#include "einnet/function.h"
-#include "einnet/instantiate.h"
+#include "ein/function.h"
+#include "ein/instantiate.h"
 
 void ts_ein_function_name(const char *text, ts_dtype dt, char *buf, size_t n)
 {

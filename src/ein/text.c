@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "einnet/expr.h"
+#include "ein/expr.h"
 
 #define EIN_TEXT_TAG "ein1"
 /* Index values and ranges stay far from int64 overflow in offsets. */

@@ -23,8 +23,8 @@
  * out_shape (the same element count): a traversal over more iterators than
  * the output has dimensions is a merged traversal (grouped conv writes
  * L[n, g, f', h, w] as the tensor [N, G*F', H, W]). */
-#ifndef TS_EINNET_EXPR_H
-#define TS_EINNET_EXPR_H
+#ifndef TS_EIN_EXPR_H
+#define TS_EIN_EXPR_H
 
 #include "ops/num.h"
 #include "tsopt.h"

@@ -1,7 +1,7 @@
 /* Memory checks before allocation (mem_check.c): what this process may
  * still allocate, and what running a graph needs at least. */
-#ifndef TS_EXEC_MEM_CHECK_H
-#define TS_EXEC_MEM_CHECK_H
+#ifndef TS_UTIL_MEM_CHECK_H
+#define TS_UTIL_MEM_CHECK_H
 
 #include "tsopt.h"
 
