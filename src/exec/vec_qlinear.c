@@ -19,6 +19,12 @@
 #include "ops/qlinear_eltwise.h"
 
 #define QCHUNK 16384 /* elements per parallel chunk */
+/* Elements from which a step splits over the threads: a byte is an eighth
+ * of a float32 element's traffic, and a table lookup a few instructions per
+ * 64 bytes, so a squeeze-excite block's 36 KB took 60 us woken over two
+ * threads at load 9 (profile) and one microsecond or two on one */
+#define QPAR_ARITH (1 << 18) /* float arithmetic per element: add, gate */
+#define QPAR_TABLE (1 << 21) /* vpermi2b lookups */
 
 typedef struct vqe {
     int threads;
@@ -65,7 +71,7 @@ static void qadd_run(const xstep *st, void *const *in, void *const *out, void *s
     const vqe *s = st->state;
     (void)scratch;
     const int64_t chunks = (s->n + QCHUNK - 1) / QCHUNK;
-    XV_PAR_FOR(c, chunks, s->threads, s->threads > 1 && s->n >= XV_PAR_MIN, {
+    XV_PAR_FOR(c, chunks, s->threads, s->threads > 1 && s->n >= QPAR_ARITH, {
         const int64_t o = c * QCHUNK, len = s->n - o < QCHUNK ? s->n - o : QCHUNK;
         const char *a = (const char *)in[0] + o, *b = (const char *)in[1] + o;
         char *y = (char *)out[0] + o;
@@ -105,7 +111,7 @@ static void lookup_run(const xstep *st, void *const *in, void *const *out, void 
     const bool vbmi = __builtin_cpu_supports("avx512vbmi");
     const int64_t chunks = (s->n + QCHUNK - 1) / QCHUNK;
     const uint8_t flip = s->s8 ? 0x80 : 0;
-    XV_PAR_FOR(c, chunks, s->threads, s->threads > 1 && s->n >= XV_PAR_MIN, {
+    XV_PAR_FOR(c, chunks, s->threads, s->threads > 1 && s->n >= QPAR_TABLE, {
         const int64_t o = c * QCHUNK, len = s->n - o < QCHUNK ? s->n - o : QCHUNK;
         const uint8_t *x = (const uint8_t *)in[0] + o;
         uint8_t *y = (uint8_t *)out[0] + o;
@@ -142,7 +148,7 @@ static void chmul_run(const xstep *st, void *const *in, void *const *out, void *
     (void)scratch;
     /* rows: (n, c) of hw elements (plain), or (n, pixel) of C (channels-last) */
     const int64_t rows = s->cl ? s->N * s->hw : s->N * s->C, len = s->cl ? s->C : s->hw;
-    XV_PAR_FOR(r, rows, s->threads, s->threads > 1 && s->n >= XV_PAR_MIN, {
+    XV_PAR_FOR(r, rows, s->threads, s->threads > 1 && s->n >= QPAR_ARITH, {
         const int64_t n = s->cl ? r / s->hw : r / s->C;
         const float *g = gate + (s->gate_n == 1 ? 0 : n * s->C) + (s->cl ? 0 : r % s->C);
         const char *x = (const char *)in[0] + r * len;
