@@ -479,11 +479,11 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 /* ---- graph passes */
 
 enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
-       NPASSES };
+       PASS_FOLD_GATE, NPASSES };
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
                                          "stack-shared-weight-matmuls", "pool-after-pointwise-conv",
-                                         "pool-before-pointwise-conv"};
+                                         "pool-before-pointwise-conv", "fold-gate-into-conv"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -505,6 +505,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
     case PASS_STACK: return ts_merge_shared_weights(g, s->cc, s->err);
     case PASS_POOL_CONV: return ts_swap_pool_conv(g, s->err);
     case PASS_POOL_FIRST: return ts_pool_before_conv(g, s->err);
+    case PASS_FOLD_GATE: return ts_fold_gate(g, s->err); /* the target's cost decides (ORT runs the Mul) */
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }
