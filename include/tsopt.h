@@ -215,6 +215,9 @@ typedef struct ts_graph {
     int *outputs; /* graph outputs (value ids), in order */
     int noutputs;
     struct ts_model_meta *meta; /* what the ONNX file had beyond the graph (NULL for built graphs); shared by copies */
+    /* value name -> id while a graph is built in bulk (ts_graph_index_names):
+     * NULL otherwise, then ts_graph_find_value searches the values */
+    struct ts_name_map *index;
 } ts_graph;
 
 ts_graph *ts_graph_new(const char *name, int opset);

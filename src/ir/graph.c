@@ -4,6 +4,7 @@
 #include <string.h>
 #include "ir/ir.h"
 #include "ir/meta.h"
+#include "ir/name_map.h"
 
 char *ts_strdup(const char *s)
 {
@@ -45,6 +46,7 @@ void ts_graph_free(ts_graph *g)
     free(g->outputs);
     free(g->name);
     ts_model_meta_unref(g->meta);
+    ts_graph_index_names(g, false);
     free(g);
 }
 
@@ -61,6 +63,7 @@ ts_graph *ts_graph_copy(const ts_graph *g)
     ts_graph *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = *g;
+    c->index = NULL; /* a copy is not being built */
     c->name = ts_strdup(g->name);
     c->values = calloc((size_t)(g->cap_values ? g->cap_values : 1), sizeof *c->values);
     c->nodes = calloc((size_t)(g->cap_nodes ? g->cap_nodes : 1), sizeof *c->nodes);
@@ -94,8 +97,27 @@ ts_graph *ts_graph_copy(const ts_graph *g)
     return c;
 }
 
+bool ts_graph_index_names(ts_graph *g, bool on)
+{
+    if (g->index) ts_name_map_free(g->index);
+    free(g->index);
+    g->index = NULL;
+    if (!on) return true;
+    ts_name_map *m = calloc(1, sizeof *m);
+    for (int i = 0; m && i < g->nvalues; i++)
+        if (!ts_name_map_put(m, g->values[i].name, i)) {
+            ts_name_map_free(m);
+            free(m);
+            m = NULL;
+        }
+    g->index = m;
+    return m != NULL;
+}
+
 int ts_graph_find_value(const ts_graph *g, const char *name)
 {
+    int v;
+    if (g->index) return ts_name_map_find(g->index, name, &v) ? v : -1;
     for (int i = 0; i < g->nvalues; i++)
         if (!strcmp(g->values[i].name, name)) return i;
     return -1;
@@ -137,6 +159,8 @@ static int new_value(ts_graph *g, const char *name, ts_dtype dtype, const ts_sha
     v->dtype = dtype;
     v->shape = *shape;
     v->producer = -1;
+    if (g->index && (!v->name || !ts_name_map_put(g->index, v->name, g->nvalues)))
+        ts_graph_index_names(g, false); /* out of memory: searched from now on */
     return g->nvalues++;
 }
 
@@ -368,6 +392,7 @@ void ts_graph_compact(ts_graph *g)
     }
     for (int i = 0; i < g->ninputs; i++) g->inputs[i] = remap[g->inputs[i]];
     for (int i = 0; i < g->noutputs; i++) g->outputs[i] = remap[g->outputs[i]];
+    if (g->index) ts_graph_index_names(g, true); /* the ids moved */
 out:
     free(keep);
     free(remap);

@@ -22,6 +22,13 @@ int ts_value_uses(const ts_graph *g, int v);
  * (copied, not parsed): nodes no file op_type names (opaque nodes). */
 int ts_graph_add_node_parsed(ts_graph *g, const ts_op_desc *op, const char *name, const int *inputs, int ninputs,
                              const void *attrs, int nout, const char *const *out_names, int *outputs, ts_error *err);
+/* Turns the value-name index on (built from the values now there, kept
+ * up to date by the builder functions and ts_graph_compact) or off.  For
+ * building a graph in bulk, as the importer does (each value added checks
+ * its name is new: a linear search made imports quadratic); off otherwise,
+ * since passes rename values in place.  False when out of memory (the
+ * index stays off: lookups search, correctly). */
+bool ts_graph_index_names(ts_graph *g, bool on);
 /* Names: strdup that reports failure in err. */
 char *ts_strdup(const char *s);
 

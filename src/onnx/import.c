@@ -24,71 +24,13 @@
 #include "ein/function.h"
 #include "ir/ir.h"
 #include "ir/meta.h"
+#include "ir/name_map.h"
 #include "util/mem_check.h"
 #include "onnx/proto.h"
 #include "onnx/sequence.h"
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
 #include "ops/list.h"
-
-/* ------------------------------------------------ name -> int hash map */
-
-/* Open addressing; keys point into the model protos, which outlive it. */
-typedef struct name_map {
-    const char **keys;
-    int *vals;
-    size_t cap, n;
-} name_map;
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static bool map_find(const name_map *m, const char *key, int *val)
-{
-    if (!m->cap) return false;
-    for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->keys[i]) return false;
-        if (!strcmp(m->keys[i], key)) {
-            if (val) *val = m->vals[i];
-            return true;
-        }
-    }
-}
-
-/* Inserts or overwrites; false when out of memory. */
-static bool map_put(name_map *m, const char *key, int val)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 64;
-        name_map b = {calloc(nc, sizeof *b.keys), calloc(nc, sizeof *b.vals), nc, 0};
-        if (!b.keys || !b.vals) {
-            free(b.keys);
-            free(b.vals);
-            return false;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i]) map_put(&b, m->keys[i], m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = b;
-    }
-    size_t i = str_hash(key) & (m->cap - 1);
-    while (m->keys[i] && strcmp(m->keys[i], key)) i = (i + 1) & (m->cap - 1);
-    if (!m->keys[i]) m->n++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return true;
-}
-
-static void map_free(name_map *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
 
 /* ------------------------------------------------------------ importer */
 
@@ -98,7 +40,7 @@ typedef struct importer {
     const char *model; /* "model 'path'" or "model", for file-level messages */
     ts_graph *g;
     ts_error *err;
-    name_map values; /* tensor name -> value id */
+    ts_name_map values; /* tensor name -> value id */
     char **names;    /* display name of each node (file order) */
     int *order;      /* node indices in dependency order */
     ts_tensor **inits; /* decoded initializers (file order): kept by the first import, reused by the probe's */
@@ -153,7 +95,7 @@ static ts_status add_initializers(importer *im)
         int v = ts_graph_add_constant(im->g, tp->name, t, im->err);
         ts_tensor_unref(t);
         if (v < 0) return im->err->code;
-        if (!map_put(&im->values, tp->name, v)) return oom(im);
+        if (!ts_name_map_put(&im->values, tp->name, v)) return oom(im);
     }
     return TS_OK;
 }
@@ -211,7 +153,7 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
         bool found = false;
         for (size_t i = 0; i < im->gp->n_input && !found; i++) {
             const char *n = im->gp->input[i]->name;
-            found = n && !strcmp(n, bn) && !map_find(&im->values, n, NULL);
+            found = n && !strcmp(n, bn) && !ts_name_map_find(&im->values, n, NULL);
         }
         if (!found && ts_onnx_opaque_output(im->gp, bn)) continue; /* shape of an opaque node's output */
         if (!found) return ts_error_set(im->err, TS_ERR_INVALID, "input bind '%s' does not name a graph input", bn);
@@ -222,7 +164,7 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
         if (!name || !*name)
             return ts_error_set(im->err, TS_ERR_PARSE, "%s: graph input %zu has no name", im->model, i);
         /* Old exporters list weights as inputs too: those are constants. */
-        if (map_find(&im->values, name, NULL)) continue;
+        if (ts_name_map_find(&im->values, name, NULL)) continue;
         if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
             return ts_error_set(im->err, TS_ERR_UNSUPPORTED,
                                 "input '%s' is not a tensor (only tensor inputs are supported)", name);
@@ -236,7 +178,7 @@ static ts_status add_inputs(importer *im, const ts_input_bind *binds, int nbinds
         if (input_shape(im, name, tt, find_bind(binds, nbinds, name), &shape)) return im->err->code;
         int v = ts_graph_add_input(im->g, name, dt, &shape, im->err);
         if (v < 0) return im->err->code;
-        if (!map_put(&im->values, name, v)) return oom(im);
+        if (!ts_name_map_put(&im->values, name, v)) return oom(im);
     }
     return TS_OK;
 }
@@ -257,7 +199,7 @@ static void node_name(const Onnx__NodeProto *n, size_t i, char *buf, size_t size
 static bool scope_has(const importer *im, const char *name)
 {
     for (; im; im = im->parent)
-        if (map_find(&im->values, name, NULL)) return true;
+        if (ts_name_map_find(&im->values, name, NULL)) return true;
     return false;
 }
 
@@ -267,7 +209,7 @@ static bool scope_has(const importer *im, const char *name)
  * when no scope has it (err set only when something else failed). */
 static ts_status resolve(importer *im, const char *name, int *v)
 {
-    if (map_find(&im->values, name, v)) return TS_OK;
+    if (ts_name_map_find(&im->values, name, v)) return TS_OK;
     if (!im->parent || !scope_has(im->parent, name)) return TS_ERR_INVALID;
     int pv;
     if (resolve(im->parent, name, &pv)) return im->err->code ? im->err->code : TS_ERR_INVALID;
@@ -278,7 +220,7 @@ static ts_status resolve(importer *im, const char *name, int *v)
     const char **c = realloc(im->caps, sizeof *c * (size_t)(im->ncaps + 1));
     if (!c) return oom(im);
     im->caps = c;
-    if (!map_put(&im->values, name, nv)) return oom(im);
+    if (!ts_name_map_put(&im->values, name, nv)) return oom(im);
     im->caps[im->ncaps++] = name;
     *v = nv;
     return TS_OK;
@@ -405,7 +347,7 @@ static ts_status sort_nodes(importer *im)
 {
     const Onnx__GraphProto *gp = im->gp;
     int nn = (int)gp->n_node;
-    name_map prod = {0};
+    ts_name_map prod = {0};
     int *indeg = calloc((size_t)nn + 1, sizeof(int));
     int *ustart = calloc((size_t)nn + 2, sizeof(int));
     int *heap = malloc(sizeof(int) * ((size_t)nn + 1));
@@ -421,18 +363,18 @@ static ts_status sort_nodes(importer *im)
             const char *t = n->output[o];
             int other;
             if (!t || !*t) continue;
-            if (map_find(&im->values, t, NULL)) {
+            if (ts_name_map_find(&im->values, t, NULL)) {
                 st = ts_error_set(im->err, TS_ERR_INVALID,
                                   "node '%s' (%s): output '%s' has the name of a graph input or initializer",
                                   im->names[i], n->op_type, t);
                 goto out;
             }
-            if (map_find(&prod, t, &other)) {
+            if (ts_name_map_find(&prod, t, &other)) {
                 st = ts_error_set(im->err, TS_ERR_INVALID, "tensor '%s' is produced by both node '%s' and node '%s'",
                                   t, im->names[other], im->names[i]);
                 goto out;
             }
-            if (!map_put(&prod, t, i)) goto nomem;
+            if (!ts_name_map_put(&prod, t, i)) goto nomem;
         }
     }
     /* Edges producer -> user, one per input occurrence, in CSR form. */
@@ -443,7 +385,7 @@ static ts_status sort_nodes(importer *im)
             const char *t = deps[i].names[k];
             int p;
             if (!t || !*t || scope_has(im, t)) continue;
-            if (!map_find(&prod, t, &p)) {
+            if (!ts_name_map_find(&prod, t, &p)) {
                 if (k >= n->n_input) continue; /* read inside a body: its import names it */
                 st = ts_error_set(im->err, TS_ERR_INVALID,
                                   "node '%s' (%s): input '%s' is not produced by any node or graph input", im->names[i],
@@ -463,7 +405,7 @@ static ts_status sort_nodes(importer *im)
         for (size_t k = 0; k < deps[i].n; k++) {
             const char *t = deps[i].names[k];
             int p;
-            if (!t || !*t || scope_has(im, t) || !map_find(&prod, t, &p)) continue;
+            if (!t || !*t || scope_has(im, t) || !ts_name_map_find(&prod, t, &p)) continue;
             users[ustart[p] + fill[p]++] = i;
         }
     }
@@ -488,7 +430,7 @@ static ts_status sort_nodes(importer *im)
             for (size_t k = 0; k < deps[cur].n && next < 0; k++) {
                 const char *t = deps[cur].names[k];
                 int p;
-                if (t && *t && !scope_has(im, t) && map_find(&prod, t, &p) && indeg[p]) next = p;
+                if (t && *t && !scope_has(im, t) && ts_name_map_find(&prod, t, &p) && indeg[p]) next = p;
             }
             if (next < 0) break; /* cannot happen; stay safe */
             cur = next;
@@ -501,7 +443,7 @@ nomem:
 out:
     for (int i = 0; deps && i < nn; i++) free(deps[i].names);
     free(deps);
-    map_free(&prod);
+    ts_name_map_free(&prod);
     free(indeg);
     free(ustart);
     free(heap);
@@ -549,7 +491,7 @@ static ts_status add_constant_node(importer *im, int ni)
     int v = ts_graph_add_constant(im->g, n->output[0], t, im->err);
     ts_tensor_unref(t);
     if (v < 0) return im->err->code;
-    return map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
+    return ts_name_map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
 }
 
 /* Folds that stay allowed when the model must not grow: shape arithmetic. */
@@ -575,7 +517,7 @@ static ts_status add_node(importer *im, int ni)
     if (ts_onnx_seq_is_op(n)) {
         int v;
         if (ts_onnx_seq_node(im->g, &im->seqs, n, name, seq_resolve, im, &v, im->err)) return im->err->code;
-        return v < 0 || map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
+        return v < 0 || ts_name_map_put(&im->values, n->output[0], v) ? TS_OK : oom(im);
     }
     /* Trailing empty names are absent optional inputs/outputs: drop them so
      * the count matches what the operator expects. */
@@ -618,7 +560,8 @@ static ts_status add_node(importer *im, int ni)
             goto out;
         }
         for (int o = 0; o < im->g->nodes[idx].noutputs; o++)
-            if (n->output[o] && *n->output[o] && !map_put(&im->values, n->output[o], im->g->nodes[idx].outputs[o])) {
+            if (n->output[o] && *n->output[o] &&
+                !ts_name_map_put(&im->values, n->output[o], im->g->nodes[idx].outputs[o])) {
                 st = oom(im);
                 goto out;
             }
@@ -635,7 +578,7 @@ static ts_status add_node(importer *im, int ni)
         goto out;
     }
     for (int o = 0; o < nout; o++)
-        if (n->output[o] && *n->output[o] && !map_put(&im->values, n->output[o], outs[o])) {
+        if (n->output[o] && *n->output[o] && !ts_name_map_put(&im->values, n->output[o], outs[o])) {
             st = oom(im);
             goto out;
         }
@@ -717,7 +660,7 @@ static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const
             break;
         }
         int v = ts_graph_add_input(im.g, name, dt[i], &sh[i], err);
-        if (v < 0 || !map_put(&im.values, name, v)) st = v < 0 ? err->code : oom(&im);
+        if (v < 0 || !ts_name_map_put(&im.values, name, v)) st = v < 0 ? err->code : oom(&im);
     }
     if (!st && !(st = check_nodes(&im)) && !(st = sort_nodes(&im))) {
         for (size_t k = 0; k < gp->n_node && !st; k++) {
@@ -752,7 +695,7 @@ static ts_status import_body(importer *parent, const Onnx__GraphProto *gp, const
     for (int j = 0; !st && j < im.ncaps; j++)
         if (ts_graph_find_value(b->g, im.caps[j]) >= 0) st = ts_body_add_capture(b, im.caps[j], -1, err);
     if (st && !strstr(err->msg, attr)) ts_error_prefix(err, "node '%s' (%s): attribute '%s'", node, op, attr);
-    map_free(&im.values);
+    ts_name_map_free(&im.values);
     ts_onnx_seq_set_free(im.seqs);
     if (im.names)
         for (size_t i = 0; i < gp->n_node; i++) free(im.names[i]);
@@ -951,7 +894,7 @@ static ts_status add_cf_node(importer *im, int ni)
         goto out;
     }
     for (int o = 0; o < nout; o++)
-        if (n->output[o] && *n->output[o] && !map_put(&im->values, n->output[o], outs[o])) {
+        if (n->output[o] && *n->output[o] && !ts_name_map_put(&im->values, n->output[o], outs[o])) {
             st = oom(im);
             goto out;
         }
@@ -983,6 +926,7 @@ static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char 
     im.names = calloc(gp->n_node + 1, sizeof *im.names);
     im.order = malloc(sizeof(int) * (gp->n_node + 1));
     ts_status st = TS_OK;
+    if (im.g) ts_graph_index_names(im.g, true); /* off again below: a decoder's re-load was quadratic in its values */
     if (!im.g || !im.names || !im.order)
         st = oom(&im);
     else if (!(st = add_initializers(&im)) && !(st = add_inputs(&im, binds, nbinds)) && !(st = check_nodes(&im)) &&
@@ -992,12 +936,13 @@ static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char 
             st = strcmp(gp->node[ni]->op_type, "Constant") ? add_node(&im, ni) : add_constant_node(&im, ni);
         }
         if (!st) st = add_outputs(&im);
+        if (im.g) ts_graph_index_names(im.g, false);
         if (!st) {
             ts_graph_compact(im.g);
             st = ts_graph_validate(im.g, err);
         }
     }
-    map_free(&im.values);
+    ts_name_map_free(&im.values);
     ts_onnx_seq_set_free(im.seqs);
     if (im.names)
         for (size_t i = 0; i < gp->n_node; i++) free(im.names[i]);
@@ -1432,6 +1377,11 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
         g->meta->small_folds = small_folds;
     } else
         ts_opaque_table_free(opaque);
+    /* A kept model's load is for one run's sizes (ts_session, a decoder's
+     * every token): the import at other sizes that probe_sizes makes would
+     * double its cost, for what only writing the graph out reads */
+    if (!st && kept && g->meta->nsyms && !g->meta->why_static[0])
+        snprintf(g->meta->why_static, sizeof g->meta->why_static, "loaded for one run's sizes, not probed at others");
     if (!st && g->meta->nsyms && !g->meta->why_static[0])
         st = probe_sizes(g->meta, gp, opset, base_dir, model, inits, g, err);
     for (size_t i = 0; i < gp->n_initializer; i++) ts_tensor_unref(inits[i]);
