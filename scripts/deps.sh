@@ -22,7 +22,7 @@ PKGS=(
   # generate/verify/fuzz over several machines (docs/distributed.md)
   libopenmpi-dev openmpi-bin
   # tsopt fuzz: eOperators compiled in ~10 ms instead of gcc -O3's ~200 (docs/fuzz.md)
-  tcc
+  tcc libtcc-dev
   # ONNX Runtime peer
   nodejs npm
 )

@@ -9,6 +9,8 @@
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+/* libtcc as "tcc", compiling eOperators in this process (tcc_jit.c). */
+void cli_jit_register(void);
 int cli_info(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_compare(int argc, char **argv);

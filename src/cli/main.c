@@ -79,6 +79,7 @@ int main(int argc, char **argv)
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
+    cli_jit_register();
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         if (!strcmp(cmd, "help") && argc > 2) {
             for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)

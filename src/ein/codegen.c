@@ -346,12 +346,24 @@ static const char *compiler_override;
 
 void ts_ein_set_compiler(const char *cc) { compiler_override = cc && *cc ? cc : NULL; }
 
+static const ts_ein_jit *jit;
+
+void ts_ein_set_jit(const ts_ein_jit *j) { jit = j; }
+
 static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
 {
     char *src = ts_ein_codegen(e, &k->scratch_floats, err);
     if (!src) return err->code;
     const char *cc = compiler_override ? compiler_override : getenv("CC");
     if (!cc || !*cc) cc = "cc";
+    if (jit && !strcmp(cc, jit->name)) { /* in memory: no file, no cache */
+        void *fn = NULL;
+        ts_status st = jit->compile(src, EOP_SYMBOL, &fn, &k->jit_state, err);
+        free(src);
+        memcpy(&k->fn, &fn, sizeof k->fn); /* POSIX's way from an object pointer to a function pointer */
+        if (!st) snprintf(k->path, sizeof k->path, "(compiled in memory by %s)", jit->name);
+        return st;
+    }
     /* -march=native: an object made on another CPU (a cache directory on a
      * shared disk) may not run here, so the CPU is part of the key */
     char cpu[256];
@@ -423,5 +435,6 @@ void ts_ein_kernel_free(ts_ein_kernel *k)
 {
     if (!k) return;
     if (k->dl) dlclose(k->dl);
+    if (k->jit_state) jit->release(k->jit_state);
     free(k);
 }

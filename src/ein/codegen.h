@@ -19,6 +19,7 @@ typedef void (*ts_ein_fn)(const float *const *in, float *out, float *scratch, in
 
 typedef struct ts_ein_kernel {
     void *dl;         /* dlopen handle */
+    void *jit_state;  /* or the in-process compiler's state holding the code */
     ts_ein_fn fn;
     size_t scratch_floats;
     char path[1024];  /* the cached shared object */
@@ -44,5 +45,18 @@ void ts_ein_kernel_free(ts_ein_kernel *k);
  * its optimizations.  Process-wide, not thread-safe: set it between
  * plans, not while one is built. */
 void ts_ein_set_compiler(const char *cc);
+
+/* A compiler in this process standing for the command `name`: compile
+ * makes src's function `symbol` (*fn) in memory, kept alive by *state until
+ * release.  The tsopt command registers libtcc's for "tcc"
+ * (src/cli/tcc_jit.c): a fuzzing campaign's tcc processes took a quarter
+ * of its CPU time.  The library never links libtcc itself: libtsopt.so
+ * cannot hold its non-PIC objects.  Register before any compile. */
+typedef struct ts_ein_jit {
+    const char *name;
+    ts_status (*compile)(const char *src, const char *symbol, void **fn, void **state, ts_error *err);
+    void (*release)(void *state);
+} ts_ein_jit;
+void ts_ein_set_jit(const ts_ein_jit *jit);
 
 #endif

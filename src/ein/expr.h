@@ -146,6 +146,11 @@ int64_t ts_ein_points(const ts_ein *e);
  * 1/p per output element).  1 equal, 0 differ, 2 not checked (more than
  * max_points to evaluate), -1 error (err set). */
 int ts_ein_check_equal(const ts_ein *a, const ts_ein *b, int64_t max_points, ts_error *err);
+/* The same against one a for many b: a's inputs and value made once. */
+typedef struct ts_ein_checker ts_ein_checker;
+ts_ein_checker *ts_ein_checker_new(const ts_ein *a, int64_t max_points, ts_error *err);
+int ts_ein_checker_equal(ts_ein_checker *c, const ts_ein *b, ts_error *err);
+void ts_ein_checker_free(ts_ein_checker *c);
 
 /* ---------------------------------------------------------------- text */
 

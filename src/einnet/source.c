@@ -177,13 +177,11 @@ static cached *derive(ein_state *s, const ts_graph *g, const ts_node *nd, const 
         return NULL;
     }
     s->searches++;
+    ts_ein_checker *chk = n > 0 ? ts_ein_checker_new(e, CHECK_POINTS, err) : NULL;
     for (int i = 0; i < n; i++) {
-        if (emit->stopped(emit)) {
-            free(c->found);
-            return NULL;
-        }
-        int same = ts_ein_check_equal(e, &c->found[i].e, CHECK_POINTS, err);
+        int same = !chk || emit->stopped(emit) ? -1 : ts_ein_checker_equal(chk, &c->found[i].e, err);
         if (same < 0) {
+            ts_ein_checker_free(chk);
             free(c->found);
             return NULL;
         }
@@ -231,6 +229,7 @@ static cached *derive(ein_state *s, const ts_graph *g, const ts_node *nd, const 
         }
         c->nfound++;
     }
+    ts_ein_checker_free(chk);
     s->derivations += c->nfound;
     s->ncache++;
     return c;
