@@ -146,5 +146,7 @@ extern const xkernel xk_vec_eltwise, xk_vec_softmax, xk_vec_layernorm, xk_vec_re
     xk_vec_band, xk_vec_band_defer;
 extern const xkernel xk_vec_pad, xk_vec_batchnorm; /* vec_pad.c, vec_batchnorm.c */
 extern const xkernel xk_vec_layernorm_ops; /* vec_layernorm.c: LayerNorm written out in ops */
+/* A vec.layernorm.ops step of a half plan, its output rounded (half.c skips it) */
+bool xv_layernorm_rounds(const xstep *s);
 
 #endif

@@ -5,9 +5,12 @@
  * Scale and B must have D elements, or be constants, which are expanded
  * onto the normalized shape once at plan time. */
 #include <stdlib.h>
+#include "exec/half.h"
 #include "exec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
+
+#define LN_SQ 256 /* squares rounded together (a stack array) */
 
 typedef struct ln_state {
     int64_t rows, d;
@@ -16,6 +19,7 @@ typedef struct ln_state {
     int threads;
     int scale_in, bias_in; /* step input index, or -1: use the expanded copy (or none for bias) */
     float *scale, *bias;   /* plan-time expansions of constant parameters */
+    ts_dtype round;        /* half plans, written-out form: every node's output rounded to it (or TS_UNDEFINED) */
 } ln_state;
 
 static void ln_free(void *p)
@@ -45,6 +49,50 @@ XV_CLONES static void ln_row(const float *x, float *y, int64_t d, float eps, con
     }
 }
 
+/* The written-out LayerNorm of a float16 / bfloat16 graph, each node's
+ * output rounded to type h as the unfused nodes round it (half.c): mean,
+ * d = x - mean, d^2, its mean, + eps, sqrt, d / sqrt, * gamma, + beta.
+ * Division as the graph divides (not a reciprocal's product), so the
+ * values equal the node-by-node plan's. */
+static void ln_row_round(const float *x, float *y, int64_t d, float eps, const float *g, const float *b, ts_dtype h)
+{
+    float sum = 0, var = 0, sq[LN_SQ];
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < d; i++) sum += x[i];
+    float mean = sum / (float)d;
+    xhalf_round(h, &mean, 1);
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++) y[i] = x[i] - mean;
+    xhalf_round(h, y, (size_t)d);
+    for (int64_t i0 = 0; i0 < d; i0 += LN_SQ) {
+        int64_t m = d - i0 < LN_SQ ? d - i0 : LN_SQ;
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++) sq[i] = y[i0 + i] * y[i0 + i];
+        xhalf_round(h, sq, (size_t)m);
+#pragma omp simd reduction(+ : var)
+        for (int64_t i = 0; i < m; i++) var += sq[i];
+    }
+    float v[3];
+    v[0] = var / (float)d;
+    xhalf_round(h, v, 1);
+    v[1] = v[0] + eps;
+    xhalf_round(h, v + 1, 1);
+    v[2] = sqrtf(v[1]);
+    xhalf_round(h, v + 2, 1);
+    const float sd = v[2];
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++) y[i] = y[i] / sd;
+    xhalf_round(h, y, (size_t)d);
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++) y[i] = y[i] * g[i];
+    xhalf_round(h, y, (size_t)d);
+    if (b) {
+#pragma omp simd
+        for (int64_t i = 0; i < d; i++) y[i] = y[i] + b[i];
+        xhalf_round(h, y, (size_t)d);
+    }
+}
+
 static void ln_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     const ln_state *s = st->state;
@@ -54,7 +102,12 @@ static void ln_run(const xstep *st, void *const *in, void *const *out, void *scr
     (void)scratch;
 #pragma omp parallel for schedule(static) num_threads(s->threads) \
     if (s->threads > 1 && s->rows > 1 && s->rows * s->d >= XV_PAR_MIN / 4)
-    for (int64_t r = 0; r < s->rows; r++) ln_row(x + r * s->d, y + r * s->d, s->d, s->eps, g, b);
+    for (int64_t r = 0; r < s->rows; r++) {
+        if (s->round)
+            ln_row_round(x + r * s->d, y + r * s->d, s->d, s->eps, g, b, s->round);
+        else
+            ln_row(x + r * s->d, y + r * s->d, s->d, s->eps, g, b);
+    }
 }
 
 /* Constant t broadcast onto `norm`, as a new float array (NULL: no memory). */
@@ -233,10 +286,12 @@ static bool mean_geom(const xplan *p, int r, ln_geom *gm)
     return phase > 0 && gm->d > 0 && gm->inner > 0 && gm->outer > 0;
 }
 
-/* The node reading v, when it is the only one (and v no graph output). */
+/* The node reading v, when it is the only one (and v no graph output).
+ * In a half plan, through half.c's refusal: lnd_build then rounds each
+ * node's output (ln_row_round) or declines. */
 static int only_reader(const xplan *p, int v, const ts_op_desc *op)
 {
-    int c = xplan_sole_consumer(p, v);
+    int c = xhalf_sole_consumer(p, v);
     if (c < 0 || p->g->nodes[c].op != op || p->g->nodes[c].noutputs != 1) return -1;
     if (op == &ts_op_reducemean) return c; /* mean_geom checks its types */
     return xv_all_f32(p, c) ? c : -1;
@@ -303,7 +358,8 @@ static bool ln_decomposed(const xplan *p, int n, ln_match *m)
     if (sub < 0 || g->nodes[sub].inputs[0] != m->x) return false;
     int dv = g->nodes[sub].outputs[0];
     const ts_shape *xs = &g->values[m->x].shape;
-    if (!ts_shape_eq(&g->values[dv].shape, xs) || p->consumers[dv] != 2 || ts_graph_is_output(g, dv)) return false;
+    if (!ts_shape_eq(&g->values[dv].shape, xs) || xhalf_consumers(p, dv) != 2 || ts_graph_is_output(g, dv))
+        return false;
     /* d's two readers: the square and the Div */
     int sq = -1, div = -1;
     for (int c = 0; c < g->nnodes; c++) {
@@ -332,7 +388,7 @@ static bool ln_decomposed(const xplan *p, int n, ln_match *m)
     if (an->ninputs != 2 || !is_scalar(p, an->inputs[an->inputs[0] == vv ? 1 : 0], NAN, &eps) || eps < 0)
         return false;
     int sqrt_n = only_reader(p, an->outputs[0], &ts_op_sqrt);
-    if (sqrt_n < 0 || xplan_sole_consumer(p, g->nodes[sqrt_n].outputs[0]) != div ||
+    if (sqrt_n < 0 || xhalf_sole_consumer(p, g->nodes[sqrt_n].outputs[0]) != div ||
         g->nodes[div].inputs[1] != g->nodes[sqrt_n].outputs[0])
         return false;
     m->eps = (float)eps;
@@ -347,6 +403,11 @@ static ts_status lnd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     ln_match m;
     if (p->opts.no_fusion || !ln_decomposed(p, n, &m)) return TS_ERR_UNSUPPORTED;
+    /* a half plan's rounding: the same for every node, rows only */
+    const ts_dtype round = xhalf_node_round(p, n);
+    for (int k = 1; k < m.nn; k++)
+        if (xhalf_node_round(p, m.nodes[k]) != round) return TS_ERR_UNSUPPORTED;
+    if (round && m.gm.inner != 1) return TS_ERR_UNSUPPORTED;
     const ts_graph *g = p->g;
     const ts_shape *xs = &g->values[m.x].shape;
     ln_state *s = xv_state(sizeof *s, err);
@@ -358,16 +419,17 @@ static ts_status lnd_build(xplan *p, int n, xstep *st, ts_error *err)
     s->eps = m.eps;
     s->threads = xv_threads(p);
     s->scale_in = s->bias_in = -1;
+    s->round = round;
     bool nomem = false;
     /* optional scale, then shift */
     int c = only_reader(p, m.y, &ts_op_mul);
-    if (c >= 0 && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
+    if (c >= 0 && xhalf_node_round(p, c) == round && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
         (s->scale = norm_param(p, c, m.y, xs, &m.gm, &nomem))) {
         m.nodes[m.nn++] = c;
         m.y = g->nodes[c].outputs[0];
     }
     c = nomem ? -1 : only_reader(p, m.y, &ts_op_add);
-    if (c >= 0 && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
+    if (c >= 0 && xhalf_node_round(p, c) == round && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
         (s->bias = norm_param(p, c, m.y, xs, &m.gm, &nomem))) {
         m.nodes[m.nn++] = c;
         m.y = g->nodes[c].outputs[0];
@@ -385,3 +447,8 @@ static ts_status lnd_build(xplan *p, int n, xstep *st, ts_error *err)
 }
 
 const xkernel xk_vec_layernorm_ops = {"vec.layernorm.ops", lnd_build, lnd_run, ln_free};
+
+bool xv_layernorm_rounds(const xstep *s)
+{
+    return s->k == &xk_vec_layernorm_ops && ((const ln_state *)s->state)->round != TS_UNDEFINED;
+}

@@ -175,12 +175,13 @@ typedef struct run_out {
     ts_plan_stats st;
 } run_out;
 
-/* Plans and runs g on x (its dtype), copying the outputs out. */
-static run_out run(const ts_graph *g, const ts_tensor *x)
+/* Plans and runs g on x (its dtype), copying the outputs out; `skip` as
+ * ts_plan_opts.skip. */
+static run_out run_skip(const ts_graph *g, const ts_tensor *x, const char *skip)
 {
     ts_error e = {0};
     ts_plan *p = NULL;
-    ts_plan_opts o = {.threads = 2};
+    ts_plan_opts o = {.threads = 2, .skip = skip};
     cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
     run_out r = {0};
     ts_plan_stats_get(p, &r.st);
@@ -193,6 +194,8 @@ static run_out run(const ts_graph *g, const ts_tensor *x)
     ts_plan_free(p);
     return r;
 }
+
+static run_out run(const ts_graph *g, const ts_tensor *x) { return run_skip(g, x, NULL); }
 
 /* One unit in the last place of t at |v|. */
 static double ulp(ts_dtype t, double v)
@@ -458,5 +461,61 @@ Test(half, eltwise_chain_fused_rounds_each_node)
         check_exact(&b, &l, "3x40", 3); /* the four nodes in one step */
         ts_graph_free(b.g);
         ts_graph_free(l.g);
+    }
+}
+
+/* LayerNorm written out as PyTorch exports it before opset 17 (ViT's):
+ * one vec.layernorm.ops step rounding each of its nine nodes' outputs
+ * (ln_row_round) must equal the node-by-node plan (TSOPT_SKIP=half.fuse)
+ * exactly, and the reference to 2 ulps of scale; without the roundings
+ * (half.round skipped) some output differs. */
+Test(half, layernorm_ops_fused_rounds_each_node)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        ts_error e = {0};
+        gb bb = {ts_graph_new("ln", 17), types[k], types[k], 21}, *b = &bb;
+        ts_shape xs = shp("512x96");
+        int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+        ts_attr ax = ts_attr_ints("axes", (int64_t[]){-1}, 1);
+        int mean = node(b, "ReduceMean", &x, 1, &ax, 1);
+        int d = N("Sub", x, mean);
+        int sq = N("Pow", d, cst(b, "", 2, 2));
+        int var = node(b, "ReduceMean", &sq, 1, &ax, 1);
+        int sd = N("Sqrt", N("Add", var, cst(b, "", 1e-5, 1e-5)));
+        int y = N("Add", N("Mul", N("Div", d, sd), cst(b, "96", 0.5, 1.5)), cst(b, "96", -0.5, 0.5));
+        cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+        ts_tensor *xt = ts_tensor_new(b->dt, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+        uint64_t rng = 5;
+        for (int64_t i = 0; i < ts_tensor_numel(xt); i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            double v = ts_dtype_round(b->dt, 3.0 * ((double)(rng >> 11) / 9007199254740992.0) - 1.0);
+            ts_tensor_set_f64(xt, i, v);
+            ts_tensor_set_f64(x64, i, v);
+        }
+        run_out fused = run(b->g, xt), nodes = run_skip(b->g, xt, "half.fuse"),
+                loose = run_skip(b->g, xt, "half.round");
+        cr_assert_geq(fused.st.fused_nodes, 8, "%s: fused nodes %d", ts_dtype_name(b->dt), fused.st.fused_nodes);
+        cr_assert_eq(nodes.st.fused_nodes, 0);
+        ts_tensor *ref = NULL;
+        cr_assert_eq(ts_graph_run_reference(b->g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+        double scale = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(ref); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(ref, i)));
+        int differ = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(ref); i++) {
+            double got = ts_tensor_get_f64(fused.out[0], i);
+            cr_assert_eq(got, ts_tensor_get_f64(nodes.out[0], i), "%s [%lld]: fused %.9g, node by node %.9g",
+                         ts_dtype_name(b->dt), (long long)i, got, ts_tensor_get_f64(nodes.out[0], i));
+            cr_assert_leq(fabs(got - ts_tensor_get_f64(ref, i)), 2 * ulp(b->dt, scale));
+            differ += ts_tensor_get_f64(loose.out[0], i) != got;
+        }
+        cr_assert_gt(differ, 0, "%s: the roundings change no output: the test cannot fail", ts_dtype_name(b->dt));
+        ts_tensor_unref(fused.out[0]);
+        ts_tensor_unref(nodes.out[0]);
+        ts_tensor_unref(loose.out[0]);
+        ts_tensor_unref(ref);
+        ts_tensor_unref(xt);
+        ts_tensor_unref(x64);
+        ts_graph_free(b->g);
     }
 }
