@@ -15,7 +15,6 @@ static const struct {
     const char *name;
     ts_graph_opt level;
 } rewrites[] = {
-    {"gemv_stack", TS_GRAPH_OPT_BASIC},        /* products by one weight stacked into one */
     {"vec.layernorm.ops", TS_GRAPH_OPT_ALL},   /* LayerNorm spelled out, as one step (ts_fuse_layernorm leaves graph outputs) */
 };
 

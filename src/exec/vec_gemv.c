@@ -374,7 +374,16 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
      * ready at the start) join this step as extra rows, so the weights are
      * streamed once for all of them instead of once per product: measured
      * in docs/runtime.md.  Their results are computed early (they live a
-     * little longer); no element-wise chain is fused after them. */
+     * little longer); no element-wise chain is fused after them.
+     * A lowering, not a rewrite (TSOPT_SKIP=gemv_stack still turns it off):
+     * each product is computed as its node says, row by row from its own
+     * input and the one weight (the graph is not changed: no Concat or
+     * Split, the outputs are the nodes' own values); what changes is only
+     * the summation order of a one-row product (two accumulators when
+     * alone, one within a stacked block), within the tolerance of any
+     * kernel choice (test_exec_gemv_stack: stacked vs not, at 1e-5 of the
+     * largest output).  The graph rewrite of the same idea, with Concat
+     * and Split, is the optimizer's ts_merge_shared_weights. */
     int members[XG_MAX_ROWS];
     c->nstack = 1, c->mrows[0] = rows;
     for (int m = 0; m < g->nnodes && !gemm && !p->opts.no_fusion && K * N * (int64_t)sizeof(float) >= caches.l2 / XG_STACK_L2_DIV; m++) {

@@ -101,3 +101,49 @@ Test(gemv_stack, small_weights_not_stacked)
     for (int i = 0; i < 3; i++) output(xt_node(G, "MatMul", INS(xt_input(G, NULL, "2x64"), w), NOATTR));
     check(3, 0, packed_bytes(64, 96), 0);
 }
+
+/* Outputs of G planned with o on inputs in (caller frees). */
+static void run(const ts_plan_opts *o, ts_tensor **in, ts_tensor **out, int *steps)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    cr_assert_eq(ts_plan_build(G, o, &p, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < G->noutputs; i++) out[i] = ts_tensor_new(TS_F32, &G->values[G->outputs[i]].shape, &e);
+    cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    *steps = st.steps;
+    ts_plan_free(p);
+}
+
+/* Stacking is a lowering: made at every graph level (none too), each
+ * product's rows equal to the unstacked plan's (TSOPT_SKIP=gemv_stack)
+ * within 1e-5 of the largest output: only a one-row product's summation
+ * order differs (two accumulators alone, one in a block). */
+Test(gemv_stack, a_lowering_at_every_level)
+{
+    graph(17);
+    int w = xt_const_random(G, "512x384", -1, 1, &Rng);
+    ts_tensor *in[5], *a[5], *b[5];
+    ts_error e = {0};
+    for (int i = 0; i < 5; i++) {
+        output(xt_node(G, "MatMul", INS(xt_input(G, NULL, i == 2 ? "3x512" : "1x512"), w), NOATTR));
+        in[i] = ts_tensor_new(TS_F32, &G->values[G->inputs[i]].shape, &e);
+        ts_tensor_fill_random(in[i], &Rng, -1, 1);
+    }
+    int stacked, alone;
+    run(&(ts_plan_opts){.threads = 1, .graph_opt = TS_GRAPH_OPT_NONE}, in, a, &stacked);
+    run(&(ts_plan_opts){.threads = 1, .skip = "gemv_stack"}, in, b, &alone);
+    cr_assert_eq(stacked, 1, "not stacked at level none: %d steps", stacked);
+    cr_assert_eq(alone, 5);
+    for (int i = 0; i < 5; i++) {
+        const float *x = a[i]->data, *y = b[i]->data;
+        double big = 1, worst = 0;
+        for (int64_t k = 0; k < ts_tensor_numel(a[i]); k++) big = fmax(big, fabs(y[k]));
+        for (int64_t k = 0; k < ts_tensor_numel(a[i]); k++) worst = fmax(worst, fabs((double)x[k] - y[k]));
+        cr_assert_leq(worst, 1e-5 * big, "product %d: stacked differs by %g (largest %g)", i, worst, big);
+        ts_tensor_unref(a[i]);
+        ts_tensor_unref(b[i]);
+        ts_tensor_unref(in[i]);
+    }
+}
