@@ -11,9 +11,14 @@
  * scaled sum is exactly halfway and the zero point odd, by one step (tests:
  * test_exec_int8.c).
  *
- * What each declines (the reference kernel then runs it): weights that are
- * not constant int8 with zero point 0 (oneDNN 2.6 has no weight zero points
- * in its fast convolutions; ORT's quantizer writes symmetric int8 weights),
+ * quantize_dynamic's MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)]
+ * [-> Relu] is one matmul writing float32, the chain its post-ops (see
+ * dyn_chain_of).
+ *
+ * What each declines (the reference kernel then runs it): convolution
+ * weights that are not constant int8 with zero point 0 (oneDNN 2.6 has no
+ * weight zero points in its fast convolutions; ORT's quantizer writes
+ * symmetric int8 weights; a constant matmul B takes its one zero point),
  * scales or zero points that are not constants (MatMulInteger's A zero point
  * excepted: DynamicQuantizeLinear computes it per run; it is a run-time
  * argument), per-row A scales, or oneDNN answering with its reference
@@ -30,6 +35,10 @@ typedef struct q_state {
     dnnl_primitive_t prim;
     dnnl_stream_t stream;
     xd_mem src, wei, bias, dst, pad, azp;
+    xd_mem osc, po_bias;  /* MatMulInteger's chain: run-time scale and bias post-op operands */
+    int osc_in, po_bias_in; /* their step inputs (-1 none) */
+    int osc_b, po_bias_b;   /* and buffers, set before finish() */
+    dnnl_memory_desc_t osc_md, po_bias_md;
     xd_reorder in_r;      /* input into the primitive's src layout, in scratch */
     bool reorder_in;
     size_t in_off;        /* scratch: [reordered src][u8 B as s8][oneDNN's pad] */
@@ -37,7 +46,7 @@ typedef struct q_state {
     size_t pad_off;
     int bias_in, azp_in, wei_in;
     int32_t azp_val;      /* run-time zero point of A (MatMulInteger) */
-    dnnl_exec_arg_t args[8];
+    dnnl_exec_arg_t args[10];
     int nargs;
 } q_state;
 
@@ -52,6 +61,8 @@ static void q_destroy(void *state)
     xd_mem_fini(&c->dst);
     xd_mem_fini(&c->pad);
     xd_mem_fini(&c->azp);
+    xd_mem_fini(&c->osc);
+    xd_mem_fini(&c->po_bias);
     xd_reorder_fini(&c->in_r);
     free(c);
 }
@@ -76,6 +87,8 @@ static void q_run(const xstep *s, void *const *in, void *const *out, void *scrat
         c->azp_val = *(const uint8_t *)in[c->azp_in]; /* u8: DynamicQuantizeLinear's */
         xd_mem_bind(&c->azp, &c->azp_val, c->stream);
     }
+    if (c->osc_in >= 0) xd_mem_bind(&c->osc, in[c->osc_in], c->stream);
+    if (c->po_bias_in >= 0) xd_mem_bind(&c->po_bias, in[c->po_bias_in], c->stream);
     xd_mem_bind(&c->src, src, c->stream);
     xd_mem_bind(&c->wei, wei, c->stream);
     if (c->bias_in >= 0) xd_mem_bind(&c->bias, in[c->bias_in], c->stream);
@@ -208,8 +221,16 @@ static ts_status finish(xplan *p, int n, xstep *s, q_state *c, dnnl_primitive_de
         if ((st = xd_mem_init(&c->azp, &zmd, p, n, err))) return st;
         c->args[k++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, c->azp.m};
     }
+    if (c->osc_b >= 0) { /* the chain's post-ops: 0 the scale, 1 the bias */
+        if ((st = xd_mem_init(&c->osc, &c->osc_md, p, n, err))) return st;
+        c->args[k++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c->osc.m};
+    }
+    if (c->po_bias_b >= 0) {
+        if ((st = xd_mem_init(&c->po_bias, &c->po_bias_md, p, n, err))) return st;
+        c->args[k++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, c->po_bias.m};
+    }
     c->nargs = k;
-    int nin = 2 + (biasb >= 0) + (azpb >= 0), j = 0;
+    int nin = 2 + (biasb >= 0) + (azpb >= 0) + (c->osc_b >= 0) + (c->po_bias_b >= 0), j = 0;
     if ((st = xstep_alloc(s, nin, 1, err))) return st;
     s->in[j++] = xb;
     c->wei_in = j, s->in[j++] = wb;
@@ -217,6 +238,10 @@ static ts_status finish(xplan *p, int n, xstep *s, q_state *c, dnnl_primitive_de
     if (biasb >= 0) s->in[j++] = biasb;
     c->azp_in = azpb >= 0 ? j : -1;
     if (azpb >= 0) s->in[j++] = azpb;
+    c->osc_in = c->osc_b >= 0 ? j : -1;
+    if (c->osc_b >= 0) s->in[j++] = c->osc_b;
+    c->po_bias_in = c->po_bias_b >= 0 ? j : -1;
+    if (c->po_bias_b >= 0) s->in[j++] = c->po_bias_b;
     s->out[0] = yb;
     s->ref_impl = xd_pd_is_ref(pd);
     return TS_OK;
@@ -267,7 +292,7 @@ static ts_status gemv_conv_build(xplan *p, int n, xstep *s, dnnl_primitive_attr_
     }
     s->state = c;
     c->stream = p->stream;
-    c->azp_in = c->bias_in = -1;
+    c->azp_in = c->bias_in = c->osc_in = c->po_bias_in = c->osc_b = c->po_bias_b = -1;
     int xb = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), biasb = -1, yb = -1;
     int wb = xb >= 0 ? pack_const(p, n, W, &wplain, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), err) : -1;
     if (wb >= 0 && B && (biasb = bias_buf(p, &bmd, B, M)) < 0) wb = -1;
@@ -357,7 +382,7 @@ static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *e
     }
     s->state = c;
     c->stream = p->stream;
-    c->azp_in = c->bias_in = -1;
+    c->azp_in = c->bias_in = c->osc_in = c->po_bias_in = c->osc_b = c->po_bias_b = -1;
     const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int xb = xplan_value_buf(p, nd->inputs[0]);
@@ -404,6 +429,70 @@ static void mm_md(dnnl_memory_desc_t *md, const ts_shape *sh, int r, bool is_b, 
     dnnl_memory_desc_init_by_strides(md, r, d, dt, NULL);
 }
 
+/* quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
+ * [-> Relu], s a float32 scalar (x_scale * w_scale, computed per run from
+ * DynamicQuantizeLinear's scale), b a constant [N] bias: one oneDNN matmul
+ * writing float32 with s as its run-time output scale and b, Relu as
+ * post-ops.  The same roundings: the int32 sum converted exactly (below
+ * 2^24, as the Cast), times s rounded once, plus b rounded once, in float32
+ * (ORT's DynamicQuantizeMatMul fuses the same chain). */
+typedef struct dyn_chain {
+    int nodes[4], nnodes; /* Cast, Mul, then Add, Relu when present */
+    int scale_v, bias_v, out_v;
+} dyn_chain;
+
+static bool dyn_chain_of(const xplan *p, int n, int64_t N, dyn_chain *ch)
+{
+    const ts_graph *g = p->g;
+    int v = g->nodes[n].outputs[0], c = xplan_sole_consumer(p, v);
+    if (c < 0 || g->nodes[c].op != &ts_op_cast || g->values[g->nodes[c].outputs[0]].dtype != TS_F32) return false;
+    int cv = g->nodes[c].outputs[0], m = xplan_sole_consumer(p, cv);
+    if (m < 0 || g->nodes[m].op != &ts_op_mul || g->nodes[m].ninputs != 2 || !xplan_inputs_ready(p, m, cv)) return false;
+    const ts_node *mn = &g->nodes[m];
+    int sv = mn->inputs[0] == cv ? mn->inputs[1] : mn->inputs[0];
+    if (g->values[sv].dtype != TS_F32 || ts_shape_numel(&g->values[sv].shape) != 1 ||
+        !ts_shape_eq(&g->values[mn->outputs[0]].shape, &g->values[v].shape))
+        return false;
+    *ch = (dyn_chain){.nodes = {c, m}, .nnodes = 2, .scale_v = sv, .bias_v = -1, .out_v = mn->outputs[0]};
+    int a = xplan_sole_consumer(p, ch->out_v);
+    if (a >= 0 && g->nodes[a].op == &ts_op_add && g->nodes[a].ninputs == 2) {
+        const ts_node *an = &g->nodes[a];
+        int bv = an->inputs[0] == ch->out_v ? an->inputs[1] : an->inputs[0];
+        const ts_tensor *b = xplan_const(p, bv);
+        const ts_shape *bs = &g->values[bv].shape;
+        bool row = b && b->dtype == TS_F32 && ts_tensor_numel(b) == N && bs->rank >= 1 && bs->dims[bs->rank - 1] == N &&
+                   ts_shape_eq(&g->values[an->outputs[0]].shape, &g->values[v].shape);
+        if (row) {
+            ch->nodes[ch->nnodes++] = a;
+            ch->bias_v = bv, ch->out_v = an->outputs[0];
+        }
+    }
+    int r = xplan_sole_consumer(p, ch->out_v);
+    if (r >= 0 && g->nodes[r].op == &ts_op_relu) {
+        ch->nodes[ch->nnodes++] = r;
+        ch->out_v = g->nodes[r].outputs[0];
+    }
+    return true;
+}
+
+/* The chain as post-ops on attr: times the scale (a run-time [1, .., 1]
+ * operand: oneDNN 2.6's brgemm matmul declines run-time output scales and
+ * its plain gemm took twice as long), plus the bias, Relu. */
+static ts_status dyn_chain_attr(const xplan *p, int n, dnnl_primitive_attr_t attr, const dyn_chain *ch,
+                                const dnnl_memory_desc_t *scale_md, const dnnl_memory_desc_t *bias_md, ts_error *err)
+{
+    dnnl_post_ops_t po;
+    ts_status st = xd_check(dnnl_post_ops_create(&po), p, n, "post_ops", err);
+    if (st) return st;
+    st = xd_check(dnnl_post_ops_append_binary(po, dnnl_binary_mul, scale_md), p, n, "scale post-op", err);
+    if (!st && ch->bias_v >= 0) st = xd_check(dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md), p, n, "bias post-op", err);
+    if (!st && p->g->nodes[ch->nodes[ch->nnodes - 1]].op == &ts_op_relu)
+        st = xd_check(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0, 0), p, n, "relu post-op", err);
+    if (!st) st = xd_check(dnnl_primitive_attr_set_post_ops(attr, po), p, n, "post_ops", err);
+    dnnl_post_ops_destroy(po);
+    return st;
+}
+
 /* QLinearMatMul (qlinear) or MatMulInteger. */
 static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err)
 {
@@ -423,7 +512,7 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
     int32_t bzv = bz ? (int32_t)ts_tensor_get_i64(bz, 0) : 0;
     if (bz && ts_tensor_numel(bz) != 1 && !all_zero(bz)) return TS_ERR_UNSUPPORTED;
     if (flip) bzv -= 128;
-    if (Bt && (bzv || flip)) return TS_ERR_UNSUPPORTED; /* constant weights: symmetric int8 only */
+    if (Bt && flip) return TS_ERR_UNSUPPORTED; /* constant weights: int8 (a zero point goes to oneDNN) */
     const ts_tensor *as = NULL, *bs = NULL, *ys = NULL, *yz = NULL;
     if (qlinear) {
         as = cin(p, nd, 1), bs = cin(p, nd, 4), ys = cin(p, nd, 6), yz = cin(p, nd, 7);
@@ -453,17 +542,34 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
         dd[r - 2] = src.dims[r - 2], dd[r - 1] = wplain.dims[r - 1];
         dnnl_memory_desc_init_by_strides(&dst, r, dd, dt_of(y->dtype), NULL);
     }
-    dnnl_primitive_attr_t attr;
-    ts_status stt = xd_check(dnnl_primitive_attr_create(&attr), p, n, "attr_create", err);
-    if (stt) return stt;
-    stt = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
-    if (!stt) stt = src_zp_attr(p, n, attr, az, az_runtime, err);
-    if (!stt && bzv)
-        stt = xd_check(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_WEIGHTS, 1, 0, &bzv), p, n, "weights zero point", err);
-    if (!stt && qlinear) stt = requant_attr(p, n, attr, as, bs, ys, yz, N, 1 << (r - 1), err);
+    dyn_chain ch = {.nnodes = 0};
+    bool chain = !qlinear && !xplan_skips(p, "int8.dyn_chain") && dyn_chain_of(p, n, N, &ch);
+    dnnl_memory_desc_t bias_md = {0}, scale_md = {0};
+    if (chain) {
+        dnnl_dims_t bd, one;
+        for (int i = 0; i < r; i++) bd[i] = i == r - 1 ? N : 1, one[i] = 1;
+        dnnl_memory_desc_init_by_strides(&bias_md, r, bd, dnnl_f32, NULL);
+        dnnl_memory_desc_init_by_strides(&scale_md, r, one, dnnl_f32, NULL);
+    }
     dnnl_primitive_desc_t pd = NULL;
-    if (!stt) stt = mm_pd(p, n, &src, &wei, NULL, &dst, attr, &pd);
-    dnnl_primitive_attr_destroy(attr);
+    ts_status stt = TS_OK;
+    for (bool fuse = chain;; fuse = false) { /* the chain as post-ops, else the int32 sums alone */
+        dnnl_primitive_attr_t attr;
+        if ((stt = xd_check(dnnl_primitive_attr_create(&attr), p, n, "attr_create", err))) return stt;
+        stt = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
+        if (!stt) stt = src_zp_attr(p, n, attr, az, az_runtime, err);
+        if (!stt && bzv)
+            stt = xd_check(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_WEIGHTS, 1, 0, &bzv), p, n, "weights zero point", err);
+        if (!stt && qlinear) stt = requant_attr(p, n, attr, as, bs, ys, yz, N, 1 << (r - 1), err);
+        if (!stt && fuse) stt = dyn_chain_attr(p, n, attr, &ch, &scale_md, &bias_md, err);
+        dst.data_type = fuse ? dnnl_f32 : dt_of(y->dtype);
+        if (!stt) stt = mm_pd(p, n, &src, &wei, NULL, &dst, attr, &pd);
+        dnnl_primitive_attr_destroy(attr);
+        if (!stt || !fuse || stt != TS_ERR_UNSUPPORTED) {
+            chain = fuse;
+            break;
+        }
+    }
     if (stt) return stt;
     q_state *c = calloc(1, sizeof *c);
     if (!c) {
@@ -472,7 +578,7 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
     }
     s->state = c;
     c->stream = p->stream;
-    c->azp_in = c->bias_in = -1;
+    c->azp_in = c->bias_in = c->osc_in = c->po_bias_in = c->osc_b = c->po_bias_b = -1;
     int xb = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), wb = -1, yb = -1, zb = -1;
     if (xb >= 0 && Bt)
         wb = pack_const(p, n, Bt, &wplain, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), err);
@@ -481,9 +587,17 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
         if (flip) c->b_bytes = ts_shape_numel(&b->shape);
     }
     if (az_runtime && wb >= 0 && (zb = xplan_plain(p, xplan_value_buf(p, nd->inputs[azi]), err)) < 0) wb = -1;
-    if (wb >= 0) yb = xplan_value_buf(p, nd->outputs[0]);
+    if (chain && wb >= 0) {
+        c->osc_b = xplan_plain(p, xplan_value_buf(p, ch.scale_v), err);
+        c->po_bias_b = ch.bias_v >= 0 ? xplan_value_buf(p, ch.bias_v) : -1;
+        c->po_bias_md = bias_md;
+        c->osc_md = scale_md;
+        if (c->osc_b < 0 || (ch.bias_v >= 0 && c->po_bias_b < 0)) wb = -1;
+    }
+    if (wb >= 0) yb = xplan_value_buf(p, chain ? ch.out_v : nd->outputs[0]);
     ts_status rr = xb < 0 || wb < 0 || yb < 0 ? (err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory"))
                                               : finish(p, n, s, c, pd, xb, wb, -1, zb, yb, err);
+    for (int i = 0; !rr && chain && i < ch.nnodes; i++) xplan_claim(p, ch.nodes[i], s);
     dnnl_primitive_desc_destroy(pd);
     if (rr) {
         q_destroy(c);

@@ -110,26 +110,37 @@ Test(int8, qlinear_matmul_on_dnnl)
 }
 
 /* quantize_dynamic's form: DynamicQuantizeLinear -> MatMulInteger (A's zero
- * point computed per run) -> Cast -> Mul by x_scale * w_scale. */
+ * point computed per run) -> Cast -> Mul by x_scale * w_scale [-> Add bias
+ * [-> Relu]]: one dnnl.matmul_integer step, the chain its post-ops (the
+ * scale a run-time operand), equal to the reference bit for bit (the same
+ * float32 roundings); skipping int8.dyn_chain gives the unfused steps. */
 Test(int8, dynamic_matmul_integer)
 {
-    ts_graph *g = ts_graph_new("dyn", 13);
-    int x = xt_input(g, "x", "6x32"), dql[3], zero = -1;
-    ts_error e = {0};
-    cr_assert_geq(ts_graph_add_node(g, "DynamicQuantizeLinear", "dql", &x, 1, NULL, 0, 3, NULL, dql, &e), 0, "%s", e.msg);
-    int w = rand_ints(g, TS_I8, "32x24", -127, 127);
-    zero = scalar(g, TS_I8, 0);
-    int mi = xt_node(g, "MatMulInteger", INS(dql[0], w, dql[2], zero), NOATTR);
-    int f = xt_node(g, "Cast", INS(mi), ATTRS(ts_attr_int("to", 1)));
-    int s = xt_node(g, "Mul", INS(dql[1], scalar(g, TS_F32, 0.004)), NOATTR);
-    xt_output(g, xt_node(g, "Mul", INS(f, s), NOATTR));
-    /* the same int32 sums: only the float32 scale product rounds */
-    ts_plan *p = xt_plan_check(g, NULL, 5, -3, 3, 1e-5, XT_TOL_ELEM);
-    cr_expect_eq(xt_steps_of(p, "dnnl.matmul_integer"), 1);
-    cr_expect_eq(xt_steps_of(p, "vec.dynamic_quantize"), 1);
-    cr_expect_eq(xt_steps_of(p, "vec.cast_i32"), 1);
-    ts_plan_free(p);
-    ts_graph_free(g);
+    for (int k = 0; k < 4; k++) {
+        ts_graph *g = ts_graph_new("dyn", 13);
+        int x = xt_input(g, "x", k == 3 ? "2x6x32" : "6x32"), dql[3], zero = -1;
+        ts_error e = {0};
+        cr_assert_geq(ts_graph_add_node(g, "DynamicQuantizeLinear", "dql", &x, 1, NULL, 0, 3, NULL, dql, &e), 0, "%s", e.msg);
+        int w = rand_ints(g, TS_I8, "32x24", -127, 127);
+        zero = scalar(g, TS_I8, 0);
+        int mi = xt_node(g, "MatMulInteger", INS(dql[0], w, dql[2], zero), NOATTR);
+        int f = xt_node(g, "Cast", INS(mi), ATTRS(ts_attr_int("to", 1)));
+        int s = xt_node(g, "Mul", INS(dql[1], scalar(g, TS_F32, 0.004)), NOATTR);
+        int y = xt_node(g, "Mul", INS(f, s), NOATTR);
+        if (k >= 1) y = xt_node(g, "Add", INS(xt_const_random(g, "24", -1, 1, &rng), y), NOATTR);
+        if (k >= 2) y = xt_node(g, "Relu", INS(y), NOATTR);
+        xt_output(g, y);
+        ts_plan *p = xt_plan_check(g, NULL, 5, -3, 3, 0, XT_TOL_ELEM);
+        cr_expect_eq(xt_steps_of(p, "dnnl.matmul_integer"), 1, "case %d", k);
+        cr_expect_eq(xt_steps_of(p, "vec.dynamic_quantize"), 1);
+        cr_expect_eq(xt_steps_of(p, "vec.cast_i32") + xt_steps_of(p, "vec.eltwise"), 1, "case %d: the scale product only", k);
+        ts_plan_free(p);
+        ts_plan_opts o = {.skip = "int8.dyn_chain"};
+        p = xt_plan_check(g, &o, 5, -3, 3, 0, XT_TOL_ELEM);
+        cr_expect_eq(xt_steps_of(p, "vec.cast_i32"), 1, "case %d: skipped, the Cast runs alone", k);
+        ts_plan_free(p);
+        ts_graph_free(g);
+    }
 }
 
 /* Runs g (uint8 inputs in[]) on the fast runtime; output 0's bytes to out. */
@@ -509,4 +520,33 @@ Test(int8, fuse_qdq_squeeze_excite)
         ts_graph_free(f);
         ts_graph_free(g);
     }
+}
+
+/* MatMulInteger u8 [4, 16] x constant s8 [16, 8] with zero points 7 and 3
+ * (the fuzzer's seed shape): oneDNN's int8 matmul with both zero points,
+ * the int32 sums equal to the reference's. */
+Test(int8, matmul_integer_weight_zero_point)
+{
+    ts_graph *g = ts_graph_new("mmi", 13);
+    ts_error e = {0};
+    ts_shape s = xt_shape("4x16");
+    int a = ts_graph_add_input(g, "a", TS_U8, &s, &e);
+    xt_output(g, xt_node(g, "MatMulInteger", INS(a, rand_ints(g, TS_I8, "16x8", -128, 127), scalar(g, TS_U8, 7), scalar(g, TS_I8, 3)),
+                         NOATTR));
+    uint8_t av[64];
+    for (int i = 0; i < 64; i++) av[i] = (uint8_t)(i * 53 + 9);
+    ts_tensor *in = u8_tensor("4x16", av), *ref = NULL, *y = ts_tensor_new(TS_I32, &g->values[g->outputs[0]].shape, &e);
+    ts_plan *p = NULL;
+    cr_assert_eq(ts_plan_build(g, &(ts_plan_opts){0}, &p, &e), TS_OK, "%s", e.msg);
+    cr_expect_eq(xt_steps_of(p, "dnnl.matmul_integer"), 1);
+    cr_assert_eq(ts_plan_run(p, &in, &y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &in, &ref, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < 32; i++)
+        cr_expect_eq(((int32_t *)y->data)[i], ((int32_t *)ref->data)[i], "y[%d] = %d, want %d", i, ((int32_t *)y->data)[i],
+                     ((int32_t *)ref->data)[i]);
+    ts_plan_free(p);
+    ts_tensor_unref(y);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(in);
+    ts_graph_free(g);
 }
