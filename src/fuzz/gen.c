@@ -818,6 +818,92 @@ static void f_quant(gb *b)
     }
 }
 
+/* A float32 constant of shape s holding j/16, j uniform in [0, 16]. */
+static int dyadic(gb *b, const ts_shape *s)
+{
+    if (b->failed) return -1;
+    ts_tensor *t = ts_tensor_new(TS_F32, s, b->err);
+    for (int64_t k = 0, n = t ? ts_tensor_numel(t) : 0; k < n; k++) ts_tensor_set_f64(t, k, rnd(b, 17) / 16.0);
+    return add_const(b, t);
+}
+
+/* The 8-bit element-wise and pooling forms that fuse_qdq.c keeps on the
+ * integers (tsopt.QLinearAdd, QLinearLookup, QLinearGlobalAveragePool,
+ * QLinearChannelMul), now and then after a QDQ 1x1 conv (its output in
+ * oneDNN's channels-last layout), and the dynamic form
+ * DynamicQuantizeLinear -> MatMulInteger.  Exact as f_quant's: power-of-two
+ * scales; activations whose slopes are dyadic (no HardSwish: its 1/6 puts
+ * float32 on the other side of a .5 tie than float64); gates j/16; pooled
+ * areas of 2^k pixels; and the dynamic input clipped to, and holding,
+ * -128 and 127 times 2^-e, so that its computed scale is 2^-e. */
+static void f_qdq8(gb *b)
+{
+    ts_shape one = {.rank = 0};
+    bool u8 = !one_in(b, 3);
+    ts_dtype at = u8 ? TS_U8 : TS_I8;
+    int kind = rnd(b, 5);
+    if (kind == 4) {
+        int64_t m = dim(b), k = 1 + rnd(b, 24), n = dim(b), e = 5 + rnd(b, 3);
+        ts_shape xs = {.rank = 2, .dims = {m, k}}, es = {.rank = 2, .dims = {m, 2}}, ws = {.rank = 2, .dims = {k + 2, n}};
+        ts_tensor *ext = ts_tensor_new(TS_F32, &es, b->err);
+        for (int64_t r = 0; ext && r < m; r++)
+            ts_tensor_set_f64(ext, 2 * r, ldexp(-128, (int)-e)), ts_tensor_set_f64(ext, 2 * r + 1, ldexp(127, (int)-e));
+        int lo = weight(b, &one, ldexp(-128, (int)-e), ldexp(-128, (int)-e));
+        int hi = weight(b, &one, ldexp(127, (int)-e), ldexp(127, (int)-e));
+        int x = node(b, "Clip", (int[]){input(b, &xs), lo, hi}, 3, NULL, 0, 1, NULL);
+        ts_attr ax = ts_attr_int("axis", 1);
+        x = node(b, "Concat", (int[]){x, add_const(b, ext)}, 2, &ax, 1, 1, NULL);
+        int q[3];
+        node(b, "DynamicQuantizeLinear", &x, 1, NULL, 0, 3, q);
+        int in[4] = {q[0], qconst(b, TS_I8, &ws, -127, 127), q[2], qconst(b, TS_I8, &one, 0, 0)};
+        int y = node(b, "MatMulInteger", in, one_in(b, 2) ? 3 : 4, NULL, 0, 1, NULL);
+        ts_attr to = ts_attr_int("to", 1);
+        y = bin(b, "Mul", bin(b, "Mul", node(b, "Cast", &y, 1, &to, 1, 1, NULL), q[1]), qscale(b, 5, 0));
+        tail(b, y);
+        return;
+    }
+    int64_t n = 1 + rnd(b, 2), c = dim(b), h = kind == 2 ? 1 << rnd(b, 4) : 2 + rnd(b, 8);
+    int64_t w = kind == 2 ? 1 << rnd(b, 4) : 2 + rnd(b, 8);
+    ts_shape xs = {.rank = 4, .dims = {n, c, h, w}};
+    int zlo = u8 ? 120 : -8, zhi = u8 ? 136 : 8;
+    int xsc = qscale(b, 3 + rnd(b, 4), 0), xzp = qconst(b, at, &one, zlo, zhi);
+    int x = node(b, "QuantizeLinear", (int[]){pre(b, input(b, &xs)), xsc, xzp}, 3, NULL, 0, 1, NULL);
+    if (one_in(b, 2)) { /* a QDQ 1x1 conv first: C -> C, per-tensor weights */
+        ts_shape wsh = {.rank = 4, .dims = {c, c, 1, 1}};
+        ts_attr wa = ts_attr_int("axis", 0);
+        int wd = node(b, "DequantizeLinear", (int[]){qconst(b, TS_I8, &wsh, -127, 127), qscale(b, 5, 0),
+                                                      qconst(b, TS_I8, &one, 0, 0)}, 3, &wa, 0, 1, NULL);
+        int xd = node(b, "DequantizeLinear", (int[]){x, xsc, xzp}, 3, NULL, 0, 1, NULL);
+        int y = node(b, "Conv", (int[]){xd, wd}, 2, NULL, 0, 1, NULL);
+        /* an even zero point: oneDNN adds it before rounding, ONNX after, one
+         * step apart on exact ties when it is odd (documented, dnnl_int8.c;
+         * this family found it) */
+        xsc = qscale(b, 5 - (int)ceil(log2((double)c) / 2), 0), xzp = qconst(b, at, &one, zlo, zlo);
+        if (!b->failed) ts_tensor_set_f64(b->g->values[xzp].constant, 0, zlo + 2 * rnd(b, (zhi - zlo) / 2 + 1));
+        x = node(b, "QuantizeLinear", (int[]){y, xsc, xzp}, 3, NULL, 0, 1, NULL);
+    }
+    int xd = node(b, "DequantizeLinear", (int[]){x, xsc, xzp}, 3, NULL, 0, 1, NULL), y;
+    if (kind == 0) { /* a residual Add of two 8-bit tensors at their own scales */
+        int osc = qscale(b, 3 + rnd(b, 4), 0), ozp = qconst(b, at, &one, zlo, zhi);
+        int o = node(b, "QuantizeLinear", (int[]){input(b, &xs), osc, ozp}, 3, NULL, 0, 1, NULL);
+        int od = node(b, "DequantizeLinear", (int[]){o, osc, ozp}, 3, NULL, 0, 1, NULL);
+        y = one_in(b, 2) ? bin(b, "Add", xd, od) : bin(b, "Add", od, xd);
+    } else if (kind == 1) {
+        static const char *F[] = {"HardSigmoid", "LeakyRelu", "Relu"};
+        int f = rnd(b, 3);
+        ts_attr a[2] = {ts_attr_float("alpha", f == 0 ? 0.25 : 0.125), ts_attr_float("beta", 0.5)};
+        y = node(b, F[f], &xd, 1, a, f == 0 ? 2 : f == 1 ? 1 : 0, 1, NULL);
+    } else if (kind == 2) {
+        y = node(b, "GlobalAveragePool", &xd, 1, NULL, 0, 1, NULL);
+    } else { /* a squeeze-excite gate per channel, per batch or broadcast */
+        ts_shape gs = {.rank = 4, .dims = {one_in(b, 2) ? n : 1, c, 1, 1}};
+        y = bin(b, "Mul", xd, dyadic(b, &gs));
+    }
+    int ysc = qscale(b, 3 + rnd(b, 4), 0), yzp = qconst(b, at, &one, zlo, zhi);
+    y = node(b, "QuantizeLinear", (int[]){y, ysc, yzp}, 3, NULL, 0, 1, NULL);
+    tail(b, node(b, "DequantizeLinear", (int[]){y, ysc, yzp}, 3, NULL, 0, 1, NULL));
+}
+
 /* A float16 or bfloat16 weight: uniform in [lo, hi), rounded to dt. */
 static int half_weight(gb *b, ts_dtype dt, const ts_shape *s, double lo, double hi)
 {
@@ -975,7 +1061,7 @@ static const family FAMILIES[] = {
     {"resize", f_resize, 1},       {"batchnorm", f_batchnorm, 1}, {"conv", f_conv, 2},
     {"convtranspose", f_convtranspose, 1}, {"matmul", f_matmul, 2}, {"pool", f_pool, 1},
     {"fusion", f_fusion, 3},       {"gelu", f_gelu, 1},       {"band", f_band, 1},
-    {"upsample", f_upsample, 1},   {"control", f_control, 1}, {"quant", f_quant, 2},
+    {"upsample", f_upsample, 1},   {"control", f_control, 1}, {"quant", f_quant, 2},    {"qdq8", f_qdq8, 2},
     {"half", f_half, 2},
 };
 #define NFAM ((int)(sizeof FAMILIES / sizeof *FAMILIES))

@@ -499,3 +499,40 @@ Test(fuzz_campaign, planted_optimizer_bug_is_blamed_on_the_rewrite_and_cut_alone
     ts_graph_free(gv);
     rm_rf(dir);
 }
+
+/* The 8-bit family (gen.c, f_qdq8): its graphs reach each 8-bit kernel the
+ * basic level's fuse_qdq.c lowers to and agree with the float64 reference
+ * to the integer (its scales, gates and pooled areas keep every value
+ * exact).  Fails when a family's form no longer fuses (the kernel is not
+ * reached) or a kernel rounds differently (a mismatch). */
+Test(fuzz_family, qdq8_reaches_the_8bit_kernels_exactly)
+{
+    int fam = -1;
+    for (int f = 0; f < ts_fuzz_families(); f++)
+        if (!strcmp(ts_fuzz_family_name(f), "qdq8")) fam = f;
+    cr_assert(fam >= 0);
+    ts_fuzz_target *t = open_target(NULL, false);
+    ts_fuzz_cover *c = ts_fuzz_cover_new();
+    ts_fuzz_target_set_cover(t, c);
+    for (uint64_t s = 1; s <= 60; s++) {
+        ts_error e = {0};
+        ts_graph *g = ts_fuzz_runtime_graph(s, fam, &e);
+        cr_assert(g, "%s", e.msg);
+        ts_tensor *in[16] = {0};
+        ts_fuzz_verdict v;
+        cr_assert_eq(ts_fuzz_inputs(g, s, in, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(ts_fuzz_target_check_graph(t, g, in, s, &v, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(v.kind, TS_FUZZ_PASS, "seed %llu: %s %s: %s", (unsigned long long)s, ts_fuzz_kind_name(v.kind),
+                     v.stage, v.what);
+        for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
+        ts_graph_free(g);
+    }
+    char missing[4096];
+    ts_fuzz_cover_missing(c, missing, sizeof missing);
+    const char *want[] = {"vec.qadd", "vec.qlookup", "vec.qgap", "vec.qchannel_mul", "vec.dynamic_quantize",
+                          "dnnl.matmul_integer", "dnnl.qconv"};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+        cr_assert(!strstr(missing, want[k]), "%s not reached in 60 graphs", want[k]);
+    ts_fuzz_target_close(t);
+    ts_fuzz_cover_free(c);
+}
