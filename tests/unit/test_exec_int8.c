@@ -550,3 +550,34 @@ Test(int8, matmul_integer_weight_zero_point)
     ts_tensor_unref(in);
     ts_graph_free(g);
 }
+
+/* DynamicQuantizeLinear over 90 000 elements (three pieces split over the
+ * threads for min/max and for quantizing; the minimum in the first, the
+ * maximum in the second): y, scale and zero point equal to the reference's. */
+Test(int8, dynamic_quantize_split)
+{
+    ts_graph *g = ts_graph_new("dql", 13);
+    int x = xt_input(g, "x", "300x300"), dql[3];
+    ts_error e = {0};
+    cr_assert_geq(ts_graph_add_node(g, "DynamicQuantizeLinear", "dql", &x, 1, NULL, 0, 3, NULL, dql, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 3; i++) xt_output(g, dql[i]);
+    ts_tensor *in = ts_tensor_new(TS_F32, &g->values[x].shape, &e), *ref[3] = {0}, *y[3];
+    uint64_t r = 8;
+    ts_tensor_fill_random(in, &r, -3, 5);
+    ((float *)in->data)[5] = -7.5f, ((float *)in->data)[40000] = 9.25f; /* the extremes in the first two pieces */
+    for (int i = 0; i < 3; i++) y[i] = ts_tensor_new(g->values[dql[i]].dtype, &g->values[dql[i]].shape, &e);
+    ts_plan *p = NULL;
+    cr_assert_eq(ts_plan_build(g, &(ts_plan_opts){.threads = 2}, &p, &e), TS_OK, "%s", e.msg);
+    cr_expect_eq(xt_steps_of(p, "vec.dynamic_quantize"), 1);
+    cr_assert_eq(ts_plan_run(p, &in, y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &in, ref, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(y[i]->nbytes, ref[i]->nbytes);
+        cr_expect(!memcmp(y[i]->data, ref[i]->data, y[i]->nbytes), "output %d differs from the reference", i);
+        ts_tensor_unref(y[i]);
+        ts_tensor_unref(ref[i]);
+    }
+    ts_plan_free(p);
+    ts_tensor_unref(in);
+    ts_graph_free(g);
+}
