@@ -15,7 +15,7 @@ static const struct {
     const char *name;
     ts_graph_opt level;
 } rewrites[] = {
-    {"vec.layernorm.ops", TS_GRAPH_OPT_ALL},   /* LayerNorm spelled out, as one step (ts_fuse_layernorm leaves graph outputs) */
+    {"vec.layernorm.ops", TS_GRAPH_OPT_ALL},   /* LayerNorm spelled out, as one step (over NCHW's channels: no LayerNormalization spells it) */
 };
 
 static bool listed(const char *list, const char *name)

@@ -162,10 +162,6 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
         nodes[nn++] = c;
         y = g->nodes[c].outputs[0];
     }
-    if (ts_graph_is_output(g, y)) { /* the output keeps its name: left to the plan */
-        ts_tensor_unref(p[0]), ts_tensor_unref(p[1]);
-        return 0;
-    }
     if (!p[0]) { /* LayerNormalization's scale is not optional */
         ts_shape ns = {.rank = xs->rank - axis};
         for (int k = axis; k < xs->rank; k++) ns.dims[k - axis] = xs->dims[k];
@@ -183,13 +179,17 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
     }
     ts_layernorm_attrs la = {.axis = axis, .epsilon = eps, .stash_type = 1};
     char name[64];
+    const int ln = g->nnodes;
     if (ts_graph_add_node_parsed(g, &ts_op_layernorm, ts_graph_fresh_name(g, "layernorm", name, sizeof name), in,
                                  in[2] >= 0 ? 3 : 2, &la, 1, NULL, &out, err) < 0)
         return -1;
-    for (int c = 0; c < g->nnodes; c++)
-        for (int j = 0; !g->nodes[c].dead && j < g->nodes[c].ninputs; j++)
-            if (g->nodes[c].inputs[j] == y) g->nodes[c].inputs[j] = out;
     for (int k = 0; k < nn; k++) g->nodes[nodes[k]].dead = true;
+    /* the new node writes y itself (a graph output keeps its name); its
+     * fresh value, produced and read by none, goes at compaction */
+    g->nodes[ln].outputs[0] = y;
+    g->values[y].producer = ln;
+    g->values[y].producer_slot = 0;
+    g->values[out].producer = -1;
     return 1;
 }
 

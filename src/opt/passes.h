@@ -78,8 +78,9 @@ int ts_pool_before_conv(ts_graph *g, ts_error *err);
 /* LayerNorm written out over the trailing axes (ReduceMean, Sub, Pow 2 or
  * Mul, ReduceMean, Add eps, Sqrt, Div, then optionally Mul by and Add of
  * constants varying along the normalized axes only) -> one
- * LayerNormalization (fuse_layernorm.c), matched structurally.  Not where
- * the result is a graph output.  Returns the number of fusions, or -1. */
+ * LayerNormalization (fuse_layernorm.c) writing the same value (a graph
+ * output keeps its name), matched structurally.  Returns the number of
+ * fusions, or -1. */
 int ts_fuse_layernorm(ts_graph *g, ts_error *err);
 
 /* GELU written out in any exporter's element-wise spelling (the nodes

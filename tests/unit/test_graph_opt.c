@@ -243,6 +243,18 @@ Test(graph_opt, layernorm_checked_and_wrong_variants_refuted)
     ts_plan *p = xt_plan_check(g1, NULL, 3, -2, 2, 1e-4, XT_TOL_MAX);
     cr_assert_eq(xt_steps_of(p, "vec.layernorm"), 1);
     ts_plan_free(p);
+    /* the LayerNorm's result also a graph output: fused, its name kept */
+    ts_graph *o0 = layernorm(-1, 2, false), *o1;
+    for (int n = 0; n < o0->nnodes; n++)
+        if (o0->nodes[n].op == &ts_op_relu) xt_output(o0, o0->nodes[n].inputs[0]);
+    const char *name = o0->values[o0->outputs[1]].name;
+    o1 = ts_graph_copy(o0);
+    cr_assert_eq(ts_graph_opt_apply(o1, TS_GRAPH_OPT_ALL, &e), 1, "%s", e.msg);
+    cr_assert_eq(count_op(o1, &ts_op_layernorm), 1);
+    cr_assert_str_eq(o1->values[o1->outputs[1]].name, name, "the graph output was renamed");
+    cr_assert_leq(check(o0, o1), 1);
+    ts_graph_free(o0);
+    ts_graph_free(o1);
     const struct {
         int axis;
         double pow;
