@@ -161,8 +161,10 @@ def measure(a, log_load=None):
                     r.update(bench(a, path, shape, r["inputs"]))
                     r["ratio"] = r["ts_ms"] / r["ort_ms"]
                     r["pct_limit"] = 100 * r["limit_ms"] / r["ts_ms"]
-                    log("   tsopt %.3f ms, ORT %.3f ms, ratio %.3f, roofline limit %.3f ms (%.1f%% of it)" % (
-                        r["ts_ms"], r["ort_ms"], r["ratio"], r["limit_ms"], r["pct_limit"]))
+                    r["pct_mem"] = 100 * r["memory_limit_ms"] / r["ts_ms"]
+                    log("   tsopt %.3f ms, ORT %.3f ms, ratio %.3f, roofline limit %.3f ms (%.1f%% of it; memory "
+                        "alone %.3f ms, %.1f%%)" % (r["ts_ms"], r["ort_ms"], r["ratio"], r["limit_ms"], r["pct_limit"],
+                                                   r["memory_limit_ms"], r["pct_mem"]))
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 r["error"] = str(e).splitlines()[0][:200]
                 log("   failed: " + r["error"])
@@ -198,18 +200,21 @@ def section(a, rows, bare, started, elapsed, argv):
              "Max error: the largest |tsopt − ORT| over the outputs.\n" % (bare / 2**20))
     L.append("Limit: the plan's roofline, `tsopt profile M --roofline`: the sum over its steps of max(bytes / "
              "bandwidth, FLOPs / peak) with `tsopt peak`'s figures (bytes: each step's inputs read and outputs "
-             "written once, every weight once per run); % of limit = limit / tsopt's latency.\n")
-    L.append("| model | input | covers | tsopt ms | ORT ms | tsopt/ORT | limit ms | % of limit | max error | matches "
+             "written once, every weight once per run; bandwidth: that of the cache level the step's bytes fit in, "
+             "the weights' from where all the run's weights fit); % of limit = limit / tsopt's latency; % of memory "
+             "limit = the bytes' time alone / tsopt's latency.\n")
+    L.append("| model | input | covers | tsopt ms | ORT ms | tsopt/ORT | limit ms | % of limit | % of memory limit | max error | matches "
              "| tsopt MiB | ORT MiB | memory tsopt/ORT |")
-    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            L.append("| %s | %s | %s | — | — | — | — | — | — | failed: %s | — | — | — |" % (
+            L.append("| %s | %s | %s | — | — | — | — | — | — | — | failed: %s | — | — | — |" % (
                 r["name"], r["shape"], r["what"], r["error"].replace("|", "/")))
             continue
         ort_mem = r["ort_rss"] - bare
-        L.append("| %s | %s | %s | %.3f | %.3f | **%.3f** | %.3f | %.1f | %.2g | %s | %.0f | %.0f | %.2f |" % (
+        L.append("| %s | %s | %s | %.3f | %.3f | **%.3f** | %.3f | %.1f | %.1f | %.2g | %s | %.0f | %.0f | %.2f |" % (
             r["name"], r["shape"], r["what"], r["ts_ms"], r["ort_ms"], r["ratio"], r["limit_ms"], r["pct_limit"],
+            r["pct_mem"],
             r["max_abs"], "yes" if r["match"] else "**no**", r["ts_rss"] / 2**20, ort_mem / 2**20,
             r["ts_rss"] / ort_mem if ort_mem > 0 else float("nan")))
     ok = [r for r in rows if "ratio" in r]

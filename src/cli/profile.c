@@ -328,47 +328,61 @@ done:
 }
 
 /* Prints the step table (text) or the JSON fields `"steps": [...], ...`
- * (to be placed inside an object). */
-static void roofline_print(const sroof *r, double gflops, double gbps, bool json)
+ * (to be placed inside an object).  Each step's limit is taken at the
+ * bandwidth of the cache level its bytes fit in (xroof_step_limit_ms). */
+static void roofline_print(const sroof *r, const xroof_machine *m, bool json)
 {
-    double ms = 0, bytes = 0, wbytes = 0, flops = 0, limit = 0, mem = 0;
+    double ms = 0, bytes = 0, wbytes = 0, flops = 0, limit = 0, mem = 0, dram = 0;
+    const double *bw = m->gbps;
+    for (int i = 0; i < r->steps; i++) wbytes += r->work[i].weight_bytes;
     if (!json) {
-        printf("per step (the plan `tsopt bench` runs; limit = max(bytes / %.1f GB/s, FLOPs / %.1f GFLOP/s)):\n",
-               gbps, gflops);
+        printf("per step (the plan `tsopt bench` runs; limit = max(bytes / bandwidth of the level they fit in, "
+               "FLOPs / %.1f GFLOP/s); GB/s L1 %.1f, L2 %.1f, L3 %.1f, memory %.1f; the run's %.2f MB of weights "
+               "from %s):\n",
+               m->gflops, bw[XROOF_L1], bw[XROOF_L2], bw[XROOF_L3], bw[XROOF_DRAM], wbytes / 1e6,
+               xroof_level_name[xroof_level(m, wbytes)]);
         printf("%5s %-16s %-36s %9s %9s %9s %9s %5s %7s\n", "step", "kernel", "node", "ms", "KB", "MFLOP",
                "limit ms", "bound", "% limit");
     } else {
-        printf(", \"steps\": [");
+        printf(", \"gbps_l1\": %.2f, \"gbps_l2\": %.2f, \"gbps_l3\": %.2f, \"steps\": [", bw[XROOF_L1], bw[XROOF_L2],
+               bw[XROOF_L3]);
     }
     for (int i = 0; i < r->steps; i++) {
         const xroof_step *w = &r->work[i];
-        double lim = xroof_limit_ms(w->bytes, w->flops, gbps, gflops), tb = w->bytes / (gbps * 1e6);
-        bool membound = tb >= lim;
-        ms += r->ms[i], bytes += w->bytes, wbytes += w->weight_bytes, flops += w->flops, limit += lim, mem += tb;
+        bool membound;
+        int level;
+        double lim = xroof_step_limit_ms(m, w, wbytes, &membound, &level), tb = xroof_memory_ms(m, w, wbytes, NULL);
+        ms += r->ms[i], bytes += w->bytes, flops += w->flops, limit += lim, mem += tb;
+        dram += xroof_limit_ms(w->bytes, 0, bw[XROOF_DRAM], 0);
         if (json)
             printf("%s{\"step\": %d, \"kernel\": \"%s\", \"node\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, "
-                   "\"weight_bytes\": %.0f, \"flops\": %.0f, \"nodes\": %d, \"limit_ms\": %.5f, \"bound\": \"%s\"}",
+                   "\"weight_bytes\": %.0f, \"flops\": %.0f, \"nodes\": %d, \"limit_ms\": %.5f, \"bound\": \"%s\", "
+                   "\"level\": \"%s\"}",
                    i ? ", " : "", i, r->kernel[i], r->node[i], r->ms[i], w->bytes, w->weight_bytes, w->flops,
-                   w->nodes, lim, membound ? "memory" : "flops");
+                   w->nodes, lim, membound ? "memory" : "flops", xroof_level_name[level]);
         else
             printf("%5d %-16.16s %-36.36s %9.4f %9.1f %9.2f %9.4f %5s %6.1f%%\n", i, r->kernel[i], r->node[i],
-                   r->ms[i], w->bytes / 1e3, w->flops / 1e6, lim, membound ? "mem" : "flop",
+                   r->ms[i], w->bytes / 1e3, w->flops / 1e6, lim, membound ? xroof_level_name[level] : "flop",
                    r->ms[i] > 0 ? 100 * lim / r->ms[i] : 0);
     }
     /* the floor no lowering beats: weights and the graph's inputs and
-     * outputs moved once, every FLOP at peak */
-    double floor = xroof_limit_ms(wbytes + r->io_bytes, flops, gbps, gflops);
+     * outputs moved once (from where the run's weights fit), every FLOP
+     * at peak */
+    double floor = xroof_step_limit_ms(m, &(xroof_step){.bytes = wbytes + r->io_bytes, .weight_bytes = wbytes, .flops = flops},
+                                       wbytes, NULL, NULL);
     if (json) {
         printf("], \"steps_ms\": %.4f, \"run_ms\": %.4f, \"bytes\": %.0f, \"weight_bytes\": %.0f, \"flops\": %.0f, "
-               "\"limit_ms\": %.4f, \"memory_limit_ms\": %.4f, \"floor_ms\": %.4f, \"pct_of_limit\": %.2f",
-               ms, r->e2e_ms, bytes, wbytes, flops, limit, mem, floor, r->e2e_ms > 0 ? 100 * limit / r->e2e_ms : 0);
+               "\"limit_ms\": %.4f, \"memory_limit_ms\": %.4f, \"dram_memory_limit_ms\": %.4f, \"floor_ms\": %.4f, "
+               "\"pct_of_limit\": %.2f",
+               ms, r->e2e_ms, bytes, wbytes, flops, limit, mem, dram, floor,
+               r->e2e_ms > 0 ? 100 * limit / r->e2e_ms : 0);
         return;
     }
     printf("%5s %-16s %-36s %9.4f %9.1f %9.2f %9.4f %5s %6.1f%%\n", "total", "", "(sum of the steps)", ms,
            bytes / 1e3, flops / 1e6, limit, "", ms > 0 ? 100 * limit / ms : 0);
-    printf("roofline: %d steps, %.2f MB moved (%.2f MB weights), %.1f MFLOP; limit %.4f ms (memory alone %.4f, "
-           "floor %.4f: weights and I/O once); median run %.4f ms = %.1f%% of the limit\n",
-           r->steps, bytes / 1e6, wbytes / 1e6, flops / 1e6, limit, mem, floor, r->e2e_ms,
+    printf("roofline: %d steps, %.2f MB moved (%.2f MB weights), %.1f MFLOP; limit %.4f ms (memory alone %.4f, all "
+           "from DRAM %.4f, floor %.4f: weights and I/O once); median run %.4f ms = %.1f%% of the limit\n",
+           r->steps, bytes / 1e6, wbytes / 1e6, flops / 1e6, limit, mem, dram, floor, r->e2e_ms,
            r->e2e_ms > 0 ? 100 * limit / r->e2e_ms : 0);
 }
 
@@ -445,18 +459,20 @@ int cli_profile(int argc, char **argv)
         goto done;
     }
     if (only_roofline) {
-        double pf = 0, pb = 0;
-        if (xcost_peak(db, &pf, &pb, &err) || roofline_measure(g, iters, &roof, &err) || ts_costdb_save(db, &err)) {
+        xroof_machine mach;
+        if (xcost_machine(db, false, &mach, &err) || roofline_measure(g, iters, &roof, &err) ||
+            ts_costdb_save(db, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
+        double pf = mach.gflops, pb = mach.gbps[XROOF_DRAM];
         if (json) {
             printf("{\"model\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f", model, pf, pb);
-            roofline_print(&roof, pf, pb, true);
+            roofline_print(&roof, &mach, true);
             printf("}\n");
         } else {
             printf("model: %s\npeak: %.1f GFLOP/s, %.1f GB/s\n", model, pf, pb);
-            roofline_print(&roof, pf, pb, false);
+            roofline_print(&roof, &mach, false);
         }
         rc = CLI_OK;
         goto done;
@@ -469,11 +485,12 @@ int cli_profile(int argc, char **argv)
         cli_error(CLI_FAIL, "out of memory");
         goto done;
     }
-    double gflops = 0, gbps = 0;
-    if (xcost_peak(db, &gflops, &gbps, &err)) {
+    xroof_machine mach;
+    if (xcost_machine(db, false, &mach, &err)) {
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
+    double gflops = mach.gflops, gbps = mach.gbps[XROOF_DRAM];
     double sum = 0, sum_roof = 0, sum_iso = 0;
     int groups = 0, nmeas = 0, ncached = 0, nroof = 0, nfree = 0, nplan = 0;
     /* isolated first (fills the cache for groups the optimizer may meet
@@ -543,7 +560,7 @@ int cli_profile(int argc, char **argv)
                "\"plan_steps_ms\": %.4f, \"plan_medians_ms\": %.4f, \"plan_run_ms\": %.4f, \"plan_unowned_ms\": %.4f",
                model, groups, nmeas, ncached, nroof, nfree, sum, sum_roof, e2e, errp, errr, gflops, gbps, nplan,
                sum_iso, erri, pt.steps, pt.steps_ms, pt.medians_ms, pt.run_ms, pt.unowned_ms);
-        roofline_print(&roof, gflops, gbps, true);
+        roofline_print(&roof, &mach, true);
         printf("}\n");
     } else {
         printf("model: %s\ncache: %s (%d entries, %d new measurements)\n", model, xcost_db_path(db),
@@ -564,7 +581,7 @@ int cli_profile(int argc, char **argv)
         printf("sum of costs: %.3f ms   roofline sum: %.3f ms\n", sum, sum_roof);
         printf("end-to-end:   %.3f ms (median of %ld runs, paired with the timed ones)\n", e2e, iters);
         printf("prediction error: %+.1f%% (roofline: %+.1f%%)\n", errp, errr);
-        roofline_print(&roof, gflops, gbps, false);
+        roofline_print(&roof, &mach, false);
     }
     rc = CLI_OK;
 done:
@@ -609,25 +626,29 @@ int cli_peak(int argc, char **argv)
         rc = cli_error_from(CLI_FAIL, &err);
     } else {
         xcost_cpu_id(cpu, sizeof cpu);
-        xroof_caches caches = xroof_caches_get();
+        xroof_machine m;
         xroof_overhead oh = {0};
-        if (xroof_measure_overhead(&oh, &err)) {
+        if (xcost_machine(db, again, &m, &err) || ts_costdb_save(db, &err) || xroof_measure_overhead(&oh, &err)) {
             ts_costdb_free(db);
             return cli_error_from(CLI_FAIL, &err);
         }
         if (json)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
-                   "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"step_eltwise_us\": %.3f, "
+                   "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"l1_gbps\": %.2f, \"l2_gbps\": %.2f, "
+                   "\"l3_gbps\": %.2f, \"step_eltwise_us\": %.3f, "
                    "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d}\n",
-                   cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], caches.l1d, caches.l2,
-                   caches.l3, oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads);
+                   cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], m.caches.l1d, m.caches.l2,
+                   m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], oh.eltwise_us, oh.conv_us,
+                   oh.region_us, oh.threads);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
-                   "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped)\n"
+                   "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped); bandwidth "
+                   "on %d threads: L1 %.1f, L2 %.1f, L3 %.1f GB/s\n"
                    "per step: %.2f us (tiny element-wise step), %.2f us (tiny oneDNN conv), %.2f us per parallel "
                    "region on %d threads (measured now, not cached)\n",
-                   cpu, gflops, gbps, caches.l1d >> 10, caches.l2 >> 10, caches.l3 >> 10, oh.eltwise_us, oh.conv_us,
+                   cpu, gflops, gbps, m.caches.l1d >> 10, m.caches.l2 >> 10, m.caches.l3 >> 10, m.threads, m.gbps[XROOF_L1],
+                   m.gbps[XROOF_L2], m.gbps[XROOF_L3], oh.eltwise_us, oh.conv_us,
                    oh.region_us, oh.threads);
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "

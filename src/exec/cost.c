@@ -546,6 +546,30 @@ ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], doub
     return TS_OK;
 }
 
+ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_error *err)
+{
+    static const char *const key[XROOF_DRAM] = {"!bw_l1_gbps", "!bw_l2_gbps", "!bw_l3_gbps"};
+    memset(m, 0, sizeof *m);
+    ts_status st = xcost_peak(db, &m->gflops, &m->gbps[XROOF_DRAM], err);
+    if (st) return st;
+    bool have = true;
+    for (int l = 0; l < XROOF_DRAM; l++) have = have && lookup(db, key[l]) && lookup(db, key[l])->key;
+    if (remeasure || !have) {
+        double bw[XROOF_DRAM];
+        if ((st = xroof_measure_cache_bw(bw, err))) return st;
+        for (int l = 0; l < XROOF_DRAM; l++) {
+            centry *e = lookup(db, key[l]); /* the larger, as the peak */
+            if (e && e->key && e->ms > bw[l]) bw[l] = e->ms;
+            if (!put(db, key[l], bw[l], 1)) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
+        db->measured += XROOF_DRAM;
+    }
+    for (int l = 0; l < XROOF_DRAM; l++) m->gbps[l] = lookup(db, key[l])->ms;
+    m->caches = xroof_caches_get();
+    m->threads = omp_get_max_threads();
+    return TS_OK;
+}
+
 /* ------------------------------------------------------------- costs */
 
 static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int nm)

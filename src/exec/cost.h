@@ -14,6 +14,7 @@
 #define TS_EXEC_COST_H
 
 #include "ir/ir.h"
+#include "exec/roofline.h"
 
 #define XCOST_MAX_GROUP 9 /* head + XD_MAX_FUSE absorbed nodes */
 
@@ -191,6 +192,11 @@ ts_status xcost_peak(ts_costdb *db, double *gflops, double *gbps, ts_error *err)
 #define XCOST_PEAK_PARTS 5
 ts_status xcost_peak_measure(ts_costdb *db, double parts[XCOST_PEAK_PARTS], double *gflops, double *gbps,
                              ts_error *err);
+
+/* The peak and the bandwidth of every memory level (xroof_measure_cache_bw,
+ * cached in db as the peak: the larger of the old and a new measurement,
+ * measured when missing or remeasure), the cache sizes, the threads. */
+ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_error *err);
 
 /* "Intel(R) Xeon(R) ... x16": /proc/cpuinfo model name and core count. */
 void xcost_cpu_id(char *buf, size_t n);

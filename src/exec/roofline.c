@@ -180,6 +180,106 @@ ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err)
     return TS_OK;
 }
 
+/* The cache levels: kernels built for the widest vectors the CPU has
+ * (the runtime's kernels use them; a baseline SSE loop would understate
+ * L1's bandwidth by 4x and the limit would overstate). */
+#define XR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+XR_CLONES static void bw_copy(float *restrict a, const float *restrict b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) a[i] = b[i];
+}
+
+XR_CLONES static void bw_triad(float *restrict a, const float *restrict b, const float *restrict c, float s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+/* GB/s of copy (k 0) or triad (k 1) with each of the T threads over its
+ * own three arrays of n floats at base + t * stride, reps passes. */
+static double level_pass(int k, float *base, size_t stride, size_t n, int reps, int T)
+{
+    double t0 = xstep_timer_now();
+#pragma omp parallel num_threads(T)
+    {
+        float *a = base + (size_t)omp_get_thread_num() * stride, *b = a + n, *c = b + n;
+        for (int r = 0; r < reps; r++) {
+            if (k == 0)
+                bw_copy(a, b, n);
+            else
+                bw_triad(a, b, c, 1.0f + (float)(r & 7), n);
+            __asm__ volatile("" ::: "memory"); /* every pass happens */
+        }
+    }
+    double ms = xstep_timer_now() - t0;
+    return (double)(k ? 3 : 2) * (double)n * sizeof(float) * reps * T / (ms * 1e6);
+}
+
+ts_status xroof_measure_cache_bw(double gbps[XROOF_DRAM], ts_error *err)
+{
+    xroof_caches c = xroof_caches_get();
+    int T = omp_get_max_threads();
+    long l3 = 4 * T * c.l2 < c.l3 / 2 ? 4 * T * c.l2 : c.l3 / 2;
+    size_t per_thread[XROOF_DRAM] = {(size_t)c.l1d / 2, (size_t)c.l2 / 2, (size_t)l3 / (size_t)T};
+    size_t stride = ((per_thread[XROOF_L3] / sizeof(float)) + 4096) & ~(size_t)1023;
+    float *base = aligned_alloc(4096, stride * sizeof(float) * (size_t)T);
+    if (!base) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    /* first touch on the threads that run the passes */
+#pragma omp parallel num_threads(T)
+    memset(base + (size_t)omp_get_thread_num() * stride, 0, stride * sizeof(float));
+    for (int l = 0; l < XROOF_DRAM; l++) {
+        size_t n = (per_thread[l] / 3 / sizeof(float)) & ~(size_t)63;
+        /* ~4 MB a thread a try (tens of us from L1): short tries, many of
+         * them, so that some run with no other process on the cores */
+        int reps = (int)((4u << 20) / (3 * n * sizeof(float))) + 1;
+        gbps[l] = 0;
+        for (int r = 0; r < 25; r++)
+            for (int k = 0; k < 2; k++) {
+                double g = level_pass(k, base, stride, n, reps, T);
+                if (g > gbps[l]) gbps[l] = g;
+            }
+    }
+    free(base);
+    return TS_OK;
+}
+
+const char *const xroof_level_name[XROOF_LEVELS] = {"L1", "L2", "L3", "mem"};
+
+int xroof_level(const xroof_machine *m, double bytes)
+{
+    double t = m->threads > 0 ? m->threads : 1;
+    if (bytes <= t * (double)m->caches.l1d) return XROOF_L1;
+    if (bytes <= t * (double)m->caches.l2) return XROOF_L2;
+    if (bytes <= (double)m->caches.l3) return XROOF_L3;
+    return XROOF_DRAM;
+}
+
+/* The bandwidth data at level l can come at: the fastest of l and the
+ * levels beyond it (0: none measured). */
+static double level_gbps(const xroof_machine *m, int l)
+{
+    double best = 0;
+    for (; l < XROOF_LEVELS; l++) best = m->gbps[l] > best ? m->gbps[l] : best;
+    return best;
+}
+
+double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, int *level)
+{
+    int la = xroof_level(m, s->bytes), lw = xroof_level(m, run_weight_bytes);
+    lw = lw > la ? lw : la;
+    double ga = level_gbps(m, la), gw = level_gbps(m, lw), act = s->bytes - s->weight_bytes;
+    if (level) *level = la;
+    return (ga > 0 ? act / (ga * 1e6) : 0) + (gw > 0 ? s->weight_bytes / (gw * 1e6) : 0);
+}
+
+double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, bool *membound,
+                           int *level)
+{
+    double tb = xroof_memory_ms(m, s, run_weight_bytes, level), tf = xroof_limit_ms(0, s->flops, 0, m->gflops);
+    if (membound) *membound = tb >= tf;
+    return tb > tf ? tb : tf;
+}
+
 /* ------------------------------------------------------------ overhead */
 
 /* A chain of n nodes op on x (dims xd), each with a constant second input

@@ -10,8 +10,9 @@
  * the nodes it computes (the operator descriptor's count: a multiply-add is
  * 2; element-wise ops one per output element; data movement 0).
  *
- * Its time limit is max(bytes / bandwidth, FLOPs / peak): no kernel on this
- * machine can beat it, whatever it fuses inside the step.  The sum over the
+ * Its time limit is max(bytes / bandwidth, FLOPs / peak), the bandwidth
+ * that of the cache level the step's bytes fit in (xroof_memory_ms): no
+ * kernel on this machine can beat it, whatever it fuses inside the step.  The sum over the
  * steps is the plan's limit (`tsopt profile`, bench/real_models.py). */
 #ifndef TS_EXEC_ROOFLINE_H
 #define TS_EXEC_ROOFLINE_H
@@ -65,5 +66,41 @@ typedef struct xroof_caches {
     long l1d, l2, l3;
 } xroof_caches;
 xroof_caches xroof_caches_get(void);
+
+/* The memory levels a step's bytes may come from. */
+enum { XROOF_L1, XROOF_L2, XROOF_L3, XROOF_DRAM, XROOF_LEVELS };
+extern const char *const xroof_level_name[XROOF_LEVELS];
+
+/* Bandwidth of L1d, L2 and the last level on all cores, GB/s (STREAM's
+ * counting): each thread runs copy and triad over its own arrays of half
+ * of its core's L1d or L2, or over a share of 4x the L2s of all cores
+ * (at most half the last level: beyond every L2, within any last level),
+ * passes repeated over ~4 MB a thread; the better kernel, best of 25 tries. */
+ts_status xroof_measure_cache_bw(double gbps[XROOF_DRAM], ts_error *err);
+
+/* What a step's limit is measured against: the peak, the bandwidth of
+ * each level (DRAM: the STREAM figure above), the cache sizes and the
+ * threads sharing the per-core levels. */
+typedef struct xroof_machine {
+    double gflops;
+    double gbps[XROOF_LEVELS];
+    xroof_caches caches;
+    int threads;
+} xroof_machine;
+
+/* The smallest level holding bytes: L1d and L2 are per core (threads of
+ * them), the last level is shared. */
+int xroof_level(const xroof_machine *m, double bytes);
+
+/* A step's memory time in ms at the levels its data can live in: its
+ * activations at the level its working set (all its bytes) fits in, its
+ * weights at the level the run's weights (run_weight_bytes, re-read every
+ * run) fit in, if that is further out.  A level measured slower than the
+ * one beyond it counts at the faster speed (a limit never overstates). */
+double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, int *level);
+
+/* The step's limit: max(memory time, FLOPs / peak), ms. */
+double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, bool *membound,
+                           int *level);
 
 #endif

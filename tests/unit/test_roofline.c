@@ -83,3 +83,54 @@ Test(roofline, caches_sane)
     cr_assert(c.l1d >= 16 << 10 && c.l1d <= c.l2 && c.l2 <= c.l3 && c.l3 <= 96L << 20, "%ld %ld %ld", c.l1d, c.l2,
               c.l3);
 }
+
+/* The limit at the level a step's bytes fit in, worked out by hand for a
+ * made-up machine: 2 threads, L1d 32 KiB, L2 1 MiB a core, 16 MiB last
+ * level; 400 / 200 / 100 / 20 GB/s; 100 GFLOP/s. */
+Test(roofline, level_bandwidth)
+{
+    xroof_machine m = {.gflops = 100, .gbps = {400, 200, 100, 20}, .caches = {32 << 10, 1 << 20, 16 << 20}, .threads = 2};
+    cr_assert_eq(xroof_level(&m, 64 << 10), XROOF_L1);        /* two L1s hold 64 KiB */
+    cr_assert_eq(xroof_level(&m, (64 << 10) + 1), XROOF_L2);
+    cr_assert_eq(xroof_level(&m, 2 << 20), XROOF_L2);
+    cr_assert_eq(xroof_level(&m, 3 << 20), XROOF_L3);
+    cr_assert_eq(xroof_level(&m, 17 << 20), XROOF_DRAM);
+    /* 1 MB of activations in L2 (200 GB/s: 5 us) and 0.2 MB of weights of a
+     * run with 10 MB of them (L3, 100 GB/s: 2 us); 1 MFLOP at 100 GFLOP/s
+     * is 10 us: FLOP-bound at 0.01 ms */
+    xroof_step s = {.bytes = 1.2e6, .weight_bytes = 0.2e6, .flops = 1e6};
+    int level = -1;
+    bool mb = true;
+    cr_assert_float_eq(xroof_memory_ms(&m, &s, 10e6, &level), 0.005 + 0.002, 1e-12);
+    cr_assert_eq(level, XROOF_L2);
+    cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 10e6, &mb, NULL), 0.01, 1e-12);
+    cr_assert(!mb);
+    /* without FLOPs, memory-bound; the run's weights in DRAM (20 GB/s: 10 us) */
+    s.flops = 0;
+    cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 40e6, &mb, NULL), 0.005 + 0.01, 1e-12);
+    cr_assert(mb);
+    /* weights never come from closer than the step's own level: 40 KB
+     * step in L1 (400 GB/s: 0.075 us for 30 KB activations), weights of a
+     * 1.5 MB run in L2 (200 GB/s: 0.05 us for 10 KB) */
+    s = (xroof_step){.bytes = 40e3, .weight_bytes = 10e3};
+    cr_assert_float_eq(xroof_memory_ms(&m, &s, 1.5e6, &level), 30e3 / 400e6 + 10e3 / 200e6, 1e-15);
+    cr_assert_eq(level, XROOF_L1);
+    /* a level measured slower than the one beyond it counts at that speed */
+    m.gbps[XROOF_L2] = 50;
+    s = (xroof_step){.bytes = 1e6};
+    cr_assert_float_eq(xroof_memory_ms(&m, &s, 0, NULL), 1e6 / 100e6, 1e-12);
+    /* unmeasured levels: no limit from them */
+    m = (xroof_machine){.caches = m.caches, .threads = 2};
+    cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 0, &mb, NULL), 0, 1e-15);
+}
+
+/* The measured levels: positive, and L1 faster than memory (a machine
+ * where it is not has a broken measurement, not a slow cache). */
+Test(roofline, cache_bandwidth_measured)
+{
+    double bw[XROOF_DRAM];
+    ts_error e = {0};
+    cr_assert_eq(xroof_measure_cache_bw(bw, &e), TS_OK, "%s", e.msg);
+    for (int l = 0; l < XROOF_DRAM; l++) cr_assert(bw[l] > 0, "level %d: %g GB/s", l, bw[l]);
+    cr_assert(bw[XROOF_L1] > bw[XROOF_L3], "L1 %g GB/s, L3 %g", bw[XROOF_L1], bw[XROOF_L3]);
+}
