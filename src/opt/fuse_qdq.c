@@ -8,6 +8,7 @@
  *   Q(Gemm(DQ(x), DQ(W), DQ(b)), ys, yz)  -> Reshape(QLinearConv(Reshape(x, [N, K, 1, 1]), 1x1 W, b))
  *   Q(Relu(P), ys, yz), yz the type's min -> as Q(P)
  *   Q(MaxPool(DQ(x)), s, z), x's s and z  -> MaxPool(x)
+ *   Q(Concat(DQ(xi)), s, z), each xi's s, z -> Concat(xi)
  * and into tsopt's internal 8-bit element-wise operators (ops/qlinear_eltwise.c),
  * for what ONNX has no integer operator for:
  *   Q(Add(DQ(a), DQ(b)))                  -> tsopt.QLinearAdd (residual blocks)
@@ -390,6 +391,28 @@ static int fuse_channel_mul(ts_graph *g, int n, ts_error *err)
     return 0;
 }
 
+/* Q(Concat(DQ(x1), .., DQ(xk)), s, z), every DQ and the Q of the same
+ * per-tensor s and z: Concat(x1, .., xk) on the 8-bit tensors (Q(DQ(q)) =
+ * q, and Concat only moves: exact). */
+static int fuse_concat(ts_graph *g, int n, ts_error *err)
+{
+    const ts_node *cn = &g->nodes[n];
+    int relu, q = cn->noutputs == 1 && cn->ninputs <= 64 ? q_after(g, cn->outputs[0], &relu) : -1, in[64];
+    if (q < 0 || relu >= 0) return 0;
+    const ts_node *qn = &g->nodes[q];
+    for (int i = 0; i < cn->ninputs; i++) {
+        int d = dq_of(g, cn->inputs[i], -1, 0);
+        if (d < 0 || g->nodes[d].ninputs < 3 || !same_const(g, g->nodes[d].inputs[1], qn->inputs[1]) ||
+            !same_const(g, g->nodes[d].inputs[2], qn->inputs[2]))
+            return 0;
+        in[i] = g->nodes[d].inputs[0];
+    }
+    ts_concat_attrs a = *(const ts_concat_attrs *)cn->attrs;
+    if (rewrite(g, &ts_op_concat, "qconcat", in, cn->ninputs, &a, q, err) < 0) return -1;
+    g->nodes[n].dead = g->nodes[q].dead = true;
+    return 1;
+}
+
 int ts_fuse_qdq(ts_graph *g, ts_error *err)
 {
     int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
@@ -400,6 +423,7 @@ int ts_fuse_qdq(ts_graph *g, ts_error *err)
                 : op == &ts_op_matmul ? fuse_matmul(g, n, err)
                 : op == &ts_op_gemm ? fuse_gemm(g, n, err)
                 : op == &ts_op_maxpool ? fuse_maxpool(g, n, err)
+                : op == &ts_op_concat ? fuse_concat(g, n, err)
                 : op == &ts_op_add ? fuse_add(g, n, err)
                 : op == &ts_op_mul ? fuse_channel_mul(g, n, err)
                 : op == &ts_op_global_avgpool ? fuse_gap(g, n, err)
