@@ -636,19 +636,20 @@ int cli_peak(int argc, char **argv)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
                    "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"l1_gbps\": %.2f, \"l2_gbps\": %.2f, "
-                   "\"l3_gbps\": %.2f, \"step_eltwise_us\": %.3f, "
+                   "\"l3_gbps\": %.2f, \"fma_gflops\": %.2f, \"step_eltwise_us\": %.3f, "
                    "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d}\n",
                    cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], m.caches.l1d, m.caches.l2,
-                   m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], oh.eltwise_us, oh.conv_us,
+                   m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, oh.eltwise_us, oh.conv_us,
                    oh.region_us, oh.threads);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
                    "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped); bandwidth "
-                   "on %d threads: L1 %.1f, L2 %.1f, L3 %.1f GB/s\n"
+                   "on %d threads: L1 %.1f, L2 %.1f, L3 %.1f GB/s; FMA units %.1f GFLOP/s (the per-step limit's FLOP "
+                   "ceiling when above the peak)\n"
                    "per step: %.2f us (tiny element-wise step), %.2f us (tiny oneDNN conv), %.2f us per parallel "
                    "region on %d threads (measured now, not cached)\n",
                    cpu, gflops, gbps, m.caches.l1d >> 10, m.caches.l2 >> 10, m.caches.l3 >> 10, m.threads, m.gbps[XROOF_L1],
-                   m.gbps[XROOF_L2], m.gbps[XROOF_L3], oh.eltwise_us, oh.conv_us,
+                   m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, oh.eltwise_us, oh.conv_us,
                    oh.region_us, oh.threads);
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "

@@ -564,6 +564,15 @@ ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_erro
         }
         db->measured += XROOF_DRAM;
     }
+    centry *f = lookup(db, "!fma_gflops");
+    if (remeasure || !f || !f->key) {
+        double fma = xroof_measure_fma();
+        if (f && f->key && f->ms > fma) fma = f->ms;
+        if (!put(db, "!fma_gflops", fma, 1)) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        db->measured++;
+    }
+    m->fma_gflops = lookup(db, "!fma_gflops")->ms;
+    if (m->fma_gflops > m->gflops) m->gflops = m->fma_gflops;
     for (int l = 0; l < XROOF_DRAM; l++) m->gbps[l] = lookup(db, key[l])->ms;
     m->caches = xroof_caches_get();
     m->threads = omp_get_max_threads();

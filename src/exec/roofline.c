@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <omp.h>
+#include <immintrin.h>
 #include "exec/roofline.h"
 #include "exec/plan_internal.h"
 #include "exec/step_timer.h"
@@ -241,6 +242,59 @@ ts_status xroof_measure_cache_bw(double gbps[XROOF_DRAM], ts_error *err)
     }
     free(base);
     return TS_OK;
+}
+
+/* ------------------------------------------------------ FMA ceiling */
+
+/* 12 independent vector FMA chains (more than latency x ports on any x86
+ * core), n rounds: the FMA units' throughput with nothing from memory. */
+__attribute__((target("avx512f"))) static float fma_avx512(float m, long n)
+{
+    __m512 a[12], mv = _mm512_set1_ps(m), c = _mm512_set1_ps(1e-7f);
+    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps((float)j);
+    for (long i = 0; i < n; i++)
+#pragma GCC unroll 12 /* the chains in registers, not in a[]'s memory */
+        for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], mv, c);
+    float s = 0;
+    for (int j = 0; j < 12; j++) s += _mm512_reduce_add_ps(a[j]);
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static float fma_avx2(float m, long n)
+{
+    __m256 a[12], mv = _mm256_set1_ps(m), c = _mm256_set1_ps(1e-7f);
+    for (int j = 0; j < 12; j++) a[j] = _mm256_set1_ps((float)j);
+    for (long i = 0; i < n; i++)
+#pragma GCC unroll 12 /* the chains in registers, not in a[]'s memory */
+        for (int j = 0; j < 12; j++) a[j] = _mm256_fmadd_ps(a[j], mv, c);
+    float t[8], s = 0;
+    for (int j = 0; j < 12; j++) {
+        _mm256_storeu_ps(t, a[j]);
+        for (int k = 0; k < 8; k++) s += t[k];
+    }
+    return s;
+}
+
+double xroof_measure_fma(void)
+{
+    int wide = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("fma") ? 8 : 0;
+    if (!wide) return 0;
+    int T = omp_get_max_threads();
+    long n = 100000; /* 12 x 100000 vector FMAs a thread: ~0.2-0.4 ms */
+    double best = 0;
+    volatile float sink = 0;
+    for (int r = 0; r < 25; r++) {
+        double t0 = xstep_timer_now();
+#pragma omp parallel num_threads(T)
+        {
+            float v = wide == 16 ? fma_avx512(0.999f, n) : fma_avx2(0.999f, n);
+#pragma omp atomic
+            sink += v;
+        }
+        double g = 2.0 * 12 * wide * (double)n * T / ((xstep_timer_now() - t0) * 1e6);
+        best = g > best ? g : best;
+    }
+    return best;
 }
 
 const char *const xroof_level_name[XROOF_LEVELS] = {"L1", "L2", "L3", "mem"};

@@ -78,11 +78,18 @@ extern const char *const xroof_level_name[XROOF_LEVELS];
  * passes repeated over ~4 MB a thread; the better kernel, best of 25 tries. */
 ts_status xroof_measure_cache_bw(double gbps[XROOF_DRAM], ts_error *err);
 
+/* The FMA units' float32 throughput on all threads, GFLOP/s (register-
+ * resident multiply-adds, the widest vectors the CPU has; 0 without FMA):
+ * the ceiling no kernel passes, where a measured matmul peak may not be
+ * reached by the runtime on its best problems but passed on others. */
+double xroof_measure_fma(void);
+
 /* What a step's limit is measured against: the peak, the bandwidth of
  * each level (DRAM: the STREAM figure above), the cache sizes and the
- * threads sharing the per-core levels. */
+ * threads sharing the per-core levels.  gflops: the larger of the
+ * measured matmul/conv peak and the FMA ceiling. */
 typedef struct xroof_machine {
-    double gflops;
+    double gflops, fma_gflops;
     double gbps[XROOF_LEVELS];
     xroof_caches caches;
     int threads;

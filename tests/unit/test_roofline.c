@@ -133,4 +133,5 @@ Test(roofline, cache_bandwidth_measured)
     cr_assert_eq(xroof_measure_cache_bw(bw, &e), TS_OK, "%s", e.msg);
     for (int l = 0; l < XROOF_DRAM; l++) cr_assert(bw[l] > 0, "level %d: %g GB/s", l, bw[l]);
     cr_assert(bw[XROOF_L1] > bw[XROOF_L3], "L1 %g GB/s, L3 %g", bw[XROOF_L1], bw[XROOF_L3]);
+    if (__builtin_cpu_supports("fma")) cr_assert(xroof_measure_fma() > 0);
 }
