@@ -1,15 +1,18 @@
-/* tsopt.QLinearAdd and tsopt.QLinearLookup (ops/qlinear_eltwise.c, made by
- * opt/fuse_qdq.c from a QDQ model's residual adds and activations) on the
- * 8-bit tensors: one pass reading bytes and writing bytes, no float32
- * tensor between.  QLinearAdd computes in registers the float32 arithmetic
- * of the DQ/Add/Q nodes it replaces (so its result is theirs, bit for
- * bit); QLinearLookup is a 256-entry table lookup (vpermi2b on CPUs with
- * AVX-512 VBMI, 64 bytes per four instructions).
+/* tsopt's internal 8-bit element-wise operators (ops/qlinear_eltwise.c,
+ * made by opt/fuse_qdq.c from a QDQ model's residual adds, activations,
+ * squeeze-excite gates and average pools) on the 8-bit tensors: one pass
+ * reading bytes and writing bytes, no float32 tensor between.
+ * QLinearAdd and QLinearChannelMul compute in registers the float32
+ * arithmetic of the DQ/op/Q nodes they replace (so their results are
+ * theirs, bit for bit; ISO C11 builds contract no multiply-add);
+ * QLinearLookup is a 256-entry table lookup (vpermi2b on CPUs with AVX-512
+ * VBMI, 64 bytes per four instructions); QLinearGlobalAveragePool sums in
+ * int32 as the reference kernel does.
  *
- * Both are element-wise with per-tensor parameters: they keep their input's
- * layout when it is dense (the channels-last output of an int8 convolution,
- * dnnl_int8.c), so a residual block's tensors stay in the layout the next
- * convolution reads instead of being reordered around every add. */
+ * They keep their input's layout when it is dense (the channels-last
+ * output of an int8 convolution, dnnl_int8.c; the gate and the pool read
+ * plain or channels-last), so a network's 8-bit tensors stay in the layout
+ * the next convolution reads instead of being reordered around every op. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -207,6 +210,17 @@ static void qgap_run(const xstep *st, void *const *in, void *const *out, void *s
 
 /* ------------------------------------------------------------- lowering */
 
+/* Output buffer yb laid out as input buffer xb (a dense blocked layout),
+ * holding `bytes` 8-bit elements of type yt. */
+static void out_like(xplan *p, int yb, int xb, ts_dtype yt, int64_t bytes)
+{
+    xbuf *o = &p->bufs[yb];
+    o->blocked = true;
+    o->md = p->bufs[xb].md;
+    o->md.data_type = yt == TS_U8 ? dnnl_u8 : dnnl_s8;
+    o->bytes = (size_t)bytes;
+}
+
 /* Buffer of the [N, C, H, W] value v plain or channels-last (*cl), in
  * place when it is one of them, else made plain. */
 static int nchw_or_cl(xplan *p, int v, bool *cl, ts_error *err)
@@ -248,10 +262,7 @@ static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
     if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (s->cl) { /* the output in x's layout (a graph output is the caller's plain tensor) */
         if (ts_graph_is_output(g, nd->outputs[0])) return TS_ERR_UNSUPPORTED;
-        xbuf *o = &p->bufs[yb];
-        o->blocked = true;
-        o->md = p->bufs[xb].md;
-        o->bytes = (size_t)s->n;
+        out_like(p, yb, xb, y->dtype, s->n);
     }
     st->out[0] = yb;
     return TS_OK;
@@ -282,8 +293,6 @@ static ts_status qgap_build(xplan *p, int n, xstep *st, ts_error *err)
     return TS_OK;
 }
 
-/* ------------------------------------------ lowering: add, lookup */
-
 /* The step's 8-bit inputs (nin of node n's, at ins[]) and output: in the
  * inputs' common layout when they share one that is dense and the output
  * is not a graph output (the caller's tensor is plain), else plain. */
@@ -307,13 +316,7 @@ static ts_status bind(xplan *p, int n, xstep *st, const int *ins, int nin, ts_er
     }
     int yb = xplan_value_buf(p, nd->outputs[0]);
     if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    if (keep) {
-        xbuf *o = &p->bufs[yb];
-        o->blocked = true;
-        o->md = p->bufs[b[0]].md;
-        o->md.data_type = y->dtype == TS_U8 ? dnnl_u8 : dnnl_s8;
-        o->bytes = (size_t)total;
-    }
+    if (keep) out_like(p, yb, b[0], y->dtype, total);
     st->out[0] = yb;
     return TS_OK;
 }

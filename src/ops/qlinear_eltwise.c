@@ -57,6 +57,12 @@ static ts_status qadd_infer(ts_infer_ctx *c)
 
 static float f32_of(const ts_num *num, const ts_tensor *t) { return (float)el_get(num, t, 0); }
 
+static double saturate8(ts_dtype t, double v)
+{
+    double lo = t == TS_I8 ? -128 : 0, hi = t == TS_I8 ? 127 : 255;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 static ts_status qadd_kernel(ts_kernel_ctx *k)
 {
     if (need_float_domain(k)) return k->err->code;
@@ -64,11 +70,9 @@ static ts_status qadd_kernel(ts_kernel_ctx *k)
     float as = f32_of(k->num, k->in[1]), bs = f32_of(k->num, k->in[4]), ys = f32_of(k->num, k->in[6]);
     int64_t az = ts_tensor_get_i64(k->in[2], 0), bz = ts_tensor_get_i64(k->in[5], 0), yz = ts_tensor_get_i64(k->in[7], 0);
     ts_tensor *y = k->out[0];
-    double lo = y->dtype == TS_I8 ? -128 : 0, hi = y->dtype == TS_I8 ? 127 : 255;
     for (int64_t i = 0, n = ts_tensor_numel(y); i < n; i++) {
         float fa = (float)(ts_tensor_get_i64(a, i) - az) * as, fb = (float)(ts_tensor_get_i64(b, i) - bz) * bs;
-        double v = nearbyintf((fa + fb) / ys) + (double)yz;
-        el_set_i64(y, i, (int64_t)(v < lo ? lo : v > hi ? hi : v));
+        el_set_i64(y, i, (int64_t)saturate8(y->dtype, nearbyintf((fa + fb) / ys) + (double)yz));
     }
     return TS_OK;
 }
@@ -105,12 +109,6 @@ static ts_status chmul_infer(ts_infer_ctx *c)
     c->out_dtype[0] = c->in[5]->dtype;
     c->out_shape[0] = x->shape;
     return TS_OK;
-}
-
-static double saturate8(ts_dtype t, double v)
-{
-    double lo = t == TS_I8 ? -128 : 0, hi = t == TS_I8 ? 127 : 255;
-    return v < lo ? lo : v > hi ? hi : v;
 }
 
 static ts_status chmul_kernel(ts_kernel_ctx *k)
