@@ -402,6 +402,13 @@ typedef struct ts_plan_stats {
 } ts_plan_stats;
 
 ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out, ts_error *err);
+/* Re-binds plan p to g, the graph p was built from loaded at other sizes
+ * (same nodes and values; shapes and folded constants may differ): only
+ * the steps whose values changed are rebuilt (src/exec/plan_rebind.c).
+ * TS_ERR_UNSUPPORTED: p cannot follow (it is unchanged); another error:
+ * p is unusable, free it.  The graph p was built from must still outlive
+ * p; g must outlive p or the next re-bind. */
+ts_status ts_plan_rebind(ts_plan *p, const ts_graph *g, ts_error *err);
 /* inputs[i] match g->inputs[i]; outputs[i] are caller-allocated tensors of
  * the graph outputs' dtype and shape (plain layout), distinct from each other
  * and from the inputs (an output may be written before an input is read). */
@@ -651,8 +658,12 @@ bool ts_session_output_info(const ts_session *s, int i, ts_io_info *info);
  * graph output i. */
 ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err);
 /* Plans the session has built so far (each new shape signature that is not
- * cached builds one): how a caller or test sees whether its runs re-plan. */
+ * cached builds one, unless a plan of its class re-binds): how a caller or
+ * test sees whether its runs re-plan. */
 int64_t ts_session_plan_builds(const ts_session *s);
+/* Runs at new sizes that re-bound a cached plan of the same class instead
+ * (ts_plan_rebind: a decoder's every token after the first). */
+int64_t ts_session_plan_rebinds(const ts_session *s);
 /* The session's packed-weight cache (ts_pack_cache: plans of the model
  * loaded at new sizes reuse the weights earlier plans packed); zeros
  * before the first run at other than the default sizes. */

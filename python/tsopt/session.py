@@ -195,6 +195,12 @@ class InferenceSession:
         return int(_lib.lib.ts_session_plan_builds(self._s)) if self._s is not None else 0
 
     @property
+    def plan_rebinds(self):
+        """Runs at new sizes that re-bound a cached plan of the same shape class
+        instead of building one (a decoder's tokens after the first)."""
+        return int(_lib.lib.ts_session_plan_rebinds(self._s)) if self._s is not None else 0
+
+    @property
     def pack_stats(self):
         """The packed-weight cache shared by the session's plans (ts_pack_cache_stats):
         hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now."""

@@ -3,9 +3,12 @@
  * (shape arithmetic is folded at import), so new input sizes mean loading
  * the model again with those sizes bound (from the model parsed once, its
  * weights shared: ts_onnx_kept) and building a plan for it; the last
- * SESSION_PLANS shape signatures keep theirs.  A decoder whose past grows
- * each token builds a plan per token (docs/decoder.md), reusing the weights
- * the earlier plans packed (ts_pack_cache).  A model whose shapes
+ * SESSION_PLANS shape signatures keep theirs.  Sizes of the same class as
+ * a cached plan's (each dimension equal, or both above 1: a decoder's past
+ * growing by one each token) re-bind that plan to the graph loaded at the
+ * new sizes (ts_plan_rebind: only the steps whose shapes changed are
+ * rebuilt) instead of building one; other new sizes build a plan, reusing
+ * the weights earlier plans packed (ts_pack_cache).  A model whose shapes
  * depend on input values (value_inputs.h) is loaded at each run's shapes
  * and values of those inputs, and cached by both.  A model that does not
  * load at its default sizes (symbolic dimensions 1: a reflect Pad wider
@@ -35,6 +38,9 @@ typedef struct entry {
     ts_tensor **values; /* by value: the values of the inputs made constants (NULL for the others) */
     int *slot;          /* by value: session input of each of g's inputs */
     ts_graph *g;      /* owned, unless it is the session's own graph */
+    /* the graph p was built from, when p was re-bound to g since (its
+     * kept steps may point into it); owned */
+    ts_graph *built;
     ts_plan *p;
     uint64_t used; /* last run, for eviction */
     /* its plan holds the only copy of the session graph's packed weights
@@ -74,6 +80,7 @@ struct ts_session {
     bool graph_spent; /* a plan build released weights of `graph` */
     uint64_t clock;
     int64_t plan_builds; /* ts_session_plan_builds */
+    int64_t plan_rebinds; /* ts_session_plan_rebinds */
     pthread_mutex_t lock;
 };
 
@@ -229,6 +236,7 @@ static void entry_clear(ts_session *s, entry *e)
 {
     ts_plan_free(e->p);
     if (e->g != s->graph) ts_graph_free(e->g);
+    ts_graph_free(e->built);
     for (int i = 0; e->values && i < s->nin; i++) ts_tensor_unref(e->values[i]);
     free(e->values);
     free(e->slot);
@@ -275,6 +283,15 @@ int64_t ts_session_plan_builds(const ts_session *s)
     pthread_mutex_t *m = (pthread_mutex_t *)&s->lock; /* runs of other threads count them */
     pthread_mutex_lock(m);
     int64_t n = s->plan_builds;
+    pthread_mutex_unlock(m);
+    return n;
+}
+
+int64_t ts_session_plan_rebinds(const ts_session *s)
+{
+    pthread_mutex_t *m = (pthread_mutex_t *)&s->lock;
+    pthread_mutex_lock(m);
+    int64_t n = s->plan_rebinds;
     pthread_mutex_unlock(m);
     return n;
 }
@@ -384,8 +401,47 @@ static void keep_heap_blocks(void)
 #endif
 }
 
-/* The graph and plan for the inputs' shapes: cached, or made now in the
- * least recently used slot. */
+/* Sizes of the same class: every dimension equal, or both above 1 (a
+ * past of 5 and of 6 tokens; not 1 and 32: a kernel chosen for one row
+ * would stay for 32). */
+static bool same_class(const ts_session *s, const entry *e, ts_tensor *const *inputs)
+{
+    for (int i = 0; i < s->nin; i++) {
+        const ts_shape *a = &e->shapes[i], *b = &inputs[i]->shape;
+        if (a->rank != b->rank) return false;
+        for (int d = 0; d < a->rank; d++)
+            if (a->dims[d] != b->dims[d] && (a->dims[d] <= 1 || b->dims[d] <= 1)) return false;
+    }
+    return true;
+}
+
+/* The most recently used plan of the same class, re-bound to g (loaded at
+ * the inputs' sizes and rewritten), which its entry takes; NULL when there
+ * is none or it cannot follow (g is then the caller's).  An entry whose
+ * re-bind failed otherwise is cleared (its plan is unusable). */
+static entry *rebind(ts_session *s, ts_tensor *const *inputs, ts_graph *g)
+{
+    entry *c = NULL;
+    for (int k = 0; k < SESSION_PLANS; k++) {
+        entry *x = &s->cache[k];
+        if (x->p && !x->values && x->g != s->graph && same_class(s, x, inputs) && (!c || x->used > c->used)) c = x;
+    }
+    if (!c) return NULL;
+    ts_error e = {0};
+    ts_status st = ts_plan_rebind(c->p, g, &e);
+    if (st) {
+        if (st != TS_ERR_UNSUPPORTED) entry_clear(s, c);
+        return NULL;
+    }
+    if (c->built) ts_graph_free(c->g); /* the previous re-bind's */
+    else c->built = c->g;
+    c->g = g;
+    s->plan_rebinds++;
+    return c;
+}
+
+/* The graph and plan for the inputs' shapes: cached, re-bound, or made
+ * now in the least recently used slot. */
 static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
 {
     entry *e = NULL, *lru = NULL;
@@ -396,37 +452,52 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         if (!lru || !c->shapes || (lru->shapes && c->used < lru->used)) lru = c;
     }
     if (e) return e;
-    e = lru;
-    entry_clear(s, e);
     int n = s->nin;
     ts_input_bind *binds = calloc((size_t)n + 1, sizeof *binds);
-    if (!binds || !(e->shapes = calloc((size_t)n + 1, sizeof *e->shapes))) {
+    ts_shape *shapes = calloc((size_t)n + 1, sizeof *shapes);
+    if (!binds || !shapes) {
         free(binds);
+        free(shapes);
         ts_error_set(err, TS_ERR_NOMEM, "out of memory planning model '%s'", s->path);
         return NULL;
     }
     bool defaults = true;
     for (int i = 0; i < n; i++) {
-        e->shapes[i] = inputs[i]->shape;
+        shapes[i] = inputs[i]->shape;
         binds[i] = (ts_input_bind){s->ins[i].name, inputs[i]->shape};
         defaults &= ts_shape_eq(&inputs[i]->shape, &s->ins[i].shape);
     }
     ts_status st = TS_OK;
-    if (s->mp) st = load_by_value(s, e, inputs, err);
-    else if (defaults && s->graph) e->g = s->graph;
-    else if (s->fd < 0) /* no symbolic dimension: check_inputs let only the declared shapes through */
-        st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
-    else {
+    ts_graph *g = NULL; /* loaded from kept at the new sizes */
+    if (!s->mp && !(defaults && s->graph) && s->fd >= 0) {
         if (!s->kept) pthread_once(&heap_once, keep_heap_blocks); /* the session's first load at new sizes */
         if (!s->pack && !(s->popts.pack_cache = s->pack = ts_pack_cache_new()))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         else if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir,
                                                       "model", &s->kept, err))) ||
-                 (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &e->g, err)))
+                 (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &g, err)))
             ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
+        if (!st) st = rewrite(s, g, err);
+        if (!st && (e = rebind(s, inputs, g))) {
+            memcpy(e->shapes, shapes, sizeof *shapes * (size_t)n);
+            free(binds);
+            free(shapes);
+            return e;
+        }
+    }
+    e = lru;
+    entry_clear(s, e);
+    e->shapes = shapes;
+    e->g = g;
+    if (!st && !g) {
+        if (s->mp) {
+            if (!(st = load_by_value(s, e, inputs, err))) st = rewrite(s, e->g, err);
+        } else if (defaults && s->graph)
+            e->g = s->graph;
+        else /* no symbolic dimension: check_inputs let only the declared shapes through */
+            st = ts_error_set(err, TS_ERR_INVALID, "run: model '%s' has no symbolic dimension to bind", s->path);
     }
     free(binds);
-    if (!st && e->g != s->graph) st = rewrite(s, e->g, err);
     /* the default sizes' plan empties the session graph's packed weights:
      * planning it again (after a failed build) would read freed memory */
     if (!st && e->g == s->graph && s->graph_spent)

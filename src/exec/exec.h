@@ -103,6 +103,12 @@ struct xplan {
     const ts_graph *caller_g;
     ts_dtype half;
     bool half_release_caller; /* the caller's opts.release_packed_weights */
+    /* Re-binding to the same graph at other sizes (plan_rebind.c): the
+     * graph the plan was built from (steps never rebuilt may point into
+     * it), which steps were rebuilt since (NULL: none), the arena's size */
+    const ts_graph *built_g;
+    bool *rebound;
+    size_t arena_cap;
 };
 
 /* ---- for kernels, at plan time */

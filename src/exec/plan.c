@@ -544,6 +544,7 @@ static void plan_destroy(xplan *p)
     free(p->claimed);
     free(p->claimed_by);
     free(p->consumers);
+    free(p->rebound);
     free(p->arena);
     free(p->ptrs);
     ts_graph_free(p->own_g);
@@ -616,7 +617,7 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     if (ts_graph_check_runnable(g, err)) return err->code; /* opaque nodes: one line naming the first */
     xplan *p = calloc(1, sizeof *p);
     if (!p) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    p->g = g;
+    p->g = p->built_g = g;
     if (o) p->opts = *o;
     if (p->opts.threads <= 0) p->opts.threads = omp_get_num_procs();
     omp_set_num_threads(p->opts.threads); /* oneDNN builds for the pool it will run on */
@@ -651,6 +652,7 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
         size_t sz = (p->arena_bytes + 63) & ~(size_t)63;
         p->arena = aligned_alloc(64, sz);
         if (p->arena) memset(p->arena, 0, sz); /* deterministic padding, pages touched once now */
+        p->arena_cap = sz;
     }
     if (!p->ptrs || (p->arena_bytes && !p->arena)) {
         plan_destroy(p);
@@ -670,4 +672,14 @@ ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out,
     ts_status st = plan_build(g, o, out, err);
     omp_set_num_threads(caller_threads);
     return st;
+}
+
+/* ---- for plan_rebind.c */
+ts_status xplan_init(xplan *p, ts_error *err) { return init_plan(p, err); }
+void xplan_release_inputs(xplan *p, int n) { release_inputs(p, n); }
+void xstep_clear(xstep *s) { step_clear(s); }
+void xplan_relayout(xplan *p)
+{
+    compute_lifetimes(p);
+    fill_stats(p);
 }

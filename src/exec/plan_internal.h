@@ -33,6 +33,14 @@ bool xk_cf_take_error(const xstep *s, ts_error *err);
 /* Builds the reorder step s whose in[0]/out[0] are already set. */
 ts_status xreorder_build(xplan *p, xstep *s, ts_error *err);
 
+/* plan.c's steps for re-binding a plan (plan_rebind.c): the lowering
+ * state of a new plan over p->g, a node's inputs released, a step's state
+ * and arrays freed, buffer lifetimes and stats computed again. */
+ts_status xplan_init(xplan *p, ts_error *err);
+void xplan_release_inputs(xplan *p, int n);
+void xstep_clear(xstep *s);
+void xplan_relayout(xplan *p);
+
 /* Appends a copy of s to the plan's steps (s's arrays move with it). */
 ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err);
 

@@ -1,0 +1,242 @@
+/* Re-binding a plan to its graph loaded at other sizes (ts_plan_rebind).
+ *
+ * A decoder step with a key/value cache differs from the one before only in
+ * the past length: the graph loaded at the new sizes has the same nodes,
+ * values and shared weights, with some values' shapes changed (the pasts,
+ * the presents, the attention scores) and some folded constants new (the
+ * position row, the causal mask).  So instead of lowering the whole graph
+ * again (a decoder token's re-plan: as much CPU as its run), the plan keeps
+ * every step whose values kept their shapes and whose constants are the
+ * same tensors, and rebuilds only the others, each with the kernel it had,
+ * in a scratch plan over the new graph whose lowering replays the order of
+ * the original.  A rebuilt step must come out as the same computation: the
+ * same kernel, reading and writing the same graph values through plain
+ * buffers of the same kinds, nothing packed or inserted; anything else
+ * declines (TS_ERR_UNSUPPORTED, plan unchanged) and the caller builds a
+ * plan.  Buffers take the new shapes, constants the new tensors, and the
+ * arena is laid out again, kept when it is large enough and grown by half
+ * again beyond the need otherwise, so that a growing cache moves rarely.
+ *
+ * Steps never rebuilt may still point into the graph the plan was built
+ * from (built_g): it must live as long as the plan.  A step rebuilt once is
+ * rebuilt at every later re-bind (its state points into the graph of that
+ * re-bind, which the caller frees at the next). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/plan_internal.h"
+
+/* Same nodes, values and wiring, value types; shapes may differ. */
+static bool same_structure(const ts_graph *a, const ts_graph *b)
+{
+    if (a->nnodes != b->nnodes || a->nvalues != b->nvalues || a->ninputs != b->ninputs ||
+        a->noutputs != b->noutputs || memcmp(a->inputs, b->inputs, sizeof(int) * (size_t)a->ninputs) ||
+        memcmp(a->outputs, b->outputs, sizeof(int) * (size_t)a->noutputs))
+        return false;
+    for (int v = 0; v < a->nvalues; v++)
+        if (a->values[v].dtype != b->values[v].dtype || a->values[v].producer != b->values[v].producer ||
+            !a->values[v].constant != !b->values[v].constant || a->values[v].shape.rank != b->values[v].shape.rank)
+            return false;
+    for (int n = 0; n < a->nnodes; n++) {
+        const ts_node *x = &a->nodes[n], *y = &b->nodes[n];
+        if (x->op != y->op || x->dead != y->dead || x->ninputs != y->ninputs || x->noutputs != y->noutputs ||
+            memcmp(x->inputs, y->inputs, sizeof(int) * (size_t)x->ninputs) ||
+            memcmp(x->outputs, y->outputs, sizeof(int) * (size_t)x->noutputs) ||
+            memcmp(x->attrs, y->attrs, x->op->attr_size)) /* attributes holding pointers (bodies) differ: declined */
+            return false;
+    }
+    return true;
+}
+
+/* Value v of the new graph differs from the built one's: another shape, or
+ * a constant of other contents (a constant folded or rewritten is a new
+ * tensor per load: the same contents stay read from the built graph's). */
+static bool value_changed(const ts_graph *old, const ts_graph *g, int v)
+{
+    const ts_tensor *a = old->values[v].constant, *b = g->values[v].constant;
+    if (!ts_shape_eq(&old->values[v].shape, &g->values[v].shape)) return true;
+    if (a == b) return false;
+    return !a->data || !b->data || a->nbytes != b->nbytes || memcmp(a->data, b->data, a->nbytes);
+}
+
+static bool buf_changed(const xplan *p, const ts_graph *g, int b)
+{
+    return b >= 0 && p->bufs[b].value >= 0 && value_changed(p->built_g, g, p->bufs[b].value);
+}
+
+/* The lowered steps (not planner-inserted reorders and copies) to rebuild:
+ * rebuilt before, or touching a changed value.  TS_ERR_UNSUPPORTED for a
+ * changed value this cannot follow (in a blocked, packed or plan-owned
+ * buffer, a Split piece, read by a reorder). */
+static ts_status mark_steps(const xplan *p, const ts_graph *g, bool *redo, ts_error *err)
+{
+    for (int b = 0; b < p->nbufs; b++) {
+        const xbuf *x = &p->bufs[b];
+        if (!buf_changed(p, g, b)) continue;
+        if (x->blocked || x->half || x->packed_from || x->owns_data || x->shared || (x->kind == XB_ALIAS && x->offset))
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: '%s' changes in a %s buffer",
+                                g->values[x->value].name, x->blocked ? "blocked" : x->kind == XB_ALIAS ? "split" : "packed");
+    }
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        bool ch = p->rebound && p->rebound[i];
+        for (int j = 0; j < s->nin; j++) ch |= buf_changed(p, g, s->in[j]);
+        for (int j = 0; j < s->nout; j++) ch |= buf_changed(p, g, s->out[j]);
+        redo[i] = ch && s->k != &xk_copy; /* an output copy takes the new size below */
+        bool ok = !redo[i] || s->k != &xk_reorder;
+        for (int j = 0; redo[i] && j < s->nin + s->nout; j++) {
+            int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
+            ok &= b < 0 || (p->bufs[b].value >= 0 && !p->bufs[b].blocked);
+        }
+        if (!ok)
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: step %d (%s, node '%s') cannot be rebuilt alone",
+                                i, s->k->name, s->node >= 0 ? g->nodes[s->node].name : "-");
+    }
+    return TS_OK;
+}
+
+/* Step t (built in q over the new graph) is step s of p: same kernel, same
+ * values in the same slots, views where p has views, nothing extra. */
+static bool same_step(const xplan *p, const xstep *s, const xplan *q, const xstep *t)
+{
+    if (t->k != s->k || t->nin != s->nin || t->nout != s->nout || t->nfused != s->nfused) return false;
+    for (int j = 0; j < s->nin + s->nout; j++) {
+        int a = j < s->nin ? s->in[j] : s->out[j - s->nin], b = j < s->nin ? t->in[j] : t->out[j - s->nin];
+        if ((a < 0) != (b < 0)) return false;
+        if (a < 0) continue;
+        const xbuf *x = &p->bufs[a], *y = &q->bufs[b];
+        if (y->value != x->value || y->blocked || (y->kind == XB_ALIAS) != (x->kind == XB_ALIAS)) return false;
+    }
+    return true;
+}
+
+/* Builds the steps marked in redo over g in q, replaying the lowering
+ * order: every other node counts as lowered (its outputs exist) when its
+ * turn comes.  TS_ERR_UNSUPPORTED when a step does not come out the same. */
+static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, ts_error *err)
+{
+    const ts_graph *g = q->g;
+    int *order = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), *at = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
+    int cnt = 0;
+    ts_status st = !order || !at ? ts_error_set(err, TS_ERR_NOMEM, "out of memory") : ts_graph_topo_order(g, order, &cnt, err);
+    for (int n = 0; !st && n < g->nnodes; n++) at[n] = -1;
+    for (int i = 0; !st && i < p->nsteps; i++)
+        if (redo[i]) at[p->steps[i].node] = i;
+    for (int k = 0; !st && k < cnt; k++) {
+        int n = order[k];
+        if (q->claimed[n]) continue;
+        int i = at[n];
+        if (i < 0) { /* lowered by a kept step, or a view */
+            const ts_node *nd = &g->nodes[n];
+            for (int o = 0; o < nd->noutputs; o++)
+                if (nd->outputs[o] >= 0 && xplan_value_buf(q, nd->outputs[o]) < 0)
+                    st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            q->claimed[n] = true;
+            xplan_release_inputs(q, n);
+            continue;
+        }
+        const xstep *s = &p->steps[i];
+        xstep t = {.k = s->k, .node = n};
+        int before = q->nsteps;
+        st = s->k->build(q, n, &t, err);
+        if (st == TS_OK) {
+            q->claimed[n] = true;
+            xplan_release_inputs(q, n);
+            if ((st = xplan_push_step(q, &t, err))) xstep_clear(&t);
+        } else
+            xstep_clear(&t);
+        if (!st && (q->nsteps != before + 1 || !same_step(p, s, q, &q->steps[before])))
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': step differs at the new sizes", g->nodes[n].name);
+        if (!st) made[i] = before;
+    }
+    free(order);
+    free(at);
+    return st;
+}
+
+/* The rebuilt steps and the new sizes into p; false when out of memory
+ * for the arena (p is then unusable: the caller frees it). */
+static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, const int *made)
+{
+    for (int i = 0; i < p->nsteps; i++) {
+        xstep *s = &p->steps[i];
+        if (redo[i]) {
+            xstep *t = &q->steps[made[i]];
+            if (s->state && s->k->destroy) s->k->destroy(s->state);
+            s->state = t->state;
+            t->state = NULL;
+            s->scratch_bytes = t->scratch_bytes;
+            s->ref_impl = t->ref_impl;
+            p->rebound[i] = true;
+        }
+    }
+    for (int b = 0; b < p->nbufs; b++) {
+        xbuf *x = &p->bufs[b];
+        if (!buf_changed(p, g, b)) continue;
+        const ts_value *v = &g->values[x->value];
+        x->shape = v->shape;
+        x->bytes = (size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype);
+        if (x->kind == XB_CONST) x->data = v->constant->data;
+    }
+    for (int i = 0; i < p->nsteps; i++) /* output copies: the size of what they copy */
+        if (p->steps[i].k == &xk_copy) *(size_t *)p->steps[i].state = p->bufs[p->steps[i].out[0]].bytes;
+    p->g = g;
+    xplan_relayout(p);
+    size_t need = xmemplan_assign(p);
+    p->arena_bytes = need;
+    if (need > p->arena_cap) {
+        size_t cap = ((need + need / 2) + 63) & ~(size_t)63;
+        void *a = aligned_alloc(64, cap);
+        if (!a) return false;
+        memset(a, 0, cap);
+        free(p->arena);
+        p->arena = a;
+        p->arena_cap = cap;
+    }
+    return true;
+}
+
+ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
+{
+    xplan *p = (xplan *)plan;
+    if (p->half || p->own_g || !same_structure(p->built_g, g))
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: not the graph the plan was built from");
+    bool *redo = calloc((size_t)p->nsteps + 1, sizeof *redo);
+    int *made = calloc((size_t)p->nsteps + 1, sizeof *made);
+    if (!p->rebound) p->rebound = calloc((size_t)p->nsteps + 1, sizeof *p->rebound);
+    if (!redo || !made || !p->rebound) {
+        free(redo);
+        free(made);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    ts_status st = mark_steps(p, g, redo, err);
+    xplan *q = st ? NULL : calloc(1, sizeof *q);
+    if (!st && !q) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    int caller_threads = omp_get_max_threads();
+    if (q) {
+        q->g = q->built_g = g;
+        q->opts = p->opts;
+        q->opts.release_packed_weights = false; /* the new graph's constants stay whole */
+        omp_set_num_threads(q->opts.threads);
+        if (!(st = xplan_init(q, err))) {
+            /* the rebuilt steps' primitives run on p's stream: made on its engine */
+            dnnl_stream_destroy(q->stream);
+            dnnl_engine_destroy(q->engine);
+            q->engine = p->engine;
+            q->stream = p->stream;
+            st = rebuild(p, q, redo, made, err);
+        }
+        for (int b = 0; !st && b < q->nbufs; b++) /* a state may point into memory q owns */
+            if (q->bufs[b].owns_data || q->bufs[b].shared)
+                st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: a rebuilt step packed a constant");
+        if (!st && !commit(p, q, g, redo, made))
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
+        omp_set_num_threads(caller_threads);
+        q->engine = NULL;
+        q->stream = NULL;
+        ts_plan_free((ts_plan *)q);
+    }
+    free(redo);
+    free(made);
+    return st;
+}
