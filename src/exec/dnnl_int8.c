@@ -432,8 +432,7 @@ static void mm_md(dnnl_memory_desc_t *md, const ts_shape *sh, int r, bool is_b, 
 /* quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
  * [-> Relu], s a float32 scalar (x_scale * w_scale, computed per run from
  * DynamicQuantizeLinear's scale), b a constant [N] bias: one oneDNN matmul
- * writing float32 with s as its run-time output scale and b, Relu as
- * post-ops.  The same roundings: the int32 sum converted exactly (below
+ * writing float32 with s, b and Relu as its post-ops (dyn_chain_attr).  The same roundings: the int32 sum converted exactly (below
  * 2^24, as the Cast), times s rounded once, plus b rounded once, in float32
  * (ORT's DynamicQuantizeMatMul fuses the same chain). */
 typedef struct dyn_chain {
@@ -450,7 +449,7 @@ static bool dyn_chain_of(const xplan *p, int n, int64_t N, dyn_chain *ch)
     if (m < 0 || g->nodes[m].op != &ts_op_mul || g->nodes[m].ninputs != 2 || !xplan_inputs_ready(p, m, cv)) return false;
     const ts_node *mn = &g->nodes[m];
     int sv = mn->inputs[0] == cv ? mn->inputs[1] : mn->inputs[0];
-    if (g->values[sv].dtype != TS_F32 || ts_shape_numel(&g->values[sv].shape) != 1 ||
+    if (sv == cv || g->values[sv].dtype != TS_F32 || ts_shape_numel(&g->values[sv].shape) != 1 ||
         !ts_shape_eq(&g->values[mn->outputs[0]].shape, &g->values[v].shape))
         return false;
     *ch = (dyn_chain){.nodes = {c, m}, .nnodes = 2, .scale_v = sv, .bias_v = -1, .out_v = mn->outputs[0]};
