@@ -307,7 +307,7 @@ static ts_status check_nodes(importer *im)
         if (!is_onnx_domain(n->domain))
             return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s' (%s): domain '%s' is not supported", name, op,
                                 n->domain);
-        if (strcmp(op, "Constant") && !ts_op_find(op))
+        if (strcmp(op, "Constant") && (!ts_op_find(op) || strchr(op, '.'))) /* a dot: tsopt-internal, never in a file */
             return ts_error_set(im->err, TS_ERR_UNSUPPORTED, "node '%s': operator '%s' (opset %d) is not supported",
                                 name, op, im->g->opset);
     }

@@ -8,7 +8,8 @@
 #   steps of ORT, at batch 2;
 # - `tsopt optimize` keeps Q/DQ semantics: the written model still holds its
 #   Q/DQ nodes and int8 weights, and gives the original's outputs in ORT;
-# - the dynamic form (DynamicQuantizeLinear + MatMulInteger) matches ORT.
+# - the dynamic form (DynamicQuantizeLinear + MatMulInteger) matches ORT;
+# - a file naming one of tsopt's internal operators is refused.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}" "${ORT_RUN:?ORT_RUN not set}" "${TSOPT_SRC:?TSOPT_SRC not set}"
 T=$(mktemp -d)
@@ -94,4 +95,15 @@ steps "$T/ort_opt" "$T/ort" "$T/ort_noopt" "$T/q.onnx" || fail "the optimized mo
 node "$ORT_RUN" "$T/d.onnx" --inputs "$T/in" --save-outputs "$T/dort" >/dev/null
 "$TSOPT" run "$T/d.onnx" --inputs "$T/in" --save-outputs "$T/dts" >/dev/null
 "$TSOPT" compare "$T/dts" "$T/dort" --rtol 1e-4 --atol 1e-5 >/dev/null || fail "dynamic model vs ORT"
+# tsopt's internal 8-bit operators (tsopt.QLinearAdd, ...: fuse_qdq.c's) are never read from a file
+"$PY" - "$T/internal.onnx" <<'P'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+g = h.make_graph([h.make_node("tsopt.QLinearLookup", ["x", "t"], ["y"])], "g",
+                 [h.make_tensor_value_info("x", T.UINT8, [4])], [h.make_tensor_value_info("y", T.UINT8, [4])],
+                 [nh.from_array(np.arange(256).astype(np.uint8), "t")])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), sys.argv[1])
+P
+if "$TSOPT" info "$T/internal.onnx" >"$T/internal.log" 2>&1; then fail "an internal operator was read from a file"; fi
+grep -q "operator 'tsopt.QLinearLookup' (opset 13) is not supported" "$T/internal.log" || { cat "$T/internal.log"; fail "internal op: wrong error"; }
 echo "quantized: ok"
