@@ -8,6 +8,7 @@
 #include "exec/roofline.h"
 #include "exec/plan_internal.h"
 #include "exec/step_timer.h"
+#include "ops/list.h"
 #include "ops/op.h"
 
 double xroof_value_bytes(const ts_graph *g, int v)
@@ -31,6 +32,18 @@ static bool is_conversion(const xstep *s) { return s->k == &xk_reorder || s->k =
 static double buf_bytes(const xplan *p, int b)
 {
     return (double)ts_shape_numel(&p->bufs[b].shape) * (double)ts_dtype_size(p->bufs[b].dtype);
+}
+
+/* Logical bytes of the buffers step s reads, each once. */
+static double in_bytes(const xplan *p, const xstep *s)
+{
+    double b = 0;
+    for (int k = 0; k < s->nin; k++) {
+        bool dup = s->in[k] < 0;
+        for (int j = 0; j < k && !dup; j++) dup = s->in[j] == s->in[k];
+        if (!dup) b += buf_bytes(p, s->in[k]);
+    }
+    return b;
 }
 
 /* The step computing node n: the one writing one of its outputs, else
@@ -92,12 +105,21 @@ ts_status xroof_plan(const ts_plan *plan, xroof_step *r, ts_error *err)
         const xstep *s = &p->steps[i];
         xroof_step *x = &r[i];
         if (!x->nodes) { /* conversions and helper steps: their buffers */
-            for (int k = 0; k < s->nin; k++) {
-                bool dup = s->in[k] < 0;
-                for (int j = 0; j < k && !dup; j++) dup = s->in[j] == s->in[k];
-                if (!dup) x->bytes += buf_bytes(p, s->in[k]);
-            }
+            x->bytes = in_bytes(p, s);
             for (int k = 0; k < s->nout; k++) x->bytes += buf_bytes(p, s->out[k]);
+            continue;
+        }
+        /* a Concat step (with views or a shuffle after it) writes as much
+         * as it reads; its producers may write part of its result in place
+         * (dense_concat's slices): it moves what it reads, once each way */
+        bool movement = true, concat = false;
+        for (int n = 0; n < nn && movement; n++) {
+            if (node_step[n] != i) continue;
+            movement = g->nodes[n].op->flags & (TS_OP_MOVEMENT | TS_OP_SHAPE);
+            concat |= g->nodes[n].op == &ts_op_concat;
+        }
+        if (movement && concat) {
+            x->bytes = 2 * in_bytes(p, s);
             continue;
         }
         /* the nodes' inputs from outside the step, each value once */
