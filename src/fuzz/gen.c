@@ -93,7 +93,19 @@ static int node(gb *b, const char *op, const int *in, int nin, const ts_attr *a,
     return outs[0];
 }
 
-static int un(gb *b, const char *op, int x) { return node(b, op, &x, 1, NULL, 0, 1, NULL); }
+/* A unary node.  LeakyRelu and HardSigmoid take other attributes than
+ * their defaults half the time: a kernel that ignores them computes the
+ * default's values right (bench/fuzz_mutants.py's leaky-alpha went unfound). */
+static int un(gb *b, const char *op, int x)
+{
+    static const double ALPHA[] = {0.2, 0.5, 1.5};
+    ts_attr a[2];
+    int na = 0;
+    if (!strcmp(op, "LeakyRelu") && one_in(b, 2)) a[na++] = ts_attr_float("alpha", ALPHA[rnd(b, 3)]);
+    if (!strcmp(op, "HardSigmoid") && one_in(b, 2))
+        a[na++] = ts_attr_float("alpha", 0.25), a[na++] = ts_attr_float("beta", 0.375);
+    return node(b, op, &x, 1, a, na, 1, NULL);
+}
 static int bin(gb *b, const char *op, int x, int y) { return node(b, op, (int[]){x, y}, 2, NULL, 0, 1, NULL); }
 static const ts_shape *shape(gb *b, int v) { return &b->g->values[v].shape; }
 
