@@ -436,6 +436,14 @@ ts_dtype xhalf_node_round(const xplan *p, int n)
     return p->half;
 }
 
+ts_dtype xhalf_round_on_load(const xplan *p, int v)
+{
+    if (!p->half || xplan_skips(p, "half.round") || xplan_skips(p, "half.fuse") || !rounds(p, v) ||
+        ts_value_uses(p->g, v) != 1 || ts_graph_is_output(p->g, v))
+        return TS_UNDEFINED;
+    return p->half;
+}
+
 int xhalf_consumers(const xplan *p, int v)
 {
     return p->consumers[v] >= PHANTOM / 2 ? p->consumers[v] - PHANTOM : p->consumers[v];
@@ -640,6 +648,18 @@ static ts_status hw_build(xplan *p, int n, xstep *s, ts_error *err)
 
 const xkernel xk_half_step = {"half.step", hw_build, hw_run, hw_destroy};
 
+/* Value v is rounded by its reader as it loads it (vec_fuse.c). */
+static bool rounded_on_load(const xplan *p, int v)
+{
+    for (int i = 0; v >= 0 && i < p->nsteps; i++) {
+        const xstep *t = &p->steps[i];
+        const xkernel *k = t->k == &xk_half_step ? ((const hw_state *)t->state)->inner.k : t->k;
+        const void *st = t->k == &xk_half_step ? ((const hw_state *)t->state)->inner.state : t->state;
+        if (k == &xk_vec_eltwise && ((const xv_prog *)st)->round_on_load == v + 1) return true;
+    }
+    return false;
+}
+
 /* Float32 elements of output j of s to round in place, 0 when none: a
  * 16-bit value computed by the step (not a lone exact node's copy or
  * selection of values already on the grid, not a layout conversion), held
@@ -648,7 +668,7 @@ extern const xkernel xk_half_cast;
 static size_t round_elems(const xplan *p, const xstep *s, int j)
 {
     int b = s->out[j];
-    if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast ||
+    if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast || rounded_on_load(p, p->bufs[b].value) ||
         (s->nfused == 0 && xhalf_grid_exact(p->g->nodes[s->node].op)) ||
         (s->k == &xk_vec_eltwise && ((const xv_prog *)s->state)->rounded) || xv_layernorm_rounds(s)) /* rounded by it */
         return 0;

@@ -40,6 +40,10 @@ void xhalf_round(ts_dtype half, float *x, size_t n);
  * refusal, for such kernels only (TSOPT_SKIP=half.fuse: with it, the
  * unfused plan, for A/B). */
 ts_dtype xhalf_node_round(const xplan *p, int n);
+/* The type a consumer may round 16-bit value v to as it reads it, in place
+ * of v's producer (v read by one node, no graph output), TS_UNDEFINED when
+ * not; the step doing so names v in its program (xv_prog.round_on_load). */
+ts_dtype xhalf_round_on_load(const xplan *p, int v);
 bool xhalf_grid_exact(const ts_op_desc *op);
 int xhalf_sole_consumer(const xplan *p, int v);
 int xhalf_consumers(const xplan *p, int v);

@@ -47,6 +47,8 @@ typedef struct xv_prog {
     int64_t nrows, len, numel;
     int threads;
     bool rounded; /* a half plan's result left on the 16-bit grid (half.step need not round it) */
+    int round_on_load; /* value id + 1 of a 16-bit input the program rounds as it reads it (half.c: its
+                          producer's step does not), 0: none */
 } xv_prog;
 
 /* Appends node n's instruction(s) to pr.  `cur` is the value held in acc

@@ -73,6 +73,35 @@ static bool lower_rounded(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
     return true;
 }
 
+/* Half plans: one 16-bit input of the chain's first node, read by that
+ * node only and by the first instruction only, is rounded as it is read
+ * (an instruction before it) instead of by its producer's step in a pass
+ * of its own (half.c skips that one): a Conv's or MatMul's output going
+ * into a residual or bias Add. */
+static void round_on_load(const xplan *p, xv_prog *pr, const int *ext)
+{
+    if (pr->nins == 0 || pr->nins == XV_MAXPROG) return;
+    for (int j = 0; j < pr->next; j++) {
+        ts_dtype r = xhalf_round_on_load(p, ext[j]);
+        if (r == TS_UNDEFINED) continue;
+        int reads = 0, at = -1;
+        for (int k = 0; k < pr->nins; k++) {
+            const xv_instr *in = &pr->ins[k];
+            bool two = in->opc <= XO_FMOD; /* the binary ops come first: b is an operand */
+            if (in->a == j) reads++, at = k;
+            if (two && in->b == j) reads++, at = k;
+        }
+        if (reads != 1 || at != 0) continue;
+        memmove(pr->ins + 1, pr->ins, sizeof *pr->ins * (size_t)pr->nins);
+        pr->ins[0] = (xv_instr){r == TS_F16 ? XO_ROUND_F16 : XO_ROUND_BF16, j, 0, 0, 0};
+        pr->nins++;
+        if (pr->ins[1].a == j) pr->ins[1].a = XV_ACC; /* the first node's operands are external: acc is free */
+        else pr->ins[1].b = XV_ACC;
+        pr->round_on_load = ext[j] + 1;
+        return;
+    }
+}
+
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -85,6 +114,7 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
         free(pr);
         return TS_ERR_UNSUPPORTED;
     }
+    round_on_load(p, pr, ext);
     int cur = nd->outputs[0];
     const ts_shape shape = g->values[cur].shape;
     while (!p->opts.no_fusion) {

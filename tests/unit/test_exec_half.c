@@ -519,3 +519,31 @@ Test(half, layernorm_ops_fused_rounds_each_node)
         ts_graph_free(b->g);
     }
 }
+
+/* float16 MatMul -> Add(bias) -> Relu: the product is rounded by the Add's
+ * step as it reads it (vec_fuse.c round_on_load; the MatMul's step leaves
+ * it), which must equal the reference exactly.  `loose` adds the bias to
+ * the unrounded product. */
+static void build_matmul_bias(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("4x256");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr to = ts_attr_int("to", out == TS_F16 ? 10 : 16);
+    int y = N("Relu", N("Add", N("MatMul", x, grid_cst(b, "256x24", 64)), grid_cst(b, "24", 1024)));
+    if (b->dt != out) y = node(b, "Cast", &y, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, matmul_bias_rounded_on_load)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        gb b = grid_graph(types[k]), l = grid_graph(TS_F32);
+        build_matmul_bias(&b, types[k]);
+        build_matmul_bias(&l, types[k]);
+        check_exact(&b, &l, "4x256", 1); /* Add + Relu one step */
+        ts_graph_free(b.g);
+        ts_graph_free(l.g);
+    }
+}
