@@ -81,6 +81,11 @@ struct ts_session {
     uint64_t clock;
     int64_t plan_builds; /* ts_session_plan_builds */
     int64_t plan_rebinds; /* ts_session_plan_rebinds */
+    /* signatures whose plans re-binds took over (a ring of hashes): one
+     * coming back builds its own plan instead, so that sizes alternating
+     * within a class are served from the cache, not re-bound back and forth */
+    uint64_t retired[8];
+    unsigned nretired;
     pthread_mutex_t lock;
 };
 
@@ -415,6 +420,23 @@ static bool same_class(const ts_session *s, const entry *e, ts_tensor *const *in
     return true;
 }
 
+static uint64_t signature_hash(const ts_session *s, const ts_shape *shapes)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < s->nin; i++)
+        for (int d = 0; d < shapes[i].rank; d++) h = (h ^ (uint64_t)shapes[i].dims[d]) * 0x100000001b3ull;
+    return h;
+}
+
+static bool retired(const ts_session *s, const ts_shape *shapes)
+{
+    uint64_t h = signature_hash(s, shapes);
+    unsigned n = s->nretired < 8 ? s->nretired : 8;
+    for (unsigned k = 0; k < n; k++)
+        if (s->retired[k] == h) return true;
+    return false;
+}
+
 /* The most recently used plan of the same class, re-bound to g (loaded at
  * the inputs' sizes and rewritten), which its entry takes; NULL when there
  * is none or it cannot follow (g is then the caller's).  An entry whose
@@ -433,6 +455,7 @@ static entry *rebind(ts_session *s, ts_tensor *const *inputs, ts_graph *g)
         if (st != TS_ERR_UNSUPPORTED) entry_clear(s, c);
         return NULL;
     }
+    s->retired[s->nretired++ % 8] = signature_hash(s, c->shapes);
     if (c->built) ts_graph_free(c->g); /* the previous re-bind's */
     else c->built = c->g;
     c->g = g;
@@ -478,7 +501,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
                  (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &g, err)))
             ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
         if (!st) st = rewrite(s, g, err);
-        if (!st && (e = rebind(s, inputs, g))) {
+        if (!st && !retired(s, shapes) && (e = rebind(s, inputs, g))) {
             memcpy(e->shapes, shapes, sizeof *shapes * (size_t)n);
             free(binds);
             free(shapes);

@@ -165,6 +165,40 @@ Test(session, runs_at_any_batch)
     ts_session_free(s);
 }
 
+/* Sizes of one class (N above 1) re-bind the last plan instead of building
+ * one (ts_plan_rebind); a size whose plan a re-bind took over builds its
+ * own when it comes back, so that two sizes alternating are served from
+ * the cache instead of re-bound back and forth. */
+Test(session, sizes_of_one_class_rebind)
+{
+    ts_error err = {0};
+    ts_session *s = NULL;
+    cr_assert_eq(ts_session_open(model_path, 0, &s, &err), TS_OK, "%s", err.msg);
+    static const float c[3] = {1, -2, 3};
+    static const int64_t sizes[] = {2, 3, 4, 5, 6, 5, 6, 5, 6};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        ts_shape sh = ts_shape_make(2, (int64_t[]){sizes[k], 3});
+        ts_tensor *x = ts_tensor_new(TS_F32, &sh, &err), *out[2];
+        float *xd = x->data;
+        for (int64_t i = 0; i < sizes[k] * 3; i++) xd[i] = (float)(i % 7) - 3.5f;
+        cr_assert_eq(ts_session_run(s, &x, out, &err), TS_OK, "N=%lld: %s", (long long)sizes[k], err.msg);
+        cr_assert(ts_shape_eq(&out[0]->shape, &sh));
+        const float *yd = out[0]->data, *sd = out[1]->data;
+        for (int64_t i = 0; i < sizes[k] * 3; i++) {
+            float v = xd[i] + c[i % 3];
+            cr_assert_float_eq(sd[i], v, 1e-6, "N=%lld", (long long)sizes[k]);
+            cr_assert_float_eq(yd[i], v > 0 ? v : 0, 1e-6, "N=%lld", (long long)sizes[k]);
+        }
+        ts_tensor_unref(out[0]);
+        ts_tensor_unref(out[1]);
+        ts_tensor_unref(x);
+        if (k == 4) cr_assert_eq(ts_session_plan_builds(s), 1, "N=2..6: one plan, re-bound 4 times");
+    }
+    cr_assert_eq(ts_session_plan_rebinds(s), 4);
+    cr_assert_eq(ts_session_plan_builds(s), 2, "5 and 6 alternating: 5 builds its own plan once");
+    ts_session_free(s);
+}
+
 Test(session, input_errors)
 {
     ts_error err = {0};
