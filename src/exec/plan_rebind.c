@@ -83,7 +83,7 @@ static ts_status mark_steps(const xplan *p, const ts_graph *g, bool *redo, ts_er
         for (int j = 0; j < s->nin; j++) ch |= buf_changed(p, g, s->in[j]);
         for (int j = 0; j < s->nout; j++) ch |= buf_changed(p, g, s->out[j]);
         redo[i] = ch && s->k != &xk_copy; /* an output copy takes the new size below */
-        bool ok = !redo[i] || s->k != &xk_reorder;
+        bool ok = !redo[i] || (s->k != &xk_reorder && s->node >= 0);
         for (int j = 0; redo[i] && j < s->nin + s->nout; j++) {
             int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
             ok &= b < 0 || (p->bufs[b].value >= 0 && !p->bufs[b].blocked);
@@ -120,8 +120,10 @@ static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, 
     int cnt = 0;
     ts_status st = !order || !at ? ts_error_set(err, TS_ERR_NOMEM, "out of memory") : ts_graph_topo_order(g, order, &cnt, err);
     for (int n = 0; !st && n < g->nnodes; n++) at[n] = -1;
-    for (int i = 0; !st && i < p->nsteps; i++)
+    for (int i = 0; !st && i < p->nsteps; i++) {
+        made[i] = -1;
         if (redo[i]) at[p->steps[i].node] = i;
+    }
     for (int k = 0; !st && k < cnt; k++) {
         int n = order[k];
         if (q->claimed[n]) continue;
@@ -149,6 +151,10 @@ static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, 
             st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': step differs at the new sizes", g->nodes[n].name);
         if (!st) made[i] = before;
     }
+    for (int i = 0; !st && i < p->nsteps; i++) /* its node went into another step */
+        if (redo[i] && made[i] < 0)
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s': lowered by another step at the new sizes",
+                              g->nodes[p->steps[i].node].name);
     free(order);
     free(at);
     return st;
