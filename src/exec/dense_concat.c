@@ -19,9 +19,14 @@
  * first is a prefix of the last), so no two members write different data
  * to one slice; B carries the last Concat's value, which keeps in-place
  * kernels (xplan_inplace_ok) off B until the chain is done; the aliases at
- * offsets keep them off it after that.  Declines (vec/dnnl concat run) for
- * batch > 1, channel counts not multiples of 8, a graph output, the
- * plain_layout option, or a Concat outside such a chain. */
+ * offsets keep them off it after that.  A lone Concat is a chain of one
+ * when a producer writes its slice and the other inputs are steps' outputs
+ * in oneDNN layouts (SqueezeNet's fire modules: once one module's result
+ * is in 16-channel blocks, both expand convs of the next write their
+ * slices and the step does nothing; TSOPT_SKIP=dnnl.dense_concat.single
+ * turns this off).  Declines (vec/dnnl concat run) for batch > 1, channel
+ * counts not multiples of 8, a graph output, the plain_layout option, or a
+ * Concat outside such a chain. */
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
@@ -170,7 +175,8 @@ static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)
             if (!p->claimed[m] && chan_concat(g, m) && is_prefix(nd, &g->nodes[m]) &&
                 g->nodes[m].ninputs > g->nodes[r].ninputs)
                 r = m;
-        if (r == n || ts_graph_is_output(g, g->nodes[r].outputs[0])) return TS_ERR_UNSUPPORTED;
+        if ((r == n && xplan_skips(p, "dnnl.dense_concat.single")) || ts_graph_is_output(g, g->nodes[r].outputs[0]))
+            return TS_ERR_UNSUPPORTED;
         for (int m = 0; m < g->nnodes; m++)
             if (chan_concat(g, m) && is_prefix(nd, &g->nodes[m]) && !is_prefix(&g->nodes[m], &g->nodes[r]))
                 return TS_ERR_UNSUPPORTED;
@@ -182,6 +188,18 @@ static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)
     block_md(&rmd, rs, block);
     block_md(&ymd, ys, block);
     if (root >= 0 && !dnnl_memory_desc_equal(&rmd, &p->bufs[root].md)) return TS_ERR_UNSUPPORTED;
+    /* a lone Concat (SqueezeNet's fire modules): where a producer writes
+     * its slice itself and every other input is a step's output in a
+     * oneDNN layout (a plain or graph input: dnnl.concat's case) */
+    if (prev < 0 && r == n) {
+        bool direct_any = false;
+        for (int j = 0; j < nd->ninputs; j++) {
+            int b = p->value_buf[nd->inputs[j]];
+            if (b < 0 || p->bufs[b].kind != XB_ARENA || !p->bufs[b].blocked) return TS_ERR_UNSUPPORTED;
+            direct_any |= producer_writes_slice(p, nd->inputs[j], r, block);
+        }
+        if (!direct_any) return TS_ERR_UNSUPPORTED;
+    }
 
     dc_state *c = calloc(1, sizeof *c);
     if (!c || !(c->copy = calloc((size_t)nd->ninputs, sizeof *c->copy))) {
