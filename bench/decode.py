@@ -74,7 +74,7 @@ def tsopt_generate(model, prompt_path, n, threads, tokens_path=None, logits_path
     if logits_path:
         np.save(logits_path, np.stack(logits))
     return {'prompt_ms': prompt_ms, 'step_ms': steps, 'peak_rss_bytes': peak_rss(), 'base_rss_bytes': base,
-            'plan_builds': s.plan_builds}
+            'plan_builds': s.plan_builds, 'plan_rebinds': getattr(s, 'plan_rebinds', 0)}
 
 
 def run_json(cmd, env=None):
@@ -146,11 +146,12 @@ def main(argv):
                 base = runs[0].get('base_rss_bytes', node_base)
                 row[eng + '_mem'] = (max(x['peak_rss_bytes'] for x in runs) - base) / 2**20
             row['plan_builds'] = res['tsopt'][0].get('plan_builds')
+            row['plan_rebinds'] = res['tsopt'][0].get('plan_rebinds', 0)
             rows.append(row)
             print(f"batch {b}: ms/token tsopt {row['tsopt_step']:.2f} ort {row['ort_step']:.2f} "
                   f"(ratio {row['tsopt_step'] / row['ort_step']:.2f}); prompt tsopt {row['tsopt_prompt']:.1f} "
                   f"ort {row['ort_prompt']:.1f} ms; peak MiB tsopt {row['tsopt_mem']:.0f} ort {row['ort_mem']:.0f}; "
-                  f"plan builds {row['plan_builds']}; tokens {'identical' if row['same'] else 'DIFFER'}", flush=True)
+                  f"plan builds {row['plan_builds']}, re-binds {row['plan_rebinds']}; tokens {'identical' if row['same'] else 'DIFFER'}", flush=True)
     if a.out and ok:  # the section says the tokens were identical
         write_section(a, rows, threads)
     return 0 if ok else 1
