@@ -219,13 +219,18 @@ XR_CLONES static void bw_triad(float *restrict a, const float *restrict b, const
 }
 
 /* GB/s of copy (k 0) or triad (k 1) with each of the T threads over its
- * own three arrays of n floats at base + t * stride, reps passes. */
+ * own three arrays of n floats at base + t * stride, reps passes: the sum
+ * of the threads' own rates, each timed from its own start to its own end
+ * (on a loaded machine a parallel region's threads rarely all start at
+ * once: timed from outside, the wait for a core would count as memory
+ * time, ~30x too slow at load 10 on 2 cores). */
 static double level_pass(int k, float *base, size_t stride, size_t n, int reps, int T)
 {
-    double t0 = xstep_timer_now();
-#pragma omp parallel num_threads(T)
+    double rate = 0;
+#pragma omp parallel num_threads(T) reduction(+ : rate)
     {
         float *a = base + (size_t)omp_get_thread_num() * stride, *b = a + n, *c = b + n;
+        double t0 = xstep_timer_now();
         for (int r = 0; r < reps; r++) {
             if (k == 0)
                 bw_copy(a, b, n);
@@ -233,9 +238,9 @@ static double level_pass(int k, float *base, size_t stride, size_t n, int reps, 
                 bw_triad(a, b, c, 1.0f + (float)(r & 7), n);
             __asm__ volatile("" ::: "memory"); /* every pass happens */
         }
+        rate += (double)(k ? 3 : 2) * (double)n * sizeof(float) * reps / ((xstep_timer_now() - t0) * 1e6);
     }
-    double ms = xstep_timer_now() - t0;
-    return (double)(k ? 3 : 2) * (double)n * sizeof(float) * reps * T / (ms * 1e6);
+    return rate;
 }
 
 ts_status xroof_measure_cache_bw(double gbps[XROOF_DRAM], ts_error *err)
@@ -306,14 +311,15 @@ double xroof_measure_fma(void)
     double best = 0;
     volatile float sink = 0;
     for (int r = 0; r < 25; r++) {
-        double t0 = xstep_timer_now();
-#pragma omp parallel num_threads(T)
+        double g = 0; /* the threads' own rates, as level_pass */
+#pragma omp parallel num_threads(T) reduction(+ : g)
         {
+            double t0 = xstep_timer_now();
             float v = wide == 16 ? fma_avx512(0.999f, n) : fma_avx2(0.999f, n);
+            g += 2.0 * 12 * wide * (double)n / ((xstep_timer_now() - t0) * 1e6);
 #pragma omp atomic
             sink += v;
         }
-        double g = 2.0 * 12 * wide * (double)n * T / ((xstep_timer_now() - t0) * 1e6);
         best = g > best ? g : best;
     }
     return best;
