@@ -201,9 +201,5 @@ int ts_fuse_layernorm(ts_graph *g, ts_error *err)
         if (r < 0) return -1;
         total += r;
     }
-    if (total) {
-        ts_graph_compact(g);
-        if (ts_graph_validate(g, err)) return -1;
-    }
-    return total;
+    return ts_opt_settle(g, total, err);
 }

@@ -725,3 +725,12 @@ int ts_swap_pool_conv(ts_graph *g, ts_error *err)
     }
     return finish(g, total, err);
 }
+
+int ts_opt_settle(ts_graph *g, int total, ts_error *err)
+{
+    if (total) {
+        ts_graph_compact(g);
+        if (ts_graph_validate(g, err)) return -1;
+    }
+    return total;
+}

@@ -101,5 +101,8 @@ int ts_fuse_qdq(ts_graph *g, ts_error *err);
 /* The only live node reading v (reading it once), v not a graph output;
  * else -1.  The passes' test for "this value can be rewritten away". */
 int ts_opt_sole_user(const ts_graph *g, int v);
+/* The end of a pass that rewrote `total` places: the graph compacted and
+ * validated when any; total, or -1 (err set). */
+int ts_opt_settle(ts_graph *g, int total, ts_error *err);
 
 #endif
