@@ -388,6 +388,10 @@ static void f_slice(gb *b)
         int64_t a = rnd(b, (int)len), e = a + 1 + rnd(b, (int)(len - a));
         if (sp[n] < 0) st[n] = e - 1, en[n] = a - 1 < 0 ? -len - 1 : a - 1;
         else st[n] = a, en[n] = one_in(b, 4) ? INT64_MAX : e;
+        /* now and then counted from the end: the same element, a negative index
+         * (bench/fuzz_mutants.py's slice-negative-start was unreachable) */
+        if (one_in(b, 3)) st[n] -= len;
+        if (one_in(b, 3) && en[n] >= 0 && en[n] < len) en[n] -= len;
         n++;
     }
     ts_dtype dt = one_in(b, 3) ? any_dtype(b) : TS_F32;
