@@ -80,33 +80,134 @@ typedef struct dir {
     int n;
 } dir;
 
+/* Single-output directions are indexed by their source in a discrimination
+ * tree (the index of term-rewriting provers): the source is flattened in
+ * preorder into symbols (operator and arity; every variable is one
+ * wildcard), and a lookup walks the tree with a term, following at each
+ * position both the wildcard edge (skipping the term's whole subtree) and
+ * the edge of the term's own symbol.  Only sources that could match the term
+ * come back; instance() then checks parameters and repeated variables.
+ * Bucketing by the root operator alone made the pass quadratic: with three
+ * operators, 5-operator candidates met lists of tens of thousands of kept
+ * rules at every subterm (docs/distributed.md). */
+#define WILD (-1)
+#define MAX_PRE 64 /* a term flattened; larger terms scan every direction */
+
+typedef struct tnode {
+    int nch, cch;
+    int *sym, *child; /* edges */
+    int nd, cd;
+    int *dirs; /* directions whose source ends here */
+} tnode;
+
 struct gen_subsumer {
-    /* directions of single-output kept rules, bucketed by the source's
-     * root operator; multi-output ones in one list */
-    dir *b[TS_ROP_COUNT];
-    int nb[TS_ROP_COUNT], cb[TS_ROP_COUNT];
-    dir *multi;
+    dir *one; /* single-output directions, indexed by `tree` */
+    int none, cone;
+    tnode *tree; /* tree[0] is the root */
+    int ntree, ctree;
+    dir *multi; /* multi-output ones, scanned */
     int nmulti, cmulti;
 };
 
-static bool push(dir **a, int *n, int *cap, dir d)
+static int symbol(const ts_rexpr *e) { return e->op == TS_ROP_VAR ? WILD : (int)e->op * 4 + e->nargs; }
+
+/* e's preorder: pre[i] its nodes, end[i] the position after i's subtree. */
+static int flatten(const ts_rexpr *e, const ts_rexpr **pre, int *end, int i)
 {
-    if (*n == *cap) {
-        int c = *cap ? 2 * *cap : 16;
-        dir *t = realloc(*a, (size_t)c * sizeof *t);
-        if (!t) return false;
-        *a = t, *cap = c;
-    }
-    (*a)[(*n)++] = d;
+    if (i < 0 || i >= MAX_PRE) return -1;
+    int self = i++;
+    pre[self] = e;
+    if (e->op != TS_ROP_VAR)
+        for (int k = 0; k < e->nargs && i >= 0; k++) i = flatten(e->arg[k], pre, end, i);
+    if (i >= 0) end[self] = i;
+    return i;
+}
+
+/* Room for element n of the array *pp points to (any element type). */
+static bool grow(void *pp, int n, int *cap, size_t size)
+{
+    if (n < *cap) return true;
+    int c = *cap ? 2 * *cap : 16;
+    void *a, *t;
+    memcpy(&a, pp, sizeof a);
+    if (!(t = realloc(a, (size_t)c * size))) return false;
+    memcpy(pp, &t, sizeof t);
+    *cap = c;
     return true;
 }
 
-gen_subsumer *gen_subsumer_new(void) { return calloc(1, sizeof(gen_subsumer)); }
+/* The child of node t along sym, made when `make`; -1 when absent. */
+static int edge(gen_subsumer *s, int t, int sym, bool make)
+{
+    for (int k = 0; k < s->tree[t].nch; k++)
+        if (s->tree[t].sym[k] == sym) return s->tree[t].child[k];
+    if (!make || !grow(&s->tree, s->ntree, &s->ctree, sizeof *s->tree)) return -1;
+    int c = s->ntree++;
+    memset(&s->tree[c], 0, sizeof s->tree[c]);
+    tnode *n = &s->tree[t];
+    int cap = n->cch; /* sym and child grow together */
+    if (!grow(&n->sym, n->nch, &cap, sizeof *n->sym) || !grow(&n->child, n->nch, &n->cch, sizeof *n->child))
+        return -1;
+    n->sym[n->nch] = sym, n->child[n->nch++] = c;
+    return c;
+}
+
+/* Index direction d (s->one[d]) under its source. */
+static bool index_dir(gen_subsumer *s, int d)
+{
+    const ts_rexpr *pre[MAX_PRE];
+    int end[MAX_PRE];
+    int n = flatten(s->one[d].from[0], pre, end, 0), t = 0;
+    if (n < 0) return false;
+    for (int i = 0; i < n && t >= 0; i++) t = edge(s, t, symbol(pre[i]), true);
+    if (t < 0 || !grow(&s->tree[t].dirs, s->tree[t].nd, &s->tree[t].cd, sizeof(int))) return false;
+    s->tree[t].dirs[s->tree[t].nd++] = d;
+    return true;
+}
+
+/* Whether a direction found under node t from position i of the flattened
+ * term rewrites a into b. */
+static bool lookup(const gen_subsumer *s, int t, const ts_rexpr **pre, const int *end, int i, int n,
+                   const ts_rexpr *a, const ts_rexpr *b)
+{
+    const tnode *tn = &s->tree[t];
+    if (i == n) {
+        for (int k = 0; k < tn->nd; k++) {
+            const dir *d = &s->one[tn->dirs[k]];
+            subst sb = {0};
+            if (instance(d->from[0], a, &sb) && instance(d->to[0], b, &sb)) return true;
+        }
+        return false;
+    }
+    int sym = symbol(pre[i]);
+    for (int k = 0; k < tn->nch; k++) {
+        if (tn->sym[k] == WILD && lookup(s, tn->child[k], pre, end, end[i], n, a, b)) return true;
+        if (tn->sym[k] == sym && sym != WILD && lookup(s, tn->child[k], pre, end, i + 1, n, a, b)) return true;
+    }
+    return false;
+}
+
+gen_subsumer *gen_subsumer_new(void)
+{
+    gen_subsumer *s = calloc(1, sizeof *s);
+    if (s && !grow(&s->tree, 0, &s->ctree, sizeof *s->tree)) {
+        free(s);
+        return NULL;
+    }
+    if (s) memset(&s->tree[s->ntree++], 0, sizeof *s->tree);
+    return s;
+}
 
 void gen_subsumer_free(gen_subsumer *s)
 {
     if (!s) return;
-    for (int i = 0; i < TS_ROP_COUNT; i++) free(s->b[i]);
+    for (int i = 0; i < s->ntree; i++) {
+        free(s->tree[i].sym);
+        free(s->tree[i].child);
+        free(s->tree[i].dirs);
+    }
+    free(s->tree);
+    free(s->one);
     free(s->multi);
     free(s);
 }
@@ -126,22 +227,36 @@ bool gen_subsumer_add(gen_subsumer *s, ts_rexpr *const *l, ts_rexpr *const *r, i
         ts_rexpr *const *from = k ? r : l, *const *to = k ? l : r;
         if (!usable(from, to, n)) continue;
         dir d = {from, to, n};
-        bool ok = n == 1 ? push(&s->b[from[0]->op], &s->nb[from[0]->op], &s->cb[from[0]->op], d)
-                         : push(&s->multi, &s->nmulti, &s->cmulti, d);
-        if (!ok) return false;
+        if (n > 1) {
+            if (!grow(&s->multi, s->nmulti, &s->cmulti, sizeof d)) return false;
+            s->multi[s->nmulti++] = d;
+        } else {
+            if (!grow(&s->one, s->none, &s->cone, sizeof d)) return false;
+            s->one[s->none++] = d;
+            if (!index_dir(s, s->none - 1)) return false;
+        }
     }
     return true;
+}
+
+/* Every single-output direction, for a term too large to flatten. */
+static bool scan(const gen_subsumer *s, const ts_rexpr *a, const ts_rexpr *b)
+{
+    for (int i = 0; i < s->none; i++) {
+        subst sb = {0};
+        if (instance(s->one[i].from[0], a, &sb) && instance(s->one[i].to[0], b, &sb)) return true;
+    }
+    return false;
 }
 
 static bool derive(const gen_subsumer *s, const ts_rexpr *a, const ts_rexpr *b)
 {
     if (ts_rexpr_equal(a, b)) return true;
     if (a->op != TS_ROP_VAR) {
-        const dir *ds = s->b[a->op];
-        for (int i = 0; i < s->nb[a->op]; i++) {
-            subst sb = {0};
-            if (instance(ds[i].from[0], a, &sb) && instance(ds[i].to[0], b, &sb)) return true;
-        }
+        const ts_rexpr *pre[MAX_PRE];
+        int end[MAX_PRE];
+        int n = flatten(a, pre, end, 0);
+        if (n >= 0 ? lookup(s, 0, pre, end, 0, n, a, b) : scan(s, a, b)) return true;
     }
     if (a->op == TS_ROP_VAR || a->op != b->op || a->nargs == 0) return false;
     ts_rexpr ha = *a, hb = *b;
