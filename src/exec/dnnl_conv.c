@@ -14,6 +14,7 @@
 #include "exec/dnnl_residual.h"
 #include "exec/dnnl_serial.h"
 #include "exec/dnnl_util.h"
+#include "exec/half.h"
 #include "exec/vec.h"
 #include "exec/vec_post.h"
 #include "ops/attrs.h"
@@ -44,8 +45,10 @@ typedef struct conv_state {
     /* a squeeze-excite gate folded into the weights (dnnl.conv_gated,
      * below): each run scales the packed weights' input channels by the
      * gate (step input gate_in) into scratch at gate_off, run by run of
-     * positions sharing an input channel (cin -1: padding, zeroed) */
+     * positions sharing an input channel (cin -1: padding, zeroed), then
+     * rounded to gate_round where a 16-bit graph's Mul(W, gate) is */
     bool gated;
+    ts_dtype gate_round;
     int gate_in, nruns;
     size_t gate_off;
     int64_t *run_off;
@@ -81,6 +84,7 @@ static void gate_weights(const conv_state *c, const float *packed, const float *
         const float gv = c->run_cin[r] >= 0 ? gate[c->run_cin[r]] : 0.0f;
 #pragma omp simd
         for (int32_t j = 0; j < len; j++) dst[j] = src[j] * gv;
+        if (c->gate_round) xhalf_round(c->gate_round, dst, (size_t)len);
     }
 }
 
@@ -769,7 +773,9 @@ static bool gate_folds(const xplan *p, int n, gated_in *gt, int *conv)
     const ts_graph *g = p->g;
     const ts_node *nd = &g->nodes[n];
     if (nd->op != &ts_op_mul || p->opts.no_fusion || nd->ninputs != 2 || nd->noutputs != 1) return false;
-    const int mv = nd->outputs[0], c = xplan_sole_consumer(p, mv);
+    /* in a 16-bit plan the step rounds the scaled weights as the Mul
+     * would (gated_build), so it may take the Mul past half.c's refusal */
+    const int mv = nd->outputs[0], c = xhalf_node_round(p, n) ? xhalf_sole_consumer(p, mv) : xplan_sole_consumer(p, mv);
     if (c < 0) return false;
     const ts_node *cn = &g->nodes[c];
     if (cn->op != &ts_op_conv || cn->ninputs < 2 || cn->inputs[1] != mv || cn->inputs[0] == mv ||
@@ -810,6 +816,7 @@ static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
     xd_serial_leave(serial, threads);
     if (st) return st;
     ((conv_state *)s->state)->serial = serial;
+    ((conv_state *)s->state)->gate_round = xhalf_node_round(p, n);
     xplan_claim(p, c, s);
     return TS_OK;
 }

@@ -13,7 +13,10 @@
  * strides, pads and dilations.  Group 1 only: with groups, W's dimension 1
  * holds C / G channels and the mapping from c is not a broadcast.  Exact in
  * real arithmetic; in float the product x g W is rounded in another order
- * (one rounding per term, within the check's tolerance).
+ * (one rounding per term, within the check's tolerance).  float16 and
+ * bfloat16 graphs fold too (x, gate and W of one type): the graph then
+ * rounds W g to that type where it rounded x g, which the runtime does in
+ * the step (dnnl.conv_gated rounds the scaled weights as the Mul would).
  *
  * Why it pays: the squeeze-excite block's Mul then costs a pass over the
  * weights instead of one over the activations, so it is made only where
@@ -31,13 +34,15 @@
 #include "ops/op.h"
 #include "opt/passes.h"
 
+static bool floating(ts_dtype t) { return t == TS_F32 || t == TS_F16 || t == TS_BF16; }
+
 /* Whether g (a value) is one float per channel of x (rank 4, channels at
- * dimension 1): numpy-broadcast, only the dimension aligned with x's
+ * dimension 1) of x's type: numpy-broadcast, only the dimension aligned with x's
  * dimension 1 may differ from 1, and it is C. */
 static bool per_channel(const ts_graph *g, int gv, int x)
 {
     const ts_shape *gs = &g->values[gv].shape, *xs = &g->values[x].shape;
-    if (gv == x || g->values[gv].dtype != TS_F32 || gs->rank > 4 || ts_shape_numel(gs) != xs->dims[1]) return false;
+    if (gv == x || g->values[gv].dtype != g->values[x].dtype || gs->rank > 4 || ts_shape_numel(gs) != xs->dims[1]) return false;
     for (int i = 0; i < gs->rank; i++)
         if (gs->dims[i] != 1 && !(i + 4 - gs->rank == 1 && gs->dims[i] == xs->dims[1])) return false;
     return true;
@@ -51,18 +56,18 @@ static int fold_at(ts_graph *g, int m, ts_error *err)
     if (mn->dead || mn->op != &ts_op_mul || mn->ninputs != 2 || mn->noutputs != 1) return 0;
     const int y = mn->outputs[0];
     const ts_value *yv = &g->values[y];
-    if (yv->dtype != TS_F32 || yv->shape.rank != 4) return 0;
+    if (!floating(yv->dtype) || yv->shape.rank != 4) return 0;
     int c = ts_opt_sole_user(g, y); /* -1 too when y is a graph output */
     if (c < 0 || g->nodes[c].op != &ts_op_conv || g->nodes[c].inputs[0] != y || g->nodes[c].noutputs != 1) return 0;
     const ts_node *cn = &g->nodes[c];
     const ts_conv_attrs *ca = cn->attrs;
     const ts_value *wv = &g->values[cn->inputs[1]];
-    if (ca->group != 1 || !wv->constant || wv->dtype != TS_F32 || wv->shape.rank != 4 ||
+    if (ca->group != 1 || !wv->constant || wv->dtype != yv->dtype || wv->shape.rank != 4 ||
         wv->shape.dims[1] != yv->shape.dims[1] || 4 * ts_shape_numel(&wv->shape) > ts_shape_numel(&yv->shape))
         return 0;
     int x = -1, gate = -1;
     for (int k = 0; k < 2 && x < 0; k++)
-        if (ts_shape_eq(&g->values[mn->inputs[k]].shape, &yv->shape) && g->values[mn->inputs[k]].dtype == TS_F32 &&
+        if (ts_shape_eq(&g->values[mn->inputs[k]].shape, &yv->shape) && g->values[mn->inputs[k]].dtype == yv->dtype &&
             per_channel(g, mn->inputs[1 - k], mn->inputs[k]))
             x = mn->inputs[k], gate = mn->inputs[1 - k];
     if (x < 0) return 0;

@@ -541,3 +541,108 @@ Test(graph_opt, gate_fold_checked_and_wrong_variant_refuted)
     ts_graph_free(g0);
     ts_graph_free(g1);
 }
+
+/* A constant or input tensor of dt over dims, values k / q for integers k
+ * with lo <= k / q < hi drawn from *rng. */
+static ts_tensor *grid_tensor(ts_dtype dt, const char *dims, int lo, int hi, int q, uint64_t *rng)
+{
+    ts_error e = {0};
+    ts_shape s = xt_shape(dims);
+    ts_tensor *t = ts_tensor_new(dt, &s, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t k = lo * q + (int64_t)((*rng >> 33) % (uint64_t)((hi - lo) * q));
+        ts_tensor_set_f64(t, i, (double)(k ? k : 1) / q);
+    }
+    return t;
+}
+
+/* x [1, 16, 8, 8] and gate [1, 16, 1, 1] (inputs) -> Mul -> Conv 1x1 by W
+ * [16, 16, 1, 1] in type dt, with the values chosen so that every sum is
+ * exact in float32 and the only roundings are the graph's 16-bit ones: x
+ * in multiples of 1/16, |W| in [1/2, 1) in multiples of 1/64, the gate in
+ * [1/2, 1) in multiples of 1/128, so W * gate has 13 significant bits and
+ * rounding it to 11 (float16) or 8 (bfloat16) bits changes it. */
+static ts_graph *gated_half(ts_dtype dt, ts_dtype out)
+{
+    uint64_t rng = 77;
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_shape xs = xt_shape("1x16x8x8"), gs = xt_shape("1x16x1x1");
+    int x = ts_graph_add_input(g, "x", dt, &xs, &e), gate = ts_graph_add_input(g, "gate", dt, &gs, &e);
+    ts_tensor *w = grid_tensor(dt, "16x16x1x1", -1, 1, 64, &rng);
+    for (int64_t i = 0; i < ts_tensor_numel(w); i++) {
+        double v = ts_tensor_get_f64(w, i);
+        ts_tensor_set_f64(w, i, fabs(v) < 0.5 ? v + (v < 0 ? -0.5 : 0.5) : v);
+    }
+    int y = xt_node(g, "Conv", INS(xt_node(g, "Mul", INS(x, gate), NOATTR), xt_const(g, w)), NOATTR);
+    if (out != dt) y = xt_node(g, "Cast", INS(y), ATTRS(ts_attr_int("to", out == TS_F16 ? 10 : 16)));
+    cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK, "%s", e.msg);
+    return g;
+}
+
+/* The gate fold in float16 and bfloat16 graphs (ts_fold_gate took float32
+ * only): folded, lowered as one dnnl.conv_gated step (the conv fused into
+ * the Mul's step, inside half.step) that rounds the scaled weights to the
+ * graph's type, and equal to the reference
+ * interpreter bit for bit on the folded graph; the same graph with the
+ * weights scaled in float32 (`loose`, only its output 16-bit) differs, so
+ * a step that skipped the rounding would fail.  Not fused past the
+ * rounding with TSOPT_SKIP=half.fuse (the conv then has run-time weights:
+ * the reference kernel). */
+Test(graph_opt, gate_fold_half)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        ts_error e = {0};
+        ts_graph *g = gated_half(types[k], types[k]), *loose = gated_half(TS_F32, types[k]);
+        cr_assert_eq(ts_graph_opt_apply(g, TS_GRAPH_OPT_ALL, &e), 1, "%s: %s", ts_dtype_name(types[k]), e.msg);
+        cr_assert_eq(ts_graph_opt_apply(loose, TS_GRAPH_OPT_ALL, &e), 1, "%s", e.msg);
+        uint64_t rng = 5;
+        ts_tensor *in[2] = {grid_tensor(types[k], "1x16x8x8", -1, 1, 16, &rng),
+                            grid_tensor(types[k], "1x16x1x1", 0, 1, 128, &rng)};
+        for (int64_t i = 0; i < 16; i++)
+            ts_tensor_set_f64(in[1], i, 0.5 + fmod(ts_tensor_get_f64(in[1], i), 0.5));
+        ts_tensor *in64[2];
+        for (int j = 0; j < 2; j++) {
+            in64[j] = ts_tensor_new(TS_F64, &in[j]->shape, &e);
+            for (int64_t i = 0; i < ts_tensor_numel(in[j]); i++) {
+                cr_assert_eq(ts_dtype_round(types[k], ts_tensor_get_f64(in[j], i)), ts_tensor_get_f64(in[j], i));
+                ts_tensor_set_f64(in64[j], i, ts_tensor_get_f64(in[j], i));
+            }
+        }
+        ts_tensor *ref = NULL, *unrounded = NULL;
+        cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F64, in64, &ref, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(ts_graph_run_reference(loose, TS_DOMAIN_F64, in64, &unrounded, &e), TS_OK, "%s", e.msg);
+        for (int skip = 0; skip < 2; skip++) {
+            ts_plan *p = NULL;
+            ts_plan_opts o = {.skip = skip ? "half.fuse" : NULL};
+            cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+            ts_plan_stats st;
+            ts_plan_stats_get(p, &st);
+            cr_assert_eq(st.fused_nodes, !skip, "%s skip %d: %d fused", ts_dtype_name(types[k]), skip, st.fused_nodes);
+            cr_assert_eq(st.fallback_steps, skip, "%s skip %d", ts_dtype_name(types[k]), skip);
+            ts_tensor *out = ts_tensor_new(types[k], &ref->shape, &e);
+            cr_assert_eq(ts_plan_run(p, in, &out, &e), TS_OK, "%s", e.msg);
+            int differ = 0;
+            for (int64_t i = 0; !skip && i < ts_tensor_numel(ref); i++) {
+                double got = ts_tensor_get_f64(out, i), want = ts_tensor_get_f64(ref, i);
+                cr_assert_eq(got, want, "%s [%lld]: %.9g, reference %.9g (weights unrounded: %.9g)",
+                             ts_dtype_name(types[k]), (long long)i, got, want, ts_tensor_get_f64(unrounded, i));
+                differ += ts_tensor_get_f64(unrounded, i) != want;
+            }
+            cr_assert(skip || differ > 0, "rounding the scaled weights changes no output: the test cannot fail");
+            ts_tensor_unref(out);
+            ts_plan_free(p);
+        }
+        for (int j = 0; j < 2; j++) {
+            ts_tensor_unref(in[j]);
+            ts_tensor_unref(in64[j]);
+        }
+        ts_tensor_unref(ref);
+        ts_tensor_unref(unrounded);
+        ts_graph_free(g);
+        ts_graph_free(loose);
+    }
+}
