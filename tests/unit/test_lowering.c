@@ -1,0 +1,238 @@
+/* Each lowering fusion against the unfused steps (issue 27: "each lowering
+ * fusion has a test bit-identical to the unfused steps or within its
+ * stated tolerance").  A lowering fusion is a plan step that computes
+ * several adjacent nodes as written (src/exec/; docs/runtime.md, "The
+ * lowering's contract").  Per fusion: a small graph where it fires; the
+ * plan with it (the step's kernel present, nodes fused) and the plan with
+ * one step per node (ts_plan_opts.no_fusion: each node its own kernel),
+ * run on the same inputs; the outputs equal bit for bit (tolerance 0) or
+ * within the fusion's stated tolerance, relative to the largest output.
+ *
+ * The tolerances, and why they are not 0:
+ *   - 0: the fused step makes the same float32 operations in the same
+ *     order (oneDNN's post-ops: the activation or the residual sum applied
+ *     to the accumulated value as the next step would; element-wise
+ *     programs; a bias added after the product);
+ *   - 2^-20 (about 1e-6): a reduction summed in another order, a quotient
+ *     taken as the product with a reciprocal (vec.layernorm.ops: the mean
+ *     and variance over at most a few hundred elements; vec.se: the pooled
+ *     mean and the 1x1 convolutions as dot products of their own order);
+ *   - dnnl.conv_gated: the scaled weights W * gate rounded once, then the
+ *     convolution as oneDNN orders it, against the unfused Mul and a
+ *     convolution with run-time weights (the reference kernel's order):
+ *     2^-20 as well. */
+#include "exec_check.h"
+
+static uint64_t Rng = 4242;
+
+typedef struct fusion {
+    const char *kernel; /* the fused step's kernel (one step of it at least) */
+    ts_graph *(*build)(void);
+    int fused;  /* nodes the fused plan takes into other nodes' steps, at least */
+    double tol; /* |fused - unfused| <= tol * max(1, max |unfused|); 0: bit for bit */
+    const char *skip; /* for a kernel that fuses under no_fusion too: skipped in the unfused plan */
+} fusion;
+
+static ts_graph *eltwise_chain(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "3x37"), y = xt_input(g, "y", "3x37");
+    int a = xt_node(g, "Add", INS(x, y), NOATTR);
+    int m = xt_node(g, "Mul", INS(a, xt_const_random(g, "37", -2, 2, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Tanh", INS(xt_node(g, "Relu", INS(m), NOATTR)), NOATTR));
+    return g;
+}
+
+static ts_graph *conv_relu(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    xt_output(g, xt_conv3x3_relu(g, xt_input(g, "x", "1x16x12x12"), 16, &Rng));
+    return g;
+}
+
+/* Conv + residual Add (oneDNN's sum post-op) + Relu. */
+static ts_graph *conv_residual(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "1x16x12x12");
+    int y = xt_node(g, "Add", INS(xt_conv3x3(g, x, 16, &Rng), x), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+/* MatMul by a constant + a bias Add (bias_add) + Relu: few rows go to
+ * vec.gemv, more to oneDNN. */
+static ts_graph *matmul_bias(const char *xdims)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", xdims);
+    int y = xt_node(g, "MatMul", INS(x, xt_const_random(g, "24x19", -0.3, 0.3, &Rng)), NOATTR);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "19", -0.5, 0.5, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+static ts_graph *gemv_bias(void) { return matmul_bias("5x24"); }
+static ts_graph *gemm_bias(void) { return matmul_bias("3x64x24"); }
+
+/* LayerNorm written out (opset < 17): ReduceMean, Sub, Pow, ReduceMean,
+ * Add eps, Sqrt, Div, Mul gamma, Add beta, over x's axis `axis`. */
+static ts_graph *layernorm_ops(const char *xdims, int64_t axis, const char *pdims)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", xdims);
+    ts_attr at[] = {ts_attr_ints("axes", &axis, 1)};
+    int m = xt_node(g, "ReduceMean", INS(x), at, 1);
+    int d = xt_node(g, "Sub", INS(x, m), NOATTR);
+    int s = xt_node(g, "Pow", INS(d, xt_const_values(g, TS_F32, "", (const double[]){2}, 1)), NOATTR);
+    int v = xt_node(g, "ReduceMean", INS(s), at, 1);
+    int e = xt_node(g, "Add", INS(v, xt_const_values(g, TS_F32, "", (const double[]){1e-5}, 1)), NOATTR);
+    int y = xt_node(g, "Div", INS(d, xt_node(g, "Sqrt", INS(e), NOATTR)), NOATTR);
+    y = xt_node(g, "Mul", INS(y, xt_const_random(g, pdims, 0.5, 1.5, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Add", INS(y, xt_const_random(g, pdims, -1, 1, &Rng)), NOATTR));
+    return g;
+}
+static ts_graph *layernorm_rows(void) { return layernorm_ops("2x7x96", -1, "96"); }
+static ts_graph *layernorm_channels(void) { return layernorm_ops("2x24x9x31", 1, "24x1x1"); }
+
+/* x -> GlobalAveragePool -> 1x1 conv (bias) -> Relu -> 1x1 conv (bias)
+ * -> Sigmoid -> Mul(x, gate): the squeeze-excite block (the gate's five
+ * nodes one vec.se step; the Mul its own step here). */
+static ts_graph *se_block(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "1x32x14x14");
+    int s = xt_node(g, "GlobalAveragePool", INS(x), NOATTR);
+    s = xt_node(g, "Conv", INS(s, xt_const_random(g, "8x32x1x1", -0.3, 0.3, &Rng), xt_const_random(g, "8", -0.1, 0.1, &Rng)),
+                NOATTR);
+    s = xt_node(g, "Relu", INS(s), NOATTR);
+    s = xt_node(g, "Conv", INS(s, xt_const_random(g, "32x8x1x1", -0.3, 0.3, &Rng), xt_const_random(g, "32", -0.1, 0.1, &Rng)),
+                NOATTR);
+    s = xt_node(g, "Sigmoid", INS(s), NOATTR);
+    xt_output(g, xt_node(g, "Mul", INS(x, s), NOATTR));
+    return g;
+}
+
+/* ts_fold_gate's form: Conv(x, Mul(W, gate)), gate one value per input
+ * channel (an input here). */
+static ts_graph *conv_gated(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "1x16x20x20"), gate = xt_input(g, "gate", "1x16x1x1");
+    int w = xt_node(g, "Mul", INS(xt_const_random(g, "24x16x3x3", -0.3, 0.3, &Rng), gate), NOATTR);
+    ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)};
+    xt_output(g, xt_node(g, "Conv", INS(x, w), at, 1));
+    return g;
+}
+
+/* Conv -> SiLU as exporters write it (Sigmoid, Mul) or -> Gelu (opset 20). */
+static ts_graph *conv_act(bool gelu)
+{
+    ts_graph *g = ts_graph_new("t", 20);
+    int y = xt_conv3x3(g, xt_input(g, "x", "1x16x12x12"), 16, &Rng);
+    xt_output(g, gelu ? xt_node(g, "Gelu", INS(y), NOATTR)
+                      : xt_node(g, "Mul", INS(y, xt_node(g, "Sigmoid", INS(y), NOATTR)), NOATTR));
+    return g;
+}
+static ts_graph *conv_silu(void) { return conv_act(false); }
+static ts_graph *conv_gelu(void) { return conv_act(true); }
+
+/* ShuffleNet's block end: Concat -> Reshape [N, 2, C/2, H, W] ->
+ * Transpose [0, 2, 1, 3, 4] -> Reshape [N, C, H, W]. */
+static ts_graph *channel_shuffle(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int a = xt_input(g, "a", "1x8x5x6"), b = xt_input(g, "b", "1x8x5x6");
+    int c = xt_node(g, "Concat", INS(a, b), ATTRS(ts_attr_int("axis", 1)));
+    int r = xt_node(g, "Reshape", INS(c, xt_const_values(g, TS_I64, "5", (const double[]){1, 2, 8, 5, 6}, 5)), NOATTR);
+    int t = xt_node(g, "Transpose", INS(r), ATTRS(ts_attr_ints("perm", (int64_t[]){0, 2, 1, 3, 4}, 5)));
+    xt_output(g, xt_node(g, "Reshape", INS(t, xt_const_values(g, TS_I64, "4", (const double[]){1, 16, 5, 6}, 4)), NOATTR));
+    return g;
+}
+
+/* Inference BatchNormalization (nothing before it to fold into) -> Relu. */
+static ts_graph *batchnorm_relu(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "2x12x7x9");
+    int y = xt_node(g, "BatchNormalization",
+                    INS(x, xt_const_random(g, "12", 0.5, 1.5, &Rng), xt_const_random(g, "12", -1, 1, &Rng),
+                        xt_const_random(g, "12", -1, 1, &Rng), xt_const_random(g, "12", 0.5, 2, &Rng)),
+                    NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+static const fusion fusions[] = {
+    {"vec.eltwise", eltwise_chain, 3, 0, NULL},
+    {"dnnl.conv", conv_relu, 1, 0, NULL},
+    {"dnnl.conv", conv_residual, 2, 0, NULL},
+    {"vec.gemv", gemv_bias, 2, 0, NULL},
+    {"dnnl.matmul", gemm_bias, 2, 0, NULL},
+    {"vec.layernorm.ops", layernorm_rows, 8, 0x1p-20, NULL},
+    {"vec.layernorm.ops", layernorm_channels, 8, 0x1p-20, NULL},
+    {"vec.se", se_block, 4, 0x1p-20, NULL},
+    {"dnnl.conv_gated", conv_gated, 1, 0x1p-20, NULL},
+    {"dnnl.conv", conv_silu, 2, 0x1p-20, NULL},
+    {"dnnl.conv", conv_gelu, 1, 0x1p-20, NULL},
+    {"vec.shuffle", channel_shuffle, 3, 0, "vec.shuffle"},
+    {"vec.batchnorm", batchnorm_relu, 1, 0, NULL},
+};
+
+/* Runs g planned with o on inputs in [-1, 1) (one seed for every plan);
+ * the output, the plan's statistics and its steps of `kernel`. */
+static void run(const ts_graph *g, const ts_plan_opts *o, ts_tensor **out, ts_plan_stats *st, const char *kernel,
+                int *kernel_steps)
+{
+    ts_error e = {0};
+    ts_tensor *in[4] = {0};
+    uint64_t rng = 99;
+    for (int i = 0; i < g->ninputs; i++) {
+        in[i] = ts_tensor_new(TS_F32, &g->values[g->inputs[i]].shape, &e);
+        ts_tensor_fill_random(in[i], &rng, -1, 1);
+    }
+    ts_plan *p = NULL;
+    cr_assert_eq(ts_plan_build(g, o, &p, &e), TS_OK, "%s", e.msg);
+    xt_check_memplan(p);
+    ts_plan_stats_get(p, st);
+    *kernel_steps = xt_steps_of(p, kernel);
+    if (!o->no_fusion && !*kernel_steps)
+        for (int i = 0; i < ((const xplan *)p)->nsteps; i++)
+            cr_log_error("step %d: %s", i, ((const xplan *)p)->steps[i].k->name);
+    out[0] = ts_tensor_new(TS_F32, &g->values[g->outputs[0]].shape, &e);
+    cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    for (int i = 0; i < g->ninputs; i++) ts_tensor_unref(in[i]);
+}
+
+Test(lowering, each_fusion_against_the_unfused_steps)
+{
+    for (size_t f = 0; f < sizeof fusions / sizeof *fusions; f++) {
+        const fusion *fu = &fusions[f];
+        ts_graph *g = fu->build();
+        for (int threads = 1; threads <= 2; threads++) {
+            ts_tensor *a = NULL, *b = NULL;
+            ts_plan_stats sa, sb;
+            int ka, kb;
+            run(g, &(ts_plan_opts){.threads = threads}, &a, &sa, fu->kernel, &ka);
+            run(g, &(ts_plan_opts){.threads = threads, .no_fusion = true, .skip = fu->skip}, &b, &sb, fu->kernel, &kb);
+            cr_assert(ka >= 1 && sa.fused_nodes >= fu->fused, "%s (case %zu): %d steps, %d nodes fused", fu->kernel,
+                      f, ka, sa.fused_nodes);
+            cr_assert_eq(sb.fused_nodes, 0, "%s (case %zu): the unfused plan fused %d", fu->kernel, f,
+                         sb.fused_nodes);
+            const float *x = a->data, *y = b->data;
+            double big = 1, worst = 0;
+            for (int64_t i = 0; i < ts_tensor_numel(b); i++) big = fmax(big, fabs(y[i]));
+            for (int64_t i = 0; i < ts_tensor_numel(b); i++) {
+                double d = fabs((double)x[i] - y[i]);
+                worst = fmax(worst, d);
+                cr_assert(d <= fu->tol * big, "%s (case %zu, %d threads) [%lld]: fused %.9g, unfused %.9g (tolerance %g)",
+                          fu->kernel, f, threads, (long long)i, x[i], y[i], fu->tol * big);
+            }
+            cr_log_info("%s (case %zu, %d threads): largest difference %.3g of %.3g", fu->kernel, f, threads, worst,
+                        big);
+            ts_tensor_unref(a);
+            ts_tensor_unref(b);
+        }
+        ts_graph_free(g);
+    }
+}
