@@ -336,9 +336,9 @@ typedef struct ts_plan_opts {
      * graph that is planned once and then used for its shapes and names:
      * it can no longer be planned again, interpreted or saved. */
     bool release_packed_weights;
-    /* Rewrites the plan may make beyond lowering each node by itself
-     * (ts_graph_opt; 0: all).  NONE lowers node by node; fusions that keep
-     * each node's function (post-ops, element-wise tails) stay. */
+    /* The graph optimization level (ts_graph_opt; 0: all) that
+     * ts_graph_opt_plan applies before planning.  The plan itself makes no
+     * rewrite: its fused steps keep each node's function at every level. */
     int graph_opt;
     /* Comma-separated kernel names ("vec.se", "dnnl.pool_conv") or feature
      * names ("winograd", "post_tail", ...; docs/runtime.md, "Skipping

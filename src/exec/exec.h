@@ -157,7 +157,7 @@ ts_status xstep_check_reads(const xplan *p, const xstep *s, const bool *claimed_
                             ts_error *err);
 bool xstep_checking(void);
 /* True when the plan must not use kernel or feature `name`: listed in
- * opts.skip or $TSOPT_SKIP, or a rewrite below opts.graph_opt (skip.c). */
+ * opts.skip or $TSOPT_SKIP (skip.c). */
 bool xplan_skips(const xplan *p, const char *name);
 
 /* ---- kernel registry (kernels.c): candidates for one ONNX op type, best

@@ -184,7 +184,17 @@ const xkernel xk_vec_layernorm = {"vec.layernorm", ln_build, ln_run, ln_free};
  * NCHW as ConvNeXt-style code writes it (x.mean(1, keepdim=True)...), run
  * across the contiguous H*W positions (ln_cols).  Intermediate values must
  * be read by the pattern only; gamma and beta constants varying along the
- * normalized axes only (ConvNeXt's [C, 1, 1]). */
+ * normalized axes only (ConvNeXt's [C, 1, 1]).
+ *
+ * A lowering, made at every graph optimization level: each node's function
+ * in float32, the two means summed in this step's order and d / sqrt(v +
+ * eps) taken as d times its reciprocal; stated tolerance 2^-20 of the
+ * largest output against the unfused steps (tests/unit/test_lowering.c;
+ * a half plan rounds as each node would: test_exec_half.c).  Level all
+ * rewrites the trailing-axes spelling into LayerNormalization first
+ * (opt/fuse_layernorm.c); over NCHW's channels no ONNX operator spells it,
+ * so this step is its only fused form (a Transpose -> LayerNormalization
+ * -> Transpose rewrite would add two passes over the tensor). */
 
 #define LN_CHUNK 256 /* positions across `inner` handled together (stack arrays) */
 

@@ -5,8 +5,9 @@
  * (d^2 as Pow(d, 2) or Mul(d, d)).  Matched exactly as a graph pattern —
  * every operator, operand and constant checked, nothing evaluated at sample
  * points — and replaced by one LayerNormalization over the trailing axes,
- * which the runtime lowers to vec.layernorm.  The plan used to recognise
- * this spelling itself (vec.layernorm.ops). */
+ * which the runtime lowers to vec.layernorm.  Below level all, and over
+ * NCHW's channels, the plan lowers the written-out nodes as one step
+ * (vec.layernorm.ops, a lowering within a stated tolerance). */
 #include <stdlib.h>
 #include <string.h>
 #include "ops/attrs.h"
