@@ -7,17 +7,17 @@
 Per model (zoo: `tsopt zoo export NAME --batch 1`; real: bench/real_models.py's
 exports, dynamic batch):
   1. `tsopt optimize M --target ort --time-limit S --json`: what was written, why,
-     and the prediction (the region-cache sum, cost_before_ms / cost_after_ms),
-     logged before any whole-graph timing;
+     and the prediction (cost_before_ms / cost_after_ms: the original timed whole
+     before the search, a candidate at that time plus its regions' difference;
+     the region-cache sums where the original could not be timed whole);
   2. gain: N separate node processes (tools/ort/serve.js `pair`), each timing the
      original and the written file in R alternating rounds in one ONNX Runtime
      process (idle pools do not spin: session.intra_op.allow_spinning 0);
      ratio = original median / written median per process; the median of the N;
-  3. prediction error: the original's region sum (logged before any
-     whole-graph timing) and, where optimize timed its best graphs whole
+  3. prediction error: the original's prediction and, where optimize timed its best graphs whole
      (whole_before_ms), that whole-graph median, each against a separate ORT
      process's median (serve.js `time`, 2 s of runs); and the predicted gain
-     (whole_before / whole_after, else the region sums') against the
+     (whole_before / whole_after, else the predictions') against the
      measured ratio;
   4. match: original and written run by ORT on the same random inputs
      (serve.js `compare`, rtol 1e-3, atol 1e-4) at batch 1 and 4 -- dynamic-batch
@@ -120,7 +120,7 @@ def measure(a, name, model, work):
         r["written_b4"] = j4["written"]
         r["error_b4"] = float(serve([("compare", m4, o4, "-", th)])[0][0])
     r["match"] = r["error_b1"] <= 1 and not r["error_b4"] > 1
-    log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s; predicted x%.3f), region sum %.3f ms, whole %s, "
+    log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s; predicted x%.3f), prediction %.3f ms, whole %s, "
         "separate %.3f (%+.1f%%), match b1 %.3g b4 %.3g" % (
             name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"], " ".join("%.3f" % x for x in ratios),
             r["predicted_gain"], r["predicted_before_ms"],
@@ -145,13 +145,13 @@ def section(a, rows, argv, started, elapsed):
          "",
          "Ratio: ONNX Runtime's median on the original / on the written file, alternating in one process, "
          "the median of %d processes (all listed); predicted: the gain optimize expected (its whole-graph timing of "
-         "the original and the written graph in one ORT process; the region sums' where it timed none; 1 for the "
-         "original). Region sum / whole / separate: the original's region-cache sum (logged before any whole-graph "
-         "timing), its whole-graph median in optimize's ranking, and a separate ORT process's median, with the "
-         "region sum's error. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at batch 1 and 4."
+         "the original and the written graph in one ORT process; the predictions' where it timed none; 1 for the "
+         "original). Prediction / whole / separate: optimize's prediction for the original (its whole-graph median "
+         "timed before the search, to which a candidate's regions' difference is added), its whole-graph median in "
+         "optimize's ranking, and a separate ORT process's median, with the prediction's error. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at batch 1 and 4."
          % a.procs,
          "",
-         "| model | written | ratio | predicted | ORT ms before -> after | processes | region sum / whole / separate ms | "
+         "| model | written | ratio | predicted | ORT ms before -> after | processes | prediction / whole / separate ms | "
          "match b1, b4 | rewrites / reason |",
          "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -165,7 +165,7 @@ def section(a, rows, argv, started, elapsed):
             "%.3f" % r["whole_before_ms"] if r.get("whole_before_ms") else "-", r["separate_before_ms"],
             100 * r["prediction_error"], r["error_b1"], r["error_b4"], rw.replace("|", "/")))
     gain = sum(abs(r["predicted_gain"] / r["ratio"] - 1) <= 0.15 for r in ok)
-    t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; region sum within 15%% of the separate median "
+    t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; prediction within 15%% of the separate median "
               "on %d of %d, whole-graph timing on %d of %d; predicted gain within 15%% of the measured ratio on %d of "
               "%d; all match: %s." % (gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within,
                                       len(ok), within_whole, len(whole), gain, len(ok), all(r["match"] for r in ok)),

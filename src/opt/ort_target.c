@@ -266,7 +266,7 @@ ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts
 {
     char path[256];
     if (save(t, g, "whole", true, path, sizeof path, err)) return err->code;
-    return time_file(t, path, 300, ms, NULL, err);
+    return time_file(t, path, 1000, ms, NULL, err);
 }
 
 ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double pred0, double pred1,
