@@ -29,6 +29,7 @@
  * Concat outside such a chain. */
 #include <stdlib.h>
 #include <string.h>
+#include "exec/dnnl_layout.h"
 #include "exec/dnnl_util.h"
 #include "exec/plan_internal.h"
 #include "ops/attrs.h"
@@ -142,6 +143,25 @@ static bool producer_writes_slice(const xplan *p, int v, int r, int block)
         if (reads && (!chan_concat(g, m) || !is_prefix(nd, &g->nodes[r]))) return false;
     }
     return true;
+}
+
+int xdc_slice_block(const xplan *p, int v)
+{
+    const ts_graph *g = p->g;
+    if (p->opts.plain_layout || p->opts.no_fusion || ts_graph_is_output(g, v)) return 0;
+    int block = 16, readers = 0;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *nd = &g->nodes[m];
+        int seen = 0;
+        for (int j = 0; j < nd->ninputs; j++) seen += nd->inputs[j] == v;
+        if (!seen || nd->dead) continue;
+        if (seen > 1 || !chan_concat(g, m) || ts_graph_is_output(g, nd->outputs[0])) return 0;
+        int b = chain_block(g, m);
+        if (!b) return 0;
+        block = b < block ? b : block;
+        readers++;
+    }
+    return readers ? block : 0;
 }
 
 static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)

@@ -527,6 +527,37 @@ again:;
             }
         }
     }
+    /* A result that only channel Concats read (SqueezeNet's expand convs,
+     * inception branches) is written in the channel blocks dense_concat
+     * takes as views of the Concat's result: the copy into the Concat is
+     * gone.  The candidate reads the producer's layout (a 16-channel
+     * channels-last input is those blocks already) and is kept unless
+     * oneDNN's kernel for it is of a lower rank.  squeezenet1_1's first two
+     * fire modules wrote channels-last (brgconv) and their Concats copied
+     * 1.5 MB each.  TSOPT_SKIP=conv.concat_blocks turns it off. */
+    int cblock = !plain_out && !p->opts.plain_layout && !p->half && !is_wino(pd) && ys->rank == 4 && p->bufs[xb].blocked &&
+                         !xplan_skips(p, "conv.concat_blocks")
+                     ? xdc_slice_block(p, f.out_value)
+                     : 0;
+    if (cblock) {
+        dnnl_memory_desc_t bd, sd = xmd;
+        dnnl_dims_t d = {ys->dims[0], ys->dims[1], ys->dims[2], ys->dims[3]};
+        dnnl_memory_desc_init_by_tag(&bd, 4, d, dnnl_f32, cblock == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
+        if (xs->rank == 4 && xs->dims[1] == cblock) {
+            dnnl_dims_t dx = {xs->dims[0], xs->dims[1], xs->dims[2], xs->dims[3]};
+            dnnl_memory_desc_init_by_tag(&sd, 4, dx, dnnl_f32, cblock == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
+            if (!xd_md_same_bytes(&xmd, &sd)) sd = xmd;
+        }
+        dnnl_primitive_desc_t pd2 = NULL;
+        ts_error e2 = {0};
+        if (!dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &bd) &&
+            !make_pd(p, n, transposed, &ge, &sd, &wei, bias, &bd, &f, &pd2, &e2) && xd_pd_rank(pd2) >= xd_pd_rank(pd)) {
+            dnnl_primitive_desc_destroy(pd);
+            pd = pd2;
+        } else if (pd2) {
+            dnnl_primitive_desc_destroy(pd2);
+        }
+    }
     /* the tail runs over the whole buffer: a blocked layout's zero padding
      * must stay zero, else oneDNN applies the activations itself */
     if (ntail) {
@@ -626,7 +657,7 @@ again:;
         padsz = 0;
     }
     s->scratch_bytes = padsz;
-    if (!dnnl_memory_desc_equal(&xmd, csrc)) {
+    if (!xd_md_same_bytes(&xmd, csrc)) {
         if ((st = xd_reorder_init(&c->in_r, &xmd, csrc, p, n, err))) goto fail;
         c->reorder_in = true;
         c->in_off = padsz;

@@ -37,3 +37,16 @@ bool xd_md_same_layout(const dnnl_memory_desc_t *like, const ts_shape *like_s, c
     }
     return false;
 }
+
+bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+    if (dnnl_memory_desc_equal(a, b)) return true;
+    if (a->ndims != 4 || b->ndims != 4 || a->data_type != dnnl_f32 || b->data_type != dnnl_f32 ||
+        memcmp(a->dims, b->dims, sizeof(dnnl_dim_t) * 4) || (a->dims[1] != 16 && a->dims[1] != 8))
+        return false;
+    dnnl_memory_desc_t cl, bl;
+    dnnl_memory_desc_init_by_tag(&cl, 4, a->dims, dnnl_f32, dnnl_acdb);
+    dnnl_memory_desc_init_by_tag(&bl, 4, a->dims, dnnl_f32, a->dims[1] == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
+    return (dnnl_memory_desc_equal(a, &cl) && dnnl_memory_desc_equal(b, &bl)) ||
+           (dnnl_memory_desc_equal(a, &bl) && dnnl_memory_desc_equal(b, &cl));
+}

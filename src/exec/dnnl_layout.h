@@ -21,4 +21,14 @@ int xd_pd_rank(const_dnnl_primitive_desc_t pd);
 bool xd_md_same_layout(const dnnl_memory_desc_t *like, const ts_shape *like_s, const ts_shape *s,
                        dnnl_memory_desc_t *out);
 
+/* a and b lay out the same bytes the same way: equal, or a 4-D float32
+ * tensor of 16 (8) channels as channels-last and as 16 (8)-channel blocks
+ * (one block: the same array). */
+bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+
+/* dense_concat.c: the channel block (16 or 8) in which value v's producer
+ * writes v so that every Concat reading it takes it as a view of the
+ * Concat's result (nothing copied), or 0 when some reader cannot. */
+int xdc_slice_block(const xplan *p, int v);
+
 #endif

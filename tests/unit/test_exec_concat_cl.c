@@ -143,3 +143,52 @@ Test(concat_cl, fire_module_as_views)
     ts_plan_free(plan);
     ts_graph_free(g);
 }
+
+/* Steps of kernel `name` in plan and the inputs they copy (0: views only). */
+static int copies_of(const ts_plan *plan, const char *name, int *steps)
+{
+    const xplan *p = (const xplan *)plan;
+    int n = 0;
+    *steps = 0;
+    for (int i = 0; i < p->nsteps; i++)
+        if (!strcmp(p->steps[i].k->name, name)) (*steps)++, n += p->steps[i].nin;
+    return n;
+}
+
+/* SqueezeNet's first fire modules: the squeeze conv (16 channels, from a
+ * channels-last producer) feeds a 1x1 and a 3x3 expand conv of few input
+ * channels (no Winograd), whose results only the Concat reads.  The expand
+ * convs write 16-channel blocks into the Concat's buffer (the squeeze
+ * output read as one block as it lies) and the Concat copies nothing; with
+ * TSOPT_SKIP=conv.concat_blocks they write channels-last and it copies.
+ * Both against the reference interpreter, 1 and 2 threads. */
+Test(concat_cl, expand_convs_write_blocks)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = xt_input(g, "x", "1x64x27x27");
+    int s = xt_conv1x1(g, x, 64, 16, &rng);
+    s = xt_node(g, "Relu", &s, 1, NULL, 0);
+    int e1 = xt_conv1x1(g, s, 16, 32, &rng);
+    e1 = xt_node(g, "Relu", &e1, 1, NULL, 0);
+    int w3 = xt_const_random(g, "48x16x3x3", -0.2, 0.2, &rng);
+    int e3 = xt_node(g, "Conv", (int[]){s, w3}, 2, (ts_attr[]){ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4)}, 1);
+    e3 = xt_node(g, "Relu", &e3, 1, NULL, 0);
+    int y = concat(g, (int[]){e1, e3}, 2);
+    xt_output(g, xt_conv1x1(g, y, 80, 16, &rng));
+    for (int skip = 0; skip < 2; skip++)
+        for (int threads = 1; threads <= 2; threads++) {
+            ts_plan_opts o = {.threads = threads, .skip = skip ? "conv.concat_blocks" : NULL};
+            ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+            int steps, copies = copies_of(plan, "dnnl.dense_concat", &steps);
+            if (__builtin_cpu_supports("avx512f")) {
+                if (!skip) {
+                    cr_assert_eq(steps, 1);
+                    cr_assert_eq(copies, 0, "the Concat copies %d inputs", copies);
+                } else {
+                    cr_assert(steps == 0 || copies > 0, "nothing copied without the blocks: nothing tested");
+                }
+            }
+            ts_plan_free(plan);
+        }
+    ts_graph_free(g);
+}
