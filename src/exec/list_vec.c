@@ -10,6 +10,7 @@ extern const xkernel xk_half_cast;   /* half.c: Cast between float32 and float16
 extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize, xk_vec_cast_i32; /* vec_quant.c */
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
 extern const xkernel xk_vec_qadd, xk_vec_qlookup, xk_vec_qchannel_mul, xk_vec_qgap; /* vec_qlinear.c: fuse_qdq.c's */
+extern const xkernel xk_vec_attention; /* vec_attention.c: Transpose(K)-MatMul-(Mul)-(Where)-Softmax-MatMul */
 
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
@@ -48,5 +49,6 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_conv, &xk_vec_dwconv},
     {&ts_op_global_avgpool, &xk_vec_se},
     {&ts_op_maxpool, &xk_vec_maxpool},
+    {&ts_op_transpose, &xk_vec_attention},
     {NULL, NULL},
 };
