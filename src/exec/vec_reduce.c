@@ -75,7 +75,7 @@ static void rd_run(const xstep *st, void *const *in, void *const *out, void *scr
 
 static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     /* X and Y float32 (the optional axes input is int64) */
     if (nd->noutputs != 1 ||
         p->g->values[nd->inputs[0]].dtype != TS_F32 || p->g->values[nd->outputs[0]].dtype != TS_F32)
@@ -99,10 +99,27 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
         if (!ts_axis_norm(axes[i], sh->rank, &ax)) return TS_ERR_UNSUPPORTED;
         mask[ax] = true;
     }
+    /* The input as its producer laid it out when that is a dense
+     * permutation (a conv's channels-last result before a global mean:
+     * mnasnet's and the mobile nets' heads), walked in physical order; the
+     * kept dims must come in their logical order (the result is plain).
+     * Else converted to plain first. */
+    int xb = xplan_value_buf(p, nd->inputs[0]), order[TS_MAX_RANK], last_kept = -1;
+    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
+    bool dense = xbuf_dense_order(&p->bufs[xb], order);
+    for (int k = 0; dense && k < sh->rank; k++) {
+        int d = order[k];
+        if (sh->dims[d] == 1 || mask[d]) continue;
+        dense = d > last_kept;
+        last_kept = d;
+    }
+    if (!dense)
+        for (int d = 0; d < sh->rank; d++) order[d] = d;
     /* blocks of kept / reduced dims, size-1 dims ignored */
     int64_t outer = 1, r = 1, inner = 1;
     int phase = 0; /* 0: kept before, 1: reduced, 2: kept after */
-    for (int d = 0; d < sh->rank; d++) {
+    for (int k = 0; k < sh->rank; k++) {
+        int d = order[k];
         if (sh->dims[d] == 1) continue;
         if (mask[d]) {
             if (phase == 2) return TS_ERR_UNSUPPORTED;
@@ -125,7 +142,7 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
     s->inner = inner;
     s->threads = xv_threads(p);
     /* only X is read at run time: bind it and Y (the axes stay constant) */
-    return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
+    return xv_step_unary(p, n, st, dense ? xb : xplan_plain(p, xb, err), NULL, err);
 }
 
 const xkernel xk_vec_reduce = {"vec.reduce", rd_build, rd_run, free};

@@ -204,3 +204,30 @@ Test(layout, broadcast_scale_keeps_layout)
      * tensor also went to plain and back) */
     cr_assert_eq(plan_reorders(), 1, "%d layout conversions", plan_reorders());
 }
+
+/* vec.reduce on a conv's channels-last result (a global mean before the
+ * classifier): read as it lies, no conversion to plain, when the kept dims
+ * come in logical order in memory; a reduction that would leave them
+ * permuted (over H alone: W before C) converts first. */
+Test(layout, reduce_reads_channels_last)
+{
+    graph(17);
+    int x = input("1x8x9x11");
+    int c = conv1x1(x, 8, 24);
+    output(op("ReduceMean", INS(c), ATTRS(ts_attr_ints("axes", (const int64_t[]){2, 3}, 2), ts_attr_int("keepdims", 0))));
+    for (int threads = 1; threads <= 2; threads++) {
+        ts_plan_opts o = {.threads = threads};
+        ts_plan *plan = xt_plan_check(G, &o, 99, -1, 1, 1e-5, XT_TOL_ELEM);
+        const xplan *p = (const xplan *)plan;
+        int order[TS_MAX_RANK];
+        bool cl = xbuf_dense_order(&p->bufs[p->value_buf[c]], order) && !xbuf_order_plain(order, 4);
+        if (__builtin_cpu_supports("avx512f")) cr_assert(cl, "the conv wrote no channels-last result: nothing tested");
+        if (cl) cr_assert_eq(xt_steps_of(plan, "reorder"), 0);
+        cr_assert_eq(xt_steps_of(plan, "vec.reduce"), 1);
+        ts_plan_free(plan);
+    }
+    output(op("ReduceMean", INS(c), ATTRS(ts_attr_ints("axes", (const int64_t[]){2, 3}, 2)))); /* keepdims */
+    output(op("ReduceMax", INS(c), ATTRS(ts_attr_ints("axes", (const int64_t[]){1}, 1))));    /* over C */
+    output(op("ReduceSum", INS(c, I64("1", 2)), NOATTR)); /* over H: converted */
+    compare(1e-5, 0);
+}
