@@ -50,6 +50,12 @@ int ts_fold_affine(ts_graph *g, ts_error *err);
  * pays).  Returns the number of folds, or -1 (err set). */
 int ts_fold_gate(ts_graph *g, ts_error *err);
 
+/* PRelu(x, s), s one constant float per channel of a rank-4 x, each at
+ * most 1 -> Add(x, Relu(Conv(x, s - 1, 1x1, group C))) (prelu_dwconv.c:
+ * why it is exact and why it pays in ONNX Runtime).  Returns the number
+ * of PRelus rewritten, or -1 (err set). */
+int ts_prelu_as_dwconv(ts_graph *g, ts_error *err);
+
 /* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
  * g in place, then g planned with o (g must outlive the plan).  Optimize's
  * measurements and `tsopt profile` plan through it, so they time what a
