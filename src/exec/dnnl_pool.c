@@ -43,7 +43,7 @@ static void pool_run(const xstep *s, void *const *in, void *const *out, void *sc
 static ts_status pool_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     int xv = nd->inputs[0], yv = nd->outputs[0];
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
     /* MaxPool's optional Indices output is not produced by oneDNN */
@@ -149,7 +149,7 @@ fail:
 static ts_status pool_build_sized(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_shape *xs = &g->values[nd->inputs[0]].shape, *ys = &g->values[nd->outputs[0]].shape;
     double win = 1;
     if (nd->op == &ts_op_global_maxpool || nd->op == &ts_op_global_avgpool) {

@@ -33,7 +33,7 @@ static void tr_run(const xstep *st, void *const *in, void *const *out, void *scr
 
 static ts_status tr_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (nd->noutputs != 1 || nd->ninputs != 1) return TS_ERR_UNSUPPORTED;
     int b = xplan_value_buf(p, nd->inputs[0]);
     const ts_value *x = &p->g->values[nd->inputs[0]], *y = &p->g->values[nd->outputs[0]];

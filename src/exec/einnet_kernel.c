@@ -16,7 +16,7 @@ typedef struct eop_state {
 
 static ts_status eop_build(xplan *p, int n, xstep *s, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_ein *e = nd->attrs;
     if (nd->ninputs != e->ninputs || nd->noutputs != 1) return TS_ERR_UNSUPPORTED;
     for (int i = 0; i < nd->ninputs; i++)

@@ -109,9 +109,51 @@ struct xplan {
     const ts_graph *built_g;
     bool *rebound;
     size_t arena_cap;
+    /* The node being lowered and the group the lowering stage handed its
+     * kernel (lower_group.c; NULL: none); a node a kernel read through
+     * xplan_node that it was not handed (-1: none). */
+    int lowering;
+    const struct xgroup *group;
+    int stray_node;
 };
 
+/* ---- the lowering stage's fused groups (lower_group.c) */
+
+#define XGROUP_MAX 12
+/* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
+ * inner], normalized over d (mask: the reduced axes of x); y the group's
+ * last value; gamma / beta the constant values scaling / shifting it, or
+ * -1; round: the 16-bit type every node rounds to in a half plan. */
+typedef struct xgroup_layernorm {
+    int x, y, gamma, beta;
+    int64_t outer, d, inner;
+    bool mask[TS_MAX_RANK];
+    float eps;
+    ts_dtype round;
+} xgroup_layernorm;
+/* Nodes one step computes, decided before its kernel is asked: nodes[0]
+ * the node being lowered, the others claimed for the step once it is
+ * built; what the kernel needs of them. */
+typedef struct xgroup {
+    const struct xkernel *k;
+    int nodes[XGROUP_MAX], nnodes;
+    union {
+        xgroup_layernorm ln;
+    };
+} xgroup;
+/* k's group at node n: 1 formed (gr filled), -1 k serves groups and none
+ * forms here (k is not asked), 0 k forms no groups (it is asked as is). */
+int xgroup_form(const xplan *p, const struct xkernel *k, int n, xgroup *gr);
+/* Node n built by kernel k into s, handed its group when the lowering
+ * stage serves k (plan.c; also what plan_rebind.c replays). */
+ts_status xplan_build_step(xplan *p, const struct xkernel *k, int n, xstep *s, ts_error *err);
+
 /* ---- for kernels, at plan time */
+
+/* Graph node k, for a kernel served by the lowering stage: the node it
+ * lowers or one of its group.  With the step check on (xstep_checking) a
+ * read of any other node is recorded, and plan.c refuses the step. */
+const ts_node *xplan_node(const xplan *p, int k);
 
 /* True when buffer b is plain or a dense permutation of its logical dims;
  * order[k] is then the logical dim stored at physical position k

@@ -140,6 +140,15 @@ int xplan_sole_consumer(const xplan *p, int v)
     return -1;
 }
 
+const ts_node *xplan_node(const xplan *p, int k)
+{
+    bool handed = k == p->lowering;
+    for (int i = 0; !handed && p->group && i < p->group->nnodes; i++) handed = p->group->nodes[i] == k;
+    /* kernels' helpers see the plan const; the plan itself is not */
+    if (!handed && p->stray_node < 0 && xstep_checking()) ((xplan *)p)->stray_node = k;
+    return &p->g->nodes[k];
+}
+
 void xplan_claim(xplan *p, int n, xstep *s)
 {
     if (p->claimed[n]) return;
@@ -407,6 +416,29 @@ static bool step_valid(const xplan *p, const xstep *s)
     return true;
 }
 
+/* Kernel k builds node n into s.  A kernel the lowering stage serves
+ * (lower_group.c) is handed its group, decided first (TS_ERR_UNSUPPORTED
+ * when none forms), and the plan claims the group's nodes for the step;
+ * with the step check on, a kernel that read a node it was not handed
+ * (xplan_node) fails the plan. */
+ts_status xplan_build_step(xplan *p, const xkernel *k, int n, xstep *s, ts_error *err)
+{
+    xgroup grp;
+    int formed = xgroup_form(p, k, n, &grp);
+    if (formed < 0) return TS_ERR_UNSUPPORTED;
+    p->lowering = n;
+    p->group = formed ? &grp : NULL;
+    p->stray_node = -1;
+    ts_status st = k->build(p, n, s, err);
+    if (st == TS_OK && p->stray_node >= 0)
+        st = ts_error_set(err, TS_ERR_INVALID, "kernel %s of node '%s' reads node '%s', which is not its own", k->name,
+                          p->g->nodes[n].name, p->g->nodes[p->stray_node].name);
+    for (int i = 1; st == TS_OK && formed && i < grp.nnodes; i++) xplan_claim(p, grp.nodes[i], s);
+    p->group = NULL;
+    p->lowering = -1;
+    return st;
+}
+
 static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
@@ -436,7 +468,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
         }
         xstep s = {.k = cand[c], .node = n};
         ts_error e = {0};
-        ts_status st = cand[c]->build(p, n, &s, &e);
+        ts_status st = xplan_build_step(p, cand[c], n, &s, &e);
         if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
         if (st == TS_OK && checking) st = xstep_check_reads(p, &s, u->claimed, nbufs, &e); /* step_check.c */
         if (st == TS_OK) {
@@ -568,6 +600,7 @@ static ts_status init_plan(xplan *p, ts_error *err)
     if (!p->value_buf || !p->consumers || !p->claimed || !p->claimed_by)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int v = 0; v < g->nvalues; v++) p->value_buf[v] = -1;
+    p->lowering = p->stray_node = -1;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];
         if (nd->dead) continue;

@@ -131,7 +131,7 @@ static float *expand(const ts_tensor *t, const ts_shape *norm, int64_t d)
 
 static ts_status ln_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
     const ts_layernorm_attrs *a = nd->attrs;
     const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
@@ -182,9 +182,10 @@ const xkernel xk_vec_layernorm = {"vec.layernorm", ln_build, ln_run, ln_free};
  * row stays in cache).  The normalized axes are the trailing ones (rows,
  * ln_row) or a block followed by others: LayerNorm over the channels of
  * NCHW as ConvNeXt-style code writes it (x.mean(1, keepdim=True)...), run
- * across the contiguous H*W positions (ln_cols).  Intermediate values must
- * be read by the pattern only; gamma and beta constants varying along the
- * normalized axes only (ConvNeXt's [C, 1, 1]).
+ * across the contiguous H*W positions (ln_cols).  The lowering stage
+ * (lower_group.c) matches the pattern and hands the kernel the group:
+ * intermediate values read by the pattern only; gamma and beta constants
+ * varying along the normalized axes only (ConvNeXt's [C, 1, 1]).
  *
  * A lowering, made at every graph optimization level: each node's function
  * in float32, the two means summed in this step's order and d / sqrt(v +
@@ -245,101 +246,19 @@ static void lnd_run(const xstep *st, void *const *in, void *const *out, void *sc
     }
 }
 
-/* The geometry of a ReduceMean that keeps its dims: x viewed as
- * [outer, d, inner] with the reduced axes in the middle (size-1 dims
- * anywhere are free); mask[k]: axis k is reduced. */
-typedef struct ln_geom {
-    int64_t outer, d, inner;
-    bool mask[TS_MAX_RANK];
-} ln_geom;
-
-static bool mean_geom(const xplan *p, int r, ln_geom *gm)
+/* The d values of constant t broadcast onto x's shape xs along the
+ * normalized axes (mask), in their row-major order: a new array, NULL when
+ * out of memory.  The lowering stage checked that t varies along them only. */
+static float *norm_expand(const ts_tensor *t, const ts_shape *xs, const bool *mask, int64_t d)
 {
-    const ts_node *nd = &p->g->nodes[r];
-    if (nd->op != &ts_op_reducemean || nd->noutputs != 1 || p->g->values[nd->inputs[0]].dtype != TS_F32 ||
-        p->g->values[nd->outputs[0]].dtype != TS_F32) /* axes (opset 18) are int64 */
-        return false;
-    const ts_reduce_attrs *a = nd->attrs;
-    const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
-    int64_t axes[TS_MAX_RANK];
-    int naxes = a->naxes;
-    if (!a->keepdims || sh->rank < 1) return false;
-    memcpy(axes, a->axes, sizeof axes);
-    if (nd->ninputs > 1 && nd->inputs[1] >= 0) { /* opset 18: axes as an input */
-        const ts_tensor *t = xplan_const(p, nd->inputs[1]);
-        if (!t || t->dtype != TS_I64 || ts_tensor_numel(t) > TS_MAX_RANK) return false;
-        naxes = (int)ts_tensor_numel(t);
-        for (int i = 0; i < naxes; i++) axes[i] = ((const int64_t *)t->data)[i];
-    }
-    if (naxes <= 0) return false;
-    memset(gm, 0, sizeof *gm);
-    for (int i = 0; i < naxes; i++) {
-        int ax;
-        if (!ts_axis_norm(axes[i], sh->rank, &ax)) return false;
-        gm->mask[ax] = true;
-    }
-    int phase = 0; /* 0: kept before, 1: reduced, 2: kept after */
-    gm->outer = gm->d = gm->inner = 1;
-    for (int k = 0; k < sh->rank; k++) {
-        if (sh->dims[k] == 1) continue;
-        if (gm->mask[k]) {
-            if (phase == 2) return false;
-            phase = 1;
-            gm->d *= sh->dims[k];
-        } else if (phase == 0) {
-            gm->outer *= sh->dims[k];
-        } else {
-            phase = 2;
-            gm->inner *= sh->dims[k];
-        }
-    }
-    return phase > 0 && gm->d > 0 && gm->inner > 0 && gm->outer > 0;
-}
-
-/* The node reading v, when it is the only one (and v no graph output).
- * In a half plan, through half.c's refusal: lnd_build then rounds each
- * node's output (ln_row_round) or declines. */
-static int only_reader(const xplan *p, int v, const ts_op_desc *op)
-{
-    int c = xhalf_sole_consumer(p, v);
-    if (c < 0 || p->g->nodes[c].op != op || p->g->nodes[c].noutputs != 1) return -1;
-    if (op == &ts_op_reducemean) return c; /* mean_geom checks its types */
-    return xv_all_f32(p, c) ? c : -1;
-}
-
-static bool is_scalar(const xplan *p, int v, double want, double *got)
-{
-    const ts_tensor *t = xplan_const(p, v);
-    if (!t || ts_tensor_numel(t) != 1 || !ts_dtype_is_float(t->dtype)) return false;
-    *got = ts_tensor_get_f64(t, 0);
-    return want != want || *got == want; /* NaN want: any value */
-}
-
-/* Constant operand of binary node c besides value v, broadcast onto x's
- * shape xs, varying along the normalized axes only: its d values in the
- * normalized order (new array), or NULL (*nomem set when allocation failed). */
-static float *norm_param(const xplan *p, int c, int v, const ts_shape *xs, const ln_geom *gm, bool *nomem)
-{
-    const ts_node *nd = &p->g->nodes[c];
-    if (nd->ninputs != 2) return NULL;
-    int o = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
-    const ts_tensor *t = o != v ? xplan_const(p, o) : NULL;
-    if (!t || t->dtype != TS_F32 || t->shape.rank > xs->rank) return NULL;
-    int64_t st[TS_MAX_RANK];
+    float *out = malloc(sizeof(float) * (size_t)d);
+    if (!out) return NULL;
+    int64_t st[TS_MAX_RANK], idx[TS_MAX_RANK] = {0}, off = 0;
     ts_shape_bcast_strides(&t->shape, xs, st);
-    for (int k = 0; k < xs->rank; k++)
-        if (!gm->mask[k] && xs->dims[k] != 1 && st[k] != 0) return NULL;
-    float *out = malloc(sizeof(float) * (size_t)gm->d);
-    if (!out) {
-        *nomem = true;
-        return NULL;
-    }
-    /* walk the normalized axes in row-major order */
-    int64_t idx[TS_MAX_RANK] = {0}, off = 0;
-    for (int64_t i = 0; i < gm->d; i++) {
+    for (int64_t i = 0; i < d; i++) {
         out[i] = ((const float *)t->data)[off];
         for (int k = xs->rank - 1; k >= 0; k--) {
-            if (!gm->mask[k]) continue;
+            if (!mask[k]) continue;
             off += st[k];
             if (++idx[k] < xs->dims[k]) break;
             off -= st[k] * xs->dims[k];
@@ -349,109 +268,35 @@ static float *norm_param(const xplan *p, int c, int v, const ts_shape *xs, const
     return out;
 }
 
-typedef struct ln_match {
-    int nodes[10], nn;
-    int x, y;
-    ln_geom gm;
-    float eps;
-    int gamma_node, beta_node; /* the Mul / Add taken as scale / shift, or -1 */
-} ln_match;
-
-static bool ln_decomposed(const xplan *p, int n, ln_match *m)
-{
-    const ts_graph *g = p->g;
-    memset(m, 0, sizeof *m);
-    m->gamma_node = m->beta_node = -1;
-    if (!mean_geom(p, n, &m->gm)) return false;
-    m->x = g->nodes[n].inputs[0];
-    int sub = only_reader(p, g->nodes[n].outputs[0], &ts_op_sub);
-    if (sub < 0 || g->nodes[sub].inputs[0] != m->x) return false;
-    int dv = g->nodes[sub].outputs[0];
-    const ts_shape *xs = &g->values[m->x].shape;
-    if (!ts_shape_eq(&g->values[dv].shape, xs) || xhalf_consumers(p, dv) != 2 || ts_graph_is_output(g, dv))
-        return false;
-    /* d's two readers: the square and the Div */
-    int sq = -1, div = -1;
-    for (int c = 0; c < g->nnodes; c++) {
-        const ts_node *nd = &g->nodes[c];
-        if (nd->dead || p->claimed[c] || nd->ninputs != 2 || nd->noutputs != 1) continue;
-        bool a = nd->inputs[0] == dv, b = nd->inputs[1] == dv;
-        if (!a && !b) continue;
-        double e;
-        if ((nd->op == &ts_op_pow && a && !b && is_scalar(p, nd->inputs[1], 2.0, &e)) ||
-            (nd->op == &ts_op_mul && a && b))
-            sq = c;
-        else if (nd->op == &ts_op_div && a && !b)
-            div = c;
-        else
-            return false;
-    }
-    if (sq < 0 || div < 0 || !xv_all_f32(p, sq) || !xv_all_f32(p, div)) return false;
-    ln_geom g2;
-    int var = only_reader(p, g->nodes[sq].outputs[0], &ts_op_reducemean);
-    if (var < 0 || !mean_geom(p, var, &g2) || memcmp(g2.mask, m->gm.mask, sizeof g2.mask)) return false;
-    int add = only_reader(p, g->nodes[var].outputs[0], &ts_op_add);
-    if (add < 0) return false;
-    int vv = g->nodes[var].outputs[0];
-    const ts_node *an = &g->nodes[add];
-    double eps;
-    if (an->ninputs != 2 || !is_scalar(p, an->inputs[an->inputs[0] == vv ? 1 : 0], NAN, &eps) || eps < 0)
-        return false;
-    int sqrt_n = only_reader(p, an->outputs[0], &ts_op_sqrt);
-    if (sqrt_n < 0 || xhalf_sole_consumer(p, g->nodes[sqrt_n].outputs[0]) != div ||
-        g->nodes[div].inputs[1] != g->nodes[sqrt_n].outputs[0])
-        return false;
-    m->eps = (float)eps;
-    int list[] = {n, sub, sq, var, add, sqrt_n, div};
-    memcpy(m->nodes, list, sizeof list);
-    m->nn = 7;
-    m->y = g->nodes[div].outputs[0];
-    return ts_shape_eq(&g->values[m->y].shape, xs);
-}
-
+/* Served by the lowering stage (lower_group.c): the group's nodes, values
+ * and geometry are handed over; this reads no node. */
 static ts_status lnd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    ln_match m;
-    if (p->opts.no_fusion || !ln_decomposed(p, n, &m)) return TS_ERR_UNSUPPORTED;
-    /* a half plan's rounding: the same for every node, rows only */
-    const ts_dtype round = xhalf_node_round(p, n);
-    for (int k = 1; k < m.nn; k++)
-        if (xhalf_node_round(p, m.nodes[k]) != round) return TS_ERR_UNSUPPORTED;
-    if (round && m.gm.inner != 1) return TS_ERR_UNSUPPORTED;
-    const ts_graph *g = p->g;
-    const ts_shape *xs = &g->values[m.x].shape;
+    (void)n;
+    const xgroup_layernorm *m = &p->group->ln;
+    const ts_shape *xs = &p->g->values[m->x].shape;
     ln_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    s->d = m.gm.d;
-    s->inner = m.gm.inner;
-    s->rows = m.gm.outer;
-    s->eps = m.eps;
+    s->d = m->d;
+    s->inner = m->inner;
+    s->rows = m->outer;
+    s->eps = m->eps;
     s->threads = xv_threads(p);
     s->scale_in = s->bias_in = -1;
-    s->round = round;
-    bool nomem = false;
-    /* optional scale, then shift */
-    int c = only_reader(p, m.y, &ts_op_mul);
-    if (c >= 0 && xhalf_node_round(p, c) == round && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
-        (s->scale = norm_param(p, c, m.y, xs, &m.gm, &nomem))) {
-        m.nodes[m.nn++] = c;
-        m.y = g->nodes[c].outputs[0];
-    }
-    c = nomem ? -1 : only_reader(p, m.y, &ts_op_add);
-    if (c >= 0 && xhalf_node_round(p, c) == round && ts_shape_eq(&g->values[g->nodes[c].outputs[0]].shape, xs) &&
-        (s->bias = norm_param(p, c, m.y, xs, &m.gm, &nomem))) {
-        m.nodes[m.nn++] = c;
-        m.y = g->nodes[c].outputs[0];
-    }
-    if (!nomem && !s->scale && (s->scale = malloc(sizeof(float) * (size_t)s->d)))
+    s->round = m->round;
+    if (m->gamma >= 0) {
+        s->scale = norm_expand(xplan_const(p, m->gamma), xs, m->mask, m->d);
+    } else if ((s->scale = malloc(sizeof(float) * (size_t)s->d))) {
         for (int64_t i = 0; i < s->d; i++) s->scale[i] = 1.0f;
-    if (nomem || !s->scale) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a LayerNorm's parameters");
+    }
+    if (m->beta >= 0) s->bias = norm_expand(xplan_const(p, m->beta), xs, m->mask, m->d);
+    if (!s->scale || (m->beta >= 0 && !s->bias))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a LayerNorm's parameters");
     if (xstep_alloc(st, 1, 1, err)) return err->code;
-    st->in[0] = xplan_plain(p, xplan_value_buf(p, m.x), err);
+    st->in[0] = xplan_plain(p, xplan_value_buf(p, m->x), err);
     if (st->in[0] < 0) return err->code ? err->code : TS_ERR_INVALID;
-    for (int k = 1; k < m.nn; k++) xplan_claim(p, m.nodes[k], st);
-    st->out[0] = xplan_value_buf(p, m.y);
+    st->out[0] = xplan_value_buf(p, m->y);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     return TS_OK;
 }

@@ -6,7 +6,7 @@ ts_status xv_step_unary(xplan *p, int n, xstep *st, int xb, const int *order, ts
     if (xb < 0) return err->code ? err->code : TS_ERR_INVALID;
     if (xstep_alloc(st, 1, 1, err)) return err->code;
     st->in[0] = xb;
-    st->out[0] = xplan_value_buf(p, p->g->nodes[n].outputs[0]);
+    st->out[0] = xplan_value_buf(p, xplan_node(p, n)->outputs[0]);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (order) xv_set_order(p, st->out[0], order);
     return TS_OK;

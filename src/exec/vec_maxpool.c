@@ -151,7 +151,7 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->opts.plain_layout || nd->op != &ts_op_maxpool || nd->noutputs != 1 || nd->ninputs != 1)
         return TS_ERR_UNSUPPORTED;
     int xv = nd->inputs[0], yv = nd->outputs[0];

@@ -112,7 +112,7 @@ static ts_status pad_view(xplan *p, int n, xstep *st, int xb, ts_error *err)
     st->state = s;
     s->view = true;
     if (xstep_alloc(st, 1, 1, err)) return err->code;
-    int v = p->g->nodes[n].outputs[0], yb = xplan_new_buf(p, v, p->g->values[v].dtype, &p->g->values[v].shape);
+    int v = xplan_node(p, n)->outputs[0], yb = xplan_new_buf(p, v, p->g->values[v].dtype, &p->g->values[v].shape);
     if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     const xbuf *x = &p->bufs[xb];
     xbuf *y = &p->bufs[yb];
@@ -135,7 +135,7 @@ static ts_status pad_view(xplan *p, int n, xstep *st, int xb, ts_error *err)
 static ts_status pad_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_pad_attrs *a = nd->attrs;
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     const int rank = x->shape.rank;

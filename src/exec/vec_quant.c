@@ -108,7 +108,7 @@ static void dq_run(const xstep *st, void *const *in, void *const *out, void *scr
 static ts_status qdq_build(xplan *p, int n, xstep *st, bool quant, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     const ts_tensor *sc = xplan_const(p, nd->inputs[1]), *zt = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
     ts_dtype ft = quant ? x->dtype : y->dtype, qt = quant ? y->dtype : x->dtype;
@@ -220,7 +220,7 @@ static void dql_run(const xstep *st, void *const *in, void *const *out, void *sc
 
 static ts_status dql_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->g->values[nd->inputs[0]].dtype != TS_F32 || nd->noutputs != 3) return TS_ERR_UNSUPPORTED;
     vn *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
@@ -248,7 +248,7 @@ static void cast_run(const xstep *st, void *const *in, void *const *out, void *s
 
 static ts_status cast_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->g->values[nd->inputs[0]].dtype != TS_I32 || p->g->values[nd->outputs[0]].dtype != TS_F32)
         return TS_ERR_UNSUPPORTED;
     vn *s = xv_state(sizeof *s, err);

@@ -168,7 +168,7 @@ static bool rz_axis(const ts_resize_attrs *a, float scale, int64_t in_len, int64
 
 static ts_status rz_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_resize_attrs *a = nd->attrs;
     if (nd->ninputs < 1 || nd->noutputs != 1 || p->g->values[nd->inputs[0]].dtype != TS_F32 ||
         p->g->values[nd->outputs[0]].dtype != TS_F32)

@@ -145,7 +145,7 @@ static void sm_run(const xstep *st, void *const *in, void *const *out, void *scr
 
 static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (!xv_all_f32(p, n) || nd->noutputs != 1)
         return TS_ERR_UNSUPPORTED;
     const ts_softmax_attrs *a = nd->attrs;

@@ -41,7 +41,7 @@ static void split_run(const xstep *st, void *const *in, void *const *out, void *
 
 static ts_status split_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &p->g->values[nd->inputs[0]];
     if (x->dtype == TS_MODP || !nd->op->emit) return TS_ERR_UNSUPPORTED;
     ts_attr a[4];

@@ -21,7 +21,10 @@
  *     convolution as oneDNN orders it, against the unfused Mul and a
  *     convolution with run-time weights (the reference kernel's order):
  *     2^-20 as well. */
+#include <stdlib.h>
 #include "exec_check.h"
+#include "exec/plan_internal.h"
+#include "ops/list.h"
 
 static uint64_t Rng = 4242;
 
@@ -235,4 +238,60 @@ Test(lowering, each_fusion_against_the_unfused_steps)
         }
         ts_graph_free(g);
     }
+}
+
+/* ---- kernels read only the nodes they are handed (issue 27 must-show:
+ * "fails when a kernel reads a graph node other than its own, outside the
+ * lowering stage").  A kernel reads nodes through xplan_node; with the step
+ * check on, plan.c refuses a step whose kernel read a node that is neither
+ * the one it lowers nor one of the group the lowering stage handed it.
+ * tests/cli/kernel_nodes.sh keeps direct graph walks out of the kernel
+ * files that are so served. */
+
+static int Other = -1; /* the node the planted kernel reads */
+
+static ts_status own_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    (void)xplan_node(p, n);
+    if (xstep_alloc(s, 1, 1, err)) return err->code;
+    s->in[0] = xplan_value_buf(p, p->g->nodes[n].inputs[0]);
+    s->out[0] = xplan_value_buf(p, p->g->nodes[n].outputs[0]);
+    return TS_OK;
+}
+
+static ts_status planted_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    (void)xplan_node(p, Other); /* e.g. to see whether its consumer is a Relu */
+    return own_build(p, n, s, err);
+}
+
+static const xkernel own = {"test.own", own_build, NULL, NULL}, planted = {"test.planted", planted_build, NULL, NULL};
+
+Test(lowering, kernel_reading_another_node_refused)
+{
+    cr_assert(setenv("TSOPT_CHECK_STEPS", "1", 1) == 0);
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "4x8");
+    xt_output(g, xt_node(g, "Neg", INS(xt_node(g, "Relu", INS(x), NOATTR)), NOATTR));
+    int relu = g->values[g->nodes[1].inputs[0]].producer, neg = 1;
+    cr_assert_eq(g->nodes[neg].op, &ts_op_neg);
+    Other = relu;
+    ts_error e = {0};
+    const xkernel *k[2] = {&own, &planted};
+    for (int i = 0; i < 2; i++) {
+        xplan *p = calloc(1, sizeof *p);
+        p->g = p->built_g = g;
+        cr_assert_eq(xplan_init(p, &e), TS_OK, "%s", e.msg);
+        xstep s = {.k = k[i], .node = neg};
+        ts_status st = xplan_build_step(p, k[i], neg, &s, &e);
+        if (i == 0) {
+            cr_assert_eq(st, TS_OK, "%s", e.msg);
+        } else {
+            cr_assert_eq(st, TS_ERR_INVALID, "the planted read of node %d passed", relu);
+            cr_assert(strstr(e.msg, "kernel test.planted of node") && strstr(e.msg, "reads node"), "%s", e.msg);
+        }
+        xstep_clear(&s);
+        ts_plan_free((ts_plan *)p);
+    }
+    ts_graph_free(g);
 }

@@ -1,0 +1,203 @@
+/* The lowering stage's fused groups (issue 27 §3: "one lowering stage
+ * forms fused steps from adjacent nodes ... kernels no longer walk the
+ * graph").  Before a kernel that serves a group is asked to build node n,
+ * this stage decides the group: which adjacent nodes the step computes,
+ * and what it needs to know of them (values, constants, geometry).  The
+ * kernel is then asked only when the group forms, builds from the group
+ * alone (it reads no node: xplan_node refuses one it was not handed, and
+ * tests/cli/kernel_nodes.sh keeps graph walks out of its file), and the
+ * plan claims the group's nodes for the step.  A kernel so served never
+ * declines after touching the plan, so it needs no undo.
+ *
+ * Kernels served so far: vec.layernorm.ops.  The others still match in
+ * their build and are undone by plan.c when they decline (the list in
+ * tests/cli/kernel_nodes.sh says which files are served). */
+#include <math.h>
+#include <string.h>
+#include "exec/half.h"
+#include "exec/vec.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+
+/* ---------------------------------------- LayerNorm written out in ops
+ *
+ * m = ReduceMean(x), d = Sub(x, m), v = ReduceMean(Pow(d, 2) or Mul(d, d)),
+ * y = Div(d, Sqrt(Add(v, eps))) [, Mul(y, gamma)] [, Add(y, beta)], over
+ * trailing axes or a block of axes followed by others (NCHW's channels);
+ * the intermediate values read by the pattern only; gamma and beta
+ * constants varying along the normalized axes only.  In a half plan
+ * through half.c's refusal, every node rounding to the same type (the
+ * kernel rounds as each node would), rows only. */
+
+/* The geometry of a ReduceMean that keeps its dims: x viewed as
+ * [outer, d, inner] with the reduced axes in the middle (size-1 dims
+ * anywhere are free); mask[k]: axis k is reduced. */
+static bool mean_geom(const xplan *p, int r, xgroup_layernorm *gm)
+{
+    const ts_node *nd = &p->g->nodes[r];
+    if (nd->op != &ts_op_reducemean || nd->noutputs != 1 || p->g->values[nd->inputs[0]].dtype != TS_F32 ||
+        p->g->values[nd->outputs[0]].dtype != TS_F32) /* axes (opset 18) are int64 */
+        return false;
+    const ts_reduce_attrs *a = nd->attrs;
+    const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
+    int64_t axes[TS_MAX_RANK];
+    int naxes = a->naxes;
+    if (!a->keepdims || sh->rank < 1) return false;
+    memcpy(axes, a->axes, sizeof axes);
+    if (nd->ninputs > 1 && nd->inputs[1] >= 0) { /* opset 18: axes as an input */
+        const ts_tensor *t = xplan_const(p, nd->inputs[1]);
+        if (!t || t->dtype != TS_I64 || ts_tensor_numel(t) > TS_MAX_RANK) return false;
+        naxes = (int)ts_tensor_numel(t);
+        for (int i = 0; i < naxes; i++) axes[i] = ((const int64_t *)t->data)[i];
+    }
+    if (naxes <= 0) return false;
+    memset(gm->mask, 0, sizeof gm->mask);
+    for (int i = 0; i < naxes; i++) {
+        int ax;
+        if (!ts_axis_norm(axes[i], sh->rank, &ax)) return false;
+        gm->mask[ax] = true;
+    }
+    int phase = 0; /* 0: kept before, 1: reduced, 2: kept after */
+    gm->outer = gm->d = gm->inner = 1;
+    for (int k = 0; k < sh->rank; k++) {
+        if (sh->dims[k] == 1) continue;
+        if (gm->mask[k]) {
+            if (phase == 2) return false;
+            phase = 1;
+            gm->d *= sh->dims[k];
+        } else if (phase == 0) {
+            gm->outer *= sh->dims[k];
+        } else {
+            phase = 2;
+            gm->inner *= sh->dims[k];
+        }
+    }
+    return phase > 0 && gm->d > 0 && gm->inner > 0 && gm->outer > 0;
+}
+
+/* The node reading v, when it is the only one (and v no graph output). */
+static int only_reader(const xplan *p, int v, const ts_op_desc *op)
+{
+    int c = xhalf_sole_consumer(p, v);
+    if (c < 0 || p->g->nodes[c].op != op || p->g->nodes[c].noutputs != 1) return -1;
+    if (op == &ts_op_reducemean) return c; /* mean_geom checks its types */
+    return xv_all_f32(p, c) ? c : -1;
+}
+
+static bool is_scalar(const xplan *p, int v, double want, double *got)
+{
+    const ts_tensor *t = xplan_const(p, v);
+    if (!t || ts_tensor_numel(t) != 1 || !ts_dtype_is_float(t->dtype)) return false;
+    *got = ts_tensor_get_f64(t, 0);
+    return want != want || *got == want; /* NaN want: any value */
+}
+
+/* The constant operand of binary node c besides value v when it is float32
+ * and, broadcast onto x's shape xs, varies along the normalized axes only:
+ * its value, else -1. */
+static int norm_param(const xplan *p, int c, int v, const ts_shape *xs, const xgroup_layernorm *gm)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    if (nd->ninputs != 2) return -1;
+    int o = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
+    const ts_tensor *t = o != v ? xplan_const(p, o) : NULL;
+    if (!t || !t->data || t->dtype != TS_F32 || t->shape.rank > xs->rank) return -1;
+    int64_t st[TS_MAX_RANK];
+    ts_shape_bcast_strides(&t->shape, xs, st);
+    for (int k = 0; k < xs->rank; k++)
+        if (!gm->mask[k] && xs->dims[k] != 1 && st[k] != 0) return -1;
+    return o;
+}
+
+/* Adds the optional scale (op Mul) or shift (Add) after the group's output. */
+static void norm_tail(const xplan *p, xgroup *gr, const ts_op_desc *op, int *param)
+{
+    xgroup_layernorm *ln = &gr->ln;
+    const ts_shape *xs = &p->g->values[ln->x].shape;
+    int c = only_reader(p, ln->y, op);
+    if (c < 0 || xhalf_node_round(p, c) != ln->round || !ts_shape_eq(&p->g->values[p->g->nodes[c].outputs[0]].shape, xs))
+        return;
+    if ((*param = norm_param(p, c, ln->y, xs, ln)) < 0) return;
+    gr->nodes[gr->nnodes++] = c;
+    ln->y = p->g->nodes[c].outputs[0];
+}
+
+static bool layernorm_ops(const xplan *p, int n, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    xgroup_layernorm *m = &gr->ln;
+    m->gamma = m->beta = -1;
+    if (p->opts.no_fusion || !mean_geom(p, n, m)) return false;
+    m->x = g->nodes[n].inputs[0];
+    int sub = only_reader(p, g->nodes[n].outputs[0], &ts_op_sub);
+    if (sub < 0 || g->nodes[sub].inputs[0] != m->x) return false;
+    int dv = g->nodes[sub].outputs[0];
+    const ts_shape *xs = &g->values[m->x].shape;
+    if (!ts_shape_eq(&g->values[dv].shape, xs) || xhalf_consumers(p, dv) != 2 || ts_graph_is_output(g, dv))
+        return false;
+    /* d's two readers: the square and the Div */
+    int sq = -1, div = -1;
+    for (int c = 0; c < g->nnodes; c++) {
+        const ts_node *nd = &g->nodes[c];
+        if (nd->dead || p->claimed[c] || nd->ninputs != 2 || nd->noutputs != 1) continue;
+        bool a = nd->inputs[0] == dv, b = nd->inputs[1] == dv;
+        if (!a && !b) continue;
+        double e;
+        if ((nd->op == &ts_op_pow && a && !b && is_scalar(p, nd->inputs[1], 2.0, &e)) ||
+            (nd->op == &ts_op_mul && a && b))
+            sq = c;
+        else if (nd->op == &ts_op_div && a && !b)
+            div = c;
+        else
+            return false;
+    }
+    if (sq < 0 || div < 0 || !xv_all_f32(p, sq) || !xv_all_f32(p, div)) return false;
+    xgroup_layernorm g2;
+    int var = only_reader(p, g->nodes[sq].outputs[0], &ts_op_reducemean);
+    if (var < 0 || !mean_geom(p, var, &g2) || memcmp(g2.mask, m->mask, sizeof g2.mask)) return false;
+    int add = only_reader(p, g->nodes[var].outputs[0], &ts_op_add);
+    if (add < 0) return false;
+    int vv = g->nodes[var].outputs[0];
+    const ts_node *an = &g->nodes[add];
+    double eps;
+    if (an->ninputs != 2 || !is_scalar(p, an->inputs[an->inputs[0] == vv ? 1 : 0], NAN, &eps) || eps < 0)
+        return false;
+    int sqrt_n = only_reader(p, an->outputs[0], &ts_op_sqrt);
+    if (sqrt_n < 0 || xhalf_sole_consumer(p, g->nodes[sqrt_n].outputs[0]) != div ||
+        g->nodes[div].inputs[1] != g->nodes[sqrt_n].outputs[0])
+        return false;
+    m->eps = (float)eps;
+    m->y = g->nodes[div].outputs[0];
+    if (!ts_shape_eq(&g->values[m->y].shape, xs)) return false;
+    const int list[] = {n, sub, sq, var, add, sqrt_n, div};
+    memcpy(gr->nodes, list, sizeof list);
+    gr->nnodes = 7;
+    /* a half plan's rounding: the same for every node, rows only */
+    m->round = xhalf_node_round(p, n);
+    for (int k = 1; k < gr->nnodes; k++)
+        if (xhalf_node_round(p, gr->nodes[k]) != m->round) return false;
+    if (m->round && m->inner != 1) return false;
+    norm_tail(p, gr, &ts_op_mul, &m->gamma);
+    norm_tail(p, gr, &ts_op_add, &m->beta);
+    return true;
+}
+
+/* ------------------------------------------------------------- the stage */
+
+static const struct {
+    const xkernel *k;
+    bool (*form)(const xplan *p, int n, xgroup *gr);
+} formers[] = {
+    {&xk_vec_layernorm_ops, layernorm_ops},
+};
+
+int xgroup_form(const xplan *p, const xkernel *k, int n, xgroup *gr)
+{
+    for (size_t i = 0; i < sizeof formers / sizeof *formers; i++) {
+        if (formers[i].k != k) continue;
+        memset(gr, 0, sizeof *gr);
+        gr->k = k;
+        return formers[i].form(p, n, gr) ? 1 : -1;
+    }
+    return 0;
+}
