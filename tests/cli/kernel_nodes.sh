@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Kernels serve the nodes they are handed (issue 27 §3; src/exec/lower_group.c):
+# the kernel files listed here read graph nodes only through xplan_node (which
+# refuses, with the step check on, a node that is neither the kernel's own
+# nor of the group the lowering stage handed it: test_lowering) and walk no
+# graph: no node array, consumer counts, producers or claims.  A file comes
+# onto the list when its kernels stop matching neighbours themselves (the rest
+# of src/exec/ still does, and plan.c undoes a kernel that declines).  Checked
+# on the tree, then shown failing on a planted read.
+set -euo pipefail
+EXEC=$(cd "$(dirname "$0")/../../src/exec" && pwd)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c
+        vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c"
+# what walking the graph looks like in C here
+WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
+
+# check DIR: one line per graph walk in a served file (comments skipped); status 1 if any
+check() {
+    local dir=$1 bad=0 f
+    for f in $SERVED; do
+        [ -f "$dir/$f" ] || { echo "$f: listed but missing"; bad=1; continue; }
+        if grep -nE "$WALK" "$dir/$f" | grep -vE '^[0-9]+:\s*(/?\*|//)' | sed "s#^#$f:#" | grep .; then bad=1; fi
+    done
+    return $bad
+}
+
+out=$(check "$EXEC") || { echo "$out" >&2; fail "served kernels walk the graph"; }
+
+# planted: a served kernel looking at its input's producer, and at a consumer
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:int c = xplan_sole_consumer(p, v);'; do
+    f=${plant%%:*} line=${plant#*:}
+    rm -rf "$T/exec" && cp -r "$EXEC" "$T/exec"
+    printf '%s\n' "$line" >>"$T/exec/$f"
+    if out=$(check "$T/exec"); then fail "planted '$line' in $f passed"; fi
+    echo "$out" | grep -qF "$f:" || fail "planted $f: $out"
+done
+echo "kernel_nodes: ok"
