@@ -80,18 +80,19 @@ typedef struct dir {
     int n;
 } dir;
 
-/* Single-output directions are indexed by their source in a discrimination
- * tree (the index of term-rewriting provers): the source is flattened in
- * preorder into symbols (operator and arity; every variable is one
- * wildcard), and a lookup walks the tree with a term, following at each
- * position both the wildcard edge (skipping the term's whole subtree) and
- * the edge of the term's own symbol.  Only sources that could match the term
- * come back; instance() then checks parameters and repeated variables.
+/* Single-output directions are indexed in a discrimination tree (the index
+ * of term-rewriting provers) by their source followed by their target, each
+ * flattened in preorder into symbols (operator and arity; every variable is
+ * one wildcard).  A lookup walks the tree with the pair a, b, following at
+ * each position both the wildcard edge (skipping the term's whole subtree)
+ * and the edge of the term's own symbol.  Only directions that could rewrite
+ * a into b come back; instance() then checks parameters and repeated
+ * variables.
  * Bucketing by the root operator alone made the pass quadratic: with three
  * operators, 5-operator candidates met lists of tens of thousands of kept
  * rules at every subterm (docs/distributed.md). */
 #define WILD (-1)
-#define MAX_PRE 64 /* a term flattened; larger terms scan every direction */
+#define MAX_PRE 64 /* two terms flattened; larger pairs scan every direction */
 
 typedef struct tnode {
     int nch, cch;
@@ -157,8 +158,9 @@ static bool index_dir(gen_subsumer *s, int d)
 {
     const ts_rexpr *pre[MAX_PRE];
     int end[MAX_PRE];
-    int n = flatten(s->one[d].from[0], pre, end, 0), t = 0;
-    if (n < 0) return false;
+    int n = flatten(s->one[d].to[0], pre, end, flatten(s->one[d].from[0], pre, end, 0)), t = 0;
+    /* too large to index: it can only match pairs as large, which scan() checks */
+    if (n < 0) return true;
     for (int i = 0; i < n && t >= 0; i++) t = edge(s, t, symbol(pre[i]), true);
     if (t < 0 || !grow(&s->tree[t].dirs, s->tree[t].nd, &s->tree[t].cd, sizeof(int))) return false;
     s->tree[t].dirs[s->tree[t].nd++] = d;
@@ -239,7 +241,7 @@ bool gen_subsumer_add(gen_subsumer *s, ts_rexpr *const *l, ts_rexpr *const *r, i
     return true;
 }
 
-/* Every single-output direction, for a term too large to flatten. */
+/* Every single-output direction, for terms too large to flatten. */
 static bool scan(const gen_subsumer *s, const ts_rexpr *a, const ts_rexpr *b)
 {
     for (int i = 0; i < s->none; i++) {
@@ -255,7 +257,7 @@ static bool derive(const gen_subsumer *s, const ts_rexpr *a, const ts_rexpr *b)
     if (a->op != TS_ROP_VAR) {
         const ts_rexpr *pre[MAX_PRE];
         int end[MAX_PRE];
-        int n = flatten(a, pre, end, 0);
+        int n = flatten(b, pre, end, flatten(a, pre, end, 0));
         if (n >= 0 ? lookup(s, 0, pre, end, 0, n, a, b) : scan(s, a, b)) return true;
     }
     if (a->op == TS_ROP_VAR || a->op != b->op || a->nargs == 0) return false;

@@ -241,6 +241,33 @@ Test(generate, subsumption_respects_directions)
               "the kept rule reversed");
 }
 
+/* (relu^n x) as rule text, into buf. */
+static const char *relus(char *buf, int n, const char *x)
+{
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) strcat(buf, "(relu ");
+    strcat(buf, x);
+    for (int i = 0; i < n; i++) strcat(buf, ")");
+    return buf;
+}
+
+/* Rules too large for the subsumer's index (81 nodes on its two sides) are
+ * still found, as are small ones beside them. */
+Test(generate, subsumption_of_large_rules)
+{
+    char a[512], b[512], kept[1200], rule[1300];
+    snprintf(kept, sizeof kept, H "(rule big (lhs %s) ", relus(a, 40, "?i1"));
+    snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "(rhs %s))\n(rule small (lhs (ewadd ?i1 ?i2)) "
+             "(rhs (ewadd ?i2 ?i1)))\n", relus(b, 39, "?i1"));
+    snprintf(rule, sizeof rule, H "(rule r (lhs %s) ", relus(a, 40, "(ewadd ?i1 ?i2)"));
+    snprintf(rule + strlen(rule), sizeof rule - strlen(rule), "(rhs %s))", relus(b, 39, "(ewadd ?i1 ?i2)"));
+    cr_expect(derives(kept, rule), "an instance of the large rule");
+    snprintf(rule, sizeof rule, H "(rule r (lhs %s) ", relus(a, 40, "?i1"));
+    snprintf(rule + strlen(rule), sizeof rule - strlen(rule), "(rhs %s))", relus(b, 38, "?i1"));
+    cr_expect(!derives(kept, rule), "no kept rule removes two relus");
+    cr_expect(derives(kept, H "(rule r (lhs (relu (ewadd ?i1 ?i2))) (rhs (relu (ewadd ?i2 ?i1))))"));
+}
+
 /* Multi-output rules: each output derived, or one kept rule as a whole in
  * another order of its outputs. */
 Test(generate, subsumption_multi_output)
