@@ -8,14 +8,14 @@ Per model (zoo: `tsopt zoo export NAME --batch 1`; real: bench/real_models.py's
 exports, dynamic batch):
   1. `tsopt optimize M --target ort --time-limit S --json`: what was written, why,
      and the prediction (cost_before_ms / cost_after_ms: the original timed whole
-     before the search, a candidate at that time plus its regions' difference;
-     the region-cache sums where the original could not be timed whole);
+     before the search, a candidate at that time scaled by its region-cache sum's
+     ratio to the original's; the region sums where the original was not timed whole);
   2. gain: N separate node processes (tools/ort/serve.js `pair`), each timing the
      original and the written file in R alternating rounds in one ONNX Runtime
      process (idle pools do not spin: session.intra_op.allow_spinning 0);
      ratio = original median / written median per process; the median of the N;
-  3. prediction error: the original's prediction and, where optimize timed its best graphs whole
-     (whole_before_ms), that whole-graph median, each against a separate ORT
+  3. prediction error: the original's prediction and, where optimize timed its
+     best graphs whole (whole_before_ms), that whole-graph median, each against a separate ORT
      process's median (serve.js `time`, 2 s of runs); and the predicted gain
      (whole_before / whole_after, else the predictions') against the
      measured ratio;
@@ -147,8 +147,9 @@ def section(a, rows, argv, started, elapsed):
          "the median of %d processes (all listed); predicted: the gain optimize expected (its whole-graph timing of "
          "the original and the written graph in one ORT process; the predictions' where it timed none; 1 for the "
          "original). Prediction / whole / separate: optimize's prediction for the original (its whole-graph median "
-         "timed before the search, to which a candidate's regions' difference is added), its whole-graph median in "
-         "optimize's ranking, and a separate ORT process's median, with the prediction's error. Match: ORT on both, same random inputs, scaled error (<= 1 passes) at batch 1 and 4."
+         "timed before the search; a candidate's is that scaled by the region sums' ratio), its whole-graph median "
+         "in optimize's ranking, and a separate ORT process's median, with the prediction's error. Match: ORT on "
+         "both, same random inputs, scaled error (<= 1 passes) at batch 1 and 4."
          % a.procs,
          "",
          "| model | written | ratio | predicted | ORT ms before -> after | processes | prediction / whole / separate ms | "
