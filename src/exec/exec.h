@@ -121,11 +121,11 @@ struct xplan {
 
 #define XGROUP_MAX 12
 /* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
- * inner], normalized over d (mask: the reduced axes of x); y the group's
- * last value; gamma / beta the constant values scaling / shifting it, or
- * -1; round: the 16-bit type every node rounds to in a half plan. */
+ * inner], normalized over d (mask: the reduced axes of x); gamma / beta
+ * the constant values scaling / shifting it, or -1; round: the 16-bit
+ * type every node rounds to in a half plan. */
 typedef struct xgroup_layernorm {
-    int x, y, gamma, beta;
+    int x, gamma, beta;
     int64_t outer, d, inner;
     bool mask[TS_MAX_RANK];
     float eps;
@@ -133,10 +133,12 @@ typedef struct xgroup_layernorm {
 } xgroup_layernorm;
 /* Nodes one step computes, decided before its kernel is asked: nodes[0]
  * the node being lowered, the others claimed for the step once it is
- * built; what the kernel needs of them. */
+ * built; y the value the step writes (the last node's output); what else
+ * the kernel needs of them.  vec.batchnorm: the node and a Relu after it. */
 typedef struct xgroup {
     const struct xkernel *k;
     int nodes[XGROUP_MAX], nnodes;
+    int y;
     union {
         xgroup_layernorm ln;
     };

@@ -9,7 +9,7 @@
  * plan claims the group's nodes for the step.  A kernel so served never
  * declines after touching the plan, so it needs no undo.
  *
- * Kernels served so far: vec.layernorm.ops.  The others still match in
+ * Kernels served so far: vec.layernorm.ops, vec.batchnorm.  The others still match in
  * their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
@@ -114,12 +114,12 @@ static void norm_tail(const xplan *p, xgroup *gr, const ts_op_desc *op, int *par
 {
     xgroup_layernorm *ln = &gr->ln;
     const ts_shape *xs = &p->g->values[ln->x].shape;
-    int c = only_reader(p, ln->y, op);
+    int c = only_reader(p, gr->y, op);
     if (c < 0 || xhalf_node_round(p, c) != ln->round || !ts_shape_eq(&p->g->values[p->g->nodes[c].outputs[0]].shape, xs))
         return;
-    if ((*param = norm_param(p, c, ln->y, xs, ln)) < 0) return;
+    if ((*param = norm_param(p, c, gr->y, xs, ln)) < 0) return;
     gr->nodes[gr->nnodes++] = c;
-    ln->y = p->g->nodes[c].outputs[0];
+    gr->y = p->g->nodes[c].outputs[0];
 }
 
 static bool layernorm_ops(const xplan *p, int n, xgroup *gr)
@@ -167,8 +167,8 @@ static bool layernorm_ops(const xplan *p, int n, xgroup *gr)
         g->nodes[div].inputs[1] != g->nodes[sqrt_n].outputs[0])
         return false;
     m->eps = (float)eps;
-    m->y = g->nodes[div].outputs[0];
-    if (!ts_shape_eq(&g->values[m->y].shape, xs)) return false;
+    gr->y = g->nodes[div].outputs[0];
+    if (!ts_shape_eq(&g->values[gr->y].shape, xs)) return false;
     const int list[] = {n, sub, sq, var, add, sqrt_n, div};
     memcpy(gr->nodes, list, sizeof list);
     gr->nnodes = 7;
@@ -182,6 +182,25 @@ static bool layernorm_ops(const xplan *p, int n, xgroup *gr)
     return true;
 }
 
+/* ------------------------------- BatchNormalization (inference) [-> Relu]
+ *
+ * The Relu is taken when it alone reads the normalized value (float32);
+ * vec.batchnorm applies it in the same pass. */
+
+static bool batchnorm_relu(const xplan *p, int n, xgroup *gr)
+{
+    gr->nodes[0] = n;
+    gr->nnodes = 1;
+    gr->y = p->g->nodes[n].noutputs == 1 ? p->g->nodes[n].outputs[0] : -1;
+    int c = p->opts.no_fusion || gr->y < 0 ? -1 : xplan_sole_consumer(p, gr->y);
+    if (c >= 0 && p->g->nodes[c].op == &ts_op_relu && p->g->nodes[c].noutputs == 1 &&
+        p->g->values[p->g->nodes[c].outputs[0]].dtype == TS_F32) {
+        gr->nodes[gr->nnodes++] = c;
+        gr->y = p->g->nodes[c].outputs[0];
+    }
+    return gr->y >= 0;
+}
+
 /* ------------------------------------------------------------- the stage */
 
 static const struct {
@@ -189,6 +208,7 @@ static const struct {
     bool (*form)(const xplan *p, int n, xgroup *gr);
 } formers[] = {
     {&xk_vec_layernorm_ops, layernorm_ops},
+    {&xk_vec_batchnorm, batchnorm_relu},
 };
 
 int xgroup_form(const xplan *p, const xkernel *k, int n, xgroup *gr)

@@ -130,19 +130,12 @@ static int channel_block(const xbuf *b)
     return 0;
 }
 
-/* The Relu that alone reads value v (a float32 Relu, not yet lowered), or -1. */
-static int sole_relu(const xplan *p, int v)
-{
-    if (p->opts.no_fusion) return -1;
-    int c = xplan_sole_consumer(p, v);
-    if (c < 0 || p->g->nodes[c].op != &ts_op_relu || p->g->nodes[c].noutputs != 1) return -1;
-    return p->g->values[p->g->nodes[c].outputs[0]].dtype == TS_F32 ? c : -1;
-}
-
+/* Served by the lowering stage (lower_group.c): the node, and the Relu
+ * after it when the group holds one. */
 static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_batchnorm_attrs *a = nd->attrs;
     const ts_value *x = &g->values[nd->inputs[0]];
     if (a->training_mode || nd->noutputs != 1 || nd->ninputs != 5 || !xv_all_f32(p, n) || x->shape.rank < 2)
@@ -155,8 +148,8 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     int xb = xplan_value_buf(p, nd->inputs[0]), order[TS_MAX_RANK];
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    int relu = sole_relu(p, nd->outputs[0]);
-    int yv = relu >= 0 ? g->nodes[relu].outputs[0] : nd->outputs[0];
+    const bool relu = p->group->nnodes > 1;
+    const int yv = p->group->y;
     bool graph_out = ts_graph_is_output(g, yv);
     int block = graph_out ? 0 : channel_block(&p->bufs[xb]);
     if (block) { /* blocked in and out: order unused */
@@ -181,7 +174,7 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     /* physical view: outer dims, the channel axis, inner dims */
     s->outer = s->inner = 1;
     s->C = C;
-    s->relu = relu >= 0;
+    s->relu = relu;
     s->block = block;
     s->bytes = ts_shape_numel(&x->shape) * 4;
     s->threads = xv_threads(p);
@@ -210,7 +203,6 @@ static ts_status bn_build(xplan *p, int n, xstep *st, ts_error *err)
     } else {
         xv_set_order(p, st->out[0], order);
     }
-    if (relu >= 0) xplan_claim(p, relu, st);
     return TS_OK;
 }
 

@@ -296,7 +296,7 @@ static ts_status lnd_build(xplan *p, int n, xstep *st, ts_error *err)
     if (xstep_alloc(st, 1, 1, err)) return err->code;
     st->in[0] = xplan_plain(p, xplan_value_buf(p, m->x), err);
     if (st->in[0] < 0) return err->code ? err->code : TS_ERR_INVALID;
-    st->out[0] = xplan_value_buf(p, m->y);
+    st->out[0] = xplan_value_buf(p, p->group->y);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     return TS_OK;
 }
