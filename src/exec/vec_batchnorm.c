@@ -20,7 +20,6 @@
 #include "exec/vec.h"
 #include "exec/vec_layout.h"
 #include "ops/attrs.h"
-#include "ops/list.h"
 
 typedef struct bn_state {
     int64_t outer, C, inner, bytes;

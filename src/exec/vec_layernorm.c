@@ -8,7 +8,6 @@
 #include "exec/half.h"
 #include "exec/vec.h"
 #include "ops/attrs.h"
-#include "ops/list.h"
 
 #define LN_SQ 256 /* squares rounded together (a stack array) */
 
