@@ -74,10 +74,11 @@ typedef struct kms {
 static int cmp_kms(const void *a, const void *b) { return strcmp(((const kms *)a)->key, ((const kms *)b)->key); }
 
 /* A step named after a view (the copy of a graph output that is a view)
- * belongs to the group producing the viewed value. */
+ * belongs to the group producing the viewed value.  A node past g's (a
+ * half plan's Cast, added to its float32 copy of g: half.c) has none. */
 int xcost_owner_of(const ts_graph *g, const int *group_of, int node)
 {
-    for (int hops = 0; node >= 0 && hops < g->nnodes; hops++) {
+    for (int hops = 0; node >= 0 && node < g->nnodes && hops < g->nnodes; hops++) {
         int h = group_of[node];
         if (h < 0) return -1;
         const ts_node *hd = &g->nodes[h];
