@@ -141,6 +141,7 @@ typedef struct xgroup {
     int y;
     union {
         xgroup_layernorm ln;
+        int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
     };
 } xgroup;
 /* k's group at node n: 1 formed (gr filled), -1 k serves groups and none

@@ -9,7 +9,7 @@
  * plan claims the group's nodes for the step.  A kernel so served never
  * declines after touching the plan, so it needs no undo.
  *
- * Kernels served so far: vec.layernorm.ops, vec.batchnorm.  The others still match in
+ * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle.  The others still match in
  * their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
@@ -201,7 +201,58 @@ static bool batchnorm_relu(const xplan *p, int n, xgroup *gr)
     return gr->y >= 0;
 }
 
+/* ---------------------------------------- channel shuffle (vec.shuffle)
+ *
+ * Concat(axis 1) of float32 [N, C, H, W] -> Reshape [N, g, C/g, H, W] ->
+ * Transpose [0, 2, 1, 3, 4] -> Reshape [N, C, H, W], each value but the
+ * last read by the next node only and no graph output. */
+
+/* The sole reader of value v when it is a node of op `op` reading v first (else -1). */
+static int first_reader(const xplan *p, int v, const ts_op_desc *op)
+{
+    int c = xplan_sole_consumer(p, v);
+    return c >= 0 && p->g->nodes[c].op == op && p->g->nodes[c].inputs[0] == v ? c : -1;
+}
+
+static bool channel_shuffle(const xplan *p, int n, xgroup *gr)
+{
+    static const int64_t perm[5] = {0, 2, 1, 3, 4};
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    int yv = nd->outputs[0], axis;
+    const ts_shape *ys = &g->values[yv].shape;
+    if (p->opts.no_fusion || nd->ninputs < 1 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||
+        !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
+        return false;
+    for (int j = 0; j < nd->ninputs; j++)
+        if (nd->inputs[j] < 0) return false;
+    int r1 = first_reader(p, yv, &ts_op_reshape);
+    if (r1 < 0) return false;
+    int v1 = g->nodes[r1].outputs[0];
+    const ts_shape *s1 = &g->values[v1].shape;
+    if (s1->rank != 5 || s1->dims[0] != ys->dims[0] || s1->dims[1] < 1 || s1->dims[1] * s1->dims[2] != ys->dims[1] ||
+        s1->dims[3] != ys->dims[2] || s1->dims[4] != ys->dims[3] || ts_graph_is_output(g, v1))
+        return false;
+    int tr = first_reader(p, v1, &ts_op_transpose);
+    if (tr < 0) return false;
+    const ts_transpose_attrs *ta = g->nodes[tr].attrs;
+    int v2 = g->nodes[tr].outputs[0];
+    if (ta->nperm != 5 || memcmp(ta->perm, perm, sizeof perm) || ts_graph_is_output(g, v2)) return false;
+    int r2 = first_reader(p, v2, &ts_op_reshape);
+    if (r2 < 0) return false;
+    int zv = g->nodes[r2].outputs[0];
+    if (!ts_shape_eq(&g->values[zv].shape, ys) || g->values[zv].dtype != TS_F32) return false;
+    const int list[] = {n, r1, tr, r2};
+    memcpy(gr->nodes, list, sizeof list);
+    gr->nnodes = 4;
+    gr->y = zv;
+    gr->shuffle_groups = s1->dims[1];
+    return true;
+}
+
 /* ------------------------------------------------------------- the stage */
+
+extern const xkernel xk_vec_shuffle; /* vec_shuffle.c */
 
 static const struct {
     const xkernel *k;
@@ -209,6 +260,7 @@ static const struct {
 } formers[] = {
     {&xk_vec_layernorm_ops, layernorm_ops},
     {&xk_vec_batchnorm, batchnorm_relu},
+    {&xk_vec_shuffle, channel_shuffle},
 };
 
 int xgroup_form(const xplan *p, const xkernel *k, int n, xgroup *gr)

@@ -130,47 +130,20 @@ static void sh_run(const xstep *st, void *const *in, void *const *out, void *scr
     }
 }
 
-/* The sole reader of value v when it is a node of op `op` (else -1). */
-static int reader(const xplan *p, int v, const ts_op_desc *op)
-{
-    int c = xplan_sole_consumer(p, v);
-    return c >= 0 && p->g->nodes[c].op == op && p->g->nodes[c].inputs[0] == v ? c : -1;
-}
-
+/* Served by the lowering stage (lower_group.c): the Concat, the Reshape,
+ * Transpose and Reshape after it, the group count. */
 static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
-    int yv = nd->outputs[0], nin = nd->ninputs, axis;
-    const ts_shape *ys = &g->values[yv].shape;
-    if (nin < 1 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||
-        !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
-        return TS_ERR_UNSUPPORTED;
+    const ts_node *nd = xplan_node(p, n);
+    const int nin = nd->ninputs, zv = p->group->y;
+    const ts_shape *ys = &g->values[zv].shape;
     const int64_t N = ys->dims[0], C = ys->dims[1], H = ys->dims[2], W = ys->dims[3];
-    /* Reshape [N, g, C/g, H, W] -> Transpose [0, 2, 1, 3, 4] -> Reshape [N, C, H, W] */
-    int r1 = reader(p, yv, &ts_op_reshape);
-    if (r1 < 0) return TS_ERR_UNSUPPORTED;
-    int v1 = g->nodes[r1].outputs[0];
-    const ts_shape *s1 = &g->values[v1].shape;
-    if (s1->rank != 5 || s1->dims[0] != N || s1->dims[1] < 1 || s1->dims[1] * s1->dims[2] != C || s1->dims[3] != H ||
-        s1->dims[4] != W || ts_graph_is_output(g, v1))
-        return TS_ERR_UNSUPPORTED;
-    int tr = reader(p, v1, &ts_op_transpose);
-    if (tr < 0) return TS_ERR_UNSUPPORTED;
-    const ts_transpose_attrs *ta = g->nodes[tr].attrs;
-    static const int64_t perm[5] = {0, 2, 1, 3, 4};
-    int v2 = g->nodes[tr].outputs[0];
-    if (ta->nperm != 5 || memcmp(ta->perm, perm, sizeof perm) || ts_graph_is_output(g, v2)) return TS_ERR_UNSUPPORTED;
-    int r2 = reader(p, v2, &ts_op_reshape);
-    if (r2 < 0) return TS_ERR_UNSUPPORTED;
-    int zv = g->nodes[r2].outputs[0];
-    if (!ts_shape_eq(&g->values[zv].shape, ys) || g->values[zv].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
-
     sh_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    *s = (sh_state){.N = N, .HW = H * W, .C = C, .g = s1->dims[1], .nin = nin, .threads = xv_threads(p),
+    *s = (sh_state){.N = N, .HW = H * W, .C = C, .g = p->group->shuffle_groups, .nin = nin, .threads = xv_threads(p),
                     .bytes = 2 * N * C * H * W * (int64_t)sizeof(float)};
     s->in = calloc((size_t)nin, sizeof *s->in);
     s->src_in = malloc(sizeof *s->src_in * (size_t)C);
@@ -209,9 +182,6 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
     s->nhwc_out = any_nhwc && !p->opts.plain_layout && !ts_graph_is_output(g, zv);
     if ((st->out[0] = xplan_value_buf(p, zv)) < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (s->nhwc_out) xv_set_order(p, st->out[0], nhwc);
-    xplan_claim(p, r1, st);
-    xplan_claim(p, tr, st);
-    xplan_claim(p, r2, st);
     return TS_OK;
 }
 

@@ -11,7 +11,7 @@ set -euo pipefail
 EXEC=$(cd "$(dirname "$0")/../../src/exec" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c
+SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
         vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
