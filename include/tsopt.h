@@ -646,7 +646,9 @@ void ts_session_free(ts_session *s);
  * at each run's sizes).  After a run at the
  * default sizes, the constants that plan packed have NULL data (weights
  * held once, ts_plan_opts.release_packed_weights): names, dtypes and
- * shapes stay. */
+ * shapes stay.  A model with symbolic dimensions gets its graph
+ * optimizations when the default sizes are first planned (before, the
+ * graph is as imported). */
 const ts_graph *ts_session_graph(const ts_session *s);
 int ts_session_ninputs(const ts_session *s);
 int ts_session_noutputs(const ts_session *s);

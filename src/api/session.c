@@ -57,10 +57,12 @@ struct ts_session {
     int fd;
     uint64_t size;
     char *base_dir;
-    /* Loaded at the first run at other than the default sizes: the model
-     * parsed and its weights decoded once, shared by every graph loaded at
-     * new sizes after (each re-plan read the whole file and released its
-     * copy of the weights again: 60% of a decoder step's re-plan, perf). */
+    /* The model parsed and its weights decoded once, shared by every graph
+     * loaded at new sizes (each re-plan read the whole file and released its
+     * copy of the weights again: 60% of a decoder step's re-plan, perf).
+     * Made at open for a model with symbolic dimensions (open_kept), which
+     * loads the session's graph from it; dropped when the default sizes are
+     * planned first, and made again at a later run at other sizes. */
     ts_onnx_kept *kept;
     /* Made with kept: the packed weights of the plans of graphs loaded from
      * kept (which share its tensors), held once and reused by each re-plan
@@ -78,6 +80,7 @@ struct ts_session {
     bool *value_in, *any_shape;
     entry cache[SESSION_PLANS];
     bool graph_spent; /* a plan build released weights of `graph` */
+    bool graph_raw;   /* `graph` not rewritten yet (loaded from kept: rewritten when planned) */
     uint64_t clock;
     int64_t plan_builds; /* ts_session_plan_builds */
     int64_t plan_rebinds; /* ts_session_plan_rebinds */
@@ -185,6 +188,39 @@ static ts_status open_deferred(ts_session *s, ts_error *err)
     return st;
 }
 
+/* The file opened, parsed and its weights decoded once into kept, and the
+ * session's graph loaded from it.  A model with symbolic dimensions is run
+ * at other sizes (a decoder's every run), which load from kept: read at
+ * open by ts_onnx_load and again for kept at the first run at other sizes,
+ * the file was read twice (a 6-layer d512 decoder's 110 MB: about half of
+ * its prompt's CPU, perf).  Without symbolic dimensions kept is dropped
+ * here (the graph then holds its weights alone).  False, with nothing
+ * left open, where this does not load the model: the caller's ts_onnx_load
+ * then says why (or loads it by value, or deferred). */
+static bool open_kept(ts_session *s)
+{
+    ts_error e = {0};
+    if (!open_file(s, &e) &&
+        !ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir, "model", &s->kept, &e) &&
+        !ts_onnx_kept_load(s->kept, s->base_dir, "model", NULL, 0, &s->graph, &e)) {
+        if (has_symbolic(s->graph)) return true;
+        ts_onnx_kept_free(s->kept);
+        s->kept = NULL;
+        close(s->fd);
+        s->fd = -1;
+        return true;
+    }
+    ts_graph_free(s->graph);
+    s->graph = NULL;
+    ts_onnx_kept_free(s->kept);
+    s->kept = NULL;
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    free(s->base_dir);
+    s->base_dir = NULL;
+    return false;
+}
+
 ts_status ts_session_open(const char *path, int threads, ts_session **out, ts_error *err)
 {
     return ts_session_open_with(path, &(ts_session_options){.threads = threads}, out, err);
@@ -211,8 +247,12 @@ ts_status ts_session_open_with(const char *path, const ts_session_options *o, ts
     s->popts.threads = o->threads;
     s->popts.graph_opt = o->graph_opt;
     s->popts.release_packed_weights = true; /* each graph here is planned once (weights held once) */
-    ts_status st = ts_onnx_load(path, NULL, 0, &s->graph, err);
-    if (!st) st = rewrite(s, s->graph, err);
+    ts_status st = open_kept(s) ? TS_OK : ts_onnx_load(path, NULL, 0, &s->graph, err);
+    /* with kept, the rewrites wait for the default sizes' plan: a rewrite
+     * folding into a weight kept shares would copy it (fold_affine scales
+     * a weight held alone in place), a second copy of it from open on */
+    if (!st && s->kept) s->graph_raw = true;
+    else if (!st) st = rewrite(s, s->graph, err);
     char name[256];
     if (st && ts_vin_needs_value(err, name, sizeof name)) {
         ts_error e = {0};
@@ -221,7 +261,7 @@ ts_status ts_session_open_with(const char *path, const ts_session_options *o, ts
     } else if (st) {
         st = open_deferred(s, err);
     } else {
-        if (has_symbolic(s->graph)) st = open_file(s, err);
+        if (has_symbolic(s->graph) && s->fd < 0) st = open_file(s, err);
         if (!st && (!(s->ins = io_infos(s->graph, false)) || !(s->outs = io_infos(s->graph, true))))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory opening model '%s'", path);
         if (!st) {
@@ -493,7 +533,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     ts_status st = TS_OK;
     ts_graph *g = NULL; /* loaded from kept at the new sizes */
     if (!s->mp && !(defaults && s->graph) && s->fd >= 0) {
-        if (!s->kept) pthread_once(&heap_once, keep_heap_blocks); /* the session's first load at new sizes */
+        if (!s->pack) pthread_once(&heap_once, keep_heap_blocks); /* the session's first load at new sizes */
         if (!s->pack && !(s->popts.pack_cache = s->pack = ts_pack_cache_new()))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         else if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir,
@@ -527,6 +567,15 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         st = ts_error_set(err, TS_ERR_INVALID, "model '%s': an earlier plan build failed after releasing its weights; "
                           "open the session again", s->path);
     if (!st && e->g == s->graph && s->popts.release_packed_weights) s->graph_spent = e->pinned = true;
+    /* the default sizes planned before any other: kept is dropped, so that
+     * the rewrites and the plan hold the weights alone (folded in place,
+     * released once packed, as a session that never made kept); a later
+     * run at other sizes opens it again */
+    if (!st && e->g == s->graph && s->kept && !s->pack) {
+        ts_onnx_kept_free(s->kept);
+        s->kept = NULL;
+    }
+    if (!st && e->g == s->graph && s->graph_raw && !(st = rewrite(s, s->graph, err))) s->graph_raw = false;
     if (!st) s->plan_builds++;
     if (!st && (st = ts_plan_build(e->g, &s->popts, &e->p, err))) ts_error_prefix(err, "model '%s'", s->path);
     if (st) {
