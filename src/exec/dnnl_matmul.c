@@ -15,6 +15,7 @@
 #include <string.h>
 #include "exec/dnnl_residual.h"
 #include "exec/dnnl_util.h"
+#include "exec/half.h"
 #include "exec/plan_internal.h"
 #include "ops/attrs.h"
 
@@ -27,6 +28,21 @@ typedef struct mm_state {
     xd_reorder res_r;
     dnnl_exec_arg_t args[6];
     int nargs;
+    /* Half plans (half.c): a large weight stored 16-bit is widened and
+     * multiplied in column chunks of at most MM_CHUNK_BYTES in float32
+     * (instead of the whole weight widened into the step's scratch before
+     * one product: 9.4 MB for ViT's MLP, its run-time arena's largest
+     * part: ViT-B/16-l4 float16 arena 12.46 -> 5.77 MiB).  The packed
+     * layout (BA16a64b: 64-column panels, outermost) makes a chunk of
+     * whole panels one contiguous range.  Prepared at build, used when
+     * half.c hands the 16-bit weight over (xd_matmul_half_chunks). */
+    dnnl_primitive_t cprim;
+    xd_mem cs, cw, cb, cd, cpad;
+    dnnl_exec_arg_t cargs[6];
+    int cnargs, nchunks;
+    int64_t ccols, rows;       /* columns per chunk, rows of A */
+    size_t celems, coff, doff; /* weight elements per chunk; the widened chunk's and the product's offsets in the scratch */
+    ts_dtype chalf;      /* TS_UNDEFINED: not handed over, the plain path runs */
 } mm_state;
 
 static void mm_destroy(void *state)
@@ -40,12 +56,41 @@ static void mm_destroy(void *state)
     xd_mem_fini(&c->dst);
     xd_mem_fini(&c->pad);
     xd_reorder_fini(&c->res_r);
+    if (c->cprim) dnnl_primitive_destroy(c->cprim);
+    xd_mem_fini(&c->cs);
+    xd_mem_fini(&c->cw);
+    xd_mem_fini(&c->cb);
+    xd_mem_fini(&c->cd);
+    xd_mem_fini(&c->cpad);
     free(c);
+}
+
+static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
+{
+    mm_state *m = (mm_state *)c;
+    float *w = (float *)((char *)scratch + c->coff), *d = (float *)((char *)scratch + c->doff), *y = out[0];
+    const int64_t cols = c->ccols, N = cols * c->nchunks;
+    xd_mem_bind(&m->cs, in[0], c->stream);
+    xd_mem_bind(&m->cw, w, c->stream);
+    xd_mem_bind(&m->cd, d, c->stream);
+    xd_mem_bind(&m->cpad, scratch, c->stream);
+    for (int j = 0; j < c->nchunks; j++) {
+        xhalf_widen(c->chalf, (const uint16_t *)in[c->wei_in] + (size_t)j * c->celems, w, c->celems);
+        if (c->has_bias) xd_mem_bind(&m->cb, (float *)in[c->bias_in] + j * cols, c->stream);
+        dnnl_primitive_execute(c->cprim, c->stream, c->cnargs, c->cargs);
+        dnnl_stream_wait(c->stream);
+        /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
+        for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
+    }
 }
 
 static void mm_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
     mm_state *c = s->state;
+    if (c->chalf) {
+        mm_run_chunks(c, in, out, scratch);
+        return;
+    }
     if (c->has_sum) xd_reorder_run(&c->res_r, in[c->res_in], out[0], c->stream);
     xd_mem_bind(&c->src, in[0], c->stream);
     xd_mem_bind(&c->wei, in[c->wei_in], c->stream);
@@ -196,6 +241,64 @@ static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *src, c
     }
     dnnl_primitive_attr_destroy(attr);
     return st;
+}
+
+#define MM_CHUNK_BYTES (2048 * 1024) /* a widened chunk at most (unless one 64-column panel is more) */
+
+/* The column-chunk primitive of a half plan's large constant weight (see
+ * mm_state); left out (c->cprim NULL) whenever the shapes or the packed
+ * layout do not allow it. */
+static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m, const dnnl_memory_desc_t *cwei,
+                           bool has_bias, const xd_fuse *f)
+{
+    const int64_t K = m->K, N = m->N;
+    if (!p->half || xplan_skips(p, "half.chunk") || m->r != 2 || m->ta || f->sum_value >= 0 || K % 16 || N % 64 ||
+        (size_t)(K * N) * sizeof(float) < 2 * MM_CHUNK_BYTES)
+        return;
+    dnnl_memory_desc_t whole, src, wei, dst, bmd;
+    if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
+        !dnnl_memory_desc_equal(&whole, cwei))
+        return;
+    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * sizeof(float))) / 64 * 64;
+    if (cols < 64) cols = 64;
+    while (N % cols) cols -= 64;
+    if (cols == N) return;
+    dims_md(&src, 2, m->a, false, false);
+    dnnl_memory_desc_init_by_tag(&wei, 2, (dnnl_dims_t){K, cols}, dnnl_f32, dnnl_BA16a64b);
+    dnnl_memory_desc_init_by_tag(&dst, 2, (dnnl_dims_t){m->M, cols}, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&bmd, 2, (dnnl_dims_t){1, cols}, dnnl_f32, dnnl_ab);
+    dnnl_primitive_desc_t pd = NULL;
+    ts_error e = {0};
+    if (make_pd(p, n, &src, &wei, has_bias ? &bmd : NULL, &dst, f, 1.0, &pd, &e) || xd_pd_is_ref(pd) ||
+        !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &wei) ||
+        dnnl_primitive_create(&c->cprim, pd) != dnnl_success) {
+        c->cprim = NULL;
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        return;
+    }
+    const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const xd_weighted w = {&c->cs, &c->cw, &c->cd, &c->cpad, &c->cb};
+    if (xd_weighted_init(&w, &src, &wei, &dst, cpad, has_bias ? &bmd : NULL, p, n, c->cargs, &c->cnargs, &e)) {
+        dnnl_primitive_destroy(c->cprim);
+        c->cprim = NULL;
+    } else {
+        c->ccols = cols;
+        c->nchunks = (int)(N / cols);
+        c->celems = (size_t)(K * cols);
+        c->rows = m->M;
+        c->coff = xd_round(dnnl_memory_desc_get_size(cpad));
+        c->doff = c->coff + xd_round(c->celems * sizeof(float));
+    }
+    dnnl_primitive_desc_destroy(pd);
+}
+
+size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half)
+{
+    extern const xkernel xk_dnnl_matmul, xk_dnnl_gemm;
+    mm_state *c = s->state;
+    if ((s->k != &xk_dnnl_matmul && s->k != &xk_dnnl_gemm) || !c || !c->cprim || slot != c->wei_in) return 0;
+    c->chalf = half;
+    return c->doff + xd_round((size_t)(c->rows * c->ccols) * sizeof(float));
 }
 
 static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
@@ -349,6 +452,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if ((st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
                                err)))
         goto fail;
+    if (Bt) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
     fold_ctx fc = {Bt, &m, f.scale};
     if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
                                        fold ? fold_in_place : NULL, &fc, err)))

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "exec/dnnl_util.h"
 #include "exec/half.h"
 #include "exec/plan_internal.h"
@@ -320,15 +322,76 @@ done:
 }
 
 static void release_caller_original(xplan *p, int v);
+static bool caller_original_releasable(const xplan *p, int v, int refs);
+
+/* Widens t into w a block at a time, each whole page of t's own memory
+ * given back to the OS once read: t is released right after (the caller
+ * gave its weights up), and the float32 copy need not sit beside the whole
+ * 16-bit one (ViT's MLP weights, 4.5 + 9 MiB: its plan's peak). */
+static void widen_consuming(const ts_tensor *t, float *w, size_t n)
+{
+    enum { BLK = 256 * 1024 };
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096, next = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    for (size_t i = 0; i < n; i += BLK) {
+        size_t m = n - i < BLK ? n - i : BLK;
+        xhalf_widen(t->dtype, (const uint16_t *)t->data + i, w + i, m);
+        uintptr_t end = ((uintptr_t)((const uint16_t *)t->data + i + m)) & ~(page - 1);
+        if (end > next) {
+            madvise((void *)next, end - next, MADV_DONTNEED);
+            next = end;
+        }
+    }
+}
+
+typedef struct mapped {
+    void *base;
+    size_t len;
+} mapped;
+
+static void mapped_release(void *keep)
+{
+    mapped *m = keep;
+    munmap(m->base, m->len);
+    free(m);
+}
+
+/* A float32 tensor of t's shape; a large one in pages of its own, touched
+ * only as written and returned to the OS when it goes (from glibc's heap,
+ * calloc would zero the whole block at once: the widened copy and the
+ * 16-bit original side by side after all). */
+#define HALF_MAP_BYTES (1u << 20)
+static ts_tensor *widened_new(const ts_tensor *t, ts_error *err)
+{
+    size_t bytes = (size_t)ts_tensor_numel(t) * sizeof(float);
+    if (bytes < HALF_MAP_BYTES) return ts_tensor_new(TS_F32, &t->shape, err);
+    mapped *m = malloc(sizeof *m);
+    void *base = m ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    ts_tensor *w = base != MAP_FAILED ? ts_tensor_wrap(TS_F32, &t->shape, base) : NULL;
+    if (!w) {
+        if (base != MAP_FAILED) munmap(base, bytes);
+        free(m);
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory widening a %zu-byte weight", t->nbytes);
+        return NULL;
+    }
+    *m = (mapped){base, bytes};
+    w->keep = m;
+    w->release = mapped_release;
+    return w;
+}
 
 /* A constant's 16-bit tensor replaced by its float32 copy (exact). */
 static ts_status widen_const(xplan *p, ts_graph *c, int v, ts_error *err)
 {
     ts_tensor *t = c->values[v].constant;
     if (!t || !is_half(t->dtype) || !t->data) return TS_OK;
-    ts_tensor *w = ts_tensor_new(TS_F32, &t->shape, err);
+    ts_tensor *w = widened_new(t, err);
     if (!w) return err->code;
-    xhalf_widen(t->dtype, t->data, w->data, (size_t)ts_tensor_numel(t));
+    size_t n = (size_t)ts_tensor_numel(t);
+    if (p && t->owns_data && caller_original_releasable(p, v, 2)) /* the caller's and the copy's reference */
+        widen_consuming(t, w->data, n);
+    else
+        xhalf_widen(t->dtype, t->data, w->data, n);
     c->values[v].constant = w;
     ts_tensor_unref(t); /* the caller's graph holds the original */
     if (p) release_caller_original(p, v);
@@ -500,25 +563,31 @@ static bool widenable(const xkernel *k)
 
 /* Stores b 16-bit when that is exact (its values came from 16 bits: a
  * re-laid-out weight); a kernel's transform of them (Winograd's, a scale
- * folded in) stays float32.  False only when out of memory. */
+ * folded in) stays float32.  Narrowed in place, block by block (each
+ * block's 16-bit values land at or below float32 values already read),
+ * then shrunk: a second, 16-bit copy beside the float32 one set ViT's peak
+ * while the plan was built (its MLP weight: 9.4 + 4.7 MB at once).  False
+ * only when out of memory (never, now). */
 static bool store_half(xplan *p, xbuf *b)
 {
+    enum { BLK = 4096 };
     size_t n = b->bytes / sizeof(float);
-    uint16_t *h = xd_alloc(n * 2);
-    if (!h) return false;
-    xhalf_narrow(p->half, b->data, h, n);
     const float *f = b->data;
-    for (size_t i = 0; i < n; i += 4096) {
-        float w[4096];
-        size_t m = n - i < 4096 ? n - i : 4096;
-        xhalf_widen(p->half, h + i, w, m);
-        if (memcmp(w, f + i, m * sizeof(float))) { /* -0.0 vs 0.0 or NaN payloads count as inexact too */
-            free(h);
-            return true;
-        }
+    uint16_t h[BLK];
+    float w[BLK];
+    for (size_t i = 0; i < n; i += BLK) {
+        size_t m = n - i < BLK ? n - i : BLK;
+        xhalf_narrow(p->half, f + i, h, m);
+        xhalf_widen(p->half, h, w, m);
+        if (memcmp(w, f + i, m * sizeof(float))) return true; /* -0.0 vs 0.0 or NaN payloads count as inexact too */
     }
-    free(b->data);
-    b->data = h;
+    for (size_t i = 0; i < n; i += BLK) {
+        size_t m = n - i < BLK ? n - i : BLK;
+        xhalf_narrow(p->half, f + i, h, m);
+        memcpy((uint16_t *)b->data + i, h, m * 2); /* bytes [2i, 2i + 2m): below 4i + 4m, read already */
+    }
+    void *shrunk = realloc(b->data, n > 0 ? n * 2 : 1);
+    if (shrunk) b->data = shrunk;
     b->bytes = n * 2;
     b->half = true;
     return true;
@@ -555,13 +624,18 @@ static bool readers_widenable(const xplan *p, int b, int from_step)
  * its own (widened) tensor: nothing of the plan reads it again, so when the
  * caller gave its weights to the plan (opts.release_packed_weights) it goes
  * now, before the node packs, not after. */
-static void release_caller_original(xplan *p, int v)
+static bool caller_original_releasable(const xplan *p, int v, int refs)
 {
     const ts_graph *g = p->caller_g;
-    ts_tensor *t = v < g->nvalues ? g->values[v].constant : NULL;
-    if (!p->half_release_caller || !t || t == p->own_g->values[v].constant || !t->data || t->refcount != 1 ||
-        (!t->owns_data && !t->release) || ts_graph_is_output(g, v))
-        return;
+    const ts_tensor *t = v < g->nvalues ? g->values[v].constant : NULL;
+    return p->half_release_caller && t && (refs > 1 || t != p->own_g->values[v].constant) && t->data &&
+           t->refcount == refs && (t->owns_data || t->release) && !ts_graph_is_output(g, v);
+}
+
+static void release_caller_original(xplan *p, int v)
+{
+    ts_tensor *t = v < p->caller_g->nvalues ? p->caller_g->values[v].constant : NULL;
+    if (!caller_original_releasable(p, v, 1)) return;
     if (t->owns_data) free(t->data);
     if (t->release) t->release(t->keep);
     t->data = NULL;
@@ -682,7 +756,17 @@ static size_t round_elems(const xplan *p, const xstep *s, int j)
 static ts_status wrap(xplan *p, xstep *s, ts_error *err)
 {
     int nw = 0, nr = 0;
-    for (int j = 0; j < s->nin; j++) nw += s->in[j] >= 0 && p->bufs[s->in[j]].half;
+    uint64_t self = 0; /* inputs the kernel widens itself, chunk by chunk (a matmul's weight: slot < 64) */
+    for (int j = 0; j < s->nin; j++) {
+        if (s->in[j] < 0 || !p->bufs[s->in[j]].half) continue;
+        size_t cb = j < 64 && !xplan_skips(p, "half.chunk") ? xd_matmul_half_chunks(s, j, p->half) : 0;
+        if (cb) {
+            self |= (uint64_t)1 << j;
+            if (cb > s->scratch_bytes) s->scratch_bytes = cb;
+        } else {
+            nw++;
+        }
+    }
     for (int j = 0; j < s->nout && !xplan_skips(p, "half.round"); j++) nr += round_elems(p, s, j) > 0;
     if (!nw && !nr) return TS_OK;
     if (nw > HW_MAX) return ts_error_set(err, TS_ERR_UNSUPPORTED, "more than %d 16-bit weights in one step", HW_MAX);
@@ -696,7 +780,7 @@ static ts_status wrap(xplan *p, xstep *s, ts_error *err)
     h->half = p->half;
     size_t off = xd_round(s->scratch_bytes);
     for (int j = 0; j < s->nin; j++) {
-        if (s->in[j] < 0 || !p->bufs[s->in[j]].half) continue;
+        if (s->in[j] < 0 || !p->bufs[s->in[j]].half || (j < 64 && (self >> j & 1))) continue;
         h->slot[h->n] = j;
         h->elems[h->n] = p->bufs[s->in[j]].bytes / 2;
         h->off[h->n] = off;

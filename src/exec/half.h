@@ -44,6 +44,10 @@ ts_dtype xhalf_node_round(const xplan *p, int n);
  * of v's producer (v read by one node, no graph output), TS_UNDEFINED when
  * not; the step doing so names v in its program (xv_prog.round_on_load). */
 ts_dtype xhalf_round_on_load(const xplan *p, int v);
+/* dnnl_matmul.c: step s (dnnl.matmul/gemm) takes its input `slot`, a
+ * 16-bit packed weight, as is and widens it chunk by chunk itself; the
+ * scratch bytes it then needs, 0 when it cannot (half.c widens it whole). */
+size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half);
 bool xhalf_grid_exact(const ts_op_desc *op);
 int xhalf_sole_consumer(const xplan *p, int v);
 int xhalf_consumers(const xplan *p, int v);

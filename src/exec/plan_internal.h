@@ -63,6 +63,11 @@ bool xweights_once_consumable(const xplan *p, int v, int n);
  * before w is read (folding scales into w in place). */
 #define XWEIGHTS_SLICE_MIN_BYTES ((size_t)32 << 20)
 #define XWEIGHTS_SLICE_BYTES ((size_t)8 << 20)
+/* In a half plan (half.c) the weight is the plan's float32 widening of a
+ * 16-bit one, twice the size it is held at: from this size on it is packed
+ * in slices of an eighth of it (ViT's 9 MiB MLP weight widened and packed
+ * whole sat twice beside the others: its plan's peak). */
+#define XWEIGHTS_HALF_SLICE_MIN_BYTES ((size_t)2 << 20)
 ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memory_desc_t *from,
                         const dnnl_memory_desc_t *to, void *dst, bool consume, void (*prepare)(void *ctx), void *ctx,
                         ts_error *err);

@@ -165,7 +165,7 @@ static void drop_pages(uintptr_t *next, uintptr_t end)
 
 /* The dimension along which `from` (plain) stores its rows outermost, and
  * the rows per slice for `to`; -1 when the layouts do not allow slicing. */
-static int slice_dim(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int64_t *rows)
+static int slice_dim(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, size_t slice_bytes, int64_t *rows)
 {
     if (from->ndims != 2 || to->ndims != 2 || from->format_kind != dnnl_blocked || to->format_kind != dnnl_blocked ||
         from->data_type != dnnl_f32 || from->format_desc.blocking.inner_nblks || from->offset0 || to->offset0)
@@ -182,7 +182,7 @@ static int slice_dim(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *t
     if (to->padded_dims[0] != to->dims[0] || to->padded_dims[1] != to->dims[1] || to->padded_offsets[0] ||
         to->padded_offsets[1] || from->dims[d] % blk)
         return -1;
-    int64_t per = (int64_t)(XWEIGHTS_SLICE_BYTES / (sizeof(float) * (size_t)from->dims[o])) / blk * blk;
+    int64_t per = (int64_t)(slice_bytes / (sizeof(float) * (size_t)from->dims[o])) / blk * blk;
     *rows = per > blk ? per : blk;
     return *rows < from->dims[d] ? d : -1;
 }
@@ -207,7 +207,9 @@ ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memo
                         ts_error *err)
 {
     int64_t rows = 0;
-    int d = consume && wbytes >= XWEIGHTS_SLICE_MIN_BYTES ? slice_dim(from, to, &rows) : -1;
+    size_t min = p->half ? XWEIGHTS_HALF_SLICE_MIN_BYTES : XWEIGHTS_SLICE_MIN_BYTES,
+           slice = p->half ? wbytes / 8 : XWEIGHTS_SLICE_BYTES;
+    int d = consume && wbytes >= min ? slice_dim(from, to, slice, &rows) : -1;
     xd_reorder r[2];
     memset(r, 0, sizeof r);
     int64_t D = d >= 0 ? from->dims[d] : 0, last = d >= 0 ? D - (D - 1) / rows * rows : 0, off;

@@ -547,3 +547,61 @@ Test(half, matmul_bias_rounded_on_load)
         ts_graph_free(l.g);
     }
 }
+
+/* float16 MatMul with a 4 MB float32-equivalent weight -> Add(bias) ->
+ * Relu: the product runs in column chunks, each widened from the 16-bit
+ * packed weight into a scratch of 2 MB at most (dnnl_matmul.c), and the
+ * weight was widened, packed and narrowed a slice at a time while the plan
+ * was built, the caller's original given back as it was read (half.c
+ * widen_consuming, weights_once.c).  Equal to the reference exactly, to
+ * the plan widening the weight whole (TSOPT_SKIP=half.chunk) bit for bit,
+ * with a smaller arena. */
+static void build_matmul_wide(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("64x512");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr to = ts_attr_int("to", out == TS_F16 ? 10 : 16);
+    int y = N("Relu", N("Add", N("MatMul", x, grid_cst(b, "512x2048", 64)), grid_cst(b, "2048", 1024)));
+    if (b->dt != out) y = node(b, "Cast", &y, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, matmul_wide_weight_in_chunks)
+{
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_matmul_wide(&b, TS_F16);
+    build_matmul_wide(&l, TS_F16);
+    check_exact(&b, &l, "64x512", 1);
+    ts_error e = {0};
+    ts_shape xs = shp("64x512");
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+    uint64_t rng = 5;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+    }
+    run_out whole = run_skip(b.g, x, "half.chunk");
+    /* the chunked plan given the graph's weights (its originals released as
+     * they are widened): a graph of its own, built the same */
+    gb c = grid_graph(TS_F16);
+    build_matmul_wide(&c, TS_F16);
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .release_packed_weights = true};
+    cr_assert_eq(ts_plan_build(c.g, &o, &p, &e), TS_OK, "%s", e.msg);
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    ts_tensor *y = ts_tensor_new(TS_F16, &c.g->values[c.g->outputs[0]].shape, &e), *in[] = {x};
+    cr_assert_eq(ts_plan_run(p, in, &y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(memcmp(y->data, whole.out[0]->data, y->nbytes), 0, "chunked and whole products differ");
+    cr_assert_lt(st.arena_bytes + (1u << 20), whole.st.arena_bytes, "arena %zu, widened whole %zu", st.arena_bytes,
+                 whole.st.arena_bytes);
+    cr_assert_geq(st.released_bytes, (size_t)512 * 2048 * 2, "released %zu", st.released_bytes);
+    ts_plan_free(p);
+    ts_tensor_unref(y);
+    ts_tensor_unref(whole.out[0]);
+    ts_tensor_unref(x);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+    ts_graph_free(c.g);
+}
