@@ -101,7 +101,7 @@ static void att_run(const xstep *st, void *const *in, void *const *out, void *sc
 #undef ATT_ROW
 }
 
-/* The node reading v, when it is the only one, of type op, all float32. */
+/* The node reading v, when it is the only one (v no graph output), of type op. */
 static int reader(const xplan *p, int v, const ts_op_desc *op)
 {
     int c = xplan_sole_consumer(p, v);
