@@ -94,6 +94,7 @@ typedef struct xd_reorder {
     /* plain NCHW -> channels-last with 3 or 4 channels (an RGB input
      * before a network's first conv): tsopt's own loop (dnnl_util.c) */
     int64_t cl_n, cl_c, cl_hw;
+    int cl_size; /* its element bytes: 4 (f32) or 1 (u8/s8) */
 } xd_reorder;
 ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
                           int n, ts_error *err);

@@ -63,6 +63,38 @@ Test(rgb_reorder, hand_computed_positions)
     }
 }
 
+/* The same on bytes (u8/s8: a quantized model's image before its int8
+ * stem conv): x[n][c][q] = 50 n + 20 c + q (mod 256) lands at y[n][q][c]. */
+Test(rgb_reorder, hand_computed_positions_bytes)
+{
+    for (int dt = 0; dt < 2; dt++)
+        for (int64_t C = 3; C <= 4; C++) {
+            const int64_t N = 2, H = 5, W = 7, HW = H * W;
+            dnnl_dims_t d = {N, C, H, W};
+            dnnl_data_type_t t = dt ? dnnl_s8 : dnnl_u8;
+            dnnl_memory_desc_t from, to;
+            cr_assert_eq(dnnl_memory_desc_init_by_strides(&from, 4, d, t, NULL), dnnl_success);
+            cr_assert_eq(dnnl_memory_desc_init_by_tag(&to, 4, d, t, dnnl_acdb), dnnl_success);
+            xd_reorder r;
+            ts_error e = {0};
+            cr_assert_eq(xd_reorder_init(&r, &from, &to, NULL, 0, &e), TS_OK, "%s", e.msg);
+            cr_assert(r.prim == NULL && r.cl_c == C && r.cl_size == 1);
+            uint8_t x[2 * 4 * 35], y[2 * 4 * 35 + 1];
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t q = 0; q < HW; q++) x[(n * C + c) * HW + q] = (uint8_t)(50 * n + 20 * c + q);
+            y[N * C * HW] = 0xA5; /* nothing written past the tensor */
+            xd_reorder_run(&r, x, y, NULL);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t q = 0; q < HW; q++)
+                    for (int64_t c = 0; c < C; c++)
+                        cr_assert_eq(y[(n * HW + q) * C + c], (uint8_t)(50 * n + 20 * c + q), "C %lld n %lld q %lld c %lld",
+                                     (long long)C, (long long)n, (long long)q, (long long)c);
+            cr_assert_eq(y[N * C * HW], 0xA5);
+            xd_reorder_fini(&r);
+        }
+}
+
 /* Not this conversion: a 3-channel reorder to 16-channel blocks, and a
  * plain -> channels-last one of 3-D tensors, stay oneDNN's. */
 Test(rgb_reorder, only_4d_channels_last)
