@@ -388,7 +388,8 @@ static ts_status widen_const(xplan *p, ts_graph *c, int v, ts_error *err)
     ts_tensor *w = widened_new(t, err);
     if (!w) return err->code;
     size_t n = (size_t)ts_tensor_numel(t);
-    if (p && t->owns_data && caller_original_releasable(p, v, 2)) /* the caller's and the copy's reference */
+    if (p && t->owns_data && v < p->caller_g->nvalues && p->caller_g->values[v].constant == t &&
+        caller_original_releasable(p, v, 2)) /* the caller's and the copy's reference */
         widen_consuming(t, w->data, n);
     else
         xhalf_widen(t->dtype, t->data, w->data, n);
