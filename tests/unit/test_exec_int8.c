@@ -625,3 +625,44 @@ Test(int8, fuse_qdq_concat)
         ts_graph_free(g);
     }
 }
+
+/* QuantizeLinear to u8 on values next to every .5 of x / s (k + 0.5) * s
+ * moved by 0 to 6 ulp either way, and far outside the range: equal to the
+ * reference's float32 division (vec_quant.c multiplies by 1 / s and divides
+ * only blocks near a .5; without that fallback 27 of 48 600 such values
+ * rounded the other way, standalone). */
+Test(int8, quantize_near_half_steps)
+{
+    const float s = 0.0274f;
+    const int64_t n = 2 * 300 * 13 + 4;
+    char dims[16];
+    snprintf(dims, sizeof dims, "%lld", (long long)n);
+    ts_graph *g = ts_graph_new("q", 13);
+    xt_output(g, q(g, xt_input(g, "x", dims), s, 128, TS_U8));
+    ts_error e = {0};
+    ts_tensor *in = ts_tensor_new(TS_F32, &g->values[g->inputs[0]].shape, &e), *ref = NULL, *y;
+    float *x = in->data;
+    int64_t i = 0;
+    for (int k = -300; k < 300; k++)
+        for (int d = -6; d <= 6; d++) {
+            float v = (k + 0.5f) * s;
+            for (int m = 0; m < (d < 0 ? -d : d); m++) v = nextafterf(v, d < 0 ? -INFINITY : INFINITY);
+            x[i++] = v;
+        }
+    x[i++] = 1e30f, x[i++] = -1e30f, x[i++] = 0.0f, x[i++] = 600 * s;
+    cr_assert_eq(i, n);
+    y = ts_tensor_new(TS_U8, &g->values[g->outputs[0]].shape, &e);
+    ts_plan *p = NULL;
+    cr_assert_eq(ts_plan_build(g, NULL, &p, &e), TS_OK, "%s", e.msg);
+    cr_expect_eq(xt_steps_of(p, "vec.quantize"), 1);
+    cr_assert_eq(ts_plan_run(p, &in, &y, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &in, &ref, &e), TS_OK, "%s", e.msg);
+    for (int64_t j = 0; j < n; j++)
+        cr_expect_eq(((uint8_t *)y->data)[j], ((uint8_t *)ref->data)[j], "x %.9g: %d, reference %d", (double)x[j],
+                     ((uint8_t *)y->data)[j], ((uint8_t *)ref->data)[j]);
+    ts_tensor_unref(y);
+    ts_tensor_unref(ref);
+    ts_plan_free(p);
+    ts_tensor_unref(in);
+    ts_graph_free(g);
+}
