@@ -666,3 +666,41 @@ Test(int8, quantize_near_half_steps)
     ts_tensor_unref(in);
     ts_graph_free(g);
 }
+
+/* QLinearAdd on every pair of 8-bit operands (u8 and s8, into u8 and s8)
+ * with scales whose real quotient (a - az) 0.5 + (b - bz) 0.75 is a .5 for
+ * a quarter of the pairs: equal to the reference's division (vec_qlinear.c
+ * multiplies by 1 / y_scale and divides only blocks near a .5; fails with
+ * that fallback window set to 0). */
+Test(int8, qlinear_add_all_pairs_near_half)
+{
+    for (int k = 0; k < 4; k++) {
+        ts_dtype xt = k & 1 ? TS_I8 : TS_U8, yt = k & 2 ? TS_I8 : TS_U8;
+        ts_graph *g = ts_graph_new("qadd", 13);
+        ts_error e = {0};
+        ts_shape s = xt_shape("65536");
+        int a = ts_graph_add_input(g, "a", xt, &s, &e), b = ts_graph_add_input(g, "b", xt, &s, &e);
+        xt_output(g, xt_node(g, "tsopt.QLinearAdd",
+                             INS(a, scalar(g, TS_F32, 0.02), scalar(g, xt, xt == TS_U8 ? 131 : 3), b,
+                                 scalar(g, TS_F32, 0.03), scalar(g, xt, xt == TS_U8 ? 120 : -7),
+                                 scalar(g, TS_F32, 0.04), scalar(g, yt, yt == TS_U8 ? 128 : 0)),
+                             NOATTR));
+        ts_tensor *in[2] = {ts_tensor_new(xt, &s, &e), ts_tensor_new(xt, &s, &e)}, *ref = NULL,
+                  *y = ts_tensor_new(yt, &s, &e);
+        for (int i = 0; i < 65536; i++) ((uint8_t *)in[0]->data)[i] = (uint8_t)i, ((uint8_t *)in[1]->data)[i] = (uint8_t)(i >> 8);
+        ts_plan *p = NULL;
+        cr_assert_eq(ts_plan_build(g, NULL, &p, &e), TS_OK, "%s", e.msg);
+        cr_expect_eq(xt_steps_of(p, "vec.qadd"), 1);
+        cr_assert_eq(ts_plan_run(p, in, &y, &e), TS_OK, "%s", e.msg);
+        cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, in, &ref, &e), TS_OK, "%s", e.msg);
+        int bad = 0;
+        for (int i = 0; i < 65536; i++) bad += ((uint8_t *)y->data)[i] != ((uint8_t *)ref->data)[i];
+        cr_expect_eq(bad, 0, "case %d: %d of 65536 differ from the reference", k, bad);
+        ts_tensor_unref(y);
+        ts_tensor_unref(ref);
+        ts_tensor_unref(in[0]);
+        ts_tensor_unref(in[1]);
+        ts_plan_free(p);
+        ts_graph_free(g);
+    }
+}
