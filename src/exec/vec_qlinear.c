@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/vec.h"
+#include "exec/vec_qround.h"
 #include "ops/list.h"
 #include "ops/qlinear_eltwise.h"
 
@@ -70,27 +71,22 @@ QADD(qadd_u8_s8, uint8_t, int8_t, -128.0f, 127.0f)
 QADD(qadd_s8_u8, int8_t, uint8_t, 0.0f, 255.0f)
 QADD(qadd_s8_s8, int8_t, int8_t, -128.0f, 127.0f)
 
-/* The same 16 at a time with the quotient by ys a product by 1 / ys (as
- * vec_quant.c's quant_u8_mul: the integer roundings agree unless the
- * product lies within 2^-12 of a .5, and such a block is divided; from 512
- * up both saturate): s8 operands (else u8), s8 output (else u8). */
+/* The same 16 at a time with the quotient by ys a product by 1 / ys
+ * (vec_qround.h: the same bytes): s8 operands (else u8), s8 output (else u8). */
 __attribute__((target("avx512f,avx512bw"))) static void qadd_mul(const void *a, const void *b, void *y, int64_t n,
                                                                   const vqe *s)
 {
     const __m512 as = _mm512_set1_ps(s->as), bs = _mm512_set1_ps(s->bs), ys = _mm512_set1_ps(s->ys),
                  r = _mm512_set1_ps(1.0f / s->ys), az = _mm512_set1_ps(s->az), bz = _mm512_set1_ps(s->bz),
-                 yz = _mm512_set1_ps(s->yz), half = _mm512_set1_ps(0.5f), eps = _mm512_set1_ps(0x1p-12f),
-                 lo = _mm512_set1_ps(s->y_s8 ? -128.0f : 0.0f), hi = _mm512_set1_ps(s->y_s8 ? 127.0f : 255.0f);
+                 yz = _mm512_set1_ps(s->yz), lo = _mm512_set1_ps(s->y_s8 ? -128.0f : 0.0f),
+                 hi = _mm512_set1_ps(s->y_s8 ? 127.0f : 255.0f);
     for (int64_t i = 0; i < n; i += 16) {
         __m128i a8 = _mm_loadu_si128((const __m128i *)((const char *)a + i)),
                 b8 = _mm_loadu_si128((const __m128i *)((const char *)b + i));
         __m512 fa = _mm512_cvtepi32_ps(s->s8 ? _mm512_cvtepi8_epi32(a8) : _mm512_cvtepu8_epi32(a8)),
                fb = _mm512_cvtepi32_ps(s->s8 ? _mm512_cvtepi8_epi32(b8) : _mm512_cvtepu8_epi32(b8));
         __m512 sum = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(fa, az), as), _mm512_mul_ps(_mm512_sub_ps(fb, bz), bs));
-        __m512 p = _mm512_mul_ps(sum, r);
-        __m512 f = _mm512_sub_ps(_mm512_sub_ps(p, _mm512_roundscale_ps(p, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)), half);
-        if (_mm512_cmp_ps_mask(_mm512_abs_ps(f), eps, _CMP_LT_OQ)) p = _mm512_div_ps(sum, ys);
-        __m512 v = _mm512_add_ps(_mm512_roundscale_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), yz);
+        __m512 v = _mm512_add_ps(xv_div_round16(sum, r, ys), yz);
         v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
         _mm_storeu_si128((__m128i *)((char *)y + i), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v)));
     }
