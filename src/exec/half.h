@@ -20,6 +20,9 @@ ts_status xhalf_before_node(xplan *p, int n, ts_error *err);
 ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err);
 /* Plan end: steps reading 16-bit constants get the widening wrapper. */
 ts_status xhalf_finish(xplan *p, ts_error *err);
+/* The step a half.step wrapper runs (s itself when not wrapped): what
+ * statistics and error reporting look at. */
+const xstep *xhalf_inner(const xstep *s);
 
 /* Conversions (F16C / AVX-512 where the CPU has them): widening is exact,
  * narrowing rounds to nearest, ties to even, as ONNX's Cast does. */

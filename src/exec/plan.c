@@ -554,7 +554,7 @@ static void fill_stats(xplan *p)
     for (int i = 0; i < p->nsteps; i++) {
         st->fused_nodes += p->steps[i].nfused;
         st->reorders += p->steps[i].k == &xk_reorder;
-        st->fallback_steps += p->steps[i].k == &xk_ref;
+        st->fallback_steps += xhalf_inner(&p->steps[i])->k == &xk_ref;
         st->ref_impls += p->steps[i].ref_impl;
     }
     for (int b = 0; b < p->nbufs; b++)

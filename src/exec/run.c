@@ -5,6 +5,7 @@
  * with the inputs. */
 #include <omp.h>
 #include "exec/plan_internal.h"
+#include "exec/half.h"
 #include "exec/step_timer.h"
 #include "util/wait_policy.h"
 
@@ -52,7 +53,7 @@ static ts_status plan_run(ts_plan *plan, ts_tensor *const *inputs, ts_tensor *co
         double t0 = p->step_ms ? xstep_timer_now() : 0;
         s->k->run(s, in, out, s->scratch_bytes ? arena + s->scratch_offset : NULL);
         if (p->step_ms) p->step_ms[i] = xstep_timer_now() - t0;
-        if (s->k == &xk_ref && xk_ref_take_error(s, err)) return err->code;
+        if (xhalf_inner(s)->k == &xk_ref && xk_ref_take_error(xhalf_inner(s), err)) return err->code;
         if (s->k == &xk_cf && xk_cf_take_error(s, err)) return err->code;
         if ((i & 15) == 15) ts_wait_run_poll(w); /* a long run is judged while it runs */
     }

@@ -345,7 +345,7 @@ static int grid_cst(gb *b, const char *dims, double q)
  * reference; asserts equality; returns how many outputs differ from what
  * an unrounded intermediate would give (`loose`, the same graph with every
  * intermediate float32, run by the reference). */
-static void check_exact(const gb *b, const gb *loose, const char *dims, int min_fused)
+static void check_exact_skip(const gb *b, const gb *loose, const char *dims, int min_fused, const char *skip)
 {
     ts_error e = {0};
     ts_shape xs = shp(dims);
@@ -357,8 +357,11 @@ static void check_exact(const gb *b, const gb *loose, const char *dims, int min_
         ts_tensor_set_f64(x, i, v);
         ts_tensor_set_f64(x64, i, v);
     }
-    run_out r = run(b->g, x);
-    cr_assert_eq(r.st.fallback_steps, 0);
+    run_out r = run_skip(b->g, x, skip);
+    if (skip) /* the skipped kernel's nodes fall back to the reference kernel */
+        cr_assert_gt(r.st.fallback_steps, 0);
+    else
+        cr_assert_eq(r.st.fallback_steps, 0);
     cr_assert_geq(r.st.fused_nodes, min_fused, "fused nodes %d", r.st.fused_nodes);
     ts_tensor *ref = NULL, *unrounded = NULL;
     cr_assert_eq(ts_graph_run_reference(b->g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
@@ -376,6 +379,11 @@ static void check_exact(const gb *b, const gb *loose, const char *dims, int min_
     ts_tensor_unref(unrounded);
     ts_tensor_unref(x);
     ts_tensor_unref(x64);
+}
+
+static void check_exact(const gb *b, const gb *loose, const char *dims, int min_fused)
+{
+    check_exact_skip(b, loose, dims, min_fused, NULL);
 }
 
 /* bfloat16 Gemm -> Cast to float32 (the fuzzer's half family, seed 8): the
@@ -459,6 +467,22 @@ Test(half, eltwise_chain_fused_rounds_each_node)
         build_eltwise_chain(&b, types[k]);
         build_eltwise_chain(&l, types[k]);
         check_exact(&b, &l, "3x40", 3); /* the four nodes in one step */
+        ts_graph_free(b.g);
+        ts_graph_free(l.g);
+    }
+}
+
+/* The same chain with vec.eltwise skipped: its nodes run on the reference
+ * kernel, whose steps round too (they were left unwrapped, so a 16-bit graph
+ * kept float32's values wherever a node fell back; tsopt fuzz seed 11). */
+Test(half, eltwise_chain_on_the_reference_kernel_rounds_each_node)
+{
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        gb b = grid_graph(types[k]), l = grid_graph(TS_F32);
+        build_eltwise_chain(&b, types[k]);
+        build_eltwise_chain(&l, types[k]);
+        check_exact_skip(&b, &l, "3x40", 0, "vec.eltwise");
         ts_graph_free(b.g);
         ts_graph_free(l.g);
     }
