@@ -354,42 +354,27 @@ static int rgb_to_cl(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *t
     return dnnl_memory_desc_equal(from, &pl) && dnnl_memory_desc_equal(to, &cl) ? (dt == dnnl_f32 ? 4 : 1) : 0;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void rgb_to_cl_run(const xd_reorder *r,
-                                                                                        const float *x, float *y)
-{
-    const int64_t HW = r->cl_hw;
-    for (int64_t n = 0; n < r->cl_n; n++) {
-        const float *a = x + n * r->cl_c * HW, *b = a + HW, *c = b + HW, *d = c + HW;
-        float *o = y + n * r->cl_c * HW;
-        if (r->cl_c == 3) {
-#pragma omp simd
-            for (int64_t q = 0; q < HW; q++) o[3 * q] = a[q], o[3 * q + 1] = b[q], o[3 * q + 2] = c[q];
-        } else {
-#pragma omp simd
-            for (int64_t q = 0; q < HW; q++)
-                o[4 * q] = a[q], o[4 * q + 1] = b[q], o[4 * q + 2] = c[q], o[4 * q + 3] = d[q];
-        }
+/* The 3/4-channel planar -> channels-last loop, for float32 and for bytes
+ * (u8/s8: a quantized image before an int8 stem conv). */
+#define RGB_TO_CL_RUN(NAME, T)                                                                                      \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void NAME(const xd_reorder *r, const T *x,  \
+                                                                                  T *y)                             \
+    {                                                                                                               \
+        const int64_t HW = r->cl_hw;                                                                                \
+        for (int64_t n = 0; n < r->cl_n; n++) {                                                                     \
+            const T *a = x + n * r->cl_c * HW, *b = a + HW, *c = b + HW, *d = c + HW;                               \
+            T *o = y + n * r->cl_c * HW;                                                                            \
+            if (r->cl_c == 3) {                                                                                     \
+                _Pragma("omp simd") for (int64_t q = 0; q < HW; q++) o[3 * q] = a[q], o[3 * q + 1] = b[q],          \
+                                                                     o[3 * q + 2] = c[q];                           \
+            } else {                                                                                                \
+                _Pragma("omp simd") for (int64_t q = 0; q < HW; q++) o[4 * q] = a[q], o[4 * q + 1] = b[q],          \
+                                                                     o[4 * q + 2] = c[q], o[4 * q + 3] = d[q];      \
+            }                                                                                                       \
+        }                                                                                                           \
     }
-}
-
-/* rgb_to_cl_run's loop on bytes (u8/s8). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void rgb_to_cl_run8(const xd_reorder *r,
-                                                                                         const uint8_t *x, uint8_t *y)
-{
-    const int64_t HW = r->cl_hw;
-    for (int64_t n = 0; n < r->cl_n; n++) {
-        const uint8_t *a = x + n * r->cl_c * HW, *b = a + HW, *c = b + HW, *d = c + HW;
-        uint8_t *o = y + n * r->cl_c * HW;
-        if (r->cl_c == 3) {
-#pragma omp simd
-            for (int64_t q = 0; q < HW; q++) o[3 * q] = a[q], o[3 * q + 1] = b[q], o[3 * q + 2] = c[q];
-        } else {
-#pragma omp simd
-            for (int64_t q = 0; q < HW; q++)
-                o[4 * q] = a[q], o[4 * q + 1] = b[q], o[4 * q + 2] = c[q], o[4 * q + 3] = d[q];
-        }
-    }
-}
+RGB_TO_CL_RUN(rgb_to_cl_run, float)
+RGB_TO_CL_RUN(rgb_to_cl_run8, uint8_t)
 
 ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
                           int n, ts_error *err)
