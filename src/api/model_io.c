@@ -170,7 +170,13 @@ ts_status ts_model_io_bind_dir(const ts_model_io *io, const char *dir, ts_input_
         snprintf(path, sizeof path, "%s/%s.npy", dir, stem);
         ts_tensor *t = NULL;
         ts_error e = {0};
-        if (ts_npy_load(path, &t, &e)) continue; /* the inputs' reader says what is wrong with it */
+        if (ts_npy_load(path, &t, &e)) {
+            /* absent: the input is random or named by its reader; present
+             * but unreadable: said here, or the load would fail first on
+             * the placeholder sizes and never name the file */
+            if (access(path, F_OK)) continue;
+            return ts_error_set(err, e.code ? e.code : TS_ERR_PARSE, "input '%s': %s", in->name, e.msg);
+        }
         ts_status st = TS_OK;
         if (in->shape.rank >= 0 && !fits(in, t))
             st = ts_error_set(err, TS_ERR_INVALID, "input '%s': the model wants %s %s, the file holds %s %s (%s)",

@@ -84,6 +84,11 @@ other = helper.make_graph([helper.make_node('Transpose', ['x'], ['e'])], 'else',
 save(model([helper.make_node('If', ['c'], ['y'], then_branch=then, else_branch=other)],
            [vi('c', [], TP.BOOL), vi('x', [2, 3])], [vi('y', None)]), 'control_flow.onnx')
 
+# symbolic sizes a 3x3 window cannot take at their placeholder 1: the input
+# file decides them, so a bad file must be named, not the window
+kw = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), 'k')
+save(model([helper.make_node('Conv', ['x', 'k'], ['y'])], [vi('x', ['batch', 3, 'h', 'w'])],
+           [vi('y', ['batch', 4, 'oh', 'ow'])], [kw]), 'dynamic.onnx')
 os.makedirs(os.path.join(d, 'in_wrong'))
 np.save(os.path.join(d, 'in_wrong', 'x.npy'), np.zeros((3, 64), np.float32))
 os.makedirs(os.path.join(d, 'in_dtype'))
@@ -119,6 +124,8 @@ bad "the model wants float32 2x64, the file holds float64 2x64" -- \
   run "$T/good.onnx" --inputs "$T/in_dtype" --save-outputs "$T/out"
 bad "not a .npy file (bad magic) ($T/in_garbage/x.npy)" -- \
   run "$T/good.onnx" --inputs "$T/in_garbage" --save-outputs "$T/out"
+bad "input 'x': not a .npy file (bad magic) ($T/in_garbage/x.npy)" -- \
+  run "$T/dynamic.onnx" --inputs "$T/in_garbage" --save-outputs "$T/out"
 bad "input 'x': cannot open .npy file" -- run "$T/good.onnx" --inputs "$T/in_empty" --save-outputs "$T/out"
 bad "input bind 'nope' does not name a graph input" -- run "$T/good.onnx" --input nope:2x64 --save-outputs "$T/out"
 
