@@ -35,6 +35,7 @@ typedef struct ts_measure_result {
     int discarded; /* rounds measured and thrown away as disturbed */
     bool busy;     /* the machine was too noisy to decide */
     bool faster;   /* result faster by min_gain (fastest run), median not worse, on undisturbed rounds */
+    double ratio, ratio_upper, ratio_med; /* the ort target's per-round estimates (keep.h; 0 otherwise) */
     char why[200]; /* one sentence: the decision and its evidence */
 } ts_measure_result;
 

@@ -139,6 +139,12 @@ static ts_status decide(const ts_graph *g, const ts_drive_result *dr, const ts_o
         snprintf(res->reason, sizeof res->reason, "original kept: the machine was too busy to measure (%s)", mr.why);
     else if (mr.rounds < mo.min_rounds) /* undecided: too few rounds fit in the time left */
         snprintf(res->reason, sizeof res->reason, "original kept: not measured (%s)", mr.why);
+    else if (ort)
+        snprintf(res->reason, sizeof res->reason,
+                 "%s in ONNX Runtime, %d alternating rounds: result/original %.3f per round (95%% bound %.3f, "
+                 "medians %.3f; fastest %.3f -> %.3f ms, median %.3f -> %.3f ms)",
+                 res->optimized ? "optimized: faster" : "original kept: not shown faster by --min-gain", mr.rounds,
+                 mr.ratio, mr.ratio_upper, mr.ratio_med, mr.min0_ms, mr.min1_ms, mr.median0_ms, mr.median1_ms);
     else if (res->optimized)
         snprintf(res->reason, sizeof res->reason,
                  "optimized: measured faster by at least %.3g%% (fastest %.3f -> %.3f ms, median %.3f -> %.3f ms, "

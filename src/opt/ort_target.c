@@ -7,6 +7,7 @@
 #include "exec/cost.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
+#include "opt/keep.h"
 #include "opt/ort_peer.h"
 #include "opt/ort_target.h"
 
@@ -273,31 +274,46 @@ ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_grap
                              double budget_s, double min_gain, ts_measure_result *r, ts_error *err)
 {
     memset(r, 0, sizeof *r);
-    char a[256], b[256], req[600], reply[256];
+    char a[256], b[256], req[600], reply[4096];
     if (save(t, g0, "a", true, a, sizeof a, err) || save(t, g1, "b", true, b, sizeof b, err)) return err->code;
-    /* up to 15 rounds of two half-rounds, each at least one run: what fits
-     * in 60% of the budget after the warm-ups (2 runs each), judged by the
-     * larger prediction; never fewer than 3 rounds.  The same time in more,
+    /* TS_KEEP_MIN_ROUNDS to 15 rounds of two half-rounds, each at least
+     * one run: what fits in 60% of the budget after the warm-ups (2 runs
+     * each), judged by the larger prediction.  The same time in more,
      * shorter rounds where runs are short: a burst of load then spoils one
-     * round of many (nasrnn at load 13, 7 rounds: fastest 2.67 -> 1.41 ms,
-     * median 10.1 -> 2.7 ms, and too few rounds won to write it) */
+     * round of many */
     double run_ms = fmax(fmax(pred0, pred1), 0.01), avail = budget_s * 600 - 4 * run_ms;
-    int rounds = (int)fmin(fmax(avail / (2 * run_ms), 3), 15);
+    int rounds = (int)fmin(fmax(avail / (2 * run_ms), TS_KEEP_MIN_ROUNDS), 15);
     double half_ms = fmin(fmax(avail / (2.0 * rounds), 0), 1000);
     snprintf(req, sizeof req, "pair\t%s\t%s\t-\t%d\t%d\t%g", a, b, t->threads, rounds, half_ms);
     ts_status st = ts_ort_peer_ask(t->peer, req, reply, sizeof reply, ASK_MS, err);
     if (st) return st;
-    int wins;
-    if (sscanf(reply, "%lf %lf %lf %lf %d %d", &r->median0_ms, &r->median1_ms, &r->min0_ms, &r->min1_ms, &r->rounds,
-               &wins) != 6)
+    int wins, used;
+    if (sscanf(reply, "%lf %lf %lf %lf %d %d%n", &r->median0_ms, &r->median1_ms, &r->min0_ms, &r->min1_ms, &r->rounds,
+               &wins, &used) != 6)
         return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected pair reply '%.100s'", reply);
-    /* and the result faster in at least 3 of every 4 rounds: on a shared
-     * machine the fastest run and the median of one process can both
-     * favour the wrong graph by chance (resnet18 at load 15: fastest 65 ->
-     * 22 ms for a rewrite that changed nothing ORT runs) */
-    r->faster = r->min1_ms < r->min0_ms * (1 - min_gain / 100) && r->median1_ms <= r->median0_ms && 4 * wins >= 3 * r->rounds;
-    snprintf(r->why, sizeof r->why, "ONNX Runtime %s, %d threads, %d alternating rounds in one process, result faster in %d",
-             ts_ort_peer_version(t->peer), t->threads, r->rounds, wins);
+    /* the rounds' own figures decide (keep.c): on a shared machine the
+     * fastest run and the median over all rounds can both favour the
+     * wrong graph by chance (resnet18 at load 15: fastest 65 -> 22 ms for
+     * a rewrite that changed nothing ORT runs), and a count of rounds won
+     * drops a gain of x2 to a few rounds lost by a little (nasrnn, load 12) */
+    double f0[15], f1[15], m0[15], m1[15];
+    int n = 0;
+    for (const char *p = reply + used; n < r->rounds && n < 15; n++) {
+        int k;
+        if (sscanf(p, "%lf %lf %lf %lf%n", &f0[n], &f1[n], &m0[n], &m1[n], &k) != 4)
+            return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: pair reply without its rounds '%.100s'", reply);
+        p += k;
+    }
+    ts_keep_verdict v;
+    ts_keep_decide(f0, f1, m0, m1, n, min_gain, &v);
+    r->faster = v.faster;
+    r->ratio = v.ratio;
+    r->ratio_upper = v.ratio_upper;
+    r->ratio_med = v.ratio_med;
+    snprintf(r->why, sizeof r->why,
+             "ONNX Runtime %s, %d threads, %d alternating rounds in one process: result/original %.3f (95%% bound %.3f), "
+             "medians %.3f, faster in %d rounds",
+             ts_ort_peer_version(t->peer), t->threads, r->rounds, v.ratio, v.ratio_upper, v.ratio_med, wins);
     return TS_OK;
 }
 

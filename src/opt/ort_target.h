@@ -45,7 +45,7 @@ ts_status ts_ort_target_time(ts_ort_target *t, const ts_graph *g, double *ms, ts
 /* g0 (original) against g1 (result) in alternating rounds in one ORT
  * process, as many as fit in budget_s given their predicted times (ms);
  * fills r as ts_measure_pair does (never busy: rounds are not judged;
- * faster also needs the result faster in 3 of every 4 rounds). */
+ * faster as keep.h's ts_keep_decide says on the rounds' ratios). */
 ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_graph *g1, double pred0, double pred1,
                              double budget_s, double min_gain, ts_measure_result *r, ts_error *err);
 

@@ -67,7 +67,10 @@ import sys
 r = [l.rstrip('\n').split('\t') for l in open(sys.argv[1])]
 assert r[0][0] == 'ready' and r[0][1], r[0]
 assert r[1][0] == 'ok' and float(r[1][1]) > 0 and float(r[1][2]) <= float(r[1][1]) and int(r[1][3]) >= 5, r[1]
-assert r[2][0] == 'ok' and len(r[2]) == 7 and all(float(x) > 0 for x in r[2][1:5]) and r[2][5] == '2' and r[2][6] in '012', r[2]
+assert r[2][0] == 'ok' and len(r[2]) == 9 and all(float(x) > 0 for x in r[2][1:5]) and r[2][5] == '2' and r[2][6] in '012', r[2]
+# then each round's fastest and median runs of A and B, within the whole run's
+assert all(len(x.split()) == 4 and float(x.split()[0]) >= float(r[2][3]) and float(x.split()[1]) >= float(r[2][4])
+           for x in r[2][7:]), r[2]
 assert r[3][0] == 'ok' and float(r[3][1]) == 0, r[3]   # a model against itself
 assert r[4] == ['ok'], r[4]
 assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]

@@ -16,7 +16,8 @@
 //   reply:     ok <TAB> MEDIAN_A <TAB> MEDIAN_B <TAB> FASTEST_A <TAB> FASTEST_B <TAB> ROUNDS <TAB> B_WINS
 //              both sessions open at once, timed in alternating rounds (A B B A ...), each half-round
 //              at least one run and MIN_MS; medians and fastest over the runs of all rounds; B_WINS: the
-//              rounds whose B half-round median was below its A half-round's
+//              rounds whose B half-round median was below its A half-round's; then per round, one field
+//              FASTEST_A FASTEST_B MEDIAN_A MEDIAN_B of its half-rounds, space-separated (src/opt/keep.c)
 //   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
 //   reply:     ok <TAB> MEDIAN_0 FASTEST_0 <TAB> MEDIAN_1 FASTEST_1 ... <TAB> ROUNDS
 //              all sessions open at once, one warm-up run each (a model is not loaded once the loads
@@ -180,16 +181,18 @@ async function pair(a, b, dir, n, rounds, minMs) {
     await runs(sb, fb, 2, 0, []);
     const ta = [], tb = [], r = Math.max(1, count(rounds, 'rounds')), m = count(minMs, 'min_ms');
     let wins = 0;
+    const per = [];
     for (let i = 0; i < r; i++) {
       const ra = [], rb = [];
       const first = i % 2 ? [sb, fb, rb] : [sa, fa, ra], second = i % 2 ? [sa, fa, ra] : [sb, fb, rb];
       await runs(first[0], first[1], 1, m, first[2]);
       await runs(second[0], second[1], 1, m, second[2]);
       wins += median(rb) < median(ra);
+      per.push([Math.min(...ra), Math.min(...rb), median(ra), median(rb)].map((x) => +x.toFixed(4)).join(' '));
       ta.push(...ra);
       tb.push(...rb);
     }
-    return [median(ta), median(tb), Math.min(...ta), Math.min(...tb)].map((x) => +x.toFixed(4)).concat([r, wins]).join('\t');
+    return [median(ta), median(tb), Math.min(...ta), Math.min(...tb)].map((x) => +x.toFixed(4)).concat([r, wins], per).join('\t');
   } finally {
     await release(sb);
     await release(sa);
