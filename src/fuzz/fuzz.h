@@ -109,6 +109,12 @@ typedef struct ts_fuzz_tol {
     double huge;       /* magnitudes above this are overflow-prone: filtered (1e6) */
 } ts_fuzz_tol;
 extern const ts_fuzz_tol ts_fuzz_tol_default;
+/* The tolerance for g's outputs: base widened when a float16 (rtol x4) or
+ * bfloat16 (x32) value occurs anywhere in g, whatever the output's dtype:
+ * a 16-bit node rounds, and a float32 sum that lands on a 16-bit midpoint
+ * rounds to the other neighbour, one 16-bit step that a later Cast to
+ * float32 carries to the output (docs/fuzz-findings.md, seed 11 step 2094). */
+ts_fuzz_tol ts_fuzz_tol_for(const ts_fuzz_tol *base, const ts_graph *g);
 
 /* Where two tensors differ most. */
 typedef struct ts_fuzz_diff {

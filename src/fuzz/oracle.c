@@ -53,6 +53,18 @@ ts_status ts_fuzz_inputs_by_name(const ts_graph *g, const ts_graph *from, ts_ten
     return TS_OK;
 }
 
+ts_fuzz_tol ts_fuzz_tol_for(const ts_fuzz_tol *base, const ts_graph *g)
+{
+    bool f16 = false, bf16 = false;
+    for (int i = 0; i < g->nvalues; i++) {
+        f16 |= g->values[i].dtype == TS_F16;
+        bf16 |= g->values[i].dtype == TS_BF16;
+    }
+    ts_fuzz_tol tol = *base;
+    tol.rtol *= bf16 ? 32 : f16 ? 4 : 1;
+    return tol;
+}
+
 void ts_fuzz_compare(const ts_tensor *a, const ts_tensor *b, const ts_fuzz_tol *tol, ts_fuzz_diff *d)
 {
     *d = (ts_fuzz_diff){.at = -1};

@@ -358,9 +358,10 @@ static bool judge(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *g
                 return true;
             }
     }
+    ts_fuzz_tol tol = ts_fuzz_tol_for(&t->o.tol, go);
     for (int i = 0; i < nroots; i++) {
         ts_fuzz_diff d;
-        ts_fuzz_compare(oo[i], ov[i], &t->o.tol, &d);
+        ts_fuzz_compare(oo[i], ov[i], &tol, &d);
         if (d.scaled > 1 && (v->kind != TS_FUZZ_MISMATCH || d.scaled > v->diff.scaled)) {
             v->kind = TS_FUZZ_MISMATCH;
             v->output = i;
@@ -381,7 +382,7 @@ static bool judge(const ts_fuzz_target *t, const ts_graph *go, const ts_graph *g
                  "output %d ('%s') differs: |a-b| = %.6g at element %lld (original %.6g, variant %.6g), "
                  "%.3g times the tolerance %g + %g * max(|a|, |b|, %.4g)",
                  v->output, go->values[go->outputs[v->output]].name, d->abs, (long long)d->at, d->a, d->b, d->scaled,
-                 t->o.tol.atol, t->o.tol.rtol, d->scale);
+                 tol.atol, tol.rtol, d->scale);
     return true;
 }
 
@@ -577,22 +578,12 @@ ts_status ts_fuzz_target_check(ts_fuzz_target *t, const ts_graph *go, const ts_g
 
 /* ------------------------------------------------------ runtime seeds */
 
-/* The tolerance for outputs of dtype dt: float16 and bfloat16 are rounded
- * at every node's output, by the runtime and the reference alike, from
- * values that already differ in float32's last bits. */
-static ts_fuzz_tol tol_for(const ts_fuzz_target *t, ts_dtype dt)
-{
-    ts_fuzz_tol tol = t->o.tol;
-    if (dt == TS_F16) tol.rtol *= 4;
-    if (dt == TS_BF16) tol.rtol *= 32;
-    return tol;
-}
-
 /* Compares got (the target's) with want of another storage (the float64
  * reference's, or the target's on another graph), in got's dtype; true
  * when an output differs (v filled as a mismatch). */
 static bool differs(const ts_fuzz_target *t, const ts_graph *g, ts_tensor **want, ts_tensor **got, ts_fuzz_verdict *v)
 {
+    ts_fuzz_tol tol = ts_fuzz_tol_for(&t->o.tol, g);
     for (int i = 0; i < g->noutputs; i++) {
         ts_tensor *w = want[i];
         if (w->dtype != got[i]->dtype && ts_shape_eq(&w->shape, &got[i]->shape)) {
@@ -601,7 +592,6 @@ static bool differs(const ts_fuzz_target *t, const ts_graph *g, ts_tensor **want
         } else {
             ts_tensor_ref(w);
         }
-        ts_fuzz_tol tol = tol_for(t, got[i]->dtype);
         ts_fuzz_diff d;
         ts_fuzz_compare(w, got[i], &tol, &d);
         ts_tensor_unref(w);

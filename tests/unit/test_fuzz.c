@@ -198,6 +198,33 @@ static ts_graph *small_graph(void)
     return g;
 }
 
+/* A float32 output computed through a bfloat16 (or float16) node carries
+ * that node's rounding: the graph's narrowest dtype sets the tolerance. */
+Test(fuzz_oracle, tolerance_widened_by_a_16bit_node_inside)
+{
+    ts_graph *g = small_graph();
+    ts_fuzz_tol t = ts_fuzz_tol_for(&ts_fuzz_tol_default, g);
+    cr_assert_eq(t.rtol, ts_fuzz_tol_default.rtol, "an all-float32 graph keeps the default");
+    const ts_dtype narrow[] = {TS_F16, TS_BF16};
+    const double factor[] = {4, 32};
+    for (int k = 0; k < 2; k++) {
+        ts_graph *h = ts_graph_new("through16", 17);
+        int x = input(h, "x", 4, 4);
+        ts_attr to = ts_attr_int("to", narrow[k] == TS_F16 ? 10 : 16);
+        int n = node(h, "Cast", &x, 1, &to, 1);
+        to = ts_attr_int("to", 1);
+        int y = node(h, "Cast", &n, 1, &to, 1);
+        ts_error e = {0};
+        cr_assert_eq(ts_graph_add_output(h, y, &e), TS_OK);
+        cr_assert_eq(h->values[y].dtype, TS_F32);
+        t = ts_fuzz_tol_for(&ts_fuzz_tol_default, h);
+        cr_assert_eq(t.rtol, ts_fuzz_tol_default.rtol * factor[k], "%s inside: rtol %g", ts_dtype_name(narrow[k]), t.rtol);
+        cr_assert_eq(t.atol, ts_fuzz_tol_default.atol);
+        ts_graph_free(h);
+    }
+    ts_graph_free(g);
+}
+
 Test(fuzz_reduce, graph_surgery)
 {
     ts_error e = {0};
