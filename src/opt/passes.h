@@ -56,6 +56,14 @@ int ts_fold_gate(ts_graph *g, ts_error *err);
  * of PRelus rewritten, or -1 (err set). */
 int ts_prelu_as_dwconv(ts_graph *g, ts_error *err);
 
+/* Conv(x, W, group G) with I input channels per group, I < 16 dividing 16
+ * (k = 16 / I), G a multiple of k and k times the output channels per
+ * group a multiple of 16 -> Conv(x, W', group G / k), W' block-diagonal
+ * with zeros (group_blocks.c: why it is exact for finite inputs and why it
+ * pays in ONNX Runtime).  Returns the number of convolutions rewritten, or
+ * -1 (err set). */
+int ts_group_conv_blocks(ts_graph *g, ts_error *err);
+
 /* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
  * g in place, then g planned with o (g must outlive the plan).  Optimize's
  * measurements and `tsopt profile` plan through it, so they time what a
