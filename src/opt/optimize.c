@@ -330,6 +330,7 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     if (!o.roofline && !ort && runnable && (st = ts_cost_prime(db, g, err))) goto done;
     if (ort && !o.allow_growth) /* as the keep decision below: at most 10% (and 4 KiB) more weights */
         ts_ort_target_set_weight_cap(ort, (int64_t)(1.1 * (double)ts_graph_weight_bytes(g)) + 4096);
+    if (ort) ts_ort_target_set_symbolic(ort, ts_onnx_keeps_symbolic(g, NULL, 0));
     if (ort && !o.roofline) {
         /* the original's regions timed in ONNX Runtime once per machine
          * (tens of seconds for a large model on a cold cache): not taken

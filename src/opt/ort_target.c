@@ -27,9 +27,11 @@ struct ts_ort_target {
     char prefix[96];    /* cache key prefix: "@ort2 VERSION tTHREADS " */
     int timed, cached;
     int64_t weight_cap; /* 0: none */
+    bool symbolic;      /* graphs that would fix the symbolic dimensions cost INFINITY */
 };
 
 void ts_ort_target_set_weight_cap(ts_ort_target *t, int64_t bytes) { t->weight_cap = bytes; }
+void ts_ort_target_set_symbolic(ts_ort_target *t, bool keep) { t->symbolic = keep; }
 
 const char *ts_ort_target_version(const ts_ort_target *t) { return ts_ort_peer_version(t->peer); }
 int ts_ort_target_threads(const ts_ort_target *t) { return t->threads; }
@@ -233,7 +235,9 @@ static void ort_groups(const ts_graph *g, int *group_of)
 double ts_ort_target_cost(void *ctx, const ts_graph *g)
 {
     ts_ort_target *t = ctx;
-    if (!standard_ops(g) || (t->weight_cap > 0 && ts_graph_weight_bytes(g) > t->weight_cap)) return INFINITY;
+    if (!standard_ops(g) || (t->weight_cap > 0 && ts_graph_weight_bytes(g) > t->weight_cap) ||
+        (t->symbolic && !ts_onnx_keeps_symbolic(g, NULL, 0)))
+        return INFINITY;
     int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
     int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
     double ms = t->overhead_ms;

@@ -35,6 +35,11 @@ int ts_ort_target_threads(const ts_ort_target *t);
 double ts_ort_target_cost(void *t, const ts_graph *g);
 /* Graphs holding more than bytes of weights cost INFINITY (0: no cap). */
 void ts_ort_target_set_weight_cap(ts_ort_target *t, int64_t bytes);
+/* With keep, graphs that could only be written at the bound sizes (a
+ * rewrite that ties a constant to the batch: the keep decision would
+ * refuse them) cost INFINITY, so the search ends on one it can write
+ * (regnet_y_400mf: all four best graphs held a PET reshape fixed at batch 1). */
+void ts_ort_target_set_symbolic(ts_ort_target *t, bool keep);
 /* Regions timed in ORT so far in this run, and found in the cache. */
 void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
 
