@@ -332,14 +332,14 @@ done:
  * bandwidth of the cache level its bytes fit in (xroof_step_limit_ms). */
 static void roofline_print(const sroof *r, const xroof_machine *m, bool json)
 {
-    double ms = 0, bytes = 0, wbytes = 0, flops = 0, limit = 0, mem = 0, dram = 0;
+    double ms = 0, bytes = 0, wbytes = 0, flops = 0, iflops = 0, limit = 0, mem = 0, dram = 0;
     const double *bw = m->gbps;
     for (int i = 0; i < r->steps; i++) wbytes += r->work[i].weight_bytes;
     if (!json) {
         printf("per step (the plan `tsopt bench` runs; limit = max(bytes / bandwidth of the level they fit in, "
-               "FLOPs / %.1f GFLOP/s); GB/s L1 %.1f, L2 %.1f, L3 %.1f, memory %.1f; the run's %.2f MB of weights "
-               "from %s):\n",
-               m->gflops, bw[XROOF_L1], bw[XROOF_L2], bw[XROOF_L3], bw[XROOF_DRAM], wbytes / 1e6,
+               "FLOPs / %.1f GFLOP/s, 8-bit products' at %.1f GOP/s); GB/s L1 %.1f, L2 %.1f, L3 %.1f, memory %.1f; "
+               "the run's %.2f MB of weights from %s):\n",
+               m->gflops, m->int8_gops, bw[XROOF_L1], bw[XROOF_L2], bw[XROOF_L3], bw[XROOF_DRAM], wbytes / 1e6,
                xroof_level_name[xroof_level(m, wbytes)]);
         printf("%5s %-16s %-36s %9s %9s %9s %9s %5s %7s\n", "step", "kernel", "node", "ms", "KB", "MFLOP",
                "limit ms", "bound", "% limit");
@@ -352,7 +352,7 @@ static void roofline_print(const sroof *r, const xroof_machine *m, bool json)
         bool membound;
         int level;
         double lim = xroof_step_limit_ms(m, w, wbytes, &membound, &level), tb = xroof_memory_ms(m, w, wbytes, NULL);
-        ms += r->ms[i], bytes += w->bytes, flops += w->flops, limit += lim, mem += tb;
+        ms += r->ms[i], bytes += w->bytes, flops += w->flops, iflops += w->int8_flops, limit += lim, mem += tb;
         dram += xroof_limit_ms(w->bytes, 0, bw[XROOF_DRAM], 0);
         if (json)
             printf("%s{\"step\": %d, \"kernel\": \"%s\", \"node\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, "
@@ -368,7 +368,8 @@ static void roofline_print(const sroof *r, const xroof_machine *m, bool json)
     /* the floor no lowering beats: weights and the graph's inputs and
      * outputs moved once (from where the run's weights fit), every FLOP
      * at peak */
-    double floor = xroof_step_limit_ms(m, &(xroof_step){.bytes = wbytes + r->io_bytes, .weight_bytes = wbytes, .flops = flops},
+    double floor = xroof_step_limit_ms(m, &(xroof_step){.bytes = wbytes + r->io_bytes, .weight_bytes = wbytes, .flops = flops,
+                                                          .int8_flops = iflops},
                                        wbytes, NULL, NULL);
     if (json) {
         printf("], \"steps_ms\": %.4f, \"run_ms\": %.4f, \"bytes\": %.0f, \"weight_bytes\": %.0f, \"flops\": %.0f, "
@@ -636,20 +637,20 @@ int cli_peak(int argc, char **argv)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
                    "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"l1_gbps\": %.2f, \"l2_gbps\": %.2f, "
-                   "\"l3_gbps\": %.2f, \"fma_gflops\": %.2f, \"step_eltwise_us\": %.3f, "
+                   "\"l3_gbps\": %.2f, \"fma_gflops\": %.2f, \"int8_gops\": %.2f, \"step_eltwise_us\": %.3f, "
                    "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d}\n",
                    cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], m.caches.l1d, m.caches.l2,
-                   m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, oh.eltwise_us, oh.conv_us,
-                   oh.region_us, oh.threads);
+                   m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, m.int8_gops,
+                   oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
                    "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped); bandwidth "
                    "on %d threads: L1 %.1f, L2 %.1f, L3 %.1f GB/s; FMA units %.1f GFLOP/s (the per-step limit's FLOP "
-                   "ceiling when above the peak)\n"
+                   "ceiling when above the peak); 8-bit products %.1f GOP/s (u8 x s8 1024^3 MatMulInteger)\n"
                    "per step: %.2f us (tiny element-wise step), %.2f us (tiny oneDNN conv), %.2f us per parallel "
                    "region on %d threads (measured now, not cached)\n",
                    cpu, gflops, gbps, m.caches.l1d >> 10, m.caches.l2 >> 10, m.caches.l3 >> 10, m.threads, m.gbps[XROOF_L1],
-                   m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, oh.eltwise_us, oh.conv_us,
+                   m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, m.int8_gops, oh.eltwise_us, oh.conv_us,
                    oh.region_us, oh.threads);
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "

@@ -451,20 +451,20 @@ static ts_status measure_group(const ts_graph *g, const int *members, int np, in
 
 /* GFLOP/s of the fastest of 15 runs of a one-node graph: op on input x
  * (dims xd) and constant weight w (dims wd). */
-static ts_status peak_of(const char *op, int xr, const int64_t *xd, int wr, const int64_t *wd, const ts_attr *at,
-                         int na, double flops, double *gflops, ts_error *err)
+static ts_status peak_of_types(const char *op, ts_dtype xt, int xr, const int64_t *xd, ts_dtype wt, int wr,
+                               const int64_t *wd, const ts_attr *at, int na, double flops, double *gflops, ts_error *err)
 {
     ts_shape xs = ts_shape_make(xr, xd), ws = ts_shape_make(wr, wd);
     ts_graph *g = ts_graph_new("peak", 17);
-    ts_tensor *b = g ? ts_tensor_new(TS_F32, &ws, err) : NULL;
+    ts_tensor *b = g ? ts_tensor_new(wt, &ws, err) : NULL;
     ts_status st = TS_OK;
     if (!g || !b) {
         st = g ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto out;
     }
     uint64_t rng = 0x9e37;
-    ts_tensor_fill_random(b, &rng, -1, 1);
-    int a = ts_graph_add_input(g, "a", TS_F32, &xs, err), w = a >= 0 ? ts_graph_add_constant(g, "b", b, err) : -1, y;
+    ts_tensor_fill_random(b, &rng, ts_dtype_is_float(wt) ? -1 : -127, ts_dtype_is_float(wt) ? 1 : 127);
+    int a = ts_graph_add_input(g, "a", xt, &xs, err), w = a >= 0 ? ts_graph_add_constant(g, "b", b, err) : -1, y;
     if (w < 0 || ts_graph_add_node(g, op, "peak", (int[]){a, w}, 2, at, na, 1, NULL, &y, err) < 0 ||
         ts_graph_add_output(g, y, err)) {
         st = err->code;
@@ -479,6 +479,12 @@ out:
     ts_tensor_unref(b);
     ts_graph_free(g);
     return st;
+}
+
+static ts_status peak_of(const char *op, int xr, const int64_t *xd, int wr, const int64_t *wd, const ts_attr *at,
+                         int na, double flops, double *gflops, ts_error *err)
+{
+    return peak_of_types(op, TS_F32, xr, xd, TS_F32, wr, wd, at, na, flops, gflops, err);
 }
 
 /* The best of a few large, well-shaped problems: a 1024^3 matmul alone
@@ -571,6 +577,21 @@ ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_erro
         if (!put(db, "!fma_gflops", fma, 1)) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         db->measured++;
     }
+    /* 8-bit products (a u8 x s8 MatMulInteger, the dnnl int8 kernel): VNNI
+     * does four multiply-adds where an FMA does one, so against the float
+     * peak an int8 step would read as faster than its limit */
+    centry *q = lookup(db, "!int8_gops");
+    if (remeasure || !q || !q->key) {
+        double gops = 0;
+        const int64_t n = 1024;
+        if ((st = peak_of_types("MatMulInteger", TS_U8, 2, (int64_t[]){n, n}, TS_I8, 2, (int64_t[]){n, n}, NULL, 0,
+                                2.0 * (double)n * n * n, &gops, err)))
+            return st;
+        if (q && q->key && q->ms > gops) gops = q->ms;
+        if (!put(db, "!int8_gops", gops, 1)) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        db->measured++;
+    }
+    m->int8_gops = lookup(db, "!int8_gops")->ms;
     m->fma_gflops = lookup(db, "!fma_gflops")->ms;
     if (m->fma_gflops > m->gflops) m->gflops = m->fma_gflops;
     for (int l = 0; l < XROOF_DRAM; l++) m->gbps[l] = lookup(db, key[l])->ms;

@@ -26,6 +26,20 @@ double xroof_node_flops(const ts_graph *g, int n)
     return f;
 }
 
+static bool is_8bit(const ts_graph *g, const ts_node *nd, int k)
+{
+    ts_dtype t = k < nd->ninputs && nd->inputs[k] >= 0 ? g->values[nd->inputs[k]].dtype : TS_F32;
+    return t == TS_U8 || t == TS_I8;
+}
+
+bool xroof_node_int8(const ts_graph *g, int n)
+{
+    /* the product's two operands: inputs 0 and 1 (ConvInteger, MatMulInteger)
+     * or 0 and 3 (the QLinear forms, scales and zero points between) */
+    const ts_node *nd = &g->nodes[n];
+    return nd->op->flops && is_8bit(g, nd, 0) && (is_8bit(g, nd, 1) || is_8bit(g, nd, 3));
+}
+
 static bool is_conversion(const xstep *s) { return s->k == &xk_reorder || s->k == &xk_copy; }
 
 /* Logical bytes of buffer b (a blocked buffer's padding left out). */
@@ -99,7 +113,9 @@ ts_status xroof_plan(const ts_plan *plan, xroof_step *r, ts_error *err)
     for (int n = 0; n < nn; n++)
         if (node_step[n] >= 0) {
             r[node_step[n]].nodes++;
-            r[node_step[n]].flops += xroof_node_flops(g, n);
+            double f = xroof_node_flops(g, n);
+            r[node_step[n]].flops += f;
+            if (xroof_node_int8(g, n)) r[node_step[n]].int8_flops += f;
         }
     for (int i = 0; i < ns; i++) {
         const xstep *s = &p->steps[i];
@@ -357,7 +373,9 @@ double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_w
 double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, bool *membound,
                            int *level)
 {
-    double tb = xroof_memory_ms(m, s, run_weight_bytes, level), tf = xroof_limit_ms(0, s->flops, 0, m->gflops);
+    double q = m->int8_gops > 0 ? s->int8_flops : 0;
+    double tb = xroof_memory_ms(m, s, run_weight_bytes, level),
+           tf = xroof_limit_ms(0, s->flops - q, 0, m->gflops) + xroof_limit_ms(0, q, 0, m->int8_gops);
     if (membound) *membound = tb >= tf;
     return tb > tf ? tb : tf;
 }

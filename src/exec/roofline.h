@@ -22,12 +22,15 @@
 
 typedef struct xroof_step {
     double bytes, flops;
+    double int8_flops;   /* of flops, those of 8-bit products (against the int8 peak) */
     double weight_bytes; /* the constants among bytes */
     int nodes;           /* graph nodes the step computes (0: a conversion or helper step) */
 } xroof_step;
 
 /* FLOPs of node n alone (0 for views, shape and movement ops). */
 double xroof_node_flops(const ts_graph *g, int n);
+/* Whether node n's FLOPs are 8-bit products (an integer Conv or MatMul). */
+bool xroof_node_int8(const ts_graph *g, int n);
 /* Bytes of value v (elements x dtype size). */
 double xroof_value_bytes(const ts_graph *g, int v);
 
@@ -90,6 +93,7 @@ double xroof_measure_fma(void);
  * measured matmul/conv peak and the FMA ceiling. */
 typedef struct xroof_machine {
     double gflops, fma_gflops;
+    double int8_gops; /* u8 x s8 products, GOP/s (a multiply-add 2); 0: unknown, counted at gflops */
     double gbps[XROOF_LEVELS];
     xroof_caches caches;
     int threads;
@@ -106,7 +110,7 @@ int xroof_level(const xroof_machine *m, double bytes);
  * one beyond it counts at the faster speed (a limit never overstates). */
 double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, int *level);
 
-/* The step's limit: max(memory time, FLOPs / peak), ms. */
+/* The step's limit: max(memory time, float FLOPs / peak + 8-bit FLOPs / int8 peak), ms. */
 double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, bool *membound,
                            int *level);
 

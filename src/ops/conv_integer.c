@@ -117,10 +117,21 @@ static ts_status convi_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
+/* 2 * output elements * (C/group * kernel), as a float Conv: the roofline's
+ * FLOPs, one multiply-add of 8-bit products counted as two */
+static double convi_flops_w(const ts_node *n, const ts_graph *g, int wi)
+{
+    const ts_shape *w = &g->values[n->inputs[wi]].shape, *y = &g->values[n->outputs[0]].shape;
+    return w->dims[0] ? 2.0 * (double)ts_shape_numel(y) * ((double)ts_shape_numel(w) / (double)w->dims[0]) : 0;
+}
+static double convi_flops(const ts_node *n, const ts_graph *g) { return convi_flops_w(n, g, 1); }
+static double qconv_flops(const ts_node *n, const ts_graph *g) { return convi_flops_w(n, g, 3); }
+
 #define CONVI(NAME) .name = NAME, .attr_size = sizeof(ts_conv_attrs), .min_outputs = 1, .max_outputs = 1, \
                     .parse = convi_parse, .emit = convi_emit
 const ts_op_desc ts_op_conv_integer = {.opset_min = 10, CONVI("ConvInteger"), .min_inputs = 2, .max_inputs = 4,
-                                       .flags = TS_OP_EXACT, .infer = convi_infer, .kernel = convi_kernel};
+                                       .flags = TS_OP_EXACT, .infer = convi_infer, .kernel = convi_kernel,
+                                       .flops = convi_flops};
 
 /* --------------------------------------------------------- QLinearConv */
 
@@ -163,4 +174,4 @@ static ts_status qconv_kernel(ts_kernel_ctx *k)
 }
 
 const ts_op_desc ts_op_qlinear_conv = {.opset_min = 10, CONVI("QLinearConv"), .min_inputs = 8, .max_inputs = 9,
-                                       .infer = qconv_infer, .kernel = qconv_kernel};
+                                       .infer = qconv_infer, .kernel = qconv_kernel, .flops = qconv_flops};

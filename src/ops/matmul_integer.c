@@ -97,9 +97,16 @@ static ts_status mmi_kernel(ts_kernel_ctx *k)
     return TS_OK;
 }
 
+/* 2 * output elements * K, as MatMul (A is input 0 of both forms) */
+static double mmi_flops(const ts_node *n, const ts_graph *g)
+{
+    const ts_shape *a = &g->values[n->inputs[0]].shape, *y = &g->values[n->outputs[0]].shape;
+    return 2.0 * (double)ts_shape_numel(y) * (double)(a->rank ? a->dims[a->rank - 1] : 1);
+}
+
 const ts_op_desc ts_op_matmul_integer = {.opset_min = 10, 
     .name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
-    .flags = TS_OP_EXACT, .infer = mmi_infer, .kernel = mmi_kernel,
+    .flags = TS_OP_EXACT, .infer = mmi_infer, .kernel = mmi_kernel, .flops = mmi_flops,
 };
 
 /* ------------------------------------------------------- QLinearMatMul */
@@ -157,5 +164,5 @@ static ts_status qmm_kernel(ts_kernel_ctx *k)
 
 const ts_op_desc ts_op_qlinear_matmul = {.opset_min = 10, 
     .name = "QLinearMatMul", .min_inputs = 8, .max_inputs = 8, .min_outputs = 1, .max_outputs = 1,
-    .infer = qmm_infer, .kernel = qmm_kernel,
+    .infer = qmm_infer, .kernel = qmm_kernel, .flops = mmi_flops,
 };

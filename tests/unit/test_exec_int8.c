@@ -10,6 +10,7 @@
  *   rewrites the pass must refuse (a Relu before a Q whose zero point is not
  *   the type's minimum, a bias whose scale is not x_scale * w_scale). */
 #include "exec_check.h"
+#include "exec/roofline.h"
 #include "opt/passes.h"
 #include "tsopt.h"
 
@@ -86,6 +87,27 @@ Test(int8, qlinear_conv_on_dnnl)
         cr_expect_eq(check(g, 0.05, "dnnl.qconv"), 1, "case %zu: not on dnnl.qconv", i);
         ts_graph_free(g);
     }
+}
+
+/* The roofline (tsopt profile's MFLOP) counts an 8-bit product as its float
+ * form: 2 * output elements * reduction length, not one per output element. */
+Test(int8, products_counted_as_their_float_forms)
+{
+    ts_graph *g = qconv_graph(8, 16, 1, 1, TS_U8, true);
+    int found = 0;
+    for (int n = 0; n < g->nnodes; n++) {
+        if (strcmp(g->nodes[n].op->name, "QLinearConv")) continue;
+        found++;
+        cr_assert_float_eq(xroof_node_flops(g, n), 2.0 * (2 * 16 * 9 * 11) * (8 * 9), 1e-6, "%g", xroof_node_flops(g, n));
+    }
+    cr_assert_eq(found, 1);
+    ts_graph_free(g);
+    g = ts_graph_new("mmi", 13);
+    int a = rand_ints(g, TS_U8, "2x5x16", 0, 255), b = rand_ints(g, TS_I8, "16x7", -127, 127);
+    int y = xt_node(g, "MatMulInteger", INS(a, b), NOATTR);
+    xt_output(g, y);
+    cr_assert_float_eq(xroof_node_flops(g, g->values[y].producer), 2.0 * (2 * 5 * 7) * 16, 1e-6);
+    ts_graph_free(g);
 }
 
 /* a [2, 5, 16] x B -> Q(y): B constant per-column int8, or a second u8 activation. */

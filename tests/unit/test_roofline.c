@@ -105,6 +105,15 @@ Test(roofline, level_bandwidth)
     cr_assert_eq(level, XROOF_L2);
     cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 10e6, &mb, NULL), 0.01, 1e-12);
     cr_assert(!mb);
+    /* 8-bit products at their own peak: 1 MFLOP of which 0.8 int8 at 400
+     * GOP/s is 2 + 2 us, under the 7 us of memory; unknown, all at 100 */
+    s.int8_flops = 0.8e6;
+    m.int8_gops = 400;
+    cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 10e6, &mb, NULL), 0.007, 1e-12);
+    cr_assert(mb);
+    m.int8_gops = 0;
+    cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 10e6, &mb, NULL), 0.01, 1e-12);
+    s.int8_flops = 0;
     /* without FLOPs, memory-bound; the run's weights in DRAM (20 GB/s: 10 us) */
     s.flops = 0;
     cr_assert_float_eq(xroof_step_limit_ms(&m, &s, 40e6, &mb, NULL), 0.005 + 0.01, 1e-12);
