@@ -13,7 +13,10 @@ exports, dynamic batch):
   2. gain: N separate node processes (tools/ort/serve.js `pair`), each timing the
      original and the written file in R alternating rounds in one ONNX Runtime
      process (idle pools do not spin: session.intra_op.allow_spinning 0);
-     ratio = original median / written median per process; the median of the N;
+     ratio per process = the Hodges-Lehmann estimate over its rounds of the round's
+     original median / written median (src/opt/keep.c: each round sees one load, so the
+     per-round ratios are far steadier than the ratio of whole medians on a loaded
+     machine); the median of the N;
   3. prediction error: the original's prediction and, where optimize timed its
      best graphs whole (whole_before_ms), that whole-graph median, each against a separate ORT
      process's median (serve.js `time`, 2 s of runs); and the predicted gain
@@ -67,6 +70,11 @@ def serve(requests, timeout=1800):
     return out
 
 
+def hodges_lehmann(x, back=lambda v: v):
+    """The median of the Walsh averages (x_i + x_j) / 2, i <= j (keep.c's estimate)."""
+    return back(statistics.median((x[i] + x[j]) / 2 for i in range(len(x)) for j in range(i, len(x))))
+
+
 def optimize(a, model, out, limit):
     cmd = [a.tsopt, "optimize", model, "-o", out, "--target", "ort", "--time-limit", str(limit), "--json"]
     if a.threads:
@@ -90,8 +98,9 @@ def measure(a, name, model, work):
     th = a.threads or os.cpu_count()
     ratios, meds = [], []
     for _ in range(a.procs):  # separate processes: the median of their ratios
-        ma, mb, fa, fb = map(float, serve([("pair", model, out, "-", th, a.rounds, 100)])[0][:4])
-        ratios.append(ma / mb)
+        f = serve([("pair", model, out, "-", th, a.rounds, 100)])[0]
+        ma, mb = float(f[0]), float(f[1])
+        ratios.append(hodges_lehmann([math.log(float(x.split()[2]) / float(x.split()[3])) for x in f[6:]], math.exp))
         meds.append((ma, mb))
     r["ratios"] = ratios
     r["ratio"] = statistics.median(ratios)
@@ -143,8 +152,8 @@ def section(a, rows, argv, started, elapsed):
                           started, elapsed / 60, cpu_name(), os.cpu_count(), a.load0, load[0],
                           ok[0]["ort_version"] if ok else "?", a.threads or os.cpu_count()),
          "",
-         "Ratio: ONNX Runtime's median on the original / on the written file, alternating in one process, "
-         "the median of %d processes (all listed); predicted: the gain optimize expected (its whole-graph timing of "
+         "Ratio: ONNX Runtime on the original / on the written file, alternating in one process (the "
+         "Hodges-Lehmann estimate of the rounds' ratios of medians), the median of %d processes (all listed); predicted: the gain optimize expected (its whole-graph timing of "
          "the original and the written graph in one ORT process; the predictions' where it timed none; 1 for the "
          "original). Prediction / whole / separate: optimize's prediction for the original (its whole-graph median "
          "timed before the search; a candidate's is that scaled by the region sums' ratio), its whole-graph median "
