@@ -303,7 +303,7 @@ static void prog_items(const xv_prog *pr, void *const *in, float *y, int64_t lo,
 {
     const int64_t len = pr->len, nchunk = (len + XV_BLK - 1) / XV_BLK;
     for (int64_t it = lo; it < hi; it++) {
-        float splat[XV_MAXIN][XV_BLK];
+        float splat[XV_MAXIN][XV_BLK], own[XV_BLK];
         const float *src[XV_MAXIN];
         int64_t row = it / nchunk, start = (it % nchunk) * XV_BLK, n = len - start < XV_BLK ? len - start : XV_BLK;
         int64_t off[XV_MAXIN] = {0}, r = row;
@@ -321,6 +321,10 @@ static void prog_items(const xv_prog *pr, void *const *in, float *y, int64_t lo,
                 for (int64_t i = 0; i < n; i++) splat[j][i] = v;
                 src[j] = splat[j];
             }
+        }
+        if (pr->inplace) { /* y is that input's storage: later instructions may read it after the first wrote y */
+            memcpy(own, src[pr->inplace - 1], (size_t)n * sizeof *own);
+            src[pr->inplace - 1] = own;
         }
         run_block(pr, y + row * len + start, src, n);
     }

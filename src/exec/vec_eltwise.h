@@ -49,6 +49,8 @@ typedef struct xv_prog {
     bool rounded; /* a half plan's result left on the 16-bit grid (half.step need not round it) */
     int round_on_load; /* value id + 1 of a 16-bit input the program rounds as it reads it (half.c: its
                           producer's step does not), 0: none */
+    int inplace; /* input index + 1 whose storage the result is written over (vec_fuse.c, half plans): each
+                    block of it is copied aside before the block runs, 0: none */
 } xv_prog;
 
 /* Appends node n's instruction(s) to pr.  `cur` is the value held in acc

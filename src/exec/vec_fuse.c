@@ -8,6 +8,7 @@
  * fuses past the refusal half plans put on those values. */
 #include <stdlib.h>
 #include "exec/half.h"
+#include "exec/plan_internal.h"
 #include "exec/vec_eltwise.h"
 #include "exec/vec_layout.h"
 #include "ops/op.h"
@@ -102,6 +103,53 @@ static void round_on_load(const xplan *p, xv_prog *pr, const int *ext)
     }
 }
 
+/* Half plans: the result written over an input of its own shape that dies
+ * here.  The float32 plan fuses a MatMul's bias Add and GELU into the
+ * MatMul; split by the half plan's rounding (half.c), each of those steps
+ * held a second full-size buffer beside its input.  ViT-B/16-l4 at batch 4
+ * holds 9.7 MB MLP products (TSOPT_MEM_TRACE).  TSOPT_SKIP=half.inplace
+ * turns it off (A/B). */
+int xv_inplace_out(xplan *p, int n, int b, int out)
+{
+    const ts_value *v = &p->g->values[out];
+    if (!p->half || xplan_skips(p, "half.inplace") || b < 0 || ts_graph_is_output(p->g, out) ||
+        v->dtype != TS_F32 || p->value_buf[out] >= 0) /* placed already (a Concat's piece) */
+        return -1;
+    int root = xbuf_root(p, b);
+    const xbuf *x = &p->bufs[b];
+    if (x->dtype != TS_F32 || x->blocked || p->bufs[root].blocked || !ts_shape_eq(&x->shape, &v->shape) ||
+        xbuf_alias_offset(p, b) || !xplan_inplace_ok(p, b, n))
+        return -1;
+    size_t bytes = x->bytes;
+    int o = xplan_new_buf(p, out, v->dtype, &v->shape);
+    if (o < 0) return -1;
+    xbuf *y = &p->bufs[o];
+    y->kind = XB_ALIAS;
+    y->alias_of = root;
+    y->offset = 0;
+    y->bytes = bytes;
+    xplan_bind_value(p, out, o);
+    return o;
+}
+
+/* The chain's output over one of its operands' storage: the program
+ * copies each block of that operand aside before running the block
+ * (xv_prog.inplace), since GELU's chain reads x again after its first
+ * instruction wrote the result. */
+static int chain_inplace(xplan *p, int n, xv_prog *pr, const xstep *s, int cur)
+{
+    for (int j = 0; j < pr->next; j++) {
+        bool alone = true; /* no other operand read from that storage */
+        for (int k = 0; alone && k < pr->next; k++) alone = k == j || xbuf_root(p, s->in[k]) != xbuf_root(p, s->in[j]);
+        int o = alone ? xv_inplace_out(p, n, s->in[j], cur) : -1;
+        if (o >= 0) {
+            pr->inplace = j + 1;
+            return o;
+        }
+    }
+    return -1;
+}
+
 static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -140,7 +188,8 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
         s->in[j] = keep && in_order[j] ? xplan_value_buf(p, ext[j]) : xplan_plain(p, xplan_value_buf(p, ext[j]), err);
         if (s->in[j] < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
-    s->out[0] = xplan_value_buf(p, cur);
+    s->out[0] = keep ? -1 : chain_inplace(p, n, pr, s, cur);
+    if (s->out[0] < 0) s->out[0] = xplan_value_buf(p, cur);
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (keep) xv_set_order(p, s->out[0], order);
     xv_geometry_order(pr, &shape, shapes, keep ? order : NULL, in_order);

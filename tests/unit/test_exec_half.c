@@ -629,3 +629,66 @@ Test(half, matmul_wide_weight_in_chunks)
     ts_graph_free(l.g);
     ts_graph_free(c.g);
 }
+
+/* float16 MatMul -> Add(bias) -> h * c + h -> Relu, and Mul -> Softmax ->
+ * Relu: the bias Add writes over the product, the chain (reading h twice)
+ * over h and Softmax over its input, each dying there (vec.h
+ * xv_inplace_out: the half plan's split MLP held two ViT-sized products
+ * side by side).  Exact against the reference (the chain copies each block
+ * of h aside before overwriting it: without that copy its second read
+ * finds the result), bit-equal to the plan without it
+ * (TSOPT_SKIP=half.inplace) and with a smaller arena. */
+static void build_inplace(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("256x64");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr to = ts_attr_int("to", out == TS_F16 ? 10 : 16);
+    int h = N("Add", N("MatMul", x, grid_cst(b, "64x512", 64)), grid_cst(b, "512", 1024));
+    int y = N("Relu", N("Add", N("Mul", h, grid_cst(b, "512", 64)), h));
+    if (b->dt != out) y = node(b, "Cast", &y, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+static void check_smaller_and_equal(const gb *b, const char *dims)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(dims);
+    ts_tensor *x = ts_tensor_new(b->dt, &xs, &e);
+    uint64_t rng = 3;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+    }
+    run_out in = run(b->g, x), apart = run_skip(b->g, x, "half.inplace");
+    cr_assert_lt(in.st.arena_bytes, apart.st.arena_bytes, "arena %zu, not in place %zu", in.st.arena_bytes,
+                 apart.st.arena_bytes);
+    cr_assert_eq(memcmp(in.out[0]->data, apart.out[0]->data, in.out[0]->nbytes), 0, "in place and apart differ");
+    ts_tensor_unref(in.out[0]);
+    ts_tensor_unref(apart.out[0]);
+    ts_tensor_unref(x);
+}
+
+Test(half, results_written_over_dying_inputs)
+{
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_inplace(&b, TS_F16);
+    build_inplace(&l, TS_F16);
+    check_exact(&b, &l, "256x64", 1);
+    check_smaller_and_equal(&b, "256x64");
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+    /* Softmax over its input (values past exactness: compared with the plan apart) */
+    gb s = grid_graph(TS_F16);
+    ts_shape xs = shp("16x384");
+    ts_error e = {0};
+    int x = ts_graph_add_input(s.g, "x", TS_F16, &xs, &e);
+    gb *b2 = &s;
+    {
+        gb *b = b2; /* N() builds into b */
+        int y = N("Relu", N("Softmax", N("Mul", x, grid_cst(b, "384", 16))));
+        cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+    }
+    check_smaller_and_equal(&s, "16x384");
+    ts_graph_free(s.g);
+}
