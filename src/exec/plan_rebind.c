@@ -176,13 +176,19 @@ static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, cons
             p->rebound[i] = true;
         }
     }
+    /* A value an earlier re-bind changed and this one brings back to its
+     * built shape and contents (a session re-bound to a past length it had
+     * before) takes them again: its buffer had the earlier shape, and a
+     * constant pointed into that re-bind's graph, which the caller frees. */
     for (int b = 0; b < p->nbufs; b++) {
         xbuf *x = &p->bufs[b];
-        if (!buf_changed(p, g, b)) continue;
+        bool back = !buf_changed(p, g, b) && p->g != p->built_g && x->value >= 0 &&
+                    value_changed(p->built_g, p->g, x->value);
+        if (!back && !buf_changed(p, g, b)) continue;
         const ts_value *v = &g->values[x->value];
         x->shape = v->shape;
         x->bytes = (size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype);
-        if (x->kind == XB_CONST) x->data = v->constant->data;
+        if (x->kind == XB_CONST) x->data = (back ? p->built_g->values[x->value].constant : v->constant)->data;
     }
     for (int i = 0; i < p->nsteps; i++) /* output copies: the size of what they copy */
         if (p->steps[i].k == &xk_copy) *(size_t *)p->steps[i].state = p->bufs[p->steps[i].out[0]].bytes;
