@@ -23,12 +23,13 @@
 typedef struct work {
     long claimed, enumerated, owned, replayed, pairs, candidates;
     double t_enum, t_exchange, t_pairs;
+    double c_enum, c_exchange, c_pairs; /* CPU seconds (all threads): walls on a shared node are noise */
 } work;
 
 static struct {
     ts_dist_counter *ctr;
     work me, *all; /* all: the root's copy of every process's */
-    double t0, t1;
+    double t0, t1, c0, c1;
     int threads;
 } g;
 
@@ -36,6 +37,13 @@ static double now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -63,8 +71,9 @@ static MPI_Datatype record_type(void)
 static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st, ts_error *err)
 {
     (void)arg;
-    double t = now();
+    double t = now(), c = cpu();
     g.me.t_enum = t - g.t0;
+    g.me.c_enum = c - g.c0;
     g.me.claimed -= g.threads; /* each thread's last claim found nothing */
     ts_dist_counter_close(g.ctr);
     g.ctr = NULL;
@@ -72,6 +81,17 @@ static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st
     gen_graph *gs = *gsp;
     size_t ng = *ngp;
     g.me.enumerated = (long)ng;
+    /* seq numbers each process's records from 0; the pair stage replays
+     * its graphs in seq order so that neighbours share their first
+     * operators' results.  Offset by the records of the processes before
+     * this one, a seq names one graph job-wide: each owner's replay order
+     * is then each sender's depth-first order, one sender after another
+     * (with colliding numbers it alternated between senders, so no two
+     * consecutive replays shared a prefix). */
+    long before = 0;
+    MPI_Exscan(&g.me.enumerated, &before, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (ts_dist_rank() == 0) before = 0; /* MPI_Exscan leaves it undefined */
+    for (size_t i = 0; i < ng; i++) gs[i].seq = ((uint32_t)before + gs[i].seq) & ((1u << 29) - 1);
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
     if (!cnt) ts_dist_abort(1);
     int *sdisp = cnt + n, *rcnt = cnt + 2 * n, *rdisp = cnt + 3 * n;
@@ -112,7 +132,9 @@ static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st
     g.me.owned = (long)total;
     st->graphs = (uint64_t)ts_dist_sum((long)ng);
     g.t1 = now();
+    g.c1 = cpu();
     g.me.t_exchange = g.t1 - t;
+    g.me.c_exchange = g.c1 - c;
     return TS_OK;
 }
 
@@ -132,6 +154,7 @@ static ts_status gather(void *arg, gen_graph **prp, size_t *npairp, gen_stats *s
     g.me.pairs = (long)st->pairs;
     g.me.candidates = (long)*npairp;
     g.me.t_pairs = now() - g.t1;
+    g.me.c_pairs = cpu() - g.c1;
     /* the counts of the pair stage, summed on the root */
     uint64_t c[6] = {st->pairs1, st->same_dag, st->replayed, st->pairs, st->syntactic, st->float_fail}, sum[6];
     MPI_Reduce(c, sum, 6, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -179,6 +202,7 @@ const gen_dist *ts_dist_gen_hooks(int threads)
     g.threads = threads;
     g.ctr = ts_dist_counter_open();
     g.t0 = now();
+    g.c0 = cpu();
     return &hooks;
 }
 
@@ -187,14 +211,14 @@ void ts_dist_gen_report(FILE *f)
     if (!g.all) return;
     int n = ts_dist_size();
     fprintf(f, "work per process (first operators drawn, graphs enumerated, graphs owned after the exchange, "
-               "graphs replayed on set 1, pairs tested, candidates; seconds):\n");
+               "graphs replayed on set 1, pairs tested, candidates; seconds, wall/CPU):\n");
     long lo = -1, hi = 0;
     for (int r = 0; r < n; r++) {
         const work *w = &g.all[r];
         fprintf(f, "  rank %d: %ld first, %ld enumerated, %ld owned, %ld replayed, %ld pairs, %ld candidates; "
-                   "enumerate %.1f s, exchange %.1f s, pairs %.1f s\n",
-                r, w->claimed, w->enumerated, w->owned, w->replayed, w->pairs, w->candidates, w->t_enum,
-                w->t_exchange, w->t_pairs);
+                   "enumerate %.1f/%.1f s, exchange %.1f/%.1f s, pairs %.1f/%.1f s\n",
+                r, w->claimed, w->enumerated, w->owned, w->replayed, w->pairs, w->candidates, w->t_enum, w->c_enum,
+                w->t_exchange, w->c_exchange, w->t_pairs, w->c_pairs);
         long work_units = w->enumerated + w->replayed;
         if (lo < 0 || work_units < lo) lo = work_units;
         if (work_units > hi) hi = work_units;
