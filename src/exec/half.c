@@ -818,6 +818,7 @@ ts_status xhalf_finish(xplan *p, ts_error *err)
      * runs its bodies as graphs of their own: not wrapped. */
     for (int i = 0; i < p->nsteps; i++)
         if (p->steps[i].k != &xk_cf && wrap(p, &p->steps[i], err)) return err->code;
+    trim_heap();
     return TS_OK;
 }
 
