@@ -666,6 +666,10 @@ int64_t ts_session_plan_builds(const ts_session *s);
 /* Runs at new sizes that re-bound a cached plan of the same class instead
  * (ts_plan_rebind: a decoder's every token after the first). */
 int64_t ts_session_plan_rebinds(const ts_session *s);
+/* Of those, runs whose graph was derived from the re-bound plan's (shapes
+ * re-inferred, size-dependent constants recomputed) instead of loading and
+ * rewriting the model again (docs/decoder.md). */
+int64_t ts_session_graph_derives(const ts_session *s);
 /* The session's packed-weight cache (ts_pack_cache: plans of the model
  * loaded at new sizes reuse the weights earlier plans packed); zeros
  * before the first run at other than the default sizes. */

@@ -217,6 +217,13 @@ class InferenceSession:
         return int(_lib.lib.ts_session_plan_rebinds(self._s)) if self._s is not None else 0
 
     @property
+    def graph_derives(self):
+        """Of the re-binds, runs whose graph was derived from the re-bound one
+        (shapes re-inferred, size-dependent constants recomputed) instead of
+        loading and rewriting the model again."""
+        return int(_lib.lib.ts_session_graph_derives(self._s)) if self._s is not None else 0
+
+    @property
     def pack_stats(self):
         """The packed-weight cache shared by the session's plans (ts_pack_cache_stats):
         hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now."""

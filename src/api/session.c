@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api/value_inputs.h"
+#include "ir/ir.h"
 #include "ir/meta.h"
 #include "onnx/proto.h"
 #include "tsopt.h"
@@ -84,6 +85,10 @@ struct ts_session {
     uint64_t clock;
     int64_t plan_builds; /* ts_session_plan_builds */
     int64_t plan_rebinds; /* ts_session_plan_rebinds */
+    int64_t graph_derives; /* ts_session_graph_derives */
+    /* derive(): checked once against the model loaded at the sizes it
+     * derived for; off for the session when the two differed */
+    bool derive_checked, derive_off;
     /* signatures whose plans re-binds took over (a ring of hashes): one
      * coming back builds its own plan instead, so that sizes alternating
      * within a class are served from the cache, not re-bound back and forth */
@@ -332,6 +337,14 @@ int64_t ts_session_plan_builds(const ts_session *s)
     return n;
 }
 
+int64_t ts_session_graph_derives(const ts_session *s)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    int64_t n = s->graph_derives;
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+    return n;
+}
+
 int64_t ts_session_plan_rebinds(const ts_session *s)
 {
     pthread_mutex_t *m = (pthread_mutex_t *)&s->lock;
@@ -477,17 +490,184 @@ static bool retired(const ts_session *s, const ts_shape *shapes)
     return false;
 }
 
-/* The most recently used plan of the same class, re-bound to g (loaded at
- * the inputs' sizes and rewritten), which its entry takes; NULL when there
- * is none or it cannot follow (g is then the caller's).  An entry whose
- * re-bind failed otherwise is cleared (its plan is unusable). */
-static entry *rebind(ts_session *s, ts_tensor *const *inputs, ts_graph *g)
+/* The most recently used plan of the same class as the inputs' sizes, or
+ * NULL. */
+static entry *rebind_candidate(ts_session *s, ts_tensor *const *inputs)
 {
     entry *c = NULL;
     for (int k = 0; k < SESSION_PLANS; k++) {
         entry *x = &s->cache[k];
         if (x->p && !x->values && x->g != s->graph && same_class(s, x, inputs) && (!c || x->used > c->used)) c = x;
     }
+    return c;
+}
+
+static bool same_contents(const ts_tensor *a, const ts_tensor *b)
+{
+    return a == b || (a && b && a->nbytes == b->nbytes && (!a->nbytes || !memcmp(a->data, b->data, a->nbytes)));
+}
+
+/* Every node's outputs of g re-inferred in order; false when a type changes
+ * or inference fails.  Tentative: a node whose inference fails (it reads a
+ * constant of the old sizes) or that reads such an output gets rank -1
+ * outputs (not known) instead. */
+static bool reinfer(ts_graph *g, const int *order, int cnt, bool tentative)
+{
+    ts_error e = {0};
+    for (int k = 0; k < cnt; k++) {
+        const ts_node *n = &g->nodes[order[k]];
+        ts_dtype dt[16];
+        ts_shape sh[16];
+        bool known = n->noutputs <= 16;
+        for (int i = 0; known && i < n->ninputs; i++) known = n->inputs[i] < 0 || g->values[n->inputs[i]].shape.rank >= 0;
+        if (!known || ts_node_infer(g, order[k], dt, sh, &e)) {
+            if (!tentative) return false;
+            for (int o = 0; o < n->noutputs; o++)
+                if (n->outputs[o] >= 0) g->values[n->outputs[o]].shape.rank = -1;
+            continue;
+        }
+        for (int o = 0; o < n->noutputs; o++) {
+            if (n->outputs[o] < 0) continue;
+            ts_value *y = &g->values[n->outputs[o]];
+            if (y->dtype != dt[o]) return false;
+            y->shape = sh[o];
+        }
+    }
+    return true;
+}
+
+/* The graph of a model run at new sizes of a re-bound plan's class,
+ * derived from the one the plan is bound to instead of loaded and
+ * rewritten again (which was 40 % of a decoder token's CPU: the import
+ * 25 %, the rewrites 12 %, perf, 1 thread): a copy whose inputs take the
+ * new shapes and every node's outputs re-inferred in order, its constants
+ * shared, except those computed from an input's size, taken from a load of
+ * only the nodes they are computed from (ts_onnx_kept_sized_consts: a
+ * decoder's position row, causal masks and reshape targets; what their
+ * Shape nodes read is taken at its shape re-inferred here, so the shapes
+ * are inferred again after and must not change).  A constant that is
+ * neither a weight shared by both graphs seen (built and bound) nor
+ * computed from a size (a rewrite's, a Constant's) must have been equal in
+ * both, or this declines.  NULL when it declines (the caller loads). */
+static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds)
+{
+    const ts_graph *g1 = c->built, *g2 = c->g;
+    ts_graph *g = ts_graph_copy(g2);
+    int nv = g ? g->nvalues : 0, nw = 0, cnt = 0;
+    const char **names = calloc((size_t)nv + 1, sizeof *names);
+    int *which = calloc((size_t)nv + 1, sizeof *which), *order = g ? calloc((size_t)g->nnodes + 1, sizeof *order) : NULL;
+    ts_tensor **got = calloc((size_t)nv + 1, sizeof *got);
+    ts_shape *first = calloc((size_t)nv + 1, sizeof *first);
+    bool *later = calloc((size_t)nv + 1, sizeof *later);
+    ts_error e = {0};
+    bool ok = g && names && which && order && got && first && later && g->ninputs == s->nin && g1->nvalues == nv;
+    for (int i = 0; ok && i < s->nin; i++) {
+        ts_value *v = &g->values[g->inputs[i]];
+        ok = !strcmp(v->name, s->ins[i].name) && v->dtype == inputs[i]->dtype;
+        v->shape = inputs[i]->shape;
+    }
+    for (int v = 0; ok && v < nv; v++)
+        if (g2->values[v].constant && g1->values[v].constant != g2->values[v].constant) {
+            names[nw] = g->values[v].name;
+            which[nw++] = v;
+        }
+    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true);
+    /* rounds: a causal mask computed from the shape of layer i's keys is
+     * known once layer i - 1's mask is in and the shapes after it inferred */
+    for (int round = 0, left = nw; ok && left; round++) {
+        ok = ts_graph_index_names(g, true) &&
+             !ts_onnx_kept_sized_consts(s->kept, s->base_dir, "model", binds, s->nin, g, names, nw, got, later, &e);
+        ts_graph_index_names(g, false);
+        int was = left;
+        left = 0;
+        for (int k = 0; ok && k < nw; k++) {
+            ts_value *v = &g->values[which[k]];
+            if (later[k]) {
+                left++;
+                continue;
+            }
+            if (!names[k]) continue; /* taken in an earlier round */
+            if (!got[k])
+                ok = same_contents(g1->values[which[k]].constant, v->constant);
+            else {
+                ok = got[k]->dtype == v->dtype;
+                ts_tensor_unref(v->constant);
+                v->constant = got[k];
+                v->shape = got[k]->shape;
+                got[k] = NULL;
+            }
+            names[k] = NULL;
+        }
+        ok = ok && (left < was || !left) && reinfer(g, order, cnt, true);
+    }
+    for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
+    ok = ok && reinfer(g, order, cnt, false);
+    for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);
+    for (int k = 0; got && k < nw; k++) ts_tensor_unref(got[k]);
+    free(names);
+    free(which);
+    free(order);
+    free(got);
+    free(first);
+    free(later);
+    if (ok) return g;
+    ts_graph_free(g);
+    return NULL;
+}
+
+/* Same nodes, values, shapes and constants' contents. */
+static bool same_graph(const ts_graph *a, const ts_graph *b)
+{
+    if (a->nnodes != b->nnodes || a->nvalues != b->nvalues) return false;
+    for (int v = 0; v < a->nvalues; v++) {
+        const ts_value *x = &a->values[v], *y = &b->values[v];
+        if (x->dtype != y->dtype || x->producer != y->producer || !ts_shape_eq(&x->shape, &y->shape) ||
+            !x->constant != !y->constant || (x->constant && !same_contents(x->constant, y->constant)))
+            return false;
+    }
+    for (int n = 0; n < a->nnodes; n++) {
+        const ts_node *x = &a->nodes[n], *y = &b->nodes[n];
+        if (x->op != y->op || x->dead != y->dead || x->ninputs != y->ninputs || x->noutputs != y->noutputs ||
+            memcmp(x->inputs, y->inputs, sizeof(int) * (size_t)x->ninputs) ||
+            memcmp(x->outputs, y->outputs, sizeof(int) * (size_t)x->noutputs))
+            return false;
+    }
+    return true;
+}
+
+/* derive(), checked the first time against the model loaded and rewritten
+ * at the same sizes, whose graph is then used (and derive turned off for
+ * the session if the two differ); NULL when it declines or that load
+ * fails (the caller loads and reports). */
+static ts_graph *derived(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds)
+{
+    const char *env = getenv("TSOPT_SKIP"); /* TSOPT_SKIP=session.derive: load every re-bind's graph (A/B) */
+    if (!c->built || s->derive_off || !s->kept || (env && strstr(env, "session.derive")) ||
+        (s->popts.skip && strstr(s->popts.skip, "session.derive")))
+        return NULL;
+    ts_graph *d = derive(s, c, inputs, binds), *full = NULL;
+    if (!d || s->derive_checked) {
+        s->graph_derives += d != NULL;
+        return d;
+    }
+    ts_error e = {0};
+    if (ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, s->nin, &full, &e) || rewrite(s, full, &e)) {
+        ts_graph_free(full);
+        full = NULL;
+    } else {
+        s->derive_checked = true;
+        s->derive_off = !same_graph(d, full);
+    }
+    ts_graph_free(d);
+    return full;
+}
+
+/* c's plan re-bound to g (loaded or derived at the inputs' sizes and
+ * rewritten), which c takes; NULL when it cannot follow (g is then the
+ * caller's).  An entry whose re-bind failed otherwise is cleared (its plan
+ * is unusable). */
+static entry *rebind(ts_session *s, entry *c, ts_graph *g)
+{
     if (!c) return NULL;
     ts_error e = {0};
     ts_status st = ts_plan_rebind(c->p, g, &e);
@@ -534,14 +714,15 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     ts_graph *g = NULL; /* loaded from kept at the new sizes */
     if (!s->mp && !(defaults && s->graph) && s->fd >= 0) {
         if (!s->pack) pthread_once(&heap_once, keep_heap_blocks); /* the session's first load at new sizes */
+        entry *c = retired(s, shapes) ? NULL : rebind_candidate(s, inputs);
         if (!s->pack && !(s->popts.pack_cache = s->pack = ts_pack_cache_new()))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        else if ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir,
-                                                      "model", &s->kept, err))) ||
-                 (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &g, err)))
+        else if (!(c && (g = derived(s, c, inputs, binds))) &&
+                 ((!s->kept && (st = ts_onnx_kept_open(&(ts_onnx_src){.fd = s->fd, .size = s->size}, s->base_dir,
+                                                       "model", &s->kept, err))) ||
+                  (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &g, err)) || (st = rewrite(s, g, err))))
             ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
-        if (!st) st = rewrite(s, g, err);
-        if (!st && !retired(s, shapes) && (e = rebind(s, inputs, g))) {
+        if (!st && (e = rebind(s, c, g))) {
             memcpy(e->shapes, shapes, sizeof *shapes * (size_t)n);
             free(binds);
             free(shapes);

@@ -42,7 +42,8 @@ static bool same_structure(const ts_graph *a, const ts_graph *b)
         if (x->op != y->op || x->dead != y->dead || x->ninputs != y->ninputs || x->noutputs != y->noutputs ||
             memcmp(x->inputs, y->inputs, sizeof(int) * (size_t)x->ninputs) ||
             memcmp(x->outputs, y->outputs, sizeof(int) * (size_t)x->noutputs) ||
-            memcmp(x->attrs, y->attrs, x->op->attr_size)) /* attributes holding pointers (bodies) differ: declined */
+            /* attributes holding pointers (bodies) differ: declined; none: NULL */
+            (x->op->attr_size && memcmp(x->attrs, y->attrs, x->op->attr_size)))
             return false;
     }
     return true;

@@ -1467,9 +1467,25 @@ ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const c
  * once.  Every graph loaded from it shares them (references), so a load
  * reads no file and a plan cannot release them (weights_once.c releases
  * only constants it holds alone). */
+/* A size-dependent constant as ts_onnx_kept_sized_consts last folded it,
+ * with the shapes its slice read (the same shapes fold the same values). */
+typedef struct ks_memo {
+    char *name; /* memo_at's key */
+    ts_shape *key;
+    int nkey;
+    ts_tensor *val;
+} ks_memo;
+
 struct ts_onnx_kept {
     Onnx__ModelProto *mp;
     ts_tensor **inits; /* mp->graph->n_initializer entries; NULL where left in the message */
+    /* ts_onnx_kept_sized_consts, made at its first call: value name ->
+     * producing node (-1 a graph input, -2 an initializer), per node whether
+     * it reads an input's size (ks_sized), and the folded constants by name */
+    ts_name_map prod, memo_at;
+    unsigned char *sized;
+    ks_memo *memo;
+    int nmemo;
 };
 
 void ts_onnx_kept_free(ts_onnx_kept *k)
@@ -1477,6 +1493,15 @@ void ts_onnx_kept_free(ts_onnx_kept *k)
     if (!k) return;
     for (size_t i = 0; k->inits && i < k->mp->graph->n_initializer; i++) ts_tensor_unref(k->inits[i]);
     free(k->inits);
+    ts_name_map_free(&k->prod);
+    ts_name_map_free(&k->memo_at);
+    free(k->sized);
+    for (int i = 0; i < k->nmemo; i++) {
+        free(k->memo[i].name);
+        free(k->memo[i].key);
+        ts_tensor_unref(k->memo[i].val);
+    }
+    free(k->memo);
     if (k->mp) onnx__model_proto__free_unpacked(k->mp, NULL);
     free(k);
 }
@@ -1548,5 +1573,246 @@ ts_status ts_onnx_load(const char *path, const ts_input_bind *binds, int nbinds,
     close(fd);
     free(dir);
     free(model);
+    return st;
+}
+
+/* ------------------------------------- the size-dependent constants alone */
+
+enum { KS_UNSEEN, KS_OPEN, KS_FIXED, KS_SIZED };
+
+/* Whether node i reads a graph input, itself or through the nodes it
+ * reads from (prod: value name -> producing node, -1 a graph input, -2 an
+ * initializer); memo per node. */
+static bool ks_sized(const Onnx__GraphProto *gp, const ts_name_map *prod, int i, unsigned char *memo)
+{
+    if (memo[i] >= KS_FIXED || memo[i] == KS_OPEN) return memo[i] == KS_SIZED; /* a cycle: check_nodes names it */
+    memo[i] = KS_OPEN;
+    bool sized = false;
+    const Onnx__NodeProto *n = gp->node[i];
+    for (size_t j = 0; j < n->n_input && !sized; j++) {
+        int p;
+        if (n->input[j] && *n->input[j] && ts_name_map_find(prod, n->input[j], &p))
+            sized = p == -1 || (p >= 0 && ks_sized(gp, prod, p, memo));
+    }
+    memo[i] = sized ? KS_SIZED : KS_FIXED;
+    return sized;
+}
+
+static bool ks_shape_only(const Onnx__NodeProto *n)
+{
+    return !strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size");
+}
+
+/* Marks in visit node i and those it is computed from, except what Shape
+ * and Size read: the values they read from other nodes are cut (the slice
+ * takes them as inputs) and with the graph inputs they read make the
+ * slice's key (*ncut names; cut[c] < 0 for a graph input). */
+static void ks_mark(const Onnx__GraphProto *gp, const ts_name_map *prod, int i, bool *visit, const char **cuts,
+                    int *cut, int *ncut)
+{
+    if (visit[i]) return;
+    visit[i] = true;
+    const Onnx__NodeProto *n = gp->node[i];
+    for (size_t j = 0; j < n->n_input; j++) {
+        int p;
+        if (!n->input[j] || !*n->input[j] || !ts_name_map_find(prod, n->input[j], &p) || p == -2) continue;
+        if (p == -1 || ks_shape_only(n)) {
+            cut[*ncut] = p;
+            cuts[(*ncut)++] = n->input[j];
+        } else
+            ks_mark(gp, prod, p, visit, cuts, cut, ncut);
+    }
+}
+
+static bool ks_index(ts_onnx_kept *k)
+{
+    const Onnx__GraphProto *gp = k->mp->graph;
+    size_t nn = gp->n_node;
+    if (k->sized) return true;
+    bool ok = true;
+    for (size_t i = 0; ok && i < gp->n_initializer; i++) ok = !gp->initializer[i]->name || ts_name_map_put(&k->prod, gp->initializer[i]->name, -2);
+    for (size_t i = 0; ok && i < gp->n_input; i++)
+        ok = !gp->input[i]->name || ts_name_map_find(&k->prod, gp->input[i]->name, NULL) ||
+             ts_name_map_put(&k->prod, gp->input[i]->name, -1);
+    for (size_t i = 0; ok && i < nn; i++)
+        for (size_t j = 0; ok && j < gp->node[i]->n_output; j++)
+            ok = !gp->node[i]->output[j] || !*gp->node[i]->output[j] || ts_name_map_put(&k->prod, gp->node[i]->output[j], (int)i);
+    unsigned char *m = ok ? calloc(nn + 1, 1) : NULL;
+    for (size_t i = 0; m && i < nn; i++) ks_sized(gp, &k->prod, (int)i, m);
+    k->sized = m;
+    return m != NULL;
+}
+
+/* The memo entry of name (added empty when absent); NULL when out of memory. */
+static ks_memo *ks_memo_of(ts_onnx_kept *k, const char *name)
+{
+    int i;
+    if (ts_name_map_find(&k->memo_at, name, &i)) return &k->memo[i];
+    ks_memo *m = realloc(k->memo, sizeof *m * ((size_t)k->nmemo + 1));
+    if (!m) return NULL;
+    k->memo = m;
+    m[k->nmemo] = (ks_memo){.name = ts_strdup(name)};
+    if (!m[k->nmemo].name || !ts_name_map_put(&k->memo_at, m[k->nmemo].name, k->nmemo)) {
+        free(m[k->nmemo].name);
+        return NULL;
+    }
+    return &m[k->nmemo++];
+}
+
+ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const char *model,
+                                    const ts_input_bind *binds, int nbinds, const ts_graph *at,
+                                    const char *const *names, int n, ts_tensor **out, bool *later, ts_error *err)
+{
+    const Onnx__GraphProto *gp = k->mp->graph;
+    size_t nn = gp->n_node, ni = gp->n_initializer, nin = gp->n_input, ne = 1; /* ne: bounds the cuts */
+    for (size_t i = 0; i < nn; i++) ne += gp->node[i]->n_input;
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    ts_name_map cut = {0}, used = {0};
+    bool *want = calloc(nn + 1, sizeof *want), *visit = calloc(nn + 1, sizeof *visit), *take = calloc((size_t)n + 1, 1);
+    const char **cuts = calloc(ne, sizeof *cuts);
+    int *cutp = calloc(ne, sizeof *cutp);
+    ts_shape *key = calloc(ne, sizeof *key);
+    Onnx__NodeProto **nodes = calloc(nn + 1, sizeof *nodes);
+    Onnx__ValueInfoProto *vis = calloc((size_t)n + ne, sizeof *vis);
+    Onnx__ValueInfoProto **outp = calloc((size_t)n + 1, sizeof *outp), **inp = calloc(nin + ne, sizeof *inp);
+    Onnx__TypeProto *types = calloc(ne, sizeof *types);
+    Onnx__TypeProto__Tensor *tts = calloc(ne, sizeof *tts);
+    Onnx__TensorProto **tps = calloc(ni + 1, sizeof *tps);
+    ts_input_bind *bs = calloc((size_t)nbinds + ne, sizeof *bs);
+    ts_tensor **inits = calloc(ni + 1, sizeof *inits);
+    bool mem = want && visit && take && cuts && cutp && key && nodes && vis && outp && inp && types && tts && tps &&
+               bs && inits && ks_index(k);
+    ts_status st = mem ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    Onnx__GraphProto sub = *gp;
+    sub.node = nodes;
+    sub.n_node = 0;
+    sub.output = outp;
+    sub.n_output = 0;
+    sub.input = inp;
+    sub.n_input = nin;
+    sub.initializer = tps;
+    sub.n_initializer = 0;
+    if (mem) memcpy(bs, binds, (size_t)nbinds * sizeof *bs);
+    int nbs = nbinds;
+    size_t nvis = 0;
+    /* each sized name with the nodes it is computed from: the memo's when
+     * it read the same shapes, else folded now; one that needs a shape
+     * `at` does not know yet waits (later) */
+    for (int i = 0; !st && i < n; i++) {
+        int p, ncut = 0;
+        if (later) later[i] = false;
+        if (!names[i] || !ts_name_map_find(&k->prod, names[i], &p) || p < 0 || k->sized[p] != KS_SIZED) continue;
+        memset(visit, 0, nn);
+        ks_mark(gp, &k->prod, p, visit, cuts, cutp, &ncut);
+        bool wait = false;
+        for (int c = 0; !st && c < ncut; c++) {
+            int v = ts_graph_find_value(at, cuts[c]);
+            if (v < 0 || (at->values[v].shape.rank < 0 && !later))
+                st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: the shape of '%s' is not known", model, cuts[c]);
+            else {
+                wait |= at->values[v].shape.rank < 0;
+                key[c] = at->values[v].shape;
+            }
+        }
+        if (later) later[i] = wait;
+        if (st || wait) continue;
+        ks_memo *m = ks_memo_of(k, names[i]);
+        if (!m) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        bool hit = m->val && m->nkey == ncut;
+        for (int c = 0; hit && c < ncut; c++) hit = ts_shape_eq(&m->key[c], &key[c]);
+        if (hit) {
+            out[i] = ts_tensor_ref(m->val);
+            continue;
+        }
+        ts_shape *nk = malloc(sizeof *nk * ((size_t)ncut + 1));
+        if (!nk) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        memcpy(nk, key, sizeof *nk * (size_t)ncut);
+        free(m->key);
+        ts_tensor_unref(m->val);
+        *m = (ks_memo){.name = m->name, .key = nk, .nkey = ncut};
+        take[i] = true;
+        for (size_t j = 0; j < nn; j++) want[j] |= visit[j];
+        for (int c = 0; !st && c < ncut; c++) {
+            if (cutp[c] < 0 || ts_name_map_find(&cut, cuts[c], NULL)) continue;
+            int v = ts_graph_find_value(at, cuts[c]), t = (int)(sub.n_input - nin);
+            if (!ts_name_map_put(&cut, cuts[c], v)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            tts[t] = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+            tts[t].has_elem_type = true;
+            tts[t].elem_type = ts_onnx_dtype_to(at->values[v].dtype);
+            types[t] = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+            types[t].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+            types[t].tensor_type = &tts[t];
+            vis[nvis] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+            vis[nvis].name = (char *)cuts[c];
+            vis[nvis].type = &types[t];
+            inp[sub.n_input++] = &vis[nvis++];
+            bs[nbs++] = (ts_input_bind){cuts[c], at->values[v].shape};
+        }
+        vis[nvis] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+        vis[nvis].name = (char *)names[i];
+        outp[sub.n_output++] = &vis[nvis++];
+    }
+    if (mem) memcpy(inp, gp->input, nin * sizeof *inp);
+    for (size_t i = 0; !st && i < nn; i++) {
+        if (!want[i]) continue;
+        if (is_control_flow(gp->node[i]->op_type))
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: a size-dependent constant is computed through control flow", model);
+        nodes[sub.n_node++] = gp->node[i];
+        for (size_t j = 0; !st && j < gp->node[i]->n_input; j++)
+            if (gp->node[i]->input[j] && *gp->node[i]->input[j] && !ts_name_map_put(&used, gp->node[i]->input[j], 1))
+                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    /* only the initializers the slice reads */
+    for (size_t i = 0; !st && i < ni; i++) {
+        if (!gp->initializer[i]->name || !ts_name_map_find(&used, gp->initializer[i]->name, NULL)) continue;
+        inits[sub.n_initializer] = k->inits && k->inits[i] ? ts_tensor_ref(k->inits[i]) : NULL;
+        tps[sub.n_initializer++] = gp->initializer[i];
+    }
+    int opset = 0;
+    ts_graph *g = NULL;
+    struct ts_opaque_table *opaque = NULL;
+    if (!st && sub.n_output && !(st = read_opset(k->mp, model, &opset, err)))
+        st = import_graph(&sub, opset, base_dir, model, bs, nbs, inits, &g, &opaque, false, err);
+    for (int i = 0; !st && g && i < n; i++) {
+        int v;
+        if (!take[i]) continue;
+        if ((v = ts_graph_find_value(g, names[i])) < 0 || !g->values[v].constant)
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: '%s' does not fold at these sizes", model, names[i]);
+        else {
+            out[i] = ts_tensor_ref(g->values[v].constant);
+            ks_memo_of(k, names[i])->val = ts_tensor_ref(out[i]);
+        }
+    }
+    ts_graph_free(g);
+    ts_opaque_table_free(opaque);
+    for (size_t i = 0; inits && i < sub.n_initializer; i++) ts_tensor_unref(inits[i]);
+    ts_name_map_free(&cut);
+    ts_name_map_free(&used);
+    free(inits);
+    free(want);
+    free(visit);
+    free(take);
+    free(cuts);
+    free(cutp);
+    free(key);
+    free(nodes);
+    free(vis);
+    free(outp);
+    free(inp);
+    free(types);
+    free(tts);
+    free(tps);
+    free(bs);
+    if (st)
+        for (int i = 0; i < n; i++) {
+            ts_tensor_unref(out[i]);
+            out[i] = NULL;
+        }
     return st;
 }

@@ -58,6 +58,24 @@ ts_status ts_onnx_kept_open(const ts_onnx_src *src, const char *base_dir, const 
 ts_status ts_onnx_kept_load(const ts_onnx_kept *k, const char *base_dir, const char *model, const ts_input_bind *binds,
                             int nbinds, ts_graph **out, ts_error *err);
 void ts_onnx_kept_free(ts_onnx_kept *k);
+/* The constants named by names[] as a load at binds folds them, importing
+ * only the nodes they are computed from (ts_session re-infers a decoder
+ * token's graph from the last one's and takes its position row and causal
+ * masks from here instead of loading the whole model again); what a Shape
+ * or Size node reads from another node is not computed but taken at its
+ * shape in `at` (by name).  out[i]: a new reference where names[i] is
+ * computed from an input's size; NULL where it reads no graph input (a
+ * weight, a Constant: the same at all sizes) or is no value of the file (a
+ * rewrite's) or is NULL, or where it needs a shape `at` has as not known
+ * yet (rank -1): later[i] is then set (the caller infers more and asks
+ * again).  Each name's last fold is kept with the shapes its slice read
+ * and reused at the same shapes (a reshape target at every token).
+ * TS_ERR_UNSUPPORTED when a shape is missing from `at` (or not
+ * known and later is NULL), one does not fold, or one is computed through
+ * control flow. */
+ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const char *model,
+                                    const ts_input_bind *binds, int nbinds, const ts_graph *at,
+                                    const char *const *names, int n, ts_tensor **out, bool *later, ts_error *err);
 /* ts_onnx_tensor_decode of a tensor whose raw_data was cut (span into src;
  * span NULL or empty: as ts_onnx_tensor_decode). */
 ts_status ts_onnx_tensor_decode_span(const Onnx__TensorProto *tp, const ts_onnx_src *src, const ts_onnx_span *span,

@@ -64,6 +64,10 @@ builds = s.plan_builds
 if builds != 2 or builds_first_token != 2 or s.plan_rebinds != new - 2:
     fail.append(f'{builds} plan builds ({builds_first_token} after the first token), {s.plan_rebinds} re-binds '
                 f'for {new} steps: want 2 builds, then one re-bind a token')
+# the first re-bind loads the graph, the next checks a derived graph against
+# a load; every later token derives its graph from the last one's
+if s.graph_derives != new - 4:
+    fail.append(f'{s.graph_derives} of {s.plan_rebinds} re-binds derived their graph: want {new - 4}')
 last = s.run(None, prev)
 if s.plan_builds != builds:
     fail.append(f'a repeated signature built a plan ({builds} -> {s.plan_builds})')
@@ -77,9 +81,21 @@ cold = tsopt.InferenceSession(f'{t}/dec.onnx', threads=2)
 for name, a, b in zip(outs, last, cold.run(None, prev)):
     if not np.array_equal(a, b):
         fail.append(f'{name}: the re-bound plan reusing packed weights differs from a cold plan')
+# the same generation again in the same session: the token plan re-binds
+# back to past lengths it had (its buffers kept the longest's shapes and a
+# freed mask before), every step's logits bit for bit the first run's
+feed = {p.name: np.zeros((2, 4, 0, 8), np.float32) for p in past}
+feed['input_ids'] = ids
+for step in range(new):
+    r = dict(zip(outs, s.run(None, feed)))
+    if not np.array_equal(r['logits'][:, -1, :], logits[step]):
+        fail.append(f'generating again in the same session: step {step} differs')
+        break
+    feed = {p.name: r[p.name.replace('past_', 'present_')] for p in past}
+    feed['input_ids'] = tokens[:, step].astype(np.int64).reshape(2, 1)
 if fail:
     sys.exit('decoder: ' + '\n'.join(fail))
 print(f'decoder: {new} tokens at batch 2 identical to ONNX Runtime\'s, logits within {err:.2g}, {builds} plan builds, '
-      f'{s.plan_rebinds} re-binds, '
+      f'{s.plan_rebinds} re-binds ({s.graph_derives} graphs derived), '
       f'{ps["hits"]} packed weights reused ({ps["misses"]} packed)')
 PY

@@ -195,6 +195,8 @@ Test(session, sizes_of_one_class_rebind)
         if (k == 4) cr_assert_eq(ts_session_plan_builds(s), 1, "N=2..6: one plan, re-bound 4 times");
     }
     cr_assert_eq(ts_session_plan_rebinds(s), 4);
+    /* 3 loads its graph, 4 checks a derived one against a load, 5 and 6 derive it */
+    cr_assert_eq(ts_session_graph_derives(s), 2);
     cr_assert_eq(ts_session_plan_builds(s), 2, "5 and 6 alternating: 5 builds its own plan once");
     ts_session_free(s);
 }
