@@ -650,6 +650,15 @@ static void build_inplace(gb *b, ts_dtype out)
     cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
 }
 
+static void build_softmax(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("16x384");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int y = N("Relu", N("Softmax", N("Mul", x, grid_cst(b, "384", 16))));
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
 static void check_smaller_and_equal(const gb *b, const char *dims)
 {
     ts_error e = {0};
@@ -680,15 +689,7 @@ Test(half, results_written_over_dying_inputs)
     ts_graph_free(l.g);
     /* Softmax over its input (values past exactness: compared with the plan apart) */
     gb s = grid_graph(TS_F16);
-    ts_shape xs = shp("16x384");
-    ts_error e = {0};
-    int x = ts_graph_add_input(s.g, "x", TS_F16, &xs, &e);
-    gb *b2 = &s;
-    {
-        gb *b = b2; /* N() builds into b */
-        int y = N("Relu", N("Softmax", N("Mul", x, grid_cst(b, "384", 16))));
-        cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
-    }
+    build_softmax(&s);
     check_smaller_and_equal(&s, "16x384");
     ts_graph_free(s.g);
 }
