@@ -571,13 +571,11 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             names[nw] = g->values[v].name;
             which[nw++] = v;
         }
-    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true);
+    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true) && ts_graph_index_names(g, true);
     /* rounds: a causal mask computed from the shape of layer i's keys is
      * known once layer i - 1's mask is in and the shapes after it inferred */
     for (int round = 0, left = nw; ok && left; round++) {
-        ok = ts_graph_index_names(g, true) &&
-             !ts_onnx_kept_sized_consts(s->kept, s->base_dir, "model", binds, s->nin, g, names, nw, got, later, &e);
-        ts_graph_index_names(g, false);
+        ok = !ts_onnx_kept_sized_consts(s->kept, s->base_dir, "model", binds, s->nin, g, names, nw, got, later, &e);
         int was = left;
         left = 0;
         for (int k = 0; ok && k < nw; k++) {
@@ -600,6 +598,7 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
         }
         ok = ok && (left < was || !left) && reinfer(g, order, cnt, true);
     }
+    if (g) ts_graph_index_names(g, false);
     for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
     ok = ok && reinfer(g, order, cnt, false);
     for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);

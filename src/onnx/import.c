@@ -1471,6 +1471,10 @@ ts_status ts_onnx_load_src(const ts_onnx_src *src, const char *base_dir, const c
  * with the shapes its slice read (the same shapes fold the same values). */
 typedef struct ks_memo {
     char *name; /* memo_at's key */
+    /* its slice (ks_mark), made once: the nodes, and the values whose
+     * shapes it reads (cutp[c] < 0: a graph input) */
+    int *nodes, nnodes, *cutp, ncut;
+    const char **cuts;
     ts_shape *key;
     int nkey;
     ts_tensor *val;
@@ -1498,6 +1502,9 @@ void ts_onnx_kept_free(ts_onnx_kept *k)
     free(k->sized);
     for (int i = 0; i < k->nmemo; i++) {
         free(k->memo[i].name);
+        free(k->memo[i].nodes);
+        free(k->memo[i].cutp);
+        free(k->memo[i].cuts);
         free(k->memo[i].key);
         ts_tensor_unref(k->memo[i].val);
     }
@@ -1643,19 +1650,35 @@ static bool ks_index(ts_onnx_kept *k)
     return m != NULL;
 }
 
-/* The memo entry of name (added empty when absent); NULL when out of memory. */
-static ks_memo *ks_memo_of(ts_onnx_kept *k, const char *name)
+/* The memo entry of name, produced by node p (added with its slice when
+ * absent: visit and cuts/cutp are scratch of the graph's sizes); NULL when
+ * out of memory. */
+static ks_memo *ks_memo_of(ts_onnx_kept *k, const char *name, int p, bool *visit, const char **cuts, int *cutp)
 {
-    int i;
+    const Onnx__GraphProto *gp = k->mp->graph;
+    int i, ncut = 0, nnodes = 0;
     if (ts_name_map_find(&k->memo_at, name, &i)) return &k->memo[i];
+    memset(visit, 0, gp->n_node);
+    ks_mark(gp, &k->prod, p, visit, cuts, cutp, &ncut);
+    for (size_t j = 0; j < gp->n_node; j++) nnodes += visit[j];
     ks_memo *m = realloc(k->memo, sizeof *m * ((size_t)k->nmemo + 1));
     if (!m) return NULL;
     k->memo = m;
-    m[k->nmemo] = (ks_memo){.name = ts_strdup(name)};
-    if (!m[k->nmemo].name || !ts_name_map_put(&k->memo_at, m[k->nmemo].name, k->nmemo)) {
-        free(m[k->nmemo].name);
+    ks_memo x = {.name = ts_strdup(name), .nodes = malloc(sizeof(int) * ((size_t)nnodes + 1)), .nnodes = nnodes,
+                 .cutp = malloc(sizeof(int) * ((size_t)ncut + 1)), .cuts = malloc(sizeof *cuts * ((size_t)ncut + 1)),
+                 .ncut = ncut};
+    if (!x.name || !x.nodes || !x.cutp || !x.cuts || !ts_name_map_put(&k->memo_at, x.name, k->nmemo)) {
+        free(x.name);
+        free(x.nodes);
+        free(x.cutp);
+        free(x.cuts);
         return NULL;
     }
+    for (size_t j = 0, n = 0; j < gp->n_node; j++)
+        if (visit[j]) x.nodes[n++] = (int)j;
+    memcpy(x.cutp, cutp, sizeof(int) * (size_t)ncut);
+    memcpy(x.cuts, cuts, sizeof *cuts * (size_t)ncut);
+    m[k->nmemo] = x;
     return &m[k->nmemo++];
 }
 
@@ -1699,16 +1722,20 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
      * it read the same shapes, else folded now; one that needs a shape
      * `at` does not know yet waits (later) */
     for (int i = 0; !st && i < n; i++) {
-        int p, ncut = 0;
+        int p;
         if (later) later[i] = false;
         if (!names[i] || !ts_name_map_find(&k->prod, names[i], &p) || p < 0 || k->sized[p] != KS_SIZED) continue;
-        memset(visit, 0, nn);
-        ks_mark(gp, &k->prod, p, visit, cuts, cutp, &ncut);
+        ks_memo *m = ks_memo_of(k, names[i], p, visit, cuts, cutp);
+        if (!m) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        int ncut = m->ncut;
         bool wait = false;
         for (int c = 0; !st && c < ncut; c++) {
-            int v = ts_graph_find_value(at, cuts[c]);
+            int v = ts_graph_find_value(at, m->cuts[c]);
             if (v < 0 || (at->values[v].shape.rank < 0 && !later))
-                st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: the shape of '%s' is not known", model, cuts[c]);
+                st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: the shape of '%s' is not known", model, m->cuts[c]);
             else {
                 wait |= at->values[v].shape.rank < 0;
                 key[c] = at->values[v].shape;
@@ -1716,11 +1743,6 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
         }
         if (later) later[i] = wait;
         if (st || wait) continue;
-        ks_memo *m = ks_memo_of(k, names[i]);
-        if (!m) {
-            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-            continue;
-        }
         bool hit = m->val && m->nkey == ncut;
         for (int c = 0; hit && c < ncut; c++) hit = ts_shape_eq(&m->key[c], &key[c]);
         if (hit) {
@@ -1735,13 +1757,16 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
         memcpy(nk, key, sizeof *nk * (size_t)ncut);
         free(m->key);
         ts_tensor_unref(m->val);
-        *m = (ks_memo){.name = m->name, .key = nk, .nkey = ncut};
+        m->key = nk;
+        m->nkey = ncut;
+        m->val = NULL;
         take[i] = true;
-        for (size_t j = 0; j < nn; j++) want[j] |= visit[j];
+        for (int j = 0; j < m->nnodes; j++) want[m->nodes[j]] = true;
         for (int c = 0; !st && c < ncut; c++) {
-            if (cutp[c] < 0 || ts_name_map_find(&cut, cuts[c], NULL)) continue;
-            int v = ts_graph_find_value(at, cuts[c]), t = (int)(sub.n_input - nin);
-            if (!ts_name_map_put(&cut, cuts[c], v)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            const char *cn = m->cuts[c];
+            if (m->cutp[c] < 0 || ts_name_map_find(&cut, cn, NULL)) continue;
+            int v = ts_graph_find_value(at, cn), t = (int)(sub.n_input - nin);
+            if (!ts_name_map_put(&cut, cn, v)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
             tts[t] = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
             tts[t].has_elem_type = true;
             tts[t].elem_type = ts_onnx_dtype_to(at->values[v].dtype);
@@ -1749,10 +1774,10 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
             types[t].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
             types[t].tensor_type = &tts[t];
             vis[nvis] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
-            vis[nvis].name = (char *)cuts[c];
+            vis[nvis].name = (char *)cn;
             vis[nvis].type = &types[t];
             inp[sub.n_input++] = &vis[nvis++];
-            bs[nbs++] = (ts_input_bind){cuts[c], at->values[v].shape};
+            bs[nbs++] = (ts_input_bind){cn, at->values[v].shape};
         }
         vis[nvis] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
         vis[nvis].name = (char *)names[i];
@@ -1786,7 +1811,9 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
             st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: '%s' does not fold at these sizes", model, names[i]);
         else {
             out[i] = ts_tensor_ref(g->values[v].constant);
-            ks_memo_of(k, names[i])->val = ts_tensor_ref(out[i]);
+            int m;
+            ts_name_map_find(&k->memo_at, names[i], &m);
+            k->memo[m].val = ts_tensor_ref(out[i]);
         }
     }
     ts_graph_free(g);
