@@ -5,7 +5,7 @@
  * the runtime would not fuse is merely measured unfused):
  *  - oneDNN post-ops: Conv/ConvTranspose/MatMul/Gemm absorb a chain of
  *    BatchNormalization, Add, Mul (per-channel constants or a residual) and
- *    activations (dnnl_util.c, xd_fuse_collect);
+ *    activations (lower_post.c, the lowering stage's post-op walk);
  *  - element-wise chains: an element-wise node absorbs the element-wise
  *    consumers of its result (vec_fuse.c);
  *  - a Gather by constant indices read by a MatMul (vec_band.c).

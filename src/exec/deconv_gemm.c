@@ -228,7 +228,7 @@ static bool use_gemm(size_t cols_bytes)
 static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_convt_attrs *ta = nd->attrs;
     int xv = nd->inputs[0], wv = nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
     const ts_tensor *Wt = xplan_const(p, wv), *Bt = bv >= 0 ? xplan_const(p, bv) : NULL;
@@ -247,10 +247,12 @@ static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
     int64_t st_[2], dl[2], pb[2];
     if (!dg_geom(ta, xs, &Wt->shape, st_, dl, pb)) return TS_ERR_UNSUPPORTED;
 
-    xd_fuse f;
-    ts_status st = xd_fuse_collect(p, yv, 1, F, &f, err);
-    if (st) return st;
-    if (!xv_post_supported(&f)) xd_fuse_drop_post(p, &f); /* the rest runs as its own steps */
+    /* the post-op tail the lowering stage handed (lower_post.c); post-ops
+     * vec_post.c does not apply: declined, then the affine folds alone
+     * are offered (the rest runs as its own steps) */
+    xd_fuse f = p->group->post;
+    ts_status st;
+    if (!xv_post_supported(&f)) return TS_ERR_UNSUPPORTED;
 
     /* input: NHWC as left by this kernel is the GEMM operand as is;
      * anything else is made plain NCHW (after the primitive is known to be
@@ -411,8 +413,6 @@ weights_done:;
     const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, NULL};
     if ((st = xd_weighted_init(&w, &src, planar ? &wei : cwei, &dst, cpad, NULL, p, n, c->args, &c->nargs, err)))
         goto fail;
-    xd_fuse_claim(p, &f, s);
-    xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);
     return TS_OK;
 
@@ -422,7 +422,6 @@ nomem:
 fail:
     free(wplain);
     free(wpacked);
-    xd_fuse_free(&f);
     if (pd) dnnl_primitive_desc_destroy(pd);
     dg_destroy(c);
     s->state = NULL;

@@ -127,7 +127,7 @@ typedef struct geom {
 static ts_status conv_geom(const xplan *p, int n, bool transposed, geom *o, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_shape *x = &g->values[nd->inputs[0]].shape, *w = &g->values[nd->inputs[1]].shape,
                    *y = &g->values[nd->outputs[0]].shape;
     ts_window_geom wg;
@@ -328,27 +328,8 @@ static size_t wino_wei_extra(const_dnnl_primitive_desc_t pd, const ts_tensor *W)
  * plus the scratchpads written: the largest of those in the plan's shared
  * scratch region, every one with a mapping of its own) may take up to 1.05 x 2 - 1 = 1.1 times those weights, plus
  * WINO_FREE_BYTES.  Measured: resnet50 24 MiB of extras (unchanged);
- * fcn_resnet50 with its head on Winograd 108 MiB more weights for 126 MiB. */
-static size_t weight_bytes(const xplan *p)
-{
-    const ts_graph *g = p->g;
-    size_t sum = 0;
-    bool *seen = calloc((size_t)g->nvalues, sizeof *seen);
-    if (!seen) return 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        const ts_node *nd = &g->nodes[i];
-        bool conv = nd->op == &ts_op_conv;
-        if (!conv && nd->op != &ts_op_gemm && nd->op != &ts_op_matmul) continue;
-        for (int k = conv ? 1 : 0; k < 2 && k < nd->ninputs; k++) {
-            int v = nd->inputs[k];
-            const ts_tensor *t = v >= 0 ? xplan_const(p, v) : NULL;
-            if (t && !seen[v]) sum += t->nbytes, seen[v] = true;
-        }
-    }
-    free(seen);
-    return sum;
-}
-
+ * fcn_resnet50 with its head on Winograd 108 MiB more weights for 126 MiB.
+ * The weights are summed by the lowering stage (xplan_product_weight_bytes). */
 /* WINO_FREE_BYTES on top: ORT's own holdings beyond twice the weights were
  * 31 MiB on the smallest bench model (mobilenet_v3_small) and 44-200 MiB on
  * the others; half of the least is allowed, so that small networks of 3x3
@@ -361,7 +342,7 @@ static size_t weight_bytes(const xplan *p)
  * fcn_resnet50's peak (441 MiB; 281 once the plan is built). */
 static bool wino_budget_ok(const xplan *p, size_t wei_extra, size_t pad_used)
 {
-    size_t w = weight_bytes(p);
+    size_t w = xplan_product_weight_bytes(p); /* lower_post.c */
     return wei_extra + pad_used <= w + w / 10 + WINO_FREE_BYTES;
 }
 
@@ -382,10 +363,13 @@ typedef struct gated_in {
 static ts_status gate_runs(const xplan *p, int n, const ts_tensor *W, const dnnl_memory_desc_t *wsrc,
                            const dnnl_memory_desc_t *cwei, conv_state *c, ts_error *err);
 
+/* Convolution node n with the post-op tail the lowering stage handed
+ * (lower_post.c), whole or its affine folds alone: the step computes them
+ * all or declines (then the stage offers the shorter choice). */
 static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_in *gt, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     int xv = nd->inputs[0], wv = gt ? gt->w : nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
     const ts_tensor *W = xplan_const(p, wv), *B = bv >= 0 ? xplan_const(p, bv) : NULL;
     const ts_shape *xs = &g->values[xv].shape, *ys = &g->values[yv].shape;
@@ -400,8 +384,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     if (st) return st;
     const int64_t F = ys->dims[1];
 
-    xd_fuse f;
-    if ((st = xd_fuse_collect(p, yv, 1, F, &f, err))) return st;
+    xd_fuse f = p->group->post; /* its scale and shift stay the group's */
     /* SiLU and sigmoid post-ops cost oneDNN more than the convolution
      * itself: the step applies them (vec_post.c).  TSOPT_SKIP=post_tail
      * leaves them to oneDNN (A/B measurements). */
@@ -480,17 +463,7 @@ again:;
         xd_md_any(&src, xs); /* the producer's layout is not usable: convert in the step */
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
-    if (st == TS_ERR_UNSUPPORTED && (f.npo || ntail)) { /* some post-op not supported here */
-        xd_fuse_drop_post(p, &f);
-        ntail = 0;
-        plain_out = p->opts.plain_layout || ts_graph_is_output(g, f.out_value);
-        if (plain_out) xd_md_plain(&dst, ys);
-        st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
-    }
-    if (st) {
-        xd_fuse_free(&f);
-        return st;
-    }
+    if (st) return st; /* with post-ops: the affine folds alone are offered next */
     /* oneDNN quietly answers a layout combination it has no fast kernel for
      * with a slower one: its reference implementation (10-100x slower) for a
      * grouped conv reading NHWC into a free dst or a deconvolution from a
@@ -692,8 +665,6 @@ again:;
     if ((st = xd_weighted_init(&w, csrc, cwei, cdst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
                                err)))
         goto fail;
-    xd_fuse_claim(p, &f, s);
-    xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);
     return TS_OK;
 
@@ -703,7 +674,6 @@ nomem:
 fail:
     free(wplain);
     free(wpacked);
-    xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);
     conv_destroy(c);
     s->state = NULL;
@@ -713,7 +683,7 @@ fail:
 static ts_status conv_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_shape *w = &g->values[nd->inputs[1]].shape;
     double per_out = 1; /* multiply-adds per output element: (C / group) * kernel */
     for (int i = 1; i < w->rank; i++) per_out *= (double)w->dims[i];
@@ -785,59 +755,24 @@ static ts_status gate_runs(const xplan *p, int n, const ts_tensor *W, const dnnl
     c->nruns = nr;
     goto done;
 nomem:
-    st = ts_error_set(err, TS_ERR_NOMEM, "node '%s' (Conv): out of memory mapping gated weights", p->g->nodes[n].name);
+    st = ts_error_set(err, TS_ERR_NOMEM, "node '%s' (Conv): out of memory mapping gated weights", xplan_node(p, n)->name);
 done:
     free(idx);
     free(pk);
     return st;
 }
 
-/* Node n is Mul(W, gate), W constant float weights [F][C][kh][kw] and gate
- * one value per input channel (every dimension 1 but the one aligned with
- * W's dimension 1), read only by a group-1 convolution as its weights: the
- * form ts_fold_gate (opt/fold_gate.c) gives a squeeze-excite gate before a
- * conv.  One step computes both nodes as written: the weights packed once,
+/* Mul(W, gate) -> Conv (ts_fold_gate's form, opt/fold_gate.c) as one
+ * step, the group the lowering stage formed (lower_post.c: gate_conv the
+ * Conv, gate_w and gate_g the Mul's operands): the weights packed once,
  * each run a copy of the packed weights scaled by the gate, then the
  * convolution (a scaling in another layout is the same products). */
-static bool gate_folds(const xplan *p, int n, gated_in *gt, int *conv)
-{
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
-    if (nd->op != &ts_op_mul || p->opts.no_fusion || nd->ninputs != 2 || nd->noutputs != 1) return false;
-    /* in a 16-bit plan the step rounds the scaled weights as the Mul
-     * would (gated_build), so it may take the Mul past half.c's refusal */
-    const int mv = nd->outputs[0], c = xhalf_node_round(p, n) ? xhalf_sole_consumer(p, mv) : xplan_sole_consumer(p, mv);
-    if (c < 0) return false;
-    const ts_node *cn = &g->nodes[c];
-    if (cn->op != &ts_op_conv || cn->ninputs < 2 || cn->inputs[1] != mv || cn->inputs[0] == mv ||
-        (cn->ninputs > 2 && cn->inputs[2] == mv) || ((const ts_conv_attrs *)cn->attrs)->group != 1 ||
-        !xplan_inputs_ready(p, c, mv)) /* the conv runs now: x computed already */
-        return false;
-    *gt = (gated_in){-1, -1};
-    for (int k = 0; k < 2 && gt->w < 0; k++) {
-        const int wv = nd->inputs[k], gv = nd->inputs[1 - k];
-        const ts_tensor *W = xplan_const(p, wv);
-        const ts_shape *gs = &g->values[gv].shape;
-        if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || wv == gv ||
-            !ts_shape_eq(&W->shape, &g->values[mv].shape) || g->values[gv].dtype != TS_F32 || gs->rank > 4 ||
-            ts_shape_numel(gs) != W->shape.dims[1])
-            continue;
-        bool per_channel = true;
-        for (int i = 0; i < gs->rank; i++)
-            per_channel &= gs->dims[i] == 1 || (i + 4 - gs->rank == 1 && gs->dims[i] == W->shape.dims[1]);
-        if (per_channel) *gt = (gated_in){wv, gv};
-    }
-    *conv = c;
-    return gt->w >= 0;
-}
-
 static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    gated_in gt;
-    int c;
-    if (!gate_folds(p, n, &gt, &c)) return TS_ERR_UNSUPPORTED;
-    const ts_node *cn = &g->nodes[c];
+    const gated_in gt = {p->group->gate_w, p->group->gate_g};
+    int c = p->group->gate_conv;
+    const ts_node *cn = xplan_node(p, c);
     const ts_tensor *W = xplan_const(p, gt.w);
     double flops = 2.0 * (double)ts_tensor_numel(W) / (double)W->shape.dims[0] *
                    (double)ts_shape_numel(&g->values[cn->outputs[0]].shape);
@@ -848,7 +783,6 @@ static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
     if (st) return st;
     ((conv_state *)s->state)->serial = serial;
     ((conv_state *)s->state)->gate_round = xhalf_node_round(p, n);
-    xplan_claim(p, c, s);
     return TS_OK;
 }
 

@@ -180,9 +180,8 @@ static void flatten_rows(mm_prob *m)
     m->r = 2;
 }
 
-static void gemm_prob(const ts_graph *g, int n, mm_prob *m)
+static void gemm_prob(const ts_graph *g, const ts_node *nd, mm_prob *m)
 {
-    const ts_node *nd = &g->nodes[n];
     const ts_shape *a = &g->values[nd->inputs[0]].shape, *b = &g->values[nd->inputs[1]].shape;
     const ts_gemm_attrs *ga = nd->attrs;
     int64_t ta = ga->trans_a, tb = ga->trans_b;
@@ -301,18 +300,20 @@ size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half)
     return c->doff + xd_round((size_t)(c->rows * c->ccols) * sizeof(float));
 }
 
+/* MatMul or Gemm node n with the post-op tail the lowering stage handed
+ * (lower_post.c): whole, its affine folds alone, or nothing; the step
+ * computes all of it or declines (then the stage offers the next). */
 static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     mm_prob m;
     if (g->values[nd->inputs[0]].dtype != TS_F32 || g->values[nd->inputs[1]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
     if (gemm)
-        gemm_prob(g, n, &m);
+        gemm_prob(g, nd, &m);
     else if (!matmul_prob(g, nd, &m))
         return TS_ERR_UNSUPPORTED;
     const ts_tensor *Bt = xplan_const(p, m.bv), *Ct = m.cv >= 0 ? xplan_const(p, m.cv) : NULL;
-    const ts_shape *ys = &g->values[nd->outputs[0]].shape;
     /* C must be a constant row vector (or scalar): it becomes the bias */
     if (m.cv >= 0 && (!Ct || Ct->dtype != TS_F32 || (ts_tensor_numel(Ct) != m.N && ts_tensor_numel(Ct) != 1) ||
                       (Ct->shape.rank == 2 && Ct->shape.dims[0] != 1)))
@@ -320,28 +321,17 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     /* with runtime weights, alpha becomes an output scale: then no bias */
     if (!Bt && m.alpha != 1.0 && m.cv >= 0 && m.beta != 0.0) return TS_ERR_UNSUPPORTED;
 
-    xd_fuse f;
-    ts_status st = xd_fuse_collect(p, nd->outputs[0], ys->rank - 1, m.N, &f, err);
-    if (st) return st;
-    if (f.scale && !Bt) { /* a column scale needs constant weights to fold into */
-        xd_fuse_free(&f);
-        f.naffine = 0;
-        xd_fuse_drop_post(p, &f);
-    }
-    if (!Bt && f.scale) return TS_ERR_UNSUPPORTED;
+    xd_fuse f = p->group->post; /* its scale and shift stay the group's */
+    ts_status st;
+    if (f.scale && !Bt) return TS_ERR_UNSUPPORTED; /* a column scale needs constant weights to fold into */
     bool has_bias = (m.cv >= 0 && m.beta != 0.0) || f.scale;
     double out_alpha = Bt ? 1.0 : m.alpha;
 
     int ab = xplan_plain(p, xplan_value_buf(p, m.av), err);
-    if (ab < 0) {
-        xd_fuse_free(&f);
-        return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
-    }
+    if (ab < 0) return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
     int bb_in = -1;
-    if (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0) {
-        xd_fuse_free(&f);
+    if (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0)
         return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
-    }
     /* A 2-D constant B with batched A: one 2-D product (flatten_rows),
      * unless a blocked residual needs the N-D dst to reorder into */
     if (!gemm && Bt && Bt->shape.rank == 2 && m.r > 2 &&
@@ -361,14 +351,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     }
     dnnl_primitive_desc_t pd = NULL;
     st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
-    if (st == TS_ERR_UNSUPPORTED && f.npo) {
-        xd_fuse_drop_post(p, &f);
-        st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
-    }
-    if (st) {
-        xd_fuse_free(&f);
-        return st;
-    }
+    if (st) return st; /* with post-ops: the affine folds alone are offered next */
     s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
     mm_state *c = calloc(1, sizeof *c);
     float *wplain = NULL;
@@ -457,8 +440,6 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
                                        fold ? fold_in_place : NULL, &fc, err)))
         goto fail;
-    xd_fuse_claim(p, &f, s);
-    xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);
     return TS_OK;
 
@@ -468,7 +449,6 @@ nomem:
 fail:
     free(wplain);
     free(wpacked);
-    xd_fuse_free(&f);
     dnnl_primitive_desc_destroy(pd);
     mm_destroy(c);
     s->state = NULL;

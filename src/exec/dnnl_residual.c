@@ -3,22 +3,11 @@
 #include "exec/dnnl_residual.h"
 #include "exec/plan_internal.h"
 
-/* The fused Add reading the residual (the node the residual must die at). */
-static int sum_node(const xplan *p, const xd_fuse *f)
-{
-    for (int i = f->naffine; i < f->nnodes; i++) {
-        const ts_node *nd = &p->g->nodes[f->nodes[i]];
-        for (int j = 0; j < nd->ninputs; j++)
-            if (nd->inputs[j] == f->sum_value) return f->nodes[i];
-    }
-    return -1;
-}
-
 int xd_residual_dst(xplan *p, const xd_fuse *f, int rb, const int *reads, int nreads)
 {
     if (xplan_skips(p, "residual_inplace") || f->sum_value < 0 || rb < 0 || ts_graph_is_output(p->g, f->out_value))
         return -1;
-    int add = sum_node(p, f);
+    int add = f->sum_node; /* the fused Add reading the residual (lower_post.c) */
     /* xplan_inplace_ok: the storage is arena memory (not a graph input,
      * output or constant), not a piece at an offset, and every value kept
      * there (the residual, its views, twins in another layout) has the Add

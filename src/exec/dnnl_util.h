@@ -1,9 +1,8 @@
 /* Shared plumbing of the oneDNN kernels (dnnl_conv.c, dnnl_matmul.c):
  * memory descriptors from tsopt shapes, errors naming the node, the
- * fusion walker that collects what a convolution/matmul can absorb
- * (per-channel affine ops folded into weights, a residual Add as a sum
- * post-op, activations as eltwise post-ops), and the run-time binding of
- * buffer pointers to pre-built dnnl_memory objects. */
+ * post-op tail the lowering stage handed (lower_post.c) as oneDNN
+ * attributes, and the run-time binding of buffer pointers to pre-built
+ * dnnl_memory objects. */
 #ifndef TS_EXEC_DNNL_UTIL_H
 #define TS_EXEC_DNNL_UTIL_H
 
@@ -28,40 +27,12 @@ bool xd_pd_is_ref(const_dnnl_primitive_desc_t pd);
 
 /* ---- fusion */
 
-#define XD_MAX_FUSE 16 /* bias + GELU's tanh form is 10 nodes */
-typedef enum { XD_PO_ELTWISE, XD_PO_SUM } xd_po_kind;
-typedef struct xd_po {
-    xd_po_kind kind;
-    dnnl_alg_kind_t alg;
-    float alpha, beta;
-} xd_po;
-
-typedef struct xd_fuse {
-    int nodes[XD_MAX_FUSE]; /* absorbed nodes, in order (claimed by the caller on success) */
-    int nnodes;
-    int naffine;            /* the first naffine nodes are affine folds */
-    int in_value;           /* the kernel's raw output */
-    int out_value;          /* value the step finally produces */
-    /* y*scale[c] + shift[c] applied before any post-op (folded into the
-     * weights/bias); NULL when no affine node was absorbed. */
-    float *scale, *shift;
-    xd_po po[XD_MAX_FUSE];
-    int npo;
-    int sum_value; /* residual operand of the sum post-op, or -1 */
-} xd_fuse;
-
-/* Walks the sole-consumer chain from value v (the kernel's raw output with
- * `channels` channels on axis `caxis`) and records what can be absorbed.
- * Never fails: anything not understood ends the chain.  Returns TS_ERR_NOMEM
- * only when allocation fails. */
-ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd_fuse *f, ts_error *err);
-/* Keeps only the affine folds (they come first): for when the primitive
- * does not accept the post-ops. */
-void xd_fuse_drop_post(const xplan *p, xd_fuse *f);
+/* xd_fuse, the post-op tail the lowering stage hands a convolution or
+ * product (lower_post.c), is in exec.h with the other groups. */
 /* Post-ops attribute for f (NULL when there are none); caller destroys. */
 ts_status xd_fuse_attr(const xd_fuse *f, dnnl_primitive_attr_t attr, const xplan *p, int n, ts_error *err);
+/* The tail's scale and shift (lower_post.c; xgroup_free). */
 void xd_fuse_free(xd_fuse *f);
-void xd_fuse_claim(xplan *p, const xd_fuse *f, xstep *s);
 
 /* ---- run-time memory binding */
 

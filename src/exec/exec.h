@@ -65,6 +65,7 @@ typedef struct xstep {
     size_t scratch_bytes; /* per-step scratch, carved from the arena */
     int64_t scratch_offset;
     bool ref_impl; /* the library primitive underneath is oneDNN's slow reference one (stats) */
+    int variant;   /* the choice of the lowering's group it was built from (xgroup_form) */
 } xstep;
 
 typedef struct xkernel {
@@ -119,7 +120,34 @@ struct xplan {
 
 /* ---- the lowering stage's fused groups (lower_group.c) */
 
-#define XGROUP_MAX 12
+#define XGROUP_MAX 40 /* vec.se: pool, two convs with their tails, the Mul */
+#define XGROUP_VARIANTS 3 /* choices of a group a kernel may be offered */
+#define XD_MAX_FUSE 16 /* bias + GELU's tanh form is 10 nodes */
+/* A convolution's or product's post-op tail (lower_post.c): the nodes
+ * after the kernel's raw output that its step computes too.  Affine folds
+ * first (an Add of a per-channel constant: y + shift[c], into the bias),
+ * then oneDNN post-ops in order (element-wise activations, a residual
+ * sum). */
+typedef enum { XD_PO_ELTWISE, XD_PO_SUM } xd_po_kind;
+typedef struct xd_po {
+    xd_po_kind kind;
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+} xd_po;
+typedef struct xd_fuse {
+    int nodes[XD_MAX_FUSE]; /* absorbed nodes, in order */
+    int nnodes;
+    int naffine;            /* the first naffine nodes are affine folds */
+    int in_value;           /* the kernel's raw output */
+    int out_value;          /* value the step finally produces */
+    /* y*scale[c] + shift[c] applied before any post-op (folded into the
+     * weights/bias); NULL when no affine node was absorbed. */
+    float *scale, *shift;
+    xd_po po[XD_MAX_FUSE];
+    int npo;
+    int sum_value; /* residual operand of the sum post-op, or -1 */
+    int sum_node;  /* the Add reading it, or -1 */
+} xd_fuse;
 /* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
  * inner], normalized over d (mask: the reduced axes of x); gamma / beta
  * the constant values scaling / shifting it, or -1; round: the 16-bit
@@ -142,14 +170,37 @@ typedef struct xgroup {
     union {
         xgroup_layernorm ln;
         int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
+        /* convolutions, products (lower_post.c): the post-op tail; for
+         * dnnl.conv_gated (nodes[0] the Mul) also the Mul's weight and
+         * gate operands and the Conv node */
+        struct {
+            xd_fuse post;
+            int gate_w, gate_g, gate_conv;
+        };
+        /* vec.se (lower_post.c; nodes[0] the GlobalAveragePool): the two
+         * 1x1 convs with their tails, the block's Mul x * gate or -1 */
+        struct {
+            xd_fuse se1, se2;
+            int se_c1, se_c2, se_mul;
+        };
     };
 } xgroup;
-/* k's group at node n: 1 formed (gr filled), -1 k serves groups and none
- * forms here (k is not asked), 0 k forms no groups (it is asked as is). */
-int xgroup_form(const xplan *p, const struct xkernel *k, int n, xgroup *gr);
-/* Node n built by kernel k into s, handed its group when the lowering
- * stage serves k (plan.c; also what plan_rebind.c replays). */
-ts_status xplan_build_step(xplan *p, const struct xkernel *k, int n, xstep *s, ts_error *err);
+/* k's group at node n, its variant-th choice (0 the largest; a kernel
+ * that declines one is asked with the next, plan.c): 1 formed (gr
+ * filled), -1 k serves groups and none forms here (k is not asked), 0 k
+ * forms no groups (it is asked as is, variant 0 only). */
+int xgroup_form(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
+void xgroup_free(xgroup *gr);
+/* lower_post.c, for lower_group.c's table */
+bool xgroup_post(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
+bool xgroup_serves_post(const struct xkernel *k);
+/* The float32 weights of the plan's convolutions and products, each
+ * constant once (dnnl.conv's Winograd budget; lower_post.c). */
+size_t xplan_product_weight_bytes(const xplan *p);
+/* Node n built by kernel k into s, handed its group's variant-th choice
+ * when the lowering stage serves k (plan.c; also what plan_rebind.c
+ * replays, with the step's variant). */
+ts_status xplan_build_step(xplan *p, const struct xkernel *k, int n, int variant, xstep *s, ts_error *err);
 
 /* ---- for kernels, at plan time */
 

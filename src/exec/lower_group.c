@@ -9,11 +9,15 @@
  * plan claims the group's nodes for the step.  A kernel so served never
  * declines after touching the plan, so it needs no undo.
  *
- * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle.  The others still match in
+ * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
+ * and the convolutions and products with their post-op tails
+ * (lower_post.c: dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
+ * dnnl.conv_gated, dnnl.matmul, dnnl.gemm).  The others still match in
  * their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
 #include <string.h>
+#include "exec/dnnl_util.h"
 #include "exec/half.h"
 #include "exec/vec.h"
 #include "ops/attrs.h"
@@ -252,7 +256,7 @@ static bool channel_shuffle(const xplan *p, int n, xgroup *gr)
 
 /* ------------------------------------------------------------- the stage */
 
-extern const xkernel xk_vec_shuffle; /* vec_shuffle.c */
+extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
 
 static const struct {
     const xkernel *k;
@@ -263,13 +267,24 @@ static const struct {
     {&xk_vec_shuffle, channel_shuffle},
 };
 
-int xgroup_form(const xplan *p, const xkernel *k, int n, xgroup *gr)
+int xgroup_form(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr)
 {
-    for (size_t i = 0; i < sizeof formers / sizeof *formers; i++) {
-        if (formers[i].k != k) continue;
-        memset(gr, 0, sizeof *gr);
-        gr->k = k;
-        return formers[i].form(p, n, gr) ? 1 : -1;
+    memset(gr, 0, sizeof *gr);
+    gr->k = k;
+    int formed = 0;
+    if (xgroup_serves_post(k)) formed = xgroup_post(p, k, n, variant, gr) ? 1 : -1; /* lower_post.c */
+    for (size_t i = 0; !formed && i < sizeof formers / sizeof *formers; i++)
+        if (formers[i].k == k) formed = variant == 0 && formers[i].form(p, n, gr) ? 1 : -1;
+    if (formed < 0) xgroup_free(gr); /* what a former allocated before it gave up */
+    return formed;
+}
+
+void xgroup_free(xgroup *gr)
+{
+    if (gr->k == &xk_vec_se) {
+        xd_fuse_free(&gr->se1);
+        xd_fuse_free(&gr->se2);
+    } else if (xgroup_serves_post(gr->k)) {
+        xd_fuse_free(&gr->post);
     }
-    return 0;
 }

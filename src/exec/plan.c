@@ -417,15 +417,17 @@ static bool step_valid(const xplan *p, const xstep *s)
 }
 
 /* Kernel k builds node n into s.  A kernel the lowering stage serves
- * (lower_group.c) is handed its group, decided first (TS_ERR_UNSUPPORTED
- * when none forms), and the plan claims the group's nodes for the step;
- * with the step check on, a kernel that read a node it was not handed
- * (xplan_node) fails the plan. */
-ts_status xplan_build_step(xplan *p, const xkernel *k, int n, xstep *s, ts_error *err)
+ * (lower_group.c) is handed its group's variant-th choice, decided first
+ * (TS_ERR_UNSUPPORTED when none forms), and the plan claims the group's
+ * nodes for the step; with the step check on, a kernel that read a node it
+ * was not handed (xplan_node) fails the plan. */
+ts_status xplan_build_step(xplan *p, const xkernel *k, int n, int variant, xstep *s, ts_error *err)
 {
     xgroup grp;
-    int formed = xgroup_form(p, k, n, &grp);
+    int formed = xgroup_form(p, k, n, variant, &grp);
     if (formed < 0) return TS_ERR_UNSUPPORTED;
+    if (!formed && variant) return TS_ERR_UNSUPPORTED;
+    s->variant = variant;
     p->lowering = n;
     p->group = formed ? &grp : NULL;
     p->stray_node = -1;
@@ -434,6 +436,7 @@ ts_status xplan_build_step(xplan *p, const xkernel *k, int n, xstep *s, ts_error
         st = ts_error_set(err, TS_ERR_INVALID, "kernel %s of node '%s' reads node '%s', which is not its own", k->name,
                           p->g->nodes[n].name, p->g->nodes[p->stray_node].name);
     for (int i = 1; st == TS_OK && formed && i < grp.nnodes; i++) xplan_claim(p, grp.nodes[i], s);
+    if (formed) xgroup_free(&grp);
     p->group = NULL;
     p->lowering = -1;
     return st;
@@ -457,10 +460,11 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     xkernels_for(nd->op, cand);
     while (cand[nc]) nc++;
     cand[nc++] = &xk_ref;
-    for (int c = 0; c < nc; c++) {
-        int nsteps = p->nsteps, nbufs = p->nbufs;
+    /* each candidate with each choice of its group (lower_group.c), largest first */
+    for (int i = 0; i < nc * XGROUP_VARIANTS; i++) {
+        int c = i / XGROUP_VARIANTS, variant = i % XGROUP_VARIANTS, nsteps = p->nsteps, nbufs = p->nbufs;
         bool last = c == nc - 1;
-        if (!last && xplan_skips(p, cand[c]->name)) continue;
+        if ((!last && xplan_skips(p, cand[c]->name)) || (variant && !xgroup_serves_post(cand[c]))) continue;
         if (!last || checking) {
             memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
             memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);
@@ -468,7 +472,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
         }
         xstep s = {.k = cand[c], .node = n};
         ts_error e = {0};
-        ts_status st = xplan_build_step(p, cand[c], n, &s, &e);
+        ts_status st = xplan_build_step(p, cand[c], n, variant, &s, &e);
         if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
         if (st == TS_OK && checking) st = xstep_check_reads(p, &s, u->claimed, nbufs, &e); /* step_check.c */
         if (st == TS_OK) {

@@ -141,7 +141,7 @@ static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, 
         const xstep *s = &p->steps[i];
         xstep t = {.k = s->k, .node = n};
         int before = q->nsteps;
-        st = xplan_build_step(q, s->k, n, &t, err);
+        st = xplan_build_step(q, s->k, n, s->variant, &t, err);
         if (st == TS_OK) {
             q->claimed[n] = true;
             xplan_release_inputs(q, n);

@@ -201,7 +201,7 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->opts.plain_layout || p->opts.no_fusion || nd->ninputs < 2) return TS_ERR_UNSUPPORTED;
     int xv = nd->inputs[0], wv = nd->inputs[1], bv = nd->ninputs > 2 ? nd->inputs[2] : -1, yv = nd->outputs[0];
     const ts_tensor *W = xplan_const(p, wv), *B = bv >= 0 ? xplan_const(p, bv) : NULL;
@@ -222,18 +222,12 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
     if (wg.stride[0] < 2 || wg.stride[1] < 2 || C > DW_MAX_CHANNELS || ts_shape_numel(xs) * 4 < DW_MIN_INPUT_BYTES)
         return TS_ERR_UNSUPPORTED;
 
-    xd_fuse f;
-    ts_status st = xd_fuse_collect(p, yv, 1, C, &f, err);
-    if (st) return st;
-    if (!xv_post_supported(&f) || ts_graph_is_output(g, f.out_value)) {
-        xd_fuse_free(&f);
-        return TS_ERR_UNSUPPORTED;
-    }
+    /* the whole post-op tail the lowering stage handed (lower_post.c) */
+    const xd_fuse f = p->group->post;
+    ts_status st;
+    if (!xv_post_supported(&f) || ts_graph_is_output(g, f.out_value)) return TS_ERR_UNSUPPORTED;
     dw_state *d = xv_state(sizeof *d, err);
-    if (!d) {
-        xd_fuse_free(&f);
-        return err->code;
-    }
+    if (!d) return err->code;
     s->state = d;
     *d = (dw_state){.N = xs->dims[0], .C = C, .H = xs->dims[2], .W = xs->dims[3], .OH = ys->dims[2],
                     .OW = ys->dims[3], .KH = W->shape.dims[2], .KW = W->shape.dims[3], .sh = wg.stride[0],
@@ -243,10 +237,8 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
     int64_t K = d->KH * d->KW;
     d->w = malloc(sizeof(float) * (size_t)(K * C));
     d->b = malloc(sizeof(float) * (size_t)C);
-    if (!d->w || !d->b) {
-        xd_fuse_free(&f);
+    if (!d->w || !d->b)
         return ts_error_set(err, TS_ERR_NOMEM, "node '%s' (Conv): out of memory packing depthwise weights", nd->name);
-    }
     /* ONNX W is [C][1][KH][KW]; the kernel reads a tap's channels contiguously */
     const float *wsrc = W->data, *bsrc = B ? B->data : NULL;
     for (int64_t c = 0; c < C; c++) {
@@ -255,19 +247,11 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
         float b = bsrc ? bsrc[c] : 0.0f;
         d->b[c] = f.scale ? b * f.scale[c] + f.shift[c] : b;
     }
-    if ((st = xstep_alloc(s, 1, 1, err))) {
-        xd_fuse_free(&f);
-        return st;
-    }
+    if ((st = xstep_alloc(s, 1, 1, err))) return st;
     s->in[0] = xb;
     s->out[0] = xplan_value_buf(p, f.out_value);
-    if (s->out[0] < 0) {
-        xd_fuse_free(&f);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    }
+    if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     xv_set_order(p, s->out[0], nhwc);
-    xd_fuse_claim(p, &f, s);
-    xd_fuse_free(&f);
     return TS_OK;
 }
 

@@ -1,5 +1,5 @@
-/* Activations recorded by the oneDNN fusion walker (xd_fuse_collect,
- * dnnl_util.h), applied by tsopt's own kernels (vec_depthwise.c,
+/* Activations recorded by the lowering stage's post-op walk (lower_post.c,
+ * xd_fuse in exec.h), applied by tsopt's own kernels (vec_depthwise.c,
  * vec_se.c) to values they computed, and by oneDNN convolution steps to
  * their results where oneDNN's own post-op is slow (SiLU, sigmoid:
  * vec_post.c): the same fusion, without oneDNN.  Inline, for the callers'
@@ -38,7 +38,7 @@ XV_INLINE float xv_post_sigmoid(float x)
 void xv_swish_run(float *x, int64_t n, float alpha);
 void xv_logistic_run(float *x, int64_t n);
 
-/* The post-ops xd_fuse_collect records (npo of them), applied in order to
+/* The post-ops the lowering stage records (npo of them), applied in order to
  * acc[0..n). */
 XV_INLINE void xv_post_apply(const xd_po *po, int npo, float *acc, int64_t n)
 {

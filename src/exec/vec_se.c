@@ -20,8 +20,9 @@
  * convolutions, or plain), and the two tiny matrix-vector products and
  * their activations run on the pooled vector in the same step.
  *
- * The activations are whatever the oneDNN fusion walker recognises after
- * each conv (xd_fuse_collect: ReLU, SiLU as Sigmoid + Mul, HardSigmoid,
+ * The block is formed by the lowering stage (lower_post.c, se_group); the
+ * activations are whatever its post-op walk recognises after each conv
+ * (xd_fuse_collect: ReLU, SiLU as Sigmoid + Mul, HardSigmoid,
  * Sigmoid, Clip, HardSwish, per-channel affine nodes folded into the
  * weights), so the pattern is the block, not one model's spelling of it. */
 #include <omp.h>
@@ -214,31 +215,10 @@ static void se_run(const xstep *st, void *const *in, void *const *out, void *scr
     }
 }
 
-/* Node c is a 1x1 convolution (group 1, no padding, stride or dilation
- * that matter on a 1x1 image) of value v with constant float weights
- * [F][Cin][1][1] and optional constant bias; its output is N x F x 1 x 1. */
-static bool conv1x1_on(const xplan *p, int c, int v, int64_t Cin)
-{
-    const ts_graph *g = p->g;
-    if (c < 0) return false;
-    const ts_node *nd = &g->nodes[c];
-    if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) return false;
-    const ts_tensor *W = xplan_const(p, nd->inputs[1]);
-    const ts_tensor *B = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
-    if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || W->shape.dims[1] != Cin ||
-        W->shape.dims[2] != 1 || W->shape.dims[3] != 1)
-        return false;
-    if (nd->ninputs > 2 && nd->inputs[2] >= 0 && (!B || !B->data || B->dtype != TS_F32)) return false;
-    const ts_conv_attrs *ca = nd->attrs;
-    const ts_shape *y = &g->values[nd->outputs[0]].shape;
-    return ca->group == 1 && y->rank == 4 && y->dims[1] == W->shape.dims[0] && y->dims[2] == 1 && y->dims[3] == 1 &&
-           g->values[nd->outputs[0]].dtype == TS_F32;
-}
-
 /* Copies conv c's weights and its bias plus the fused per-channel Add's. */
 static void take_conv(const xplan *p, int c, const xd_fuse *f, float *w, float *b, bool transpose)
 {
-    const ts_node *nd = &p->g->nodes[c];
+    const ts_node *nd = xplan_node(p, c);
     const ts_tensor *W = xplan_const(p, nd->inputs[1]);
     const ts_tensor *B = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
     int64_t F = W->shape.dims[0], Cin = W->shape.dims[1];
@@ -257,94 +237,51 @@ static void take_conv(const xplan *p, int c, const xd_fuse *f, float *w, float *
     }
 }
 
+/* The squeeze-excite block the lowering stage formed (lower_post.c, se_group). */
 static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
-    if (p->opts.no_fusion || nd->ninputs != 1 || nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
-    int xv = nd->inputs[0], pv = nd->outputs[0];
+    const ts_node *nd = xplan_node(p, n);
+    const xd_fuse *f1 = &p->group->se1, *f2 = &p->group->se2;
+    const int c1 = p->group->se_c1, c2 = p->group->se_c2, mul = p->group->se_mul;
+    int xv = nd->inputs[0];
     const ts_shape *xs = &g->values[xv].shape;
-    if (xs->rank != 4) return TS_ERR_UNSUPPORTED;
     const int64_t N = xs->dims[0], C = xs->dims[1], HW = xs->dims[2] * xs->dims[3];
+    const int64_t R = g->values[xplan_node(p, c1)->outputs[0]].shape.dims[1];
+    /* a gate: something must squash it (the block's Mul scales by it) */
+    if (!xv_post_supported(f1) || !f2->npo || !xv_post_supported(f2) || ts_graph_is_output(g, f2->out_value))
+        return TS_ERR_UNSUPPORTED;
     int xb = xplan_value_buf(p, xv), order[TS_MAX_RANK];
     if (xb < 0 || HW < 1 || !xbuf_dense_order(&p->bufs[xb], order)) return TS_ERR_UNSUPPORTED;
     bool is_nhwc = !memcmp(order, nhwc, sizeof nhwc);
     if (!is_nhwc && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
-
-    /* pool -> conv1 -> act1 -> conv2 -> act2 */
-    int c1 = xplan_sole_consumer(p, pv);
-    if (!conv1x1_on(p, c1, pv, C)) return TS_ERR_UNSUPPORTED;
-    const int64_t R = g->values[g->nodes[c1].outputs[0]].shape.dims[1];
-    xd_fuse f1, f2 = {0};
-    ts_status e = xd_fuse_collect(p, g->nodes[c1].outputs[0], 1, R, &f1, err);
-    if (e) return e;
-    int c2 = xplan_sole_consumer(p, f1.out_value);
-    bool ok = xv_post_supported(&f1) && conv1x1_on(p, c2, f1.out_value, R) &&
-              g->values[g->nodes[c2].outputs[0]].shape.dims[1] == C;
-    if (ok && (e = xd_fuse_collect(p, g->nodes[c2].outputs[0], 1, C, &f2, err))) {
-        xd_fuse_free(&f1);
-        return e;
-    }
-    /* a gate: something must squash it (the block's Mul scales by it) */
-    ok = ok && f2.npo > 0 && xv_post_supported(&f2) && !ts_graph_is_output(g, f2.out_value);
-    /* The block's Mul x * gate, when it is the gate's reader: on 2 threads
-     * a Mul step of its own split the small tensors of the late blocks
-     * between the cores, half of them
-     * in the other core's cache (EfficientNet-B0, 1152 x 7 x 7: 0.0137 ms
-     * on 2 threads, 0.0074 on 1, per-step minima); here each thread
-     * scales what it pooled.  TSOPT_SKIP=se_scale: the Mul stays a step. */
-    int mul = ok ? xplan_sole_consumer(p, f2.out_value) : -1;
-    if (mul >= 0) {
-        const ts_node *m = &g->nodes[mul];
-        int mo = m->noutputs == 1 ? m->outputs[0] : -1;
-        bool reads = m->ninputs == 2 && ((m->inputs[0] == xv && m->inputs[1] == f2.out_value) ||
-                                         (m->inputs[1] == xv && m->inputs[0] == f2.out_value));
-        if (m->op != &ts_op_mul || !reads || mo < 0 || g->values[mo].dtype != TS_F32 ||
-            !ts_shape_eq(&g->values[mo].shape, xs) || ts_graph_is_output(g, mo) ||
-            xplan_skips(p, "se_scale"))
-            mul = -1;
-    }
-    se_state *s = ok ? xv_state(sizeof *s, err) : NULL;
-    if (!s) {
-        xd_fuse_free(&f1);
-        xd_fuse_free(&f2);
-        return ok ? err->code : TS_ERR_UNSUPPORTED;
-    }
+    se_state *s = xv_state(sizeof *s, err);
+    if (!s) return err->code;
     st->state = s;
-    *s = (se_state){.N = N, .C = C, .HW = HW, .R = R, .nhwc = is_nhwc, .scale = mul >= 0, .npo1 = f1.npo,
-                    .npo2 = f2.npo, .threads = xv_threads(p)};
-    memcpy(s->po1, f1.po, sizeof f1.po);
-    memcpy(s->po2, f2.po, sizeof f2.po);
+    *s = (se_state){.N = N, .C = C, .HW = HW, .R = R, .nhwc = is_nhwc, .scale = mul >= 0, .npo1 = f1->npo,
+                    .npo2 = f2->npo, .threads = xv_threads(p)};
+    memcpy(s->po1, f1->po, sizeof f1->po);
+    memcpy(s->po2, f2->po, sizeof f2->po);
     s->w1 = malloc(sizeof(float) * (size_t)(R * C));
     s->b1 = malloc(sizeof(float) * (size_t)R);
     s->w2t = malloc(sizeof(float) * (size_t)(R * C));
     s->b2 = malloc(sizeof(float) * (size_t)C);
     if (s->w1 && s->b1 && s->w2t && s->b2) {
-        take_conv(p, c1, &f1, s->w1, s->b1, false);
-        take_conv(p, c2, &f2, s->w2t, s->b2, true);
+        take_conv(p, c1, f1, s->w1, s->b1, false);
+        take_conv(p, c2, f2, s->w2t, s->b2, true);
     }
-    if (!s->w1 || !s->b1 || !s->w2t || !s->b2 || (e = xstep_alloc(st, 1, 1, err))) {
-        xd_fuse_free(&f1);
-        xd_fuse_free(&f2);
+    ts_status e = TS_OK;
+    if (!s->w1 || !s->b1 || !s->w2t || !s->b2 || (e = xstep_alloc(st, 1, 1, err)))
         return e ? e : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory packing the squeeze-excite gate",
                                     nd->name);
-    }
     st->in[0] = xb;
-    st->out[0] = xplan_value_buf(p, mul >= 0 ? g->nodes[mul].outputs[0] : f2.out_value);
+    st->out[0] = xplan_value_buf(p, mul >= 0 ? xplan_node(p, mul)->outputs[0] : f2->out_value);
+    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     st->scratch_bytes = sizeof(float) * (size_t)(3 * C + R);
-    if (st->out[0] >= 0) {
-        /* the scaled tensor keeps x's channels-last layout for the conv after it */
-        if (mul >= 0 && is_nhwc) xv_set_order(p, st->out[0], nhwc);
-        xplan_claim(p, c1, st);
-        xd_fuse_claim(p, &f1, st);
-        xplan_claim(p, c2, st);
-        xd_fuse_claim(p, &f2, st);
-        if (mul >= 0) xplan_claim(p, mul, st);
-    }
-    xd_fuse_free(&f1);
-    xd_fuse_free(&f2);
-    return st->out[0] < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer") : TS_OK;
+    /* the scaled tensor keeps x's channels-last layout for the conv after it */
+    if (mul >= 0 && is_nhwc) xv_set_order(p, st->out[0], nhwc);
+    return TS_OK;
 }
 
 const xkernel xk_vec_se = {"vec.se", se_build, se_run, se_destroy};

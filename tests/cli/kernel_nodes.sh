@@ -12,7 +12,8 @@ EXEC=$(cd "$(dirname "$0")/../../src/exec" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
-        vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c"
+        vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c
+        dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
 
@@ -28,10 +29,12 @@ check() {
 
 out=$(check "$EXEC") || { echo "$out" >&2; fail "served kernels walk the graph"; }
 
-# planted: a served kernel looking at its input's producer, and at a consumer
+# planted: a served kernel looking at its input's producer, at a consumer, and
+# collecting its own post-op tail (lower_post.c's job)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:int c = xplan_sole_consumer(p, v);'; do
+for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:int c = xplan_sole_consumer(p, v);' \
+             'dnnl_conv.c:st = xd_fuse_collect(p, yv, 1, F, &f, err);'; do
     f=${plant%%:*} line=${plant#*:}
     rm -rf "$T/exec" && cp -r "$EXEC" "$T/exec"
     printf '%s\n' "$line" >>"$T/exec/$f"

@@ -33,6 +33,7 @@ typedef struct fusion {
     ts_graph *(*build)(void);
     int fused;  /* nodes the fused plan takes into other nodes' steps, at least */
     double tol; /* |fused - unfused| <= tol * max(1, max |unfused|); 0: bit for bit */
+    int variant; /* the choice of the lowering's group the kernel's steps took (xgroup_form) */
 } fusion;
 
 static ts_graph *eltwise_chain(void)
@@ -164,26 +165,85 @@ static ts_graph *batchnorm_relu(void)
     return g;
 }
 
+/* The post-op tails the lowering stage hands a convolution or product
+ * (lower_post.c), and its shorter choices when the kernel declines. */
+#define I(...) ((const int64_t[]){__VA_ARGS__})
+
+/* Conv -> Add of a per-channel constant (into the bias) -> Relu. */
+static ts_graph *conv_bias_add(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int y = xt_conv3x3(g, xt_input(g, "x", "1x16x12x12"), 16, &Rng);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "16x1x1", -0.5, 0.5, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
+/* A 1x1 conv (channels-last for it) -> depthwise 3x3 stride 2 (2.4 MB in:
+ * vec.dwconv) -> bias Add -> HardSwish -> a 1x1 conv. */
+static ts_graph *dwconv_tail(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int y = xt_conv1x1(g, xt_input(g, "x", "1x4x160x160"), 4, 24, &Rng);
+    y = xt_node(g, "Conv", INS(y, xt_const_random(g, "24x1x3x3", -0.5, 0.5, &Rng)),
+                ATTRS(ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4),
+                      ts_attr_int("group", 24)));
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "24x1x1", -0.5, 0.5, &Rng)), NOATTR);
+    y = xt_node(g, "HardSwish", INS(y), NOATTR);
+    xt_output(g, xt_conv1x1(g, y, 24, 24, &Rng));
+    return g;
+}
+
+/* ConvTranspose (deconv.gemm) -> bias Add -> residual Add: vec_post.c has
+ * no residual sum, so deconv.gemm declines the whole tail and takes the
+ * bias alone (the stage's second choice); the residual Add is a step. */
+static ts_graph *deconv_bias_residual(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "1x16x5x6"), r = xt_input(g, "r", "1x24x7x8");
+    int y = xt_node(g, "ConvTranspose", INS(x, xt_const_random(g, "16x24x3x3", -0.5, 0.5, &Rng)), NOATTR);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "24x1x1", -0.5, 0.5, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Add", INS(y, r), NOATTR));
+    return g;
+}
+
+/* MatMul of two run-time values -> Add of a per-column constant -> Relu:
+ * a column scale needs constant weights, so dnnl.matmul declines the tail
+ * and its affine fold and takes the product alone (the third choice). */
+static ts_graph *matmul_runtime_bias(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int y = xt_node(g, "MatMul", INS(xt_input(g, "a", "3x64x24"), xt_input(g, "b", "3x24x19")), NOATTR);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "19", -0.5, 0.5, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
 static const fusion fusions[] = {
-    {"vec.eltwise", eltwise_chain, 3, 0},
-    {"dnnl.conv", conv_relu, 1, 0},
-    {"dnnl.conv", conv_residual, 2, 0},
-    {"vec.gemv", gemv_bias, 2, 0},
-    {"dnnl.matmul", gemm_bias, 2, 0},
-    {"vec.layernorm.ops", layernorm_rows, 8, 0x1p-20},
-    {"vec.layernorm.ops", layernorm_channels, 8, 0x1p-20},
-    {"vec.se", se_block, 4, 0x1p-20},
-    {"dnnl.conv_gated", conv_gated, 1, 0x1p-20},
-    {"dnnl.conv", conv_silu, 2, 0x1p-20},
-    {"dnnl.conv", conv_gelu, 1, 0x1p-20},
-    {"vec.shuffle", channel_shuffle, 3, 0},
-    {"vec.batchnorm", batchnorm_relu, 1, 0},
+    {"vec.eltwise", eltwise_chain, 3, 0, 0},
+    {"dnnl.conv", conv_relu, 1, 0, 0},
+    {"dnnl.conv", conv_residual, 2, 0, 0},
+    {"vec.gemv", gemv_bias, 2, 0, 0},
+    {"dnnl.matmul", gemm_bias, 2, 0, 0},
+    {"vec.layernorm.ops", layernorm_rows, 8, 0x1p-20, 0},
+    {"vec.layernorm.ops", layernorm_channels, 8, 0x1p-20, 0},
+    {"vec.se", se_block, 4, 0x1p-20, 0},
+    {"dnnl.conv_gated", conv_gated, 1, 0x1p-20, 0},
+    {"dnnl.conv", conv_silu, 2, 0x1p-20, 0},
+    {"dnnl.conv", conv_gelu, 1, 0x1p-20, 0},
+    {"vec.shuffle", channel_shuffle, 3, 0, 0},
+    {"vec.batchnorm", batchnorm_relu, 1, 0, 0},
+    /* the bias summed with the Add's constant first: one rounding */
+    {"dnnl.conv", conv_bias_add, 2, 0x1p-20, 0},
+    {"vec.dwconv", dwconv_tail, 2, 0x1p-20, 0},
+    {"deconv.gemm", deconv_bias_residual, 1, 0x1p-20, 1},
+    {"dnnl.matmul", matmul_runtime_bias, 0, 0, 2},
 };
 
 /* Runs g planned with o on inputs in [-1, 1) (one seed for every plan);
  * the output, the plan's statistics and its steps of `kernel`. */
 static void run(const ts_graph *g, const ts_plan_opts *o, ts_tensor **out, ts_plan_stats *st, const char *kernel,
-                int *kernel_steps)
+                int *kernel_steps, int *variant)
 {
     ts_error e = {0};
     ts_tensor *in[4] = {0};
@@ -197,6 +257,9 @@ static void run(const ts_graph *g, const ts_plan_opts *o, ts_tensor **out, ts_pl
     xt_check_memplan(p);
     ts_plan_stats_get(p, st);
     *kernel_steps = xt_steps_of(p, kernel);
+    *variant = -1;
+    for (int i = 0; i < ((const xplan *)p)->nsteps; i++)
+        if (!strcmp(((const xplan *)p)->steps[i].k->name, kernel)) *variant = ((const xplan *)p)->steps[i].variant;
     if (!o->no_fusion && !*kernel_steps)
         for (int i = 0; i < ((const xplan *)p)->nsteps; i++)
             cr_log_error("step %d: %s", i, ((const xplan *)p)->steps[i].k->name);
@@ -214,9 +277,11 @@ Test(lowering, each_fusion_against_the_unfused_steps)
         for (int threads = 1; threads <= 2; threads++) {
             ts_tensor *a = NULL, *b = NULL;
             ts_plan_stats sa, sb;
-            int ka, kb;
-            run(g, &(ts_plan_opts){.threads = threads}, &a, &sa, fu->kernel, &ka);
-            run(g, &(ts_plan_opts){.threads = threads, .no_fusion = true}, &b, &sb, fu->kernel, &kb);
+            int ka, kb, va, vb;
+            run(g, &(ts_plan_opts){.threads = threads}, &a, &sa, fu->kernel, &ka, &va);
+            run(g, &(ts_plan_opts){.threads = threads, .no_fusion = true}, &b, &sb, fu->kernel, &kb, &vb);
+            cr_assert_eq(va, fu->variant, "%s (case %zu): the step took choice %d of its group, not %d", fu->kernel, f,
+                         va, fu->variant);
             cr_assert(ka >= 1 && sa.fused_nodes >= fu->fused, "%s (case %zu): %d steps, %d nodes fused", fu->kernel,
                       f, ka, sa.fused_nodes);
             cr_assert_eq(sb.fused_nodes, 0, "%s (case %zu): the unfused plan fused %d", fu->kernel, f,
@@ -282,7 +347,7 @@ Test(lowering, kernel_reading_another_node_refused)
         p->g = p->built_g = g;
         cr_assert_eq(xplan_init(p, &e), TS_OK, "%s", e.msg);
         xstep s = {.k = k[i], .node = neg};
-        ts_status st = xplan_build_step(p, k[i], neg, &s, &e);
+        ts_status st = xplan_build_step(p, k[i], neg, 0, &s, &e);
         if (i == 0) {
             cr_assert_eq(st, TS_OK, "%s", e.msg);
         } else {

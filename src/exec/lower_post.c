@@ -1,0 +1,470 @@
+/* The lowering stage's post-op tails (issue 27 §3): a convolution or a
+ * product (dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
+ * dnnl.conv_gated, dnnl.matmul, dnnl.gemm) is handed, with its node, the
+ * nodes after its raw output that its step computes too: Adds of a
+ * per-channel constant (into the bias), element-wise activations and a
+ * residual Add (oneDNN post-ops, or vec_post.c's), SiLU written as
+ * Sigmoid and Mul.  Each kernel is asked with the largest tail first, and
+ * when it declines, with the next choice (variant) its table allows: the
+ * affine folds alone (the kernel's primitive refused the post-ops), then
+ * nothing (a product whose weights are computed at run time cannot take
+ * a column scale).  The kernel only decides whether it can run what it is
+ * handed; it reads no other node, and the plan claims the tail.
+ *
+ * Also here: dnnl.conv_gated's group (ts_fold_gate's Mul(W, gate) read
+ * only by a Conv as its weights, with the Conv's tail) and the sum of the
+ * plan's product weights (dnnl.conv's Winograd budget). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/dnnl_util.h"
+#include "exec/half.h"
+#include "exec/vec.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+
+static bool is_f32(const ts_graph *g, int v) { return g->values[v].dtype == TS_F32; }
+
+/* Constant c broadcast against out (rank r) varies at most along caxis, with
+ * size 1 or `channels` there: returns its per-channel stride (0 or 1), or -1. */
+static int per_channel(const ts_tensor *c, const ts_shape *out, int caxis, int64_t channels)
+{
+    if (!c || c->dtype != TS_F32 || c->shape.rank > out->rank) return -1;
+    int off = out->rank - c->shape.rank;
+    int stride = 0;
+    for (int i = 0; i < c->shape.rank; i++) {
+        int64_t d = c->shape.dims[i];
+        if (d == 1) continue;
+        if (i + off != caxis || d != channels) return -1;
+        stride = 1;
+    }
+    return stride;
+}
+
+static bool affine_ensure(xd_fuse *f, int64_t channels)
+{
+    if (f->scale) return true;
+    f->scale = malloc(sizeof(float) * (size_t)channels);
+    f->shift = malloc(sizeof(float) * (size_t)channels);
+    if (!f->scale || !f->shift) return false;
+    for (int64_t c = 0; c < channels; c++) f->scale[c] = 1, f->shift[c] = 0;
+    return true;
+}
+
+/* Add of a per-channel constant -> the product's bias: a lowering, the
+ * same additions (within one rounding where the product has a bias of its
+ * own).  Scales (Mul, BatchNormalization) are folded into the weights by
+ * the graph pass ts_fold_affine (opt/fold_affine.c), not here. */
+static int try_bias(const xplan *p, int c, int v, int caxis, int64_t channels, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    if (nd->op != &ts_op_add || nd->ninputs != 2) return 0;
+    int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
+    if (other == v) return 0;
+    const ts_tensor *t = xplan_const(p, other);
+    int st = per_channel(t, &g->values[v].shape, caxis, channels);
+    if (st < 0) return 0;
+    if (!affine_ensure(f, channels)) return -1;
+    const float *d = t->data;
+    for (int64_t k = 0; k < channels; k++) f->shift[k] += d[k * st];
+    return 1;
+}
+
+/* Add of another full-size tensor, already computed -> sum post-op. */
+static bool try_residual(const xplan *p, int c, int v, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    if (nd->op != &ts_op_add || nd->ninputs != 2 || f->sum_value >= 0) return false;
+    int other = nd->inputs[0] == v ? nd->inputs[1] : nd->inputs[0];
+    if (other == v || !is_f32(g, other) || xplan_const(p, other)) return false;
+    if (!ts_shape_eq(&g->values[other].shape, &g->values[v].shape)) return false;
+    /* ready: a graph input, or produced by a step already built */
+    if (g->values[other].producer >= 0 && p->value_buf[other] < 0) return false;
+    f->sum_value = other;
+    f->sum_node = c;
+    f->po[f->npo++] = (xd_po){.kind = XD_PO_SUM};
+    return true;
+}
+
+static bool const_scalar(const xplan *p, const ts_node *nd, int i, float *out)
+{
+    if (nd->ninputs <= i || nd->inputs[i] < 0) return true; /* absent: keep default */
+    const ts_tensor *t = xplan_const(p, nd->inputs[i]);
+    if (!t || ts_tensor_numel(t) != 1) return false;
+    *out = (float)ts_tensor_get_f64(t, 0);
+    return true;
+}
+
+/* PRelu whose slope is one constant value (a scalar, or every element of
+ * a per-channel slope equal) is LeakyRelu with that value as alpha: the
+ * relu post-op (x > 0 ? x : alpha x), so it fuses like any activation.
+ * Only a finite alpha: at x = 0 the post-op computes alpha * 0, NaN for an
+ * infinite or NaN slope where PRelu gives 0.
+ * A slope that varies per channel needs a post-op reading memory at run
+ * time, which the callers do not bind: it stays a vectorized step. */
+static bool prelu_uniform_slope(const xplan *p, const ts_node *nd, int v, float *alpha)
+{
+    if (nd->ninputs != 2 || nd->inputs[0] != v || nd->inputs[1] == v) return false;
+    const ts_tensor *t = xplan_const(p, nd->inputs[1]);
+    int64_t n = t ? ts_tensor_numel(t) : 0;
+    if (!t || t->dtype != TS_F32 || n < 1) return false;
+    const float *d = t->data;
+    for (int64_t i = 1; i < n; i++)
+        if (memcmp(&d[i], &d[0], sizeof d[0])) return false;
+    *alpha = d[0];
+    return isfinite(d[0]);
+}
+
+/* oneDNN 2.6's jit kernels build one eltwise injector per algorithm, so a
+ * second post-op of an algorithm already in the chain runs with the first
+ * one's alpha and beta (HardSigmoid's clip 0..1 then a Clip: the Clip lost;
+ * LeakyRelu 0.1 then 0.5: 0.01 x).  Such a post-op is not fused. */
+static bool alg_conflicts(const xd_fuse *f, const xd_po *po)
+{
+    for (int k = 0; k < f->npo; k++)
+        if (f->po[k].kind == XD_PO_ELTWISE && f->po[k].alg == po->alg &&
+            (f->po[k].alpha != po->alpha || f->po[k].beta != po->beta))
+            return true;
+    return false;
+}
+
+/* Element-wise activation -> one or two eltwise post-ops. */
+static bool try_activation(const xplan *p, int c, int v, xd_fuse *f)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[c];
+    const ts_op_desc *op = nd->op;
+    xd_po po = {.kind = XD_PO_ELTWISE};
+    if (f->npo + 2 > XD_MAX_FUSE) return false;
+    if (op == &ts_op_relu)
+        po.alg = dnnl_eltwise_relu;
+    else if (op == &ts_op_leakyrelu)
+        po.alg = dnnl_eltwise_relu, po.alpha = ((const ts_alpha_beta_attrs *)nd->attrs)->alpha;
+    else if (op == &ts_op_prelu) {
+        if (!prelu_uniform_slope(p, nd, v, &po.alpha)) return false;
+        po.alg = dnnl_eltwise_relu;
+    } else if (op == &ts_op_sigmoid)
+        po.alg = dnnl_eltwise_logistic;
+    else if (op == &ts_op_tanh)
+        po.alg = dnnl_eltwise_tanh;
+    else if (op == &ts_op_hardswish)
+        po.alg = dnnl_eltwise_hardswish;
+    else if (op == &ts_op_gelu)
+        po.alg = ((const ts_gelu_attrs *)nd->attrs)->tanh ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
+    else if (op == &ts_op_hardsigmoid) {
+        /* clamp(alpha*x + beta, 0, 1): linear then clip */
+        const ts_alpha_beta_attrs *ab = nd->attrs;
+        xd_po lin = {.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = ab->alpha, .beta = ab->beta};
+        po.alg = dnnl_eltwise_clip, po.alpha = 0, po.beta = 1;
+        if (alg_conflicts(f, &lin) || alg_conflicts(f, &po)) return false;
+        f->po[f->npo++] = lin;
+    } else if (op == &ts_op_clip) {
+        /* absent bounds (and every opset-11 node, whose bounds are inputs) are unbounded */
+        const ts_clip_attrs *ca = nd->attrs;
+        float lo = ca->has_min ? ca->min : -FLT_MAX, hi = ca->has_max ? ca->max : FLT_MAX;
+        if (!const_scalar(p, nd, 1, &lo) || !const_scalar(p, nd, 2, &hi)) return false;
+        po.alg = dnnl_eltwise_clip, po.alpha = lo, po.beta = hi;
+    } else
+        return false;
+    if (alg_conflicts(f, &po)) return false;
+    f->po[f->npo++] = po;
+    return true;
+}
+
+/* SiLU as exporters write it: v -> Sigmoid, then Mul of v and that sigmoid
+ * (either order), the sigmoid used by nothing else -- oneDNN's swish
+ * post-op (x * sigmoid(alpha x), alpha 1), so EfficientNet-style blocks
+ * make one step instead of a conv, a sigmoid pass and a multiply pass.
+ * Returns the Mul node (*sig: the Sigmoid), -1 when v is not used so. */
+static int swish_after(const xplan *p, int v, int *sig)
+{
+    const ts_graph *g = p->g;
+    if (p->consumers[v] != 2 || ts_graph_is_output(g, v)) return -1;
+    int s = -1, m = -1;
+    for (int n = 0; n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        if (nd->dead || p->claimed[n]) continue;
+        bool uses = false;
+        for (int i = 0; i < nd->ninputs; i++) uses |= nd->inputs[i] == v;
+        if (!uses) continue;
+        if (nd->op == &ts_op_sigmoid && s < 0 && nd->noutputs == 1)
+            s = n;
+        else if (nd->op == &ts_op_mul && m < 0 && nd->ninputs == 2 && nd->noutputs == 1)
+            m = n;
+        else
+            return -1;
+    }
+    if (s < 0 || m < 0) return -1;
+    int so = g->nodes[s].outputs[0];
+    const int *mi = g->nodes[m].inputs;
+    if (!((mi[0] == v && mi[1] == so) || (mi[0] == so && mi[1] == v))) return -1;
+    if (p->consumers[so] != 1 || ts_graph_is_output(g, so)) return -1;
+    *sig = s;
+    return m;
+}
+
+/* Walks the sole-reader chain from value v (the product's raw output with
+ * `channels` channels on axis `caxis`) and records what its step can
+ * compute too.  Anything not understood ends the chain; TS_ERR_NOMEM only
+ * when allocation fails. */
+static ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t channels, xd_fuse *f, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    memset(f, 0, sizeof *f);
+    f->sum_value = f->sum_node = -1;
+    f->in_value = f->out_value = v;
+    if (p->opts.no_fusion) return TS_OK;
+    while (f->nnodes < XD_MAX_FUSE) {
+        int c = xplan_sole_consumer(p, v), sig;
+        if (c < 0) {
+            int m = swish_after(p, v, &sig);
+            if (m < 0 || f->nnodes + 2 > XD_MAX_FUSE || f->npo + 1 > XD_MAX_FUSE ||
+                !is_f32(g, g->nodes[m].outputs[0]) || !ts_shape_eq(&g->values[g->nodes[m].outputs[0]].shape, &g->values[v].shape))
+                break;
+            f->po[f->npo++] = (xd_po){.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_swish, .alpha = 1};
+            f->nodes[f->nnodes++] = sig;
+            f->nodes[f->nnodes++] = m;
+            v = f->out_value = g->nodes[m].outputs[0];
+            continue;
+        }
+        const ts_node *nd = &g->nodes[c];
+        if (nd->noutputs != 1 || !is_f32(g, nd->outputs[0]) ||
+            !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
+            break;
+        int r = 0;
+        if (f->npo == 0 && !xplan_skips(p, "bias_add")) { /* a bias only before any post-op */
+            r = try_bias(p, c, v, caxis, channels, f);
+            if (r < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory folding into weights", nd->name);
+        }
+        if (r) f->naffine++;
+        if (!r && !try_residual(p, c, v, f) && !try_activation(p, c, v, f)) break;
+        f->nodes[f->nnodes++] = c;
+        v = nd->outputs[0];
+        f->out_value = v;
+    }
+    return TS_OK;
+}
+
+/* Keeps only the affine folds (they come first). */
+static void drop_post(const xplan *p, xd_fuse *f)
+{
+    f->nnodes = f->naffine;
+    f->npo = 0;
+    f->sum_value = f->sum_node = -1;
+    f->out_value = f->naffine ? p->g->nodes[f->nodes[f->naffine - 1]].outputs[0] : f->in_value;
+}
+
+void xd_fuse_free(xd_fuse *f)
+{
+    free(f->scale);
+    free(f->shift);
+    f->scale = f->shift = NULL;
+}
+
+
+/* ------------------------------------------------------------- formers */
+
+extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_deconv_gemm, xk_vec_dwconv, xk_dnnl_conv_gated,
+    xk_dnnl_matmul, xk_dnnl_gemm, xk_vec_se;
+
+/* Which choices each kernel is offered, largest first (1 << variant):
+ * the whole tail, the affine folds alone, nothing.  vec.dwconv runs only
+ * the whole tail (else dnnl.conv takes it). */
+enum { WHOLE = 1, AFFINE = 2, NONE = 4 };
+static const struct {
+    const xkernel *k;
+    int variants;
+} served[] = {
+    {&xk_dnnl_conv, WHOLE | AFFINE},   {&xk_dnnl_deconv, WHOLE | AFFINE},  {&xk_deconv_gemm, WHOLE | AFFINE},
+    {&xk_dnnl_conv_gated, WHOLE | AFFINE}, {&xk_vec_dwconv, WHOLE},
+    {&xk_dnnl_matmul, WHOLE | AFFINE | NONE}, {&xk_dnnl_gemm, WHOLE | AFFINE | NONE}, {&xk_vec_se, WHOLE},
+};
+
+static int variants_of(const xkernel *k)
+{
+    for (size_t i = 0; i < sizeof served / sizeof *served; i++)
+        if (served[i].k == k) return served[i].variants;
+    return 0;
+}
+
+bool xgroup_serves_post(const xkernel *k) { return variants_of(k) != 0; }
+
+/* Node n is Mul(W, gate), W constant float weights [F][C][kh][kw] and gate
+ * one value per input channel (every dimension 1 but the one aligned with
+ * W's dimension 1), read only by a group-1 convolution as its weights: the
+ * form ts_fold_gate (opt/fold_gate.c) gives a squeeze-excite gate before a
+ * conv.  dnnl.conv_gated computes both nodes as written (dnnl_conv.c). */
+static bool gate_folds(const xplan *p, int n, xgroup *gr, int *conv)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (nd->op != &ts_op_mul || p->opts.no_fusion || nd->ninputs != 2 || nd->noutputs != 1) return false;
+    /* in a 16-bit plan the step rounds the scaled weights as the Mul
+     * would (gated_build), so it may take the Mul past half.c's refusal */
+    const int mv = nd->outputs[0], c = xhalf_node_round(p, n) ? xhalf_sole_consumer(p, mv) : xplan_sole_consumer(p, mv);
+    if (c < 0) return false;
+    const ts_node *cn = &g->nodes[c];
+    if (cn->op != &ts_op_conv || cn->ninputs < 2 || cn->inputs[1] != mv || cn->inputs[0] == mv ||
+        (cn->ninputs > 2 && cn->inputs[2] == mv) || ((const ts_conv_attrs *)cn->attrs)->group != 1 ||
+        !xplan_inputs_ready(p, c, mv)) /* the conv runs now: x computed already */
+        return false;
+    gr->gate_w = gr->gate_g = -1;
+    for (int k = 0; k < 2 && gr->gate_w < 0; k++) {
+        const int wv = nd->inputs[k], gv = nd->inputs[1 - k];
+        const ts_tensor *W = xplan_const(p, wv);
+        const ts_shape *gs = &g->values[gv].shape;
+        if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || wv == gv ||
+            !ts_shape_eq(&W->shape, &g->values[mv].shape) || g->values[gv].dtype != TS_F32 || gs->rank > 4 ||
+            ts_shape_numel(gs) != W->shape.dims[1])
+            continue;
+        bool per_channel = true;
+        for (int i = 0; i < gs->rank; i++)
+            per_channel &= gs->dims[i] == 1 || (i + 4 - gs->rank == 1 && gs->dims[i] == W->shape.dims[1]);
+        if (per_channel) gr->gate_w = wv, gr->gate_g = gv;
+    }
+    *conv = c;
+    return gr->gate_w >= 0;
+}
+
+/* Node c is a 1x1 convolution (group 1, no padding, stride or dilation
+ * that matter on a 1x1 image) of value v with constant float weights
+ * [F][Cin][1][1] and optional constant bias; its output is N x F x 1 x 1. */
+static bool conv1x1_on(const xplan *p, int c, int v, int64_t Cin)
+{
+    const ts_graph *g = p->g;
+    if (c < 0) return false;
+    const ts_node *nd = &g->nodes[c];
+    if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) return false;
+    const ts_tensor *W = xplan_const(p, nd->inputs[1]);
+    const ts_tensor *B = nd->ninputs > 2 && nd->inputs[2] >= 0 ? xplan_const(p, nd->inputs[2]) : NULL;
+    if (!W || !W->data || W->dtype != TS_F32 || W->shape.rank != 4 || W->shape.dims[1] != Cin ||
+        W->shape.dims[2] != 1 || W->shape.dims[3] != 1)
+        return false;
+    if (nd->ninputs > 2 && nd->inputs[2] >= 0 && (!B || !B->data || B->dtype != TS_F32)) return false;
+    const ts_conv_attrs *ca = nd->attrs;
+    const ts_shape *y = &g->values[nd->outputs[0]].shape;
+    return ca->group == 1 && y->rank == 4 && y->dims[1] == W->shape.dims[0] && y->dims[2] == 1 && y->dims[3] == 1 &&
+           g->values[nd->outputs[0]].dtype == TS_F32;
+}
+
+/* The squeeze-excite block vec.se computes (vec_se.c): node n a
+ * GlobalAveragePool of float32 NCHW x -> 1x1 conv c1 (constant weights,
+ * bias) -> its tail -> 1x1 conv c2 back to C channels -> its tail (the
+ * gate), and the block's Mul x * gate when that alone reads the gate
+ * (TSOPT_SKIP=se_scale: the Mul stays a step).  vec.se declines tails it
+ * cannot apply. */
+static bool se_group(const xplan *p, int n, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    ts_error e = {0};
+    if (p->opts.no_fusion || nd->ninputs != 1 || nd->noutputs != 1 || !xv_all_f32(p, n)) return false;
+    int xv = nd->inputs[0], pv = nd->outputs[0];
+    const ts_shape *xs = &g->values[xv].shape;
+    if (xs->rank != 4) return false;
+    const int64_t C = xs->dims[1];
+    int c1 = xplan_sole_consumer(p, pv);
+    if (!conv1x1_on(p, c1, pv, C)) return false;
+    const int64_t R = g->values[g->nodes[c1].outputs[0]].shape.dims[1];
+    if (xd_fuse_collect(p, g->nodes[c1].outputs[0], 1, R, &gr->se1, &e)) return false;
+    int c2 = xplan_sole_consumer(p, gr->se1.out_value);
+    if (!conv1x1_on(p, c2, gr->se1.out_value, R) || g->values[g->nodes[c2].outputs[0]].shape.dims[1] != C ||
+        xd_fuse_collect(p, g->nodes[c2].outputs[0], 1, C, &gr->se2, &e))
+        return false;
+    const int gv = gr->se2.out_value;
+    int mul = ts_graph_is_output(g, gv) || xplan_skips(p, "se_scale") ? -1 : xplan_sole_consumer(p, gv);
+    if (mul >= 0) {
+        const ts_node *m = &g->nodes[mul];
+        int mo = m->noutputs == 1 ? m->outputs[0] : -1;
+        bool reads = m->ninputs == 2 && ((m->inputs[0] == xv && m->inputs[1] == gv) || (m->inputs[1] == xv && m->inputs[0] == gv));
+        if (m->op != &ts_op_mul || !reads || mo < 0 || g->values[mo].dtype != TS_F32 ||
+            !ts_shape_eq(&g->values[mo].shape, xs) || ts_graph_is_output(g, mo))
+            mul = -1;
+    }
+    gr->se_c1 = c1, gr->se_c2 = c2, gr->se_mul = mul;
+    gr->nodes[gr->nnodes++] = c1;
+    for (int i = 0; i < gr->se1.nnodes; i++) gr->nodes[gr->nnodes++] = gr->se1.nodes[i];
+    gr->nodes[gr->nnodes++] = c2;
+    for (int i = 0; i < gr->se2.nnodes; i++) gr->nodes[gr->nnodes++] = gr->se2.nodes[i];
+    if (mul >= 0) gr->nodes[gr->nnodes++] = mul;
+    gr->y = mul >= 0 ? g->nodes[mul].outputs[0] : gv;
+    return true;
+}
+
+/* The product node's raw output, its channel axis and channel count (the
+ * post-ops' per-channel constants vary along it only). */
+static int product_out(const xplan *p, int n, int *caxis, int64_t *channels)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (nd->noutputs < 1 || nd->outputs[0] < 0 || nd->ninputs < 2) return -1;
+    const ts_shape *ys = &g->values[nd->outputs[0]].shape;
+    if (nd->op == &ts_op_matmul || nd->op == &ts_op_gemm) {
+        const ts_shape *b = &g->values[nd->inputs[1]].shape;
+        if (b->rank < 1 || ys->rank < 1) return -1;
+        *caxis = ys->rank - 1;
+        *channels = nd->op == &ts_op_matmul && b->rank == 1 ? 1 : ys->dims[ys->rank - 1];
+    } else {
+        if (ys->rank < 2) return -1;
+        *caxis = 1;
+        *channels = ys->dims[1];
+    }
+    return nd->outputs[0];
+}
+
+bool xgroup_post(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr)
+{
+    int want = variants_of(k), caxis = 0, conv = n;
+    int64_t channels = 0;
+    if (!(want & (1 << variant))) return false;
+    gr->nodes[0] = n;
+    gr->nnodes = 1;
+    if (k == &xk_vec_se) return se_group(p, n, gr);
+    if (k == &xk_dnnl_conv_gated) {
+        if (!gate_folds(p, n, gr, &conv)) return false;
+        gr->nodes[gr->nnodes++] = gr->gate_conv = conv;
+    }
+    int v = product_out(p, conv, &caxis, &channels);
+    xd_fuse *f = &gr->post;
+    ts_error e = {0};
+    /* no output to follow: the kernel declines such a node; out of
+     * memory: the kernel is not asked either (the reference kernel is) */
+    if (v < 0 || xd_fuse_collect(p, v, caxis, channels, f, &e)) return false;
+    /* each choice offered once: a shorter one only when it differs */
+    if (variant >= 1) {
+        if (variant == 1 && f->nnodes == f->naffine) return false;
+        if (variant == 2 && !f->naffine) return false;
+        if (variant == 2) {
+            xd_fuse_free(f);
+            f->naffine = 0;
+        }
+        drop_post(p, f);
+    }
+    for (int i = 0; i < f->nnodes; i++) gr->nodes[gr->nnodes++] = f->nodes[i];
+    gr->y = f->out_value;
+    return true;
+}
+
+/* Winograd's budget (dnnl_conv.c, wino_budget_ok) is relative to these. */
+size_t xplan_product_weight_bytes(const xplan *p)
+{
+    const ts_graph *g = p->g;
+    size_t sum = 0;
+    bool *seen = calloc((size_t)g->nvalues, sizeof *seen);
+    if (!seen) return 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ts_node *nd = &g->nodes[i];
+        bool conv = nd->op == &ts_op_conv;
+        if (!conv && nd->op != &ts_op_gemm && nd->op != &ts_op_matmul) continue;
+        for (int k = conv ? 1 : 0; k < 2 && k < nd->ninputs; k++) {
+            int v = nd->inputs[k];
+            const ts_tensor *t = v >= 0 ? xplan_const(p, v) : NULL;
+            if (t && !seen[v]) sum += t->nbytes, seen[v] = true;
+        }
+    }
+    free(seen);
+    return sum;
+}
