@@ -107,7 +107,9 @@ int cli_generate(int argc, char **argv)
     if (!root) return CLI_OK;
     ts_dist_gen_report(stderr);
     int dropped = 0;
-    if (verify && (dropped = drop_unproved(rules, &n, cfg.threads, &err)) < 0) {
+    /* several processes: the others wait, the first takes their cores */
+    int threads = cfg.dist && cfg.dist->root_threads > cfg.threads ? cfg.dist->root_threads : cfg.threads;
+    if (verify && (dropped = drop_unproved(rules, &n, threads, &err)) < 0) {
         ts_rules_free(rules, n);
         return cli_error_from(CLI_FAIL, &err);
     }

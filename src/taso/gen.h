@@ -130,6 +130,10 @@ typedef struct gen_dist {
      * the root every process's pairs in a fixed order and the others none;
      * sums the pair counts of st over the processes. */
     ts_status (*gather)(void *arg, struct gen_graph **pairs, size_t *npair, struct gen_stats *st, ts_error *err);
+    /* Threads the root runs the stages after the gather with (it works
+     * alone then, and the processes on its node wait: it takes their
+     * cores); 0: the config's */
+    int root_threads;
 } gen_dist;
 
 typedef struct gen_config {

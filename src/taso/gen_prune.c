@@ -681,6 +681,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         gen_world_free(&w);
         return s;
     }
+    if (cfg->dist && cfg->dist->root_threads > threads) threads = cfg->dist->root_threads;
     /* Trees only for the pairs that passed. */
     size_t ncand = npairs;
     cand *cs = calloc(ncand ? ncand : 1, sizeof *cs);
