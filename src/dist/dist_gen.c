@@ -9,9 +9,10 @@
  *    runs.  Equal fingerprints now meet in one process.
  * 3. Pairs are formed and tested (second shape set, TASO's syntactic
  *    checks, the float test) where their graphs meet, as in one process.
- * 4. Gather: the candidate pairs' records (48 bytes a pair) go to the
+ * 4. Gather: the candidate pairs' records (64 bytes a pair) go to the
  *    root, sorted by content, and the root runs the rest of the pipeline
- *    (renaming, common subgraph, shape set 2, subsumption) and writes the
+ *    (renaming, common subgraph, shape set 2, subsumption; with the
+ *    threads of the processes on its node, which wait) and writes the
  *    file.  Which process enumerated or tested what never shows in it. */
 #include <mpi.h>
 #include <stdlib.h>
