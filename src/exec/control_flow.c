@@ -36,8 +36,7 @@ static void cf_destroy(void *state)
 
 static ts_status cf_build(xplan *p, int n, xstep *s, ts_error *err)
 {
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (xstep_alloc(s, nd->ninputs, nd->noutputs, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
         int v = nd->inputs[j];

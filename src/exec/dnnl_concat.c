@@ -71,7 +71,7 @@ static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *dst, i
 static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
     if (p->opts.plain_layout || nin < 2 || g->values[yv].dtype != TS_F32 || ys->rank < 3 || ys->rank > 5 ||

@@ -63,7 +63,7 @@ static void *shadow(ts_tensor *t, const ts_num *num)
 static ts_status ref_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     bool f32 = false, f64 = false;
     for (int j = 0; j < nd->ninputs + nd->noutputs; j++) {
         int v = j < nd->ninputs ? nd->inputs[j] : nd->outputs[j - nd->ninputs];

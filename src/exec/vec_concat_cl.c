@@ -115,7 +115,7 @@ static ts_status cc_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     int yv = nd->outputs[0], nin = nd->ninputs, axis;
     const ts_shape *ys = &g->values[yv].shape;
     if (p->opts.plain_layout || nin < 2 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||

@@ -266,7 +266,7 @@ static int nchw_or_cl(xplan *p, int v, bool *cl, ts_error *err)
 static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     for (int i = 1; i < 6; i++)
         if (i != 3 && !xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED;
@@ -299,7 +299,7 @@ static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
 static ts_status qgap_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     for (int i = 1; i < 5; i++)
         if (!xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED;
@@ -327,7 +327,7 @@ static ts_status qgap_build(xplan *p, int n, xstep *st, ts_error *err)
 static ts_status bind(xplan *p, int n, xstep *st, const int *ins, int nin, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *y = &g->values[nd->outputs[0]];
     int64_t total = ts_shape_numel(&y->shape);
     int b[2];
@@ -351,7 +351,7 @@ static ts_status bind(xplan *p, int n, xstep *st, const int *ins, int nin, ts_er
 
 static ts_status qadd_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     for (int i = 1; i < 8; i++)
         if (i != 3 && !xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED; /* run-time parameters */
     ts_dtype at = p->g->values[nd->inputs[0]].dtype;
@@ -374,7 +374,7 @@ static ts_status qadd_build(xplan *p, int n, xstep *st, ts_error *err)
 
 static ts_status lookup_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_tensor *t = xplan_const(p, nd->inputs[1]);
     if (!t) return TS_ERR_UNSUPPORTED;
     vqe *s = xv_state(sizeof *s, err);

@@ -13,7 +13,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
         vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c
-        dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c"
+        dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c
+        dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
 
