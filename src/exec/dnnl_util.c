@@ -1,11 +1,7 @@
 /* Shared plumbing of the oneDNN kernels; see dnnl_util.h. */
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
-#include "ops/attrs.h"
-#include "ops/list.h"
 
 ts_status xd_check(dnnl_status_t st, const xplan *p, int n, const char *what, ts_error *err)
 {

@@ -3,8 +3,10 @@
  * Building a plan walks the graph in topological order and lowers each node
  * to a step: the first kernel in the node's candidate list (kernels.c) whose
  * build() accepts it, else the reference kernel (always correct, plain
- * layout).  A kernel may absorb following nodes (fusion: bias, activation,
- * residual add into a convolution) by claiming them.  Then buffers get
+ * layout).  A step may compute following nodes too (fusion: bias,
+ * activation, residual add into a convolution): the lowering stage
+ * (lower_group.c, lower_post.c) hands a served kernel its group and the
+ * plan claims it; kernels not yet served still claim nodes themselves.  Then buffers get
  * lifetimes over the step order and offsets in one arena (memplan.c), so
  * running a plan resolves pointers and calls run() per step: no allocation.
  *

@@ -12,7 +12,7 @@
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
  * and the convolutions and products with their post-op tails
  * (lower_post.c: dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
- * dnnl.conv_gated, dnnl.matmul, dnnl.gemm).  The others still match in
+ * dnnl.conv_gated, dnnl.matmul, dnnl.gemm, vec.se).  The others still match in
  * their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
