@@ -64,6 +64,17 @@ static inline int gb_count_op(const ts_graph *g, const char *op)
     return n;
 }
 
+/* A copy of g rewritten by pass (an opt/passes.h pass); *n gets its count. */
+static inline ts_graph *gb_rewrite(const ts_graph *g, int (*pass)(ts_graph *, ts_error *), int *n)
+{
+    ts_error e = {0};
+    ts_graph *r = ts_graph_copy(g);
+    cr_assert_not_null(r);
+    *n = pass(r, &e);
+    cr_assert_geq(*n, 0, "%s", e.msg);
+    return r;
+}
+
 /* How gb_assert_same runs the rewritten graph. */
 enum { GB_REFERENCE = 1, GB_PLAN = 2 };
 

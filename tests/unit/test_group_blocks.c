@@ -32,16 +32,6 @@ static ts_graph *net(int C, int G, int mult, int stride, bool bias)
     return g;
 }
 
-static ts_graph *rewrite(const ts_graph *g, int *n)
-{
-    ts_error e = {0};
-    ts_graph *r = ts_graph_copy(g);
-    cr_assert_not_null(r);
-    *n = ts_group_conv_blocks(r, &e);
-    cr_assert_geq(*n, 0, "%s", e.msg);
-    return r;
-}
-
 /* The grouped conv of r: the producer of its second output. */
 static const ts_node *grouped(const ts_graph *r)
 {
@@ -57,7 +47,7 @@ Test(group_blocks, narrow_groups_checked)
         int *c = cases[k];
         ts_graph *g = net(c[0], c[1], c[2], c[3], c[4]);
         int n;
-        ts_graph *r = rewrite(g, &n);
+        ts_graph *r = gb_rewrite(g, ts_group_conv_blocks, &n);
         cr_assert_eq(n, 1, "case %d", k);
         const ts_node *cn = grouped(r);
         const ts_value *w = &r->values[cn->inputs[1]];
@@ -74,7 +64,7 @@ Test(group_blocks, planted_wrong_slot_refuted)
 {
     ts_graph *g = net(32, 8, 1, 1, false);
     int n;
-    ts_graph *r = rewrite(g, &n);
+    ts_graph *r = gb_rewrite(g, ts_group_conv_blocks, &n);
     cr_assert_eq(n, 1);
     /* old group 0's weights moved from slot 0 to slot 1 of its new group:
      * output channels 0..3 read input channels 4..7 */
@@ -107,7 +97,7 @@ Test(group_blocks, declines)
     for (int k = 0; k < 5; k++) {
         ts_graph *g = net(cases[k][0], cases[k][1], 1, 1, false);
         int n;
-        ts_graph *r = rewrite(g, &n);
+        ts_graph *r = gb_rewrite(g, ts_group_conv_blocks, &n);
         cr_assert_eq(n, 0, "case %d rewritten", k);
         ts_graph_free(r);
         ts_graph_free(g);

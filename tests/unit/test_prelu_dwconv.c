@@ -50,11 +50,7 @@ static ts_graph *net(int C, int srank, const int64_t *sdims, const double *slope
 /* g rewritten (a copy): the pass's count, the copy checked against g. */
 static ts_graph *rewrite(const ts_graph *g, int *n)
 {
-    ts_error e = {0};
-    ts_graph *r = ts_graph_copy(g);
-    cr_assert_not_null(r);
-    *n = ts_prelu_as_dwconv(r, &e);
-    cr_assert_geq(*n, 0, "%s", e.msg);
+    ts_graph *r = gb_rewrite(g, ts_prelu_as_dwconv, n);
     if (*n) gb_assert_same(g, r, rng++, GB_REFERENCE | GB_PLAN, 1e-5, 1e-4);
     return r;
 }
