@@ -41,10 +41,11 @@ def _node_arg(info):
 
 class _TensorRef:
     """Holds one reference to a ts_tensor while a numpy array views its data."""
-    __slots__ = ('ptr',)
+    __slots__ = ('ptr', 'tensor')
 
     def __init__(self, ptr):
         self.ptr = ptr
+        self.tensor = ptr.contents
 
     def __del__(self):
         lib = getattr(_lib, 'lib', None)  # None late in the interpreter's exit
@@ -52,18 +53,27 @@ class _TensorRef:
             lib.ts_tensor_unref(self.ptr)
 
 
+class _Holder:
+    """The base of an output array: numpy reads the tensor's memory through
+    __array_interface__ and the holder keeps the reference.  (A ctypes array
+    of the output's size was a new ctypes type at each new size, every token
+    of a decoder: 8 us an output, against 3.)"""
+    __slots__ = ('__array_interface__', 'ref')
+
+
 def _to_numpy(ref, dtype):
     """A run's output as a numpy array over the tensor's own memory (the run
     made it for the caller alone): a decoder's presents, fed back as the next
     pasts, were copied out each token: a page-faulted copy of the whole cache,
     6-layer d512 decoder 134 -> 95 page faults per token over 200 tokens)."""
-    t = ctypes.cast(ref.ptr, ctypes.POINTER(_lib.Tensor)).contents
-    dims = tuple(int(t.shape.dims[i]) for i in range(t.shape.rank))
+    t = ref.tensor
+    dims = tuple(t.shape.dims[:t.shape.rank])
     if not t.nbytes:
         return np.empty(dims, dtype=dtype)
-    buf = (ctypes.c_char * t.nbytes).from_address(t.data)
-    buf._ref = ref  # the array's base: the tensor lives as long as the array
-    return np.frombuffer(buf, dtype=dtype).reshape(dims)
+    h = _Holder()
+    h.ref = ref  # the array's base: the tensor lives as long as the array
+    h.__array_interface__ = {'data': (t.data, False), 'shape': dims, 'typestr': dtype.str, 'version': 3}
+    return np.asarray(h)
 
 
 class GraphOptimizationLevel:
@@ -135,6 +145,12 @@ class InferenceSession:
         self._s = handle
         self._inputs, self._in_dtypes = self._io(False)
         self._outputs, self._out_dtypes = self._io(True)
+        # what run() checks and converts, once (a decoder runs per token)
+        self._in_names = [a.name for a in self._inputs]
+        self._in_set = frozenset(self._in_names)
+        self._out_names = [a.name for a in self._outputs]
+        self._in_np = [np.dtype(d) if d else None for d in self._in_dtypes]
+        self._out_np = [np.dtype(d) for d in self._out_dtypes]  # None: float64, as np.frombuffer read it
 
     def _io(self, output):
         n = (_lib.lib.ts_session_noutputs if output else _lib.lib.ts_session_ninputs)(self._s)
@@ -162,16 +178,16 @@ class InferenceSession:
         every output), for input_feed, a dict input name -> array."""
         if self._s is None:
             raise TsoptError('run: the session is closed')
-        names = [a.name for a in self._inputs]
-        missing = [n for n in names if n not in input_feed]
-        if missing:
-            raise TsoptError(f'run: required inputs {missing} are missing from the input feed {list(input_feed)}')
-        extra = [n for n in input_feed if n not in names]
-        if extra:
+        names = self._in_names
+        if len(input_feed) != len(names) or not self._in_set.issuperset(input_feed):
+            missing = [n for n in names if n not in input_feed]
+            if missing:
+                raise TsoptError(f'run: required inputs {missing} are missing from the input feed {list(input_feed)}')
+            extra = [n for n in input_feed if n not in self._in_set]
             raise TsoptError(f'run: {extra} are not inputs of the model (inputs: {names})')
-        outs = [a.name for a in self._outputs]
+        outs = self._out_names
         if output_names is None:
-            want = list(range(len(outs)))
+            want = range(len(outs))
         else:
             want = []
             for n in output_names:
@@ -179,30 +195,29 @@ class InferenceSession:
                     raise TsoptError(f"run: '{n}' is not an output of the model (outputs: {outs})")
                 want.append(outs.index(n))
         arrays = []
-        for name, dtype in zip(names, self._in_dtypes):
+        for name, dtype in zip(names, self._in_np):
             a = np.require(input_feed[name], requirements='C')  # not ascontiguousarray: it makes scalars 1-D
-            if a.dtype.name != dtype:
-                raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects {dtype}")
+            if a.dtype != dtype:
+                raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects {dtype.name if dtype else 'a type numpy lacks'}")
             arrays.append(a)
-        tensors = []
+        ins = (ctypes.c_void_p * max(1, len(arrays)))()
         try:
-            for a in arrays:
-                t = _lib.lib.ts_tensor_wrap(_BY_NAME[a.dtype.name], ctypes.byref(_lib.shape(a.shape)),
-                                            a.ctypes.data_as(ctypes.c_void_p))
+            for i, a in enumerate(arrays):
+                t = _lib.lib.ts_tensor_wrap(_BY_NAME[a.dtype.name], _lib.shape(a.shape), a.ctypes.data)
                 if not t:
                     raise MemoryError('tsopt: out of memory wrapping an input')
-                tensors.append(t)
-            ins = (ctypes.c_void_p * max(1, len(tensors)))(*[ctypes.cast(t, ctypes.c_void_p) for t in tensors])
+                ins[i] = ctypes.addressof(t.contents)
             res = (ctypes.POINTER(_lib.Tensor) * max(1, len(outs)))()
             err = _lib.Error()
             # ctypes releases the GIL here; the library serializes runs of one session
-            status = _lib.lib.ts_session_run(self._s, ins, res, ctypes.byref(err))
+            status = _lib.lib.ts_session_run(self._s, ins, res, err)
             _lib.check(status, err)
-            refs = [_TensorRef(ctypes.cast(res[i], ctypes.c_void_p)) for i in range(len(outs))]
-            return [_to_numpy(refs[i], self._out_dtypes[i]) for i in want]  # the others are released with refs
+            refs = [_TensorRef(res[i]) for i in range(len(outs))]
+            return [_to_numpy(refs[i], self._out_np[i]) for i in want]  # the others are released with refs
         finally:
-            for t in tensors:
-                _lib.lib.ts_tensor_unref(ctypes.cast(t, ctypes.c_void_p))
+            for t in ins:
+                if t:
+                    _lib.lib.ts_tensor_unref(t)
 
     @property
     def plan_builds(self):

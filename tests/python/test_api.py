@@ -118,6 +118,24 @@ class SessionTest(unittest.TestCase):
         np.testing.assert_array_equal(i2, i + i)
         np.testing.assert_array_equal(nm, ~m)
 
+    def test_outputs_outlive_run_and_session(self):
+        """run's outputs are arrays over the run's own tensors (their base
+        holds the reference): a later run, closing the session and a
+        collection leave them intact, and they are writable."""
+        s = tsopt.InferenceSession(Models.small, threads=1)
+        x = np.random.default_rng(4).standard_normal((3, 8)).astype(np.float32)
+        y, z = s.run(None, {'x': x})
+        s.run(None, {'x': np.zeros((3, 8), np.float32)})
+        s.close()
+        del s
+        gc.collect()
+        ry, rz = Models.small_ref(x)
+        np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(z, rz)
+        self.assertEqual((y.dtype, y.flags.c_contiguous, y.flags.writeable), (np.float32, True, True))
+        z[0, 0] = 7.0
+        self.assertEqual(float(z[0, 0]), 7.0)
+
     def test_errors_carry_tsopts_message(self):
         with self.assertRaisesRegex(tsopt.TsoptError, r"^cannot open model '.*nope\.onnx': No such file") as cm:
             tsopt.InferenceSession(os.path.join(Models.d, 'nope.onnx'))
@@ -134,6 +152,8 @@ class SessionTest(unittest.TestCase):
             s.run(None, {'x': np.zeros((2, 8))})
         with self.assertRaisesRegex(tsopt.TsoptError, r"required inputs \['x'\] are missing"):
             s.run(None, {'q': np.zeros((2, 8), np.float32)})
+        with self.assertRaisesRegex(tsopt.TsoptError, r"\['q'\] are not inputs of the model"):
+            s.run(None, {'x': np.zeros((2, 8), np.float32), 'q': np.zeros(1, np.float32)})
         with self.assertRaisesRegex(tsopt.TsoptError, r"'w' is not an output"):
             s.run(['w'], {'x': np.zeros((2, 8), np.float32)})
         f = tsopt.InferenceSession(Models.fixed)
