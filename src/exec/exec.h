@@ -172,6 +172,7 @@ typedef struct xgroup {
     union {
         xgroup_layernorm ln;
         int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
+        struct xv_chain *chain; /* vec.eltwise: the chain's program (lower_chain.c) */
         /* convolutions, products (lower_post.c): the post-op tail; for
          * dnnl.conv_gated (nodes[0] the Mul) also the Mul's weight and
          * gate operands and the Conv node */
@@ -196,6 +197,8 @@ void xgroup_free(xgroup *gr);
 /* lower_post.c, for lower_group.c's table */
 bool xgroup_post(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
 bool xgroup_serves_post(const struct xkernel *k);
+/* lower_chain.c: vec.eltwise's chain */
+bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr);
 /* The float32 weights of the plan's convolutions and products, each
  * constant once (dnnl.conv's Winograd budget; lower_post.c). */
 size_t xplan_product_weight_bytes(const xplan *p);
@@ -242,6 +245,10 @@ const ts_tensor *xplan_const(const xplan *p, int v);
  * XB_ALIAS of b): b's storage is plain arena memory (not a graph input,
  * output or constant) and no value stored there is needed after n. */
 bool xplan_inplace_ok(const xplan *p, int b, int n);
+/* The same for the step being built: every value stored in b's storage is
+ * read from now on only by the nodes the step computes (the node lowered
+ * and its group), which may each read it. */
+bool xplan_inplace_ok_step(const xplan *p, int b);
 /* True when every input of node c other than value cur exists when the
  * current step runs (a graph input or constant, or the output of a node
  * lowered before): c may join the step (fusion, stacking). */

@@ -10,12 +10,13 @@
  * declines after touching the plan, so it needs no undo.
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
- * and the convolutions and products with their post-op tails
+ * vec.eltwise's element-wise chains (lower_chain.c), and the convolutions and products with their post-op tails
  * (lower_post.c: dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
  * dnnl.conv_gated, dnnl.matmul, dnnl.gemm, vec.se).  The others still match in
  * their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "exec/dnnl_util.h"
 #include "exec/half.h"
@@ -265,6 +266,7 @@ static const struct {
     {&xk_vec_layernorm_ops, layernorm_ops},
     {&xk_vec_batchnorm, batchnorm_relu},
     {&xk_vec_shuffle, channel_shuffle},
+    {&xk_vec_eltwise, xgroup_eltwise_chain}, /* lower_chain.c */
 };
 
 int xgroup_form(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr)
@@ -286,5 +288,7 @@ void xgroup_free(xgroup *gr)
         xd_fuse_free(&gr->se2);
     } else if (xgroup_serves_post(gr->k)) {
         xd_fuse_free(&gr->post);
+    } else if (gr->k == &xk_vec_eltwise) {
+        free(gr->chain);
     }
 }

@@ -169,13 +169,24 @@ bool xplan_inputs_ready(const xplan *p, int c, int cur)
     return true;
 }
 
-bool xplan_inplace_ok(const xplan *p, int b, int n)
+/* Readers of value w among the nodes step_nodes (n, or with n < 0 the
+ * node being lowered and its group). */
+static int step_readers(const xplan *p, int n, int w)
+{
+    if (n >= 0) return node_uses(&p->g->nodes[n], w);
+    int k = node_uses(&p->g->nodes[p->lowering], w);
+    for (int i = 0; p->group && i < p->group->nnodes; i++)
+        if (p->group->nodes[i] != p->lowering) k += node_uses(&p->g->nodes[p->group->nodes[i]], w);
+    return k;
+}
+
+/* Every value stored in b's memory (its root, the root's views, its plain
+ * twins) is dead after the step of n (n < 0: the step being built): its
+ * pending readers are the step's nodes. */
+static bool inplace_ok(const xplan *p, int b, int n)
 {
     int r = xbuf_root(p, b);
     if (p->bufs[r].kind != XB_ARENA) return false;
-    const ts_node *nd = &p->g->nodes[n];
-    /* Every value stored in r's memory (r itself, its views, its plain
-     * twins) must be dead after n: its only pending reader is n. */
     for (int c = 0; c < p->nbufs; c++) {
         int w = p->bufs[c].value;
         if (xbuf_root(p, c) != r) continue;
@@ -185,10 +196,14 @@ bool xplan_inplace_ok(const xplan *p, int b, int n)
         if (w < 0) continue;
         int left = p->consumers[w];
         if (left == 0) continue;
-        if (left > 1 || ts_graph_is_output(p->g, w) || !node_uses(nd, w)) return false;
+        if (ts_graph_is_output(p->g, w) || left != step_readers(p, n, w)) return false;
     }
     return true;
 }
+
+bool xplan_inplace_ok(const xplan *p, int b, int n) { return inplace_ok(p, b, n); }
+
+bool xplan_inplace_ok_step(const xplan *p, int b) { return p->lowering >= 0 && inplace_ok(p, b, -1); }
 
 ts_status xplan_push_step(xplan *p, const xstep *s, ts_error *err)
 {
@@ -673,6 +688,12 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     }
     compute_lifetimes(p);
     p->arena_bytes = xmemplan_assign(p);
+    bool kept_float = false; /* half plans: float32 copies of weights within a byte budget */
+    if (xhalf_spend_budget(p, &kept_float, err)) {
+        plan_destroy(p);
+        return err->code;
+    }
+    if (kept_float) p->arena_bytes = xmemplan_assign(p);
     /* ptrs: one per buffer, then room for the largest step's in+out
      * argument vectors, so that running needs no allocation. */
     size_t args = 0;

@@ -55,12 +55,13 @@ void *xv_state(size_t size, ts_error *err);
  * receives how many inputs were bound. */
 ts_status xv_bind_io(xplan *p, int n, xstep *s, ts_error *err);
 
-/* Half plans (vec_fuse.c): value `out` of node n bound to the storage of
- * plain arena buffer b, an input of n of out's shape that dies at n (the
+/* Half plans (vec_fuse.c): value `out` of the step being built bound to the
+ * storage of plain arena buffer b, an input of out's shape that dies in the
+ * step (read by its nodes only: xplan_inplace_ok_step; the
  * step then writes its result over it; it must read each element before
  * writing that element, or copy it aside).  The output buffer, -1 when not
  * (not a half plan, TSOPT_SKIP=half.inplace, or b still needed). */
-int xv_inplace_out(xplan *p, int n, int b, int out);
+int xv_inplace_out(xplan *p, int b, int out);
 
 XV_INLINE float xv_bits_f(uint32_t u)
 {

@@ -1,7 +1,8 @@
 /* Element-wise unary and binary operators (float32) with NumPy broadcasting:
- * lowering one node to instructions (xv_lower_node), the broadcast geometry
- * (xv_geometry) and the block interpreter (xv_prog_run).  Fusion of chains
- * is vec_fuse.c; this file knows single nodes only. */
+ * the broadcast geometry (xv_geometry) and the block interpreter
+ * (xv_prog_run) of the programs the lowering stage builds from nodes
+ * (lower_chain.c); the step's build is vec_fuse.c.  This file reads no
+ * graph node (tests/cli/kernel_nodes.sh). */
 #include <omp.h>
 #include <stdlib.h>
 #include "exec/half.h"
@@ -16,16 +17,6 @@ int xv_threads(const xplan *p)
     return p->opts.threads > 0 ? p->opts.threads : omp_get_max_threads();
 }
 
-bool xv_all_f32(const xplan *p, int n)
-{
-    const ts_node *nd = &p->g->nodes[n];
-    for (int i = 0; i < nd->ninputs; i++)
-        if (nd->inputs[i] >= 0 && p->g->values[nd->inputs[i]].dtype != TS_F32) return false;
-    for (int i = 0; i < nd->noutputs; i++)
-        if (p->g->values[nd->outputs[i]].dtype != TS_F32) return false;
-    return true;
-}
-
 void *xv_state(size_t size, ts_error *err)
 {
     void *s = calloc(1, size);
@@ -35,7 +26,7 @@ void *xv_state(size_t size, ts_error *err)
 
 ts_status xv_bind_io(xplan *p, int n, xstep *s, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     int nin = 0;
     for (int i = 0; i < nd->ninputs; i++) nin += nd->inputs[i] >= 0;
     if (xstep_alloc(s, nin, nd->noutputs, err)) return err->code;
@@ -51,109 +42,6 @@ ts_status xv_bind_io(xplan *p, int n, xstep *s, ts_error *err)
         if (s->out[i] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     }
     return TS_OK;
-}
-
-/* ------------------------------------------------------------ lowering */
-
-/* The float32 scalar of constant value v with one element, or false. */
-static bool const_scalar(const xplan *p, int v, float *out)
-{
-    const ts_tensor *t = v >= 0 ? xplan_const(p, v) : NULL;
-    if (!t || t->dtype != TS_F32 || ts_tensor_numel(t) != 1) return false;
-    *out = *(const float *)t->data;
-    return true;
-}
-
-/* Operand index for value v: acc, or an external (added once). */
-static int operand(int v, int cur, xv_prog *pr, int *ext)
-{
-    if (v == cur) return XV_ACC;
-    for (int j = 0; j < pr->next; j++)
-        if (ext[j] == v) return j;
-    if (pr->next == XV_MAXIN) return -2;
-    ext[pr->next] = v;
-    return pr->next++;
-}
-
-static bool emit(xv_prog *pr, xv_opc opc, int a, int b, float p0, float p1)
-{
-    if (pr->nins == XV_MAXPROG || a == -2 || b == -2) return false;
-    pr->ins[pr->nins++] = (xv_instr){opc, a, b, p0, p1};
-    return true;
-}
-
-static const struct {
-    const ts_op_desc *op;
-    xv_opc opc;
-} unary_ops[] = {
-    {&ts_op_relu, XO_RELU},       {&ts_op_neg, XO_NEG},   {&ts_op_abs, XO_ABS},             {&ts_op_sqrt, XO_SQRT},
-    {&ts_op_exp, XO_EXP},         {&ts_op_log, XO_LOG},   {&ts_op_reciprocal, XO_RECIP},   {&ts_op_erf, XO_ERF},
-    {&ts_op_sigmoid, XO_SIGMOID}, {&ts_op_tanh, XO_TANH}, {&ts_op_hardswish, XO_HSWISH},   {&ts_op_identity, XO_COPY},
-};
-
-static const struct {
-    const ts_op_desc *op;
-    xv_opc opc, imm, rimm; /* both operands; b immediate; a immediate */
-} binary_ops[] = {
-    {&ts_op_add, XO_ADD, XO_ADD_S, XO_ADD_S}, {&ts_op_sub, XO_SUB, XO_SUB_S, XO_RSUB_S},
-    {&ts_op_mul, XO_MUL, XO_MUL_S, XO_MUL_S}, {&ts_op_div, XO_DIV, XO_DIV_S, XO_RDIV_S},
-    {&ts_op_pow, XO_POW, XO_POW_S, XO_POW},   {&ts_op_max, XO_MAX, XO_MAX_S, XO_MAX_S},
-    {&ts_op_min, XO_MIN, XO_MIN_S, XO_MIN_S}, {&ts_op_prelu, XO_PRELU, XO_PRELU, XO_PRELU},
-    /* float Mod has fmod = 1 (its inference refuses 0): C's fmod, the
-     * dividend's sign; integer Mod is not float32 and runs elsewhere */
-    {&ts_op_mod, XO_FMOD, XO_FMOD_S, XO_RFMOD_S},
-};
-
-static bool lower_binary(const xplan *p, const ts_node *nd, int k, int cur, xv_prog *pr, int *ext)
-{
-    int va = nd->inputs[0], vb = nd->inputs[1];
-    float c;
-    xv_opc opc = binary_ops[k].opc;
-    /* a scalar constant becomes an immediate (no broadcast walk, no input) */
-    if (va != vb && opc != XO_PRELU && const_scalar(p, vb, &c)) {
-        int a = operand(va, cur, pr, ext);
-        if (opc == XO_POW) { /* the exponents models use, without powf */
-            if (c == 2.0f) return emit(pr, XO_SQUARE, a, 0, 0, 0);
-            if (c == 1.0f) return emit(pr, XO_COPY, a, 0, 0, 0);
-            if (c == 0.5f) return emit(pr, XO_SQRT, a, 0, 0, 0);
-        }
-        return emit(pr, binary_ops[k].imm, a, 0, c, 0);
-    }
-    if (va != vb && opc != XO_PRELU && opc != XO_POW && const_scalar(p, va, &c))
-        return emit(pr, binary_ops[k].rimm, operand(vb, cur, pr, ext), 0, c, 0);
-    int a = operand(va, cur, pr, ext);
-    int b = operand(vb, cur, pr, ext);
-    return emit(pr, opc, a, b, 0, 0);
-}
-
-bool xv_lower_node(const xplan *p, int n, int cur, xv_prog *pr, int *ext)
-{
-    const ts_node *nd = &p->g->nodes[n];
-    const ts_op_desc *op = nd->op;
-    if (nd->noutputs != 1) return false;
-    for (size_t k = 0; k < sizeof unary_ops / sizeof *unary_ops; k++)
-        if (op == unary_ops[k].op)
-            return nd->ninputs == 1 && emit(pr, unary_ops[k].opc, operand(nd->inputs[0], cur, pr, ext), 0, 0, 0);
-    for (size_t k = 0; k < sizeof binary_ops / sizeof *binary_ops; k++)
-        if (op == binary_ops[k].op)
-            return nd->ninputs == 2 && nd->inputs[0] >= 0 && nd->inputs[1] >= 0 &&
-                   lower_binary(p, nd, (int)k, cur, pr, ext);
-    if (op == &ts_op_leakyrelu || op == &ts_op_hardsigmoid) {
-        const ts_alpha_beta_attrs *ab = nd->attrs;
-        return emit(pr, op == &ts_op_leakyrelu ? XO_LEAKY : XO_HSIG, operand(nd->inputs[0], cur, pr, ext), 0, ab->alpha,
-                    ab->beta);
-    }
-    if (op == &ts_op_gelu)
-        return emit(pr, ((const ts_gelu_attrs *)nd->attrs)->tanh ? XO_GELU_TANH : XO_GELU_ERF,
-                    operand(nd->inputs[0], cur, pr, ext), 0, 0, 0);
-    if (op == &ts_op_clip) {
-        const ts_clip_attrs *ca = nd->attrs;
-        float lo = ca->has_min ? ca->min : -INFINITY, hi = ca->has_max ? ca->max : INFINITY;
-        if (nd->ninputs > 1 && nd->inputs[1] >= 0 && !const_scalar(p, nd->inputs[1], &lo)) return false;
-        if (nd->ninputs > 2 && nd->inputs[2] >= 0 && !const_scalar(p, nd->inputs[2], &hi)) return false;
-        return emit(pr, XO_CLIP, operand(nd->inputs[0], cur, pr, ext), 0, lo, hi);
-    }
-    return false;
 }
 
 /* ------------------------------------------------------------ geometry */

@@ -1,5 +1,6 @@
-/* The element-wise program shared by vec_eltwise.c (running it) and
- * vec_fuse.c (building it from a chain of element-wise nodes).
+/* The element-wise program shared by lower_chain.c (lowering a chain of
+ * element-wise nodes to it), vec_fuse.c (its step) and vec_eltwise.c
+ * (running it).
  *
  * A step computes one output tensor as a short straight-line program: each
  * instruction reads its operands (the running result "acc", or an external
@@ -53,7 +54,14 @@ typedef struct xv_prog {
                     block of it is copied aside before the block runs, 0: none */
 } xv_prog;
 
-/* Appends node n's instruction(s) to pr.  `cur` is the value held in acc
+/* An element-wise chain lowered to one program (lower_chain.c): the
+ * program and its external inputs' value ids (prog.next of them). */
+typedef struct xv_chain {
+    xv_prog prog;
+    int ext[XV_MAXIN];
+} xv_chain;
+
+/* Appends node n's instruction(s) to pr (lower_chain.c).  `cur` is the value held in acc
  * (-1 for the first node); external inputs are added to ext[] (value ids,
  * pr->next of them).  false: the node is not supported (pr is then
  * unspecified: work on a copy). */

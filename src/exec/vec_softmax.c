@@ -168,7 +168,7 @@ static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
     st->state = s;
     /* each row is read before it is written: in place when x dies here
      * (half plans: ViT-B/16-l4's attention scores, 7.5 MB at batch 4) */
-    xv_inplace_out(p, n, p->value_buf[nd->inputs[0]], nd->outputs[0]);
+    xv_inplace_out(p, p->value_buf[nd->inputs[0]], nd->outputs[0]);
     return xv_bind_io(p, n, st, err);
 }
 

@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
         vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c
         dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c
-        dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c"
+        dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c
+        vec_fuse.c vec_eltwise.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
 
@@ -35,7 +36,8 @@ out=$(check "$EXEC") || { echo "$out" >&2; fail "served kernels walk the graph";
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:int c = xplan_sole_consumer(p, v);' \
-             'dnnl_conv.c:st = xd_fuse_collect(p, yv, 1, F, &f, err);'; do
+             'dnnl_conv.c:st = xd_fuse_collect(p, yv, 1, F, &f, err);' \
+             'vec_fuse.c:int c = xhalf_sole_consumer(p, cur);'; do
     f=${plant%%:*} line=${plant#*:}
     rm -rf "$T/exec" && cp -r "$EXEC" "$T/exec"
     printf '%s\n' "$line" >>"$T/exec/$f"

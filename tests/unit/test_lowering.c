@@ -46,6 +46,22 @@ static ts_graph *eltwise_chain(void)
     return g;
 }
 
+/* GELU as exporters spell it, x * 0.5 * (1 + erf(x / sqrt 2)): x read by
+ * the first and the fourth node (an external of the chain twice), then a
+ * Relu; the chain's five nodes and the Relu one vec.eltwise program. */
+static ts_graph *gelu_chain(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "4x9x33");
+    int d = xt_node(g, "Div", INS(x, xt_const_values(g, TS_F32, "", (const double[]){1.4142135381698608}, 1)), NOATTR);
+    int e = xt_node(g, "Add", INS(xt_node(g, "Erf", INS(d), NOATTR), xt_const_values(g, TS_F32, "", (const double[]){1}, 1)),
+                    NOATTR);
+    int m = xt_node(g, "Mul", INS(x, e), NOATTR);
+    m = xt_node(g, "Mul", INS(m, xt_const_values(g, TS_F32, "", (const double[]){0.5}, 1)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(m), NOATTR));
+    return g;
+}
+
 static ts_graph *conv_relu(void)
 {
     ts_graph *g = ts_graph_new("t", 14);
@@ -221,6 +237,7 @@ static ts_graph *matmul_runtime_bias(void)
 
 static const fusion fusions[] = {
     {"vec.eltwise", eltwise_chain, 3, 0, 0},
+    {"vec.eltwise", gelu_chain, 5, 0, 0},
     {"dnnl.conv", conv_relu, 1, 0, 0},
     {"dnnl.conv", conv_residual, 2, 0, 0},
     {"vec.gemv", gemv_bias, 2, 0, 0},
