@@ -64,6 +64,14 @@ int ts_prelu_as_dwconv(ts_graph *g, ts_error *err);
  * -1 (err set). */
 int ts_group_conv_blocks(ts_graph *g, ts_error *err);
 
+/* Resize (or Upsample), mode linear, of a float tensor over its last two
+ * axes with constant scales or sizes -> MatMul(A_h, MatMul(x, A_w^T)) (the
+ * cheaper order first; an axis that is the identity skipped), A the
+ * interpolation matrices computed as the Resize kernel computes its weights
+ * (resize_matmul.c: why it is right and why it pays in ONNX Runtime).
+ * Returns the number of Resizes rewritten, or -1 (err set). */
+int ts_resize_as_matmul(ts_graph *g, ts_error *err);
+
 /* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
  * g in place, then g planned with o (g must outlive the plan).  Optimize's
  * measurements and `tsopt profile` plan through it, so they time what a
