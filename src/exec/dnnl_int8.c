@@ -12,8 +12,8 @@
  * test_exec_int8.c).
  *
  * quantize_dynamic's MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)]
- * [-> Relu] is one matmul writing float32, the chain its post-ops (see
- * dyn_chain_of).
+ * [-> Relu] is one matmul writing float32, the chain its post-ops (the
+ * lowering stage hands it: lower_group.c, requant_chain).
  *
  * What each declines (the reference kernel then runs it): convolution
  * weights that are not constant int8 with zero point 0 (oneDNN 2.6 has no
@@ -273,7 +273,7 @@ static ts_status gemv_conv_build(xplan *p, int n, xstep *s, dnnl_primitive_attr_
                                  const ts_tensor *B, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     int64_t N = x->shape.dims[0], C = x->shape.dims[1], M = W->shape.dims[0];
     dnnl_memory_desc_t src, wei, wplain, dst, bmd;
@@ -311,7 +311,7 @@ static ts_status gemv_conv_build(xplan *p, int n, xstep *s, dnnl_primitive_attr_
 static ts_status conv_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const int wi = qlinear ? 3 : 1, wzi = qlinear ? 5 : 3, xzi = 2;
     const ts_value *x = &g->values[nd->inputs[0]], *y = &g->values[nd->outputs[0]];
     const ts_tensor *W = cin(p, nd, wi), *xz = cin(p, nd, xzi), *wz = cin(p, nd, wzi);
@@ -431,61 +431,26 @@ static void mm_md(dnnl_memory_desc_t *md, const ts_shape *sh, int r, bool is_b, 
 
 /* quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
  * [-> Relu], s a float32 scalar (x_scale * w_scale, computed per run from
- * DynamicQuantizeLinear's scale), b a constant [N] bias: one oneDNN matmul
- * writing float32 with s, b and Relu as its post-ops (dyn_chain_attr).  The same roundings: the int32 sum converted exactly (below
- * 2^24, as the Cast), times s rounded once, plus b rounded once, in float32
- * (ORT's DynamicQuantizeMatMul fuses the same chain). */
-typedef struct dyn_chain {
-    int nodes[4], nnodes; /* Cast, Mul, then Add, Relu when present */
-    int scale_v, bias_v, out_v;
-} dyn_chain;
-
-static bool dyn_chain_of(const xplan *p, int n, int64_t N, dyn_chain *ch)
-{
-    const ts_graph *g = p->g;
-    int v = g->nodes[n].outputs[0], c = xplan_sole_consumer(p, v);
-    if (c < 0 || g->nodes[c].op != &ts_op_cast || g->values[g->nodes[c].outputs[0]].dtype != TS_F32) return false;
-    int cv = g->nodes[c].outputs[0], m = xplan_sole_consumer(p, cv);
-    if (m < 0 || g->nodes[m].op != &ts_op_mul || g->nodes[m].ninputs != 2 || !xplan_inputs_ready(p, m, cv)) return false;
-    const ts_node *mn = &g->nodes[m];
-    int sv = mn->inputs[0] == cv ? mn->inputs[1] : mn->inputs[0];
-    if (sv == cv || g->values[sv].dtype != TS_F32 || ts_shape_numel(&g->values[sv].shape) != 1 ||
-        !ts_shape_eq(&g->values[mn->outputs[0]].shape, &g->values[v].shape))
-        return false;
-    *ch = (dyn_chain){.nodes = {c, m}, .nnodes = 2, .scale_v = sv, .bias_v = -1, .out_v = mn->outputs[0]};
-    int a = xplan_sole_consumer(p, ch->out_v);
-    if (a >= 0 && g->nodes[a].op == &ts_op_add && g->nodes[a].ninputs == 2) {
-        const ts_node *an = &g->nodes[a];
-        int bv = an->inputs[0] == ch->out_v ? an->inputs[1] : an->inputs[0];
-        const ts_tensor *b = xplan_const(p, bv);
-        const ts_shape *bs = &g->values[bv].shape;
-        bool row = b && b->dtype == TS_F32 && ts_tensor_numel(b) == N && bs->rank >= 1 && bs->dims[bs->rank - 1] == N &&
-                   ts_shape_eq(&g->values[an->outputs[0]].shape, &g->values[v].shape);
-        if (row) {
-            ch->nodes[ch->nnodes++] = a;
-            ch->bias_v = bv, ch->out_v = an->outputs[0];
-        }
-    }
-    int r = xplan_sole_consumer(p, ch->out_v);
-    if (r >= 0 && g->nodes[r].op == &ts_op_relu) {
-        ch->nodes[ch->nnodes++] = r;
-        ch->out_v = g->nodes[r].outputs[0];
-    }
-    return true;
-}
+ * DynamicQuantizeLinear's scale), b a constant [N] bias, handed by the
+ * lowering stage (lower_group.c, requant_chain): one oneDNN matmul writing
+ * float32 with s, b and Relu as its post-ops (dyn_chain_attr).  The same
+ * roundings: the int32 sum converted exactly (below 2^24, as the Cast),
+ * times s rounded once, plus b rounded once, in float32 (ORT's
+ * DynamicQuantizeMatMul fuses the same chain): bit-identical to the
+ * unfused steps (test_lowering). */
 
 /* The chain as post-ops on attr: times the scale (a run-time [1, .., 1]
  * operand: oneDNN 2.6's brgemm matmul declines run-time output scales and
  * its plain gemm took twice as long), plus the bias, Relu. */
-static ts_status dyn_chain_attr(const xplan *p, int n, dnnl_primitive_attr_t attr, const dyn_chain *ch,
+static ts_status dyn_chain_attr(const xplan *p, int n, dnnl_primitive_attr_t attr, const xgroup *ch,
                                 const dnnl_memory_desc_t *scale_md, const dnnl_memory_desc_t *bias_md, ts_error *err)
 {
     dnnl_post_ops_t po;
     ts_status st = xd_check(dnnl_post_ops_create(&po), p, n, "post_ops", err);
     if (st) return st;
     st = xd_check(dnnl_post_ops_append_binary(po, dnnl_binary_mul, scale_md), p, n, "scale post-op", err);
-    if (!st && ch->bias_v >= 0) st = xd_check(dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md), p, n, "bias post-op", err);
-    if (!st && p->g->nodes[ch->nodes[ch->nnodes - 1]].op == &ts_op_relu)
+    if (!st && ch->dyn_bias >= 0) st = xd_check(dnnl_post_ops_append_binary(po, dnnl_binary_add, bias_md), p, n, "bias post-op", err);
+    if (!st && ch->dyn_relu)
         st = xd_check(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0, 0), p, n, "relu post-op", err);
     if (!st) st = xd_check(dnnl_primitive_attr_set_post_ops(attr, po), p, n, "post_ops", err);
     dnnl_post_ops_destroy(po);
@@ -496,7 +461,7 @@ static ts_status dyn_chain_attr(const xplan *p, int n, dnnl_primitive_attr_t att
 static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const int bi = qlinear ? 3 : 1, azi = 2, bzi = qlinear ? 5 : 3;
     const ts_value *a = &g->values[nd->inputs[0]], *b = &g->values[nd->inputs[bi]], *y = &g->values[nd->outputs[0]];
     const ts_tensor *Bt = xplan_const(p, nd->inputs[bi]), *az = cin(p, nd, azi), *bz = cin(p, nd, bzi);
@@ -541,8 +506,9 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
         dd[r - 2] = src.dims[r - 2], dd[r - 1] = wplain.dims[r - 1];
         dnnl_memory_desc_init_by_strides(&dst, r, dd, dt_of(y->dtype), NULL);
     }
-    dyn_chain ch = {.nnodes = 0};
-    bool chain = !qlinear && !xplan_skips(p, "int8.dyn_chain") && dyn_chain_of(p, n, N, &ch);
+    /* MatMulInteger: the requantization after it the stage handed (none in its second choice) */
+    const xgroup *ch = p->group;
+    bool chain = ch && ch->dyn_scale >= 0;
     dnnl_memory_desc_t bias_md = {0}, scale_md = {0};
     if (chain) {
         dnnl_dims_t bd, one;
@@ -552,7 +518,7 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
     }
     dnnl_primitive_desc_t pd = NULL;
     ts_status stt = TS_OK;
-    for (bool fuse = chain;; fuse = false) { /* the chain as post-ops, else the int32 sums alone */
+    { /* the chain as post-ops, or the int32 sums alone; oneDNN refusing the post-ops declines the choice */
         dnnl_primitive_attr_t attr;
         if ((stt = xd_check(dnnl_primitive_attr_create(&attr), p, n, "attr_create", err))) return stt;
         stt = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
@@ -560,14 +526,10 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
         if (!stt && bzv)
             stt = xd_check(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_WEIGHTS, 1, 0, &bzv), p, n, "weights zero point", err);
         if (!stt && qlinear) stt = requant_attr(p, n, attr, as, bs, ys, yz, N, 1 << (r - 1), err);
-        if (!stt && fuse) stt = dyn_chain_attr(p, n, attr, &ch, &scale_md, &bias_md, err);
-        dst.data_type = fuse ? dnnl_f32 : dt_of(y->dtype);
+        if (!stt && chain) stt = dyn_chain_attr(p, n, attr, ch, &scale_md, &bias_md, err);
+        dst.data_type = chain ? dnnl_f32 : dt_of(y->dtype);
         if (!stt) stt = mm_pd(p, n, &src, &wei, NULL, &dst, attr, &pd);
         dnnl_primitive_attr_destroy(attr);
-        if (!stt || !fuse || stt != TS_ERR_UNSUPPORTED) {
-            chain = fuse;
-            break;
-        }
     }
     if (stt) return stt;
     q_state *c = calloc(1, sizeof *c);
@@ -587,16 +549,15 @@ static ts_status mm_build(xplan *p, int n, xstep *s, bool qlinear, ts_error *err
     }
     if (az_runtime && wb >= 0 && (zb = xplan_plain(p, xplan_value_buf(p, nd->inputs[azi]), err)) < 0) wb = -1;
     if (chain && wb >= 0) {
-        c->osc_b = xplan_plain(p, xplan_value_buf(p, ch.scale_v), err);
-        c->po_bias_b = ch.bias_v >= 0 ? xplan_value_buf(p, ch.bias_v) : -1;
+        c->osc_b = xplan_plain(p, xplan_value_buf(p, ch->dyn_scale), err);
+        c->po_bias_b = ch->dyn_bias >= 0 ? xplan_value_buf(p, ch->dyn_bias) : -1;
         c->po_bias_md = bias_md;
         c->osc_md = scale_md;
-        if (c->osc_b < 0 || (ch.bias_v >= 0 && c->po_bias_b < 0)) wb = -1;
+        if (c->osc_b < 0 || (ch->dyn_bias >= 0 && c->po_bias_b < 0)) wb = -1;
     }
-    if (wb >= 0) yb = xplan_value_buf(p, chain ? ch.out_v : nd->outputs[0]);
+    if (wb >= 0) yb = xplan_value_buf(p, chain ? ch->y : nd->outputs[0]);
     ts_status rr = xb < 0 || wb < 0 || yb < 0 ? (err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory"))
                                               : finish(p, n, s, c, pd, xb, wb, -1, zb, yb, err);
-    for (int i = 0; !rr && chain && i < ch.nnodes; i++) xplan_claim(p, ch.nodes[i], s);
     dnnl_primitive_desc_destroy(pd);
     if (rr) {
         q_destroy(c);

@@ -173,6 +173,13 @@ typedef struct xgroup {
         xgroup_layernorm ln;
         int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
         struct xv_chain *chain; /* vec.eltwise: the chain's program (lower_chain.c) */
+        /* dnnl.matmul_integer: Cast -> Mul(scale) [-> Add(bias)] [-> Relu]
+         * after the product: the scale and bias values (-1: none; no
+         * scale: the product alone), a Relu ending it */
+        struct {
+            int dyn_scale, dyn_bias;
+            bool dyn_relu;
+        };
         /* convolutions, products (lower_post.c): the post-op tail; for
          * dnnl.conv_gated (nodes[0] the Mul) also the Mul's weight and
          * gate operands and the Conv node */
@@ -194,6 +201,8 @@ typedef struct xgroup {
  * forms no groups (it is asked as is, variant 0 only). */
 int xgroup_form(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
 void xgroup_free(xgroup *gr);
+/* How many choices k's group has (lower_node offers variants below it). */
+int xgroup_choices(const struct xkernel *k);
 /* lower_post.c, for lower_group.c's table */
 bool xgroup_post(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
 bool xgroup_serves_post(const struct xkernel *k);

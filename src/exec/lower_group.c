@@ -10,10 +10,11 @@
  * declines after touching the plan, so it needs no undo.
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
- * vec.eltwise's element-wise chains (lower_chain.c), and the convolutions and products with their post-op tails
- * (lower_post.c: dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
- * dnnl.conv_gated, dnnl.matmul, dnnl.gemm, vec.se).  The others still match in
- * their build and are undone by plan.c when they decline (the list in
+ * vec.eltwise's element-wise chains (lower_chain.c), dnnl.matmul_integer
+ * with the requantization after it, and the convolutions and products
+ * with their post-op tails (lower_post.c: dnnl.conv, dnnl.deconv,
+ * deconv.gemm, vec.dwconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
+ * vec.se).  The others still match in their build and are undone by plan.c when they decline (the list in
  * tests/cli/kernel_nodes.sh says which files are served). */
 #include <math.h>
 #include <stdlib.h>
@@ -255,9 +256,66 @@ static bool channel_shuffle(const xplan *p, int n, xgroup *gr)
     return true;
 }
 
+/* ------------------ requantization after an int8 product (dnnl.matmul_integer)
+ *
+ * quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
+ * [-> Relu], s a float32 scalar computed per run, b a constant [N] bias,
+ * each value read by the next node only: the kernel runs it as oneDNN
+ * post-ops of the product (dnnl_int8.c, which states the roundings).
+ * Choice 0 the chain (TSOPT_SKIP=int8.dyn_chain: none), choice 1 the
+ * product alone (oneDNN refused the post-ops). */
+
+static bool requant_chain(const xplan *p, int n, int variant, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    gr->nodes[0] = n;
+    gr->nnodes = 1;
+    gr->y = nd->outputs[0];
+    gr->dyn_scale = gr->dyn_bias = -1;
+    if (variant) return true;
+    if (p->opts.no_fusion || xplan_skips(p, "int8.dyn_chain") || nd->ninputs < 2 || nd->inputs[1] < 0) return false;
+    const ts_shape *bsh = &g->values[nd->inputs[1]].shape, *ysh = &g->values[gr->y].shape;
+    int64_t N = bsh->rank > 1 ? bsh->dims[bsh->rank - 1] : 1;
+    int c = xplan_sole_consumer(p, gr->y);
+    if (c < 0 || g->nodes[c].op != &ts_op_cast || g->values[g->nodes[c].outputs[0]].dtype != TS_F32) return false;
+    int cv = g->nodes[c].outputs[0], m = xplan_sole_consumer(p, cv);
+    if (m < 0 || g->nodes[m].op != &ts_op_mul || g->nodes[m].ninputs != 2 || !xplan_inputs_ready(p, m, cv)) return false;
+    const ts_node *mn = &g->nodes[m];
+    int sv = mn->inputs[0] == cv ? mn->inputs[1] : mn->inputs[0];
+    if (sv == cv || g->values[sv].dtype != TS_F32 || ts_shape_numel(&g->values[sv].shape) != 1 ||
+        !ts_shape_eq(&g->values[mn->outputs[0]].shape, ysh))
+        return false;
+    const int list[] = {n, c, m};
+    memcpy(gr->nodes, list, sizeof list);
+    gr->nnodes = 3;
+    gr->dyn_scale = sv;
+    gr->y = mn->outputs[0];
+    int a = xplan_sole_consumer(p, gr->y);
+    if (a >= 0 && g->nodes[a].op == &ts_op_add && g->nodes[a].ninputs == 2) {
+        const ts_node *an = &g->nodes[a];
+        int bv = an->inputs[0] == gr->y ? an->inputs[1] : an->inputs[0];
+        const ts_tensor *b = xplan_const(p, bv);
+        const ts_shape *bs = &g->values[bv].shape;
+        if (b && b->dtype == TS_F32 && ts_tensor_numel(b) == N && bs->rank >= 1 && bs->dims[bs->rank - 1] == N &&
+            ts_shape_eq(&g->values[an->outputs[0]].shape, ysh)) {
+            gr->nodes[gr->nnodes++] = a;
+            gr->dyn_bias = bv;
+            gr->y = an->outputs[0];
+        }
+    }
+    int r = xplan_sole_consumer(p, gr->y);
+    if ((gr->dyn_relu = r >= 0 && g->nodes[r].op == &ts_op_relu)) {
+        gr->nodes[gr->nnodes++] = r;
+        gr->y = g->nodes[r].outputs[0];
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------- the stage */
 
 extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
+extern const xkernel xk_dnnl_matmul_integer;    /* dnnl_int8.c */
 
 static const struct {
     const xkernel *k;
@@ -275,10 +333,16 @@ int xgroup_form(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr
     gr->k = k;
     int formed = 0;
     if (xgroup_serves_post(k)) formed = xgroup_post(p, k, n, variant, gr) ? 1 : -1; /* lower_post.c */
+    if (k == &xk_dnnl_matmul_integer) formed = requant_chain(p, n, variant, gr) ? 1 : -1;
     for (size_t i = 0; !formed && i < sizeof formers / sizeof *formers; i++)
         if (formers[i].k == k) formed = variant == 0 && formers[i].form(p, n, gr) ? 1 : -1;
     if (formed < 0) xgroup_free(gr); /* what a former allocated before it gave up */
     return formed;
+}
+
+int xgroup_choices(const xkernel *k)
+{
+    return xgroup_serves_post(k) ? XGROUP_VARIANTS : k == &xk_dnnl_matmul_integer ? 2 : 1;
 }
 
 void xgroup_free(xgroup *gr)

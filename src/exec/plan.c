@@ -479,7 +479,7 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     for (int i = 0; i < nc * XGROUP_VARIANTS; i++) {
         int c = i / XGROUP_VARIANTS, variant = i % XGROUP_VARIANTS, nsteps = p->nsteps, nbufs = p->nbufs;
         bool last = c == nc - 1;
-        if ((!last && xplan_skips(p, cand[c]->name)) || (variant && !xgroup_serves_post(cand[c]))) continue;
+        if ((!last && xplan_skips(p, cand[c]->name)) || variant >= xgroup_choices(cand[c])) continue;
         if (!last || checking) {
             memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
             memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);

@@ -235,6 +235,34 @@ static ts_graph *matmul_runtime_bias(void)
     return g;
 }
 
+/* quantize_dynamic's form: DynamicQuantizeLinear -> MatMulInteger (A's
+ * zero point per run) -> Cast -> Mul by x_scale * w_scale -> Add bias ->
+ * Relu: the requantization after the int8 product (lower_group.c's
+ * requant_chain) as dnnl.matmul_integer's post-ops, the same float32
+ * roundings as the unfused Cast, Mul, Add, Relu. */
+static ts_graph *matmul_integer_requant(void)
+{
+    ts_graph *g = ts_graph_new("t", 13);
+    int x = xt_input(g, "x", "2x6x32"), dql[3];
+    ts_error e = {0};
+    cr_assert_geq(ts_graph_add_node(g, "DynamicQuantizeLinear", "dql", &x, 1, NULL, 0, 3, NULL, dql, &e), 0, "%s", e.msg);
+    ts_shape ws = xt_shape("32x24");
+    ts_tensor *wf = ts_tensor_new(TS_F32, &ws, &e), *wt = ts_tensor_new(TS_I8, &ws, &e);
+    cr_assert(wf && wt, "%s", e.msg);
+    ts_tensor_fill_random(wf, &Rng, -127, 128);
+    for (int64_t i = 0; i < ts_tensor_numel(wt); i++) ts_tensor_set_f64(wt, i, fmin(floor(ts_tensor_get_f64(wf, i)), 127));
+    ts_tensor_unref(wf);
+    int w = xt_const(g, wt);
+    int y = xt_node(g, "MatMulInteger", INS(dql[0], w, dql[2], xt_const_values(g, TS_I8, "", (const double[]){0}, 1)),
+                    NOATTR);
+    y = xt_node(g, "Cast", INS(y), ATTRS(ts_attr_int("to", 1)));
+    int s = xt_node(g, "Mul", INS(dql[1], xt_const_values(g, TS_F32, "", (const double[]){0.004}, 1)), NOATTR);
+    y = xt_node(g, "Mul", INS(y, s), NOATTR);
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "24", -1, 1, &Rng)), NOATTR);
+    xt_output(g, xt_node(g, "Relu", INS(y), NOATTR));
+    return g;
+}
+
 static const fusion fusions[] = {
     {"vec.eltwise", eltwise_chain, 3, 0, 0},
     {"vec.eltwise", gelu_chain, 5, 0, 0},
@@ -255,6 +283,7 @@ static const fusion fusions[] = {
     {"vec.dwconv", dwconv_tail, 2, 0x1p-20, 0},
     {"deconv.gemm", deconv_bias_residual, 1, 0x1p-20, 1},
     {"dnnl.matmul", matmul_runtime_bias, 0, 0, 2},
+    {"dnnl.matmul_integer", matmul_integer_requant, 4, 0, 0},
 };
 
 /* Runs g planned with o on inputs in [-1, 1) (one seed for every plan);
