@@ -34,6 +34,10 @@ typedef struct conv_state {
     /* on Winograd: transformed weights beyond the direct ones, and the
      * scratchpad bytes it writes (wino_budget_ok) */
     size_t wino_wei_extra, wino_pad_used;
+    /* in a half plan (direct, 16-bit weights): the transformed weights the
+     * float32 plan of the graph holds beyond the direct ones here, when it
+     * takes Winograd (half.c's byte budget, xd_conv_f32_wino_extra) */
+    size_t f32_wino_extra;
     void *own_pad; /* Winograd's own scratchpad mapping (wino_pad_own), or NULL */
     size_t own_pad_bytes;
     /* SiLU / sigmoid and what follows them, applied by tsopt to the result
@@ -430,9 +434,11 @@ again:;
      * 1.5-1.7 ms on the direct kernel, 1.0 with the reorder; docs/runtime.md).
      * TSOPT_SKIP=winograd turns it off (A/B measurements). */
     /* not in a half-precision plan: its transformed weights cannot be stored
-     * 16-bit (half.c), and held in float32 they are 3.5x the model's */
-    if (!transposed && !gt && !p->opts.plain_layout && !p->half && !xplan_skips(p, "winograd") &&
-        wino_worth(xs, &W->shape, G, &ge)) {
+     * 16-bit (half.c), and held in float32 they are 3.5x the model's; there
+     * it is only asked what the float32 plan would take beyond the direct
+     * weights (half.c's byte budget for float32 copies) */
+    size_t f32_wino = 0;
+    if (!transposed && !gt && !p->opts.plain_layout && !xplan_skips(p, "winograd") && wino_worth(xs, &W->shape, G, &ge)) {
         geom gw = ge;
         gw.alg = dnnl_convolution_winograd;
         ts_error e2 = {0};
@@ -447,7 +453,8 @@ again:;
             wei_extra = wino_wei_extra(pd, W);
             pad_used = wino_pad_used(pd);
         }
-        if (pd && (xd_pd_is_ref(pd) || !wino_budget_ok(p, wei_extra, pad_used))) {
+        if (pd && (p->half || xd_pd_is_ref(pd) || !wino_budget_ok(p, wei_extra, pad_used))) {
+            if (p->half && !xd_pd_is_ref(pd) && wino_budget_ok(p, wei_extra, pad_used)) f32_wino = wei_extra;
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
             wei_extra = pad_used = 0;
@@ -559,6 +566,7 @@ again:;
         c->tail_threads = xv_threads(p);
     }
     if (is_wino(pd)) c->wino_wei_extra = wei_extra, c->wino_pad_used = pad_used;
+    c->f32_wino_extra = f32_wino;
     const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -706,6 +714,11 @@ bool xd_conv_is_winograd(const xstep *s, size_t *extra)
     if (dnnl_primitive_get_primitive_desc(c->prim, &pd) != dnnl_success || !is_wino(pd)) return false;
     if (extra) *extra = c->wino_wei_extra + c->wino_pad_used;
     return true;
+}
+size_t xd_conv_f32_wino_extra(const xstep *s)
+{
+    const conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
+    return c ? c->f32_wino_extra : 0;
 }
 const xkernel xk_dnnl_deconv = {"dnnl.deconv", deconv_build, conv_run, conv_destroy};
 

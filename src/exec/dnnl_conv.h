@@ -12,6 +12,10 @@
  * then *extra (if not NULL) gets its transformed weights beyond the direct
  * ones plus the scratchpad bytes it writes. */
 bool xd_conv_is_winograd(const xstep *s, size_t *extra);
+/* In a half plan (half.c), which runs its convolutions direct on 16-bit
+ * weights: the transformed weights beyond the direct ones that the float32
+ * plan of the same graph holds for step s on Winograd (0: it runs direct). */
+size_t xd_conv_f32_wino_extra(const xstep *s);
 /* Number of activations (SiLU, sigmoid and what follows) step s, a dnnl.conv
  * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as
  * oneDNN post-ops (vec_post.c); 0 for any other step. */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "exec/dnnl_conv.h"
 #include "exec/dnnl_util.h"
 #include "exec/half.h"
 #include "exec/plan_internal.h"
@@ -659,7 +660,7 @@ ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err)
     for (int v = 0; v < p->g->nvalues; v++) /* the nodes just lowered: their outputs exist now */
         if (p->consumers[v] >= PHANTOM / 2 && p->claimed[p->g->values[v].producer]) p->consumers[v] -= PHANTOM;
     bool stored = false;
-    for (int b = nbufs_before; b < p->nbufs; b++) {
+    for (int b = nbufs_before; b < p->nbufs && !xplan_skips(p, "half.store"); b++) {
         xbuf *x = &p->bufs[b];
         if (x->kind != XB_CONST || !x->owns_data || x->half || x->dtype != TS_F32 || x->bytes < HALF_SMALL_BYTES ||
             !readers_widenable(p, b, 0))
@@ -819,6 +820,114 @@ ts_status xhalf_finish(xplan *p, ts_error *err)
     for (int i = 0; i < p->nsteps; i++)
         if (p->steps[i].k != &xk_cf && wrap(p, &p->steps[i], err)) return err->code;
     trim_heap();
+    return TS_OK;
+}
+
+/* ------------------------------------------------ float32 copies under a byte budget
+ *
+ * Widening a 16-bit weight every run costs a streaming pass per step
+ * (ResNet-50 float16, 1 thread, perf: f16_widen 10 % of the run's samples).
+ * Where the float32 plan of the same graph holds more than twice the
+ * 16-bit weights (its Winograd layers' transformed weights), the half plan
+ * may keep some packed weights float32 and still hold at most
+ * HALF_PEAK_SHARE of what the float32 plan holds (the issue's bound is 0.6
+ * of its peak; the margin covers the process's fixed part, which both
+ * share and which moves the ratio towards 1).  The two plans' holdings:
+ *   half:    W16 + A16 (its weights, its arena with the widening scratch),
+ *   float32: W16 + Wh + X + A16 - S (each 16-bit weight twice, the
+ *            Winograd extras X that dnnl_conv.c asked oneDNN for without
+ *            taking them, the same arena less the largest widening
+ *            scratch S, which that plan does not have);
+ * so float32 copies of E more bytes fit while W16 + A16 + E <= r x (...).
+ * The largest weights go first: a widened copy past the L2 costs a DRAM
+ * round trip each run, one within it only the conversion.  Only weights
+ * widened whole by half.step (not a MatMul's, widened in chunks).
+ * TSOPT_SKIP=half.budget turns it off; TSOPT_SKIP=half.store keeps every
+ * packed weight float32 (no budget: the upper bound, for A/B). */
+#define HALF_PEAK_SHARE 0.55
+
+/* Buffer b is read only as an input half.step widens whole. */
+static bool widened_whole_only(const xplan *p, int b)
+{
+    bool read = false;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        for (int j = 0; j < s->nin; j++) {
+            if (s->in[j] != b) continue;
+            if (s->k != &xk_half_step) return false;
+            const hw_state *h = s->state;
+            bool slot = false;
+            for (int k = 0; k < h->n; k++) slot |= h->slot[k] == j;
+            if (!slot) return false;
+            read = true;
+        }
+    }
+    return read;
+}
+
+/* half.step's widening slots whose buffer is float32 now dropped, the
+ * scratch laid out again for those left. */
+static void hw_drop_float_slots(const xplan *p, xstep *s)
+{
+    hw_state *h = s->state;
+    size_t off = xd_round(h->inner.scratch_bytes);
+    int n = 0;
+    for (int k = 0; k < h->n; k++) {
+        if (!p->bufs[s->in[h->slot[k]]].half) continue;
+        h->slot[n] = h->slot[k];
+        h->elems[n] = h->elems[k];
+        h->off[n] = off;
+        off += xd_round(h->elems[n] * sizeof(float));
+        n++;
+    }
+    h->n = n;
+    s->scratch_bytes = n ? off : h->inner.scratch_bytes;
+}
+
+ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
+{
+    *changed = false;
+    if (!p->half || xplan_skips(p, "half.budget")) return TS_OK;
+    size_t w16 = 0, wh = 0, x = 0, s_max = 0;
+    for (int b = 0; b < p->nbufs; b++) {
+        const xbuf *c = &p->bufs[b];
+        if (c->kind != XB_CONST || (c->first_step < 0 && !c->owns_data)) continue;
+        w16 += c->bytes;
+        if (c->half) wh += c->bytes;
+    }
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        x += xd_conv_f32_wino_extra(xhalf_inner(s));
+        if (s->k == &xk_half_step && s->scratch_bytes > xhalf_inner(s)->scratch_bytes &&
+            s->scratch_bytes - xhalf_inner(s)->scratch_bytes > s_max)
+            s_max = s->scratch_bytes - xhalf_inner(s)->scratch_bytes;
+    }
+    double a16 = (double)p->arena_bytes, h16 = (double)w16 + a16;
+    double h32 = (double)(w16 + wh + x) + a16 - (double)s_max, room = HALF_PEAK_SHARE * h32 - h16;
+    if (room <= 0) return TS_OK;
+    int *cand = malloc(sizeof(int) * ((size_t)p->nbufs + 1)), nc = 0;
+    if (!cand) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < p->nbufs; b++)
+        if (p->bufs[b].half && widened_whole_only(p, b)) cand[nc++] = b;
+    for (int i = 1; i < nc; i++) /* largest first (a model's few hundred weights) */
+        for (int j = i; j > 0 && p->bufs[cand[j]].bytes > p->bufs[cand[j - 1]].bytes; j--) {
+            int t = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = t;
+        }
+    for (int i = 0; i < nc; i++) {
+        xbuf *c = &p->bufs[cand[i]];
+        if ((double)c->bytes > room) continue; /* float32: twice the 16-bit bytes, these once more */
+        room -= (double)c->bytes;
+        if (!store_float(p, c)) {
+            free(cand);
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
+        *changed = true;
+    }
+    free(cand);
+    for (int i = 0; *changed && i < p->nsteps; i++)
+        if (p->steps[i].k == &xk_half_step) hw_drop_float_slots(p, &p->steps[i]);
     return TS_OK;
 }
 
