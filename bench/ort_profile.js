@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // Per-operator time of ONNX Runtime on one model, from ORT's own profiler:
-//   node bench/ort_profile.js MODEL --inputs DIR [--iters N] [--threads N]
+//   node bench/ort_profile.js MODEL --inputs DIR [--iters N] [--threads N] [--nodes]
 // prints one JSON object {"op_ms": {OP: ms per run}, "runs": N}, ORT's fused
 // kernels mapped back to the op they start from (FusedConv -> Conv, ...),
 // so that bench.py can say which kernel tsopt loses on.  Profiling adds
@@ -47,11 +47,21 @@ async function main() {
   const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run');
   const start = runs.length > 1 ? runs[1].ts : 0;
   const opMs = {};
+  const nodeMs = {}; // --nodes: every node's times, in the order they first ran
   for (const e of events) {
     if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || e.ts < start) continue;
+    const node = e.name.slice(0, -'_kernel_time'.length);
+    (nodeMs[node] = nodeMs[node] || []).push(e.dur / 1000);
     let op = (e.args && e.args.op_name) || '?';
     op = FUSED[op] || op;
     opMs[op] = (opMs[op] || 0) + e.dur / 1000 / iters;
+  }
+  if (argv.includes('--nodes')) {
+    // per node: the median over the runs (what tsopt profile prints per step)
+    for (const [node, t] of Object.entries(nodeMs)) {
+      t.sort((a, b) => a - b);
+      process.stdout.write(`${t[t.length >> 1].toFixed(4)} ${node}\n`);
+    }
   }
   process.stdout.write(JSON.stringify({ op_ms: opMs, runs: iters }) + '\n');
 }
