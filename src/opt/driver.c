@@ -510,7 +510,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
     case PASS_FOLD_GATE: return ts_fold_gate(g, s->err); /* the target's cost decides (ORT runs the Mul) */
     case PASS_PRELU_DW: return ts_prelu_as_dwconv(g, s->err); /* the target's cost decides (pays in ORT) */
     case PASS_GROUP_BLOCKS: return ts_group_conv_blocks(g, s->err); /* likewise (ORT's NCHWc blocks) */
-    case PASS_RESIZE_MM: return ts_resize_as_matmul(g, s->err); /* likewise (ORT's scalar linear Resize) */
+    case PASS_RESIZE_MM: return ts_resize_as_matmul(g, s->err); /* likewise (ORT's slow linear Resize) */
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }
