@@ -161,6 +161,9 @@ typedef struct xgroup_layernorm {
     float eps;
     ts_dtype round;
 } xgroup_layernorm;
+/* vec.attention's step inputs (lower_attention.c): Q, K, V, the mask, the
+ * scores' scale and the mask's fill value (-1: absent) */
+enum { XATT_Q, XATT_K, XATT_V, XATT_MASK, XATT_SCALE, XATT_FILL, XATT_N };
 /* Nodes one step computes, decided before its kernel is asked: nodes[0]
  * the node being lowered, the others claimed for the step once it is
  * built; y the value the step writes (the last node's output); what else
@@ -179,6 +182,14 @@ typedef struct xgroup {
         struct {
             int dyn_scale, dyn_bias;
             bool dyn_relu;
+        };
+        /* vec.attention (lower_attention.c; nodes[0] the keys' Transpose):
+         * the step's inputs, the mask's element strides along (batch,
+         * query row, key), whether true mask entries take the fill */
+        struct {
+            int att_in[XATT_N];
+            int64_t att_mstride[3];
+            bool att_fills;
         };
         /* convolutions, products (lower_post.c): the post-op tail; for
          * dnnl.conv_gated (nodes[0] the Mul) also the Mul's weight and
@@ -206,8 +217,9 @@ int xgroup_choices(const struct xkernel *k);
 /* lower_post.c, for lower_group.c's table */
 bool xgroup_post(const xplan *p, const struct xkernel *k, int n, int variant, xgroup *gr);
 bool xgroup_serves_post(const struct xkernel *k);
-/* lower_chain.c: vec.eltwise's chain */
+/* lower_chain.c: vec.eltwise's chain; lower_attention.c: vec.attention's six nodes */
 bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr);
+bool xgroup_attention(const xplan *p, int n, xgroup *gr);
 /* The float32 weights of the plan's convolutions and products, each
  * constant once (dnnl.conv's Winograd budget; lower_post.c). */
 size_t xplan_product_weight_bytes(const xplan *p);

@@ -10,7 +10,8 @@
  * declines after touching the plan, so it needs no undo.
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
- * vec.eltwise's element-wise chains (lower_chain.c), dnnl.matmul_integer
+ * vec.eltwise's element-wise chains (lower_chain.c), vec.attention
+ * (lower_attention.c), dnnl.matmul_integer
  * with the requantization after it, and the convolutions and products
  * with their post-op tails (lower_post.c: dnnl.conv, dnnl.deconv,
  * deconv.gemm, vec.dwconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
@@ -316,6 +317,7 @@ static bool requant_chain(const xplan *p, int n, int variant, xgroup *gr)
 
 extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
 extern const xkernel xk_dnnl_matmul_integer;    /* dnnl_int8.c */
+extern const xkernel xk_vec_attention;          /* vec_attention.c */
 
 static const struct {
     const xkernel *k;
@@ -325,6 +327,7 @@ static const struct {
     {&xk_vec_batchnorm, batchnorm_relu},
     {&xk_vec_shuffle, channel_shuffle},
     {&xk_vec_eltwise, xgroup_eltwise_chain}, /* lower_chain.c */
+    {&xk_vec_attention, xgroup_attention},   /* lower_attention.c */
 };
 
 int xgroup_form(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr)

@@ -17,7 +17,9 @@
  * softmax as vec.softmax computes it.  Tested against the unfused plan
  * (tests/unit/test_vec_attention.c: within 1e-5).  The mask and scalars
  * are step inputs, so a re-bind that changes them rebuilds the step.
- * Only a few query rows per head (ATT_MAX_ROWS: a token, a short chunk):
+ * The lowering stage decides the group (lower_attention.c); this file
+ * reads no graph node (tests/cli/kernel_nodes.sh).
+ * Only a few query rows per head (ATT_MAX_ROWS there: a token, a short chunk):
  * the score loop is a dot product per key, where oneDNN's matmuls win for a
  * prompt's or an encoder's square blocks.  TSOPT_SKIP=vec.attention gives
  * the unfused plan. */
@@ -36,9 +38,6 @@ typedef struct att_state {
     int64_t row; /* scratch floats per thread (t rounded up to a cache line) */
 } att_state;
 
-#define ATT_MAX_ROWS 4
-
-enum { IN_Q, IN_K, IN_V, IN_MASK, IN_SCALE, IN_FILL, IN_N };
 
 /* as vec_softmax.c: e^d, 0 below e^-80; probabilities below FLT_MIN 0 */
 #define ATT_EXP_MIN (-80.0f)
@@ -80,10 +79,10 @@ XV_CLONES static void att_row(const att_state *s, const float *q, const float *k
 static void att_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     const att_state *s = st->state;
-    const float *q = in[IN_Q], *k = in[IN_K], *v = in[IN_V];
-    const uint8_t *m = in[IN_MASK];
-    const float c = in[IN_SCALE] ? *(const float *)in[IN_SCALE] : 1.0f;
-    const float fill = in[IN_FILL] ? *(const float *)in[IN_FILL] : 0.0f;
+    const float *q = in[XATT_Q], *k = in[XATT_K], *v = in[XATT_V];
+    const uint8_t *m = in[XATT_MASK];
+    const float c = in[XATT_SCALE] ? *(const float *)in[XATT_SCALE] : 1.0f;
+    const float fill = in[XATT_FILL] ? *(const float *)in[XATT_FILL] : 0.0f;
     float *y = out[0];
     const int64_t rows = s->nb * s->s;
 #define ATT_ROW(r, sc)                                                                                      \
@@ -101,135 +100,34 @@ static void att_run(const xstep *st, void *const *in, void *const *out, void *sc
 #undef ATT_ROW
 }
 
-/* The node reading v, when it is the only one (v no graph output), of type op. */
-static int reader(const xplan *p, int v, const ts_op_desc *op)
-{
-    int c = xplan_sole_consumer(p, v);
-    return c >= 0 && p->g->nodes[c].op == op && p->g->nodes[c].noutputs == 1 && !p->claimed[c] ? c : -1;
-}
-
-static bool f32_scalar(const xplan *p, int v)
-{
-    const ts_tensor *t = xplan_const(p, v);
-    return t && t->dtype == TS_F32 && ts_tensor_numel(t) == 1;
-}
-
-/* The mask's strides along (batch, s, t) of the scores [lead..., s, t]:
- * a bool constant whose shape broadcasts to them (rank at most theirs,
- * leading dims 1 or all equal to the scores'). */
-static bool mask_strides(const ts_shape *ms, const ts_shape *ss, int64_t nb, int64_t *stride)
-{
-    const int r = ss->rank, o = r - ms->rank;
-    if (o < 0) return false;
-    int64_t lead = 1, ld = 1;
-    bool all1 = true;
-    for (int d = 0; d < ms->rank; d++) {
-        int64_t md = ms->dims[d], sd = ss->dims[d + o];
-        if (md != 1 && md != sd) return false;
-        if (d + o < r - 2) {
-            lead *= md;
-            all1 &= md == 1;
-        }
-    }
-    for (int d = 0; d < r - 2; d++) ld *= ss->dims[d];
-    if (!all1 && (o > 0 || lead != ld || ld != nb)) return false; /* partly broadcast leading dims: declined */
-    int64_t tdim = ms->rank >= 1 ? ms->dims[ms->rank - 1] : 1, sdim = ms->rank >= 2 ? ms->dims[ms->rank - 2] : 1;
-    stride[2] = tdim == 1 ? 0 : 1;
-    stride[1] = sdim == 1 ? 0 : tdim;
-    stride[0] = all1 ? 0 : sdim * tdim;
-    return true;
-}
-
 static ts_status att_build(xplan *p, int n, xstep *st, ts_error *err)
 {
+    (void)n; /* the group holds the nodes, the step's inputs and the mask's layout */
     const ts_graph *g = p->g;
-    const ts_node *tr = &g->nodes[n];
-    if (p->opts.no_fusion || p->half || xplan_skips(p, "vec.attention") || tr->noutputs != 1 || !xv_all_f32(p, n))
-        return TS_ERR_UNSUPPORTED;
-    const ts_transpose_attrs *ta = tr->attrs;
-    const ts_shape *ks = &g->values[tr->inputs[0]].shape;
+    const xgroup *gr = p->group;
+    const int *in = gr->att_in;
+    const ts_shape *qs = &g->values[in[XATT_Q]].shape, *ks = &g->values[in[XATT_K]].shape, *vs = &g->values[in[XATT_V]].shape;
     const int r = ks->rank;
-    if (r < 3 || ta->nperm != r) return TS_ERR_UNSUPPORTED;
-    for (int d = 0; d < r; d++)
-        if (ta->perm[d] != (d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d)) return TS_ERR_UNSUPPORTED;
-    const int kt = tr->outputs[0];
-    int mm = reader(p, kt, &ts_op_matmul);
-    if (mm < 0 || g->nodes[mm].inputs[1] != kt || g->nodes[mm].inputs[0] == kt || !xv_all_f32(p, mm) ||
-        !xplan_inputs_ready(p, mm, kt))
-        return TS_ERR_UNSUPPORTED;
-    int in[IN_N] = {g->nodes[mm].inputs[0], tr->inputs[0], -1, -1, -1, -1};
-    int nodes[5] = {mm}, nn = 1, cur = g->nodes[mm].outputs[0], c;
-    bool fills = true;
-    if ((c = reader(p, cur, &ts_op_mul)) >= 0 && xv_all_f32(p, c)) {
-        const ts_node *x = &g->nodes[c];
-        int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
-        if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
-            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
-            return TS_ERR_UNSUPPORTED;
-        in[IN_SCALE] = other;
-        nodes[nn++] = c;
-        cur = x->outputs[0];
-    }
-    if ((c = reader(p, cur, &ts_op_where)) >= 0) {
-        const ts_node *x = &g->nodes[c];
-        const ts_tensor *mt = xplan_const(p, x->inputs[0]);
-        fills = x->inputs[2] == cur;
-        int other = fills ? x->inputs[1] : x->inputs[2];
-        if (!mt || mt->dtype != TS_BOOL || x->inputs[0] == cur || x->inputs[1] == x->inputs[2] ||
-            (!fills && x->inputs[1] != cur) || !f32_scalar(p, other) || g->values[x->outputs[0]].dtype != TS_F32 ||
-            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
-            return TS_ERR_UNSUPPORTED;
-        in[IN_MASK] = x->inputs[0];
-        in[IN_FILL] = other;
-        nodes[nn++] = c;
-        cur = x->outputs[0];
-    }
-    if ((c = reader(p, cur, &ts_op_softmax)) < 0 || !xv_all_f32(p, c)) return TS_ERR_UNSUPPORTED;
-    const ts_softmax_attrs *sa = g->nodes[c].attrs;
-    const ts_shape *ss = &g->values[cur].shape;
-    int axis;
-    if (!ts_axis_norm(sa->axis, ss->rank, &axis) || axis != ss->rank - 1) return TS_ERR_UNSUPPORTED;
-    nodes[nn++] = c;
-    cur = g->nodes[c].outputs[0];
-    int mm2 = reader(p, cur, &ts_op_matmul);
-    if (mm2 < 0 || g->nodes[mm2].inputs[0] != cur || g->nodes[mm2].inputs[1] == cur || !xv_all_f32(p, mm2) ||
-        !xplan_inputs_ready(p, mm2, cur))
-        return TS_ERR_UNSUPPORTED;
-    nodes[nn++] = mm2;
-    in[IN_V] = g->nodes[mm2].inputs[1];
-    /* shapes: Q [L..., s, d], K [L..., t, d], V [L..., t, dv], no broadcast */
-    const ts_shape *qs = &g->values[in[IN_Q]].shape, *vs = &g->values[in[IN_V]].shape;
-    const ts_shape *ys = &g->values[g->nodes[mm2].outputs[0]].shape;
-    if (qs->rank != r || vs->rank != r || ys->rank != r || ss->rank != r) return TS_ERR_UNSUPPORTED;
-    int64_t nb = 1;
-    for (int d = 0; d < r - 2; d++) {
-        if (qs->dims[d] != ks->dims[d] || vs->dims[d] != ks->dims[d]) return TS_ERR_UNSUPPORTED;
-        nb *= ks->dims[d];
-    }
-    if (qs->dims[r - 2] > ATT_MAX_ROWS || qs->dims[r - 1] != ks->dims[r - 1] || vs->dims[r - 2] != ks->dims[r - 2] || ks->dims[r - 2] < 1)
-        return TS_ERR_UNSUPPORTED;
-    int64_t mstride[3] = {0, 0, 0};
-    if (in[IN_MASK] >= 0 && !mask_strides(&g->values[in[IN_MASK]].shape, ss, nb, mstride)) return TS_ERR_UNSUPPORTED;
     att_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    s->nb = nb;
+    s->nb = 1;
+    for (int d = 0; d < r - 2; d++) s->nb *= ks->dims[d];
     s->s = qs->dims[r - 2];
     s->t = ks->dims[r - 2];
     s->d = ks->dims[r - 1];
     s->dv = vs->dims[r - 1];
-    memcpy(s->mstride, mstride, sizeof mstride);
-    s->mask_fills = fills;
+    memcpy(s->mstride, gr->att_mstride, sizeof s->mstride);
+    s->mask_fills = gr->att_fills;
     s->threads = xv_threads(p);
     s->row = (s->t + 15) & ~(int64_t)15;
     st->scratch_bytes = sizeof(float) * (size_t)s->row * (size_t)s->threads;
-    if (xstep_alloc(st, IN_N, 1, err)) return err->code;
-    for (int j = 0; j < IN_N; j++) {
+    if (xstep_alloc(st, XATT_N, 1, err)) return err->code;
+    for (int j = 0; j < XATT_N; j++) {
         st->in[j] = in[j] < 0 ? -1 : xplan_plain(p, xplan_value_buf(p, in[j]), err);
         if (in[j] >= 0 && st->in[j] < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
-    for (int k = 0; k < nn; k++) xplan_claim(p, nodes[k], st);
-    st->out[0] = xplan_value_buf(p, g->nodes[mm2].outputs[0]);
+    st->out[0] = xplan_value_buf(p, gr->y);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     return TS_OK;
 }

@@ -17,6 +17,9 @@
  *     taken as the product with a reciprocal (vec.layernorm.ops: the mean
  *     and variance over at most a few hundred elements; vec.se: the pooled
  *     mean and the 1x1 convolutions as dot products of their own order);
+ *   - 1e-5: vec.attention, the scores as dot products in another order
+ *     than oneDNN's matmul and the softmax as vec.softmax's (a few ulp
+ *     each; vec_attention.c);
  *   - dnnl.conv_gated: the scaled weights W * gate rounded once, then the
  *     convolution as oneDNN orders it, against the unfused Mul and a
  *     convolution with run-time weights (the reference kernel's order):
@@ -263,6 +266,27 @@ static ts_graph *matmul_integer_requant(void)
     return g;
 }
 
+/* A decoder's self-attention for two new tokens over a cache of 7 keys:
+ * Transpose(K) -> MatMul(Q, Kt) -> Mul 0.25 -> Where(causal mask, -inf,
+ * S) -> Softmax -> MatMul(P, V), one vec.attention step
+ * (lower_attention.c). */
+static ts_graph *attention(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int q = xt_input(g, "q", "1x3x2x16"), k = xt_input(g, "k", "1x3x7x16"), v = xt_input(g, "v", "1x3x7x16");
+    int s = xt_node(g, "MatMul", INS(q, xt_node(g, "Transpose", INS(k), ATTRS(ts_attr_ints("perm", I(0, 1, 3, 2), 4)))),
+                    NOATTR);
+    s = xt_node(g, "Mul", INS(s, xt_const_values(g, TS_F32, "", (const double[]){0.25}, 1)), NOATTR);
+    double m[2 * 7];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 7; j++) m[i * 7 + j] = j > 5 + i;
+    int mask = xt_const_values(g, TS_BOOL, "2x7", m, 14);
+    s = xt_node(g, "Where", INS(mask, xt_const_values(g, TS_F32, "", (const double[]){-INFINITY}, 1), s), NOATTR);
+    s = xt_node(g, "Softmax", INS(s), ATTRS(ts_attr_int("axis", -1)));
+    xt_output(g, xt_node(g, "MatMul", INS(s, v), NOATTR));
+    return g;
+}
+
 static const fusion fusions[] = {
     {"vec.eltwise", eltwise_chain, 3, 0, 0},
     {"vec.eltwise", gelu_chain, 5, 0, 0},
@@ -284,6 +308,7 @@ static const fusion fusions[] = {
     {"deconv.gemm", deconv_bias_residual, 1, 0x1p-20, 1},
     {"dnnl.matmul", matmul_runtime_bias, 0, 0, 2},
     {"dnnl.matmul_integer", matmul_integer_requant, 4, 0, 0},
+    {"vec.attention", attention, 5, 1e-5, 0},
 };
 
 /* Runs g planned with o on inputs in [-1, 1) (one seed for every plan);

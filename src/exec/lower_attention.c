@@ -1,0 +1,134 @@
+/* Attention as one step (vec.attention, issue 29 §3), formed by the
+ * lowering stage (issue 27 §3): a decoder's self-attention as exported,
+ *     Kt = Transpose(K, perm ...,-1,-2)    S = MatMul(Q, Kt)
+ *     S = Mul(S, c)        (optional, c a float scalar constant)
+ *     S = Where(M, f, S)   (optional, M a bool constant broadcast to S, f a
+ *                           float scalar constant; or Where(M, S, f))
+ *     P = Softmax(S, last axis)            Y = MatMul(P, V)
+ * with Q [..., s, d], K [..., t, d], V [..., t, dv] of the same leading
+ * dims and at most ATT_MAX_ROWS query rows, each intermediate value read
+ * by the next node only.  The stage hands vec_attention.c the six nodes,
+ * the step's inputs (Q, K, V, the mask, c, f) and the mask's strides;
+ * what the kernel computes and its tolerance are stated there.  Not in
+ * half plans, not with TSOPT_SKIP=vec.attention. */
+#include "exec/vec.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+
+#define ATT_MAX_ROWS 4 /* query rows per head: a token, a short chunk (vec_attention.c) */
+
+/* The node reading v, when it is the only one (v no graph output), of type op. */
+static int reader(const xplan *p, int v, const ts_op_desc *op)
+{
+    int c = xplan_sole_consumer(p, v);
+    return c >= 0 && p->g->nodes[c].op == op && p->g->nodes[c].noutputs == 1 && !p->claimed[c] ? c : -1;
+}
+
+static bool f32_scalar(const xplan *p, int v)
+{
+    const ts_tensor *t = xplan_const(p, v);
+    return t && t->dtype == TS_F32 && ts_tensor_numel(t) == 1;
+}
+
+/* The mask's strides along (batch, s, t) of the scores [lead..., s, t]:
+ * a bool constant whose shape broadcasts to them (rank at most theirs,
+ * leading dims 1 or all equal to the scores'). */
+static bool mask_strides(const ts_shape *ms, const ts_shape *ss, int64_t nb, int64_t *stride)
+{
+    const int r = ss->rank, o = r - ms->rank;
+    if (o < 0) return false;
+    int64_t lead = 1, ld = 1;
+    bool all1 = true;
+    for (int d = 0; d < ms->rank; d++) {
+        int64_t md = ms->dims[d], sd = ss->dims[d + o];
+        if (md != 1 && md != sd) return false;
+        if (d + o < r - 2) {
+            lead *= md;
+            all1 &= md == 1;
+        }
+    }
+    for (int d = 0; d < r - 2; d++) ld *= ss->dims[d];
+    if (!all1 && (o > 0 || lead != ld || ld != nb)) return false; /* partly broadcast leading dims: declined */
+    int64_t tdim = ms->rank >= 1 ? ms->dims[ms->rank - 1] : 1, sdim = ms->rank >= 2 ? ms->dims[ms->rank - 2] : 1;
+    stride[2] = tdim == 1 ? 0 : 1;
+    stride[1] = sdim == 1 ? 0 : tdim;
+    stride[0] = all1 ? 0 : sdim * tdim;
+    return true;
+}
+
+bool xgroup_attention(const xplan *p, int n, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    const ts_node *tr = &g->nodes[n];
+    if (p->opts.no_fusion || p->half || xplan_skips(p, "vec.attention") || tr->noutputs != 1 || !xv_all_f32(p, n))
+        return false;
+    const ts_transpose_attrs *ta = tr->attrs;
+    const ts_shape *ks = &g->values[tr->inputs[0]].shape;
+    const int r = ks->rank;
+    if (r < 3 || ta->nperm != r) return false;
+    for (int d = 0; d < r; d++)
+        if (ta->perm[d] != (d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d)) return false;
+    const int kt = tr->outputs[0];
+    int mm = reader(p, kt, &ts_op_matmul);
+    if (mm < 0 || g->nodes[mm].inputs[1] != kt || g->nodes[mm].inputs[0] == kt || !xv_all_f32(p, mm) ||
+        !xplan_inputs_ready(p, mm, kt))
+        return false;
+    int *in = gr->att_in;
+    in[XATT_Q] = g->nodes[mm].inputs[0], in[XATT_K] = tr->inputs[0];
+    in[XATT_V] = in[XATT_MASK] = in[XATT_SCALE] = in[XATT_FILL] = -1;
+    gr->nodes[0] = n, gr->nodes[1] = mm, gr->nnodes = 2;
+    int cur = g->nodes[mm].outputs[0], c;
+    bool fills = true;
+    if ((c = reader(p, cur, &ts_op_mul)) >= 0 && xv_all_f32(p, c)) {
+        const ts_node *x = &g->nodes[c];
+        int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
+        if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
+            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
+            return false;
+        in[XATT_SCALE] = other;
+        gr->nodes[gr->nnodes++] = c;
+        cur = x->outputs[0];
+    }
+    if ((c = reader(p, cur, &ts_op_where)) >= 0) {
+        const ts_node *x = &g->nodes[c];
+        const ts_tensor *mt = xplan_const(p, x->inputs[0]);
+        fills = x->inputs[2] == cur;
+        int other = fills ? x->inputs[1] : x->inputs[2];
+        if (!mt || mt->dtype != TS_BOOL || x->inputs[0] == cur || x->inputs[1] == x->inputs[2] ||
+            (!fills && x->inputs[1] != cur) || !f32_scalar(p, other) || g->values[x->outputs[0]].dtype != TS_F32 ||
+            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
+            return false;
+        in[XATT_MASK] = x->inputs[0];
+        in[XATT_FILL] = other;
+        gr->nodes[gr->nnodes++] = c;
+        cur = x->outputs[0];
+    }
+    if ((c = reader(p, cur, &ts_op_softmax)) < 0 || !xv_all_f32(p, c)) return false;
+    const ts_softmax_attrs *sa = g->nodes[c].attrs;
+    const ts_shape *ss = &g->values[cur].shape;
+    int axis;
+    if (!ts_axis_norm(sa->axis, ss->rank, &axis) || axis != ss->rank - 1) return false;
+    gr->nodes[gr->nnodes++] = c;
+    cur = g->nodes[c].outputs[0];
+    int mm2 = reader(p, cur, &ts_op_matmul);
+    if (mm2 < 0 || g->nodes[mm2].inputs[0] != cur || g->nodes[mm2].inputs[1] == cur || !xv_all_f32(p, mm2) ||
+        !xplan_inputs_ready(p, mm2, cur))
+        return false;
+    gr->nodes[gr->nnodes++] = mm2;
+    in[XATT_V] = g->nodes[mm2].inputs[1];
+    /* shapes: Q [L..., s, d], K [L..., t, d], V [L..., t, dv], no broadcast */
+    const ts_shape *qs = &g->values[in[XATT_Q]].shape, *vs = &g->values[in[XATT_V]].shape;
+    const ts_shape *ys = &g->values[g->nodes[mm2].outputs[0]].shape;
+    if (qs->rank != r || vs->rank != r || ys->rank != r || ss->rank != r) return false;
+    int64_t nb = 1;
+    for (int d = 0; d < r - 2; d++) {
+        if (qs->dims[d] != ks->dims[d] || vs->dims[d] != ks->dims[d]) return false;
+        nb *= ks->dims[d];
+    }
+    if (qs->dims[r - 2] > ATT_MAX_ROWS || qs->dims[r - 1] != ks->dims[r - 1] || vs->dims[r - 2] != ks->dims[r - 2] || ks->dims[r - 2] < 1)
+        return false;
+    if (in[XATT_MASK] >= 0 && !mask_strides(&g->values[in[XATT_MASK]].shape, ss, nb, gr->att_mstride)) return false;
+    gr->att_fills = fills;
+    gr->y = g->nodes[mm2].outputs[0];
+    return true;
+}
