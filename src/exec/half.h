@@ -21,9 +21,9 @@ ts_status xhalf_after_node(xplan *p, int nbufs_before, ts_error *err);
 /* Plan end: steps reading 16-bit constants get the widening wrapper. */
 ts_status xhalf_finish(xplan *p, ts_error *err);
 /* After the memory plan (p->arena_bytes): keeps the largest 16-bit weights
- * float32 while the plan holds at most 0.55 of what the float32 plan of the
- * graph would (half.c); *changed when it did (the arena is planned again:
- * their widening scratch is gone). */
+ * float32 while a process running the plan holds at most 0.6 of what one
+ * running the float32 plan of the graph would (half.c); *changed when it
+ * did (the arena is planned again: their widening scratch is gone). */
 ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err);
 /* The step a half.step wrapper runs (s itself when not wrapped): what
  * statistics and error reporting look at. */
