@@ -633,15 +633,16 @@ int cli_peak(int argc, char **argv)
             ts_costdb_free(db);
             return cli_error_from(CLI_FAIL, &err);
         }
+        const double split = xroof_split_min_bytes(&m, &oh);
         if (json)
             printf("{\"cpu\": \"%s\", \"peak_gflops\": %.2f, \"peak_gbps\": %.2f, \"matmul1024_gflops\": %.2f, "
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
                    "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"l1_gbps\": %.2f, \"l2_gbps\": %.2f, "
                    "\"l3_gbps\": %.2f, \"fma_gflops\": %.2f, \"int8_gops\": %.2f, \"step_eltwise_us\": %.3f, "
-                   "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d}\n",
+                   "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d, \"split_min_bytes\": %.0f}\n",
                    cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], m.caches.l1d, m.caches.l2,
                    m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, m.int8_gops,
-                   oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads);
+                   oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads, split);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
                    "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped); bandwidth "
@@ -652,6 +653,10 @@ int cli_peak(int argc, char **argv)
                    cpu, gflops, gbps, m.caches.l1d >> 10, m.caches.l2 >> 10, m.caches.l3 >> 10, m.threads, m.gbps[XROOF_L1],
                    m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, m.int8_gops, oh.eltwise_us, oh.conv_us,
                    oh.region_us, oh.threads);
+        if (!json && split > 0)
+            printf("a memory-bound step pays for splitting from %.0f KiB moved (region x %d / %d at the L2's %.1f GB/s "
+                   "per core; the vec kernels split from 128-256 KiB, XV_PAR_MIN)\n",
+                   split / 1024, oh.threads, oh.threads - 1, m.gbps[XROOF_L2] / (m.threads > 0 ? m.threads : 1));
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "
                    "triad %.1f GB/s\n",

@@ -361,6 +361,14 @@ static double level_gbps(const xroof_machine *m, int l)
     return best;
 }
 
+double xroof_split_min_bytes(const xroof_machine *m, const xroof_overhead *o)
+{
+    int cores = m->threads > 0 ? m->threads : 1;
+    double per_core = level_gbps(m, XROOF_L2) / cores; /* GB/s: bytes per ns */
+    if (o->threads < 2 || o->region_us <= 0 || per_core <= 0) return 0;
+    return o->region_us * 1e3 * per_core * o->threads / (o->threads - 1);
+}
+
 double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, int *level)
 {
     int la = xroof_level(m, s->bytes), lw = xroof_level(m, run_weight_bytes);

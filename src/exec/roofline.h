@@ -114,4 +114,13 @@ double xroof_memory_ms(const xroof_machine *m, const xroof_step *s, double run_w
 double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double run_weight_bytes, bool *membound,
                            int *level);
 
+/* The bytes a memory-bound step must move before splitting it over
+ * o->threads threads pays for the parallel region it opens: the region's
+ * cost (o->region_us) against the time the other threads save, each
+ * core streaming its share from its L2 (m's L2 bandwidth per core):
+ * region x T / (T - 1) x bandwidth per core.  0 when it cannot be
+ * derived (one thread, nothing measured).  What the fixed split
+ * thresholds of the vec kernels (XV_PAR_MIN) stand for on this machine. */
+double xroof_split_min_bytes(const xroof_machine *m, const xroof_overhead *o);
+
 #endif

@@ -55,7 +55,13 @@ grep -q '^roofline: [1-9][0-9]* steps' "$T/1.txt" || fail "profile printed no ro
 "$TSOPT" peak --cache "$T/c.tsv" --json | /usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.stdin.read())
-assert d["peak_gflops"] > 0 and d["peak_gbps"] > 0, d'
+assert d["peak_gflops"] > 0 and d["peak_gbps"] > 0, d
+# the split threshold: region x T / (T - 1) x L2 per core, none on one thread
+assert d["split_min_bytes"] > 0 if d["threads"] > 1 else d["split_min_bytes"] == 0, d'
+OMP_NUM_THREADS=1 "$TSOPT" peak --cache "$T/c.tsv" --json | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+assert d["threads"] == 1 and d["split_min_bytes"] == 0, d'
 p1=$("$TSOPT" peak --cache "$T/c.tsv" --json)
 "$TSOPT" peak --cache "$T/c.tsv" --remeasure --json | /usr/bin/python3 -c '
 import json, sys
