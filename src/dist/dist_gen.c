@@ -25,6 +25,7 @@
 /* Work of one process, for the report. */
 typedef struct work {
     long claimed, enumerated, owned, replayed, pairs, candidates;
+    long evals1, evals_test; /* operators evaluated: set-1 replay, pair tests */
     double t_enum, t_exchange, t_pairs;
     double c_enum, c_exchange, c_pairs; /* CPU seconds (all threads): walls on a shared node are noise */
 } work;
@@ -168,11 +169,18 @@ static ts_status gather(void *arg, gen_graph **prp, size_t *npairp, gen_stats *s
     g.me.t_pairs = now() - g.t1;
     g.me.c_pairs = cpu() - g.c1;
     /* the counts of the pair stage, summed on the root */
-    uint64_t c[6] = {st->pairs1, st->same_dag, st->replayed, st->pairs, st->syntactic, st->float_fail}, sum[6];
-    MPI_Reduce(c, sum, 6, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    g.me.evals1 = (long)st->evals1;
+    g.me.evals_test = (long)st->evals_test;
+    uint64_t c[8] = {st->pairs1, st->same_dag, st->replayed, st->pairs, st->syntactic, st->float_fail, st->evals1,
+                     st->evals_test},
+             sum[8];
+    double cs[2] = {st->c_set1, st->c_tests}, csum[2];
+    MPI_Reduce(c, sum, 8, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(cs, csum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         st->pairs1 = sum[0], st->same_dag = sum[1], st->replayed = sum[2];
         st->pairs = sum[3], st->syntactic = sum[4], st->float_fail = sum[5];
+        st->evals1 = sum[6], st->evals_test = sum[7], st->c_set1 = csum[0], st->c_tests = csum[1];
     }
     free(g.all);
     g.all = rank == 0 ? calloc((size_t)n, sizeof *g.all) : NULL;
@@ -253,14 +261,16 @@ void ts_dist_gen_report(FILE *f)
     if (!g.all) return;
     int n = ts_dist_size();
     fprintf(f, "work per process (first operators drawn, graphs enumerated, graphs owned after the exchange, "
-               "graphs replayed on set 1, pairs tested, candidates; seconds, wall/CPU):\n");
+               "graphs replayed on set 1, pairs tested, candidates; seconds, wall/CPU; operators evaluated by "
+               "the set-1 replay and the pair tests):\n");
     long lo = -1, hi = 0;
     for (int r = 0; r < n; r++) {
         const work *w = &g.all[r];
         fprintf(f, "  rank %d: %ld first, %ld enumerated, %ld owned, %ld replayed, %ld pairs, %ld candidates; "
-                   "enumerate %.1f/%.1f s, exchange %.1f/%.1f s, pairs %.1f/%.1f s\n",
+                   "enumerate %.1f/%.1f s, exchange %.1f/%.1f s, pairs %.1f/%.1f s; operators evaluated %ld set 1, "
+                   "%ld tests\n",
                 r, w->claimed, w->enumerated, w->owned, w->replayed, w->pairs, w->candidates, w->t_enum, w->c_enum,
-                w->t_exchange, w->c_exchange, w->t_pairs, w->c_pairs);
+                w->t_exchange, w->c_exchange, w->t_pairs, w->c_pairs, w->evals1, w->evals_test);
         long work_units = w->enumerated + w->replayed;
         if (lo < 0 || work_units < lo) lo = work_units;
         if (work_units > hi) hi = work_units;

@@ -199,6 +199,12 @@ typedef struct gen_stats {
                                the same input variables on both sides, or the same
                                last operator with at most one input differing) */
     uint64_t float_fail;    /* rejected by the float test (either set) */
+    /* operators evaluated replaying on set 1 (a prefix shared with the
+       graph replayed before once) and by the pair tests, and the CPU
+       seconds of those two steps: under mpirun each process replays a
+       hash-chosen part of the graphs, so fewer neighbours share a prefix */
+    uint64_t evals1, evals_test;
+    double c_set1, c_tests;
     uint64_t candidates;    /* passed the float test */
     uint64_t unbound;       /* dropped: each side has an input the other lacks */
     uint64_t after_rename;  /* after input-renaming pruning */

@@ -9,7 +9,17 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "taso/gen.h"
+
+/* Process CPU seconds (all threads): what the stage counts report beside
+ * the operators evaluated (walls on a shared machine are noise). */
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 #define TOL 1e-5
 #define RPOOL (2 * GEN_MAX_OPS)
@@ -66,6 +76,7 @@ typedef struct replay {
     int depth;               /* operators of `op` whose outputs are in pool */
     int np[GEN_MAX_OPS + 1]; /* pool entries after k operators */
     uint8_t op[GEN_MAX_OPS][3];
+    uint64_t evals; /* operators evaluated (the prefix shared with the last graph is not) */
 } replay;
 
 static bool replay_init(replay *r, const gen_world *w, int set, gen_domain dom)
@@ -98,6 +109,7 @@ static bool replay_run(replay *r, const gen_graph *g)
         int base = r->np[k], no = nouts(var->op);
         r->pool[base].dom = r->dom;
         if (no > 1) r->pool[base + 1].dom = r->dom;
+        r->evals++;
         if (!gen_apply_in(sh, var->op, &var->p, args[0], args[1], &r->pool[base], no > 1 ? &r->pool[base + 1] : NULL))
             return false;
         memcpy(r->op[k], g->op[k], 3);
@@ -419,6 +431,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
      * each class re-sorted: a graph is paired only with graphs equal to it
      * in both sets (pairing with the class's smallest graph alone would
      * lose a true pair whenever that graph equals the others only in set 0) */
+    double c0 = cpu_now();
     cb = class_bounds(gs, ng, &ncls);
     uint64_t *order = malloc((ng ? ng : 1) * sizeof *order);
     if (!cb || !order) {
@@ -448,6 +461,8 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
                 gs[i].fp = gen_mix64(gs[i].fp ^ (replay_fp(&r, &gs[i]) * 0x9e3779b97f4a7c15ull));
             }
         }
+#pragma omp atomic
+        st->evals1 += r.evals;
         free(r.pool);
     }
     free(order);
@@ -456,6 +471,8 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
 
+    double c1 = cpu_now();
+    st->c_set1 = c1 - c0;
     /* 4. pairs: every graph of a class of both sets with the class's
      * smallest graph; TASO's syntactic rejections, then the float test */
     pairbuf *pb = calloc((size_t)threads, sizeof *pb);
@@ -507,6 +524,11 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
                 i = j;
             }
         }
+        if (t && ok) {
+            uint64_t e = t[0].m0.evals + t[0].f0.evals + t[0].f1.evals + t[1].m0.evals + t[1].f0.evals + t[1].f1.evals;
+#pragma omp atomic
+            st->evals_test += e;
+        }
         if (t) {
             tester_free(&t[0]);
             tester_free(&t[1]);
@@ -514,6 +536,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
         free(t);
     }
     free(cb);
+    st->c_tests = cpu_now() - c1;
     st->pairs = npairs;
     st->syntactic = nsyn;
     st->float_fail = nfail;

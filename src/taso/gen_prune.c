@@ -706,6 +706,8 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         fprintf(cfg->progress, "rejected syntactically       %12llu  (TASO's same subgraph / supergraph)\n",
                 (unsigned long long)st->syntactic);
         fprintf(cfg->progress, "failed the float test        %12llu\n", (unsigned long long)st->float_fail);
+        fprintf(cfg->progress, "operators evaluated          %12llu  set 1 replay, %llu pair tests (%.1f + %.1f s CPU)\n",
+                (unsigned long long)st->evals1, (unsigned long long)st->evals_test, st->c_set1, st->c_tests);
         fprintf(cfg->progress, "candidate substitutions      %12llu  %8.1f s\n", (unsigned long long)st->candidates,
                 st->t_test);
         fflush(cfg->progress);

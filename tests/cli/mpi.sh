@@ -39,6 +39,14 @@ mv "$T/g.rules" "$T/g1.rules"
     fail "mpirun: $(cat "$T/g2.err")"
 cmp "$T/g1.rules" "$T/g.rules" || fail "-np 2 wrote another file than one process"
 grep -E "^  rank [01]: " "$T/g2.err" || fail "no per-process work lines"
+# every pair is tested by one process: the pair tests evaluate the same
+# operators in all; the set-1 replay evaluates a few more (each process
+# replays its own part, and a prefix shared across processes once each)
+ev() { sed -nE "s/^operators evaluated +([0-9]+) +set 1 replay, ([0-9]+) pair tests.*/\1 \2/p" "$1"; }
+read -r s1 t1 <<<"$(ev "$T/g1.err")"
+read -r s2 t2 <<<"$(ev "$T/g2.err")"
+[ -n "$t1" ] && [ "$t1" = "$t2" ] || fail "pair-test operators: $t1 one process, $t2 under mpirun"
+[ "$s2" -ge "$s1" ] || fail "set-1 operators: $s2 under mpirun < $s1 for one process"
 [ "$(grep -c '^kept ' "$T/g2.out")" = 1 ] || fail "the result line is printed once: $(cat "$T/g2.out")"
 echo "   same $(grep -c '^(' "$T/g.rules" || true) rules: $(cat "$T/g2.out")"
 
