@@ -670,6 +670,11 @@ int64_t ts_session_plan_rebinds(const ts_session *s);
  * re-inferred, size-dependent constants recomputed) instead of loading and
  * rewriting the model again (docs/decoder.md). */
 int64_t ts_session_graph_derives(const ts_session *s);
+/* Of the size-dependent constants those derived graphs recomputed, how many
+ * were folded by importing their slice of the model (*folded) and how many
+ * were taken from another's fold, the same nodes at the same shapes
+ * (*shared: a decoder's per-layer causal masks after the first layer's). */
+void ts_session_sized_fold_stats(const ts_session *s, int64_t *folded, int64_t *shared);
 /* The session's packed-weight cache (ts_pack_cache: plans of the model
  * loaded at new sizes reuse the weights earlier plans packed); zeros
  * before the first run at other than the default sizes. */

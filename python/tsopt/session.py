@@ -239,6 +239,16 @@ class InferenceSession:
         return int(_lib.lib.ts_session_graph_derives(self._s)) if self._s is not None else 0
 
     @property
+    def sized_folds(self):
+        """Of the size-dependent constants derived graphs recomputed: 'folded'
+        by importing their slice of the model, 'shared' taken from another's
+        fold (the same nodes at the same shapes: a decoder's per-layer masks)."""
+        f, sh = ctypes.c_int64(0), ctypes.c_int64(0)
+        if self._s is not None:
+            _lib.lib.ts_session_sized_fold_stats(self._s, ctypes.byref(f), ctypes.byref(sh))
+        return {'folded': f.value, 'shared': sh.value}
+
+    @property
     def pack_stats(self):
         """The packed-weight cache shared by the session's plans (ts_pack_cache_stats):
         hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now."""

@@ -345,6 +345,13 @@ int64_t ts_session_graph_derives(const ts_session *s)
     return n;
 }
 
+void ts_session_sized_fold_stats(const ts_session *s, int64_t *folded, int64_t *shared)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    ts_onnx_kept_fold_stats(s->kept, folded, shared);
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+}
+
 int64_t ts_session_plan_rebinds(const ts_session *s)
 {
     pthread_mutex_t *m = (pthread_mutex_t *)&s->lock;
@@ -508,10 +515,15 @@ static bool same_contents(const ts_tensor *a, const ts_tensor *b)
 }
 
 /* Every node's outputs of g re-inferred in order; false when a type changes
- * or inference fails.  Tentative: a node whose inference fails (it reads a
- * constant of the old sizes) or that reads such an output gets rank -1
- * outputs (not known) instead. */
-static bool reinfer(ts_graph *g, const int *order, int cnt, bool tentative)
+ * or inference fails.  Guess: a node whose inference fails (it reads a
+ * constant of the old sizes, a causal mask) keeps the shapes its outputs
+ * had in the graph copied (the old sizes), so that what follows it is
+ * inferred at once: a decoder's residual stream after the attention does
+ * not depend on the cache's length, and layer i + 1's keys are known before
+ * layer i's mask is recomputed.  derive checks the guesses (every sized
+ * constant recomputed at the final shapes must be the one taken, then a
+ * strict re-inference). */
+static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess)
 {
     ts_error e = {0};
     for (int k = 0; k < cnt; k++) {
@@ -521,9 +533,7 @@ static bool reinfer(ts_graph *g, const int *order, int cnt, bool tentative)
         bool known = n->noutputs <= 16;
         for (int i = 0; known && i < n->ninputs; i++) known = n->inputs[i] < 0 || g->values[n->inputs[i]].shape.rank >= 0;
         if (!known || ts_node_infer(g, order[k], dt, sh, &e)) {
-            if (!tentative) return false;
-            for (int o = 0; o < n->noutputs; o++)
-                if (n->outputs[o] >= 0) g->values[n->outputs[o]].shape.rank = -1;
+            if (!guess) return false;
             continue;
         }
         for (int o = 0; o < n->noutputs; o++) {
@@ -572,31 +582,36 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             which[nw++] = v;
         }
     ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true) && ts_graph_index_names(g, true);
-    /* rounds: a causal mask computed from the shape of layer i's keys is
-     * known once layer i - 1's mask is in and the shapes after it inferred */
-    for (int round = 0, left = nw; ok && left; round++) {
-        ok = !ts_onnx_kept_sized_consts(s->kept, s->base_dir, "model", binds, s->nin, g, names, nw, got, later, &e);
-        int was = left;
-        left = 0;
+    /* rounds until a fixed point: the first folds every sized constant at
+     * the shapes re-inferred with guesses (one import for the position row
+     * and every layer's mask, where a mask read layer i's keys only once
+     * layer i - 1's mask was in: 6 imports for 6 layers); the next finds
+     * each again at the shapes inferred with the new constants (the memo's
+     * fold, the same tensor) and ends.  A wrong guess folds again there. */
+    for (int round = 0; ok; round++) {
+        ok = round <= nw + 1 &&
+             !ts_onnx_kept_sized_consts(s->kept, s->base_dir, "model", binds, s->nin, g, names, nw, got, later, &e);
+        bool changed = false;
         for (int k = 0; ok && k < nw; k++) {
             ts_value *v = &g->values[which[k]];
-            if (later[k]) {
-                left++;
-                continue;
-            }
-            if (!names[k]) continue; /* taken in an earlier round */
-            if (!got[k])
-                ok = same_contents(g1->values[which[k]].constant, v->constant);
+            if (!names[k]) continue; /* not computed from a size: checked */
+            ok = !later[k]; /* shapes are guessed, never unknown */
+            if (!got[k]) {
+                ok = ok && same_contents(g1->values[which[k]].constant, v->constant);
+                names[k] = NULL;
+            } else if (got[k] == v->constant) /* the memo's: folded at these shapes */
+                ts_tensor_unref(got[k]);
             else {
-                ok = got[k]->dtype == v->dtype;
+                ok = ok && got[k]->dtype == v->dtype;
                 ts_tensor_unref(v->constant);
                 v->constant = got[k];
                 v->shape = got[k]->shape;
-                got[k] = NULL;
+                changed = true;
             }
-            names[k] = NULL;
+            got[k] = NULL;
         }
-        ok = ok && (left < was || !left) && reinfer(g, order, cnt, true);
+        if (!changed) break;
+        ok = ok && reinfer(g, order, cnt, true);
     }
     if (g) ts_graph_index_names(g, false);
     for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;

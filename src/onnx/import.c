@@ -1478,6 +1478,7 @@ typedef struct ks_memo {
     ts_shape *key;
     int nkey;
     ts_tensor *val;
+    int rep; /* the first memo with the same slice (ks_same_slice): its own index when none */
 } ks_memo;
 
 struct ts_onnx_kept {
@@ -1490,6 +1491,7 @@ struct ts_onnx_kept {
     unsigned char *sized;
     ks_memo *memo;
     int nmemo;
+    int64_t folded, shared; /* ts_onnx_kept_fold_stats */
 };
 
 void ts_onnx_kept_free(ts_onnx_kept *k)
@@ -1650,6 +1652,72 @@ static bool ks_index(ts_onnx_kept *k)
     return m != NULL;
 }
 
+/* How slice m's node r (NULL: the slice's own result) reads value x, as
+ * ks_mark cut it: 0 an initializer, 1 its cut *at (only the cut's shape is
+ * bound: two slices reading different values of the same shapes fold the
+ * same), 2 output *out of the slice's *at-th node; -1 none of these. */
+static int ks_edge(const ts_onnx_kept *k, const ks_memo *m, const Onnx__NodeProto *r, const char *x, int *at, int *out)
+{
+    const Onnx__GraphProto *gp = k->mp->graph;
+    int p;
+    if (!ts_name_map_find(&k->prod, x, &p)) return -1;
+    if (p == -2) return 0;
+    if (p == -1 || (r && ks_shape_only(r))) {
+        for (int c = 0; c < m->ncut; c++)
+            if (!strcmp(m->cuts[c], x)) return *at = c, 1;
+        return -1;
+    }
+    for (int q = 0; q < m->nnodes; q++)
+        if (m->nodes[q] == p)
+            for (size_t o = 0; o < gp->node[p]->n_output; o++)
+                if (gp->node[p]->output[o] && !strcmp(gp->node[p]->output[o], x)) return *at = q, *out = (int)o, 2;
+    return -1;
+}
+
+static bool ks_same_attr(const Onnx__AttributeProto *a, const Onnx__AttributeProto *b)
+{
+    size_t n = onnx__attribute_proto__get_packed_size(a);
+    if (n != onnx__attribute_proto__get_packed_size(b)) return false;
+    uint8_t *x = malloc(2 * n + 1);
+    bool same = x && onnx__attribute_proto__pack(a, x) == n && onnx__attribute_proto__pack(b, x + n) == n && !memcmp(x, x + n, n);
+    free(x);
+    return same;
+}
+
+/* Whether slices a and b compute the same function of their cuts' shapes
+ * (a decoder's six causal masks: one per layer, each from its own keys'
+ * length): the same nodes in order (op type, domain, attributes, each
+ * input the same initializer, the cut at the same place or the output of
+ * the node at the same place) and the folded name at the same place.  Then
+ * b folded at a's key is a's value, and a token imports one mask, not six. */
+static bool ks_same_slice(const ts_onnx_kept *k, const ks_memo *a, const ks_memo *b)
+{
+    const Onnx__GraphProto *gp = k->mp->graph;
+    if (a->nnodes != b->nnodes || a->ncut != b->ncut) return false;
+    for (int q = 0; q < a->nnodes; q++) {
+        const Onnx__NodeProto *x = gp->node[a->nodes[q]], *y = gp->node[b->nodes[q]];
+        if (strcmp(x->op_type, y->op_type) || strcmp(x->domain ? x->domain : "", y->domain ? y->domain : "") ||
+            x->n_input != y->n_input || x->n_output != y->n_output || x->n_attribute != y->n_attribute)
+            return false;
+        for (size_t j = 0; j < x->n_attribute; j++)
+            if (!ks_same_attr(x->attribute[j], y->attribute[j])) return false;
+        for (size_t j = 0; j < x->n_input; j++) {
+            const char *u = x->input[j] ? x->input[j] : "", *v = y->input[j] ? y->input[j] : "";
+            if (!*u || !*v) {
+                if (*u || *v) return false;
+                continue;
+            }
+            int ea, eb, pa = -1, pb = -1, oa = -1, ob = -1;
+            if ((ea = ks_edge(k, a, x, u, &pa, &oa)) < 0 || (eb = ks_edge(k, b, y, v, &pb, &ob)) != ea ||
+                (ea == 0 ? strcmp(u, v) != 0 : pa != pb || oa != ob))
+                return false;
+        }
+    }
+    int pa = -1, pb = -1, oa = -1, ob = -1;
+    return ks_edge(k, a, NULL, a->name, &pa, &oa) == 2 && ks_edge(k, b, NULL, b->name, &pb, &ob) == 2 && pa == pb &&
+           oa == ob;
+}
+
 /* The memo entry of name, produced by node p (added with its slice when
  * absent: visit and cuts/cutp are scratch of the graph's sizes); NULL when
  * out of memory. */
@@ -1678,8 +1746,20 @@ static ks_memo *ks_memo_of(ts_onnx_kept *k, const char *name, int p, bool *visit
         if (visit[j]) x.nodes[n++] = (int)j;
     memcpy(x.cutp, cutp, sizeof(int) * (size_t)ncut);
     memcpy(x.cuts, cuts, sizeof *cuts * (size_t)ncut);
+    x.rep = k->nmemo;
+    for (int r = 0; r < k->nmemo; r++)
+        if (m[r].rep == r && ks_same_slice(k, &m[r], &x)) {
+            x.rep = r;
+            break;
+        }
     m[k->nmemo] = x;
     return &m[k->nmemo++];
+}
+
+void ts_onnx_kept_fold_stats(const ts_onnx_kept *k, int64_t *folded, int64_t *shared)
+{
+    *folded = k ? k->folded : 0;
+    *shared = k ? k->shared : 0;
 }
 
 ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const char *model,
@@ -1692,6 +1772,9 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     for (int i = 0; i < n; i++) out[i] = NULL;
     ts_name_map cut = {0}, used = {0};
     bool *want = calloc(nn + 1, sizeof *want), *visit = calloc(nn + 1, sizeof *visit), *take = calloc((size_t)n + 1, 1);
+    /* per name: its memo's index, and the earlier name of this call whose
+     * fold it takes (the same slice at the same shapes; -1: none) */
+    int *mi = malloc(sizeof(int) * ((size_t)n + 1)), *alias = malloc(sizeof(int) * ((size_t)n + 1));
     const char **cuts = calloc(ne, sizeof *cuts);
     int *cutp = calloc(ne, sizeof *cutp);
     ts_shape *key = calloc(ne, sizeof *key);
@@ -1703,8 +1786,8 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     Onnx__TensorProto **tps = calloc(ni + 1, sizeof *tps);
     ts_input_bind *bs = calloc((size_t)nbinds + ne, sizeof *bs);
     ts_tensor **inits = calloc(ni + 1, sizeof *inits);
-    bool mem = want && visit && take && cuts && cutp && key && nodes && vis && outp && inp && types && tts && tps &&
-               bs && inits && ks_index(k);
+    bool mem = want && visit && take && mi && alias && cuts && cutp && key && nodes && vis && outp && inp && types &&
+               tts && tps && bs && inits && ks_index(k);
     ts_status st = mem ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     Onnx__GraphProto sub = *gp;
     sub.node = nodes;
@@ -1724,12 +1807,14 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     for (int i = 0; !st && i < n; i++) {
         int p;
         if (later) later[i] = false;
+        mi[i] = alias[i] = -1;
         if (!names[i] || !ts_name_map_find(&k->prod, names[i], &p) || p < 0 || k->sized[p] != KS_SIZED) continue;
         ks_memo *m = ks_memo_of(k, names[i], p, visit, cuts, cutp);
         if (!m) {
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
             continue;
         }
+        mi[i] = (int)(m - k->memo);
         int ncut = m->ncut;
         bool wait = false;
         for (int c = 0; !st && c < ncut; c++) {
@@ -1760,6 +1845,13 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
         m->key = nk;
         m->nkey = ncut;
         m->val = NULL;
+        for (int j = 0; j < i && alias[i] < 0; j++) {
+            const ks_memo *o = mi[j] >= 0 ? &k->memo[mi[j]] : NULL;
+            bool same = take[j] && o->rep == m->rep && o->nkey == ncut;
+            for (int c = 0; same && c < ncut; c++) same = ts_shape_eq(&o->key[c], &key[c]);
+            if (same) alias[i] = j;
+        }
+        if (alias[i] >= 0) continue;
         take[i] = true;
         for (int j = 0; j < m->nnodes; j++) want[m->nodes[j]] = true;
         for (int c = 0; !st && c < ncut; c++) {
@@ -1811,11 +1903,18 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
             st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: '%s' does not fold at these sizes", model, names[i]);
         else {
             out[i] = ts_tensor_ref(g->values[v].constant);
+            k->folded++;
             int m;
             ts_name_map_find(&k->memo_at, names[i], &m);
             k->memo[m].val = ts_tensor_ref(out[i]);
         }
     }
+    for (int i = 0; !st && g && i < n; i++)
+        if (alias[i] >= 0 && out[alias[i]]) {
+            out[i] = ts_tensor_ref(out[alias[i]]);
+            k->memo[mi[i]].val = ts_tensor_ref(out[i]);
+            k->shared++;
+        }
     ts_graph_free(g);
     ts_opaque_table_free(opaque);
     for (size_t i = 0; inits && i < sub.n_initializer; i++) ts_tensor_unref(inits[i]);
@@ -1825,6 +1924,8 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     free(want);
     free(visit);
     free(take);
+    free(mi);
+    free(alias);
     free(cuts);
     free(cutp);
     free(key);

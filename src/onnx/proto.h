@@ -69,13 +69,20 @@ void ts_onnx_kept_free(ts_onnx_kept *k);
  * rewrite's) or is NULL, or where it needs a shape `at` has as not known
  * yet (rank -1): later[i] is then set (the caller infers more and asks
  * again).  Each name's last fold is kept with the shapes its slice read
- * and reused at the same shapes (a reshape target at every token).
+ * and reused at the same shapes (a reshape target at every token); a name
+ * whose slice is the same nodes as an earlier name's of the same call
+ * (ks_same_slice) and reads the same shapes takes that name's fold.
  * TS_ERR_UNSUPPORTED when a shape is missing from `at` (or not
  * known and later is NULL), one does not fold, or one is computed through
  * control flow. */
 ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const char *model,
                                     const ts_input_bind *binds, int nbinds, const ts_graph *at,
                                     const char *const *names, int n, ts_tensor **out, bool *later, ts_error *err);
+/* Of the names ts_onnx_kept_sized_consts returned, how many it folded by
+ * importing their slice and how many it took from a name whose slice is
+ * the same nodes and read the same shapes in the same call (a decoder's
+ * per-layer causal masks: one fold for all layers). */
+void ts_onnx_kept_fold_stats(const ts_onnx_kept *k, int64_t *folded, int64_t *shared);
 /* ts_onnx_tensor_decode of a tensor whose raw_data was cut (span into src;
  * span NULL or empty: as ts_onnx_tensor_decode). */
 ts_status ts_onnx_tensor_decode_span(const Onnx__TensorProto *tp, const ts_onnx_src *src, const ts_onnx_span *span,

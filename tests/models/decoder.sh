@@ -68,6 +68,13 @@ if builds != 2 or builds_first_token != 2 or s.plan_rebinds != new - 2:
 # a load; every later token derives its graph from the last one's
 if s.graph_derives != new - 4:
     fail.append(f'{s.graph_derives} of {s.plan_rebinds} re-binds derived their graph: want {new - 4}')
+# a derived graph folds the position row and one causal mask (a guessed
+# shape may fold one again); the second layer's mask (the same nodes at the
+# same shapes) takes the first's fold instead of a third
+folds = s.sized_folds
+if folds['shared'] < s.graph_derives or folds['folded'] >= 3 * s.graph_derives:
+    fail.append(f'sized constants {folds} over {s.graph_derives} derived graphs: want a shared mask each and fewer '
+                f'than three folds a derived graph')
 last = s.run(None, prev)
 if s.plan_builds != builds:
     fail.append(f'a repeated signature built a plan ({builds} -> {s.plan_builds})')
