@@ -36,6 +36,8 @@ void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
 /* x rounded in place to the nearest value of the 16-bit type (what
  * narrowing and widening back gives), over the plan's threads when large. */
 void xhalf_round(ts_dtype half, float *x, size_t n);
+/* y = x rounded so, in one pass, on the calling thread (x == y allowed). */
+void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n);
 
 /* Rounding inside a fused program (vec_fuse.c, vec_layernorm.c): a kernel
  * that rounds every 16-bit value it computes where the unfused graph would

@@ -179,8 +179,7 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
         }
         case XO_ROUND_F16:
         case XO_ROUND_BF16:
-            if (y != a) memcpy(y, a, (size_t)n * sizeof *y);
-            xhalf_round(in->opc == XO_ROUND_F16 ? TS_F16 : TS_BF16, y, (size_t)n);
+            xhalf_round_into(in->opc == XO_ROUND_F16 ? TS_F16 : TS_BF16, a, y, (size_t)n);
             break;
         }
     }

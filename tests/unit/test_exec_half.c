@@ -747,3 +747,27 @@ Test(half, float32_weights_kept_within_the_byte_budget)
     ts_graph_free(h.g);
     ts_graph_free(f.g);
 }
+
+/* The fused programs' round op rounds from its operand into the result in
+ * one pass (xhalf_round_into): equal to copying and rounding in place, for
+ * both types, in place too, with a tail past the 16-lane vectors. */
+Test(half, round_into_equals_copy_and_round)
+{
+    enum { N = 16 * 5 + 7 };
+    const ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++) {
+        float x[N], y[N], want[N];
+        uint64_t rng = 9;
+        for (int i = 0; i < N; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            double m = (double)(rng >> 11) / 9007199254740992.0 - 0.5;
+            x[i] = (float)ldexp(m, (int)((rng >> 3) % 50) - 30); /* past float16's range and subnormals */
+        }
+        memcpy(want, x, sizeof x);
+        xhalf_round(types[k], want, N);
+        xhalf_round_into(types[k], x, y, N);
+        cr_assert_eq(memcmp(y, want, sizeof y), 0, "%s: out of place", ts_dtype_name(types[k]));
+        xhalf_round_into(types[k], x, x, N);
+        cr_assert_eq(memcmp(x, want, sizeof x), 0, "%s: in place", ts_dtype_name(types[k]));
+    }
+}
