@@ -780,6 +780,27 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     return e;
 }
 
+/* A run's output with its data left uninitialized: the plan writes every
+ * element (an output is a buffer its producing step fills, as every value
+ * in the arena); a decoder's presents and logits were zero-filled at each
+ * token first (13 outputs, 1.6 MB at past 64). */
+static ts_tensor *output_new(ts_dtype dtype, const ts_shape *shape, ts_error *err)
+{
+    ts_tensor *t = ts_tensor_new(dtype, &(ts_shape){.rank = 0}, err); /* checks dtype; one element */
+    const size_t nbytes = t ? (size_t)ts_shape_numel(shape) * ts_dtype_size(dtype) : 0;
+    void *d = t ? malloc(nbytes ? nbytes : 1) : NULL;
+    if (t && !d) ts_error_set(err, TS_ERR_NOMEM, "out of memory for a %zu-byte output", nbytes);
+    if (!d) {
+        ts_tensor_unref(t);
+        return NULL;
+    }
+    free(t->data);
+    t->data = d;
+    t->shape = *shape;
+    t->nbytes = nbytes;
+    return t;
+}
+
 ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **outputs, ts_error *err)
 {
     int nout = s->nout;
@@ -791,7 +812,7 @@ ts_status ts_session_run(ts_session *s, ts_tensor *const *inputs, ts_tensor **ou
     if (!e) st = err->code ? err->code : TS_ERR_INVALID;
     for (int o = 0; !st && o < nout; o++) {
         const ts_value *v = &e->g->values[e->g->outputs[o]];
-        if (!(outputs[o] = ts_tensor_new(v->dtype, &v->shape, err))) st = err->code;
+        if (!(outputs[o] = output_new(v->dtype, &v->shape, err))) st = err->code;
     }
     ts_tensor **gin = NULL; /* by value: the graph's inputs, in its order */
     if (!st && e->slot && !(gin = calloc((size_t)e->g->ninputs + 1, sizeof *gin)))
