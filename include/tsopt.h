@@ -514,6 +514,11 @@ typedef struct ts_optimize_opts {
      * there for the keep decision and runs the final check there too. */
     const char *target;
     int threads; /* threads of the target engine's runs (ort: intraOpNumThreads); 0: one per core */
+    /* ort: the file g was loaded from, as ONNX Runtime loads it (no
+     * bindings): the original that whole-graph timings, the keep decision
+     * and the check run, and that is written byte for byte when it is kept
+     * (res->copy_source).  NULL: tsopt's import of it stands in. */
+    const char *source_path;
 } ts_optimize_opts;
 
 /* TASO's defaults: alpha 1.05, time limit 30 s, budget 1000, seed 1,
@@ -571,6 +576,12 @@ typedef struct ts_optimize_result {
      * decision: the original's median and the chosen one's (0: not done) */
     int whole_candidates;
     double whole_before_ms, whole_after_ms;
+    /* ort: what ONNX Runtime timed as the original: "file" (source_path's
+     * bytes) or "import" (tsopt's import of it); "" for tsopt */
+    char compared[8];
+    /* ort: the original is kept and is to be written as source_path's
+     * bytes unchanged (res->graph, the import, is then not written) */
+    bool copy_source;
 } ts_optimize_result;
 
 /* g is not modified.  Fails (err set) on bad options (an unknown source

@@ -188,6 +188,9 @@ int cli_optimize(int argc, char **argv)
     if (o.inputs_dir && !cli_binds_from_dir(&binds, model, o.inputs_dir, "optimize")) goto fail;
     ts_graph *g = cli_load_model(model, &binds);
     if (!g) goto fail;
+    /* ort: the file as given is the original ORT times and a kept model's
+     * bytes (not when bindings make the search's graph another model) */
+    if (!binds.n) o.source_path = model;
     o.progress = true; /* stderr: a line in place on a terminal, plain lines in a log */
     o.stop = &stop_flag;
     struct sigaction sa = {.sa_handler = on_sigint}, old;
@@ -199,7 +202,8 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    if (ts_onnx_save_with(res.graph, out, &save_opts, &err) ||
+    if ((res.copy_source && !save_opts.external_data ? ts_path_copy(model, out, &err)
+                                                      : ts_onnx_save_with(res.graph, out, &save_opts, &err)) ||
         (report && ts_opt_report_write(report, model, out, g, &o, &res, &err))) {
         if (report) remove(out); /* written together or not at all */
         rc = cli_error_from(CLI_USAGE, &err);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include "opt/check.h"
 #include "opt/driver.h"
 #include "opt/measure.h"
@@ -274,6 +275,16 @@ static void anchor_prediction(ts_drive_result *dr, double whole0, bool progress)
                 dr->cost_before, dr->cost_after, s0, s1);
 }
 
+/* True when path is a file ORT can be handed as the original: readable,
+ * at least as large as g's weights (a model whose weights live in external
+ * data files is not copied alone; tsopt's import stands in for it). */
+static bool source_whole(const char *path, const ts_graph *g)
+{
+    struct stat sb;
+    return path && *path && !strpbrk(path, "\t\n\r") && strlen(path) < 200 && !stat(path, &sb) &&
+           S_ISREG(sb.st_mode) && (int64_t)sb.st_size >= ts_graph_weight_bytes(g);
+}
+
 /* The original's latency when it is written: on the target's engine. */
 static ts_status time_original(const ts_graph *g, ts_ort_target *ort, double *ms, ts_error *err)
 {
@@ -331,6 +342,12 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     if (ort && !o.allow_growth) /* as the keep decision below: at most 10% (and 4 KiB) more weights */
         ts_ort_target_set_weight_cap(ort, (int64_t)(1.1 * (double)ts_graph_weight_bytes(g)) + 4096);
     if (ort) ts_ort_target_set_symbolic(ort, ts_onnx_keeps_symbolic(g, NULL, 0));
+    if (ort) {
+        /* the user's file is the original ORT times and checks against */
+        bool file = source_whole(o.source_path, g);
+        ts_ort_target_set_original(ort, g, file ? o.source_path : NULL);
+        snprintf(res->compared, sizeof res->compared, "%s", file ? "file" : "import");
+    }
     if (ort && !o.roofline) {
         /* the original's regions timed in ONNX Runtime once per machine
          * (tens of seconds for a large model on a cold cache): not taken
@@ -484,6 +501,11 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
     if (!res->optimized) {
         res->latency_after_ms = res->latency_before_ms;
         res->max_scaled_error = 0;
+        /* "a model that cannot be made faster is written unchanged" */
+        res->copy_source = ort && !strcmp(res->compared, "file");
+        size_t len = strlen(res->reason);
+        if (res->copy_source)
+            snprintf(res->reason + len, sizeof res->reason - len, "; the original file is written unchanged");
     }
     res->graph = res->optimized ? dr.best : ts_graph_copy(g);
     if (res->optimized) dr.best = NULL;

@@ -40,6 +40,11 @@ void ts_ort_target_set_weight_cap(ts_ort_target *t, int64_t bytes);
  * refuse them) cost INFINITY, so the search ends on one it can write
  * (regnet_y_400mf: all four best graphs held a PET reshape fixed at batch 1). */
 void ts_ort_target_set_symbolic(ts_ort_target *t, bool keep);
+/* Whole-graph requests (time, pair, rank, compare) given g hand ORT the
+ * file at path instead (the user's original, as it is deployed; no tabs or
+ * newlines, the peer's separators, and under 200 bytes); NULL path:
+ * g is saved as tsopt writes it.  Both must outlive t's requests. */
+void ts_ort_target_set_original(ts_ort_target *t, const ts_graph *g, const char *path);
 /* Regions timed in ORT so far in this run, and found in the cache. */
 void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
 

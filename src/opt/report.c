@@ -81,6 +81,10 @@ ts_status ts_opt_report_write(const char *path, const char *model, const char *o
     fprintf(f, "# tsopt optimize: %s\n\n", model);
     fprintf(f, "Written: `%s`, the **%s** graph. %s.\n\n", output, r->optimized ? "optimized" : "original",
             r->reason);
+    if (r->compared[0])
+        fprintf(f, "ONNX Runtime timed as the original: %s.%s\n\n",
+                strcmp(r->compared, "file") ? "tsopt's import of the model file" : "the model file as given",
+                r->copy_source ? " The written file is that file, byte for byte." : "");
     fprintf(f, "| | original | written | ratio |\n|---|---|---|---|\n");
     double after_cost = r->optimized ? r->cost_after_ms : r->cost_before_ms;
     fprintf(f, "| cost model (ms) | %.3f | %.3f | %.3fx |\n", r->cost_before_ms, after_cost,

@@ -73,6 +73,11 @@ char *ts_optimize_result_json(const ts_optimize_result *r, const char *model, co
         put(&b, ", \"ort_version\": ");
         str(&b, r->engine_version);
     }
+    if (r->compared[0]) { /* ort: what was timed as the original; a kept one written as its file's bytes */
+        put(&b, ", \"compared\": ");
+        str(&b, r->compared);
+        put(&b, ", \"source_copied\": %s", r->copy_source ? "true" : "false");
+    }
     if (r->whole_candidates > 0)
         put(&b, ", \"whole_candidates\": %d, \"whole_before_ms\": %.6g, \"whole_after_ms\": %.6g",
             r->whole_candidates, r->whole_before_ms, r->whole_after_ms);

@@ -9,5 +9,7 @@
  * typo costs nothing.  `what` names the path in the error ("-o",
  * "--report", "output"). */
 ts_status ts_path_check_writable(const char *what, const char *path, ts_error *err);
+/* from's bytes written unchanged at to (through to.tmp and a rename). */
+ts_status ts_path_copy(const char *from, const char *to, ts_error *err);
 
 #endif

@@ -5,7 +5,9 @@
 # - serve.js's timing requests (time, pair, compare) answer, and its run request still does (the fuzzer's);
 # - --target ort on a small model: --json says target "ort" and the ORT version, the written file runs in
 #   ONNX Runtime and matches the original there (run.js outputs compared by tsopt compare); an optimized
-#   file's --report lists each rewrite's gain in ONNX Runtime's region times.
+#   file's --report lists each rewrite's gain in ONNX Runtime's region times;
+# - ONNX Runtime times the model file as given as the original (--json "compared": "file"), and a model kept
+#   is written as that file, byte for byte (--min-gain 90 keeps it).
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}" "${ORT_RUN:?ORT_RUN not set}"
 T=$(mktemp -d)
@@ -91,7 +93,18 @@ r = json.load(open(sys.argv[1]))
 assert r["target"] == "ort" and r["ort_version"], r
 assert r["written"] in ("optimized", "original") and r["reason"], r
 assert r["cost_before_ms"] > 0 and r["latency_before_ms"] > 0, r
+assert r["compared"] == "file" and r["source_copied"] == (r["written"] == "original"), r
 P
+! grep -q '"written": "original"' "$T/o.json" || cmp -s "$M" "$T/o.onnx" ||
+    fail "the original was kept but not written byte for byte"
+# a model that is not made faster by --min-gain: the file as given, unchanged, and the report says so
+"$TSOPT" optimize "$M" -o "$T/k.onnx" --target ort --threads 1 --time-limit 4 --min-gain 90 --json \
+    --report "$T/k.md" >"$T/k.json" 2>"$T/klog" || { cat "$T/klog"; fail "--target ort --min-gain 90 failed"; }
+grep -q '"written": "original".*"compared": "file", "source_copied": true' "$T/k.json" ||
+    fail "--min-gain 90: not kept as the file: $(cat "$T/k.json")"
+cmp "$M" "$T/k.onnx" || fail "--min-gain 90: the kept model is not the input file byte for byte"
+grep -q "timed as the original: the model file as given. The written file is that file" "$T/k.md" ||
+    fail "--min-gain 90: the report does not say what was compared: $(cat "$T/k.md")"
 grep -q "regions timed" "$T/log" || fail "no region count logged: $(cat "$T/log")"
 # the prediction: the original timed whole, a candidate scaled by its region sum's ratio, logged after the search
 grep -q "ONNX Runtime predicted: original .* ms (timed whole), result .* (region sums" "$T/log" ||
