@@ -31,6 +31,7 @@
 #include "ir/meta.h"
 #include "onnx/proto.h"
 #include "tsopt.h"
+#include "util/hash.h"
 
 #define SESSION_PLANS 4
 
@@ -482,9 +483,9 @@ static bool same_class(const ts_session *s, const entry *e, ts_tensor *const *in
 
 static uint64_t signature_hash(const ts_session *s, const ts_shape *shapes)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = TS_HASH_SEED;
     for (int i = 0; i < s->nin; i++)
-        for (int d = 0; d < shapes[i].rank; d++) h = (h ^ (uint64_t)shapes[i].dims[d]) * 0x100000001b3ull;
+        for (int d = 0; d < shapes[i].rank; d++) h = ts_hash_word(h, (uint64_t)shapes[i].dims[d]);
     return h;
 }
 

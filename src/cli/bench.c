@@ -11,6 +11,7 @@
 #include <string.h>
 #include "cli/bench.h"
 #include "util/wait_policy.h"
+#include "util/clock.h"
 
 static const char USAGE[] =
     "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--min-time S] [--warmup N] [--threads N]\n"
@@ -230,12 +231,12 @@ int cli_bench(int argc, char **argv)
         goto done;
     }
     if (!bench_io_new(g, random_in ? in : NULL, out, &rng)) goto done;
-    double t0 = cli_now_ms();
+    double t0 = ts_clock_ms();
     if (ts_plan_build(g, &o, &plan, &err)) {
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    double build_ms = cli_now_ms() - t0;
+    double build_ms = ts_clock_ms() - t0;
     /* Timed runs in rounds of about BENCH_ROUND_MS, each bracketed by the
      * disturbance evidence of opt/measure.c (run delay, CPU share, other
      * runnable tasks, steal, collapse): the runs of undisturbed rounds give

@@ -97,7 +97,6 @@ void cli_progress_update(cli_progress *p, long done);
 void cli_progress_end(cli_progress *p, long done);
 
 /* Monotonic clock in milliseconds, for timing runs. */
-double cli_now_ms(void);
 /* Sorts the n > 0 times ascending (min first, max last) and returns their median. */
 double cli_sort_median(double *t, long n);
 /* Seeded random input values, the same in every subcommand that makes them

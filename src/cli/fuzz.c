@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "dist/dist.h"
 #include "fuzz/fuzz.h"
+#include "util/clock.h"
 
 static const char USAGE[] =
     "usage: tsopt fuzz --target tsopt|ort [--time S] [--seed N] [--save-pairs K] -o DIR [--json]\n"
@@ -72,7 +73,7 @@ static void progress(void *ctx, const ts_fuzz_stats *st, double el)
     if (frac > 1) frac = 1;
     double rate = el > 0 ? (double)st->generated / el : 0;
     if (p->tty) {
-        double now = cli_now_ms();
+        double now = ts_clock_ms();
         if (now - p->last_ms < 100) return;
         p->last_ms = now;
         char bar[32];

@@ -65,7 +65,6 @@ static void group_label(const ts_graph *g, const int *group_of, int head, char *
         k += (size_t)snprintf(label + k, n - k, "%s%s", m ? "+" : "", g->nodes[members[m]].op->name);
 }
 
-static double now_s(void) { return xstep_timer_now() / 1e3; }
 
 /* --predict: what the optimizer predicts from this cache: MODEL primed,
  * then each rewrite costed with its new groups timed in context. */
@@ -92,7 +91,7 @@ static int predict(const char *model, const cli_binds *binds, const char *const 
             break;
         }
         int before = xcost_db_measured(db);
-        double t0 = now_s(), prime_s = 0;
+        double t0 = ts_clock_s(), prime_s = 0;
         if (!f) {
             if (ts_cost_prime(db, g, &err)) {
                 rc = cli_error_from(CLI_FAIL, &err);
@@ -100,11 +99,11 @@ static int predict(const char *model, const cli_binds *binds, const char *const 
                 free(group_of);
                 break;
             }
-            prime_s = now_s() - t0;
+            prime_s = ts_clock_s() - t0;
         }
         /* a rewrite's groups in context, even when it shares none with
          * MODEL (ts_cost_graph would prime it: time it as a whole) */
-        double ms = f ? xcost_graph_in_context(db, g) : ts_cost_graph(db, g, true), cost_s = now_s() - t0 - prime_s;
+        double ms = f ? xcost_graph_in_context(db, g) : ts_cost_graph(db, g, true), cost_s = ts_clock_s() - t0 - prime_s;
         int n_plan = 0, n_ctx = 0, n_other = 0, groups = 0;
         for (int n = 0; n < g->nnodes; n++) {
             if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
@@ -169,7 +168,7 @@ static int context_check(const char *model, ts_graph *g, ts_costdb *db, long ite
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    double t0 = now_s(), evict = 0, sum_plan = 0, sum_ctx = 0, abs_err = 0;
+    double t0 = ts_clock_s(), evict = 0, sum_plan = 0, sum_ctx = 0, abs_err = 0;
     int nctx = 0, failed = 0;
     for (int n = 0; n < nn; n++) {
         if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
@@ -197,7 +196,7 @@ static int context_check(const char *model, ts_graph *g, ts_costdb *db, long ite
         abs_err += ctx_ms[n] > plan_ms[n] ? ctx_ms[n] - plan_ms[n] : plan_ms[n] - ctx_ms[n];
         if (plan_ms[n] > 0 && ctx_ms[n] > 0) ratio[ng++] = ctx_ms[n] / plan_ms[n];
     }
-    double ctx_s = now_s() - t0;
+    double ctx_s = ts_clock_s() - t0;
     qsort(rows, (size_t)nrows, sizeof *rows, cmp_crow);
     qsort(ratio, (size_t)ng, sizeof *ratio, cmp_dbl);
     double med_ratio = ng ? ratio[ng / 2] : 0, e2e = pt.plain_ms;
@@ -298,9 +297,9 @@ static ts_status roofline_measure(const ts_graph *g0, long iters, sroof *r, ts_e
         for (int half = 0; half < 2 && !st; half++) {
             bool timed = (half == 0) == (bool)(coin & 1);
             xplan_step_timer(plan, timed ? t + (size_t)it * (size_t)ns : NULL);
-            double s0 = xstep_timer_now();
+            double s0 = ts_clock_ms();
             st = ts_plan_run(plan, in, out, err);
-            if (!timed) plain[it] = xstep_timer_now() - s0;
+            if (!timed) plain[it] = ts_clock_ms() - s0;
         }
     }
     xplan_step_timer(plan, NULL);

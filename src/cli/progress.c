@@ -5,10 +5,11 @@
 #include <stdio.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "util/clock.h"
 
 void cli_progress_start(cli_progress *p, const char *what, const char *unit, long total)
 {
-    *p = (cli_progress){.what = what, .unit = unit, .total = total, .tty = isatty(2), .t0 = cli_now_ms()};
+    *p = (cli_progress){.what = what, .unit = unit, .total = total, .tty = isatty(2), .t0 = ts_clock_ms()};
     p->last_ms = p->t0;
     if (!p->tty) fprintf(stderr, "%s: %ld %s\n", what, total, unit);
     cli_progress_update(p, 0);
@@ -16,7 +17,7 @@ void cli_progress_start(cli_progress *p, const char *what, const char *unit, lon
 
 void cli_progress_update(cli_progress *p, long done)
 {
-    double now = cli_now_ms();
+    double now = ts_clock_ms();
     if (p->tty) {
         if (done < p->total && now - p->last_ms < 100 && done) return; /* redraw at most 10 times a second */
         int width = 30, full = p->total ? (int)(width * done / p->total) : width;
@@ -44,7 +45,7 @@ void cli_progress_end(cli_progress *p, long done)
         fputc('\n', stderr);
     } else {
         fprintf(stderr, "%s: %ld of %ld %s done, %.1f s\n", p->what, done, p->total, p->unit,
-                (cli_now_ms() - p->t0) / 1000);
+                (ts_clock_ms() - p->t0) / 1000);
     }
     fflush(stderr);
 }

@@ -12,6 +12,7 @@
 #include "api/value_inputs.h"
 #include "cli/cli.h"
 #include "ir/ir.h"
+#include "util/clock.h"
 
 static const char USAGE[] =
     "usage: tsopt run MODEL [--input NAME:D0xD1x...]... [--inputs DIR] [--save-inputs DIR]\n"
@@ -153,9 +154,9 @@ static int run_fast(const ts_graph *g, const run_args *a, ts_tensor *const *in, 
         if (!(out[o] = ts_tensor_new(v->dtype, &v->shape, &err))) rc = cli_error_from(CLI_FAIL, &err);
     }
     for (long it = 0; it < a->iters && !rc; it++) {
-        double t0 = cli_now_ms();
+        double t0 = ts_clock_ms();
         if (ts_plan_run(plan, in, out, &err)) rc = cli_error_from(CLI_FAIL, &err);
-        times[it] = cli_now_ms() - t0;
+        times[it] = ts_clock_ms() - t0;
     }
     ts_plan_free(plan);
     return rc;
@@ -259,12 +260,12 @@ static int run_by_value(const run_args *a)
             ts_tensor_unref(out[o]);
             out[o] = NULL;
         }
-        double t0 = cli_now_ms();
+        double t0 = ts_clock_ms();
         if (ts_session_run(s, in, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        times[it] = cli_now_ms() - t0;
+        times[it] = ts_clock_ms() - t0;
     }
     for (int o = 0; o < nout; o++) {
         ts_io_info info;
@@ -337,12 +338,12 @@ int cli_run(int argc, char **argv)
             ts_tensor_unref(out[o]);
             out[o] = NULL;
         }
-        double t0 = cli_now_ms();
+        double t0 = ts_clock_ms();
         if (ts_graph_run_reference(g, TS_DOMAIN_F32, dom, out, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
         }
-        times[it] = cli_now_ms() - t0;
+        times[it] = ts_clock_ms() - t0;
     }
     /* Outputs back to their declared dtypes (float64 ran in float32). */
     for (int o = 0; o < nout; o++) {

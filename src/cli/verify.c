@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "dist/dist.h"
 #include "taso/verify.h"
+#include "util/clock.h"
 
 static const char USAGE[] =
     "usage: tsopt verify [RULES] [--timeout S] [--threads N] [--verbose] [--mbqi]\n"
@@ -29,13 +30,6 @@ static const char USAGE[] =
     "  --axioms            list the axioms\n"
     "exit status: 0 when every rule is proved and every axiom check passes\n";
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Whether axiom `name` is in the comma-separated list (NULL: all). */
 static bool listed(const char *list, const char *name)
 {
@@ -51,14 +45,14 @@ static bool check_axioms(ts_axiom_check_opts o, const char *only)
     uint64_t seed = o.seed;
     long total = 0, skipped = 0, bad = 0;
     int checked = 0;
-    double t0 = now_s();
+    double t0 = ts_clock_s();
     for (int i = 0; i < ts_axioms_count(); i++) {
         const ts_axiom *ax = ts_axiom_at(i);
         if (!listed(only, ax->name)) continue;
         checked++;
         ts_axiom_check_stats st;
         ts_error err = {0};
-        double t1 = now_s();
+        double t1 = ts_clock_s();
         o.seed = seed + (uint64_t)i;
         if (ts_axiom_check(ax, &o, &st, &err)) {
             cli_error_from(CLI_FAIL, &err);
@@ -68,7 +62,7 @@ static bool check_axioms(ts_axiom_check_opts o, const char *only)
         total += st.obligations;
         skipped += st.skipped;
         printf("%-4s %-8s %7ld obligations %7ld skipped  %6.2fs  %s\n", ax->name, st.failures ? "FAILED" : "ok",
-               st.obligations, st.skipped, now_s() - t1, ax->comment);
+               st.obligations, st.skipped, ts_clock_s() - t1, ax->comment);
         if (st.failures) {
             printf("     %ld failing; first: %s\n", st.failures, st.first_failure);
             bad++;
@@ -78,7 +72,7 @@ static bool check_axioms(ts_axiom_check_opts o, const char *only)
     printf("axiom check: %d axioms, %ld obligations (%d random inputs each, dims 1..%d%s), %ld skipped, %ld failed, "
            "%.1fs\n",
            checked, total, o.trials, o.max_dim, o.tf_same ? ", TF-style same" : "", skipped, bad,
-           now_s() - t0);
+           ts_clock_s() - t0);
     return bad == 0;
 }
 
@@ -91,11 +85,11 @@ static bool redundancy(unsigned timeout_ms)
         return false;
     }
     int derivable = 0;
-    double t0 = now_s();
+    double t0 = ts_clock_s();
     for (int i = 0; i < ts_axioms_count(); i++) {
         const ts_axiom *ax = ts_axiom_at(i);
         char why[128] = "";
-        double t1 = now_s();
+        double t1 = ts_clock_s();
         /* Redundant only if derivable in every theory the axiom belongs to
          * (from that theory's other axioms): an axiom of both theories
          * derivable only with A28 or only with C1 is still needed.
@@ -114,12 +108,12 @@ static bool redundancy(unsigned timeout_ms)
                            : r == TS_PROOF_TIMEOUT ? "not derived (timed out)"
                                                    : "not derived";
         if (r == TS_PROOF_PROVED) derivable++;
-        printf("%-4s %-26s %6.2fs  %s%s\n", ax->name, what, now_s() - t1, r == TS_PROOF_PROVED ? "" : why,
+        printf("%-4s %-26s %6.2fs  %s%s\n", ax->name, what, ts_clock_s() - t1, r == TS_PROOF_PROVED ? "" : why,
                r == TS_PROOF_PROVED ? "" : in);
         fflush(stdout);
     }
     printf("redundancy: %d of %d axioms derivable from the others, %.1fs\n", derivable, ts_axioms_count(),
-           now_s() - t0);
+           ts_clock_s() - t0);
     ts_prover_free(p);
     return true;
 }
@@ -158,7 +152,7 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, 
         ts_rules_free(rules, n);
         return cli_error(CLI_FAIL, "out of memory");
     }
-    double t0 = now_s();
+    double t0 = ts_clock_s();
     /* In chunks, for the progress on stderr: a chunk of a few rules per
      * thread keeps the wait for a chunk's slowest rule short, and the
      * prover set-up per chunk (~ms) small beside it. */
@@ -184,7 +178,7 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, 
     }
     ts_dist_counter_close(next);
     cli_progress_end(&pr, done);
-    ts_dist_report_work(stderr, "rules checked", done, now_s() - t0);
+    ts_dist_report_work(stderr, "rules checked", done, ts_clock_s() - t0);
     /* results in rule order on the first process, which reports */
     ts_dist_or_to_root(res, (size_t)n * sizeof *res);
     if (ts_dist_rank() != 0) {
@@ -202,7 +196,7 @@ static int verify_file(const char *path, const ts_verify_opts *o, bool verbose, 
                    res[i].secs, res[i].why[0] ? ": " : "", res[i].why);
     }
     printf("%d rules, %d axioms, %.1fs (slowest rule %.2fs, timeout %.0fs, %d threads%s)\n", n, ts_axioms_count(),
-           now_s() - t0, slowest, o->timeout_ms / 1000.0, o->threads, procs > 1 ? " per process" : "");
+           ts_clock_s() - t0, slowest, o->timeout_ms / 1000.0, o->threads, procs > 1 ? " per process" : "");
     printf("proved %d of %d, failed %d, timed out %d\n", cnt[TS_PROOF_PROVED], n, cnt[TS_PROOF_FAILED],
            cnt[TS_PROOF_TIMEOUT]);
     bool wrote = !keep_path || write_proved(path, keep_path, rules, res, n);

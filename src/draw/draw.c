@@ -23,6 +23,8 @@
 #include "draw/draw.h"
 #include "ops/op.h"
 #include "tsopt.h"
+#include "util/clock.h"
+#include "util/hash.h"
 
 extern char **environ;
 
@@ -81,43 +83,36 @@ static void sb_quoted(sbuf *b, const char *s, size_t max)
 
 /* ------------------------------------------------------ node identity */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Weights by content, 8 bytes at a time (weights can be 100s of MB). */
 static uint64_t tensor_hash(const ts_tensor *t)
 {
-    uint64_t h = fnv(1469598103934665603ull, &t->dtype, sizeof t->dtype);
-    h = fnv(h, t->shape.dims, sizeof *t->shape.dims * (size_t)t->shape.rank);
+    uint64_t h = ts_hash_bytes(TS_HASH_SEED, &t->dtype, sizeof t->dtype);
+    h = ts_hash_bytes(h, t->shape.dims, sizeof *t->shape.dims * (size_t)t->shape.rank);
     const unsigned char *c = t->data;
     size_t i = 0;
     for (; i + 8 <= t->nbytes; i += 8) {
         uint64_t w;
         memcpy(&w, c + i, 8);
-        h = (h ^ w) * 1099511628211ull;
+        h = ts_hash_word(h, w);
         h ^= h >> 29;
     }
-    return fnv(h, c + i, t->nbytes - i);
+    return ts_hash_bytes(h, c + i, t->nbytes - i);
 }
 
 /* What makes a node the same operation in another graph. */
 static uint64_t node_key(const ts_graph *g, const ts_node *n)
 {
-    uint64_t h = fnv(1469598103934665603ull, n->op->name, strlen(n->op->name));
-    if (n->attrs && n->op->attr_size) h = fnv(h, n->attrs, n->op->attr_size);
+    uint64_t h = ts_hash_bytes(TS_HASH_SEED, n->op->name, strlen(n->op->name));
+    if (n->attrs && n->op->attr_size) h = ts_hash_bytes(h, n->attrs, n->op->attr_size);
     for (int o = 0; o < n->noutputs; o++) {
         const ts_shape *s = &g->values[n->outputs[o]].shape;
-        h = fnv(h, s->dims, sizeof *s->dims * (size_t)s->rank);
-        h = fnv(h, &s->rank, sizeof s->rank);
+        h = ts_hash_bytes(h, s->dims, sizeof *s->dims * (size_t)s->rank);
+        h = ts_hash_bytes(h, &s->rank, sizeof s->rank);
     }
     for (int i = 0; i < n->ninputs; i++) {
         int v = n->inputs[i];
         uint64_t c = v >= 0 && g->values[v].constant ? tensor_hash(g->values[v].constant) : 0;
-        h = fnv(h, &c, sizeof c);
+        h = ts_hash_bytes(h, &c, sizeof c);
     }
     return h;
 }
@@ -312,24 +307,17 @@ static ts_status write_file(const char *file, const char *shown, const char *tex
     return TS_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Waits for pid; with seconds > 0, kills its process group (dot, or a
  * wrapper script and its children) once that has passed and sets *late.
  * Polled every 20 ms: a picture takes far longer than that. */
 static int wait_dot(pid_t pid, double seconds, bool *late, int *status)
 {
-    double end = now_s() + seconds;
+    double end = ts_clock_s() + seconds;
     for (;;) {
         pid_t w = waitpid(pid, status, seconds > 0 ? WNOHANG : 0);
         if (w == pid) return 0;
         if (w < 0 && errno != EINTR) return -1;
-        if (w == 0 && now_s() > end) {
+        if (w == 0 && ts_clock_s() > end) {
             kill(-pid, SIGKILL);
             *late = true;
             seconds = 0; /* reap it */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "egraph/egraph_impl.h"
+#include "util/hash.h"
 
 #define EMPTY (-1)
 #define TOMB (-2)
@@ -86,11 +87,11 @@ ts_rparams ts_egraph_norm_params(ts_rop op, const ts_rparams *p)
 
 static uint64_t node_hash(const ts_enode *n)
 {
-    uint64_t h = ts_egraph_mix((uint64_t)n->op * 31 + (uint64_t)n->nargs);
+    uint64_t h = ts_hash_mix64((uint64_t)n->op * 31 + (uint64_t)n->nargs);
     const int *pp = (const int *)&n->p;
-    for (size_t i = 0; i < sizeof n->p / sizeof(int); i++) h = ts_egraph_mix(h ^ (uint64_t)(uint32_t)pp[i]);
-    h = ts_egraph_mix(h ^ (uint64_t)n->at);
-    for (int i = 0; i < n->nargs; i++) h = ts_egraph_mix(h ^ (uint64_t)(uint32_t)n->arg[i]);
+    for (size_t i = 0; i < sizeof n->p / sizeof(int); i++) h = ts_hash_mix64(h ^ (uint64_t)(uint32_t)pp[i]);
+    h = ts_hash_mix64(h ^ (uint64_t)n->at);
+    for (int i = 0; i < n->nargs; i++) h = ts_hash_mix64(h ^ (uint64_t)(uint32_t)n->arg[i]);
     return h;
 }
 

@@ -5,6 +5,7 @@
 #define TS_EGRAPH_IMPL_H
 
 #include "egraph/egraph.h"
+#include "util/hash.h"
 
 /* A growable array of ids (e-nodes or e-classes). */
 typedef struct ts_idvec {
@@ -158,14 +159,5 @@ bool ts_ematch_rule(const ts_egraph *eg, const ts_eopindex *ix, const ts_cpat *c
                     bool (*emit)(void *ctx, const ts_ematch *m), void *ctx);
 /* The slot of variable `name` in c, -1 if none. */
 int ts_cpat_var(const ts_cpat *c, const char *name);
-
-/* A small deterministic mixer (ties in extraction, seeds). */
-static inline uint64_t ts_egraph_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 #endif

@@ -26,6 +26,7 @@
 #include <string.h>
 #include "egraph/egraph_impl.h"
 #include "rules/atom.h"
+#include "util/hash.h"
 
 typedef struct ex {
     const ts_egraph *eg;
@@ -47,7 +48,7 @@ static int cost_of(const ts_enode *n)
     return 1 + ((ts_rop_table[n->op].params & TS_RPARAM_ACT) && n->p.act == TS_RACT_RELU);
 }
 
-static uint64_t tie(const ex *x, int32_t node) { return ts_egraph_mix(x->seed ^ ts_egraph_mix((uint64_t)node)); }
+static uint64_t tie(const ex *x, int32_t node) { return ts_hash_mix64(x->seed ^ ts_hash_mix64((uint64_t)node)); }
 
 /* Whether class target is reachable from class from under the selection. */
 static bool reaches(ex *x, int32_t from, int32_t target)
@@ -395,7 +396,7 @@ static int emit(gb *b, int32_t c)
  * fusing them away. */
 static ts_status expose(const ex *x, ts_graph *g, const int *val, ts_error *err)
 {
-    int want = 1 + (int)(ts_egraph_mix(x->seed ^ 0x5eed) & 1), got = 0;
+    int want = 1 + (int)(ts_hash_mix64(x->seed ^ 0x5eed) & 1), got = 0;
     while (got < want) {
         int best = -1;
         uint64_t bt = 0;

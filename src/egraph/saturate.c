@@ -10,13 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "egraph/egraph_impl.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "util/clock.h"
 
 typedef struct mbuf {
     ts_ematch *m;
@@ -130,7 +124,7 @@ ts_status ts_egraph_saturate(ts_egraph *eg, const ts_rule *rules, int nrules, co
     ts_saturate_stats local;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
-    double t0 = now_s();
+    double t0 = ts_clock_s();
     ts_status rc = TS_OK;
     ts_cpat *cp = malloc(sizeof *cp * (size_t)(nrules > 0 ? nrules : 1));
     mbuf mb = {.limit = L.max_nodes * 8 > 100000 ? L.max_nodes * 8 : 100000};
@@ -183,7 +177,7 @@ ts_status ts_egraph_saturate(ts_egraph *eg, const ts_rule *rules, int nrules, co
             st->stop = "node limit";
             break;
         }
-        if (now_s() - t0 > L.time_s) {
+        if (ts_clock_s() - t0 > L.time_s) {
             st->stop = "time limit";
             break;
         }
@@ -197,7 +191,7 @@ ts_status ts_egraph_saturate(ts_egraph *eg, const ts_rule *rules, int nrules, co
         bool timed_out = false;
         for (int r = 0; r < ncp && !mb.full && !mb.oom && !timed_out; r++) {
             ts_ematch_rule(eg, &ix, &cp[r], collect, &mb);
-            timed_out = now_s() - t0 > L.time_s;
+            timed_out = ts_clock_s() - t0 > L.time_s;
         }
         ts_eopindex_free(&ix);
         if (mb.oom) {
@@ -220,7 +214,7 @@ ts_status ts_egraph_saturate(ts_egraph *eg, const ts_rule *rules, int nrules, co
                 node_stop = true;
                 break;
             }
-            if ((i & 255) == 255 && now_s() - t0 > L.time_s) {
+            if ((i & 255) == 255 && ts_clock_s() - t0 > L.time_s) {
                 cut = "time limit";
                 break;
             }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include "egraph/egraph_impl.h"
 #include "rules/atom.h"
+#include "util/hash.h"
 
 typedef struct memo_key {
     int32_t op, nargs;
@@ -77,14 +78,13 @@ static uint64_t key_hash(const memo_key *k)
 {
     /* word by word (the key is zeroed, padding included, before filling) */
     const unsigned char *b = (const unsigned char *)k;
-    uint64_t h = 1469598103934665603ull, w;
+    uint64_t h = TS_HASH_SEED, w;
     size_t i = 0;
     for (; i + 8 <= sizeof *k; i += 8) {
         memcpy(&w, b + i, 8);
-        h = ts_egraph_mix(h ^ w);
+        h = ts_hash_mix64(h ^ w);
     }
-    for (; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
+    return ts_hash_bytes(h, b + i, sizeof *k - i);
 }
 
 static int32_t memo_find(const ts_shape_memo *m, const memo_key *k)

@@ -4,6 +4,7 @@
  * need re-hashing).  Also the id vectors the e-graph is made of. */
 #include <stdlib.h>
 #include "egraph/egraph_impl.h"
+#include "util/union_find.h"
 
 bool ts_idvec_push(ts_idvec *a, int32_t x)
 {
@@ -38,20 +39,9 @@ int32_t ts_uf_make(ts_uf *u)
     return u->n++;
 }
 
-int32_t ts_uf_find(ts_uf *u, int32_t x)
-{
-    while (u->parent[x] != x) {
-        u->parent[x] = u->parent[u->parent[x]];
-        x = u->parent[x];
-    }
-    return x;
-}
+int32_t ts_uf_find(ts_uf *u, int32_t x) { return ts_uf_root(u->parent, x); }
 
-int32_t ts_uf_find_const(const ts_uf *u, int32_t x)
-{
-    while (u->parent[x] != x) x = u->parent[x];
-    return x;
-}
+int32_t ts_uf_find_const(const ts_uf *u, int32_t x) { return ts_uf_root_const(u->parent, x); }
 
 void ts_uf_link(ts_uf *u, int32_t child_root, int32_t root)
 {

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "util/cpu_id.h"
+#include "util/hash.h"
 
 extern char **environ;
 
@@ -286,12 +287,6 @@ char *ts_ein_codegen(const ts_ein *e, size_t *scratch_floats, ts_error *err)
 
 /* ---------------------------------------------------------- the cache */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 static ts_status mkdir_p(char *path, ts_error *err)
 {
     for (char *c = path + 1;; c++) {
@@ -368,7 +363,7 @@ static ts_status compile(const ts_ein *e, ts_ein_kernel *k, ts_error *err)
      * shared disk) may not run here, so the CPU is part of the key */
     char cpu[256];
     ts_cpu_model(cpu, sizeof cpu);
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, src), cc), cpu);
+    uint64_t h = ts_hash_str(ts_hash_str(ts_hash_str(TS_HASH_SEED, src), cc), cpu);
     const char *dir = getenv("TSOPT_CACHE_DIR"), *home = getenv("HOME");
     char base[900];
     if (dir && *dir)

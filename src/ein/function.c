@@ -5,12 +5,11 @@
 #include "ir/ir.h"
 #include "ein/function.h"
 #include "ein/instantiate.h"
+#include "util/hash.h"
 
 void ts_ein_function_name(const char *text, ts_dtype dt, char *buf, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = text; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-    h = (h ^ (uint64_t)dt) * 0x100000001b3ull;
+    uint64_t h = ts_hash_word(ts_hash_str(TS_HASH_SEED, text), (uint64_t)dt);
     snprintf(buf, n, "%s%016llx", TS_EIN_FUNCTION_PREFIX, (unsigned long long)h);
 }
 

@@ -13,18 +13,11 @@
  * although all their iterators have one range.  A scope is named by its
  * own fingerprint, an input by its number. */
 #include "ein/expr.h"
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+#include "util/hash.h"
 
 static uint64_t h2(uint64_t a, uint64_t b)
 {
-    return mix(a * 0x100000001b3ull ^ mix(b));
+    return ts_hash_mix64(a * TS_HASH_PRIME ^ ts_hash_mix64(b));
 }
 
 typedef struct fp {
@@ -45,7 +38,7 @@ static uint64_t idx_fp(const fp *f, const ts_ein_idx *x, int skip)
 {
     uint64_t h = h2(h2((uint64_t)x->c, (uint64_t)x->div), (uint64_t)x->mod);
     for (int k = 0; k < x->n; k++)
-        if (x->it[k] != skip) h += mix(h2(f->label[x->it[k]], (uint64_t)x->co[k]));
+        if (x->it[k] != skip) h += ts_hash_mix64(h2(f->label[x->it[k]], (uint64_t)x->co[k]));
     return h;
 }
 
@@ -68,7 +61,7 @@ static uint64_t node_fp(fp *f, int n)
     case EIN_NEG:
     case EIN_RELU: return h2(x->op, node_fp(f, x->a));
     case EIN_ADD:
-    case EIN_MUL: return h2(x->op, mix(node_fp(f, x->a)) + mix(node_fp(f, x->b)));
+    case EIN_MUL: return h2(x->op, ts_hash_mix64(node_fp(f, x->a)) + ts_hash_mix64(node_fp(f, x->b)));
     default: return h2(h2(x->op, node_fp(f, x->a)), node_fp(f, x->b));
     }
 }
@@ -88,7 +81,7 @@ static void occurrences(fp *f, int n, uint64_t *occ)
     for (int d = 0; d < x->rank; d++) {
         const ts_ein_idx *ix = &f->e->idx[x->idx + d];
         for (int k = 0; k < ix->n; k++)
-            occ[ix->it[k]] += mix(h2(h2(h2(s, (uint64_t)d), (uint64_t)ix->co[k]), idx_fp(f, ix, ix->it[k])));
+            occ[ix->it[k]] += ts_hash_mix64(h2(h2(h2(s, (uint64_t)d), (uint64_t)ix->co[k]), idx_fp(f, ix, ix->it[k])));
     }
 }
 
@@ -112,7 +105,7 @@ static uint64_t scope_fp(fp *f, int s)
     }
     uint64_t h = h2(0x5e, (uint64_t)sc->ntrav), sums = 0;
     for (int d = 0; d < sc->ntrav; d++) h = h2(h, f->label[sc->trav[d]]);
-    for (int d = 0; d < sc->nsum; d++) sums += mix(f->label[sc->sum[d]]);
+    for (int d = 0; d < sc->nsum; d++) sums += ts_hash_mix64(f->label[sc->sum[d]]);
     h = h2(h2(h, sums), node_fp(f, sc->body));
     f->scope_fp[s] = h;
     f->scope_done[s] = true;

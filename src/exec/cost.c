@@ -26,6 +26,9 @@
 #include "util/cpu_id.h"
 #include "util/wait_policy.h"
 #include "ops/list.h"
+#include "util/clock.h"
+#include "util/hash.h"
+#include "util/union_find.h"
 
 typedef struct centry {
     char *key; /* NULL: empty slot */
@@ -45,24 +48,10 @@ struct ts_costdb {
     int nplan;                /* "@plan" entries: 0 until a graph was primed */
 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 static centry *lookup(const ts_costdb *db, const char *key)
 {
     if (!db->cap) return NULL;
-    for (size_t i = str_hash(key) & (db->cap - 1);; i = (i + 1) & (db->cap - 1)) {
+    for (size_t i = ts_hash_str(TS_HASH_SEED, key) & (db->cap - 1);; i = (i + 1) & (db->cap - 1)) {
         if (!db->tab[i].key) return &db->tab[i];
         if (!strcmp(db->tab[i].key, key)) return &db->tab[i];
     }
@@ -316,11 +305,11 @@ static ts_status time_graph(const ts_graph *g, int warmup, int iters, double bud
     }
     for (int i = 0; i < warmup && !st; i++) st = ts_plan_run(plan, in, out, err);
     int n = 0;
-    double start = now_ms();
+    double start = ts_clock_ms();
     while (!st && n < iters) {
-        double s = now_ms();
+        double s = ts_clock_ms();
         if ((st = ts_plan_run(plan, in, out, err))) break;
-        t[n] = now_ms() - s;
+        t[n] = ts_clock_ms() - s;
         if (lo >= 0) {
             t[n] = 0;
             for (int i = 0; i < ns; i++) {
@@ -329,7 +318,7 @@ static ts_status time_graph(const ts_graph *g, int warmup, int iters, double bud
             }
         }
         n++;
-        if (n >= 3 && now_ms() - start > budget_ms) break;
+        if (n >= 3 && ts_clock_ms() - start > budget_ms) break;
     }
     if (!st) {
         qsort(t, (size_t)n, sizeof *t, cmp_double);
@@ -608,8 +597,7 @@ static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int
     ts_error e = {0};
     xcost_group_work(g, members, nm, &flops, &bytes);
     if (xcost_peak(db, &gflops, &gbps, &e) || gflops <= 0 || gbps <= 0) return 0;
-    double tf = flops / (gflops * 1e6), tb = bytes / (gbps * 1e6); /* ms */
-    return tf > tb ? tf : tb;
+    return xroof_limit_ms(bytes, flops, gbps, gflops);
 }
 
 /* oneDNN pooling reads a convolution's blocked output as it is; measured
@@ -949,13 +937,6 @@ ts_status ts_cost_prime(ts_costdb *db, const ts_graph *g, ts_error *err)
     return st;
 }
 
-/* Union-find root. */
-static int root_of(int *up, int x)
-{
-    while (up[x] != x) x = up[x] = up[up[x]];
-    return x;
-}
-
 /* The group whose output value v is (through views): -1 for a graph input
  * or constant. */
 static int producer_group(const ts_graph *g, const int *group_of, int v)
@@ -993,16 +974,16 @@ static ts_status measure_heads(ts_costdb *db, const ts_graph *g, const int *grou
         const ts_node *nd = &g->nodes[n];
         for (int j = 0; j < nd->ninputs; j++) {
             int p = producer_group(g, group_of, nd->inputs[j]);
-            if (p >= 0 && up[p] >= 0) up[root_of(up, p)] = root_of(up, h);
+            if (p >= 0 && up[p] >= 0) up[ts_uf_root(up, p)] = ts_uf_root(up, h);
         }
     }
     for (int i = 0; i < k; i++) {
-        int r = root_of(up, heads[i]), ncl = 0;
+        int r = ts_uf_root(up, heads[i]), ncl = 0;
         bool done = false; /* the cluster of an earlier head */
-        for (int j = 0; j < i; j++) done |= root_of(up, heads[j]) == r;
+        for (int j = 0; j < i; j++) done |= ts_uf_root(up, heads[j]) == r;
         if (done) continue;
         for (int j = i; j < k; j++)
-            if (root_of(up, heads[j]) == r) cl[ncl++] = heads[j];
+            if (ts_uf_root(up, heads[j]) == r) cl[ncl++] = heads[j];
         /* a neighbourhood stays small: a large cluster (a graph never
          * primed, a move rewriting a whole chain) in pieces of
          * XCOST_CTX_MAX_GROUPS consecutive groups, each piece with its own

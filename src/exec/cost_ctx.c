@@ -462,7 +462,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
     kms *keys = NULL;
     int nkeys = 0, ns = 0, runs = 0;
     ts_status st = TS_OK;
-    double t0 = xstep_timer_now();
+    double t0 = ts_clock_ms();
     if (!h.in || !sidx || !gt || !uses_build(g, &u)) {
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
@@ -563,9 +563,9 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
         xplan_step_timer(plan, t + (size_t)runs * (size_t)ns);
         xcost_run_probe rp;
         xcost_run_begin(&rp);
-        double t1 = xstep_timer_now();
+        double t1 = ts_clock_ms();
         st = ts_plan_run(plan, in, out, err);
-        double wall = xstep_timer_now() - t1;
+        double wall = ts_clock_ms() - t1;
         spent += wall;
         xplan_step_timer(plan, NULL);
         kind[runs] = (unsigned char)xcost_run_end(&rp, wall);
@@ -620,7 +620,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
         r->groups++;
     }
 done:
-    r->wall_ms = xstep_timer_now() - t0;
+    r->wall_ms = ts_clock_ms() - t0;
     for (int i = 0; c.s && in && i < c.s->ninputs; i++) ts_tensor_unref(in[i]);
     for (int i = 0; c.s && out && i < c.s->noutputs; i++) ts_tensor_unref(out[i]);
     for (int k = 0; k < nkeys; k++) free(keys[k].key);

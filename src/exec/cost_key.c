@@ -18,6 +18,7 @@
 #include "exec/cost.h"
 #include "exec/roofline.h"
 #include "ops/list.h"
+#include "util/hash.h"
 
 static bool post_op(const char *op)
 {
@@ -162,14 +163,6 @@ static void sb_add(sbuf *b, const char *fmt, ...)
     }
 }
 
-static uint64_t fnv(const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static void sb_value(sbuf *b, const ts_graph *g, int v)
 {
     char shp[160];
@@ -184,7 +177,7 @@ char *xcost_key(const ts_graph *g, const int *members, int nm)
         const ts_node *nd = &g->nodes[members[m]];
         /* Attribute structs are plain zero-initialised data (op.h), so their
          * bytes identify the attributes; a hash keeps the line short. */
-        uint64_t ah = nd->attrs && nd->op->attr_size ? fnv(nd->attrs, nd->op->attr_size) : 0;
+        uint64_t ah = nd->attrs && nd->op->attr_size ? ts_hash_bytes(TS_HASH_SEED, nd->attrs, nd->op->attr_size) : 0;
         sb_add(&b, "%s%s{%016llx}(", m ? ";" : "", nd->op->name, (unsigned long long)ah);
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j], from = -1;

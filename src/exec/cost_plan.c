@@ -162,7 +162,7 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
      * state (inception_v3: 45 ms over the first 10 runs, 41.5 ms over 3 s),
      * which is what a separate long `tsopt bench` of the written file sees:
      * warm up for that long first. */
-    for (double w0 = xstep_timer_now(); budget_ms > 0 && !st && xstep_timer_now() - w0 < WARM_MS;)
+    for (double w0 = ts_clock_ms(); budget_ms > 0 && !st && ts_clock_ms() - w0 < WARM_MS;)
         st = ts_plan_run(plan, in, out, err);
     /* Timed and plain runs in pairs, so that both see the same load, in a
      * random order within each pair: on a loaded machine the first and the
@@ -170,7 +170,7 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
      * scheduler's time slices (medians 2 ms vs 30 ms for nasrnn at load
      * 28, whichever run was timed). */
     uint64_t coin = 0x2545f4914f6cdd1dull;
-    double start = xstep_timer_now();
+    double start = ts_clock_ms();
     int done_iters = 0, good = 0;
     for (int it = 0; it < iters && !st; it++) {
         coin ^= coin << 13, coin ^= coin >> 7, coin ^= coin << 17;
@@ -180,9 +180,9 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
             xplan_step_timer(plan, timed ? t + (size_t)it * (size_t)ns : NULL);
             xcost_run_probe rp;
             if (timed) xcost_run_begin(&rp);
-            double s0 = xstep_timer_now();
+            double s0 = ts_clock_ms();
             st = ts_plan_run(plan, in, out, err);
-            double wall = xstep_timer_now() - s0;
+            double wall = ts_clock_ms() - s0;
             (timed ? run : plain)[it] = wall;
             if (timed) {
                 kind[it] = (unsigned char)xcost_run_end(&rp, wall);
@@ -191,7 +191,7 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
         }
         done_iters = it + 1;
         /* the budget buys min_iters undisturbed runs, up to 3x over it */
-        double spent = xstep_timer_now() - start;
+        double spent = ts_clock_ms() - start;
         if (budget_ms > 0 && done_iters >= min_iters && spent > budget_ms &&
             (good >= min_iters || spent > 3 * budget_ms))
             break;

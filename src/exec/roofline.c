@@ -180,7 +180,7 @@ ts_status xroof_plan(const ts_plan *plan, xroof_step *r, ts_error *err)
 /* One pass of kernel k over n floats on all threads; ms. */
 static double stream_pass(int k, float *a, const float *b, const float *c, size_t n)
 {
-    double t0 = xstep_timer_now();
+    double t0 = ts_clock_ms();
     if (k == 0) {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) a[i] = b[i];
@@ -188,7 +188,7 @@ static double stream_pass(int k, float *a, const float *b, const float *c, size_
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
     }
-    return xstep_timer_now() - t0;
+    return ts_clock_ms() - t0;
 }
 
 ts_status xroof_measure_bw(double *copy_gbps, double *triad_gbps, ts_error *err)
@@ -246,7 +246,7 @@ static double level_pass(int k, float *base, size_t stride, size_t n, int reps, 
 #pragma omp parallel num_threads(T) reduction(+ : rate)
     {
         float *a = base + (size_t)omp_get_thread_num() * stride, *b = a + n, *c = b + n;
-        double t0 = xstep_timer_now();
+        double t0 = ts_clock_ms();
         for (int r = 0; r < reps; r++) {
             if (k == 0)
                 bw_copy(a, b, n);
@@ -254,7 +254,7 @@ static double level_pass(int k, float *base, size_t stride, size_t n, int reps, 
                 bw_triad(a, b, c, 1.0f + (float)(r & 7), n);
             __asm__ volatile("" ::: "memory"); /* every pass happens */
         }
-        rate += (double)(k ? 3 : 2) * (double)n * sizeof(float) * reps / ((xstep_timer_now() - t0) * 1e6);
+        rate += (double)(k ? 3 : 2) * (double)n * sizeof(float) * reps / ((ts_clock_ms() - t0) * 1e6);
     }
     return rate;
 }
@@ -330,9 +330,9 @@ double xroof_measure_fma(void)
         double g = 0; /* the threads' own rates, as level_pass */
 #pragma omp parallel num_threads(T) reduction(+ : g)
         {
-            double t0 = xstep_timer_now();
+            double t0 = ts_clock_ms();
             float v = wide == 16 ? fma_avx512(0.999f, n) : fma_avx2(0.999f, n);
-            g += 2.0 * 12 * wide * (double)n / ((xstep_timer_now() - t0) * 1e6);
+            g += 2.0 * 12 * wide * (double)n / ((ts_clock_ms() - t0) * 1e6);
 #pragma omp atomic
             sink += v;
         }
@@ -421,9 +421,9 @@ static ts_status chain_us(const char *op, int xr, const int64_t *xd, const int64
     memset(in->data, 0, in->nbytes);
     double best = 1e30;
     for (int r = 0; r < 30; r++) {
-        double t0 = xstep_timer_now();
+        double t0 = ts_clock_ms();
         if (ts_plan_run(plan, &in, &out, err)) goto fail;
-        double t = xstep_timer_now() - t0;
+        double t = ts_clock_ms() - t0;
         if (r >= 3 && t < best) best = t;
     }
     *us = best * 1e3 / xplan_step_count(plan);
@@ -450,14 +450,14 @@ ts_status xroof_measure_overhead(xroof_overhead *o, ts_error *err)
     double best = 1e30;
     volatile int sink = 0;
     for (int r = 0; r < 10; r++) {
-        double t0 = xstep_timer_now();
+        double t0 = ts_clock_ms();
         for (int i = 0; i < 200; i++) {
 #pragma omp parallel
             {
                 if (omp_get_thread_num() == 0) sink++;
             }
         }
-        double t = (xstep_timer_now() - t0) * 1e3 / 200;
+        double t = (ts_clock_ms() - t0) * 1e3 / 200;
         if (t < best) best = t;
     }
     o->region_us = best;

@@ -11,15 +11,8 @@
 #ifndef TS_EXEC_STEP_TIMER_H
 #define TS_EXEC_STEP_TIMER_H
 
-#include <time.h>
 #include "tsopt.h"
-
-static inline double xstep_timer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#include "util/clock.h"
 
 /* Number of steps of the plan (the length ms must have below). */
 int xplan_step_count(const ts_plan *p);

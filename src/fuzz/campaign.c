@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "fuzz/fuzz.h"
+#include "util/clock.h"
 
 void ts_fuzz_pair_free(ts_fuzz_pair *p)
 {
@@ -28,13 +29,6 @@ void ts_fuzz_opts_default(ts_fuzz_opts *o)
     o->target.eop_system_every = 32;
     o->seed = 1;
     o->time_s = 60;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A folder that already holds pairs or findings is not reused: a new
@@ -263,16 +257,16 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         }
     }
     const double before = st->seconds; /* spent by the runs this one resumes */
-    double t0 = now_s(), saved_at = t0;
+    double t0 = ts_clock_s(), saved_at = t0;
     long saved_findings = st->findings;
     for (; !rc; i += stride) {
         /* the checkpoint before step i: every 2 s, and after each finding
          * (whose folder the next run must not number again) */
-        if (now_s() - saved_at >= 2 || st->findings != saved_findings) {
-            if ((rc = checkpoint(o, i, st, before + now_s() - t0, &cp, &seen, cover, err))) break;
-            saved_at = now_s(), saved_findings = st->findings;
+        if (ts_clock_s() - saved_at >= 2 || st->findings != saved_findings) {
+            if ((rc = checkpoint(o, i, st, before + ts_clock_s() - t0, &cp, &seen, cover, err))) break;
+            saved_at = ts_clock_s(), saved_findings = st->findings;
         }
-        double el = before + now_s() - t0;
+        double el = before + ts_clock_s() - t0;
         const char *stop = o->stop && *o->stop                              ? "interrupted"
                            : o->max_pairs > 0 && i >= o->max_pairs          ? "pairs"
                            : o->max_findings > 0 && st->findings >= o->max_findings ? "findings"
@@ -284,7 +278,7 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         }
         if (graphs && (rc = graph_step(o, t, &cp, &seen, i, st, err))) break;
         if (!pairs) {
-            if (o->progress) o->progress(o->progress_ctx, st, before + now_s() - t0);
+            if (o->progress) o->progress(o->progress_ctx, st, before + ts_clock_s() - t0);
             continue;
         }
         uint64_t ps = ts_fuzz_pair_seed(o->seed, i);
@@ -333,9 +327,9 @@ ts_status ts_fuzz_run(const ts_fuzz_opts *o, ts_fuzz_stats *st, ts_error *err)
         free(in);
         ts_fuzz_pair_free(&p);
         ts_graph_free(g);
-        if (o->progress) o->progress(o->progress_ctx, st, before + now_s() - t0);
+        if (o->progress) o->progress(o->progress_ctx, st, before + ts_clock_s() - t0);
     }
-    st->seconds = before + now_s() - t0;
+    st->seconds = before + ts_clock_s() - t0;
     if (!rc) rc = checkpoint(o, i, st, st->seconds, &cp, &seen, cover, err);
     if (cover) {
         ts_fuzz_cover_counts(cover, &st->cover_reached, &st->cover_entries, &st->cover_keys);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz/fuzz.h"
+#include "util/hash.h"
 
 #define MAX_ENTRIES 256
 
@@ -40,13 +41,6 @@ void ts_fuzz_cover_free(ts_fuzz_cover *c)
     free(c);
 }
 
-static uint64_t hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    while (*s) h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-    return h;
-}
-
 /* Adds key; true when it is new. */
 static bool add_key(ts_fuzz_cover *c, const char *key)
 {
@@ -56,14 +50,14 @@ static bool add_key(ts_fuzz_cover *c, const char *key)
         if (!k) return false;
         for (int i = 0; i < c->cap; i++)
             if (c->keys[i]) {
-                uint64_t j = hash(c->keys[i]) & (uint64_t)(cap - 1);
+                uint64_t j = ts_hash_str(TS_HASH_SEED, c->keys[i]) & (uint64_t)(cap - 1);
                 while (k[j]) j = (j + 1) & (uint64_t)(cap - 1);
                 k[j] = c->keys[i];
             }
         free(c->keys);
         c->keys = k, c->cap = cap;
     }
-    uint64_t j = hash(key) & (uint64_t)(c->cap - 1);
+    uint64_t j = ts_hash_str(TS_HASH_SEED, key) & (uint64_t)(c->cap - 1);
     for (; c->keys[j]; j = (j + 1) & (uint64_t)(c->cap - 1))
         if (!strcmp(c->keys[j], key)) return false;
     if (!(c->keys[j] = strdup(key))) return false;

@@ -8,16 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "fuzz/fuzz.h"
+#include "util/hash.h"
 
 const ts_fuzz_tol ts_fuzz_tol_default = {.rtol = 1e-3, .atol = 1e-4, .huge = 1e6};
-
-/* FNV-1a of a name: an input's values follow its name, not its position. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
 
 ts_status ts_fuzz_inputs(const ts_graph *g, uint64_t seed, ts_tensor **in, ts_error *err)
 {
@@ -28,7 +21,7 @@ ts_status ts_fuzz_inputs(const ts_graph *g, uint64_t seed, ts_tensor **in, ts_er
             for (int j = 0; j < i; j++) ts_tensor_unref(in[j]);
             return err->code;
         }
-        uint64_t rng = seed ^ name_hash(v->name);
+        uint64_t rng = seed ^ ts_hash_str(TS_HASH_SEED, v->name);
         /* inputs named pos* (runtime seeds: divisors, roots, logarithms) in [0.25, 2) */
         bool pos = !strncmp(v->name, "pos", 3);
         ts_tensor_fill_random(in[i], &rng, pos ? 0.25 : -1, pos ? 2 : 1);

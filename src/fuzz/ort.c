@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "fuzz/fuzz.h"
+#include "util/clock.h"
 
 extern char **environ;
 
@@ -48,18 +49,11 @@ const char *ts_fuzz_ort_default_serve(void)
     return e && *e ? e : TSOPT_ORT_SERVE;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Reads one line (without its newline) into line; false on EOF, error or
  * after timeout_ms. */
 static bool read_line(ts_fuzz_ort *o, char *line, size_t n, int timeout_ms)
 {
-    double end = now_ms() + timeout_ms;
+    double end = ts_clock_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(o->buf, '\n', o->len);
         if (nl) {
@@ -72,7 +66,7 @@ static bool read_line(ts_fuzz_ort *o, char *line, size_t n, int timeout_ms)
             return true;
         }
         if (o->len == sizeof o->buf) o->len = 0; /* an absurd line: drop it */
-        int left = (int)(end - now_ms());
+        int left = (int)(end - ts_clock_ms());
         if (left <= 0) return false;
         struct pollfd p = {.fd = o->fd, .events = POLLIN};
         int r = poll(&p, 1, left);

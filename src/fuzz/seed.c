@@ -18,14 +18,9 @@
 #include "fuzz/fuzz.h"
 #include "ops/list.h"
 #include "ops/op.h"
+#include "util/hash.h"
 
-uint64_t ts_fuzz_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t ts_fuzz_rand(uint64_t *state) { return ts_rand_next(state); }
 
 uint64_t ts_fuzz_pair_seed(uint64_t seed, long i)
 {

@@ -1,20 +1,14 @@
 /* Name -> int hash map (name_map.h). */
 #include "ir/name_map.h"
+#include "util/hash.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 bool ts_name_map_find(const ts_name_map *m, const char *key, int *val)
 {
     if (!m->cap) return false;
-    for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = ts_hash_str(TS_HASH_SEED, key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->keys[i]) return false;
         if (!strcmp(m->keys[i], key)) {
             if (val) *val = m->vals[i];
@@ -39,7 +33,7 @@ bool ts_name_map_put(ts_name_map *m, const char *key, int val)
         free(m->vals);
         *m = b;
     }
-    size_t i = str_hash(key) & (m->cap - 1);
+    size_t i = ts_hash_str(TS_HASH_SEED, key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key)) i = (i + 1) & (m->cap - 1);
     if (!m->keys[i]) m->n++;
     m->keys[i] = key;

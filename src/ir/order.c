@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/ir.h"
+#include "util/hash.h"
 
 ts_status ts_graph_topo_order(const ts_graph *g, int *order, int *count, ts_error *err)
 {
@@ -167,24 +168,17 @@ static uint64_t mix(uint64_t h, uint64_t x)
     return h ^ (h >> 33);
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t hash_leaf(const ts_graph *g, int v)
 {
     const ts_value *val = &g->values[v];
     uint64_t h = mix(0x51, (uint64_t)val->dtype);
-    h = hash_bytes(h, val->shape.dims, sizeof(int64_t) * (size_t)val->shape.rank);
+    h = ts_hash_bytes(h, val->shape.dims, sizeof(int64_t) * (size_t)val->shape.rank);
     if (val->constant) {
         /* content sample: cheap, deterministic, and separates distinct weights */
         size_t n = val->constant->nbytes < 256 ? val->constant->nbytes : 256;
-        h = hash_bytes(mix(h, val->constant->nbytes), val->constant->data, n);
+        h = ts_hash_bytes(mix(h, val->constant->nbytes), val->constant->data, n);
         if (val->constant->nbytes > 256)
-            h = hash_bytes(h, (const char *)val->constant->data + val->constant->nbytes - 256, 256);
+            h = ts_hash_bytes(h, (const char *)val->constant->data + val->constant->nbytes - 256, 256);
     } else {
         for (int i = 0; i < g->ninputs; i++)
             if (g->inputs[i] == v) h = mix(h, 0x1000 + (uint64_t)i);
@@ -204,8 +198,8 @@ uint64_t ts_graph_hash(const ts_graph *g)
     if (ts_graph_topo_order(g, order, &cnt, NULL)) goto out;
     for (int k = 0; k < cnt; k++) {
         const ts_node *n = &g->nodes[order[k]];
-        uint64_t nh = hash_bytes(0xcbf29ce484222325ull, n->op->name, strlen(n->op->name));
-        nh = hash_bytes(nh, n->attrs, n->op->attr_size);
+        uint64_t nh = ts_hash_bytes(TS_HASH_SEED, n->op->name, strlen(n->op->name));
+        nh = ts_hash_bytes(nh, n->attrs, n->op->attr_size);
         for (int j = 0; j < n->ninputs; j++) nh = mix(nh, n->inputs[j] >= 0 ? vh[n->inputs[j]] : 0x77);
         for (int o = 0; o < n->noutputs; o++) vh[n->outputs[o]] = mix(nh, (uint64_t)o + 1);
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tsopt.h"
+#include "util/hash.h"
 
 static const struct {
     const char *name;
@@ -199,20 +200,11 @@ void ts_tensor_set_f64(ts_tensor *t, int64_t i, double v)
     }
 }
 
-/* splitmix64: small, seedable, good enough for test inputs */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void ts_tensor_fill_random(ts_tensor *t, uint64_t *rng, double lo, double hi)
 {
     int64_t n = ts_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = next_u64(rng);
+        uint64_t r = ts_rand_next(rng);
         if (t->dtype == TS_MODP)
             ((uint32_t *)t->data)[i] = (uint32_t)(r % TS_MODP_P);
         else if (ts_dtype_is_float(t->dtype))

@@ -31,6 +31,7 @@
 #include "ops/control_flow.h"
 #include "ops/opaque.h"
 #include "ops/list.h"
+#include "util/heap.h"
 
 /* ------------------------------------------------------------ importer */
 
@@ -314,32 +315,9 @@ static ts_status check_nodes(importer *im)
     return TS_OK;
 }
 
-/* Min-heap of node indices: among ready nodes the earliest in the file goes
- * first, so a sorted file keeps its order. */
-static void heap_push(int *h, int *n, int x)
-{
-    int i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > x) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = x;
-}
-
-static int heap_pop(int *h, int *n)
-{
-    int top = h[0], x = h[--*n], i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= x) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = x;
-    return top;
-}
+/* Among ready nodes the earliest in the file goes first, so a sorted file
+ * keeps its order. */
+static bool earlier(const void *a, const void *b) { return *(const int *)a < *(const int *)b; }
 
 /* Topological order by tensor names; errors name a missing input or a node
  * on a cycle. */
@@ -409,14 +387,16 @@ static ts_status sort_nodes(importer *im)
             users[ustart[p] + fill[p]++] = i;
         }
     }
-    int nheap = 0, cnt = 0;
+    size_t nheap = 0;
+    int cnt = 0;
     for (int i = 0; i < nn; i++)
-        if (!indeg[i]) heap_push(heap, &nheap, i);
+        if (!indeg[i]) ts_heap_push(heap, sizeof *heap, &nheap, &i, earlier);
     while (nheap) {
-        int i = heap_pop(heap, &nheap);
+        int i;
+        ts_heap_remove(heap, sizeof *heap, &nheap, 0, &i, earlier);
         im->order[cnt++] = i;
         for (int e = ustart[i]; e < ustart[i + 1]; e++)
-            if (--indeg[users[e]] == 0) heap_push(heap, &nheap, users[e]);
+            if (--indeg[users[e]] == 0) ts_heap_push(heap, sizeof *heap, &nheap, &users[e], earlier);
     }
     if (cnt < nn) {
         /* Walk back through unfinished producers until a node repeats: that

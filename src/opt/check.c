@@ -11,13 +11,8 @@
 #include "ir/ir.h"
 #include "opt/check.h"
 #include "ops/opaque.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "util/clock.h"
+#include "util/union_find.h"
 
 /* The check's deadline, polled before each plan is built and run (a run
  * cannot be stopped halfway): as the driver does with a graph's costing, a
@@ -30,7 +25,7 @@ typedef struct check_clock {
 
 static bool late(const check_clock *c)
 {
-    if (c->end > 0 && now_s() + c->longest > c->end) *c->out_of_time = true;
+    if (c->end > 0 && ts_clock_s() + c->longest > c->end) *c->out_of_time = true;
     return *c->out_of_time;
 }
 
@@ -40,7 +35,7 @@ static bool late(const check_clock *c)
 static ts_status run_plan(check_clock *clk, const ts_graph *g, ts_tensor *const *in, ts_tensor **out, ts_error *err)
 {
     if (clk && late(clk)) return TS_OK;
-    double t0 = now_s();
+    double t0 = ts_clock_s();
     ts_plan *p = NULL;
     ts_plan_opts o = {0};
     for (int i = 0; i < g->noutputs; i++) {
@@ -50,7 +45,7 @@ static ts_status run_plan(check_clock *clk, const ts_graph *g, ts_tensor *const 
     ts_status st = ts_plan_build(g, &o, &p, err);
     if (!st) st = ts_plan_run(p, in, out, err);
     ts_plan_free(p);
-    if (clk) clk->longest = fmax(clk->longest, now_s() - t0);
+    if (clk) clk->longest = fmax(clk->longest, ts_clock_s() - t0);
     return st;
 }
 
@@ -351,22 +346,9 @@ static ts_status boundary(rctx *c, ts_error *err)
     return TS_OK;
 }
 
-/* Union-find over region nodes: g1's nodes, then g0's (offset). */
-static int uf_root(int *up, int x)
-{
-    while (up[x] != x) x = up[x] = up[up[x]];
-    return x;
-}
-
-static void uf_join(int *up, int a, int b)
-{
-    a = uf_root(up, a);
-    b = uf_root(up, b);
-    if (a != b) up[a] = b;
-}
-
 /* Regions: rewritten nodes joined through the values they share and
- * through the boundary pairs that link g1's side to g0's. */
+ * through the boundary pairs that link g1's side to g0's (a union-find over
+ * g1's nodes, then g0's, offset). */
 static int count_regions(const rctx *c)
 {
     const ts_graph *g0 = c->g0, *g1 = c->g1;
@@ -381,19 +363,19 @@ static int count_regions(const rctx *c)
             if (g->nodes[i].dead || pair[i] >= 0) continue;
             for (int j = 0; j < g->nodes[i].ninputs; j++) {
                 int v = g->nodes[i].inputs[j], p = v >= 0 ? g->values[v].producer : -1;
-                if (p >= 0 && pair[p] < 0) uf_join(up, s * n1 + i, s * n1 + p);
+                if (p >= 0 && pair[p] < 0) ts_uf_join(up, s * n1 + i, s * n1 + p);
             }
         }
     }
     for (int k = 0; k < c->nb; k++) {
         int p1 = g1->values[c->bpair[2 * k]].producer, p0 = g0->values[c->bpair[2 * k + 1]].producer;
         bool r1 = p1 >= 0 && c->pair1[p1] < 0, r0 = p0 >= 0 && c->pair0[p0] < 0;
-        if (r1 && r0) uf_join(up, p1, n1 + p0);
+        if (r1 && r0) ts_uf_join(up, p1, n1 + p0);
     }
     int regions = 0;
     for (int i = 0; i < n; i++) {
         bool region = i < n1 ? !g1->nodes[i].dead && c->pair1[i] < 0 : !g0->nodes[i - n1].dead && c->pair0[i - n1] < 0;
-        regions += region && uf_root(up, i) == i;
+        regions += region && ts_uf_root(up, i) == i;
     }
     free(up);
     return regions;
@@ -613,7 +595,7 @@ ts_status ts_opt_check_all(const ts_graph *g0, const ts_graph *g1, uint64_t seed
                            double time_limit, ts_check_result *r, ts_error *err)
 {
     memset(r, 0, sizeof *r);
-    check_clock clk = {.end = time_limit > 0 ? now_s() + time_limit : 0, .out_of_time = &r->out_of_time};
+    check_clock clk = {.end = time_limit > 0 ? ts_clock_s() + time_limit : 0, .out_of_time = &r->out_of_time};
     if (g1->ninputs != g0->ninputs || g1->noutputs != g0->noutputs)
         return ts_error_set(err, TS_ERR_INVALID, "optimized graph has different inputs/outputs");
     if (check_regions(g0, g1, seed, r, &clk, err)) return err->code;

@@ -36,6 +36,8 @@
 #include "opt/bodies.h"
 #include "opt/driver.h"
 #include "opt/passes.h"
+#include "util/clock.h"
+#include "util/heap.h"
 
 typedef struct hist {
     int source;       /* index of the source, TS_DRIVE_PASSES for a pass */
@@ -76,7 +78,7 @@ typedef struct dctx {
     int nsrc;
     ts_const_cache *cc;
     qent *heap;
-    int n, cap;
+    size_t n, cap;
     size_t bytes, max_bytes, peak_bytes;
     uint64_t *seen;
     size_t seen_cap, seen_n;
@@ -105,13 +107,6 @@ typedef struct dctx {
     ts_drive_cost_fn cost_fn; /* the target's cost (ort: opt/ort_target.c); NULL: tsopt's own */
     void *cost_ctx;
 } dctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Anonymous resident MiB: pages of a file mapping (weights memory-mapped
  * from external data, which the search reads when it hashes or folds
@@ -241,58 +236,33 @@ static size_t entry_bytes(const dctx *s, const ts_graph *g)
 
 /* ---- min-heap by (cost, seq) */
 
-static bool less(const qent *a, const qent *b) { return a->cost < b->cost || (a->cost == b->cost && a->seq < b->seq); }
-
-static void heap_up(qent *h, int i)
+static bool less(const void *pa, const void *pb)
 {
-    while (i > 0 && less(&h[i], &h[(i - 1) / 2])) {
-        qent t = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
+    const qent *a = pa, *b = pb;
+    return a->cost < b->cost || (a->cost == b->cost && a->seq < b->seq);
 }
 
-static void heap_down(qent *h, int n, int i)
-{
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && less(&h[l], &h[m])) m = l;
-        if (r < n && less(&h[r], &h[m])) m = r;
-        if (m == i) return;
-        qent t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static void drop(dctx *s, int w)
+static void drop(dctx *s, size_t w)
 {
     s->bytes -= s->heap[w].bytes;
     ts_graph_free(s->heap[w].g);
     hist_unref(s->heap[w].h);
-    s->heap[w] = s->heap[--s->n];
-    if (w < s->n) {
-        heap_up(s->heap, w);
-        heap_down(s->heap, s->n, w);
-    }
+    ts_heap_remove(s->heap, sizeof *s->heap, &s->n, w, NULL, less);
 }
 
 static void drop_worst(dctx *s)
 {
-    int w = s->n / 2; /* the worst is among the leaves */
-    for (int i = s->n / 2; i < s->n; i++)
+    size_t w = s->n / 2; /* the worst is among the leaves */
+    for (size_t i = s->n / 2; i < s->n; i++)
         if (less(&s->heap[w], &s->heap[i])) w = i;
     drop(s, w);
 }
 
 static qent pop(dctx *s)
 {
-    qent e = s->heap[0];
+    qent e;
+    ts_heap_remove(s->heap, sizeof *s->heap, &s->n, 0, &e, less);
     s->bytes -= e.bytes;
-    s->heap[0] = s->heap[--s->n];
-    heap_down(s->heap, s->n, 0);
     return e;
 }
 
@@ -304,8 +274,8 @@ static bool push(dctx *s, ts_graph *g, double cost, hist *h)
     size_t b = entry_bytes(s, g);
     while (s->n > 0 && s->bytes + b > s->max_bytes) drop_worst(s);
     if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 256;
-        qent *t = realloc(s->heap, sizeof *t * (size_t)cap);
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        qent *t = realloc(s->heap, sizeof *t * cap);
         if (!t) {
             ts_graph_free(g);
             hist_unref(h);
@@ -314,8 +284,8 @@ static bool push(dctx *s, ts_graph *g, double cost, hist *h)
         s->heap = t;
         s->cap = cap;
     }
-    s->heap[s->n] = (qent){.g = g, .cost = cost, .seq = s->seq++, .bytes = b, .h = h};
-    heap_up(s->heap, s->n++);
+    qent e = {.g = g, .cost = cost, .seq = s->seq++, .bytes = b, .h = h};
+    ts_heap_push(s->heap, sizeof e, &s->n, &e, less);
     s->bytes += b;
     if (s->bytes > s->peak_bytes) s->peak_bytes = s->bytes;
     return true;
@@ -352,7 +322,7 @@ static double graph_cost(const dctx *s, const ts_graph *g)
 
 static void tick(dctx *s, bool final)
 {
-    double t = now_s();
+    double t = ts_clock_s();
     if (!final && t - s->last_tick < 0.25) return;
     s->last_tick = t;
     double limit = s->o->max_memory_mb > 0 ? s->o->max_memory_mb : 1536;
@@ -367,11 +337,11 @@ static void tick(dctx *s, bool final)
     /* a line rewritten in place on a terminal; elsewhere (a log) a plain
      * line every few seconds */
     if (s->tty)
-        fprintf(stderr, "\roptimize: best %.3f ms (from %.3f)  explored %d  generated %d  queue %d  %.1f s   %s",
+        fprintf(stderr, "\roptimize: best %.3f ms (from %.3f)  explored %d  generated %d  queue %zu  %.1f s   %s",
                 s->best_cost, s->cost0, s->explored, s->generated, s->n, t - s->t0, final ? "\n" : "");
     else if (final || t - s->last_line >= 5) {
         s->last_line = t;
-        fprintf(stderr, "optimize: %.1f s: best %.3f ms (from %.3f), explored %d, generated %d, queue %d%s\n",
+        fprintf(stderr, "optimize: %.1f s: best %.3f ms (from %.3f), explored %d, generated %d, queue %zu%s\n",
                 t - s->t0, s->best_cost, s->cost0, s->explored, s->generated, s->n, final ? " (done)" : "");
     }
     fflush(stderr);
@@ -381,7 +351,7 @@ static bool must_stop(dctx *s)
 {
     if (s->stop) return true;
     if (s->o->stop && *s->o->stop) s->stop = "interrupted";
-    else if (s->o->time_limit > 0 && now_s() - s->t0 > s->o->time_limit) s->stop = "time limit";
+    else if (s->o->time_limit > 0 && ts_clock_s() - s->t0 > s->o->time_limit) s->stop = "time limit";
     return s->stop != NULL;
 }
 
@@ -434,14 +404,14 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
     /* costing times new groups in context (seconds each on a 256x256
      * model under load): one that would end past the time limit is not
      * started, so the search ends on time with the best costed so far */
-    if (s->o->time_limit > 0 && now_s() + s->cost_s > s->t0 + s->o->time_limit) {
+    if (s->o->time_limit > 0 && ts_clock_s() + s->cost_s > s->t0 + s->o->time_limit) {
         ts_graph_free(ng);
         s->stop = "time limit";
         return false;
     }
     s->generated++;
-    double tc = now_s(), c = graph_cost(s, ng);
-    if (now_s() - tc > s->cost_s) s->cost_s = now_s() - tc;
+    double tc = ts_clock_s(), c = graph_cost(s, ng);
+    if (ts_clock_s() - tc > s->cost_s) s->cost_s = ts_clock_s() - tc;
     e->gain = s->cur_cost - c;
     if (c < s->cur_cost) s->sched[s->cur_src].won = true;
     hist *h = hist_push(s->cur_h, s->cur_src, what, count);
@@ -648,7 +618,7 @@ ts_status ts_drive_costed(const ts_graph *g0, const ts_optimize_opts *o, ts_cost
 {
     memset(res, 0, sizeof *res);
     double cap_mb = o->max_memory_mb > 0 ? o->max_memory_mb : 1536;
-    dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = now_s(),
+    dctx s = {.o = o, .db = db, .src = sources, .state = states, .nsrc = nsrc, .cc = cc, .err = err, .t0 = ts_clock_s(),
               .max_bytes = (size_t)(cap_mb / 2 * (1 << 20))};
     s.emit = (ts_source_emit){.fn = consider, .stopped = emit_stopped, .driver = &s};
     s.cost_fn = cost_fn;
@@ -668,7 +638,7 @@ ts_status ts_drive_costed(const ts_graph *g0, const ts_optimize_opts *o, ts_cost
     double c0 = res->cost_before;
     hist *h0 = NULL;
     if (!passes(&s, &start, &c0, &h0)) goto done_start;
-    res->passes_seconds = now_s() - s.t0;
+    res->passes_seconds = ts_clock_s() - s.t0;
     s.best = ts_graph_copy(start);
     s.best_cost = c0;
     s.best_h = h0;
@@ -727,7 +697,7 @@ done:
     res->explored = s.explored;
     res->generated = s.generated;
     res->duplicates = s.duplicates;
-    res->seconds = now_s() - s.t0;
+    res->seconds = ts_clock_s() - s.t0;
     res->cost_after = s.best ? s.best_cost : res->cost_before;
     res->peak_frontier_mb = (double)s.peak_bytes / (1 << 20);
     snprintf(res->stop, sizeof res->stop, "%s", s.stop ? s.stop : "error");

@@ -60,6 +60,7 @@
 #include "opt/measure.h"
 #include "opt/passes.h"
 #include "util/wait_policy.h"
+#include "util/clock.h"
 
 #define DEFAULT_MIN_ROUNDS 4
 #define DEFAULT_MAX_ROUNDS 8
@@ -279,13 +280,6 @@ int ts_measure_judge(ts_measure_sample *s, int n, const ts_measure_machine *m, c
 
 /* ---------------------------------------------------------- measuring */
 
-static double now_ms(clockid_t c)
-{
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 typedef ts_measure_probe probe;
 
 static bool read_text(const char *path, char *buf, size_t n)
@@ -358,8 +352,8 @@ void ts_measure_probe_take(ts_measure_probe *p)
      * running threads (spinning OpenMP workers are runnable) */
     p->others = others >= 0 && own >= 1 ? (others + 1 - own > 0 ? others + 1 - own : 0) : -1;
     p->steal_ms = read_steal_ms();
-    p->cpu_ms = now_ms(CLOCK_PROCESS_CPUTIME_ID);
-    p->wall_ms = now_ms(CLOCK_MONOTONIC);
+    p->cpu_ms = ts_clock_cpu_ms();
+    p->wall_ms = ts_clock_ms();
 }
 
 static double delta(double a, double b)
@@ -374,10 +368,10 @@ static ts_status half_round(ts_plan *p, ts_tensor **in, ts_tensor **out, int run
                             const probe *a, probe *b, ts_measure_sample *s, ts_error *err)
 {
     for (int i = 0; i < runs; i++) {
-        double t0 = now_ms(CLOCK_MONOTONIC);
+        double t0 = ts_clock_ms();
         ts_status st = ts_plan_run(p, in, out, err);
         if (st) return st;
-        t[i] = now_ms(CLOCK_MONOTONIC) - t0;
+        t[i] = ts_clock_ms() - t0;
         if (t0 + t[i] > deadline_ms) runs = i + 1;
     }
     ts_measure_probe_take(b);
@@ -446,13 +440,13 @@ static void sleep_ms(double ms)
 static ts_status warm_up(ts_plan *p, ts_tensor **in, ts_tensor **out, double limit_ms, double *fastest, ts_error *err)
 {
     ts_status st = ts_plan_run(p, in, out, err);
-    double start = now_ms(CLOCK_MONOTONIC);
+    double start = ts_clock_ms();
     *fastest = INFINITY;
     for (int i = 0; !st && i < 3; i++) {
-        double t0 = now_ms(CLOCK_MONOTONIC);
+        double t0 = ts_clock_ms();
         st = ts_plan_run(p, in, out, err);
-        *fastest = fmin(*fastest, now_ms(CLOCK_MONOTONIC) - t0);
-        if (now_ms(CLOCK_MONOTONIC) - start > limit_ms) break;
+        *fastest = fmin(*fastest, ts_clock_ms() - t0);
+        if (ts_clock_ms() - start > limit_ms) break;
     }
     return st;
 }
@@ -468,7 +462,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
     if (opts.min_rounds > opts.max_rounds) opts.min_rounds = opts.max_rounds;
     if (!(opts.budget_s > 0)) opts.budget_s = DEFAULT_BUDGET_S;
     memset(r, 0, sizeof *r);
-    double start = now_ms(CLOCK_MONOTONIC), budget_ms = opts.budget_s * 1e3;
+    double start = ts_clock_ms(), budget_ms = opts.budget_s * 1e3;
 
     ts_status st = same_inputs(g0, g1, err);
     if (st) return st;
@@ -501,7 +495,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
     int runs = slow > 0 ? (int)ceil(HALF_MS / slow) : MAX_RUNS;
     /* all wanted rounds must fit in half the budget left, the rest is for
      * retries */
-    double left = budget_ms - (now_ms(CLOCK_MONOTONIC) - start);
+    double left = budget_ms - (ts_clock_ms() - start);
     int fit = slow > 0 ? (int)(left / 2 / (2.0 * opts.max_rounds * slow)) : MAX_RUNS;
     if (runs > fit) runs = fit;
     if (runs < MIN_RUNS) runs = fit < MIN_RUNS ? (fit > 1 ? fit : 1) : MIN_RUNS;
@@ -514,7 +508,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
     int n = 0, clean = 0;
     double round_ms = 2.0 * runs * (fast[0] + fast[1]) / 2, backoff = 10;
     while (clean < opts.max_rounds && n + 2 <= 2 * MAX_ROUNDS) {
-        double elapsed = now_ms(CLOCK_MONOTONIC) - start;
+        double elapsed = ts_clock_ms() - start;
         if (elapsed + round_ms > budget_ms) break;
         int first = clean % 2;
         probe a, b, c;
@@ -530,7 +524,7 @@ ts_status ts_measure_pair(const ts_graph *g0, const ts_graph *g1, const ts_measu
         ts_measure_result verdict; /* so far: the count, and this round's flags */
         clean = ts_measure_judge(s, n, &m, &opts, &verdict);
         if (s[n - 2].flags || s[n - 1].flags) {
-            double rest = budget_ms - (now_ms(CLOCK_MONOTONIC) - start) - round_ms;
+            double rest = budget_ms - (ts_clock_ms() - start) - round_ms;
             sleep_ms(fmin(backoff, rest));
             backoff = fmin(2 * backoff, 160);
             /* a sleeper's cores went to the competitor: the first runs

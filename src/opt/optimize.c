@@ -14,6 +14,7 @@
 #include "opt/measure.h"
 #include "opt/ort_target.h"
 #include "ops/opaque.h"
+#include "util/clock.h"
 
 /* Time left after the search for the check and the measurement: the whole
  * run ends within the time limit plus this. */
@@ -43,13 +44,6 @@ static const char *clip_words(const char *msg, char *buf, size_t n)
     return buf;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Peak resident size of this process (VmHWM), MiB. */
 static double peak_rss_mb(void)
 {
@@ -67,7 +61,7 @@ static double peak_rss_mb(void)
  * writing included (60 without a limit). */
 static double time_left(const ts_optimize_opts *o, double t0)
 {
-    return o->time_limit > 0 ? o->time_limit + FINISH_S - WRITE_S - (now_s() - t0) : 60;
+    return o->time_limit > 0 ? o->time_limit + FINISH_S - WRITE_S - (ts_clock_s() - t0) : 60;
 }
 
 /* Seconds the check may take of the check_left the run has: all of them
@@ -294,7 +288,7 @@ static ts_status time_original(const ts_graph *g, ts_ort_target *ort, double *ms
 ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimize_result *res, ts_error *err)
 {
     memset(res, 0, sizeof *res);
-    double t0 = now_s(), start = t0; /* t0: what the time limit counts from */
+    double t0 = ts_clock_s(), start = t0; /* t0: what the time limit counts from */
     ts_optimize_opts o;
     if (opts) o = *opts;
     else ts_optimize_opts_default(&o);
@@ -353,17 +347,17 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
          * (tens of seconds for a large model on a cold cache): not taken
          * from the search's time, or a cold run would search nothing;
          * docs/optimize.md says a cold run can end past the limit */
-        double tp = now_s();
+        double tp = ts_clock_s();
         ts_ort_target_cost(ort, g);
         /* and the original timed whole, which the prediction is anchored
          * to (anchor_prediction); a graph ORT cannot run whole is not */
         if (!o.no_timing && ts_ort_target_time(ort, g, &whole0, &(ts_error){0})) whole0 = NAN;
-        t0 += now_s() - tp;
+        t0 += ts_clock_s() - tp;
     }
     /* the search's limit counts from the start of the run: priming the
      * cost cache (seconds on a cold cache) is part of the user's limit */
     ts_optimize_opts os = o;
-    if (o.time_limit > 0) os.time_limit = fmax(o.time_limit - (now_s() - t0), 1e-3);
+    if (o.time_limit > 0) os.time_limit = fmax(o.time_limit - (ts_clock_s() - t0), 1e-3);
     /* ort: the last 30% of the search's time is the whole-graph timing of
      * its best graphs (ort_rank), so the check and the keep decision keep
      * the time after the limit */
@@ -403,13 +397,13 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
      * original is kept, never an unchecked graph */
     double check_left = time_left(&o, t0);
     bool no_check_time = dr.nsteps > 0 && check_left < 1.0;
-    double check_s = now_s();
+    double check_s = ts_clock_s();
     /* --target ort: the check is ONNX Runtime's, on the files as written
      * (ort_check below), which runs models tsopt cannot run too */
     ts_status cst = dr.nsteps > 0 && !no_check_time && !ort
                         ? ts_opt_check_all(g, dr.best, o.seed, user_in, check_limit(&o, check_left), &cr, err)
                         : TS_OK;
-    check_s = now_s() - check_s;
+    check_s = ts_clock_s() - check_s;
     if (no_check_time) {
         snprintf(res->reason, sizeof res->reason,
                  "original kept: no time left to check the rewrites (%.1f s left of the time limit + %.0f s)",
@@ -532,7 +526,7 @@ done:
     ts_const_cache_free(cc);
     ts_costdb_free(db);
     ts_ort_target_close(ort);
-    res->total_s = now_s() - start;
+    res->total_s = ts_clock_s() - start;
     res->peak_rss_mb = peak_rss_mb();
     if (st) ts_optimize_result_free(res);
     return st;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "opt/ort_peer.h"
+#include "util/clock.h"
 
 extern char **environ;
 
@@ -65,16 +66,9 @@ static const char *peer_dir(char *buf, size_t n)
 
 const char *ts_ort_peer_version(const ts_ort_peer *p) { return p->version; }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static bool read_line(ts_ort_peer *p, char *line, size_t n, int timeout_ms)
 {
-    double end = now_ms() + timeout_ms;
+    double end = ts_clock_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(p->buf, '\n', p->len);
         if (nl) {
@@ -86,7 +80,7 @@ static bool read_line(ts_ort_peer *p, char *line, size_t n, int timeout_ms)
             return true;
         }
         if (p->len == sizeof p->buf) p->len = 0; /* an absurd line: dropped */
-        int left = (int)(end - now_ms());
+        int left = (int)(end - ts_clock_ms());
         if (left <= 0) return false;
         struct pollfd pf = {.fd = p->fd, .events = POLLIN};
         int r = poll(&pf, 1, left);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include "draw/draw.h"
 #include "opt/report.h"
+#include "util/clock.h"
 
 /* Graphviz's layout grows much faster than linearly with the nodes: a
  * DenseNet-size graph took over 10 minutes under load, and optimize waits
@@ -18,13 +19,6 @@
  * sets it: tests), after which Graphviz is stopped: a loaded machine can
  * make even a small graph's layout slow, and optimize must finish. */
 #define DRAW_S 20.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int live(const ts_graph *g)
 {
@@ -53,7 +47,7 @@ static void pictures(FILE *f, const char *path, const ts_graph *original, const 
         return;
     }
     const char *env = getenv("TSOPT_DRAW_S");
-    double bound = env && atof(env) > 0 ? atof(env) : DRAW_S, end = now_s() + bound;
+    double bound = env && atof(env) > 0 ? atof(env) : DRAW_S, end = ts_clock_s() + bound;
     if (ts_graph_draw_within(original, NULL, before, bound, &e)) {
         fprintf(f, "(No pictures: %s)\n\n", e.msg);
         return;
@@ -62,7 +56,7 @@ static void pictures(FILE *f, const char *path, const ts_graph *original, const 
         fprintf(f, "![the written graph, the original](%s.before.svg)\n\n", base);
         return;
     }
-    if (ts_graph_draw_within(r->graph, original, after, fmax(end - now_s(), 1e-3), &e)) {
+    if (ts_graph_draw_within(r->graph, original, after, fmax(end - ts_clock_s(), 1e-3), &e)) {
         fprintf(f, "![the original](%s.before.svg)\n\n(No picture of the optimized graph: %s)\n\n", base, e.msg);
         return;
     }

@@ -12,14 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pet/pet.h"
-
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "util/hash.h"
 
 static bool same_interface(const ts_graph *a, const ts_graph *b, ts_error *err)
 {
@@ -73,7 +66,7 @@ static ts_status run_both(const ts_graph *p0, const ts_graph *p1, ts_domain_kind
         }
         int64_t m = ts_tensor_numel(in[k]);
         if (dom == TS_DOMAIN_MODP)
-            for (int64_t i = 0; i < m; i++) ((uint32_t *)in[k]->data)[i] = (uint32_t)(next(rng) % TS_MODP_P);
+            for (int64_t i = 0; i < m; i++) ((uint32_t *)in[k]->data)[i] = (uint32_t)(ts_rand_next(rng) % TS_MODP_P);
         else
             ts_tensor_fill_random(in[k], rng, -1, 1);
     }

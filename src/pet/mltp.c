@@ -9,6 +9,7 @@
  * factor from each input (docs/pet.md, "What linear means"). */
 #include <stdlib.h>
 #include "pet/pet.h"
+#include "util/union_find.h"
 
 static bool linear_slot(const ts_node *n, int i)
 {
@@ -30,12 +31,6 @@ bool ts_pet_node_linear(const ts_graph *g, int ni)
         if (!g->values[v].constant) return false;
     }
     return true;
-}
-
-static int find(int *parent, int x)
-{
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
 }
 
 /* Degree bound per value: graph inputs and weights in linear slots 1,
@@ -121,13 +116,13 @@ ts_status ts_pet_split_graph(const ts_graph *g, ts_pet_split *out, ts_error *err
         for (int j = 0; j < n->ninputs; j++) {
             int v = n->inputs[j];
             int p = v >= 0 ? g->values[v].producer : -1;
-            if (p >= 0 && lin[p]) parent[find(parent, p)] = find(parent, i);
+            if (p >= 0 && lin[p]) parent[ts_uf_root(parent, p)] = ts_uf_root(parent, i);
         }
     }
     for (int k = 0; k < count; k++) {
         int i = order[k];
         if (!lin[i]) continue;
-        int r = find(parent, i);
+        int r = ts_uf_root(parent, i);
         if (root_sub[r] < 0) {
             ts_pet_sub *subs = realloc(out->subs, sizeof *subs * (size_t)(out->nsubs + 1));
             if (!subs) goto nomem;

@@ -36,6 +36,7 @@
 #include <string.h>
 #include "rules/atom.h"
 #include "taso/verify.h"
+#include "util/hash.h"
 
 #define MAX_BIND 12
 #define MAX_DIMNAMES 16
@@ -226,15 +227,6 @@ static bool resolve_shape(ctx *c, binding *b)
 
 /* ----------------------------------------------------------- tensors */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64: a few lines, good enough for test data */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Fills a constant by its definition (its row of the atom table); false
  * when undefined at this shape. */
 static bool fill_constant(binding *b)
@@ -424,7 +416,7 @@ static ts_status one_point(check *k, ts_error *err)
             for (int d = 0; d < c->ndn; d++)
                 if (!m || c->dv[d] < m) m = c->dv[d];
             for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) {
-                uint64_t r = rng_next(&k->rng);
+                uint64_t r = ts_rand_next(&k->rng);
                 if (b->index) ((int64_t *)b->t->data)[j] = (int64_t)(r % (uint64_t)(2 * m)) - m;
                 else ((double *)b->t->data)[j] = (double)(1 + r % 4);
             }
@@ -466,7 +458,7 @@ static ts_status one_point(check *k, ts_error *err)
             binding *b = &c->b[i];
             if (b->cop != TS_ROP_VAR || b->konst || b->index) continue;
             double *d = b->t->data;
-            for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) d[j] = (double)(int)(rng_next(&k->rng) % 9) - 4;
+            for (int64_t j = 0; j < ts_tensor_numel(b->t); j++) d[j] = (double)(int)(ts_rand_next(&k->rng) % 9) - 4;
         }
         if ((st = ts_graph_run_reference(c->g, TS_DOMAIN_F64, inputs, outs, err))) {
             ts_error_prefix(err, "%s", k->ax->name);

@@ -8,15 +8,9 @@
 #include <string.h>
 #include <time.h>
 #include "taso/gen.h"
+#include "util/clock.h"
 
 #define TOL 1e-5
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- evaluation of expressions ---- */
 
@@ -580,7 +574,7 @@ static int cmp_subsume(const void *pa, const void *pb)
  * depends on the ones before. */
 static ts_status subsume(cand *cs, size_t ncand, gen_stats *st)
 {
-    double t0 = now();
+    double t0 = ts_clock_s();
     size_t *ord = malloc((ncand ? ncand : 1) * sizeof *ord), no = 0;
     gen_subsumer *sub = gen_subsumer_new();
     if (!ord || !sub) {
@@ -619,7 +613,7 @@ static ts_status subsume(cand *cs, size_t ncand, gen_stats *st)
     for (size_t i = 0; i < ncand; i++) st->kept += !cs[i].dead;
     gen_subsumer_free(sub);
     free(ord);
-    st->t_subsume = now() - t0;
+    st->t_subsume = ts_clock_s() - t0;
     return s;
 }
 
@@ -635,7 +629,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         gen_world_free(&w);
         return err->code;
     }
-    double t0 = now();
+    double t0 = ts_clock_s();
     gen_graph *gs;
     size_t ng;
     ts_status s = gen_enumerate(&w, cfg, &gs, &ng, err);
@@ -651,7 +645,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         gen_world_free(&w);
         return s;
     }
-    double t1 = now();
+    double t1 = ts_clock_s();
     st->t_enum = t1 - t0;
     if (cfg->progress) {
         fprintf(cfg->progress, "graphs enumerated            %12llu  %8.1f s  (graph table %.1f MiB)\n",
@@ -699,7 +693,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     }
     free(pr);
     st->candidates = ncand;
-    double t2 = now();
+    double t2 = ts_clock_s();
     st->t_test = t2 - t1;
     if (cfg->progress) {
         fprintf(cfg->progress, "pairs with equal fingerprint %12llu  (both shape sets)\n", (unsigned long long)st->pairs);
@@ -746,7 +740,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
     for (size_t i = 0; i < ncand; i++)
         if (!cs[i].dead && has_rename_generalization(&w, &cs[i])) cs[i].dead = DEAD_GENERAL;
     for (size_t i = 0; i < ncand; i++) st->after_rename += !cs[i].dead;
-    double t3 = now();
+    double t3 = ts_clock_s();
     st->t_rename = t3 - t2;
     if (cfg->progress) {
         fprintf(cfg->progress, "dropped (inputs not shared)  %12llu\n", (unsigned long long)st->unbound);
@@ -780,7 +774,7 @@ ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, 
         st->third_fail += cs[i].dead == DEAD_SET2;
         st->fourth_fail += cs[i].dead == DEAD_SET3;
     }
-    st->t_common = now() - t3;
+    st->t_common = ts_clock_s() - t3;
     if (cfg->progress) {
         fprintf(cfg->progress, "after common subgraph        %12llu  %8.1f s\n", (unsigned long long)st->after_common,
                 st->t_common);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <z3.h>
 #include "taso/verify.h"
+#include "util/clock.h"
 
 #define MAX_VARS 32
 #define MAX_NUMS 128
@@ -466,12 +467,10 @@ ts_proof ts_prover_prove_rule(ts_prover *p, const ts_rule *r, unsigned timeout_m
      * model-based instantiation gets the rest of the time: it can find the
      * proofs that need terms no trigger produces (matmul(smul(x,w),y) via
      * transposes), and counter-models for wrong rules. */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ts_clock_ms();
     ts_proof res = prove(p, goal, theory, -1, false, timeout_ms, why, n);
     if (res != TS_PROOF_FAILED || !mbqi) return res;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double used = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    double used = ts_clock_ms() - t0;
     if (used + 1 >= (double)timeout_ms) return res;
     return prove(p, goal, theory, -1, true, timeout_ms - (unsigned)used, why, n);
 }
@@ -519,13 +518,6 @@ typedef struct job {
     bool failed;
 } job;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void *worker(void *arg)
 {
     job *j = arg;
@@ -543,10 +535,10 @@ static void *worker(void *arg)
         int i = j->failed ? j->n : j->next++;
         pthread_mutex_unlock(&j->lock);
         if (i >= j->n) break;
-        double t0 = now_s();
+        double t0 = ts_clock_s();
         ts_rule_result *r = &j->res[i];
         r->proof = ts_prover_prove_rule(p, &j->rules[i], j->o->timeout_ms, j->o->mbqi, r->why, sizeof r->why);
-        r->secs = now_s() - t0;
+        r->secs = ts_clock_s() - t0;
     }
     ts_prover_free(p);
     return NULL;

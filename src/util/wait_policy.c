@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "util/wait_policy.h"
+#include "util/clock.h"
 
 int ts_wait_others_runnable(const char *loadavg)
 {
@@ -218,13 +219,6 @@ static struct {
     double t_start_ms;
 } W = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-static double now_ms(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static atomic_int fork_gen; /* team probes opened before a fork name the parent's threads */
 
 static void after_fork_in_child(void)
@@ -233,7 +227,7 @@ static void after_fork_in_child(void)
     W.helper = NULL;
     pthread_mutex_init(&W.mu, NULL);
     atomic_fetch_add(&fork_gen, 1);
-    ts_wait_ctl_init(&W.ctl, now_ms(CLOCK_MONOTONIC));
+    ts_wait_ctl_init(&W.ctl, ts_clock_ms());
     if (W.source == SRC_ADAPTIVE) atomic_store(&W.mode, TS_WAIT_SPIN);
     atomic_fetch_add(&W.spin_epoch, 1); /* the child's clocks start again */
 }
@@ -253,7 +247,7 @@ static void setup(void)
     const char *tr = getenv("TSOPT_WAIT_TRACE");
     W.trace = tr && *tr && strcmp(tr, "0");
     W.trace_windows = W.trace && !strcmp(tr, "2");
-    W.t_start_ms = now_ms(CLOCK_MONOTONIC);
+    W.t_start_ms = ts_clock_ms();
     ts_wait_ctl_init(&W.ctl, W.t_start_ms);
     if (omp || spin) {
         /* the user chose for libgomp: leave it alone */
@@ -389,9 +383,9 @@ static bool read_busy(uint64_t *busy)
 
 static cpu_anchor anchor_now(void)
 {
-    cpu_anchor a = {.t_ms = now_ms(CLOCK_MONOTONIC)};
+    cpu_anchor a = {.t_ms = ts_clock_ms()};
     a.ok = read_busy(&a.busy);
-    a.cpu_ms = now_ms(CLOCK_PROCESS_CPUTIME_ID);
+    a.cpu_ms = ts_clock_cpu_ms();
     return a;
 }
 
@@ -400,12 +394,12 @@ static cpu_anchor anchor_now(void)
 static double others_since(const cpu_anchor *a, double min_ms)
 {
     uint64_t busy;
-    double interval_ms = now_ms(CLOCK_MONOTONIC) - a->t_ms;
+    double interval_ms = ts_clock_ms() - a->t_ms;
     if (!a->ok || W.clk_tck <= 0) return -1;
     if (!(interval_ms >= min_ms) || !(interval_ms > 0)) return NAN;
     if (!read_busy(&busy) || busy < a->busy) return -1;
     double all_ms = (double)(busy - a->busy) * 1e3 / (double)W.clk_tck;
-    double ours_ms = now_ms(CLOCK_PROCESS_CPUTIME_ID) - a->cpu_ms;
+    double ours_ms = ts_clock_cpu_ms() - a->cpu_ms;
     double others = (all_ms - ours_ms) / interval_ms;
     return others > 0 ? others : 0;
 }
@@ -431,7 +425,7 @@ static void apply(int mode, int threads)
         /* no helper, no sleeping: spin as libgomp does by default */
         atomic_store(&W.broken, true);
         mode = TS_WAIT_SPIN;
-        ts_wait_ctl_init(&W.ctl, now_ms(CLOCK_MONOTONIC));
+        ts_wait_ctl_init(&W.ctl, ts_clock_ms());
     }
     if (mode == TS_WAIT_SPIN) {
         helper_stop();
@@ -447,7 +441,7 @@ void ts_wait_set_mode(int mode, int threads)
     pthread_once(&W.once, setup);
     if (W.source == SRC_USER || (mode != TS_WAIT_SPIN && mode != TS_WAIT_SLEEP)) return;
     pthread_mutex_lock(&W.mu);
-    double now = now_ms(CLOCK_MONOTONIC);
+    double now = ts_clock_ms();
     if (W.ctl.mode != mode) {
         W.ctl.mode = mode;
         W.ctl.since_ms = now;
@@ -542,7 +536,7 @@ static _Thread_local struct {
 static bool team_anchor(cpu_anchor *a)
 {
     uint64_t d = 0, run = 0;
-    *a = (cpu_anchor){.t_ms = now_ms(CLOCK_MONOTONIC)};
+    *a = (cpu_anchor){.t_ms = ts_clock_ms()};
     a->ok = read_busy(&a->busy) && probe_read2(&d, &run);
     a->cpu_ms = (double)run * 1e-6;
     return a->ok;
@@ -569,7 +563,7 @@ static double spin_others(void)
     cpu_anchor now;
     /* never taken yet: wait; taken but unreadable (no /proc): unknown */
     if (!a->ok) return a->t_ms > 0 ? -1 : NAN;
-    double interval_ms = now_ms(CLOCK_MONOTONIC) - a->t_ms;
+    double interval_ms = ts_clock_ms() - a->t_ms;
     if (!(interval_ms >= SPIN_ANCHOR_MS)) return NAN;
     if (W.clk_tck <= 0 || !team_anchor(&now) || now.busy < a->busy) return -1;
     double all_ms = (double)(now.busy - a->busy) * 1e3 / (double)W.clk_tck;
@@ -596,7 +590,7 @@ static bool sample_start(ts_wait_run *r)
         if (!probe_read(&r->delay0_ns)) return false;
     }
     r->sampled = true;
-    r->t0_ms = now_ms(CLOCK_MONOTONIC);
+    r->t0_ms = ts_clock_ms();
     spin_anchor_tick(r->t0_ms); /* the first window already has its anchor */
     return true;
 }
@@ -651,18 +645,18 @@ void ts_wait_run_begin(ts_wait_run *r, int threads)
         pthread_mutex_unlock(&W.mu);
     }
     r->begin_mode = spinning() ? TS_WAIT_SPIN : TS_WAIT_SLEEP;
-    r->begin_ms = now_ms(CLOCK_MONOTONIC);
+    r->begin_ms = ts_clock_ms();
     atomic_fetch_add_explicit(r->begin_mode == TS_WAIT_SPIN ? &W.spin_runs : &W.sleep_runs, 1,
                               memory_order_relaxed);
     if (W.source != SRC_ADAPTIVE || atomic_load(&W.broken)) return;
     r->active = true;
-    if (spinning() && now_ms(CLOCK_MONOTONIC) >= next_sample_ms) sample_start(r);
+    if (spinning() && ts_clock_ms() >= next_sample_ms) sample_start(r);
 }
 
 void ts_wait_run_poll(ts_wait_run *r)
 {
     if (!r->active) return;
-    double now = now_ms(CLOCK_MONOTONIC);
+    double now = ts_clock_ms();
     if (r->sampled) {
         /* a long run is judged while it runs: a collapse (tens of ms per
          * region) ends after one window, not after the run */
@@ -677,7 +671,7 @@ void ts_wait_run_poll(ts_wait_run *r)
 void ts_wait_run_end(ts_wait_run *r)
 {
     if (r->threads < 2) return;
-    double t1 = now_ms(CLOCK_MONOTONIC);
+    double t1 = ts_clock_ms();
     atomic_fetch_add_explicit(r->begin_mode == TS_WAIT_SPIN ? &W.spin_us : &W.sleep_us,
                               (long long)((t1 - r->begin_ms) * 1e3), memory_order_relaxed);
     if (!r->active) return;

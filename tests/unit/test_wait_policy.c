@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "util/wait_policy.h"
+#include "util/clock.h"
 
 Test(wait_policy, counts_other_runnable_tasks)
 {
@@ -192,13 +193,6 @@ Test(wait_policy, looks_less_often_while_spinning_keeps_failing)
     cr_expect_eq(c.quiet_ms, TS_WAIT_QUIET_MS);
 }
 
-static double cpu_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 /* CPU time the process burns over a 30 ms pause after a 2-thread region:
  * an idle spinning libgomp thread burns it, a sleeping one does not. */
 static double idle_burn_ms(void)
@@ -209,9 +203,9 @@ static double idle_burn_ms(void)
 #pragma omp atomic
         x++;
     }
-    double c0 = cpu_ms();
+    double c0 = ts_clock_cpu_ms();
     nanosleep(&(struct timespec){0, 30000000}, NULL);
-    return cpu_ms() - c0;
+    return ts_clock_cpu_ms() - c0;
 }
 
 Test(wait_policy, the_sleeping_mode_stops_idle_threads_spinning)
