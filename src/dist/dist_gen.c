@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include "dist/dist.h"
+#include "util/clock.h"
 
 /* Work of one process, for the report. */
 typedef struct work {
@@ -39,20 +40,6 @@ static struct {
 } g;
 
 static gen_dist hooks; /* below */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static long claim(void *arg)
 {
@@ -78,7 +65,7 @@ static MPI_Datatype record_type(void)
 static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st, ts_error *err)
 {
     (void)arg;
-    double t = now(), c = cpu();
+    double t = ts_clock_s(), c = ts_clock_cpu_s();
     g.me.t_enum = t - g.t0;
     g.me.c_enum = c - g.c0;
     g.me.claimed -= g.threads; /* each thread's last claim found nothing */
@@ -163,8 +150,8 @@ static ts_status exchange(void *arg, gen_graph **gsp, size_t *ngp, gen_stats *st
     *ngp = total;
     g.me.owned = (long)total;
     st->graphs = (uint64_t)ts_dist_sum((long)ng);
-    g.t1 = now();
-    g.c1 = cpu();
+    g.t1 = ts_clock_s();
+    g.c1 = ts_clock_cpu_s();
     g.me.t_exchange = g.t1 - t;
     g.me.c_exchange = g.c1 - c;
     return TS_OK;
@@ -185,8 +172,8 @@ static ts_status gather(void *arg, gen_graph **prp, size_t *npairp, gen_stats *s
     g.me.replayed = (long)st->replayed;
     g.me.pairs = (long)st->pairs;
     g.me.candidates = (long)*npairp;
-    g.me.t_pairs = now() - g.t1;
-    g.me.c_pairs = cpu() - g.c1;
+    g.me.t_pairs = ts_clock_s() - g.t1;
+    g.me.c_pairs = ts_clock_cpu_s() - g.c1;
     /* the counts of the pair stage, summed on the root */
     g.me.evals1 = (long)st->evals1;
     g.me.evals_test = (long)st->evals_test;
@@ -270,8 +257,8 @@ const gen_dist *ts_dist_gen_hooks(int threads)
     memset(&g.me, 0, sizeof g.me);
     g.threads = threads;
     g.ctr = ts_dist_counter_open();
-    g.t0 = now();
-    g.c0 = cpu();
+    g.t0 = ts_clock_s();
+    g.c0 = ts_clock_cpu_s();
     return &hooks;
 }
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "rules/rule.h"
+#include "util/hash.h"
 
 #define GEN_P 2147483647u /* 2^31-1, as TS_DOMAIN_MODP */
 /* Storage per tensor: room for the second (larger) shape set; each shape
@@ -273,17 +274,5 @@ bool gen_rule_valid(const gen_world *w, int set, ts_rexpr *const *l, ts_rexpr *c
 /* The whole pipeline: enumeration, tests, pruning; rules in *rules. */
 ts_status ts_taso_generate(const gen_config *cfg, ts_rule **rules, int *nrules, gen_stats *st,
                            ts_error *err);
-
-/* 64-bit finalizer (MurmurHash3's fmix64 constants): the generator's
- * fingerprints and structure hashes mix with it. */
-static inline uint64_t gen_mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
 
 #endif

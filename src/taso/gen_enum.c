@@ -205,8 +205,7 @@ static uint64_t combine_outputs(uint64_t *hs, int n)
     qsort(hs, (size_t)n, sizeof hs[0], cmp_u64);
     uint64_t h = 0x243f6a8885a308d3ull;
     for (int i = 0; i < n; i++) {
-        h ^= hs[i];
-        h *= 0x100000001b3ull;
+        h = ts_hash_word(h, hs[i]);
         h ^= h >> 29;
     }
     return h;
@@ -551,8 +550,8 @@ static ts_status ckpt_open(const char *dir, const gen_world *w, int max_ops, siz
         return ts_error_set(err, TS_ERR_IO, "generate: cannot create checkpoint folder '%s': %s", dir, strerror(errno));
     /* the records depend on the operators, the variables' values (the seed, through their hashes) and the depth */
     uint64_t h = 0;
-    for (int v = 0; v < w->nvariant; v++) h = gen_mix64(h ^ ((uint64_t)w->variant[v].op << 8 | (uint64_t)v));
-    for (int v = 0; v < w->nvar; v++) h = gen_mix64(h ^ gen_tensor_hash(&w->var_modp[v]));
+    for (int v = 0; v < w->nvariant; v++) h = ts_hash_fmix64(h ^ ((uint64_t)w->variant[v].op << 8 | (uint64_t)v));
+    for (int v = 0; v < w->nvar; v++) h = ts_hash_fmix64(h ^ gen_tensor_hash(&w->var_modp[v]));
     snprintf(want, sizeof want, "tsopt generate checkpoint: max_ops %d, first operators %zu, world %016llx, record %zu\n",
              max_ops, nfirst, (unsigned long long)h, sizeof(gen_graph));
     snprintf(path, sizeof path, "%s/config", dir);

@@ -535,13 +535,13 @@ bool gen_apply_in(const gen_shapes *sh, ts_rop op, const ts_rparams *p, const ge
 
 uint64_t gen_tensor_hash(const gen_tensor *t)
 {
-    uint64_t h = gen_mix64((uint64_t)t->nd + 0x9e3779b97f4a7c15ull);
+    uint64_t h = ts_hash_fmix64((uint64_t)t->nd + 0x9e3779b97f4a7c15ull);
     for (int d = 0; d < t->nd; d++) {
-        h = gen_mix64(h ^ (uint64_t)t->dim[d]);
+        h = ts_hash_fmix64(h ^ (uint64_t)t->dim[d]);
         for (int b = 0; b < GEN_SPLIT_BYTES; b += 4) {
             uint32_t w;
             memcpy(&w, &t->split[d][b], 4);
-            h = gen_mix64(h ^ w);
+            h = ts_hash_fmix64(h ^ w);
         }
     }
     /* values: a polynomial in an odd 64-bit constant (one multiply per
@@ -560,8 +560,8 @@ uint64_t gen_tensor_hash(const gen_tensor *t)
         v3 = (v3 + t->v.u[i + 3] + 1) * K;
     }
     for (; i < t->n; i++) v0 = (v0 + t->v.u[i] + 1) * K;
-    uint64_t v = gen_mix64(v0) ^ gen_mix64(v1 + K) * 3 ^ gen_mix64(v2 + 2 * K) * 5 ^ gen_mix64(v3 + 3 * K) * 7;
-    return gen_mix64(h ^ gen_mix64(v + (uint64_t)t->n));
+    uint64_t v = ts_hash_fmix64(v0) ^ ts_hash_fmix64(v1 + K) * 3 ^ ts_hash_fmix64(v2 + 2 * K) * 5 ^ ts_hash_fmix64(v3 + 3 * K) * 7;
+    return ts_hash_fmix64(h ^ ts_hash_fmix64(v + (uint64_t)t->n));
 }
 
 bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol)
@@ -578,7 +578,7 @@ bool gen_tensor_close(const gen_tensor *a, const gen_tensor *b, double tol)
 static uint64_t next(uint64_t *s)
 {
     *s += 0x9e3779b97f4a7c15ull;
-    return gen_mix64(*s);
+    return ts_hash_fmix64(*s);
 }
 
 void gen_tensor_random(gen_tensor *t, gen_domain dom, int nd, const int *dim, uint64_t *rng)

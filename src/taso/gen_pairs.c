@@ -11,15 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "taso/gen.h"
-
-/* Process CPU seconds (all threads): what the stage counts report beside
- * the operators evaluated (walls on a shared machine are noise). */
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "util/clock.h"
 
 #define TOL 1e-5
 #define RPOOL (2 * GEN_MAX_OPS)
@@ -40,7 +32,7 @@ static uint64_t combine(uint64_t *hs, int n)
 {
     qsort(hs, (size_t)n, sizeof hs[0], cmp_u64);
     uint64_t h = 0x243f6a8885a308d3ull;
-    for (int i = 0; i < n; i++) h = gen_mix64(h ^ hs[i]) + (uint64_t)i;
+    for (int i = 0; i < n; i++) h = ts_hash_fmix64(h ^ hs[i]) + (uint64_t)i;
     return h;
 }
 
@@ -147,7 +139,7 @@ uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g)
 static uint64_t dag_hash(const gen_world *w, const gen_graph *g)
 {
     uint64_t h[64 + RPOOL];
-    for (int v = 0; v < w->nvar; v++) h[v] = gen_mix64((uint64_t)v + 0x1234567ull);
+    for (int v = 0; v < w->nvar; v++) h[v] = ts_hash_fmix64((uint64_t)v + 0x1234567ull);
     int np = w->nvar;
     for (int k = 0; k < g->nops; k++) {
         const gen_variant *var = &w->variant[g->op[k][0]];
@@ -159,11 +151,11 @@ static uint64_t dag_hash(const gen_world *w, const gen_graph *g)
             a = b;
             b = t;
         }
-        uint64_t x = gen_mix64(gen_mix64((uint64_t)g->op[k][0] * 0x9e3779b97f4a7c15ull + 7) ^ a);
-        x = gen_mix64(x + b * 0xbf58476d1ce4e5b9ull);
+        uint64_t x = ts_hash_fmix64(ts_hash_fmix64((uint64_t)g->op[k][0] * 0x9e3779b97f4a7c15ull + 7) ^ a);
+        x = ts_hash_fmix64(x + b * 0xbf58476d1ce4e5b9ull);
         if (nouts(var->op) > 1) {
-            h[np++] = gen_mix64(x ^ 1);
-            h[np++] = gen_mix64(x ^ 2);
+            h[np++] = ts_hash_fmix64(x ^ 1);
+            h[np++] = ts_hash_fmix64(x ^ 2);
         } else {
             h[np++] = x;
         }
@@ -431,7 +423,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
      * each class re-sorted: a graph is paired only with graphs equal to it
      * in both sets (pairing with the class's smallest graph alone would
      * lose a true pair whenever that graph equals the others only in set 0) */
-    double c0 = cpu_now();
+    double c0 = ts_clock_cpu_s();
     cb = class_bounds(gs, ng, &ncls);
     uint64_t *order = malloc((ng ? ng : 1) * sizeof *order);
     if (!cb || !order) {
@@ -458,7 +450,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
             for (size_t q = lo; q < hi; q++) {
                 size_t i = (size_t)(order[q] & 0xffffffffu);
                 /* written in place: other threads read other records only */
-                gs[i].fp = gen_mix64(gs[i].fp ^ (replay_fp(&r, &gs[i]) * 0x9e3779b97f4a7c15ull));
+                gs[i].fp = ts_hash_fmix64(gs[i].fp ^ (replay_fp(&r, &gs[i]) * 0x9e3779b97f4a7c15ull));
             }
         }
 #pragma omp atomic
@@ -471,7 +463,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
 
-    double c1 = cpu_now();
+    double c1 = ts_clock_cpu_s();
     st->c_set1 = c1 - c0;
     /* 4. pairs: every graph of a class of both sets with the class's
      * smallest graph; TASO's syntactic rejections, then the float test */
@@ -536,7 +528,7 @@ ts_status gen_pairs(const gen_world *w, const gen_config *cfg, gen_graph **gsp, 
         free(t);
     }
     free(cb);
-    st->c_tests = cpu_now() - c1;
+    st->c_tests = ts_clock_cpu_s() - c1;
     st->pairs = npairs;
     st->syntactic = nsyn;
     st->float_fail = nfail;

@@ -18,7 +18,8 @@ static inline double ts_clock_read_ms(clockid_t c)
 static inline double ts_clock_ms(void) { return ts_clock_read_ms(CLOCK_MONOTONIC); }
 static inline double ts_clock_s(void) { return ts_clock_ms() * 1e-3; }
 
-/* CPU time of the whole process (all threads), milliseconds. */
+/* CPU time of the whole process (all threads), milliseconds and seconds. */
 static inline double ts_clock_cpu_ms(void) { return ts_clock_read_ms(CLOCK_PROCESS_CPUTIME_ID); }
+static inline double ts_clock_cpu_s(void) { return ts_clock_cpu_ms() * 1e-3; }
 
 #endif
