@@ -130,4 +130,14 @@ static inline void gb_assert_same(const ts_graph *a, const ts_graph *b, uint64_t
     for (int i = 0; i < a->ninputs; i++) ts_tensor_unref(in[i]);
 }
 
+/* gb_rewrite, and when the pass rewrote anything the copy checked against
+ * g on the seed's inputs by the reference interpreter and the plan. */
+static inline ts_graph *gb_rewrite_checked(const ts_graph *g, int (*pass)(ts_graph *, ts_error *), int *n,
+                                           uint64_t seed)
+{
+    ts_graph *r = gb_rewrite(g, pass, n);
+    if (*n) gb_assert_same(g, r, seed, GB_REFERENCE | GB_PLAN, 1e-5, 1e-4);
+    return r;
+}
+
 #endif

@@ -47,21 +47,13 @@ static ts_graph *net(int C, int srank, const int64_t *sdims, const double *slope
     return g;
 }
 
-/* g rewritten (a copy): the pass's count, the copy checked against g. */
-static ts_graph *rewrite(const ts_graph *g, int *n)
-{
-    ts_graph *r = gb_rewrite(g, ts_prelu_as_dwconv, n);
-    if (*n) gb_assert_same(g, r, rng++, GB_REFERENCE | GB_PLAN, 1e-5, 1e-4);
-    return r;
-}
-
 Test(prelu_dwconv, per_channel_slopes)
 {
     int64_t shapes[2][4] = {{19, 1, 1}, {1, 19, 1, 1}};
     for (int k = 0; k < 2; k++) {
         ts_graph *g = net(19, 3 + k, shapes[k], SLOPES, 7, false);
         int n;
-        ts_graph *r = rewrite(g, &n);
+        ts_graph *r = gb_rewrite_checked(g, ts_prelu_as_dwconv, &n, rng++);
         cr_assert_eq(n, 1);
         cr_assert_eq(gb_count_op(r, "PRelu"), 0);
         cr_assert_eq(gb_count_op(r, "Conv"), 3);
@@ -76,7 +68,7 @@ Test(prelu_dwconv, scalar_slope_and_output_name_kept)
 {
     ts_graph *g = net(16, 1, I(1), (double[]){0.3}, 1, true);
     int n;
-    ts_graph *r = rewrite(g, &n);
+    ts_graph *r = gb_rewrite_checked(g, ts_prelu_as_dwconv, &n, rng++);
     cr_assert_eq(n, 1);
     cr_assert_str_eq(r->values[r->outputs[1]].name, g->values[g->outputs[1]].name);
     ts_graph_free(r);
@@ -98,7 +90,7 @@ Test(prelu_dwconv, declines)
     gb_output(g, gb_node(g, "PRelu", (int[]){x3, cst(g, 2, I(4, 1), SLOPES, 7)}, 2, NULL, 0));
     for (int k = 0; k < 3; k++) {
         int n;
-        ts_graph *r = rewrite(graphs[k], &n);
+        ts_graph *r = gb_rewrite_checked(graphs[k], ts_prelu_as_dwconv, &n, rng++);
         cr_assert_eq(n, 0, "graph %d rewritten", k);
         cr_assert_eq(gb_count_op(r, "PRelu"), gb_count_op(graphs[k], "PRelu"));
         ts_graph_free(r);
