@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include "exec/half.h"
 #include "exec/vec_eltwise.h"
-#include "ops/attrs.h"
-#include "ops/list.h"
 
 /* ------------------------------------------------------ family helpers */
 

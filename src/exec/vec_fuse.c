@@ -4,11 +4,9 @@
  * operand in half plans, the program's geometry.  It reads no graph node
  * (tests/cli/kernel_nodes.sh). */
 #include <stdlib.h>
-#include "exec/half.h"
 #include "exec/plan_internal.h"
 #include "exec/vec_eltwise.h"
 #include "exec/vec_layout.h"
-#include "ops/op.h"
 
 /* The chain may run on its inputs' own layout when those of the result's
  * shape share one dense permuted layout, like the channels-last outputs of
