@@ -202,8 +202,9 @@ int cli_optimize(int argc, char **argv)
         rc = cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    if ((res.copy_source && !save_opts.external_data ? ts_path_copy(model, out, &err)
-                                                      : ts_onnx_save_with(res.graph, out, &save_opts, &err)) ||
+    /* a kept model is the user's file unchanged, even with --external-data
+     * (a file that holds its weights is under protobuf's 2 GB) */
+    if ((res.copy_source ? ts_path_copy(model, out, &err) : ts_onnx_save_with(res.graph, out, &save_opts, &err)) ||
         (report && ts_opt_report_write(report, model, out, g, &o, &res, &err))) {
         if (report) remove(out); /* written together or not at all */
         rc = cli_error_from(CLI_USAGE, &err);
