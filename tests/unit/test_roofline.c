@@ -141,6 +141,10 @@ Test(roofline, cache_bandwidth_measured)
     ts_error e = {0};
     cr_assert_eq(xroof_measure_cache_bw(bw, &e), TS_OK, "%s", e.msg);
     for (int l = 0; l < XROOF_DRAM; l++) cr_assert(bw[l] > 0, "level %d: %g GB/s", l, bw[l]);
+#ifndef __SANITIZE_ADDRESS__
+    /* under ASan every load is checked: the loop is bound by the checks,
+     * and L1 and L3 measured 6.03 and 6.04 GB/s (CI, 12-07) */
     cr_assert(bw[XROOF_L1] > bw[XROOF_L3], "L1 %g GB/s, L3 %g", bw[XROOF_L1], bw[XROOF_L3]);
+#endif
     if (__builtin_cpu_supports("fma")) cr_assert(xroof_measure_fma() > 0);
 }
