@@ -140,4 +140,17 @@ static inline ts_graph *gb_rewrite_checked(const ts_graph *g, int (*pass)(ts_gra
     return r;
 }
 
+/* g's single input set to in (float32, g's input shape) and run by the
+ * reference interpreter: its first n output elements equal want within 1e-6
+ * (the hand-computed values of a rewrite's test). */
+static inline void gb_assert_values(const ts_graph *g, float *in, const float *want, int n)
+{
+    ts_error e = {0};
+    ts_tensor *ti = ts_tensor_wrap(TS_F32, &g->values[g->inputs[0]].shape, in), *to = NULL;
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F32, &ti, &to, &e), TS_OK, "%s", e.msg);
+    for (int i = 0; i < n; i++) cr_assert_float_eq(ts_tensor_get_f64(to, i), want[i], 1e-6, "element %d", i);
+    ts_tensor_unref(ti);
+    ts_tensor_unref(to);
+}
+
 #endif
