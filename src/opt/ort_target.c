@@ -138,7 +138,7 @@ void ts_ort_target_close(ts_ort_target *t)
 {
     if (!t) return;
     ts_ort_peer_close(t->peer);
-    const char *names[] = {"overhead", "region", "whole", "a", "b", "r0", "r1", "r2", "r3", "r4"};
+    const char *names[] = {"overhead", "region", "whole", "a", "b", "r0", "r1", "r2", "r3", "r4", "r5"};
     char p[128];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s.onnx", t->dir, names[i]);
@@ -350,9 +350,9 @@ ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_grap
 }
 
 ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n, double budget_s, double *med,
-                             double *fast, int *rounds, ts_error *err)
+                             double *fast, double *ratio, int *rounds, ts_error *err)
 {
-    char req[TS_ORT_RANK_MAX * 280 + 100], reply[TS_ORT_RANK_MAX * 40 + 40];
+    char req[TS_ORT_RANK_MAX * 280 + 100], reply[TS_ORT_RANK_MAX * 60 + 40];
     if (n < 1 || n > TS_ORT_RANK_MAX) return ts_error_set(err, TS_ERR_INVALID, "rank: %d graphs", n);
     int len = snprintf(req, sizeof req, "rank\t-\t%d\t%g", t->threads, fmax(budget_s, 0) * 1000);
     for (int i = 0; i < n; i++) {
@@ -365,12 +365,13 @@ ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n,
     if (st) return st;
     char *p = reply;
     for (int i = 0; i < n; i++) {
-        char *e1, *e2;
+        char *e1, *e2, *e3;
         med[i] = strtod(p, &e1);
         fast[i] = strtod(e1, &e2);
-        if (e1 == p || e2 == e1)
+        ratio[i] = strtod(e2, &e3);
+        if (e1 == p || e2 == e1 || e3 == e2)
             return ts_error_set(err, TS_ERR_IO, "ONNX Runtime peer: unexpected rank reply '%.100s'", reply);
-        p = e2;
+        p = e3;
     }
     *rounds = (int)strtol(p, NULL, 10);
     return TS_OK;

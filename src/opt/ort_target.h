@@ -62,10 +62,11 @@ ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_grap
 /* Up to TS_ORT_RANK_MAX graphs (gs[0] the original) timed whole in one ORT
  * process, in rounds of one run of each, the order rotated every round,
  * as many rounds as fit in budget_s (at least 3): per graph its median and
- * fastest run (ms). */
-#define TS_ORT_RANK_MAX 5
+ * fastest run (ms) and the median over rounds of its run / the original's
+ * run in the same round (what ranks them on a loaded machine). */
+#define TS_ORT_RANK_MAX 6
 ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n, double budget_s, double *med,
-                             double *fast, int *rounds, ts_error *err);
+                             double *fast, double *ratio, int *rounds, ts_error *err);
 
 /* Both graphs as they would be written, run by ORT on the same seeded
  * random inputs, symbolic dimensions at 1 and (when there are any) at 4:

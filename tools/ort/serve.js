@@ -19,7 +19,8 @@
 //              rounds whose B half-round median was below its A half-round's; then per round, one field
 //              FASTEST_A FASTEST_B MEDIAN_A MEDIAN_B of its half-rounds, space-separated (src/opt/keep.c)
 //   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
-//   reply:     ok <TAB> MEDIAN_0 FASTEST_0 <TAB> MEDIAN_1 FASTEST_1 ... <TAB> ROUNDS
+//   reply:     ok <TAB> MEDIAN_0 FASTEST_0 RATIO_0 <TAB> MEDIAN_1 FASTEST_1 RATIO_1 ... <TAB> ROUNDS
+//              RATIO_i: the median over rounds of model i's run / model 0's run in the same round
 //              all sessions open at once, one warm-up run each (a model is not loaded once the loads
 //              and warm-ups took half the budget, two at least: its fields are nan), then rounds of one run of each model,
 //              the order rotated every round (0 1 2, 1 2 0, ...); as many rounds as fit in what is
@@ -222,8 +223,11 @@ async function rank(dir, n, budgetMs, models) {
         const i = (r + j) % sessions.length;
         await runs(sessions[i], feeds[i], 1, 0, t[i]);
       }
-    return models.map((_, i) => (i < t.length ? [median(t[i]), Math.min(...t[i])].map((v) => +v.toFixed(4)).join(' ')
-      : 'nan nan')).concat([rounds]).join('\t');
+    // a round's runs are next to each other in time: each model's run over
+    // model 0's in the same round shares that round's load
+    const ratio = (i) => median(t[i].map((v, r) => v / t[0][r]));
+    return models.map((_, i) => (i < t.length ? [median(t[i]), Math.min(...t[i]), ratio(i)].map((v) => +v.toFixed(4)).join(' ')
+      : 'nan nan nan')).concat([rounds]).join('\t');
   } finally {
     for (const s of sessions.reverse()) await release(s);
   }
