@@ -9,6 +9,7 @@
 #include "ops/op.h"
 #include "opt/passes.h"
 #include "rules/apply.h"
+#include "rules/rule.h"
 
 /* 1: the GELU reading value x replaced by one Gelu node writing the
  * spelling's result value (its name kept); 0: none there; -1: error. */
@@ -17,7 +18,7 @@ static int fuse_at(ts_graph *g, int x, ts_error *err)
     int nodes[GELU_MAX_NODES], nn, out;
     ts_gelu_attrs ga;
     int y = ts_gelu_spelling(g, x, true, NULL, nodes, GELU_MAX_NODES, &nn, &ga.tanh);
-    if (y < 0) return 0;
+    if (y < 0 || !ts_fusion_rule_of(g, x, y, nodes, nn, ga.tanh ? TS_ROP_GELUTANH : TS_ROP_GELU)) return 0;
     char name[64];
     int n = g->nnodes;
     if (ts_graph_add_node_parsed(g, &ts_op_gelu, ts_graph_fresh_name(g, "gelu", name, sizeof name), &x, 1, &ga, 1,

@@ -4,7 +4,8 @@
  *   d = x - ReduceMean(x); y = d / Sqrt(ReduceMean(d^2) + eps) [* gamma] [+ beta]
  * (d^2 as Pow(d, 2) or Mul(d, d)).  Matched exactly as a graph pattern —
  * every operator, operand and constant checked, nothing evaluated at sample
- * points — and replaced by one LayerNormalization over the trailing axes,
+ * points — then taken only as a rule of rules/fusions.rules that `tsopt
+ * verify` proves (fusion_proof.c), and replaced by one LayerNormalization over the trailing axes,
  * which the runtime lowers to vec.layernorm.  Below level all, and over
  * NCHW's channels, the plan lowers the written-out nodes as one step
  * (vec.layernorm.ops, a lowering within a stated tolerance). */
@@ -15,6 +16,7 @@
 #include "ops/op.h"
 #include "opt/passes.h"
 #include "rules/apply.h"
+#include "rules/rule.h"
 
 /* Live nodes reading v (a node reading it twice counts once); the first in *first. */
 static int readers(const ts_graph *g, int v, int *first)
@@ -162,6 +164,12 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
         }
         nodes[nn++] = c;
         y = g->nodes[c].outputs[0];
+    }
+    /* only a spelling rules/fusions.rules proves (fusion_proof.c) */
+    if (!ts_fusion_rule_of(g, x, y, nodes, nn, TS_ROP_LAYERNORM)) {
+        ts_tensor_unref(p[0]);
+        ts_tensor_unref(p[1]);
+        return 0;
     }
     if (!p[0]) { /* LayerNormalization's scale is not optional */
         ts_shape ns = {.rank = xs->rank - axis};

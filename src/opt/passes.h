@@ -112,6 +112,14 @@ int ts_fuse_layernorm(ts_graph *g, ts_error *err);
  * fusions, or -1. */
 int ts_fuse_gelu(ts_graph *g, ts_error *err);
 
+/* The name of the rule of rules/fusions.rules (proved by `tsopt verify`)
+ * whose left side is the subgraph `nodes` (nn of them) computing value y
+ * from value x and whose right side holds the fused atom `fused`
+ * (TS_ROP_GELU, TS_ROP_GELUTANH, TS_ROP_LAYERNORM of rules/rule.h); add
+ * and mul operands in either order, one axes set for all reductions
+ * (fusion_proof.c).  NULL: no proved rule, the fusion must not be made. */
+const char *ts_fusion_rule_of(const ts_graph *g, int x, int y, const int *nodes, int nn, int fused);
+
 /* QDQ products -> QLinearConv / QLinearMatMul (a Gemm: a 1x1 QLinearConv),
  * a Relu before a Q at the type's minimum dropped, DQ -> MaxPool -> Q on
  * the same parameters run on the 8-bit tensor (fuse_qdq.c: why each is

@@ -7,8 +7,10 @@
 #include "ops/attrs.h"
 #include "ops/list.h"
 #include "opt/check.h"
+#include "ops/gelu_form.h"
 #include "opt/passes.h"
 #include "pet/pet.h"
+#include "rules/rule.h"
 
 /* DenseNet's transition: conv 1x1 -> AveragePool 2x2 stride 2. */
 static ts_graph *transition(void)
@@ -645,4 +647,76 @@ Test(graph_opt, gate_fold_half)
         ts_graph_free(g);
         ts_graph_free(loose);
     }
+}
+
+/* ---- the fusions take only proved spellings (opt/fusion_proof.c) */
+
+/* The nodes of rule pattern e on x (shape xs: 2x5x8 over the last axis, the
+ * rule's axes otherwise).  ?eps a 1e-5 scalar; ?g, ?b constants along the
+ * last axis.  A subterm written twice is built twice; CSE (level basic)
+ * merges the copies as it does an exporter's. */
+static int from_pattern(ts_graph *g, const ts_rexpr *e, int x, uint64_t *rng)
+{
+    if (e->op == TS_ROP_VAR) {
+        if (!strcmp(e->var, "x")) return x;
+        if (!strcmp(e->var, "eps")) return xt_const_values(g, TS_F32, "", (const double[]){1e-5}, 1);
+        return xt_const_random(g, g->values[x].shape.rank == 4 ? "8x1x1" : "8", 0.5, 1.5, rng);
+    }
+    if (e->op == TS_ROP_NUM) return xt_const_values(g, TS_F32, "", (const double[]){e->p.value}, 1);
+    int in[2];
+    for (int i = 0; i < e->nargs; i++) in[i] = from_pattern(g, e->arg[i], x, rng);
+    if (e->op != TS_ROP_REDUCEMEAN) return xt_node(g, ts_rop_table[e->op].op->name, in, e->nargs, NOATTR);
+    int64_t axes[8];
+    int na = 0;
+    for (int a = -8; a < 8; a++)
+        if (e->p.axes & ts_raxes_bit(a)) axes[na++] = a;
+    return xt_node(g, "ReduceMean", in, 1, ATTRS(ts_attr_ints("axes", axes, na), ts_attr_int("keepdims", 1)));
+}
+
+/* Every GELU and trailing-axis LayerNorm rule of rules/fusions.rules,
+ * built as a graph, is fused (one Gelu / LayerNormalization) and checked
+ * equal to the graph as written; ConvNeXt's channel LayerNorm (r1) is the
+ * plan's lowering, not a fusion.  A GELU that ops/gelu_form.c's algebra
+ * accepts but no rule states (x * 0.25 * (2 * (1 + erf(x / sqrt 2))): the
+ * same function, another spelling) is left as written: with the proof
+ * gate taken out of fuse_gelu.c it would be fused, and this test fails. */
+Test(graph_opt, fusions_take_only_proved_spellings)
+{
+    ts_rule *rules = NULL;
+    int n = 0, fused = 0;
+    ts_error e = {0};
+    cr_assert_eq(ts_rules_parse_string(ts_fusions_rules, "fusions", &rules, &n, &e), TS_OK, "%s", e.msg);
+    for (int r = 0; r < n; r++) {
+        const ts_rule *ru = &rules[r];
+        const bool gelu = !strncmp(ru->name, "gelu-", 5), r1 = strstr(ru->name, "-r1-") != NULL;
+        uint64_t rng = 9 + (uint64_t)r;
+        ts_graph *g0 = ts_graph_new("t", 14);
+        int x = xt_input(g0, "x", r1 ? "2x8x3x3" : "2x5x8");
+        xt_output(g0, from_pattern(g0, ru->lhs[0], x, &rng));
+        ts_graph *g1 = ts_graph_copy(g0);
+        cr_assert_geq(ts_graph_opt_apply(g1, TS_GRAPH_OPT_ALL, &e), 0, "%s: %s", ru->name, e.msg);
+        const int k = count_op(g1, gelu ? &ts_op_gelu : &ts_op_layernorm);
+        cr_expect_eq(k, !r1, "%s: %d fused nodes", ru->name, k);
+        if (k) cr_expect_leq(check(g0, g1), 1, "%s", ru->name);
+        fused += k;
+        ts_graph_free(g0);
+        ts_graph_free(g1);
+    }
+    cr_assert_geq(fused, n - 2);
+    ts_rules_free(rules, n);
+
+    ts_graph *g = ts_graph_new("t", 14);
+#define K(v) xt_const_values(g, TS_F32, "", (const double[]){v}, 1)
+#define OP(name, ...) xt_node(g, name, INS(__VA_ARGS__), NOATTR)
+    int x = xt_input(g, "x", "2x5x8");
+    int gate = OP("Mul", K(2.0), OP("Add", K(1.0), OP("Erf", OP("Div", x, K(1.4142135623730951)))));
+    xt_output(g, OP("Mul", OP("Mul", x, K(0.25)), gate));
+#undef K
+#undef OP
+    int nodes[GELU_MAX_NODES], nn;
+    bool tanh_form;
+    cr_assert_geq(ts_gelu_spelling(g, x, true, NULL, nodes, GELU_MAX_NODES, &nn, &tanh_form), 0,
+                  "the algebra no longer takes the unstated spelling: the test would not show the gate");
+    cr_assert_eq(ts_graph_opt_apply(g, TS_GRAPH_OPT_ALL, &e), 0, "a GELU spelling no rule states was fused");
+    ts_graph_free(g);
 }
