@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Graph optimization levels on the zoo and the real-model set (issue 27).
 
-    bench/graph_opt.py [--models a,b] [--zoo-only | --real-only] [--tsopt PATH] [--cache DIR]
+    bench/graph_opt.py [--models a,b] [--zoo-only | --real-only] [--batch N] [--tsopt PATH] [--cache DIR]
                        [--old PATH [--rounds R] [--threads T] [--min-time S]]
 
-Per model (the zoo at batch 1, exported by `tsopt zoo export`; the real-model
-set of tools/export_torchvision.py, cached as bench/real_models.py caches it):
+Per model (the zoo at batch N, default 1, exported by `tsopt zoo export
+--batch N`; the real-model set of tools/export_torchvision.py, cached as
+bench/real_models.py caches it, its input bound to batch N):
 `tsopt run --graph-opt none` and `--graph-opt all` on the same seeded inputs,
 outputs compared by `tsopt compare` (rtol 1e-3, atol 1e-4); both plans' step
 counts.  With --old PATH, an older tsopt binary and this one time the model
@@ -67,10 +68,11 @@ def models(a, work):
         for line in sh([a.tsopt, "zoo", "list"]).splitlines()[1:]:
             name = line.split()[0]
             path = os.path.join(work, name + ".onnx")
-            out.append((name, path, [], lambda n=name, p=path: sh([a.tsopt, "zoo", "export", n, "-o", p])))
+            out.append((name, path, [], lambda n=name, p=path: sh([a.tsopt, "zoo", "export", n, "-o", p,
+                                                                   "--batch", str(a.batch)])))
     if not a.zoo_only:
         for name, shape, _ in real_models.bench_set():
-            out.append((name, None, ["--input", "input:1x" + shape],
+            out.append((name, None, ["--input", "input:%dx%s" % (a.batch, shape)],
                         lambda n=name: real_models.export(n, a.cache)))
     if a.models:
         keep = set(a.models.split(","))
@@ -83,6 +85,7 @@ def main():
     ap.add_argument("--models")
     ap.add_argument("--zoo-only", action="store_true")
     ap.add_argument("--real-only", action="store_true")
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--tsopt", default=os.path.join(ROOT, "build", "tsopt"))
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "real_models"))
     ap.add_argument("--old", help="an older tsopt binary to time against, alternating")

@@ -12,7 +12,9 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$TSOPT" zoo export nasnet_a -o "$T/nasnet_a.onnx" >/dev/null
+# zoo models: NASNet-A's duplicate Relus (CSE), ResNet-18's BatchNorms
+# (the affine fold), Longformer's GELUs spelled out with Erf (a proved fusion)
+for m in nasnet_a resnet18 longformer; do "$TSOPT" zoo export $m -o "$T/$m.onnx" >/dev/null; done
 /usr/bin/python3 - "$T" <<'PY'
 import sys
 import numpy as np
@@ -48,7 +50,7 @@ save("gelu_ln", [N("MatMul", ["x", "w"], ["a"]), N("Div", ["a", "sqrt2"], ["a1"]
 PY
 
 steps() { "$TSOPT" bench "$1" --iters 1 --warmup 0 --json "${@:2}" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["steps"])'; }
-for m in nasnet_a transition gelu_ln; do
+for m in nasnet_a resnet18 longformer transition gelu_ln; do
     for l in none basic all; do
         "$TSOPT" run "$T/$m.onnx" --graph-opt "$l" --save-outputs "$T/$m.$l" >/dev/null || fail "$m: run at $l"
     done
