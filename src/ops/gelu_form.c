@@ -1,8 +1,8 @@
 /* Which element-wise subgraphs compute GELU (ts_gelu_spelling, gelu_form.h):
- * the optimizer's fuse_gelu.c rewrites them into one Gelu node and the
- * runtime's post-op walker (exec/dnnl_gelu.c) takes them for plans built
- * without the graph levels; it sits beside the Gelu operator so that both
- * layers above can call it.
+ * the optimizer's fuse_gelu.c finds them here and rewrites those that are
+ * a rule of rules/fusions.rules, proved by `tsopt verify`
+ * (opt/fusion_proof.c), into one Gelu node; the runtime takes no spelling
+ * itself (it lowers the Gelu node).
  *
  * Exporters before opset 20 spell GELU in many ways: PyTorch's erf form
  * Mul(Mul(x, Add(Erf(Div(x, 1.414..)), 1)), 0.5), Hugging Face's

@@ -1,5 +1,7 @@
 /* GELU written out -> one Gelu node (passes.h, ts_fuse_gelu), the
- * spelling recognized by ops/gelu_form.c.  The Gelu node is then lowered
+ * spelling recognized by ops/gelu_form.c when it is a rule of
+ * rules/fusions.rules, proved by `tsopt verify` (fusion_proof.c).  The
+ * Gelu node is then lowered
  * to oneDNN's gelu_erf / gelu_tanh, a post-op of the MatMul, Gemm or Conv
  * before it: the transformer MLP's hidden tensor is written once instead
  * of written, read twice by a five-op pass and written again. */
