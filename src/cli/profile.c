@@ -8,6 +8,7 @@
 #include "exec/cost.h"
 #include "exec/roofline.h"
 #include "exec/step_timer.h"
+#include "exec/vec.h"
 #include "util/wait_policy.h"
 
 static const char USAGE[] =
@@ -638,10 +639,12 @@ int cli_peak(int argc, char **argv)
                    "\"matmul2048_gflops\": %.2f, \"conv_gflops\": %.2f, \"copy_gbps\": %.2f, \"triad_gbps\": %.2f, "
                    "\"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, \"l1_gbps\": %.2f, \"l2_gbps\": %.2f, "
                    "\"l3_gbps\": %.2f, \"fma_gflops\": %.2f, \"int8_gops\": %.2f, \"step_eltwise_us\": %.3f, "
-                   "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d, \"split_min_bytes\": %.0f}\n",
+                   "\"step_conv_us\": %.3f, \"omp_region_us\": %.3f, \"threads\": %d, \"split_min_bytes\": %.0f, "
+                   "\"kernel_split_min_bytes\": %lld}\n",
                    cpu, gflops, gbps, parts[0], parts[1], parts[2], parts[3], parts[4], m.caches.l1d, m.caches.l2,
                    m.caches.l3, m.gbps[XROOF_L1], m.gbps[XROOF_L2], m.gbps[XROOF_L3], m.fma_gflops, m.int8_gops,
-                   oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads, split);
+                   oh.eltwise_us, oh.conv_us, oh.region_us, oh.threads, split,
+                   oh.threads > 1 ? (long long)xv_split_min_bytes(oh.threads) : 0LL);
         else
             printf("cpu: %s\npeak: %.1f GFLOP/s (best of 1024^3, 2048^3 matmul, 3x3 conv), %.1f GB/s (best of STREAM "
                    "copy, triad)\ncaches: L1d %ld KiB, L2 %ld KiB, last level %ld KiB (per sysconf, clamped); bandwidth "
@@ -654,8 +657,10 @@ int cli_peak(int argc, char **argv)
                    oh.region_us, oh.threads);
         if (!json && split > 0)
             printf("a memory-bound step pays for splitting from %.0f KiB moved (region x %d / %d at the L2's %.1f GB/s "
-                   "per core; the vec kernels split from 128-256 KiB, XV_PAR_MIN)\n",
-                   split / 1024, oh.threads, oh.threads - 1, m.gbps[XROOF_L2] / (m.threads > 0 ? m.threads : 1));
+                   "per core); the vec kernels that only move data split from %.0f KiB (measured at their first build "
+                   "in this process, or TSOPT_SPLIT_MIN_BYTES)\n",
+                   split / 1024, oh.threads, oh.threads - 1, m.gbps[XROOF_L2] / (m.threads > 0 ? m.threads : 1),
+                   (double)xv_split_min_bytes(oh.threads) / 1024);
         if (!json && again)
             printf("this run: matmul 1024^3 %.1f, matmul 2048^3 %.1f, conv 3x3 256ch 56x56 %.1f GFLOP/s; copy %.1f, "
                    "triad %.1f GB/s\n",

@@ -123,4 +123,11 @@ double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double r
  * thresholds of the vec kernels (XV_PAR_MIN) stand for on this machine. */
 double xroof_split_min_bytes(const xroof_machine *m, const xroof_overhead *o);
 
+/* The two figures of that threshold the runtime measures for itself, once
+ * a process (xv_split_min_bytes): an empty parallel region on all threads
+ * (us, the fastest mean of 20, 15 tries) and one core's copy rate within
+ * its L2 (GB/s, read + written, the fastest of 25 tries). Below a
+ * millisecond: cheap enough for the first plan a process builds. */
+void xroof_measure_split(double *region_us, double *core_gbps);
+
 #endif

@@ -21,8 +21,20 @@
 #define XV_INLINE static inline __attribute__((always_inline))
 
 /* Below this many elements an op runs on one thread: waking the OpenMP
- * team costs a few microseconds, more than a small op takes. */
+ * team costs a few microseconds, more than a small op takes.  Kernels that
+ * only move data split by XV_SPLITS instead, from the measured machine. */
 #define XV_PAR_MIN 32768
+
+/* Bytes moved (read + written) from which a memory-bound step pays for
+ * splitting over `threads` threads: the parallel region's cost against the
+ * (T-1)/T of the one-core time the other threads save, each streaming its
+ * share from its L2, region x T/(T-1) x one core's L2 rate (issue 32 §3,
+ * xroof_split_min_bytes).  Both figures measured once a process, at the
+ * first vec kernel's build (xroof_measure_split); TSOPT_SPLIT_MIN_BYTES
+ * sets the value (A/B runs, tests that must split).  INT64_MAX on one
+ * thread. */
+int64_t xv_split_min_bytes(int threads);
+#define XV_SPLITS(threads, moved) ((threads) > 1 && (int64_t)(moved) >= xv_split_min_bytes(threads))
 
 /* for (int64_t i = 0; i < n; i++) { ... } split statically over `threads`
  * threads when par, else run inline: a parallel region that an OpenMP `if`

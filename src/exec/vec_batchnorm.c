@@ -102,7 +102,7 @@ static void bn_run(const xstep *st, void *const *in, void *const *out, void *scr
     const int64_t blk = s->C * s->inner;
     (void)scratch;
     if (s->block) { /* pieces of pixel rows: batch 1 has one image */
-        const int64_t pieces = s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN ? 4 * (int64_t)s->threads : 1;
+        const int64_t pieces = XV_SPLITS(s->threads, 2 * s->bytes) ? 4 * (int64_t)s->threads : 1;
         XV_PAR_FOR(w, s->outer * pieces, s->threads, pieces > 1, {
             const int64_t o = w / pieces, k = w % pieces;
             const int64_t p0 = s->inner * k / pieces, p1 = s->inner * (k + 1) / pieces;
@@ -110,7 +110,7 @@ static void bn_run(const xstep *st, void *const *in, void *const *out, void *scr
         });
         return;
     }
-    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN,
+    XV_PAR_FOR(o, s->outer, s->threads, XV_SPLITS(s->threads, 2 * s->bytes),
                { bn_block(x + o * blk, y + o * blk, s->a, s->b, s->C, s->inner, s->relu); });
 }
 

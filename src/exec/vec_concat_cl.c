@@ -82,7 +82,7 @@ static void cc_run(const xstep *s, void *const *in, void *const *out, void *scra
     (void)scratch;
     const cc_state *c = s->state;
     int64_t px = c->N * c->HW;
-    if (c->threads < 2 || px < 2 || px * c->Ct < XV_PAR_MIN) {
+    if (px < 2 || !XV_SPLITS(c->threads, 2 * px * c->Ct * (int64_t)sizeof(float))) {
         cc_pixels(c, in, out[0], 0, px);
         return;
     }

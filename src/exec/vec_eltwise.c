@@ -4,15 +4,49 @@
  * (lower_chain.c); the step's build is vec_fuse.c.  This file reads no
  * graph node (tests/cli/kernel_nodes.sh). */
 #include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "exec/half.h"
+#include "exec/roofline.h"
 #include "exec/vec_eltwise.h"
 
 /* ------------------------------------------------------ family helpers */
 
 int xv_threads(const xplan *p)
 {
-    return p->opts.threads > 0 ? p->opts.threads : omp_get_max_threads();
+    int t = p->opts.threads > 0 ? p->opts.threads : omp_get_max_threads();
+    xv_split_min_bytes(t); /* measured here, at a build, never inside a run */
+    return t;
+}
+
+static double split_base;      /* region us x one core's L2 bytes per us */
+static int64_t split_set = -1; /* TSOPT_SPLIT_MIN_BYTES */
+
+static void split_measure(void)
+{
+    const char *e = getenv("TSOPT_SPLIT_MIN_BYTES");
+    char *end;
+    if (e && *e) {
+        long long v = strtoll(e, &end, 10);
+        if (!*end && v >= 0) {
+            split_set = v;
+            return;
+        }
+        fprintf(stderr, "tsopt: TSOPT_SPLIT_MIN_BYTES=%s is not a byte count; measuring instead\n", e);
+    }
+    double region_us, gbps;
+    xroof_measure_split(&region_us, &gbps);
+    split_base = region_us * 1e3 * gbps;
+    if (!(split_base > 0)) split_base = 4.0 * XV_PAR_MIN * sizeof(float); /* nothing measured: 1 MiB at 2 threads */
+}
+
+int64_t xv_split_min_bytes(int threads)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (threads < 2) return INT64_MAX;
+    pthread_once(&once, split_measure);
+    return split_set >= 0 ? split_set : (int64_t)(split_base * threads / (threads - 1));
 }
 
 void *xv_state(size_t size, ts_error *err)

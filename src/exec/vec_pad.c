@@ -76,7 +76,7 @@ static void pad_run(const xstep *st, void *const *in, void *const *out, void *sc
     (void)scratch;
     if (s->view) return;
     const int64_t orow = s->out[s->rank - 1] * (int64_t)s->es;
-    XV_PAR_FOR(row, s->rows, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
+    XV_PAR_FOR(row, s->rows, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
         int64_t off = 0, rest = row;
         bool inside = true;
         for (int d = s->rank - 2; d >= 0; d--) {

@@ -10,7 +10,7 @@
  * channels-last (what the convs reading it want, and what vec.slice keeps
  * for the split that follows), plain when it is a graph output, under
  * plain_layout, or when every input is plain.  The output's pixels are
- * split between threads from 4 x XV_PAR_MIN bytes.
+ * split between threads from the measured XV_SPLITS bytes (read + written).
  *
  * A blocked input (16/8-channel blocks) is converted to plain first.
  * Declines (the nodes are then lowered one by one): other ranks, axes,
@@ -113,7 +113,7 @@ static void sh_run(const xstep *st, void *const *in, void *const *out, void *scr
     const sh_state *s = st->state;
     (void)scratch;
     const int64_t items = s->nhwc_out ? s->N * s->HW : s->N * s->C;
-    if (s->threads < 2 || items < 2 || s->bytes < 4 * XV_PAR_MIN) {
+    if (items < 2 || !XV_SPLITS(s->threads, s->bytes)) {
         if (s->nhwc_out)
             sh_pixels(s, in, out[0], 0, items);
         else

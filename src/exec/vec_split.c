@@ -30,7 +30,7 @@ static void split_run(const xstep *st, void *const *in, void *const *out, void *
     const split_state *s = st->state;
     const char *x = in[0];
     (void)scratch;
-    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
+    XV_PAR_FOR(o, s->outer, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
         const char *src = x + o * s->in_row;
         for (int j = 0; j < s->nout; j++) {
             memcpy((char *)out[j] + o * s->blk[j], src, (size_t)s->blk[j]);
