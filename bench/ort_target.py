@@ -106,9 +106,16 @@ def measure(a, name, model, work):
     r["ratio"] = statistics.median(ratios)
     r["ort_before_ms"] = statistics.median(m[0] for m in meds)
     r["ort_after_ms"] = statistics.median(m[1] for m in meds)
-    sep = float(serve([("time", model, "-", th, 2000)])[0][0])
+    # the separate process's first request, and a second one in it: optimize's
+    # anchor is timed in a peer that has run hundreds of sessions, and the zoo's
+    # low anchors (nasrnn -18 %, longformer -16 %, resnet18 -12 %, 12-07) are
+    # not the import against the file (those zoo files are tsopt's import byte
+    # for byte): is it a fresh process's first request?
+    sep, warm = (float(f[0]) for f in serve([("time", model, "-", th, 2000), ("time", model, "-", th, 2000)]))
     r["separate_before_ms"] = sep
+    r["separate_second_ms"] = warm
     r["prediction_error"] = r["predicted_before_ms"] / sep - 1
+    r["prediction_error_second"] = r["predicted_before_ms"] / warm - 1
     r["whole_error"] = r["whole_before_ms"] / sep - 1 if r["whole_before_ms"] else None
     # the gain optimize expected of what it wrote (1 for the original)
     if r["written"] != "optimized":
@@ -130,11 +137,11 @@ def measure(a, name, model, work):
         r["error_b4"] = float(serve([("compare", m4, o4, "-", th)])[0][0])
     r["match"] = r["error_b1"] <= 1 and not r["error_b4"] > 1
     log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s; predicted x%.3f), prediction %.3f ms, whole %s, "
-        "separate %.3f (%+.1f%%), match b1 %.3g b4 %.3g" % (
+        "separate %.3f (%+.1f%%; its second request %.3f, %+.1f%%), match b1 %.3g b4 %.3g" % (
             name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"], " ".join("%.3f" % x for x in ratios),
             r["predicted_gain"], r["predicted_before_ms"],
             "%.3f" % r["whole_before_ms"] if r["whole_before_ms"] else "-", sep, 100 * r["prediction_error"],
-            r["error_b1"], r["error_b4"]))
+            warm, 100 * r["prediction_error_second"], r["error_b1"], r["error_b4"]))
     return r
 
 
@@ -142,6 +149,7 @@ def section(a, rows, argv, started, elapsed):
     ok = [r for r in rows if "ratio" in r]
     gm = math.exp(statistics.mean(math.log(r["ratio"]) for r in ok)) if ok else float("nan")
     within = sum(abs(r["prediction_error"]) <= 0.15 for r in ok)
+    within_second = sum(abs(r["prediction_error_second"]) <= 0.15 for r in ok)
     whole = [r for r in ok if r.get("whole_error") is not None]
     within_whole = sum(abs(r["whole_error"]) <= 0.15 for r in whole)
     load = os.getloadavg()
@@ -176,9 +184,10 @@ def section(a, rows, argv, started, elapsed):
             100 * r["prediction_error"], r["error_b1"], r["error_b4"], rw.replace("|", "/")))
     gain = sum(abs(r["predicted_gain"] / r["ratio"] - 1) <= 0.15 for r in ok)
     t += ["", "Geometric mean ratio %.3f over %d models, lowest %.3f; prediction within 15%% of the separate median "
-              "on %d of %d, whole-graph timing on %d of %d; predicted gain within 15%% of the measured ratio on %d of "
-              "%d; all match: %s." % (gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within,
-                                      len(ok), within_whole, len(whole), gain, len(ok), all(r["match"] for r in ok)),
+              "on %d of %d (of the same process's second request on %d), whole-graph timing on %d of %d; predicted "
+              "gain within 15%% of the measured ratio on %d of %d; all match: %s." % (
+                  gm, len(ok), min((r["ratio"] for r in ok), default=float("nan")), within, len(ok), within_second,
+                  within_whole, len(whole), gain, len(ok), all(r["match"] for r in ok)),
           ""]
     return "\n".join(t) + "\n"
 

@@ -439,6 +439,10 @@ ts_status ts_optimize(const ts_graph *g, const ts_optimize_opts *opts, ts_optimi
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
+    if (imp && ts_ort_target_is_file(ort, imp)) { /* a file tsopt wrote (the zoo's): the same model */
+        ts_graph_free(imp);
+        imp = NULL;
+    }
     if (imp && o.progress) fprintf(stderr, "optimize: candidate: tsopt's " IMPORT_STEP ", against the file\n");
     if (ort && !o.no_timing && (imp || (dr.nsteps > 0 && dr.nalts > 0)) && strcmp(dr.stop, "interrupted") &&
         rank_s >= 2 && (st = ort_rank(ort, g, &imp, &dr, &o, rank_s, res, err)))

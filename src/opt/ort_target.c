@@ -75,6 +75,21 @@ static ts_status save(ts_ort_target *t, const ts_graph *g, const char *name, boo
     return ts_onnx_save_with(g, path, &so, err);
 }
 
+bool ts_ort_target_is_file(ts_ort_target *t, const ts_graph *g)
+{
+    char path[256];
+    ts_error err = {0};
+    if (!t->orig_path || save(t, g, "import", false, path, sizeof path, &err)) return false;
+    FILE *a = fopen(path, "rb"), *b = fopen(t->orig_path, "rb");
+    bool same = a && b;
+    char x[65536], y[65536];
+    for (size_t n, m; same && ((n = fread(x, 1, sizeof x, a)) | (m = fread(y, 1, sizeof y, b)));)
+        same = n == m && !memcmp(x, y, n);
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return same;
+}
+
 /* Median and fastest of runs of the model at path, in ms. */
 static ts_status time_file(ts_ort_target *t, const char *path, double min_ms, double *med, double *fast,
                            ts_error *err)
@@ -138,7 +153,7 @@ void ts_ort_target_close(ts_ort_target *t)
 {
     if (!t) return;
     ts_ort_peer_close(t->peer);
-    const char *names[] = {"overhead", "region", "whole", "a", "b", "r0", "r1", "r2", "r3", "r4", "r5"};
+    const char *names[] = {"overhead", "region", "whole", "import", "a", "b", "r0", "r1", "r2", "r3", "r4", "r5"};
     char p[128];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s.onnx", t->dir, names[i]);

@@ -45,6 +45,9 @@ void ts_ort_target_set_symbolic(ts_ort_target *t, bool keep);
  * newlines, the peer's separators, and under 200 bytes); NULL path:
  * g is saved as tsopt writes it.  Both must outlive t's requests. */
 void ts_ort_target_set_original(ts_ort_target *t, const ts_graph *g, const char *path);
+/* True when g as tsopt writes it is the original's file byte for byte (a
+ * model tsopt wrote: nothing of the import to offer against the file). */
+bool ts_ort_target_is_file(ts_ort_target *t, const ts_graph *g);
 /* Regions timed in ORT so far in this run, and found in the cache. */
 void ts_ort_target_counts(const ts_ort_target *t, int *timed, int *cached);
 

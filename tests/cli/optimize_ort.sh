@@ -107,6 +107,8 @@ cmp "$M" "$T/k.onnx" || fail "--min-gain 90: the kept model is not the input fil
 grep -q "timed as the original: the model file as given. The written file is that file" "$T/k.md" ||
     fail "--min-gain 90: the report does not say what was compared: $(cat "$T/k.md")"
 grep -q "regions timed" "$T/log" || fail "no region count logged: $(cat "$T/log")"
+# a file tsopt wrote (the zoo's) is its import byte for byte: not offered again against itself
+! grep -q "candidate: tsopt's import" "$T/log" || fail "the import of a tsopt-written file was offered: $(cat "$T/log")"
 # the prediction: the original timed whole, a candidate scaled by its region sum's ratio, logged after the search
 grep -q "ONNX Runtime predicted: original .* ms (timed whole), result .* (region sums" "$T/log" ||
     fail "the prediction is not logged: $(cat "$T/log")"
