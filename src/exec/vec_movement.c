@@ -63,7 +63,7 @@ static void strided_run(const xstep *st, void *const *in, void *const *out, void
     const size_t es = s->es;
     const int64_t len = s->len, is = s->stride[s->rank - 1];
     (void)scratch;
-    XV_PAR_FOR(row, s->nrows, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
+    XV_PAR_FOR(row, s->nrows, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
         int64_t off = 0, r = row;
         for (int d = s->rank - 2; d >= 0; d--) {
             off += (r % s->dims[d]) * s->stride[d];
@@ -264,7 +264,7 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     char *y = out[0];
     const int64_t pieces = s->pieces, items = s->outer * pieces, unit = s->relu ? (int64_t)sizeof(float) : 1;
     (void)scratch;
-    XV_PAR_FOR(it, items, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
+    XV_PAR_FOR(it, items, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
         int64_t o = it / pieces, k = it % pieces;
         int64_t lo = s->inner_bytes / unit * k / pieces * unit, hi = s->inner_bytes / unit * (k + 1) / pieces * unit;
         concat_range(s, in, o, lo, hi, y + o * s->inner_bytes);
@@ -355,7 +355,7 @@ static void gather_run(const xstep *st, void *const *in, void *const *out, void 
     const char *x = in[0];
     char *y = out[0];
     (void)scratch;
-    XV_PAR_FOR(o, s->outer, s->threads, s->threads > 1 && s->bytes >= 4 * XV_PAR_MIN, {
+    XV_PAR_FOR(o, s->outer, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
         for (int64_t k = 0; k < s->nidx; k++)
             memcpy(y + (o * s->nidx + k) * s->inner_bytes, x + (o * s->src_rows + s->blk[k]) * s->inner_bytes,
                    (size_t)s->inner_bytes);
