@@ -26,9 +26,11 @@ bool xd_md_same_layout(const dnnl_memory_desc_t *like, const ts_shape *like_s, c
  * (one block: the same array). */
 bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
 
-/* dense_concat.c: the channel block (16 or 8) in which value v's producer
+/* lower_concat.c: the channel block (16 or 8) in which value v's producer
  * writes v so that every Concat reading it takes it as a view of the
  * Concat's result (nothing copied), or 0 when some reader cannot. */
 int xdc_slice_block(const xplan *p, int v);
+/* s (rank 4, float32) in 16- or 8-channel blocks (dense_concat.c). */
+void xdc_block_md(dnnl_memory_desc_t *md, const ts_shape *s, int block);
 
 #endif

@@ -124,6 +124,7 @@ struct xplan {
 
 #define XGROUP_MAX 40 /* vec.se: pool, two convs with their tails, the Mul */
 #define XGROUP_VARIANTS 3 /* choices of a group a kernel may be offered */
+#define XGROUP_GEMV_ROWS 16 /* vec.gemv: rows of all stacked products together */
 #define XD_MAX_FUSE 16 /* bias + GELU's tanh form is 10 nodes */
 /* A convolution's or product's post-op tail (lower_post.c): the nodes
  * after the kernel's raw output that its step computes too.  Affine folds
@@ -161,6 +162,14 @@ typedef struct xgroup_layernorm {
     float eps;
     ts_dtype round;
 } xgroup_layernorm;
+/* A MatMul reading a band gathered by a constant index table (vec.band,
+ * lower_band.c): which input is the band (0 scores, 1 context), the
+ * Gather node and its index constant, the leading dims' product H, the
+ * source's rows S of C, the table's L x J. */
+typedef struct xgroup_band {
+    int side, gather, idx;
+    int64_t H, S, C, L, J;
+} xgroup_band;
 /* vec.attention's step inputs (lower_attention.c): Q, K, V, the mask, the
  * scores' scale and the mask's fill value (-1: absent) */
 enum { XATT_Q, XATT_K, XATT_V, XATT_MASK, XATT_SCALE, XATT_FILL, XATT_N };
@@ -176,6 +185,33 @@ typedef struct xgroup {
         xgroup_layernorm ln;
         int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
         struct xv_chain *chain; /* vec.eltwise: the chain's program (lower_chain.c) */
+        /* vec.band (nodes[0] the MatMul) and vec.band.defer (nodes[0]
+         * the Gather: the MatMul that will read it through the index);
+         * band_src: the deferred Gather's source buffer (vec.band) */
+        struct {
+            xgroup_band band;
+            int band_src;
+        };
+        /* dnnl.dense_concat (lower_concat.c): the chain's last member's
+         * value (its buffer B's), B when an earlier member made it (-1:
+         * this one makes it), the inputs that member wrote, the channel
+         * block, which inputs' producers write their slices of B */
+        struct {
+            int dc_last_y, dc_root, dc_first, dc_block;
+            bool *dc_direct;
+        };
+        /* vec.concat (lower_concat.c): the values of the Relus reading
+         * the Concat (nodes[1..]), which all become the step's output */
+        struct {
+            int relu_y[XGROUP_MAX], nrelu;
+        };
+        /* vec.gemv (lower_gemv.c): the products by the same constant
+         * weights stacked with node n's (their nodes, also in nodes[]),
+         * and the element-wise chain after n's product (NULL: none) */
+        struct {
+            int gemv_stack[XGROUP_GEMV_ROWS], gemv_nstack;
+            struct xv_chain *gemv_chain;
+        };
         /* dnnl.matmul_integer: Cast -> Mul(scale) [-> Add(bias)] [-> Relu]
          * after the product: the scale and bias values (-1: none; no
          * scale: the product alone), a Relu ending it */
@@ -220,6 +256,18 @@ bool xgroup_serves_post(const struct xkernel *k);
 /* lower_chain.c: vec.eltwise's chain; lower_attention.c: vec.attention's six nodes */
 bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr);
 bool xgroup_attention(const xplan *p, int n, xgroup *gr);
+/* lower_chain.c: extends gr by the sole-reader element-wise chain after
+ * value cur, lowered into ch; half: with half plans' roundings (vec.eltwise)
+ * or none (vec.gemv's epilogue).  Returns the chain's last value. */
+int xgroup_chain_after(const xplan *p, int cur, xgroup *gr, struct xv_chain *ch, bool half);
+/* lower_gemv.c: vec.gemv's stacked products and epilogue chain */
+bool xgroup_gemv(const xplan *p, int n, xgroup *gr);
+/* lower_band.c: vec.band's MatMul and the Gather vec.band.defer defers for it */
+bool xgroup_band_matmul(const xplan *p, int n, xgroup *gr);
+bool xgroup_band_gather(const xplan *p, int n, xgroup *gr);
+/* lower_concat.c: vec.concat's Relu readers, dnnl.dense_concat's chain */
+bool xgroup_concat_relu(const xplan *p, int n, xgroup *gr);
+bool xgroup_dense_concat(const xplan *p, int n, xgroup *gr);
 /* The float32 weights of the plan's convolutions and products, each
  * constant once (dnnl.conv's Winograd budget; lower_post.c). */
 size_t xplan_product_weight_bytes(const xplan *p);

@@ -184,12 +184,30 @@ static void round_on_load(const xplan *p, xv_prog *pr, const int *ext)
     }
 }
 
+int xgroup_chain_after(const xplan *p, int cur, xgroup *gr, xv_chain *ch, bool half)
+{
+    const ts_graph *g = p->g;
+    const ts_shape *shape = &g->values[cur].shape;
+    while (!p->opts.no_fusion && gr->nnodes < XGROUP_MAX) {
+        int c = half ? xhalf_sole_consumer(p, cur) : xplan_sole_consumer(p, cur);
+        if (c < 0 || p->claimed[c] || !joinable(p, c, cur, shape)) break;
+        xv_prog trial = ch->prog; /* lowering may fail half way */
+        int text[XV_MAXIN];
+        memcpy(text, ch->ext, sizeof text);
+        if (!(half ? lower_rounded(p, c, cur, &trial, text) : xv_lower_node(p, c, cur, &trial, text))) break;
+        ch->prog = trial;
+        memcpy(ch->ext, text, sizeof text);
+        gr->nodes[gr->nnodes++] = c;
+        cur = g->nodes[c].outputs[0];
+    }
+    return cur;
+}
+
 /* vec.eltwise's group: node n and the chain after it, lowered to one
  * program (gr->chain, owned by the group). */
 bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr)
 {
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = &p->g->nodes[n];
     if (nd->noutputs != 1 || !xv_all_f32(p, n) || !(gr->chain = calloc(1, sizeof *gr->chain))) return false;
     xv_prog *pr = &gr->chain->prog;
     int *ext = gr->chain->ext;
@@ -197,20 +215,6 @@ bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr)
     round_on_load(p, pr, ext);
     gr->nodes[0] = n;
     gr->nnodes = 1;
-    int cur = nd->outputs[0];
-    const ts_shape *shape = &g->values[cur].shape;
-    while (!p->opts.no_fusion && gr->nnodes < XGROUP_MAX) {
-        int c = xhalf_sole_consumer(p, cur);
-        if (c < 0 || p->claimed[c] || !joinable(p, c, cur, shape)) break;
-        xv_prog trial = *pr; /* lowering may fail half way */
-        int text[XV_MAXIN];
-        memcpy(text, ext, sizeof text);
-        if (!lower_rounded(p, c, cur, &trial, text)) break;
-        *pr = trial;
-        memcpy(ext, text, sizeof text);
-        gr->nodes[gr->nnodes++] = c;
-        cur = g->nodes[c].outputs[0];
-    }
-    gr->y = cur;
+    gr->y = xgroup_chain_after(p, nd->outputs[0], gr, gr->chain, true);
     return true;
 }

@@ -11,7 +11,11 @@
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
  * vec.eltwise's element-wise chains (lower_chain.c), vec.attention
- * (lower_attention.c), dnnl.matmul_integer
+ * (lower_attention.c), vec.gemv's stacked products and epilogue chain
+ * (lower_gemv.c), vec.band and the Gather it reads through (lower_band.c),
+ * vec.concat with the Relus reading it and dnnl.dense_concat's chains
+ * (lower_concat.c),
+ * dnnl.matmul_integer
  * with the requantization after it, and the convolutions and products
  * with their post-op tails (lower_post.c: dnnl.conv, dnnl.deconv,
  * deconv.gemm, vec.dwconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
@@ -318,6 +322,7 @@ static bool requant_chain(const xplan *p, int n, int variant, xgroup *gr)
 extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
 extern const xkernel xk_dnnl_matmul_integer;    /* dnnl_int8.c */
 extern const xkernel xk_vec_attention;          /* vec_attention.c */
+extern const xkernel xk_dense_concat;           /* dense_concat.c */
 
 static const struct {
     const xkernel *k;
@@ -328,6 +333,11 @@ static const struct {
     {&xk_vec_shuffle, channel_shuffle},
     {&xk_vec_eltwise, xgroup_eltwise_chain}, /* lower_chain.c */
     {&xk_vec_attention, xgroup_attention},   /* lower_attention.c */
+    {&xk_vec_gemv, xgroup_gemv},             /* lower_gemv.c */
+    {&xk_vec_band, xgroup_band_matmul},      /* lower_band.c */
+    {&xk_vec_band_defer, xgroup_band_gather},
+    {&xk_vec_concat, xgroup_concat_relu},     /* lower_concat.c */
+    {&xk_dense_concat, xgroup_dense_concat},
 };
 
 int xgroup_form(const xplan *p, const xkernel *k, int n, int variant, xgroup *gr)
@@ -357,5 +367,9 @@ void xgroup_free(xgroup *gr)
         xd_fuse_free(&gr->post);
     } else if (gr->k == &xk_vec_eltwise) {
         free(gr->chain);
+    } else if (gr->k == &xk_vec_gemv) {
+        free(gr->gemv_chain);
+    } else if (gr->k == &xk_dense_concat) {
+        free(gr->dc_direct);
     }
 }

@@ -12,8 +12,9 @@
  * than the products themselves; read through the index, K stays in cache.
  * The Gather's step (vec.band.defer) computes nothing: its output becomes
  * a view of K's storage, and the MatMul's step (vec.band) reads K through
- * the index.  Both ask band_match() about the same MatMul, so the Gather
- * is deferred exactly when the MatMul will take it. */
+ * the index.  The lowering stage decides both (lower_band.c), so the
+ * Gather is deferred exactly when the MatMul will take it; this file reads
+ * no other node (tests/cli/kernel_nodes.sh). */
 #include <omp.h>
 #include <stdlib.h>
 #include "exec/plan_internal.h"
@@ -21,16 +22,8 @@
 #include "ops/attrs.h"
 #include "ops/list.h"
 
-typedef struct band {
-    int side;     /* MatMul input that is the gathered band: 0 scores, 1 context */
-    int gather;   /* the Gather node */
-    int64_t H;    /* product of the leading dims */
-    int64_t S, C; /* source rows and row length */
-    int64_t L, J; /* index table */
-} band;
-
 typedef struct band_state {
-    band b;
+    xgroup_band b;
     int64_t *idx; /* L*J source rows, normalized */
     int threads;
 } band_state;
@@ -42,47 +35,6 @@ static void band_free(void *p)
     free(s);
 }
 
-/* True when MatMul node mm reads a gathered band in one of the two forms
- * above; fills *b.  Depends on shapes and constants only. */
-static bool band_match(const xplan *p, int mm, band *b)
-{
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[mm];
-    if (nd->op != &ts_op_matmul || nd->ninputs != 2 || !xv_all_f32(p, mm)) return false;
-    for (int side = 0; side < 2; side++) {
-        int gv = nd->inputs[side], prod = g->values[gv].producer;
-        if (prod < 0) continue;
-        const ts_node *gn = &g->nodes[prod];
-        if (gn->op != &ts_op_gather || gn->ninputs != 2) continue;
-        const ts_value *x = &g->values[gn->inputs[0]];
-        const ts_tensor *idx = xplan_const(p, gn->inputs[1]);
-        int axis;
-        if (x->dtype != TS_F32 || x->shape.rank < 2 || !idx || (idx->dtype != TS_I64 && idx->dtype != TS_I32) ||
-            idx->shape.rank != 2 || !ts_axis_norm(((const ts_gather_attrs *)gn->attrs)->axis, x->shape.rank, &axis) ||
-            axis != x->shape.rank - 2)
-            continue;
-        const int ax = axis;
-        const int64_t S = x->shape.dims[ax], C = x->shape.dims[ax + 1], L = idx->shape.dims[0],
-                      J = idx->shape.dims[1];
-        const ts_shape *o = &g->values[nd->inputs[1 - side]].shape;
-        if (o->rank != x->shape.rank + 1 || o->dims[ax] != L) continue;
-        bool ok = side == 0 ? o->dims[ax + 1] == C && o->dims[ax + 2] == 1 : o->dims[ax + 1] == 1 && o->dims[ax + 2] == J;
-        int64_t H = 1;
-        for (int d = 0; d < ax; d++) {
-            ok &= o->dims[d] == x->shape.dims[d];
-            H *= x->shape.dims[d];
-        }
-        for (int64_t k = 0; ok && k < L * J; k++) {
-            int64_t v = ts_tensor_get_i64(idx, k);
-            ok = v >= -S && v < S;
-        }
-        if (!ok || S < 1 || C < 1 || L < 1 || J < 1) continue;
-        *b = (band){.side = side, .gather = prod, .H = H, .S = S, .C = C, .L = L, .J = J};
-        return true;
-    }
-    return false;
-}
-
 /* ------------------------------------------------- the deferred Gather */
 
 static void defer_run(const xstep *s, void *const *in, void *const *out, void *scratch)
@@ -92,11 +44,7 @@ static void defer_run(const xstep *s, void *const *in, void *const *out, void *s
 
 static ts_status defer_build(xplan *p, int n, xstep *s, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
-    band b;
-    if (p->opts.no_fusion || nd->noutputs != 1) return TS_ERR_UNSUPPORTED;
-    int mm = xplan_sole_consumer(p, nd->outputs[0]);
-    if (mm < 0 || !band_match(p, mm, &b) || b.gather != n) return TS_ERR_UNSUPPORTED;
+    const ts_node *nd = xplan_node(p, n); /* its reader (lower_band.c) takes the band */
     int src = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
     if (src < 0) return err->code ? err->code : TS_ERR_INVALID;
     const ts_value *ov = &p->g->values[nd->outputs[0]];
@@ -171,24 +119,11 @@ static void band_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
 }
 
-/* The Gather's step, when it deferred (vec.band.defer) for value v. */
-static const xstep *deferred(const xplan *p, int v)
-{
-    int b = p->value_buf[v];
-    for (int i = 0; b >= 0 && i < p->nsteps; i++)
-        if (p->steps[i].k == &xk_vec_band_defer && p->steps[i].out[0] == b) return &p->steps[i];
-    return NULL;
-}
-
 static ts_status band_build(xplan *p, int n, xstep *s, ts_error *err)
 {
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
-    band b;
-    if (!band_match(p, n, &b)) return TS_ERR_UNSUPPORTED;
-    const xstep *d = deferred(p, nd->inputs[b.side]);
-    if (!d) return TS_ERR_UNSUPPORTED; /* the Gather ran for real: an ordinary MatMul */
-    const ts_tensor *idx = xplan_const(p, g->nodes[b.gather].inputs[1]);
+    const ts_node *nd = xplan_node(p, n);
+    const xgroup_band b = p->group->band; /* lower_band.c: the band and its deferred Gather */
+    const ts_tensor *idx = xplan_const(p, b.idx);
     band_state *st = xv_state(sizeof *st, err);
     if (!st) return err->code;
     s->state = st;
@@ -200,9 +135,8 @@ static ts_status band_build(xplan *p, int n, xstep *s, ts_error *err)
         int64_t v = ts_tensor_get_i64(idx, k);
         st->idx[k] = v < 0 ? v + b.S : v;
     }
-    int src = d->in[0];
     if (xstep_alloc(s, 2, 1, err)) return err->code;
-    s->in[0] = src;
+    s->in[0] = p->group->band_src;
     s->in[1] = xplan_plain(p, xplan_value_buf(p, nd->inputs[1 - b.side]), err);
     s->out[0] = xplan_value_buf(p, nd->outputs[0]);
     if (s->in[1] < 0 || s->out[0] < 0) return err->code ? err->code : TS_ERR_NOMEM;

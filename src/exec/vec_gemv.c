@@ -1,5 +1,8 @@
 /* MatMul with a few rows and constant weights (GEMV-like: RNN cells such
- * as nasrnn's 1x512 @ 512x512), plus the element-wise chain after it.
+ * as nasrnn's 1x512 @ 512x512), plus the element-wise chain after it and
+ * the products by the same weights stacked with it, both decided by the
+ * lowering stage (lower_gemv.c): this file reads no other node
+ * (tests/cli/kernel_nodes.sh).
  *
  * Why not oneDNN here: at M = 1 the multiply is a single pass over the
  * weights, a few microseconds, and oneDNN's per-call cost is of the same
@@ -30,7 +33,7 @@
 
 /* Largest number of rows (product of A's leading dims) taken here: at 16
  * rows (16x512x512) this kernel and oneDNN measured even. */
-#define XG_MAX_ROWS 16
+#define XG_MAX_ROWS XGROUP_GEMV_ROWS
 /* Below this many multiply-adds the step runs on one thread: waking a
  * sleeping OpenMP team (passive waiting, a loaded machine) cost more than
  * it saved on a 512x512 product (one thread 9.5 us, two 19 us, best of
@@ -47,11 +50,6 @@
  * one core alone does not saturate; a wake-up is ~10 us. */
 #define XG_PAR_STREAM_L2 4
 #define XG_NB 64 /* columns per panel: four 16-float vectors */
-/* Products by one weight are stacked into one step (stack_rows) only from
- * weights of an eighth of a core's L2 (128 KiB with 1 MiB): the gain is
- * the passes over the weights saved, which come from memory for nasrnn's
- * 1 MiB matrices; a smaller weight stays in cache between separate steps. */
-#define XG_STACK_L2_DIV 8
 
 typedef float xg_v16 __attribute__((vector_size(64), aligned(4))); /* unaligned loads/stores */
 
@@ -60,7 +58,7 @@ typedef struct xg_state {
     int threads;
     bool streams; /* the weights stream from memory (XG_PAR_STREAM_L2) */
     xv_prog epi; /* fused element-wise chain (the first product's); epi.nins == 0: none */
-    /* Stacked products (see stack_members): nstack > 1 products by the
+    /* Stacked products (lower_gemv.c): nstack > 1 products by the
      * same weights, product i reading in[ain[i]] and writing out[i], with
      * mrows[i] rows; rows gathered into scratch, multiplied once, scattered */
     int nstack;
@@ -214,22 +212,6 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
 }
 
-/* Rows of node m's product (A's leading dims) when m is a MatMul by the
- * same weights value as node n (K x N) that could run now; 0 otherwise. */
-static int64_t stack_rows(const xplan *p, int n, int m, int64_t K)
-{
-    const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n], *o = &g->nodes[m];
-    if (m == n || o->dead || xplan_skips(p, "gemv_stack") || p->claimed[m] || o->op != nd->op || o->ninputs != 2 || o->noutputs != 1 ||
-        o->inputs[1] != nd->inputs[1] || !xv_all_f32(p, m) || !xplan_inputs_ready(p, m, -1))
-        return 0;
-    const ts_shape *a = &g->values[o->inputs[0]].shape;
-    if (a->rank < 1 || a->dims[a->rank - 1] != K) return 0;
-    int64_t rows = 1;
-    for (int i = 0; i < a->rank - 1; i++) rows *= a->dims[i];
-    return rows;
-}
-
 /* A weight released right after this node (weights_once.c) is packed
  * while its pages go back to the OS, so the peak is not the weight twice
  * (a 64 MiB classifier weight: tests/unit/test_mem_peak.c).  From 1 MiB. */
@@ -344,7 +326,8 @@ static void gemv_free(void *state)
 static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_graph *g = p->g;
-    const ts_node *nd = &g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
+    const xgroup *gr = p->group;
     const bool gemm = nd->op == &ts_op_gemm;
     const ts_gemm_attrs *ga = gemm ? nd->attrs : NULL;
     if (nd->noutputs != 1 || !xv_all_f32(p, n)) return TS_ERR_UNSUPPORTED;
@@ -364,57 +347,21 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     s->state = c;
     c->rows = rows, c->K = K, c->N = N;
     c->threads = xv_threads(p);
-    const xroof_caches caches = xroof_caches_get();
-    c->streams = K * N * (int64_t)sizeof(float) >= XG_PAR_STREAM_L2 * (int64_t)caches.l2;
+    c->streams = K * N * (int64_t)sizeof(float) >= XG_PAR_STREAM_L2 * (int64_t)xroof_caches_get().l2;
     c->alpha = gemm ? (float)ga->alpha : 1.0f;
     if (gemm && !gemm_bias(p, nd, N, ga->beta, &c->bias, err)) return err->code ? err->code : TS_ERR_UNSUPPORTED;
 
-    /* Stacking: other MatMuls by the same constant whose inputs exist now
-     * (nasrnn multiplies each of x0..x4 by the same eight weights, all
-     * ready at the start) join this step as extra rows, so the weights are
-     * streamed once for all of them instead of once per product: measured
-     * in docs/runtime.md.  Their results are computed early (they live a
-     * little longer); no element-wise chain is fused after them.
-     * A lowering, not a rewrite (TSOPT_SKIP=gemv_stack still turns it off):
-     * each product is computed as its node says, row by row from its own
-     * input and the one weight (the graph is not changed: no Concat or
-     * Split, the outputs are the nodes' own values); what changes is only
-     * the summation order of a one-row product (two accumulators when
-     * alone, one within a stacked block), within the tolerance of any
-     * kernel choice (test_exec_gemv_stack: stacked vs not, at 1e-5 of the
-     * largest output).  The graph rewrite of the same idea, with Concat
-     * and Split, is the optimizer's ts_merge_shared_weights. */
-    int members[XG_MAX_ROWS];
-    c->nstack = 1, c->mrows[0] = rows;
-    for (int m = 0; m < g->nnodes && !gemm && !p->opts.no_fusion && K * N * (int64_t)sizeof(float) >= caches.l2 / XG_STACK_L2_DIV; m++) {
-        int64_t r = stack_rows(p, n, m, K);
-        if (r < 1 || c->rows + r > XG_MAX_ROWS) continue;
-        members[c->nstack] = m;
-        c->mrows[c->nstack++] = r;
-        c->rows += r;
-        xplan_claim(p, m, s);
+    /* the products stacked with this one, rows after its own */
+    c->nstack = 1 + gr->gemv_nstack, c->mrows[0] = rows;
+    for (int i = 1; i < c->nstack; i++) {
+        const ts_shape *ai = &g->values[xplan_node(p, gr->gemv_stack[i - 1])->inputs[0]].shape;
+        c->mrows[i] = ts_shape_numel(ai) / K;
+        c->rows += c->mrows[i];
     }
-
-    /* absorb the element-wise chain after the product (as vec_fuse.c does
-     * after an element-wise node), lowered with the product as acc */
-    int cur = nd->outputs[0], ext[XV_MAXIN] = {0};
-    const ts_shape shape = g->values[cur].shape;
-    while (!p->opts.no_fusion) {
-        int k = xplan_sole_consumer(p, cur);
-        if (k < 0 || p->claimed[k]) break;
-        const ts_node *cn = &g->nodes[k];
-        if (!(cn->op->flags & TS_OP_ELEMENTWISE) || cn->noutputs != 1 || !xv_all_f32(p, k) ||
-            !ts_shape_eq(&g->values[cn->outputs[0]].shape, &shape) || !xplan_inputs_ready(p, k, cur))
-            break;
-        xv_prog trial = c->epi; /* lowering may fail half way */
-        int text[XV_MAXIN];
-        memcpy(text, ext, sizeof ext);
-        if (!xv_lower_node(p, k, cur, &trial, text)) break;
-        c->epi = trial;
-        memcpy(ext, text, sizeof ext);
-        xplan_claim(p, k, s);
-        cur = cn->outputs[0];
-    }
+    /* the element-wise chain after the product, run with it as acc */
+    const int *ext = gr->gemv_chain ? gr->gemv_chain->ext : NULL;
+    if (gr->gemv_chain) c->epi = gr->gemv_chain->prog;
+    const int cur = gr->y;
 
     if (xstep_alloc(s, 2 + c->epi.next + c->nstack - 1, c->nstack, err)) return err->code;
     s->in[0] = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
@@ -430,7 +377,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     c->ain[0] = 0;
     for (int i = 1; i < c->nstack; i++) {
-        const ts_node *o = &g->nodes[members[i]];
+        const ts_node *o = xplan_node(p, gr->gemv_stack[i - 1]);
         int ai = c->ain[i] = 2 + c->epi.next + i - 1;
         s->in[ai] = xplan_plain(p, xplan_value_buf(p, o->inputs[0]), err);
         s->out[i] = xplan_value_buf(p, o->outputs[0]);
@@ -438,7 +385,7 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
     }
     if (c->nstack > 1) s->scratch_bytes = sizeof(float) * (size_t)(c->rows * (K + N));
     if (c->epi.nins) {
-        xv_geometry(&c->epi, &shape, shapes);
+        xv_geometry(&c->epi, &g->values[nd->outputs[0]].shape, shapes);
         c->epi.threads = c->threads;
     }
     return TS_OK;

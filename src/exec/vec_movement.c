@@ -87,7 +87,7 @@ static mv_state *mv_new(xplan *p, int n, ts_error *err)
 {
     mv_state *s = xv_state(sizeof *s, err);
     if (s) {
-        s->es = ts_dtype_size(p->g->values[p->g->nodes[n].outputs[0]].dtype);
+        s->es = ts_dtype_size(p->g->values[xplan_node(p, n)->outputs[0]].dtype);
         s->threads = xv_threads(p);
     }
     return s;
@@ -96,13 +96,13 @@ static mv_state *mv_new(xplan *p, int n, ts_error *err)
 /* Binds input 0 and output 0 only (the other inputs are constants read at build). */
 static ts_status bind_first(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
 }
 
 static ts_status transpose_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
         return TS_ERR_UNSUPPORTED;
     const ts_transpose_attrs *a = nd->attrs;
@@ -156,7 +156,7 @@ static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
  * result keeps it. */
 static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
         return TS_ERR_UNSUPPORTED;
     const ts_slice_attrs *a = nd->attrs;
@@ -220,7 +220,7 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
 
 static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     if (p->g->values[nd->inputs[0]].dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
     const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
     int64_t stride[TS_MAX_RANK];
@@ -271,40 +271,12 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     });
 }
 
-/* NASNet-A's cells end in a Concat that the next two cells read only
- * through Relu (each branch its own copy, all identical): when every reader
- * of the result is such a Relu, the concat writes max(x, 0) and the Relus
- * become its output, one pass over the cell output instead of two.
- * Returns the value the step then writes (the first Relu's), or -1. */
-static int fuse_relu_readers(xplan *p, int n, xstep *st)
-{
-    const ts_graph *g = p->g;
-    int v = g->nodes[n].outputs[0], readers[16], nr = 0;
-    if (p->opts.no_fusion || g->values[v].dtype != TS_F32 || ts_graph_is_output(g, v)) return -1;
-    for (int m = 0; m < g->nnodes; m++) {
-        const ts_node *c = &g->nodes[m];
-        bool reads = false;
-        for (int j = 0; j < c->ninputs; j++) reads |= c->inputs[j] == v;
-        if (c->dead || !reads) continue;
-        if (p->claimed[m] || c->op != &ts_op_relu || nr == 16 || ts_graph_is_output(g, c->outputs[0])) return -1;
-        readers[nr++] = m;
-    }
-    if (!nr) return -1;
-    int y = g->nodes[readers[0]].outputs[0], b = xplan_value_buf(p, y);
-    if (b < 0) return -1;
-    for (int k = 0; k < nr; k++) {
-        if (k) xplan_bind_value(p, g->nodes[readers[k]].outputs[0], b);
-        xplan_claim(p, readers[k], st);
-    }
-    return y;
-}
-
 /* Inputs in one dense permuted layout (channels-last conv outputs) are
  * concatenated in it: the same block copies over the physical dims, with
  * the concat axis at its physical position; the result keeps the layout. */
 static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *y = &p->g->values[nd->outputs[0]];
     int axis;
     if (y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
@@ -339,10 +311,13 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
         int b = xplan_value_buf(p, nd->inputs[j]);
         if ((st->in[j] = keep ? b : xplan_plain(p, b, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     }
-    int yr = fuse_relu_readers(p, n, st);
-    s->relu = yr >= 0;
-    st->out[0] = xplan_value_buf(p, s->relu ? yr : nd->outputs[0]);
+    /* the Relus reading the result, when they are all its readers
+     * (lower_concat.c): max(x, 0) written once, every Relu's value */
+    const xgroup *gr = p->group;
+    s->relu = gr->nrelu > 0;
+    st->out[0] = xplan_value_buf(p, gr->y);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    for (int k = 1; k < gr->nrelu; k++) xplan_bind_value(p, gr->relu_y[k], st->out[0]);
     if (keep) xv_set_order(p, st->out[0], order);
     return TS_OK;
 }
@@ -368,7 +343,7 @@ static void gather_run(const xstep *st, void *const *in, void *const *out, void 
  * step stays (it names the node in profiles) and moves nothing. */
 static ts_status gather_view(xplan *p, int n, xstep *st, int64_t offset, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     mv_state *s = st->state;
     int src = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
     if (src < 0) return err->code ? err->code : TS_ERR_INVALID;
@@ -390,7 +365,7 @@ static ts_status gather_view(xplan *p, int n, xstep *st, int64_t offset, ts_erro
  * report an index out of range (the reference kernel does). */
 static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
 {
-    const ts_node *nd = &p->g->nodes[n];
+    const ts_node *nd = xplan_node(p, n);
     const ts_value *x = &p->g->values[nd->inputs[0]];
     const ts_tensor *idx = xplan_const(p, nd->inputs[1]);
     int axis;

@@ -135,18 +135,28 @@ void xweights_once_all(xplan *p)
  * packed (madvise: the tensor is released after this node anyway, and its
  * allocation stays valid until then). */
 
+/* Node k is n or, while n is lowered, a node of its step's group. */
+static bool of_step(const xplan *p, int k, int n)
+{
+    bool in = k == n;
+    for (int i = 0; !in && n == p->lowering && p->group && i < p->group->nnodes; i++) in = p->group->nodes[i] == k;
+    return in;
+}
+
 bool xweights_once_consumable(const xplan *p, int v, int n)
 {
     const ts_graph *g = p->g;
     if (v < 0 || !xweights_once_allowed(p) || !g->values[v].constant) return false;
     const ts_tensor *t = g->values[v].constant;
     if (!t->data || t->refcount != 1 || (!t->owns_data && !t->release) || ts_graph_is_output(g, v)) return false;
+    /* read once by each node of the step (vec.gemv's stacked products)
+     * and by no other */
     for (int k = 0; k < g->nnodes; k++) {
         const ts_node *nd = &g->nodes[k];
         if (nd->dead) continue;
         int uses = 0;
         for (int j = 0; j < nd->ninputs; j++) uses += nd->inputs[j] == v;
-        if (uses && (k != n || uses != 1)) return false;
+        if (uses && (!of_step(p, k, n) || uses != 1)) return false;
     }
     return !read_by_step(p, v);
 }

@@ -15,7 +15,8 @@ SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layerno
         vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c
         dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c
         dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c
-        vec_fuse.c vec_eltwise.c dnnl_int8.c vec_attention.c"
+        vec_fuse.c vec_eltwise.c dnnl_int8.c vec_attention.c vec_gemv.c vec_band.c
+        vec_movement.c dense_concat.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
 
@@ -31,13 +32,14 @@ check() {
 
 out=$(check "$EXEC") || { echo "$out" >&2; fail "served kernels walk the graph"; }
 
-# planted: a served kernel looking at its input's producer, at a consumer, and
-# collecting its own post-op tail (lower_post.c's job)
+# planted: a served kernel looking at its input's producer, at a consumer,
+# collecting its own post-op tail (lower_post.c's job), and vec.gemv looking
+# for products to stack (lower_gemv.c's)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:int c = xplan_sole_consumer(p, v);' \
              'dnnl_conv.c:st = xd_fuse_collect(p, yv, 1, F, &f, err);' \
-             'vec_fuse.c:int c = xhalf_sole_consumer(p, cur);'; do
+             'vec_fuse.c:int c = xhalf_sole_consumer(p, cur);' 'vec_gemv.c:if (p->claimed[m]) return 0;'; do
     f=${plant%%:*} line=${plant#*:}
     rm -rf "$T/exec" && cp -r "$EXEC" "$T/exec"
     printf '%s\n' "$line" >>"$T/exec/$f"

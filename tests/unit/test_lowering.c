@@ -19,7 +19,8 @@
  *     mean and the 1x1 convolutions as dot products of their own order);
  *   - 1e-5: vec.attention, the scores as dot products in another order
  *     than oneDNN's matmul and the softmax as vec.softmax's (a few ulp
- *     each; vec_attention.c);
+ *     each; vec_attention.c); vec.gemv's stacked products (lower_gemv.c),
+ *     a one-row product summed with one accumulator instead of two;
  *   - dnnl.conv_gated: the scaled weights W * gate rounded once, then the
  *     convolution as oneDNN orders it, against the unfused Mul and a
  *     convolution with run-time weights (the reference kernel's order):
@@ -287,6 +288,61 @@ static ts_graph *attention(void)
     return g;
 }
 
+/* Three one-row products by one 512x160 weight (320 KiB, from an eighth
+ * of L2 up to 2.5 MiB L2s), the first with Tanh after it, summed: the
+ * first product's step stacks the other two (lower_gemv.c) and runs the
+ * Tanh on its result; the Adds read the stacked outputs. */
+static ts_graph *gemv_stack(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int w = xt_const_random(g, "512x160", -0.1, 0.1, &Rng), y = -1;
+    for (int i = 0; i < 3; i++) {
+        char name[4] = {'x', (char)('0' + i), 0};
+        int m = xt_node(g, "MatMul", INS(xt_input(g, name, "1x512"), w), NOATTR);
+        y = i ? xt_node(g, "Add", INS(y, m), NOATTR) : xt_node(g, "Tanh", INS(m), NOATTR);
+    }
+    xt_output(g, y);
+    return g;
+}
+
+/* A Concat read only by two Relus (NASNet-A's cell outputs): vec.concat
+ * writes max(x, 0) once, both Relus' values (lower_concat.c). */
+static ts_graph *concat_relus(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int a = xt_input(g, "a", "1x8x5x5"), b = xt_input(g, "b", "1x8x5x5");
+    int c = xt_node(g, "Concat", INS(a, b, a), ATTRS(ts_attr_int("axis", 1)));
+    xt_output(g, xt_node(g, "Add", INS(xt_node(g, "Relu", INS(c), NOATTR), xt_node(g, "Relu", INS(c), NOATTR)), NOATTR));
+    return g;
+}
+
+/* A dense block (DenseNet): Concat(x, y1), Concat(x, y1, y2), one buffer
+ * whose prefixes the two members are (lower_concat.c); the convs' outputs
+ * written into their slices where their layouts allow. */
+static ts_graph *dense_block(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "1x16x6x6"), y1 = xt_conv3x3(g, x, 16, &Rng);
+    int c1 = xt_node(g, "Concat", INS(x, y1), ATTRS(ts_attr_int("axis", 1)));
+    int c2 = xt_node(g, "Concat", INS(x, y1, xt_conv1x1(g, c1, 32, 16, &Rng)), ATTRS(ts_attr_int("axis", 1)));
+    xt_output(g, xt_conv1x1(g, c2, 48, 8, &Rng));
+    return g;
+}
+
+/* Longformer's band: MatMul(Gather(K, idx, axis -2), Q) read through the
+ * index, the Gather deferred (lower_band.c). */
+static ts_graph *band_scores(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int k = xt_input(g, "k", "1x2x12x8"), q = xt_input(g, "q", "1x2x12x8x1");
+    double ix[12 * 3];
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 3; j++) ix[i * 3 + j] = (i + 2 * (j - 1) + 12) % 12 - (j == 2 ? 12 : 0);
+    int gb = xt_node(g, "Gather", INS(k, xt_const_values(g, TS_I64, "12x3", ix, 36)), ATTRS(ts_attr_int("axis", -2)));
+    xt_output(g, xt_node(g, "MatMul", INS(gb, q), NOATTR));
+    return g;
+}
+
 static const fusion fusions[] = {
     {"vec.eltwise", eltwise_chain, 3, 0, 0},
     {"vec.eltwise", gelu_chain, 5, 0, 0},
@@ -309,6 +365,12 @@ static const fusion fusions[] = {
     {"dnnl.matmul", matmul_runtime_bias, 0, 0, 2},
     {"dnnl.matmul_integer", matmul_integer_requant, 4, 0, 0},
     {"vec.attention", attention, 5, 1e-5, 0},
+    /* a one-row product's sum with one accumulator instead of two (vec_gemv.c) */
+    {"vec.gemv", gemv_stack, 3, 1e-5, 0},
+    {"vec.concat", concat_relus, 2, 0, 0},
+    {"dnnl.dense_concat", dense_block, 0, 0, 0},
+    /* a dot product of 8 in vec_band.c's order against the matmul's */
+    {"vec.band", band_scores, 0, 0x1p-20, 0},
 };
 
 /* Runs g planned with o on inputs in [-1, 1) (one seed for every plan);
