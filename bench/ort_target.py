@@ -89,6 +89,11 @@ def optimize(a, model, out, limit):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def procs_text(r):
+    """The processes' ratios, or why there are none."""
+    return "copied: 1 by construction" if r.get("copied") else " ".join("%.3f" % x for x in r["ratios"])
+
+
 def measure(a, name, model, work):
     r = {"model": name}
     out = os.path.join(work, name + ".ort.onnx")
@@ -107,6 +112,7 @@ def measure(a, name, model, work):
         ma, mb = float(f[0]), float(f[1])
         ratios.append(hodges_lehmann([math.log(float(x.split()[2]) / float(x.split()[3])) for x in f[6:]], math.exp))
         meds.append((ma, mb))
+    r["copied"] = copied
     r["ratios"] = ratios or [1.0]
     r["ratio"] = statistics.median(r["ratios"])
     # the separate process's first request, and a second one in it: optimize's
@@ -143,7 +149,7 @@ def measure(a, name, model, work):
     r["match"] = r["error_b1"] <= 1 and not r["error_b4"] > 1
     log("   %s: %s, ORT %.3f -> %.3f ms (x%.3f; processes %s; predicted x%.3f), prediction %.3f ms, whole %s, "
         "separate %.3f (%+.1f%%; its second request %.3f, %+.1f%%), match b1 %.3g b4 %.3g" % (
-            name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"], " ".join("%.3f" % x for x in ratios),
+            name, r["written"], r["ort_before_ms"], r["ort_after_ms"], r["ratio"], procs_text(r),
             r["predicted_gain"], r["predicted_before_ms"],
             "%.3f" % r["whole_before_ms"] if r["whole_before_ms"] else "-", sep, 100 * r["prediction_error"],
             warm, 100 * r["prediction_error_second"], r["error_b1"], r["error_b4"]))
@@ -184,7 +190,7 @@ def section(a, rows, argv, started, elapsed):
         rw = ", ".join("%s x%d" % kv for kv in r["rewrites"].items()) or r["reason"]
         t.append("| %s | %s | %.3f | %.3f | %.3f -> %.3f | %s | %.3f / %s / %.3f (%+.0f%%) | %.2g, %.2g | %s |" % (
             r["model"], r["written"], r["ratio"], r.get("predicted_gain", float("nan")), r["ort_before_ms"],
-            r["ort_after_ms"], " ".join("%.3f" % x for x in r["ratios"]), r["predicted_before_ms"],
+            r["ort_after_ms"], procs_text(r), r["predicted_before_ms"],
             "%.3f" % r["whole_before_ms"] if r.get("whole_before_ms") else "-", r["separate_before_ms"],
             100 * r["prediction_error"], r["error_b1"], r["error_b4"], rw.replace("|", "/")))
     gain = sum(abs(r["predicted_gain"] / r["ratio"] - 1) <= 0.15 for r in ok)
