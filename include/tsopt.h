@@ -360,6 +360,7 @@ typedef struct ts_pack_cache_stats {
     int64_t hits, misses; /* lookups by plan builds: found packed / packed now */
     int64_t hit_bytes;    /* packing saved by the hits */
     int64_t entries, bytes; /* held now (the live plans' packed weights, once) */
+    int64_t plain; /* shared weights plan builds read where they lie, unpacked (dnnl_matmul.c) */
 } ts_pack_cache_stats;
 ts_pack_cache *ts_pack_cache_new(void);
 void ts_pack_cache_free(ts_pack_cache *c);

@@ -43,7 +43,7 @@ class InputBind(ctypes.Structure):
 
 class PackCacheStats(ctypes.Structure):  # ts_pack_cache_stats
     _fields_ = [('hits', c_int64), ('misses', c_int64), ('hit_bytes', c_int64), ('entries', c_int64),
-                ('bytes', c_int64)]
+                ('bytes', c_int64), ('plain', c_int64)]
 
 
 class SessionOptions(ctypes.Structure):  # ts_session_options

@@ -251,7 +251,8 @@ class InferenceSession:
     @property
     def pack_stats(self):
         """The packed-weight cache shared by the session's plans (ts_pack_cache_stats):
-        hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now."""
+        hits/misses of plan builds' lookups, hit_bytes (packing saved), entries/bytes held now,
+        plain: shared weights read unpacked by plans built once (a prompt's; packed if run again)."""
         if self._s is None:
             return {}
         st = _lib.lib.ts_session_pack_stats(self._s)

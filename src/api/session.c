@@ -48,6 +48,10 @@ typedef struct entry {
     /* its plan holds the only copy of the session graph's packed weights
      * (weights held once): never evicted, a new plan could not be built */
     bool pinned;
+    /* its plan reads shared weights unpacked (ts_pack_cache_stats.plain:
+     * built for sizes that may run once, a decoder's prompt): built again,
+     * packed, when these sizes run again (repack) */
+    bool plain;
 } entry;
 
 struct ts_session {
@@ -463,7 +467,16 @@ static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static void keep_heap_blocks(void)
 {
 #ifdef __GLIBC__
-    if (!getenv("MALLOC_MMAP_THRESHOLD_") && !getenv("GLIBC_TUNABLES")) mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    /* and the trim threshold where glibc's adaptation puts it (twice that):
+     * set by hand, the mmap threshold stops the adaptation and left trimming
+     * at 128 KiB, so a run's outputs freed at the heap's top (a decoder
+     * prompt's logits, 4 MB at batch 4) went back to the kernel and were
+     * page-faulted again at the next run: 1,288 faults, prompt run 39 -> 58
+     * ms CPU once the plan build left no free blocks lower in the heap */
+    if (!getenv("MALLOC_MMAP_THRESHOLD_") && !getenv("GLIBC_TUNABLES")) {
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        if (!getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    }
 #endif
 }
 
@@ -698,6 +711,33 @@ static entry *rebind(ts_session *s, entry *c, ts_graph *g)
     return c;
 }
 
+/* e's plan, read shared weights unpacked, built again with them packed:
+ * its sizes ran a second time (a prompt's plan packing its 90 MB of weights
+ * was ~95 % of the build, for a plan that may run once).  Left as it is if
+ * that build fails. */
+static void repack(ts_session *s, entry *e)
+{
+    const char *old = s->popts.skip ? s->popts.skip : "";
+    size_t n = strlen(old) + sizeof ",matmul.plain_shared";
+    char *skip = malloc(n);
+    ts_plan *p = NULL;
+    ts_error err = {0};
+    e->plain = false;
+    if (!skip) return;
+    snprintf(skip, n, "%s,matmul.plain_shared", old);
+    ts_plan_opts o = s->popts;
+    o.skip = skip;
+    o.release_packed_weights = false; /* kept graphs share their weights: nothing to release */
+    if (!ts_plan_build(e->g, &o, &p, &err)) {
+        ts_plan_free(e->p);
+        e->p = p;
+        ts_graph_free(e->built); /* p was built from e->g */
+        e->built = NULL;
+        s->plan_builds++;
+    }
+    free(skip);
+}
+
 /* The graph and plan for the inputs' shapes: cached, re-bound, or made
  * now in the least recently used slot. */
 static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
@@ -709,6 +749,7 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
         if (c->pinned) continue;
         if (!lru || !c->shapes || (lru->shapes && c->used < lru->used)) lru = c;
     }
+    if (e && e->plain) repack(s, e);
     if (e) return e;
     int n = s->nin;
     ts_input_bind *binds = calloc((size_t)n + 1, sizeof *binds);
@@ -773,7 +814,14 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
     }
     if (!st && e->g == s->graph && s->graph_raw && !(st = rewrite(s, s->graph, err))) s->graph_raw = false;
     if (!st) s->plan_builds++;
-    if (!st && (st = ts_plan_build(e->g, &s->popts, &e->p, err))) ts_error_prefix(err, "model '%s'", s->path);
+    /* a graph loaded at new sizes may read the weights it shares with kept
+     * unpacked (dnnl_matmul.c): planned again if these sizes run again, so
+     * its own constants stay (they are small: the weights are shared) */
+    ts_plan_opts o = s->popts;
+    int64_t plain = s->pack ? ts_pack_cache_get_stats(s->pack).plain : 0;
+    if (s->pack && e->g != s->graph) o.release_packed_weights = false;
+    if (!st && (st = ts_plan_build(e->g, &o, &e->p, err))) ts_error_prefix(err, "model '%s'", s->path);
+    e->plain = !st && s->pack && e->g != s->graph && ts_pack_cache_get_stats(s->pack).plain > plain;
     if (st) {
         entry_clear(s, e);
         return NULL;

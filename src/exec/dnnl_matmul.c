@@ -16,6 +16,7 @@
 #include "exec/dnnl_residual.h"
 #include "exec/dnnl_util.h"
 #include "exec/half.h"
+#include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
 #include "ops/attrs.h"
 
@@ -197,13 +198,22 @@ static void gemm_prob(const ts_graph *g, const ts_node *nd, mm_prob *m)
     m->cv = nd->ninputs > 2 ? nd->inputs[2] : -1;
 }
 
-/* dst = B x alpha x scale[column] (dst may be B itself). */
+/* dst = B x alpha x scale[column] (dst may be B itself), row by row of the
+ * stored layout (no division per element for the column). */
 static void fold_weights(float *dst, const float *b, size_t nbytes, const mm_prob *m, const float *scale)
 {
-    int64_t total = (int64_t)(nbytes / sizeof(float));
-    for (int64_t i = 0; i < total; i++) {
-        int64_t col = m->tb ? (i / m->K) % m->N : i % m->N;
-        dst[i] = (float)(b[i] * m->alpha * (scale ? scale[col] : 1.0f));
+    const int64_t total = (int64_t)(nbytes / sizeof(float)), w = m->tb ? m->K : m->N, rows = w ? total / w : 0;
+    const double alpha = m->alpha;
+    for (int64_t r = 0; r < rows; r++) {
+        float *y = dst + r * w;
+        const float *x = b + r * w;
+        if (m->tb) { /* [.., N, K]: a stored row is one column */
+            const double s = scale ? scale[r % m->N] : 1.0f;
+            for (int64_t k = 0; k < w; k++) y[k] = (float)(x[k] * alpha * s);
+        } else if (scale)
+            for (int64_t j = 0; j < w; j++) y[j] = (float)(x[j] * alpha * (double)scale[j]);
+        else
+            for (int64_t j = 0; j < w; j++) y[j] = (float)(x[j] * alpha);
     }
 }
 
@@ -322,6 +332,12 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if (!Bt && m.alpha != 1.0 && m.cv >= 0 && m.beta != 0.0) return TS_ERR_UNSUPPORTED;
 
     xd_fuse f = p->group->post; /* its scale and shift stay the group's */
+    /* the column scale to fold into the weights: none when every one is 1
+     * (a bias Add alone sets scales of 1 beside its shift: the weights were
+     * copied unchanged, ~90 % of a decoder prompt's plan build, 75 MB) */
+    const float *wscale = NULL;
+    for (int64_t j = 0; f.scale && !wscale && j < m.N; j++)
+        if (f.scale[j] != 1.0f) wscale = f.scale;
     ts_status st;
     if (f.scale && !Bt) return TS_ERR_UNSUPPORTED; /* a column scale needs constant weights to fold into */
     bool has_bias = (m.cv >= 0 && m.beta != 0.0) || f.scale;
@@ -337,10 +353,20 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if (!gemm && Bt && Bt->shape.rank == 2 && m.r > 2 &&
         !(f.sum_value >= 0 && p->bufs[xplan_value_buf(p, f.sum_value)].blocked))
         flatten_rows(&m);
+    /* A weight shared with another graph (a session re-planning from the
+     * model it keeps: ts_pack_cache's test) is read where it lies, plain,
+     * when nothing is to be folded into it: such a plan is one of many
+     * sizes (a decoder's prompt), packing was ~95 % of its build (6 layers
+     * d512: ~0.45 s of CPU for 90 MB run once) and the packed copy stayed
+     * beside the shared original for the plan's life.  oneDNN copies the
+     * panels it needs per run instead (TSOPT_SKIP=matmul.plain_shared:
+     * packed as any other plan). */
+    bool plain_w = Bt && !p->half && m.alpha == 1.0 && !wscale && g->values[m.bv].constant == Bt &&
+                   xpack_cacheable(p->opts.pack_cache, Bt) && !xplan_skips(p, "matmul.plain_shared");
     const int r = m.r;
     dnnl_memory_desc_t src, wei, dst, bmd, *bias = NULL;
     dims_md(&src, r, m.a, m.ta, false);
-    dims_md(&wei, r, m.b, m.tb, Bt != NULL);
+    dims_md(&wei, r, m.b, m.tb, Bt != NULL && !plain_w);
     dims_md(&dst, r, m.d, false, false);
     if (has_bias) {
         dnnl_dims_t bd;
@@ -351,6 +377,12 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     }
     dnnl_primitive_desc_t pd = NULL;
     st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
+    if (!st && plain_w && xd_pd_is_ref(pd)) { /* no fast kernel for plain weights: packed */
+        dnnl_primitive_desc_destroy(pd);
+        plain_w = false;
+        dims_md(&wei, r, m.b, m.tb, true);
+        st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
+    }
     if (st) return st; /* with post-ops: the affine folds alone are offered next */
     s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
     mm_state *c = calloc(1, sizeof *c);
@@ -367,8 +399,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     dnnl_memory_desc_t wsrc;
     bool consume = false, fold = false;
     void *wdst = NULL;
-    if (Bt) { /* fold alpha and column scales, pre-pack */
-        fold = m.alpha != 1.0 || f.scale;
+    if (plain_w && (wb = xplan_value_buf(p, m.bv)) < 0) goto nomem;
+    if (plain_w) xpack_note_plain(p->opts.pack_cache);
+    if (Bt && !plain_w) { /* fold alpha and column scales, pre-pack */
+        fold = m.alpha != 1.0 || wscale;
         /* the graph's own tensor, released after this node: folded in place
          * and packed last, giving its pages back as it goes (weights_once.c);
          * else packed now, from a folded copy only when there is something
@@ -376,7 +410,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         consume = xweights_once_consumable(p, m.bv, n);
         if (fold && !consume) {
             if (!(wplain = xd_alloc(Bt->nbytes))) goto nomem;
-            fold_weights(wplain, Bt->data, Bt->nbytes, &m, f.scale);
+            fold_weights(wplain, Bt->data, Bt->nbytes, &m, wscale);
         }
         dims_md(&wsrc, r, m.b, m.tb, false);
         if (!(wpacked = xd_alloc(dnnl_memory_desc_get_size(cwei)))) goto nomem;
@@ -435,8 +469,8 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if ((st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
                                err)))
         goto fail;
-    if (Bt) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
-    fold_ctx fc = {Bt, &m, f.scale};
+    if (Bt && !plain_w) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
+    fold_ctx fc = {Bt, &m, wscale};
     if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
                                        fold ? fold_in_place : NULL, &fc, err)))
         goto fail;

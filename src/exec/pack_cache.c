@@ -77,6 +77,13 @@ ts_pack_cache_stats ts_pack_cache_get_stats(ts_pack_cache *c)
     return s;
 }
 
+void xpack_note_plain(ts_pack_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stats.plain++;
+    pthread_mutex_unlock(&c->lock);
+}
+
 bool xpack_cacheable(const ts_pack_cache *c, const ts_tensor *t)
 {
     return c && t && t->data && t->refcount > 1;

@@ -23,6 +23,8 @@ xpack_entry *xpack_find(ts_pack_cache *c, const ts_tensor *t, const char *tag, i
  * memory (data is still the caller's). */
 xpack_entry *xpack_add(ts_pack_cache *c, const ts_tensor *t, const char *tag, int64_t param, void *data, size_t bytes);
 void *xpack_data(const xpack_entry *e);
+/* Counts a shared weight a plan reads unpacked (ts_pack_cache_stats.plain). */
+void xpack_note_plain(ts_pack_cache *c);
 /* Drops a reference; the last one frees the packed copy. */
 void xpack_unref(xpack_entry *e);
 
