@@ -281,6 +281,8 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     int axis;
     if (y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
     if (!ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, y->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    for (int j = 0; j < nd->ninputs; j++) /* declined before the plan is touched */
+        if (nd->inputs[j] < 0) return TS_ERR_UNSUPPORTED;
     int order[TS_MAX_RANK], pax = axis;
     bool keep = common_order(p, nd, nd->ninputs, order);
     if (!keep)
@@ -306,7 +308,6 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     if (xstep_alloc(st, nd->ninputs, 1, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
-        if (nd->inputs[j] < 0) return TS_ERR_UNSUPPORTED;
         s->blk[j] = inner * p->g->values[nd->inputs[j]].shape.dims[axis];
         int b = xplan_value_buf(p, nd->inputs[j]);
         if ((st->in[j] = keep ? b : xplan_plain(p, b, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
