@@ -10,7 +10,6 @@
  * NCHW's channels, the plan lowers the written-out nodes as one step
  * (vec.layernorm.ops, a lowering within a stated tolerance). */
 #include <stdlib.h>
-#include <string.h>
 #include "ops/attrs.h"
 #include "ops/list.h"
 #include "ops/op.h"
@@ -50,29 +49,12 @@ static bool scalar(const ts_graph *g, int v, double *out)
     return true;
 }
 
-/* ReduceMean node r keeping its dims: mask[k] set for each reduced axis of its input. */
-static bool mean_axes(const ts_graph *g, int r, bool mask[TS_MAX_RANK])
+/* ReduceMean node r keeping its dims on float32: its axes (ts_opt_mean_axes), 0 if not one. */
+static unsigned mean_axes(const ts_graph *g, int r)
 {
     const ts_node *nd = &g->nodes[r];
-    if (nd->op != &ts_op_reducemean || nd->noutputs != 1 || g->values[nd->inputs[0]].dtype != TS_F32) return false;
-    const ts_reduce_attrs *a = nd->attrs;
-    int rank = g->values[nd->inputs[0]].shape.rank, naxes = a->naxes;
-    const int64_t *axes = a->axes;
-    if (!a->keepdims) return false;
-    if (nd->ninputs > 1 && nd->inputs[1] >= 0) { /* opset 18: axes as an input */
-        const ts_tensor *t = g->values[nd->inputs[1]].constant;
-        if (!t || t->dtype != TS_I64 || ts_tensor_numel(t) > TS_MAX_RANK) return false;
-        naxes = (int)ts_tensor_numel(t);
-        axes = t->data;
-    }
-    if (naxes <= 0) return false;
-    memset(mask, 0, sizeof(bool) * TS_MAX_RANK);
-    for (int i = 0; i < naxes; i++) {
-        int ax;
-        if (!ts_axis_norm(axes[i], rank, &ax)) return false;
-        mask[ax] = true;
-    }
-    return true;
+    if (nd->op != &ts_op_reducemean || nd->noutputs != 1 || g->values[nd->inputs[0]].dtype != TS_F32) return 0;
+    return ts_opt_mean_axes(g, nd);
 }
 
 /* The constant operand of binary node c besides v as a float32 tensor of
@@ -108,16 +90,16 @@ static ts_tensor *norm_param(const ts_graph *g, int c, int v, const ts_shape *xs
 /* 1: the LayerNorm read from ReduceMean node n replaced; 0: none there; -1: error. */
 static int fuse_at(ts_graph *g, int n, ts_error *err)
 {
-    bool mask[TS_MAX_RANK], mask2[TS_MAX_RANK];
-    if (g->nodes[n].dead || !mean_axes(g, n, mask)) return 0;
+    const unsigned mask = g->nodes[n].dead ? 0 : mean_axes(g, n);
+    if (!mask) return 0;
     const int x = g->nodes[n].inputs[0];
     const ts_shape *xs = &g->values[x].shape;
     /* LayerNormalization normalizes [axis, rank): the reduced axes must be
      * the trailing ones (size-1 dims change neither mean nor variance) */
     int axis = 0;
-    while (axis < xs->rank && !mask[axis]) axis++;
+    while (axis < xs->rank && !(mask >> axis & 1)) axis++;
     for (int k = axis; k < xs->rank; k++)
-        if (!mask[k] && xs->dims[k] != 1) return 0;
+        if (!(mask >> k & 1) && xs->dims[k] != 1) return 0;
     int sub = only_reader(g, g->nodes[n].outputs[0], &ts_op_sub);
     if (sub < 0 || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != g->nodes[n].outputs[0]) return 0;
     const int dv = g->nodes[sub].outputs[0];
@@ -138,7 +120,7 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
     }
     if (nr != 2 || sq < 0 || div < 0) return 0;
     int var = only_reader(g, g->nodes[sq].outputs[0], &ts_op_reducemean);
-    if (var < 0 || !mean_axes(g, var, mask2) || memcmp(mask, mask2, sizeof mask)) return 0;
+    if (var < 0 || mean_axes(g, var) != mask) return 0;
     const int vv = g->nodes[var].outputs[0];
     int add = only_reader(g, vv, &ts_op_add);
     double eps;

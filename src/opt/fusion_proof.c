@@ -43,9 +43,7 @@ static void rules_load(void)
         fusion_rules = NULL, nfusion_rules = 0;
 }
 
-/* ReduceMean node n's axes as a bit mask over its input's rank (keepdims
- * only, the atom's meaning); 0: not one. */
-static unsigned mean_axes(const ts_graph *g, const ts_node *nd)
+unsigned ts_opt_mean_axes(const ts_graph *g, const ts_node *nd)
 {
     const ts_reduce_attrs *a = nd->attrs;
     int rank = g->values[nd->inputs[0]].shape.rank, naxes = a->naxes;
@@ -100,7 +98,7 @@ static bool match(pmatch *s, const ts_rexpr *e, int v)
     if (nd->dead || nd->op != ri->op || nd->noutputs != 1 || (mean ? nd->ninputs < 1 : nd->ninputs != e->nargs))
         return false;
     if (mean) {
-        unsigned m = mean_axes(g, nd);
+        unsigned m = ts_opt_mean_axes(g, nd);
         if (!m || (s->axes && s->axes != m)) return false;
         s->axes = m;
     }

@@ -119,6 +119,10 @@ int ts_fuse_gelu(ts_graph *g, ts_error *err);
  * and mul operands in either order, one axes set for all reductions
  * (fusion_proof.c).  NULL: no proved rule, the fusion must not be made. */
 const char *ts_fusion_rule_of(const ts_graph *g, int x, int y, const int *nodes, int nn, int fused);
+/* ReduceMean node nd's axes as a bit mask (bit a: axis a of its input,
+ * normalized; the attribute or opset 18's constant input), keepdims only;
+ * 0: not one (fusion_proof.c). */
+unsigned ts_opt_mean_axes(const ts_graph *g, const ts_node *nd);
 
 /* QDQ products -> QLinearConv / QLinearMatMul (a Gemm: a 1x1 QLinearConv),
  * a Relu before a Q at the type's minimum dropped, DQ -> MaxPool -> Q on
