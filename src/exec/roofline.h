@@ -125,9 +125,11 @@ double xroof_split_min_bytes(const xroof_machine *m, const xroof_overhead *o);
 
 /* The two figures of that threshold the runtime measures for itself, once
  * a process (xv_split_min_bytes): an empty parallel region on all threads
- * (us, the fastest mean of 20, 15 tries) and one core's copy rate within
- * its L2 (GB/s, read + written, the fastest of 25 tries). Below a
- * millisecond: cheap enough for the first plan a process builds. */
+ * (us, the fastest of up to 300 within 5 ms, after one that creates the
+ * team) and one core's copy rate within its L2 (GB/s, read + written, the
+ * fastest of up to 25 tries within 3 ms). About 8 ms at most past the
+ * team's creation (plus one region or copy past each budget), however
+ * loaded the machine: cheap enough for the first plan a process builds. */
 void xroof_measure_split(double *region_us, double *core_gbps);
 
 #endif

@@ -22,6 +22,7 @@ int xv_threads(const xplan *p)
 
 static double split_base;      /* region us x one core's L2 bytes per us */
 static int64_t split_set = -1; /* TSOPT_SPLIT_MIN_BYTES */
+static long split_l2;          /* one core's L2, bytes */
 
 static void split_measure(void)
 {
@@ -36,6 +37,7 @@ static void split_measure(void)
         fprintf(stderr, "tsopt: TSOPT_SPLIT_MIN_BYTES=%s is not a byte count; measuring instead\n", e);
     }
     double region_us, gbps;
+    split_l2 = xroof_caches_get().l2;
     xroof_measure_split(&region_us, &gbps);
     split_base = region_us * 1e3 * gbps;
     if (!(split_base > 0)) split_base = 4.0 * XV_PAR_MIN * sizeof(float); /* nothing measured: 1 MiB at 2 threads */
@@ -46,7 +48,12 @@ int64_t xv_split_min_bytes(int threads)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (threads < 2) return INT64_MAX;
     pthread_once(&once, split_measure);
-    return split_set >= 0 ? split_set : (int64_t)(split_base * threads / (threads - 1));
+    if (split_set >= 0) return split_set;
+    /* past every core's L2 twice over the data streams from further out,
+     * where more cores add bandwidth: a region measured during a burst of
+     * load must not keep large copies serial for the process's life */
+    double cap = 2.0 * threads * (double)split_l2, v = split_base * threads / (threads - 1);
+    return (int64_t)(v < cap ? v : cap);
 }
 
 void *xv_state(size_t size, ts_error *err)
