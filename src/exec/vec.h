@@ -30,9 +30,10 @@
  * (T-1)/T of the one-core time the other threads save, each streaming its
  * share from its L2, region x T/(T-1) x one core's L2 rate (issue 32 §3,
  * xroof_split_min_bytes).  Both figures measured once a process, at the
- * first vec kernel's build (xroof_measure_split); TSOPT_SPLIT_MIN_BYTES
- * sets the value (A/B runs, tests that must split).  INT64_MAX on one
- * thread. */
+ * first vec kernel's build (xroof_measure_split), at most 2 x T x L2 (a
+ * region timed while the team waits for cores reads as milliseconds);
+ * TSOPT_SPLIT_MIN_BYTES sets the value (A/B runs, tests that must split).
+ * INT64_MAX on one thread. */
 int64_t xv_split_min_bytes(int threads);
 #define XV_SPLITS(threads, moved) ((threads) > 1 && (int64_t)(moved) >= xv_split_min_bytes(threads))
 
