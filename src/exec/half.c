@@ -787,7 +787,9 @@ static ts_status wrap(xplan *p, xstep *s, ts_error *err)
     uint64_t self = 0; /* inputs the kernel widens itself, chunk by chunk (a matmul's weight: slot < 64) */
     for (int j = 0; j < s->nin; j++) {
         if (s->in[j] < 0 || !p->bufs[s->in[j]].half) continue;
-        size_t cb = j < 64 && !xplan_skips(p, "half.chunk") ? xd_matmul_half_chunks(s, j, p->half) : 0;
+        size_t cb = 0;
+        if (j < 64 && !xplan_skips(p, "half.chunk") && !(cb = xd_matmul_half_chunks(s, j, p->half)))
+            cb = xd_conv_half_chunks(s, j, p->half);
         if (cb) {
             self |= (uint64_t)1 << j;
             if (cb > s->scratch_bytes) s->scratch_bytes = cb;
@@ -871,13 +873,16 @@ ts_status xhalf_finish(xplan *p, ts_error *err)
  * margin.
  * The largest weights go first: a widened copy past the L2 costs a DRAM
  * round trip each run, one within it only the conversion.  Only weights
- * widened whole by half.step (not a MatMul's, widened in chunks).
+ * widened whole by half.step or a convolution's chunks (not a MatMul's,
+ * whose chunk loop always widens).
  * TSOPT_SKIP=half.budget turns it off; TSOPT_SKIP=half.store keeps every
  * packed weight float32 (no budget: the upper bound, for A/B). */
 #define HALF_PEAK_SHARE 0.6
 #define HALF_FIXED_BYTES (24.0 * 1048576)
 
-/* Buffer b is read only as an input half.step widens whole. */
+/* Buffer b is read only as an input half.step widens whole or a
+ * convolution widens in chunks (dnnl_conv.c; kept float32, it reads the
+ * chunks as they are). */
 static bool widened_whole_only(const xplan *p, int b)
 {
     bool read = false;
@@ -885,6 +890,10 @@ static bool widened_whole_only(const xplan *p, int b)
         const xstep *s = &p->steps[i];
         for (int j = 0; j < s->nin; j++) {
             if (s->in[j] != b) continue;
+            if (xd_conv_chunks_weight(xhalf_inner(s), j)) {
+                read = true;
+                continue;
+            }
             if (s->k != &xk_half_step) return false;
             const hw_state *h = s->state;
             bool slot = false;
@@ -915,6 +924,22 @@ static void hw_drop_float_slots(const xplan *p, xstep *s)
     s->scratch_bytes = n ? off : h->inner.scratch_bytes;
 }
 
+/* Buffer b is a convolution's chunked weight. */
+static bool chunk_read(const xplan *p, int b)
+{
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = xhalf_inner(&p->steps[i]);
+        if (s->nin > 1 && s->in[1] == b && xd_conv_chunks_weight(s, 1)) return true;
+    }
+    return false;
+}
+
+static bool budget_before(const xplan *p, int a, int b)
+{
+    bool ca = chunk_read(p, a), cb = chunk_read(p, b);
+    return ca != cb ? cb : p->bufs[a].bytes > p->bufs[b].bytes;
+}
+
 ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
 {
     *changed = false;
@@ -940,8 +965,10 @@ ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
     if (!cand) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int b = 0; b < p->nbufs; b++)
         if (p->bufs[b].half && widened_whole_only(p, b)) cand[nc++] = b;
-    for (int i = 1; i < nc; i++) /* largest first (a model's few hundred weights) */
-        for (int j = i; j > 0 && p->bufs[cand[j]].bytes > p->bufs[cand[j - 1]].bytes; j--) {
+    /* largest first (a model's few hundred weights), those widened whole
+     * before a convolution's chunks (widened in cache, they cost little) */
+    for (int i = 1; i < nc; i++)
+        for (int j = i; j > 0 && budget_before(p, cand[j], cand[j - 1]); j--) {
             int t = cand[j];
             cand[j] = cand[j - 1];
             cand[j - 1] = t;
@@ -957,8 +984,12 @@ ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
         *changed = true;
     }
     free(cand);
-    for (int i = 0; *changed && i < p->nsteps; i++)
-        if (p->steps[i].k == &xk_half_step) hw_drop_float_slots(p, &p->steps[i]);
+    for (int i = 0; *changed && i < p->nsteps; i++) {
+        xstep *s = &p->steps[i];
+        if (s->k == &xk_half_step) hw_drop_float_slots(p, s);
+        xstep *in = (xstep *)xhalf_inner(s);
+        if (xd_conv_chunks_weight(in, 1) && !p->bufs[in->in[1]].half) xd_conv_half_chunks(in, 1, TS_UNDEFINED);
+    }
     return TS_OK;
 }
 

@@ -58,6 +58,12 @@ ts_dtype xhalf_round_on_load(const xplan *p, int v);
  * 16-bit packed weight, as is and widens it chunk by chunk itself; the
  * scratch bytes it then needs, 0 when it cannot (half.c widens it whole). */
 size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half);
+/* dnnl_conv.c: the same for a convolution's weight (input 1), widened and
+ * convolved in output-channel chunks. */
+size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);
+/* Step s is a convolution that reads its input `slot` in chunks (as
+ * xd_conv_half_chunks arranges, 16-bit or float32). */
+bool xd_conv_chunks_weight(const xstep *s, int slot);
 bool xhalf_grid_exact(const ts_op_desc *op);
 int xhalf_sole_consumer(const xplan *p, int v);
 int xhalf_consumers(const xplan *p, int v);

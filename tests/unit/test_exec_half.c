@@ -630,6 +630,56 @@ Test(half, matmul_wide_weight_in_chunks)
     ts_graph_free(c.g);
 }
 
+/* float16 Conv 3x3 with a 2.4 MB float32-equivalent weight (256 -> 256
+ * channels) -> Relu -> squared: the convolution runs in output-channel
+ * chunks, each widened from its 16-bit weights into a scratch of 1 MB at
+ * most (dnnl_conv.c conv_state), or read as they are when half.c's budget
+ * keeps the weight float32.  Exact against the reference (the square is
+ * of the rounded convolution), bit-equal to the plan widening the weight
+ * whole (TSOPT_SKIP=half.chunk), with a smaller arena. */
+static void build_conv_wide(gb *b, ts_dtype out)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1x256x6x6");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4), to = ts_attr_int("to", out == TS_F16 ? 10 : 1);
+    int c = node(b, "Conv", (const int[]){x, grid_cst(b, "256x256x3x3", 64), grid_cst(b, "256", 16)}, 3, &pads, 1);
+    int r = N("Relu", c), y = N("Mul", r, r);
+    if (b->dt != out) y = node(b, "Cast", &y, 1, &to, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, conv_wide_weight_in_chunks)
+{
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_conv_wide(&b, TS_F16);
+    build_conv_wide(&l, TS_F16);
+    check_exact(&b, &l, "1x256x6x6", 0);
+    ts_error e = {0};
+    ts_shape xs = shp("1x256x6x6");
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+    uint64_t rng = 5;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+    }
+    run_out whole = run_skip(b.g, x, "half.chunk,half.budget"), chunks = run_skip(b.g, x, "half.budget"),
+            kept = run(b.g, x);
+    cr_assert_eq(memcmp(chunks.out[0]->data, whole.out[0]->data, whole.out[0]->nbytes), 0,
+                 "chunked and whole convolutions differ");
+    cr_assert_eq(memcmp(kept.out[0]->data, whole.out[0]->data, whole.out[0]->nbytes), 0,
+                 "chunks kept float32 and the whole widening differ");
+    cr_assert_lt(chunks.st.arena_bytes + (1u << 20), whole.st.arena_bytes, "arena %zu, widened whole %zu",
+                 chunks.st.arena_bytes, whole.st.arena_bytes);
+    cr_assert_lt(chunks.st.weight_bytes, (size_t)256 * 256 * 9 * 3, "weights %zu: not 16-bit", chunks.st.weight_bytes);
+    ts_tensor_unref(whole.out[0]);
+    ts_tensor_unref(chunks.out[0]);
+    ts_tensor_unref(kept.out[0]);
+    ts_tensor_unref(x);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+}
+
 /* float16 MatMul -> Add(bias) -> h * c + h -> Relu, and Mul -> Softmax ->
  * Relu: the bias Add writes over the product, the chain (reading h twice)
  * over h and Softmax over its input, each dying there (vec.h
