@@ -120,7 +120,8 @@ double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double r
  * core streaming its share from its L2 (m's L2 bandwidth per core):
  * region x T / (T - 1) x bandwidth per core.  0 when it cannot be
  * derived (one thread, nothing measured).  What the fixed split
- * thresholds of the vec kernels (XV_PAR_MIN) stand for on this machine. */
+ * thresholds of the vec kernels (XV_PAR_MIN) stood for; the copy kernels
+ * use the same formula on their own measurement (xv_split_min_bytes). */
 double xroof_split_min_bytes(const xroof_machine *m, const xroof_overhead *o);
 
 /* The two figures of that threshold the runtime measures for itself, once
