@@ -90,20 +90,27 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
     bool blocked = false, dense = true;
     int order0[TS_MAX_RANK], order[TS_MAX_RANK];
     ts_status st = TS_OK;
+    /* decided from the buffers that exist (a value with none yet is
+     * plain), so that the kernel declines before touching the plan; the
+     * missing ones are made once it takes the node */
     for (int j = 0; j < nin && !st; j++) {
         int v = nd->inputs[j];
-        if (v < 0 || g->values[v].dtype != TS_F32 || (bufs[j] = xplan_value_buf(p, v)) < 0) {
-            st = bufs[j] < 0 && v >= 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory") : TS_ERR_UNSUPPORTED;
+        if (v < 0 || g->values[v].dtype != TS_F32) {
+            st = TS_ERR_UNSUPPORTED;
             break;
         }
-        const xbuf *b = &p->bufs[bufs[j]];
-        xd_md_of(b, &src[j]);
-        blocked |= b->blocked;
+        const xbuf *b = p->value_buf[v] >= 0 ? &p->bufs[p->value_buf[v]] : NULL;
+        blocked |= b && b->blocked;
+        for (int k = 0; !b && k < ys->rank; k++) (j ? order : order0)[k] = k;
         if (dense)
-            dense = xbuf_dense_order(b, j ? order : order0) &&
+            dense = (!b || xbuf_dense_order(b, j ? order : order0)) &&
                     (!j || !memcmp(order, order0, sizeof(int) * (size_t)ys->rank));
     }
     if (!st && (!blocked || dense)) st = TS_ERR_UNSUPPORTED;
+    for (int j = 0; j < nin && !st; j++) {
+        if ((bufs[j] = xplan_value_buf(p, nd->inputs[j])) < 0) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        else xd_md_of(&p->bufs[bufs[j]], &src[j]);
+    }
     dnnl_primitive_desc_t pd = NULL;
     int yb = -1;
     if (!st) {

@@ -34,8 +34,10 @@ static void tr_run(const xstep *st, void *const *in, void *const *out, void *scr
 static ts_status tr_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = xplan_node(p, n);
-    if (nd->noutputs != 1 || nd->ninputs != 1) return TS_ERR_UNSUPPORTED;
-    int b = xplan_value_buf(p, nd->inputs[0]);
+    if (nd->noutputs != 1 || nd->ninputs != 1 || nd->inputs[0] < 0) return TS_ERR_UNSUPPORTED;
+    /* looked up, not made: a value with no buffer yet is plain, and the
+     * kernel declines before touching the plan */
+    int b = p->value_buf[nd->inputs[0]];
     const ts_value *x = &p->g->values[nd->inputs[0]], *y = &p->g->values[nd->outputs[0]];
     if (b < 0 || !p->bufs[b].blocked || x->dtype != TS_F32 || x->shape.rank > DNNL_MAX_NDIMS) return TS_ERR_UNSUPPORTED;
     const ts_transpose_attrs *a = nd->attrs;
