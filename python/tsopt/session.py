@@ -10,8 +10,10 @@ from . import _lib
 from ._lib import TsoptError
 
 # numpy dtype name -> ONNX Runtime's type string
-_ORT_TYPES = {'float32': 'tensor(float)', 'float64': 'tensor(double)', 'int64': 'tensor(int64)',
-              'int32': 'tensor(int32)', 'int8': 'tensor(int8)', 'uint8': 'tensor(uint8)', 'bool': 'tensor(bool)'}
+# (bfloat16 is absent: numpy has no such dtype, so such an input is refused by name)
+_ORT_TYPES = {'float32': 'tensor(float)', 'float64': 'tensor(double)', 'float16': 'tensor(float16)',
+              'int64': 'tensor(int64)', 'int32': 'tensor(int32)', 'int8': 'tensor(int8)', 'uint8': 'tensor(uint8)',
+              'bool': 'tensor(bool)'}
 _CODES = {code: name for code, name in _lib.dtype_codes().items() if name in _ORT_TYPES}
 _BY_NAME = {name: code for code, name in _CODES.items()}
 

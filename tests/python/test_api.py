@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 import onnx
 from onnx import TensorProto as TP
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import tsopt
 
@@ -69,6 +69,19 @@ class Models:
     fixed = os.path.join(d, 'fixed.onnx')
     save(g, fixed)
 
+    # float16 in and out: y = relu(x @ W16) + x[:, :4]
+    W16 = (rng.standard_normal((8, 4)) / 4).astype(np.float16)
+    g = helper.make_graph(
+        [helper.make_node('MatMul', ['x', 'W'], ['xw']), helper.make_node('Relu', ['xw'], ['r']),
+         helper.make_node('Slice', ['x', 'st', 'en', 'ax'], ['xs']), helper.make_node('Add', ['r', 'xs'], ['y'])],
+        'half', [helper.make_tensor_value_info('x', TP.FLOAT16, ['N', 8])],
+        [helper.make_tensor_value_info('y', TP.FLOAT16, ['N', 4])],
+        [numpy_helper.from_array(W16, 'W'),
+         helper.make_tensor('st', TP.INT64, [1], [0]), helper.make_tensor('en', TP.INT64, [1], [4]),
+         helper.make_tensor('ax', TP.INT64, [1], [1])])
+    half = os.path.join(d, 'half.onnx')
+    save(g, half)
+
     @classmethod
     def small_ref(cls, x):
         return np.maximum(x @ cls.W + cls.B, 0) * 2, x + 1
@@ -117,6 +130,19 @@ class SessionTest(unittest.TestCase):
         self.assertEqual((i2.dtype, nm.dtype), (np.int64, np.bool_))
         np.testing.assert_array_equal(i2, i + i)
         np.testing.assert_array_equal(nm, ~m)
+
+    def test_float16(self):
+        """float16 models take and return numpy float16 arrays (computed as
+        ONNX specifies: each operator's result rounded to float16)."""
+        s = tsopt.InferenceSession(Models.half)
+        self.assertEqual([(a.name, a.shape, a.type) for a in s.get_inputs()], [('x', ['N', 8], 'tensor(float16)')])
+        x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float16)
+        [y] = s.run(None, {'x': x})
+        self.assertEqual((y.dtype, y.shape), (np.float16, (3, 4)))
+        want = (np.maximum(x.astype(np.float32) @ Models.W16.astype(np.float32), 0).astype(np.float16) + x[:, :4])
+        np.testing.assert_allclose(y.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+        with self.assertRaisesRegex(tsopt.TsoptError, "input 'x' is float32, the model expects float16"):
+            s.run(None, {'x': x.astype(np.float32)})
 
     def test_outputs_outlive_run_and_session(self):
         """run's outputs are arrays over the run's own tensors (their base
