@@ -82,7 +82,7 @@ def _load():
 
 
 # OpenMP's idle threads need no setting here: libtsopt adapts how they wait
-# while it runs (src/util/wait_policy.c)
+# while it runs (src/measure/wait_policy.c)
 lib = _load()
 
 _PROTOS = {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/bench.h"
-#include "util/wait_policy.h"
+#include "measure/wait_policy.h"
 #include "util/clock.h"
 
 static const char USAGE[] =

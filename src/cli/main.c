@@ -69,7 +69,7 @@ static const command COMMANDS[] = {
 int main(int argc, char **argv)
 {
     /* OpenMP's idle threads: nothing to choose here, the runtime adapts
-     * while it runs (src/util/wait_policy.c) */
+     * while it runs (src/measure/wait_policy.c) */
     if (argc == 2 && !strcmp(argv[1], "--version")) {
         printf("tsopt %s\n", tsopt_version());
         return CLI_OK;

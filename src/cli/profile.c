@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
-#include "exec/cost.h"
+#include "cost/cost.h"
 #include "exec/roofline.h"
-#include "exec/step_timer.h"
-#include "exec/vec.h"
-#include "util/wait_policy.h"
+#include "measure/step_timer.h"
+#include "vec/vec.h"
+#include "measure/wait_policy.h"
 
 static const char USAGE[] =
     "usage: tsopt profile MODEL [--input NAME:D0xD1x...]... [--cache FILE] [--iters N] [--json]\n"

@@ -26,11 +26,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "exec/dnnl_conv.h"
-#include "exec/dnnl_util.h"
+#include "dnnl/dnnl_conv.h"
+#include "dnnl/dnnl_util.h"
 #include "exec/half.h"
 #include "exec/plan_internal.h"
-#include "exec/vec_eltwise.h"
+#include "vec/vec_eltwise.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

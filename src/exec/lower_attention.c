@@ -11,7 +11,7 @@
  * the step's inputs (Q, K, V, the mask, c, f) and the mask's strides;
  * what the kernel computes and its tolerance are stated there.  Not in
  * half plans, not with TSOPT_SKIP=vec.attention. */
-#include "exec/vec.h"
+#include "vec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

@@ -5,7 +5,7 @@
  * sole reader is such a MatMul, and the MatMul's (vec.band) only when its
  * Gather was deferred, so the band is never materialized and always read.
  * Depends on shapes and constants only. */
-#include "exec/vec.h"
+#include "vec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

@@ -13,7 +13,7 @@
  * their order: bit-identical to the unfused steps (test_lowering). */
 #include <stdlib.h>
 #include "exec/half.h"
-#include "exec/vec_eltwise.h"
+#include "vec/vec_eltwise.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

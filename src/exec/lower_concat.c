@@ -5,10 +5,10 @@
  * no other node (tests/cli/kernel_nodes.sh). */
 #include <stdlib.h>
 #include <string.h>
-#include "exec/dnnl_layout.h"
-#include "exec/dnnl_util.h"
+#include "dnnl/dnnl_layout.h"
+#include "dnnl/dnnl_util.h"
 #include "exec/plan_internal.h"
-#include "exec/vec.h"
+#include "vec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

@@ -21,8 +21,8 @@
  * cache. */
 #include <stdlib.h>
 #include "exec/roofline.h"
-#include "exec/vec.h"
-#include "exec/vec_eltwise.h"
+#include "vec/vec.h"
+#include "vec/vec_eltwise.h"
 #include "ops/list.h"
 
 /* Products are stacked only from weights of an eighth of a core's L2 (128

@@ -18,9 +18,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "exec/dnnl_util.h"
+#include "dnnl/dnnl_util.h"
 #include "exec/half.h"
-#include "exec/vec.h"
+#include "vec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 

@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #include "exec/roofline.h"
 #include "exec/plan_internal.h"
-#include "exec/step_timer.h"
+#include "measure/step_timer.h"
 #include "ops/list.h"
 #include "ops/op.h"
 

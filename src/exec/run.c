@@ -6,8 +6,8 @@
 #include <omp.h>
 #include "exec/plan_internal.h"
 #include "exec/half.h"
-#include "exec/step_timer.h"
-#include "util/wait_policy.h"
+#include "measure/step_timer.h"
+#include "measure/wait_policy.h"
 
 static ts_status check_tensor(const char *what, const ts_value *v, const ts_tensor *t, ts_error *err)
 {

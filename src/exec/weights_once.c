@@ -34,7 +34,7 @@
 #include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/dnnl_util.h"
+#include "dnnl/dnnl_util.h"
 #include "exec/plan_internal.h"
 
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_deconv_gemm, xk_vec_gemv;

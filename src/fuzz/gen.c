@@ -695,7 +695,7 @@ static void f_gelu(gb *b)
 
 /* A MatMul reading a Gather of rows by a constant index table: banded
  * attention's scores (band x query) or context (probabilities x band),
- * the pattern vec.band reads through the index (src/exec/vec_band.c). */
+ * the pattern vec.band reads through the index (src/vec/vec_band.c). */
 static void f_band(gb *b)
 {
     int64_t lead = one_in(b, 3) ? 0 : 1 + rnd(b, 3), S = 3 + rnd(b, 30), C = dim(b), L = 1 + rnd(b, 17),

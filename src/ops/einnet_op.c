@@ -5,7 +5,7 @@
  * expression point by point (einnet/eval.c), in any number domain the
  * expression allows (RELU and DIV have no exact value), so the reference
  * interpreter and the optimizer's checks see it as any other operator;
- * the fast runtime runs the compiled kernel (src/exec/einnet_kernel.c).
+ * the fast runtime runs the compiled kernel (src/vec/einnet_kernel.c).
  *
  * Written to a file, it is a call of a model-local function of the domain
  * ai.tsopt whose body is the expression in standard operators (the

@@ -2,7 +2,7 @@
  * as DequantizeLinear -> float op -> QuantizeLinear; tsopt-internal (the
  * dot in the name: never read from or written to a file), made by
  * opt/fuse_qdq.c so a QDQ model's residual adds and activations run on its
- * 8-bit tensors (exec/vec_qlinear.c).
+ * 8-bit tensors (vec/vec_qlinear.c).
  *
  * tsopt.QLinearAdd(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
  *                  y_scale, y_zero_point)                  (ORT's QLinearAdd)

@@ -1,5 +1,5 @@
 /* What the reference kernels of ops/qlinear_eltwise.c and the runtime's
- * (exec/vec_qlinear.c) must compute alike. */
+ * (vec/vec_qlinear.c) must compute alike. */
 #ifndef TS_OPS_QLINEAR_ELTWISE_H
 #define TS_OPS_QLINEAR_ELTWISE_H
 

@@ -9,7 +9,7 @@
  * the products round once instead of twice.  ONNX Runtime's
  * ConvBNFusion / ConvMulFusion / ConvAddFusion / MatMulScaleFusion.  Until
  * 2026-12 the runtime made these folds itself while planning
- * (exec/dnnl_util.c), where no check saw them. */
+ * (dnnl/dnnl_util.c), where no check saw them. */
 #include <math.h>
 #include <stdlib.h>
 #include "ir/ir.h"

@@ -59,7 +59,7 @@
 #include <unistd.h>
 #include "opt/measure.h"
 #include "opt/passes.h"
-#include "util/wait_policy.h"
+#include "measure/wait_policy.h"
 #include "util/clock.h"
 
 #define DEFAULT_MIN_ROUNDS 4

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/cost.h"
+#include "cost/cost.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
 #include "opt/keep.h"

@@ -13,7 +13,7 @@
 #ifndef TS_OPT_SOURCE_H
 #define TS_OPT_SOURCE_H
 
-#include "exec/cost.h"
+#include "cost/cost.h"
 #include "rules/apply.h"
 
 /* Handed to a source's propose(): the driver's side of one graph. */

@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 /* "AMD EPYC ... x2": /proc/cpuinfo's model name and the processors OpenMP
- * may use.  The cost cache (exec/cost.c) and the eOperator objects
+ * may use.  The cost cache (cost/cost.c) and the eOperator objects
  * compiled with -march=native (ein/codegen.c) are keyed by it. */
 void ts_cpu_model(char *buf, size_t n);
 

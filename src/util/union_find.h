@@ -1,7 +1,7 @@
 /* The one union-find of the tree (issue 27, "one union-find"), over a
  * parent array the caller owns (up[x] == x: x is a root): the e-graph's
  * classes (egraph/unionfind.c grows the array), PET's linear regions
- * (pet/mltp.c), the cost model's fused groups (exec/cost.c) and the
+ * (pet/mltp.c), the cost model's fused groups (cost/cost.c) and the
  * checker's rewritten regions (opt/check.c). */
 #ifndef TS_UTIL_UNION_FIND_H
 #define TS_UTIL_UNION_FIND_H

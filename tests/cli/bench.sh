@@ -28,7 +28,7 @@ PY
 # a user's GOMP_SPINCOUNT is kept (no OMP_WAIT_POLICY added on top)
 env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=100 "$TSOPT" bench "$T/m.onnx" --iters 2 --json | grep -q '"wait_policy": "spin"' \
     || fail "user's GOMP_SPINCOUNT not kept"
-# without either, tsopt adapts while it runs (src/util/wait_policy.c);
+# without either, tsopt adapts while it runs (src/measure/wait_policy.c);
 # TSOPT_WAIT forces one of its two modes
 w=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$TSOPT" bench "$T/m.onnx" --iters 2 --json | sed 's/.*"wait_policy": "\([a-z]*\)".*/\1/')
 [ "$w" = adaptive ] || fail "wait policy '$w', not adaptive"

@@ -8,7 +8,9 @@
 # of src/exec/ still does, and plan.c undoes a kernel that declines).  Checked
 # on the tree, then shown failing on a planted read.
 set -euo pipefail
-EXEC=$(cd "$(dirname "$0")/../../src/exec" && pwd)
+SRC=$(cd "$(dirname "$0")/../../src" && pwd)
+# where kernel file $2 lies under src/ folder $1: the plan core or a kernel family
+at() { local d; for d in exec dnnl vec; do [ -f "$1/$d/$2" ] && { echo "$1/$d/$2"; return; }; done; echo "$1/exec/$2"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
@@ -24,13 +26,13 @@ WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_f
 check() {
     local dir=$1 bad=0 f
     for f in $SERVED; do
-        [ -f "$dir/$f" ] || { echo "$f: listed but missing"; bad=1; continue; }
-        if grep -nE "$WALK" "$dir/$f" | grep -vE '^[0-9]+:\s*(/?\*|//)' | sed "s#^#$f:#" | grep .; then bad=1; fi
+        [ -f "$(at "$dir" "$f")" ] || { echo "$f: listed but missing"; bad=1; continue; }
+        if grep -nE "$WALK" "$(at "$dir" "$f")" | grep -vE '^[0-9]+:\s*(/?\*|//)' | sed "s#^#$f:#" | grep .; then bad=1; fi
     done
     return $bad
 }
 
-out=$(check "$EXEC") || { echo "$out" >&2; fail "served kernels walk the graph"; }
+out=$(check "$SRC") || { echo "$out" >&2; fail "served kernels walk the graph"; }
 
 # planted: a served kernel looking at its input's producer, at a consumer,
 # collecting its own post-op tail (lower_post.c's job), and vec.gemv looking
@@ -41,9 +43,9 @@ for plant in 'vec_softmax.c:int q = p->g->values[v].producer;' 'vec_layernorm.c:
              'dnnl_conv.c:st = xd_fuse_collect(p, yv, 1, F, &f, err);' \
              'vec_fuse.c:int c = xhalf_sole_consumer(p, cur);' 'vec_gemv.c:if (p->claimed[m]) return 0;'; do
     f=${plant%%:*} line=${plant#*:}
-    rm -rf "$T/exec" && cp -r "$EXEC" "$T/exec"
-    printf '%s\n' "$line" >>"$T/exec/$f"
-    if out=$(check "$T/exec"); then fail "planted '$line' in $f passed"; fi
+    rm -rf "$T/src" && mkdir "$T/src" && cp -r "$SRC/exec" "$SRC/dnnl" "$SRC/vec" "$T/src"
+    printf '%s\n' "$line" >>"$(at "$T/src" "$f")"
+    if out=$(check "$T/src"); then fail "planted '$line' in $f passed"; fi
     echo "$out" | grep -qF "$f:" || fail "planted $f: $out"
 done
 echo "kernel_nodes: ok"

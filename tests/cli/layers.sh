@@ -3,7 +3,8 @@
 # onnx, exec and util never include an optimizer; sources never include each
 # other; nothing includes cli): each folder may include only folders of its
 # own rank or below.  Checked on the tree, then shown failing on planted
-# includes (exec including opt/, pet including einnet/, ops including exec/).
+# includes (exec including opt/ or cost/, a kernel in vec/ or dnnl/ including cost/ or
+# opt/, pet including einnet/, ops including exec/).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../../src" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -12,8 +13,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 declare -A RANK=(
     [util]=0
     [ir]=1 [ops]=1 [ein]=1
-    [rules]=2 [exec]=2 [draw]=2 [zoo]=2
-    [onnx]=3 [egraph]=3
+    [rules]=2 [exec]=2 [dnnl]=2 [vec]=2 [measure]=2 [draw]=2 [zoo]=2
+    [onnx]=3 [egraph]=3 [cost]=3
     [opt]=4
     [taso]=5 [pet]=5 [einnet]=5
     [fuzz]=6 [dist]=6
@@ -46,7 +47,7 @@ out=$(check "$SRC") || { echo "$out" >&2; fail "includes against the layers"; }
 # planted: each must be refused, naming the file and the folder
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-for plant in 'exec/k.c:opt/passes.h' 'pet/s.c:einnet/expr.h' 'ops/o.c:exec/exec.h' 'api/a.c:cli/cli.h'; do
+for plant in 'exec/k.c:opt/passes.h' 'vec/v.c:cost/cost.h' 'dnnl/d.c:opt/passes.h' 'exec/p.c:cost/cost.h' 'pet/s.c:einnet/expr.h' 'ops/o.c:exec/exec.h' 'api/a.c:cli/cli.h'; do
     f=${plant%%:*} inc=${plant#*:}
     rm -rf "$T/src" && mkdir -p "$T/src/$(dirname "$f")" "$T/src/${inc%%/*}"
     printf '#include "%s"\n' "$inc" >"$T/src/$f"

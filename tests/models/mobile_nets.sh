@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mobile nets against ONNX Runtime, for the kernels written for them
-# (src/exec/vec_se.c: the squeeze-excite gate as one step; vec_depthwise.c:
+# (src/vec/vec_se.c: the squeeze-excite gate as one step; vec_depthwise.c:
 # the first stride-2 depthwise conv): MobileNet-v3-Large (Relu/HardSigmoid
 # gates, hardswish, a 64-channel stride-2 depthwise conv from 112x112) and
 # EfficientNet-B0 (SiLU/Sigmoid gates).  The same check as real_models.sh

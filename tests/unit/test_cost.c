@@ -1,4 +1,4 @@
-/* The op-cost model (src/exec/cost.c, cost_key.c): cache round trip, key
+/* The op-cost model (src/cost/cost.c, cost_key.c): cache round trip, key
  * stability, fusion groups, roofline monotonicity, measured costs, and that
  * a graph's cost is the sum of its nodes' costs; the per-step timer and
  * in-plan costs; the peak. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/cost.h"
-#include "exec/step_timer.h"
+#include "cost/cost.h"
+#include "measure/step_timer.h"
 
 static char dir[] = "/tmp/tsopt-cost-XXXXXX";
 

@@ -1,5 +1,5 @@
 /* eOperators (src/einnet/codegen.c, src/ops/einnet_op.c,
- * src/exec/einnet_kernel.c): generated kernels of a conv-like and an
+ * src/vec/einnet_kernel.c): generated kernels of a conv-like and an
  * element-wise-chain expression must match the expression evaluator on
  * random inputs (rtol 1e-3, atol 1e-4); the shared object is cached (not
  * rebuilt the second time: same mtime); a broken compiler ($CC=false) or a

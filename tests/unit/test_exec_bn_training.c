@@ -1,6 +1,6 @@
 /* BatchNormalization with training_mode = 1 normalizes by the batch's own
  * mean and variance, so neither the runtime's affine folds (a Conv's
- * post-op, src/exec/dnnl_util.c) nor the optimizer's Conv+BN fold
+ * post-op, src/dnnl/dnnl_util.c) nor the optimizer's Conv+BN fold
  * (src/opt/passes.c) may take its parameters for the statistics: the plan
  * must equal the reference interpreter, the fold must leave it alone. */
 #include "exec_check.h"

@@ -1,4 +1,4 @@
-/* vec.concat_cl (src/exec/vec_concat_cl.c): a channel Concat of inputs in
+/* vec.concat_cl (src/vec/vec_concat_cl.c): a channel Concat of inputs in
  * channels-last and 16-channel blocks (a Winograd 3x3 conv's layout on
  * AVX-512, a 1x1 conv's channels-last), as in SqueezeNet's fire modules and
  * GoogLeNet's inception blocks.  Against the reference interpreter on 1 and

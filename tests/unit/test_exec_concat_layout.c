@@ -1,4 +1,4 @@
-/* Channel Concat of inputs in mixed layouts (src/exec/dnnl_concat.c): a
+/* Channel Concat of inputs in mixed layouts (src/dnnl/dnnl_concat.c): a
  * Winograd conv's 16-channel blocks, a 1x1 conv's channels-last, a plain
  * graph input.  The result equals the reference interpreter, is written by
  * one dnnl.concat step into a channels-last buffer, and no reorder step is

@@ -1,6 +1,6 @@
 /* A Concat read only through Relus (NASNet-A's cell outputs) is written as
  * max(x, 0) by the vec.concat step, which absorbs the Relus
- * (src/exec/vec_movement.c): results equal the reference interpreter, no
+ * (src/vec/vec_movement.c): results equal the reference interpreter, no
  * Relu step remains; a Concat with another reader, one that is a graph
  * output, or a Relu that is a graph output keep their Relu step. */
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-/* Layout choice of the oneDNN convolutions (src/exec/dnnl_conv.c,
+/* Layout choice of the oneDNN convolutions (src/dnnl/dnnl_conv.c,
  * dnnl_layout.c): a grouped conv in a channels-last network stays
  * channels-last (before, it got 4- or 8-channel blocks, and the 1x1 convs
  * after it were pinned to those blocks and ran on a half-speed kernel);
  * results equal the reference interpreter, including channel counts that
  * are not multiples of the blocks. */
-#include "exec/dnnl_layout.h"
+#include "dnnl/dnnl_layout.h"
 #include "exec/exec.h"
 #include "exec_check.h"
 

@@ -1,4 +1,4 @@
-/* A convolution whose result is a graph output (src/exec/dnnl_conv.c).
+/* A convolution whose result is a graph output (src/dnnl/dnnl_conv.c).
  * It used to be kept off Winograd and written straight into the caller's
  * plain tensor; inside a graph the same conv ran on Winograd in 16-channel
  * blocks, 1.6x faster at 64 -> 64 channels, 56x56.  Now it runs on Winograd
@@ -9,7 +9,7 @@
  * output and another conv's input, batch 2, and the plain-layout option. */
 #define XT_GLOBAL_GRAPH
 #include "exec_check.h"
-#include "exec/dnnl_conv.h"
+#include "dnnl/dnnl_conv.h"
 
 TestSuite(exec_conv_output, .fini = xt_done);
 

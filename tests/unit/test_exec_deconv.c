@@ -1,4 +1,4 @@
-/* ConvTranspose as GEMM + col2im (src/exec/deconv_gemm.c): each small
+/* ConvTranspose as GEMM + col2im (src/dnnl/deconv_gemm.c): each small
  * graph runs through the plan and must equal the reference interpreter
  * within 1e-4 relative; the plan's steps show which kernel ran. */
 #include <stdlib.h>

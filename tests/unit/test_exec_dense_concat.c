@@ -1,6 +1,6 @@
-/* Dense concatenation without copies (src/exec/dense_concat.c) and the
+/* Dense concatenation without copies (src/dnnl/dense_concat.c) and the
  * fused BatchNormalization + Relu reading its channel-blocked buffer
- * (src/exec/vec_batchnorm.c).  A DenseNet-style block equals the reference
+ * (src/vec/vec_batchnorm.c).  A DenseNet-style block equals the reference
  * interpreter, its Concats are views of one buffer, the 3x3 convs write
  * straight into their slices, and no Relu or reorder runs on its own; a
  * chain of graph inputs gives hand-computed values; Concats that do not

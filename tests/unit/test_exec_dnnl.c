@@ -1,4 +1,4 @@
-/* oneDNN kernels (src/exec/dnnl_*.c): each small graph runs through
+/* oneDNN kernels (src/dnnl/dnnl_*.c): each small graph runs through
  * ts_plan_build/ts_plan_run and must equal the reference interpreter within
  * 1e-4 relative; plan statistics show that fusion and layouts happened. */
 #include "exec_check.h"

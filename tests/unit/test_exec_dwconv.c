@@ -1,4 +1,4 @@
-/* vec.dwconv (src/exec/vec_depthwise.c): strided depthwise convolutions
+/* vec.dwconv (src/vec/vec_depthwise.c): strided depthwise convolutions
  * from a large channels-last input, with the activations after them.  A
  * 1x1 conv in front makes the input channels-last (oneDNN's layout), as in
  * the mobile nets; every case runs on 1 and 2 threads against the

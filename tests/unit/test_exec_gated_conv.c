@@ -1,6 +1,6 @@
 /* A squeeze-excite block's Mul(x, gate) folded into the convolution after
  * it by the graph pass ts_fold_gate (src/opt/fold_gate.c: Conv(x, Mul(W,
- * gate))), lowered as one dnnl.conv_gated step (src/exec/dnnl_conv.c), the
+ * gate))), lowered as one dnnl.conv_gated step (src/dnnl/dnnl_conv.c), the
  * gate scaling the packed weights' input channels each run.  The folded
  * graph against the original (the optimizer's check), its plan against the
  * reference interpreter on 1 and 2 threads: channel counts off the 16/32/48-wide

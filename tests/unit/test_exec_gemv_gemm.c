@@ -1,4 +1,4 @@
-/* vec.gemv taking Gemm (src/exec/vec_gemv.c): the batch-1 classifier head
+/* vec.gemv taking Gemm (src/vec/vec_gemv.c): the batch-1 classifier head
  * (GlobalAveragePool -> Flatten -> Gemm) with constant B, transB 0/1,
  * alpha, beta and a bias C broadcast along rows (scalar, [N], [1, N]),
  * against the reference interpreter on K, N not multiples of 16 or 64.

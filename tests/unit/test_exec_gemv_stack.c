@@ -1,4 +1,4 @@
-/* vec.gemv stacking (src/exec/vec_gemv.c, stack_rows): MatMuls by the same
+/* vec.gemv stacking (src/vec/vec_gemv.c, stack_rows): MatMuls by the same
  * constant weights whose inputs exist when the first is lowered run as one
  * step, their rows gathered, multiplied in one pass over the weights and
  * scattered back (nasrnn: x0..x4 each times the same eight weights).

@@ -1,5 +1,5 @@
 /* oneDNN MatMul with batched A and 2-D constant weights run as one 2-D
- * product (src/exec/dnnl_matmul.c, flatten_rows: [b.., M, K] x [K, N] as
+ * product (src/dnnl/dnnl_matmul.c, flatten_rows: [b.., M, K] x [K, N] as
  * [b..*M, K] x [K, N], weights in oneDNN's blocked 2-D layout), against
  * the reference interpreter at one and two threads: 3-D and 4-D A, ragged
  * N (not a multiple of the 64-column panels), with the fused bias,

@@ -1,4 +1,4 @@
-/* vec.maxpool (src/exec/vec_maxpool.c): 2-D MaxPool on the channels-last
+/* vec.maxpool (src/vec/vec_maxpool.c): 2-D MaxPool on the channels-last
  * and channel-blocked buffers oneDNN's convolutions write.  A conv in front
  * sets the input's layout (a 1x1 conv: channels-last; a 3x3 conv of 32 ->
  * 128 channels at 27x27, SqueezeNet's fire expand: 16-channel blocks from

@@ -1,5 +1,5 @@
 /* A Pad whose pads are all zero (PyTorch exports one before every
- * AvgPool2d) is a view of its input in src/exec/vec_pad.c: no copy, no
+ * AvgPool2d) is a view of its input in src/vec/vec_pad.c: no copy, no
  * conversion of a blocked input to plain, in any layout; a graph output
  * still gets its own tensor written.  Checked against the reference
  * interpreter and, for a plain input, against the input itself. */

@@ -1,13 +1,13 @@
 /* SiLU and sigmoid after a oneDNN convolution, applied by the step itself
- * (src/exec/vec_post.c, dnnl_conv.c): the passes against hand-computed
+ * (src/vec/vec_post.c, dnnl_conv.c): the passes against hand-computed
  * values (every length of the 16-wide vectors' tail, special values), then
  * convolutions with SiLU / sigmoid against the reference interpreter on
  * shapes that are not multiples of the vector width, stride 2, padding, a
  * residual before and after the activation, on 1 and 2 threads. */
 #include <math.h>
 #include <stdlib.h>
-#include "exec/dnnl_conv.h"
-#include "exec/vec_post.h"
+#include "dnnl/dnnl_conv.h"
+#include "vec/vec_post.h"
 #include "exec_check.h"
 #include "tsopt.h"
 

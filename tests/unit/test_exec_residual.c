@@ -1,6 +1,6 @@
 /* A residual Add fused into a convolution / matmul (oneDNN sum post-op)
  * accumulates onto the residual's own storage when the residual dies at the
- * Add (src/exec/dnnl_residual.c), instead of copying it into dst first.
+ * Add (src/dnnl/dnnl_residual.c), instead of copying it into dst first.
  * Each case checks the plan against the reference interpreter (two runs:
  * the second sees the arena as the first left it) and whether the step's
  * output shares the residual's storage.  The cases where it must not: the

@@ -1,9 +1,9 @@
 /* The NCHW -> channels-last conversion of a 3- or 4-channel input before a
- * convolution (src/exec/dnnl_util.c, xd_reorder with cl_c): tsopt's own
+ * convolution (src/dnnl/dnnl_util.c, xd_reorder with cl_c): tsopt's own
  * loop instead of oneDNN's reorder.  Directly, against hand-computed
  * positions (batch 2, an odd image); through a stem convolution against
  * the reference interpreter on 1 and 2 threads. */
-#include "exec/dnnl_util.h"
+#include "dnnl/dnnl_util.h"
 #include "exec_check.h"
 #include "tsopt.h"
 

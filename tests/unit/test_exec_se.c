@@ -1,4 +1,4 @@
-/* vec.se (src/exec/vec_se.c): the squeeze-excite gate (GlobalAveragePool,
+/* vec.se (src/vec/vec_se.c): the squeeze-excite gate (GlobalAveragePool,
  * 1x1 conv, activation, 1x1 conv, gate activation) as one step, as the
  * exporters write EfficientNet's (SiLU, Sigmoid) and MobileNet-v3's (Relu,
  * HardSigmoid) blocks, on channels-last input (after a conv) and plain input

@@ -1,4 +1,4 @@
-/* vec.se with the block's Mul (src/exec/vec_se.c): the squeeze-excite
+/* vec.se with the block's Mul (src/vec/vec_se.c): the squeeze-excite
  * step also writes x * gate where the graph pass ts_fold_gate did not move
  * the gate onto the next conv's weights (then dnnl.conv_gated lowers that).
  * Against the reference interpreter on 1 and

@@ -1,4 +1,4 @@
-/* vec.shuffle (src/exec/vec_shuffle.c): Concat -> Reshape [N, g, C/g, H, W]
+/* vec.shuffle (src/vec/vec_shuffle.c): Concat -> Reshape [N, g, C/g, H, W]
  * -> Transpose [0, 2, 1, 3, 4] -> Reshape [N, C, H, W] as one step, against
  * the reference interpreter: inputs channels-last (conv outputs), plain
  * (graph inputs), mixed; g = 2 with two equal inputs (the interleave path),

@@ -8,7 +8,7 @@
  * at N = 2, take the other paths and stay correct. */
 #define XT_GLOBAL_GRAPH
 #include "exec_check.h"
-#include "exec/vec_layout.h"
+#include "vec/vec_layout.h"
 
 TestSuite(exec_split_layout, .fini = xt_done);
 

@@ -1,4 +1,4 @@
-/* The vec kernel family (src/exec/vec_*.c) through ts_plan_build/run,
+/* The vec kernel family (src/vec/vec_*.c) through ts_plan_build/run,
  * against the reference interpreter on the same graphs: broadcast fast
  * paths and their edge cases, odd sizes (not multiples of the vector
  * width or block), one and two threads, element-wise chain fusion, and

@@ -1,7 +1,7 @@
 /* tsopt's own MatMul kernels through ts_plan_build/run against the
  * reference interpreter.
  *
- * vec.gemv (src/exec/vec_gemv.c, small M, constant weights): every
+ * vec.gemv (src/vec/vec_gemv.c, small M, constant weights): every
  * row-block path (1 row, 2-4 rows, leftovers), ragged last panels, odd K,
  * leading batch dims, 1-D A, the fused element-wise chain, one packed copy
  * per shared weight, the threaded path, the hand-off to oneDNN above the
@@ -9,7 +9,7 @@
  * weights as panels of 64 columns (weight_bytes = ceil(N/64)*64*K*4 per
  * distinct weight) and fuses the whole element-wise chain.
  *
- * vec.band (src/exec/vec_band.c, MatMul reading a Gather of rows): both
+ * vec.band (src/vec/vec_band.c, MatMul reading a Gather of rows): both
  * forms (scores, context), negative and repeated indices, no leading dims,
  * the threaded path; the arena stays smaller than the gathered band (it is
  * never materialized), and a Gather with other readers, or no_fusion, takes

@@ -1,11 +1,11 @@
-/* Winograd's memory cap (src/exec/dnnl_conv.c, wino_budget_ok): a 3x3
+/* Winograd's memory cap (src/dnnl/dnnl_conv.c, wino_budget_ok): a 3x3
  * stride-1 conv runs on Winograd only while the plan's Winograd extras
  * (transformed weights beyond the direct ones plus the scratchpad written)
  * stay within 1.1x the model's Conv weights + 16 MiB (what ONNX Runtime
  * holds beyond tsopt: it keeps each weight twice).  Either way the result equals the
  * reference interpreter; channel counts are not multiples of 16 (Winograd
  * pads them to its blocks). */
-#include "exec/dnnl_conv.h"
+#include "dnnl/dnnl_conv.h"
 #include "exec_check.h"
 
 static uint64_t rng = 977;

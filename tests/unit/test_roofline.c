@@ -6,7 +6,7 @@
 #define XT_GLOBAL_GRAPH
 #include "exec_check.h"
 #include "exec/roofline.h"
-#include "exec/step_timer.h"
+#include "measure/step_timer.h"
 
 TestSuite(roofline, .fini = xt_done);
 

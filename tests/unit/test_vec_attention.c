@@ -1,4 +1,4 @@
-/* vec.attention (src/exec/vec_attention.c): a decoder's Transpose(K) -
+/* vec.attention (src/vec/vec_attention.c): a decoder's Transpose(K) -
  * MatMul - Mul - Where - Softmax - MatMul as one step.  Each shape is
  * checked against the reference interpreter (1 and 2 threads) and against
  * the unfused plan (TSOPT_SKIP=vec.attention: the nodes lowered one by one)

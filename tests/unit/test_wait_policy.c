@@ -1,4 +1,4 @@
-/* How idle OpenMP threads wait (src/util/wait_policy.c): the decision is a
+/* How idle OpenMP threads wait (src/measure/wait_policy.c): the decision is a
  * state machine tested on synthetic samples; the one test that uses real
  * threads checks what the sleeping mode is for (idle threads stop burning
  * CPU) with bounds that hold under any load.  This program runs without
@@ -8,7 +8,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <time.h>
-#include "util/wait_policy.h"
+#include "measure/wait_policy.h"
 #include "util/clock.h"
 
 Test(wait_policy, counts_other_runnable_tasks)

@@ -1,0 +1,24 @@
+/* What a oneDNN convolution step (dnnl_conv.c) chose, for tests and tools:
+ * whether it runs on Winograd and what Winograd costs in memory beyond the
+ * direct kernel (its cap: wino_budget_ok in dnnl_conv.c). */
+#ifndef TS_DNNL_DNNL_CONV_H
+#define TS_DNNL_DNNL_CONV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "exec/exec.h"
+
+/* True when step s is a dnnl.conv step running oneDNN's Winograd kernel;
+ * then *extra (if not NULL) gets its transformed weights beyond the direct
+ * ones plus the scratchpad bytes it writes. */
+bool xd_conv_is_winograd(const xstep *s, size_t *extra);
+/* In a half plan (half.c), which runs its convolutions direct on 16-bit
+ * weights: the transformed weights beyond the direct ones that the float32
+ * plan of the same graph holds for step s on Winograd (0: it runs direct). */
+size_t xd_conv_f32_wino_extra(const xstep *s);
+/* Number of activations (SiLU, sigmoid and what follows) step s, a dnnl.conv
+ * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as
+ * oneDNN post-ops (vec_post.c); 0 for any other step. */
+int xd_conv_post_tail(const xstep *s);
+
+#endif

@@ -1,0 +1,496 @@
+/* MatMul and Gemm on oneDNN's matmul primitive (batched, with NumPy
+ * broadcasting of batch dimensions).  Constant weights are folded (Gemm's
+ * alpha, a following per-column Mul) and pre-packed once in the format the
+ * primitive asks for; Gemm's constant C and a following Add of a constant
+ * row vector become the bias; a residual Add and activations become
+ * post-ops, as for convolutions (dnnl_util.c).  Operands are plain
+ * row-major (transposes through strides).
+ *
+ * Why not OpenBLAS here: measured on the target (AMD EPYC, AVX-512, one
+ * thread, medians of 50, machine shared) oneDNN's matmul with pre-packed
+ * weights beat cblas_sgemm on every shape tried: 128x768x768 0.79 vs
+ * 1.8 ms, 128x768x3072 11 vs 22 ms, 1x2048x1000 0.10 vs 0.52 ms; and one
+ * library keeps the post-op fusion in the same call. */
+#include <stdlib.h>
+#include <string.h>
+#include "dnnl/dnnl_residual.h"
+#include "dnnl/dnnl_util.h"
+#include "exec/half.h"
+#include "exec/pack_cache.h"
+#include "exec/plan_internal.h"
+#include "ops/attrs.h"
+
+typedef struct mm_state {
+    dnnl_primitive_t prim;
+    dnnl_stream_t stream;
+    xd_mem src, wei, bias, dst, pad;
+    bool has_bias, has_sum;
+    int wei_in, bias_in, res_in;
+    xd_reorder res_r;
+    dnnl_exec_arg_t args[6];
+    int nargs;
+    /* Half plans (half.c): a large weight stored 16-bit is widened and
+     * multiplied in column chunks of at most MM_CHUNK_BYTES in float32
+     * (instead of the whole weight widened into the step's scratch before
+     * one product: 9.4 MB for ViT's MLP, its run-time arena's largest
+     * part: ViT-B/16-l4 float16 arena 12.46 -> 5.77 MiB).  The packed
+     * layout (BA16a64b: 64-column panels, outermost) makes a chunk of
+     * whole panels one contiguous range.  Prepared at build, used when
+     * half.c hands the 16-bit weight over (xd_matmul_half_chunks). */
+    dnnl_primitive_t cprim;
+    xd_mem cs, cw, cb, cd, cpad;
+    dnnl_exec_arg_t cargs[6];
+    int cnargs, nchunks;
+    int64_t ccols, rows;       /* columns per chunk, rows of A */
+    size_t celems, coff, doff; /* weight elements per chunk; the widened chunk's and the product's offsets in the scratch */
+    ts_dtype chalf;      /* TS_UNDEFINED: not handed over, the plain path runs */
+} mm_state;
+
+static void mm_destroy(void *state)
+{
+    mm_state *c = state;
+    if (!c) return;
+    if (c->prim) dnnl_primitive_destroy(c->prim);
+    xd_mem_fini(&c->src);
+    xd_mem_fini(&c->wei);
+    xd_mem_fini(&c->bias);
+    xd_mem_fini(&c->dst);
+    xd_mem_fini(&c->pad);
+    xd_reorder_fini(&c->res_r);
+    if (c->cprim) dnnl_primitive_destroy(c->cprim);
+    xd_mem_fini(&c->cs);
+    xd_mem_fini(&c->cw);
+    xd_mem_fini(&c->cb);
+    xd_mem_fini(&c->cd);
+    xd_mem_fini(&c->cpad);
+    free(c);
+}
+
+static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
+{
+    mm_state *m = (mm_state *)c;
+    float *w = (float *)((char *)scratch + c->coff), *d = (float *)((char *)scratch + c->doff), *y = out[0];
+    const int64_t cols = c->ccols, N = cols * c->nchunks;
+    xd_mem_bind(&m->cs, in[0], c->stream);
+    xd_mem_bind(&m->cw, w, c->stream);
+    xd_mem_bind(&m->cd, d, c->stream);
+    xd_mem_bind(&m->cpad, scratch, c->stream);
+    for (int j = 0; j < c->nchunks; j++) {
+        xhalf_widen(c->chalf, (const uint16_t *)in[c->wei_in] + (size_t)j * c->celems, w, c->celems);
+        if (c->has_bias) xd_mem_bind(&m->cb, (float *)in[c->bias_in] + j * cols, c->stream);
+        dnnl_primitive_execute(c->cprim, c->stream, c->cnargs, c->cargs);
+        dnnl_stream_wait(c->stream);
+        /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
+        for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
+    }
+}
+
+static void mm_run(const xstep *s, void *const *in, void *const *out, void *scratch)
+{
+    mm_state *c = s->state;
+    if (c->chalf) {
+        mm_run_chunks(c, in, out, scratch);
+        return;
+    }
+    if (c->has_sum) xd_reorder_run(&c->res_r, in[c->res_in], out[0], c->stream);
+    xd_mem_bind(&c->src, in[0], c->stream);
+    xd_mem_bind(&c->wei, in[c->wei_in], c->stream);
+    if (c->has_bias) xd_mem_bind(&c->bias, in[c->bias_in], c->stream);
+    xd_mem_bind(&c->dst, out[0], c->stream);
+    xd_mem_bind(&c->pad, scratch, c->stream);
+    dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
+    dnnl_stream_wait(c->stream);
+}
+
+/* Problem in oneDNN's terms: src [b.., M, K], wei [b.., K, N], dst [b.., M, N],
+ * all of rank r; A/B may be transposed (Gemm) through strides. */
+typedef struct mm_prob {
+    int r;
+    dnnl_dims_t a, b, d;
+    bool ta, tb;
+    double alpha, beta;
+    int av, bv, cv; /* values; cv -1 when absent */
+    int64_t M, K, N;
+} mm_prob;
+
+static void dims_md(dnnl_memory_desc_t *md, int r, const dnnl_dims_t dims, bool trans, bool any)
+{
+    if (any) {
+        dnnl_memory_desc_init_by_tag(md, r, dims, dnnl_f32, dnnl_format_tag_any);
+        return;
+    }
+    dnnl_dims_t st;
+    /* row-major over the stored order: the last two dims swapped when transposed */
+    int64_t acc;
+    int i0 = r - 2, i1 = r - 1;
+    if (trans) {
+        st[i0] = 1, st[i1] = dims[i0];
+    } else {
+        st[i1] = 1, st[i0] = dims[i1];
+    }
+    acc = dims[i0] * dims[i1];
+    for (int i = r - 3; i >= 0; i--) {
+        st[i] = acc;
+        acc *= dims[i];
+    }
+    dnnl_memory_desc_init_by_strides(md, r, dims, dnnl_f32, st);
+}
+
+static bool matmul_prob(const ts_graph *g, const ts_node *nd, mm_prob *m)
+{
+    const ts_shape *a = &g->values[nd->inputs[0]].shape, *b = &g->values[nd->inputs[1]].shape;
+    if (a->rank < 1 || b->rank < 1) return false;
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    if (r < 2) r = 2;
+    if (r > DNNL_MAX_NDIMS) return false;
+    memset(m, 0, sizeof *m);
+    m->r = r;
+    for (int i = 0; i < r; i++) m->a[i] = m->b[i] = 1;
+    /* 1-D A is a row vector [1, K]; 1-D B a column [K, 1]; right-aligned */
+    if (a->rank == 1)
+        m->a[r - 1] = a->dims[0];
+    else
+        for (int i = 0; i < a->rank; i++) m->a[r - a->rank + i] = a->dims[i];
+    if (b->rank == 1)
+        m->b[r - 2] = b->dims[0];
+    else
+        for (int i = 0; i < b->rank; i++) m->b[r - b->rank + i] = b->dims[i];
+    for (int i = 0; i < r - 2; i++) m->d[i] = m->a[i] > m->b[i] ? m->a[i] : m->b[i];
+    m->M = m->a[r - 2], m->K = m->a[r - 1], m->N = m->b[r - 1];
+    m->d[r - 2] = m->M, m->d[r - 1] = m->N;
+    m->alpha = 1, m->beta = 1;
+    m->av = nd->inputs[0], m->bv = nd->inputs[1], m->cv = -1;
+    return true;
+}
+
+/* A [b.., M, K] times a 2-D B: one [b..*M, K] x [K, N] product (the
+ * rows of a plain A are contiguous).  Why: with 3-D operands oneDNN 2.6's
+ * brgemm matmul asks for its weights plain (`abc`: the "pre-packed" copy
+ * was a plain copy, read with a row stride of N floats); 2-D it asks for
+ * `BA16a64b` panels.  BERT's products, 2 threads, median of six minima of
+ * 50 runs (load ~8): 128x768x768 0.694 -> 0.683 ms, 128x768x3072 3.10 ->
+ * 2.95, 128x3072x768 3.69 -> 2.96. */
+static void flatten_rows(mm_prob *m)
+{
+    int64_t rows = 1;
+    for (int i = 0; i < m->r - 1; i++) rows *= m->a[i];
+    m->M = rows;
+    m->a[0] = rows, m->a[1] = m->K;
+    m->b[0] = m->K, m->b[1] = m->N;
+    m->d[0] = rows, m->d[1] = m->N;
+    m->r = 2;
+}
+
+static void gemm_prob(const ts_graph *g, const ts_node *nd, mm_prob *m)
+{
+    const ts_shape *a = &g->values[nd->inputs[0]].shape, *b = &g->values[nd->inputs[1]].shape;
+    const ts_gemm_attrs *ga = nd->attrs;
+    int64_t ta = ga->trans_a, tb = ga->trans_b;
+    memset(m, 0, sizeof *m);
+    m->alpha = ga->alpha, m->beta = ga->beta;
+    m->r = 2;
+    m->ta = ta, m->tb = tb;
+    m->M = a->dims[ta ? 1 : 0], m->K = a->dims[ta ? 0 : 1], m->N = b->dims[tb ? 0 : 1];
+    m->a[0] = m->M, m->a[1] = m->K;
+    m->b[0] = m->K, m->b[1] = m->N;
+    m->d[0] = m->M, m->d[1] = m->N;
+    m->av = nd->inputs[0], m->bv = nd->inputs[1];
+    m->cv = nd->ninputs > 2 ? nd->inputs[2] : -1;
+}
+
+/* dst = B x alpha x scale[column] (dst may be B itself), row by row of the
+ * stored layout (no division per element for the column). */
+static void fold_weights(float *dst, const float *b, size_t nbytes, const mm_prob *m, const float *scale)
+{
+    const int64_t total = (int64_t)(nbytes / sizeof(float)), w = m->tb ? m->K : m->N, rows = w ? total / w : 0;
+    const double alpha = m->alpha;
+    for (int64_t r = 0; r < rows; r++) {
+        float *y = dst + r * w;
+        const float *x = b + r * w;
+        if (m->tb) { /* [.., N, K]: a stored row is one column */
+            const double s = scale ? scale[r % m->N] : 1.0f;
+            for (int64_t k = 0; k < w; k++) y[k] = (float)(x[k] * alpha * s);
+        } else if (scale)
+            for (int64_t j = 0; j < w; j++) y[j] = (float)(x[j] * alpha * (double)scale[j]);
+        else
+            for (int64_t j = 0; j < w; j++) y[j] = (float)(x[j] * alpha);
+    }
+}
+
+typedef struct fold_ctx {
+    const ts_tensor *B;
+    const mm_prob *m;
+    const float *scale;
+} fold_ctx;
+
+static void fold_in_place(void *ctx)
+{
+    const fold_ctx *c = ctx;
+    fold_weights(c->B->data, c->B->data, c->B->nbytes, c->m, c->scale);
+}
+
+static ts_status make_pd(const xplan *p, int n, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
+                         const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst, const xd_fuse *f, double alpha,
+                         dnnl_primitive_desc_t *pd, ts_error *err)
+{
+    dnnl_primitive_attr_t attr;
+    ts_status st = xd_check(dnnl_primitive_attr_create(&attr), p, n, "attr_create", err);
+    if (st) return st;
+    st = xd_check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), p, n, "scratchpad", err);
+    if (!st && alpha != 1.0) {
+        float a = (float)alpha;
+        st = xd_check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a), p, n, "output scales", err);
+    }
+    if (!st) st = xd_fuse_attr(f, attr, p, n, err);
+    if (!st) {
+        dnnl_matmul_desc_t d;
+        dnnl_status_t ds = dnnl_matmul_desc_init(&d, src, wei, bias, dst);
+        if (ds == dnnl_success) ds = dnnl_primitive_desc_create(pd, &d, attr, p->engine, NULL);
+        st = xd_check(ds, p, n, "matmul", err);
+    }
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+#define MM_CHUNK_BYTES (2048 * 1024) /* a widened chunk at most (unless one 64-column panel is more) */
+
+/* The column-chunk primitive of a half plan's large constant weight (see
+ * mm_state); left out (c->cprim NULL) whenever the shapes or the packed
+ * layout do not allow it. */
+static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m, const dnnl_memory_desc_t *cwei,
+                           bool has_bias, const xd_fuse *f)
+{
+    const int64_t K = m->K, N = m->N;
+    if (!p->half || xplan_skips(p, "half.chunk") || m->r != 2 || m->ta || f->sum_value >= 0 || K % 16 || N % 64 ||
+        (size_t)(K * N) * sizeof(float) < 2 * MM_CHUNK_BYTES)
+        return;
+    dnnl_memory_desc_t whole, src, wei, dst, bmd;
+    if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
+        !dnnl_memory_desc_equal(&whole, cwei))
+        return;
+    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * sizeof(float))) / 64 * 64;
+    if (cols < 64) cols = 64;
+    while (N % cols) cols -= 64;
+    if (cols == N) return;
+    dims_md(&src, 2, m->a, false, false);
+    dnnl_memory_desc_init_by_tag(&wei, 2, (dnnl_dims_t){K, cols}, dnnl_f32, dnnl_BA16a64b);
+    dnnl_memory_desc_init_by_tag(&dst, 2, (dnnl_dims_t){m->M, cols}, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&bmd, 2, (dnnl_dims_t){1, cols}, dnnl_f32, dnnl_ab);
+    dnnl_primitive_desc_t pd = NULL;
+    ts_error e = {0};
+    if (make_pd(p, n, &src, &wei, has_bias ? &bmd : NULL, &dst, f, 1.0, &pd, &e) || xd_pd_is_ref(pd) ||
+        !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &wei) ||
+        dnnl_primitive_create(&c->cprim, pd) != dnnl_success) {
+        c->cprim = NULL;
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        return;
+    }
+    const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const xd_weighted w = {&c->cs, &c->cw, &c->cd, &c->cpad, &c->cb};
+    if (xd_weighted_init(&w, &src, &wei, &dst, cpad, has_bias ? &bmd : NULL, p, n, c->cargs, &c->cnargs, &e)) {
+        dnnl_primitive_destroy(c->cprim);
+        c->cprim = NULL;
+    } else {
+        c->ccols = cols;
+        c->nchunks = (int)(N / cols);
+        c->celems = (size_t)(K * cols);
+        c->rows = m->M;
+        c->coff = xd_round(dnnl_memory_desc_get_size(cpad));
+        c->doff = c->coff + xd_round(c->celems * sizeof(float));
+    }
+    dnnl_primitive_desc_destroy(pd);
+}
+
+size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half)
+{
+    extern const xkernel xk_dnnl_matmul, xk_dnnl_gemm;
+    mm_state *c = s->state;
+    if ((s->k != &xk_dnnl_matmul && s->k != &xk_dnnl_gemm) || !c || !c->cprim || slot != c->wei_in) return 0;
+    c->chalf = half;
+    return c->doff + xd_round((size_t)(c->rows * c->ccols) * sizeof(float));
+}
+
+/* MatMul or Gemm node n with the post-op tail the lowering stage handed
+ * (lower_post.c): whole, its affine folds alone, or nothing; the step
+ * computes all of it or declines (then the stage offers the next). */
+static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = xplan_node(p, n);
+    mm_prob m;
+    if (g->values[nd->inputs[0]].dtype != TS_F32 || g->values[nd->inputs[1]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
+    if (gemm)
+        gemm_prob(g, nd, &m);
+    else if (!matmul_prob(g, nd, &m))
+        return TS_ERR_UNSUPPORTED;
+    const ts_tensor *Bt = xplan_const(p, m.bv), *Ct = m.cv >= 0 ? xplan_const(p, m.cv) : NULL;
+    /* C must be a constant row vector (or scalar): it becomes the bias */
+    if (m.cv >= 0 && (!Ct || Ct->dtype != TS_F32 || (ts_tensor_numel(Ct) != m.N && ts_tensor_numel(Ct) != 1) ||
+                      (Ct->shape.rank == 2 && Ct->shape.dims[0] != 1)))
+        return TS_ERR_UNSUPPORTED;
+    /* with runtime weights, alpha becomes an output scale: then no bias */
+    if (!Bt && m.alpha != 1.0 && m.cv >= 0 && m.beta != 0.0) return TS_ERR_UNSUPPORTED;
+
+    xd_fuse f = p->group->post; /* its scale and shift stay the group's */
+    /* the column scale to fold into the weights: none when every one is 1
+     * (a bias Add alone sets scales of 1 beside its shift: the weights were
+     * copied unchanged, ~90 % of a decoder prompt's plan build, 75 MB) */
+    const float *wscale = NULL;
+    for (int64_t j = 0; f.scale && !wscale && j < m.N; j++)
+        if (f.scale[j] != 1.0f) wscale = f.scale;
+    ts_status st;
+    if (f.scale && !Bt) return TS_ERR_UNSUPPORTED; /* a column scale needs constant weights to fold into */
+    bool has_bias = (m.cv >= 0 && m.beta != 0.0) || f.scale;
+    double out_alpha = Bt ? 1.0 : m.alpha;
+
+    int ab = xplan_plain(p, xplan_value_buf(p, m.av), err);
+    if (ab < 0) return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
+    int bb_in = -1;
+    if (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0)
+        return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
+    /* A 2-D constant B with batched A: one 2-D product (flatten_rows),
+     * unless a blocked residual needs the N-D dst to reorder into */
+    if (!gemm && Bt && Bt->shape.rank == 2 && m.r > 2 &&
+        !(f.sum_value >= 0 && p->bufs[xplan_value_buf(p, f.sum_value)].blocked))
+        flatten_rows(&m);
+    /* A weight shared with another graph (a session re-planning from the
+     * model it keeps: ts_pack_cache's test) is read where it lies, plain,
+     * when nothing is to be folded into it: such a plan is one of many
+     * sizes (a decoder's prompt), packing was ~95 % of its build (6 layers
+     * d512: ~0.45 s of CPU for 90 MB run once) and the packed copy stayed
+     * beside the shared original for the plan's life.  oneDNN copies the
+     * panels it needs per run instead (TSOPT_SKIP=matmul.plain_shared:
+     * packed as any other plan). */
+    bool plain_w = Bt && !p->half && m.alpha == 1.0 && !wscale && g->values[m.bv].constant == Bt &&
+                   xpack_cacheable(p->opts.pack_cache, Bt) && !xplan_skips(p, "matmul.plain_shared");
+    const int r = m.r;
+    dnnl_memory_desc_t src, wei, dst, bmd, *bias = NULL;
+    dims_md(&src, r, m.a, m.ta, false);
+    dims_md(&wei, r, m.b, m.tb, Bt != NULL && !plain_w);
+    dims_md(&dst, r, m.d, false, false);
+    if (has_bias) {
+        dnnl_dims_t bd;
+        for (int i = 0; i < r; i++) bd[i] = 1;
+        bd[r - 1] = m.N;
+        dims_md(&bmd, r, bd, false, false);
+        bias = &bmd;
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
+    if (!st && plain_w && xd_pd_is_ref(pd)) { /* no fast kernel for plain weights: packed */
+        dnnl_primitive_desc_destroy(pd);
+        plain_w = false;
+        dims_md(&wei, r, m.b, m.tb, true);
+        st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
+    }
+    if (st) return st; /* with post-ops: the affine folds alone are offered next */
+    s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
+    mm_state *c = calloc(1, sizeof *c);
+    float *wplain = NULL;
+    void *wpacked = NULL;
+    if (!c) goto nomem;
+    s->state = c;
+    c->stream = p->stream;
+    const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if ((st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
+
+    int wb = bb_in;
+    dnnl_memory_desc_t wsrc;
+    bool consume = false, fold = false;
+    void *wdst = NULL;
+    if (plain_w && (wb = xplan_value_buf(p, m.bv)) < 0) goto nomem;
+    if (plain_w) xpack_note_plain(p->opts.pack_cache);
+    if (Bt && !plain_w) { /* fold alpha and column scales, pre-pack */
+        fold = m.alpha != 1.0 || wscale;
+        /* the graph's own tensor, released after this node: folded in place
+         * and packed last, giving its pages back as it goes (weights_once.c);
+         * else packed now, from a folded copy only when there is something
+         * to fold (a copy beside it held a large FC weight three times) */
+        consume = xweights_once_consumable(p, m.bv, n);
+        if (fold && !consume) {
+            if (!(wplain = xd_alloc(Bt->nbytes))) goto nomem;
+            fold_weights(wplain, Bt->data, Bt->nbytes, &m, wscale);
+        }
+        dims_md(&wsrc, r, m.b, m.tb, false);
+        if (!(wpacked = xd_alloc(dnnl_memory_desc_get_size(cwei)))) goto nomem;
+        if (!consume && (st = xweights_pack(p, n, fold ? wplain : Bt->data, Bt->nbytes, &wsrc, cwei, wpacked, false,
+                                            NULL, NULL, err)))
+            goto fail;
+        free(wplain);
+        wplain = NULL;
+        ts_shape ws = Bt->shape;
+        if ((wb = xd_const_buf(p, cwei, &ws, wpacked)) < 0) goto nomem;
+        wdst = wpacked;
+        wpacked = NULL;
+    }
+    int biasb = -1;
+    if (has_bias) {
+        float *b = xd_alloc(sizeof(float) * (size_t)m.N);
+        if (!b) goto nomem;
+        for (int64_t j = 0; j < m.N; j++) {
+            float cval = Ct && m.beta != 0.0 ? (float)(m.beta * ((const float *)Ct->data)[ts_tensor_numel(Ct) == 1 ? 0 : j])
+                                             : 0.0f;
+            b[j] = f.scale ? cval * f.scale[j] + f.shift[j] : cval;
+        }
+        ts_shape bs = {.rank = 1, .dims = {m.N}};
+        if ((biasb = xd_const_buf(p, bias, &bs, b)) < 0) {
+            free(b);
+            goto nomem;
+        }
+    }
+    /* a plain residual that dies at the fused Add is accumulated onto where
+     * it lies (dnnl_residual.h): no copy into dst */
+    int rb = f.sum_value >= 0 ? xplan_value_buf(p, f.sum_value) : -1, yb = -1;
+    if (rb >= 0 && !p->bufs[rb].blocked) {
+        const int reads[2] = {ab, wb};
+        yb = xd_residual_dst(p, &f, rb, reads, 2);
+        if (yb >= 0) rb = -1; /* read through dst */
+    }
+    if (yb < 0) yb = xplan_value_buf(p, f.out_value);
+    if (yb < 0) goto nomem;
+    if (rb >= 0) {
+        dnnl_memory_desc_t rmd;
+        xd_md_of(&p->bufs[rb], &rmd);
+        if (!p->bufs[rb].blocked) rmd = dst; /* same bytes; the rank may differ (1-D operands) */
+        if ((st = xd_reorder_init(&c->res_r, &rmd, &dst, p, n, err))) goto fail;
+        c->has_sum = true;
+    }
+    s->scratch_bytes = xd_round(dnnl_memory_desc_get_size(cpad));
+    int nin = 2 + (biasb >= 0) + (rb >= 0), k = 0;
+    if ((st = xstep_alloc(s, nin, 1, err))) goto fail;
+    s->in[k++] = ab;
+    c->wei_in = k, s->in[k++] = wb;
+    if (biasb >= 0) c->bias_in = k, s->in[k++] = biasb;
+    if (rb >= 0) c->res_in = k, s->in[k++] = rb;
+    s->out[0] = yb;
+    c->has_bias = biasb >= 0;
+    const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
+    if ((st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
+                               err)))
+        goto fail;
+    if (Bt && !plain_w) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
+    fold_ctx fc = {Bt, &m, wscale};
+    if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
+                                       fold ? fold_in_place : NULL, &fc, err)))
+        goto fail;
+    dnnl_primitive_desc_destroy(pd);
+    return TS_OK;
+
+nomem:
+    st = ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory building the oneDNN kernel", nd->name,
+                      nd->op->name);
+fail:
+    free(wplain);
+    free(wpacked);
+    dnnl_primitive_desc_destroy(pd);
+    mm_destroy(c);
+    s->state = NULL;
+    return st;
+}
+
+static ts_status matmul_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, false, err); }
+static ts_status gemm_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, true, err); }
+
+const xkernel xk_dnnl_matmul = {"dnnl.matmul", matmul_build, mm_run, mm_destroy};
+const xkernel xk_dnnl_gemm = {"dnnl.gemm", gemm_build, mm_run, mm_destroy};

@@ -1,0 +1,407 @@
+/* Data movement on plain buffers of any element type: Transpose, Slice and
+ * Expand are one strided copy (the output walked in row-major order, each
+ * output dim with its input stride), Concat and Gather copy contiguous
+ * blocks with memcpy.  Dims that stay adjacent are merged first, so a
+ * transpose that keeps the last axis, a slice of whole rows or a broadcast
+ * of a row become row memcpys.  Rows are split over threads when large. */
+#include <stdlib.h>
+#include "exec/plan_internal.h"
+#include "vec/vec.h"
+#include "vec/vec_layout.h"
+#include "ops/attrs.h"
+#include "ops/list.h"
+
+/* ------------------------------------------------------- strided copy */
+
+typedef struct mv_state {
+    size_t es;
+    int rank;
+    int64_t dims[TS_MAX_RANK], stride[TS_MAX_RANK]; /* input stride (elements) per output dim */
+    int64_t base, nrows, len, bytes;
+    int threads;
+    /* Concat / Gather */
+    int nin;
+    int64_t outer, inner_bytes, *blk;  /* Concat: bytes per input block; Gather: source row per index */
+    bool relu;                         /* Concat: writes max(x, 0) (its Relu readers fused) */
+    int64_t pieces;                    /* Concat: byte ranges each output row is cut into */
+    int64_t nidx, src_rows;
+} mv_state;
+
+static void mv_free(void *p)
+{
+    mv_state *s = p;
+    if (s) free(s->blk);
+    free(s);
+}
+
+static void strided_setup(mv_state *s, const ts_shape *out, const int64_t *stride)
+{
+    int r = 0;
+    for (int d = 0; d < out->rank; d++) {
+        if (out->dims[d] == 1) continue;
+        if (r > 0 && s->stride[r - 1] == stride[d] * out->dims[d]) {
+            s->dims[r - 1] *= out->dims[d];
+            s->stride[r - 1] = stride[d];
+        } else {
+            s->dims[r] = out->dims[d];
+            s->stride[r++] = stride[d];
+        }
+    }
+    if (r == 0) s->dims[r] = 1, s->stride[r++] = 1;
+    s->rank = r;
+    s->len = s->dims[r - 1];
+    s->nrows = ts_shape_numel(out) / (s->len ? s->len : 1);
+    if (!s->len) s->nrows = 0;
+    s->bytes = ts_shape_numel(out) * (int64_t)s->es;
+}
+
+static void strided_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const mv_state *s = st->state;
+    const char *x = (const char *)in[0] + s->base * (int64_t)s->es;
+    char *y = out[0];
+    const size_t es = s->es;
+    const int64_t len = s->len, is = s->stride[s->rank - 1];
+    (void)scratch;
+    XV_PAR_FOR(row, s->nrows, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
+        int64_t off = 0, r = row;
+        for (int d = s->rank - 2; d >= 0; d--) {
+            off += (r % s->dims[d]) * s->stride[d];
+            r /= s->dims[d];
+        }
+        const char *src = x + off * (int64_t)es;
+        char *dst = y + row * len * (int64_t)es;
+        if (is == 1) {
+            memcpy(dst, src, (size_t)len * es);
+        } else if (es == 4) {
+            for (int64_t i = 0; i < len; i++) ((uint32_t *)dst)[i] = *(const uint32_t *)(src + i * is * 4);
+        } else if (es == 8) {
+            for (int64_t i = 0; i < len; i++) ((uint64_t *)dst)[i] = *(const uint64_t *)(src + i * is * 8);
+        } else {
+            for (int64_t i = 0; i < len; i++) memcpy(dst + i * (int64_t)es, src + i * is * (int64_t)es, es);
+        }
+    });
+}
+
+static mv_state *mv_new(xplan *p, int n, ts_error *err)
+{
+    mv_state *s = xv_state(sizeof *s, err);
+    if (s) {
+        s->es = ts_dtype_size(p->g->values[xplan_node(p, n)->outputs[0]].dtype);
+        s->threads = xv_threads(p);
+    }
+    return s;
+}
+
+/* Binds input 0 and output 0 only (the other inputs are constants read at build). */
+static ts_status bind_first(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    return xv_step_unary(p, n, st, xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err), NULL, err);
+}
+
+static ts_status transpose_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
+        return TS_ERR_UNSUPPORTED;
+    const ts_transpose_attrs *a = nd->attrs;
+    const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
+    int64_t xst[TS_MAX_RANK], stride[TS_MAX_RANK];
+    ts_shape_strides(xs, xst);
+    for (int d = 0; d < ys->rank; d++) {
+        int64_t pd = a->nperm < 0 ? ys->rank - 1 - d : a->perm[d];
+        if (pd < 0 || pd >= xs->rank) return TS_ERR_UNSUPPORTED;
+        stride[d] = xst[pd];
+    }
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    strided_setup(s, ys, stride);
+    return bind_first(p, n, st, err);
+}
+
+/* Constant int64/int32 input i of node n into out (count in *cnt); false if absent/not constant. */
+static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, int max, int *cnt)
+{
+    if (i >= nd->ninputs || nd->inputs[i] < 0) return false;
+    const ts_tensor *t = xplan_const(p, nd->inputs[i]);
+    if (!t || (t->dtype != TS_I64 && t->dtype != TS_I32) || ts_tensor_numel(t) > max) return false;
+    *cnt = (int)ts_tensor_numel(t);
+    for (int k = 0; k < *cnt; k++) out[k] = ts_tensor_get_i64(t, k);
+    return true;
+}
+
+/* The dense permuted layout (vec_layout.h) that input 0 of node nd and
+ * every further input in [1, nshared) have in common, for a result that may
+ * keep it (not a graph output, float32): false when it is plain or they
+ * differ. */
+static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
+{
+    const ts_value *y = &p->g->values[nd->outputs[0]];
+    if (y->dtype != TS_F32 || y->shape.rank < 2 || ts_graph_is_output(p->g, nd->outputs[0])) return false;
+    for (int j = 0; j < nshared; j++) {
+        int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
+        if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xbuf_dense_order(&p->bufs[b], o))
+            return false;
+        if (j == 0)
+            memcpy(order, o, sizeof o);
+        else if (memcmp(order, o, sizeof o))
+            return false;
+    }
+    return !xbuf_order_plain(order, y->shape.rank);
+}
+
+/* A dense permuted input (vec_layout.h) is sliced in its own order and the
+ * result keeps it. */
+static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
+        return TS_ERR_UNSUPPORTED;
+    const ts_slice_attrs *a = nd->attrs;
+    const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
+    int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK], steps[TS_MAX_RANK];
+    int ns = a->nstarts, ne = a->nends, na = a->naxes, nst = -1;
+    memcpy(starts, a->starts, sizeof starts);
+    memcpy(ends, a->ends, sizeof ends);
+    memcpy(axes, a->axes, sizeof axes);
+    if (nd->ninputs > 1) { /* opset 10+: everything is an input, and must be constant here */
+        if (!const_ints(p, nd, 1, starts, TS_MAX_RANK, &ns) || !const_ints(p, nd, 2, ends, TS_MAX_RANK, &ne))
+            return TS_ERR_UNSUPPORTED;
+        if (!const_ints(p, nd, 3, axes, TS_MAX_RANK, &na)) {
+            if (nd->ninputs > 3 && nd->inputs[3] >= 0) return TS_ERR_UNSUPPORTED;
+            na = -1;
+        }
+        if (!const_ints(p, nd, 4, steps, TS_MAX_RANK, &nst)) {
+            if (nd->ninputs > 4 && nd->inputs[4] >= 0) return TS_ERR_UNSUPPORTED;
+            nst = -1;
+        }
+    }
+    if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return TS_ERR_UNSUPPORTED;
+    int64_t xst[TS_MAX_RANK], stride[TS_MAX_RANK], base = 0;
+    int order[TS_MAX_RANK];
+    bool keep = common_order(p, nd, 1, order);
+    if (keep) {
+        int64_t e = 1;
+        for (int k = xs->rank - 1; k >= 0; k--) xst[order[k]] = e, e *= xs->dims[order[k]];
+    } else {
+        ts_shape_strides(xs, xst);
+    }
+    for (int d = 0; d < xs->rank; d++) stride[d] = xst[d];
+    for (int i = 0; i < ns; i++) { /* the same clamping as src/ops/slice.c */
+        int d;
+        if (!ts_axis_norm(na >= 0 ? axes[i] : i, xs->rank, &d)) return TS_ERR_UNSUPPORTED;
+        int64_t dim = xs->dims[d], s0 = starts[i], step = nst >= 0 ? steps[i] : 1;
+        if (step == 0) return TS_ERR_UNSUPPORTED;
+        if (s0 < 0) s0 = s0 < -dim ? -1 - dim : s0 + dim;
+        if (step > 0)
+            s0 = s0 < 0 ? 0 : s0 > dim ? dim : s0;
+        else
+            s0 = s0 < 0 ? -1 : s0 > dim - 1 ? dim - 1 : s0;
+        if (ys->dims[d] > 0) base += s0 * xst[d];
+        stride[d] = xst[d] * step;
+    }
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->base = base;
+    if (!keep) {
+        strided_setup(s, ys, stride);
+        return bind_first(p, n, st, err);
+    }
+    /* walk the output in its physical order */
+    ts_shape yp = *ys;
+    int64_t sp[TS_MAX_RANK];
+    for (int k = 0; k < ys->rank; k++) yp.dims[k] = ys->dims[order[k]], sp[k] = stride[order[k]];
+    strided_setup(s, &yp, sp);
+    return xv_step_unary(p, n, st, xplan_value_buf(p, nd->inputs[0]), order, err);
+}
+
+static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
+    const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
+    int64_t stride[TS_MAX_RANK];
+    ts_shape_bcast_strides(xs, ys, stride);
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    strided_setup(s, ys, stride);
+    return bind_first(p, n, st, err);
+}
+
+/* -------------------------------------------------------------- Concat */
+
+XV_CLONES static void relu_copy(float *restrict dst, const float *restrict src, int64_t n)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i] > 0 ? src[i] : 0.0f;
+}
+
+/* Output bytes [lo, hi) of one row of the concatenation. */
+static void concat_range(const mv_state *s, void *const *in, int64_t o, int64_t lo, int64_t hi, char *row)
+{
+    int64_t at = 0;
+    for (int j = 0; j < s->nin && at < hi; at += s->blk[j], j++) {
+        int64_t a = lo > at ? lo : at, b = hi < at + s->blk[j] ? hi : at + s->blk[j];
+        if (a >= b) continue;
+        const char *src = (const char *)in[j] + o * s->blk[j] + (a - at);
+        if (s->relu)
+            relu_copy((float *)(row + a), (const float *)src, (b - a) / (int64_t)sizeof(float));
+        else
+            memcpy(row + a, src, (size_t)(b - a));
+    }
+}
+
+/* Work items are pieces of rows: with few rows (a batch-1 NCHW concat on
+ * the channel axis is one row) a row is cut into `pieces` byte ranges, so
+ * both threads copy. */
+static void concat_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const mv_state *s = st->state;
+    char *y = out[0];
+    const int64_t pieces = s->pieces, items = s->outer * pieces, unit = s->relu ? (int64_t)sizeof(float) : 1;
+    (void)scratch;
+    XV_PAR_FOR(it, items, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
+        int64_t o = it / pieces, k = it % pieces;
+        int64_t lo = s->inner_bytes / unit * k / pieces * unit, hi = s->inner_bytes / unit * (k + 1) / pieces * unit;
+        concat_range(s, in, o, lo, hi, y + o * s->inner_bytes);
+    });
+}
+
+/* Inputs in one dense permuted layout (channels-last conv outputs) are
+ * concatenated in it: the same block copies over the physical dims, with
+ * the concat axis at its physical position; the result keeps the layout. */
+static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    const ts_value *y = &p->g->values[nd->outputs[0]];
+    int axis;
+    if (y->dtype == TS_MODP) return TS_ERR_UNSUPPORTED;
+    if (!ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, y->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    for (int j = 0; j < nd->ninputs; j++) /* declined before the plan is touched */
+        if (nd->inputs[j] < 0) return TS_ERR_UNSUPPORTED;
+    int order[TS_MAX_RANK], pax = axis;
+    bool keep = common_order(p, nd, nd->ninputs, order);
+    if (!keep)
+        for (int d = 0; d < y->shape.rank; d++) order[d] = d;
+    for (int k = 0; k < y->shape.rank; k++)
+        if (order[k] == axis) pax = k;
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->nin = nd->ninputs;
+    if (!(s->blk = calloc((size_t)s->nin + 1, sizeof *s->blk)))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    s->outer = 1;
+    for (int k = 0; k < pax; k++) s->outer *= y->shape.dims[order[k]];
+    int64_t inner = (int64_t)s->es;
+    for (int k = pax + 1; k < y->shape.rank; k++) inner *= y->shape.dims[order[k]];
+    s->inner_bytes = inner * y->shape.dims[axis];
+    s->bytes = s->outer * s->inner_bytes;
+    s->pieces = 1;
+    if (s->outer < 2 * s->threads) { /* pieces of at least 64 KiB, a few per thread */
+        s->pieces = s->inner_bytes >> 16;
+        s->pieces = s->pieces < 1 ? 1 : s->pieces > 4 * s->threads ? 4 * s->threads : s->pieces;
+    }
+    if (xstep_alloc(st, nd->ninputs, 1, err)) return err->code;
+    for (int j = 0; j < nd->ninputs; j++) {
+        s->blk[j] = inner * p->g->values[nd->inputs[j]].shape.dims[axis];
+        int b = xplan_value_buf(p, nd->inputs[j]);
+        if ((st->in[j] = keep ? b : xplan_plain(p, b, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
+    }
+    /* the Relus reading the result, when they are all its readers
+     * (lower_concat.c): max(x, 0) written once, every Relu's value */
+    const xgroup *gr = p->group;
+    s->relu = gr->nrelu > 0;
+    st->out[0] = xplan_value_buf(p, gr->y);
+    if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    for (int k = 1; k < gr->nrelu; k++) xplan_bind_value(p, gr->relu_y[k], st->out[0]);
+    if (keep) xv_set_order(p, st->out[0], order);
+    return TS_OK;
+}
+
+/* -------------------------------------------------------------- Gather */
+
+static void gather_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const mv_state *s = st->state;
+    const char *x = in[0];
+    char *y = out[0];
+    (void)scratch;
+    XV_PAR_FOR(o, s->outer, s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
+        for (int64_t k = 0; k < s->nidx; k++)
+            memcpy(y + (o * s->nidx + k) * s->inner_bytes, x + (o * s->src_rows + s->blk[k]) * s->inner_bytes,
+                   (size_t)s->inner_bytes);
+    });
+}
+
+/* One index into a tensor whose dims before the axis are all 1 (Swin's
+ * q, k, v = qkv[0], qkv[1], qkv[2] of a [3, windows, heads, 49, 32]) picks
+ * one contiguous block: the result is a view at that offset, no copy.  The
+ * step stays (it names the node in profiles) and moves nothing. */
+static ts_status gather_view(xplan *p, int n, xstep *st, int64_t offset, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    mv_state *s = st->state;
+    int src = xplan_plain(p, xplan_value_buf(p, nd->inputs[0]), err);
+    if (src < 0) return err->code ? err->code : TS_ERR_INVALID;
+    const ts_value *ov = &p->g->values[nd->outputs[0]];
+    int a = xplan_new_buf(p, nd->outputs[0], ov->dtype, &ov->shape);
+    if (a < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    p->bufs[a].kind = XB_ALIAS;
+    p->bufs[a].alias_of = xbuf_root(p, src);
+    p->bufs[a].offset = xbuf_alias_offset(p, src) + offset;
+    xplan_bind_value(p, nd->outputs[0], a);
+    s->nidx = 0; /* gather_run copies nothing */
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = src;
+    st->out[0] = a;
+    return TS_OK;
+}
+
+/* Constant indices only: they are checked here once, while a run cannot
+ * report an index out of range (the reference kernel does). */
+static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    const ts_value *x = &p->g->values[nd->inputs[0]];
+    const ts_tensor *idx = xplan_const(p, nd->inputs[1]);
+    int axis;
+    if (x->dtype == TS_MODP || !idx ||
+        (idx->dtype != TS_I64 && idx->dtype != TS_I32))
+        return TS_ERR_UNSUPPORTED;
+    if (!ts_axis_norm(((const ts_gather_attrs *)nd->attrs)->axis, x->shape.rank, &axis)) return TS_ERR_UNSUPPORTED;
+    int64_t dim = x->shape.dims[axis], ni = ts_tensor_numel(idx);
+    for (int64_t k = 0; k < ni; k++) {
+        int64_t v = ts_tensor_get_i64(idx, k);
+        if (v < -dim || v >= dim) return TS_ERR_UNSUPPORTED; /* the reference reports it */
+    }
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    if (!(s->blk = malloc(sizeof *s->blk * (size_t)(ni + 1))))
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    for (int64_t k = 0; k < ni; k++) {
+        int64_t v = ts_tensor_get_i64(idx, k);
+        s->blk[k] = v < 0 ? v + dim : v;
+    }
+    s->nidx = ni;
+    s->src_rows = dim;
+    s->outer = 1;
+    for (int d = 0; d < axis; d++) s->outer *= x->shape.dims[d];
+    s->inner_bytes = (int64_t)s->es;
+    for (int d = axis + 1; d < x->shape.rank; d++) s->inner_bytes *= x->shape.dims[d];
+    s->bytes = s->outer * ni * s->inner_bytes;
+    if (s->outer == 1 && ni == 1 && !ts_graph_is_output(p->g, nd->outputs[0]))
+        return gather_view(p, n, st, s->blk[0] * s->inner_bytes, err);
+    return bind_first(p, n, st, err);
+}
+
+const xkernel xk_vec_transpose = {"vec.transpose", transpose_build, strided_run, mv_free};
+const xkernel xk_vec_slice = {"vec.slice", slice_build, strided_run, mv_free};
+const xkernel xk_vec_expand = {"vec.expand", expand_build, strided_run, mv_free};
+const xkernel xk_vec_concat = {"vec.concat", concat_build, concat_run, mv_free};
+const xkernel xk_vec_gather = {"vec.gather", gather_build, gather_run, mv_free};
