@@ -888,27 +888,6 @@ double ts_cost_node(ts_costdb *db, const ts_graph *g, int n, bool measure)
     return ms;
 }
 
-/* Heads of g's non-view groups with neither an in-plan nor an in-context
- * time cached; returns their count (-1: out of memory), *ngroups the
- * number of non-view groups. */
-static int uncosted(ts_costdb *db, const ts_graph *g, const int *group_of, int *heads, int *ngroups)
-{
-    int k = 0;
-    *ngroups = 0;
-    for (int n = 0; n < g->nnodes; n++) {
-        if (group_of[n] != n || g->nodes[n].dead || xcost_is_free(&g->nodes[n])) continue;
-        bool plan, ctx;
-        char *key = xcost_group_key(g, group_of, n);
-        if (!key) return -1;
-        plan = get_prefixed(db, XCOST_PLAN_PREFIX, key) != NULL;
-        ctx = !plan && get_prefixed(db, XCOST_CTX_PREFIX, key) != NULL;
-        free(key);
-        ++*ngroups;
-        if (!plan && !ctx) heads[k++] = n;
-    }
-    return k;
-}
-
 /* Times g's whole plan step by step (when some group lacks an in-plan
  * time): up to 20 runs after 2 warm-ups, at least 5, stopping after ~2 s. */
 static ts_status prime(ts_costdb *db, const ts_graph *g, const int *group_of, ts_error *err)
@@ -1004,16 +983,6 @@ static ts_status measure_heads(ts_costdb *db, const ts_graph *g, const int *grou
 out:
     free(up);
     free(cl);
-    return st;
-}
-
-ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err)
-{
-    int ng = 0, *heads = malloc(sizeof *heads * ((size_t)g->nnodes + 1));
-    int k = heads ? uncosted(db, g, group_of, heads, &ng) : -1;
-    ts_status st = k < 0 ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
-                         : measure_heads(db, g, group_of, heads, k, ntimed, err);
-    free(heads);
     return st;
 }
 

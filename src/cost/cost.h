@@ -158,15 +158,9 @@ typedef struct xcost_ctx_stats {
  * time, and what the measurement took.  See cost_ctx.c. */
 ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_of, const int *heads, int nheads,
                             double *head_ms, xcost_ctx_stats *r, ts_error *err);
-/* Times in context every non-view group of g with neither an in-plan nor
- * an in-context time cached: each cluster of such groups joined by values
- * (one produces, the other reads) as one neighbourhood, a cluster of more
- * than XCOST_CTX_MAX_GROUPS groups in pieces of that many.  *ntimed: groups
- * timed.  A piece that fails is left to the caller's fallback (per group);
- * returns the last failure.  (ts_cost_graph times only one group per
- * key.) */
+/* Groups timed in context in one plan at most (a cluster of groups joined by
+ * values is timed in pieces of this many: measure_heads, cost.c). */
 #define XCOST_CTX_MAX_GROUPS 4
-ts_status xcost_measure_missing(ts_costdb *db, const ts_graph *g, const int *group_of, int *ntimed, ts_error *err);
 /* ts_cost_graph(db, g, true) without its safety net (priming a graph none
  * of whose groups the cache knows): every missing group is timed in
  * context, as a rewrite's are (`tsopt profile --predict --with`). */

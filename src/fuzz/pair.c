@@ -67,8 +67,6 @@ void ts_fuzz_rules_free(ts_fuzz_rules *r)
     free(r);
 }
 
-int ts_fuzz_rules_count(const ts_fuzz_rules *r) { return r ? r->n : 0; }
-
 void ts_fuzz_rules_set_rounds(void *rules, int rounds) { ((ts_fuzz_rules *)rules)->rounds = rounds; }
 
 ts_status ts_fuzz_pair_make(void *rules, const ts_graph *g, uint64_t seed, ts_fuzz_pair *out, ts_error *err)

@@ -63,8 +63,6 @@ bool ts_fuzz_plant_known(const char *name)
     return !strcmp(name, "transpose-add") || !strcmp(name, "optimizer-transpose-add") || !strcmp(name, "relu-abs");
 }
 
-const ts_fuzz_target_opts *ts_fuzz_target_options(const ts_fuzz_target *t) { return &t->o; }
-
 /* Whether an executable named name is on $PATH. */
 static bool on_path(const char *name)
 {

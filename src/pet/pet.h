@@ -64,8 +64,6 @@ int ts_pet_degree(const ts_graph *prog);
  * are activations or weights in linear slots (map[k] = value id in g of
  * program input k, nmap of them); coefficient constants copied. */
 ts_graph *ts_pet_program_of_node(const ts_graph *g, int n, int *map, int *nmap, ts_error *err);
-/* A new empty program with the same inputs (names, dtypes, shapes) as p. */
-ts_graph *ts_pet_program_like(const ts_graph *p, ts_error *err);
 
 /* Builders on a program (or a whole graph); each returns the output value
  * id or -1 with err set.  Node names are unique in g. */

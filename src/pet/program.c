@@ -52,23 +52,6 @@ fail:
     return NULL;
 }
 
-ts_graph *ts_pet_program_like(const ts_graph *q, ts_error *err)
-{
-    ts_graph *p = ts_graph_new("pet", q->opset);
-    if (!p) {
-        ts_error_set(err, TS_ERR_NOMEM, "out of memory building a PET program");
-        return NULL;
-    }
-    for (int k = 0; k < q->ninputs; k++) {
-        const ts_value *v = &q->values[q->inputs[k]];
-        if (ts_graph_add_input(p, v->name, v->dtype, &v->shape, err) < 0) {
-            ts_graph_free(p);
-            return NULL;
-        }
-    }
-    return p;
-}
-
 static const char *node_name(const ts_graph *g, const char *op, char *buf, size_t n)
 {
     char prefix[48];

@@ -238,9 +238,6 @@ ts_status gen_enumerate(const gen_world *w, const gen_config *cfg, gen_graph **o
 /* Output terms of a graph (its unconsumed tensors), as expressions; *nout
  * of them, sorted by the mod-p hash of their values.  NULL on no memory. */
 ts_rexpr **gen_graph_terms(const gen_world *w, const gen_graph *g, int *nout);
-/* Fingerprint of a graph's outputs replayed on shape set 1 (mod p); a
- * fixed value when an operator's shapes do not fit there. */
-uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g);
 
 /* Candidate pairs from the sorted records (fingerprint classes of both
  * shape sets, duplicate DAGs and TASO's syntactic rejections removed, the

@@ -123,15 +123,6 @@ static uint64_t replay_fp(replay *r, const gen_graph *g)
     return combine(hs, n);
 }
 
-uint64_t gen_graph_fp2(const gen_world *w, const gen_graph *g)
-{
-    replay r;
-    if (!replay_init(&r, w, 1, GEN_MODP)) return 0;
-    uint64_t fp = replay_fp(&r, g);
-    free(r.pool);
-    return fp;
-}
-
 /* ---- syntactic checks on records ---- */
 
 /* Hash of the DAG a graph computes, independent of the order its
