@@ -190,18 +190,6 @@ ts_graph *cli_load_model(const char *path, const cli_binds *bs)
     return g;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double cli_sort_median(double *t, long n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
 void cli_fill_random_input(ts_tensor *t, uint64_t *rng)
 {
     if (ts_dtype_is_float(t->dtype))

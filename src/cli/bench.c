@@ -238,7 +238,7 @@ int cli_bench(int argc, char **argv)
     }
     double build_ms = ts_clock_ms() - t0;
     /* Timed runs in rounds of about BENCH_ROUND_MS, each bracketed by the
-     * disturbance evidence of opt/measure.c (run delay, CPU share, other
+     * disturbance evidence of measure/rounds.c (run delay, CPU share, other
      * runnable tasks, steal, collapse): the runs of undisturbed rounds give
      * quiet_median_ms, the one to compare across processes. */
     bench_runs br;
@@ -264,7 +264,7 @@ int cli_bench(int argc, char **argv)
     if (!used.threads) used.threads = omp_get_num_procs(); /* the plan's default */
     quiet_stats q = {0};
     if (!bench_runs_quiet(&br, used.threads, &q)) goto oom;
-    double med = cli_sort_median(br.t, br.n);
+    double med = ts_median(br.t, br.n);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
     report(&a, &used, &st, br.t, br.n, med, build_ms, &q);

@@ -1,14 +1,14 @@
 /* tsopt bench's pieces shared by its two forms: one model (bench.c) and
  * one model against another in the same process (bench_against.c).  The
  * timed runs of a model come in rounds of about BENCH_ROUND_MS, each
- * bracketed by the disturbance evidence of opt/measure.c
+ * bracketed by the disturbance evidence of measure/rounds.c
  * (bench_rounds.c); the two forms differ only in which plan a round runs. */
 #ifndef TS_CLI_BENCH_H
 #define TS_CLI_BENCH_H
 
 #include <stdbool.h>
 #include "cli/cli.h"
-#include "opt/measure.h"
+#include "measure/rounds.h"
 
 typedef struct bench_args {
     const char *model;

@@ -8,7 +8,7 @@
  * per model, A B then B A (each model goes first equally often), put both
  * models under the same shifts; a round's ratio (A's round median over
  * B's) then shows the noise that remains.  The rounds and their judging
- * are tsopt bench's own (bench_rounds.c, opt/measure.c); a pair of rounds
+ * are tsopt bench's own (bench_rounds.c, measure/rounds.c); a pair of rounds
  * counts as undisturbed when both its halves are, as in the optimizer's
  * keep decision (ts_measure_judge). */
 #include <math.h>
@@ -238,10 +238,10 @@ int bench_against(const bench_args *a)
             cli_error(CLI_FAIL, "out of memory");
             goto done;
         }
-        s[k].med = cli_sort_median(s[k].br.t, s[k].br.n);
+        s[k].med = ts_median(s[k].br.t, s[k].br.n);
         ts_plan_stats_get(s[k].plan, &s[k].st);
     }
-    cli_sort_median(ratio, pairs);
+    ts_median(ratio, pairs);
     double speedup = s[0].med / s[1].med;
     double quiet_speedup = quiet_pairs ? s[0].q.median_ms / s[1].q.median_ms : NAN;
     double rmin = ratio[0], rmax = ratio[pairs - 1];

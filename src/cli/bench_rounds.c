@@ -1,5 +1,5 @@
 /* tsopt bench's timed runs in rounds (bench.h): each round of about
- * BENCH_ROUND_MS is bracketed by the disturbance evidence of opt/measure.c
+ * BENCH_ROUND_MS is bracketed by the disturbance evidence of measure/rounds.c
  * (run delay, CPU share, other runnable tasks, steal, collapse), judged by
  * ts_measure_judge_runs; the runs of undisturbed rounds give the quiet
  * median.  Shared by the one-model bench and --against, so that both read
@@ -76,7 +76,7 @@ bool bench_round_close(bench_runs *b)
         double *c = malloc(sizeof *c * (size_t)k);
         if (!c) return false;
         memcpy(c, b->t + first, sizeof *c * (size_t)k);
-        x->med_ms = cli_sort_median(c, k);
+        x->med_ms = ts_median(c, k);
         x->min_ms = c[0];
         free(c);
     }
@@ -111,7 +111,7 @@ bool bench_runs_collect(const bench_runs *b, quiet_stats *q)
         for (long i = b->rfirst[r]; i < b->rfirst[r + 1]; i++) c[q->runs++] = b->t[i];
     }
     if (q->runs) {
-        q->median_ms = cli_sort_median(c, q->runs);
+        q->median_ms = ts_median(c, q->runs);
         q->min_ms = c[0];
     }
     free(c);

@@ -96,9 +96,6 @@ void cli_progress_start(cli_progress *p, const char *what, const char *unit, lon
 void cli_progress_update(cli_progress *p, long done);
 void cli_progress_end(cli_progress *p, long done);
 
-/* Monotonic clock in milliseconds, for timing runs. */
-/* Sorts the n > 0 times ascending (min first, max last) and returns their median. */
-double cli_sort_median(double *t, long n);
 /* Seeded random input values, the same in every subcommand that makes them
  * up: floats uniform in [-1, 1), integers in [0, 10] (so indices stay valid
  * for small tables), bools 0/1. */

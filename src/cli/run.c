@@ -12,6 +12,7 @@
 #include "api/value_inputs.h"
 #include "cli/cli.h"
 #include "ir/ir.h"
+#include "measure/rounds.h"
 #include "util/clock.h"
 
 static const char USAGE[] =
@@ -275,7 +276,7 @@ static int run_by_value(const run_args *a)
     }
     /* the first run also loaded and planned the model: the median of one
      * run includes that */
-    double med = cli_sort_median(times, a->iters);
+    double med = ts_median(times, a->iters);
     printf("time: %.3f ms per run (median of %ld, fast runtime, loaded at the inputs' values)\n", med, a->iters);
     if (a->save_inputs && !save_all(a->save_inputs, names, in, nin)) goto done;
     if (a->save_outputs && !save_all(a->save_outputs, names + nin, out, nout)) goto done;
@@ -356,7 +357,7 @@ int cli_run(int argc, char **argv)
         out[o] = c;
         print_output(g->values[g->outputs[o]].name, c);
     }
-    double med = cli_sort_median(times, a.iters);
+    double med = ts_median(times, a.iters);
     printf("time: %.3f ms per run (median of %ld, %s)\n", med, a.iters,
            a.reference ? "reference interpreter, float32" : "fast runtime");
     if ((a.save_inputs || a.save_outputs) && !(names = value_names(g, nin, nout))) {

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "cost/cost.h"
+#include "measure/rounds.h"
 #include "exec/roofline.h"
 #include "measure/step_timer.h"
 #include "util/cpu_id.h"
@@ -250,12 +251,6 @@ void ts_costdb_free(ts_costdb *db)
 
 /* ---------------------------------------------------------- measuring */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Seeded random inputs and output tensors for timing g (in/out: arrays of
  * g's input/output count, zeroed; filled even on error, for the caller to
  * free).  Integer inputs stay 0: always a valid index, whatever the table
@@ -321,8 +316,7 @@ static ts_status time_graph(const ts_graph *g, int warmup, int iters, double bud
         if (n >= 3 && ts_clock_ms() - start > budget_ms) break;
     }
     if (!st) {
-        qsort(t, (size_t)n, sizeof *t, cmp_double);
-        *ms = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+        *ms = ts_median(t, n); /* sorts t */
         if (min_ms) *min_ms = t[0];
     }
 done:

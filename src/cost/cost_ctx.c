@@ -38,13 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cost/cost.h"
+#include "measure/rounds.h"
 #include "measure/step_timer.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Value -> consuming nodes, as compressed rows. */
 typedef struct uses {
@@ -582,8 +577,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
                 r->nodes, ns, runs, (double)evict / (1 << 20));
     for (int i = 0; i < ns; i++) {
         for (int it = 0; it < runs; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
-        qsort(col, (size_t)runs, sizeof *col, cmp_double);
-        double med = runs % 2 ? col[runs / 2] : (col[runs / 2 - 1] + col[runs / 2]) / 2;
+        double med = ts_median(col, runs);
         if (debug) {
             int sn = xplan_step_node(plan, i), gn = sn >= 0 ? c.gnode[sn] : -1;
             fprintf(stderr, "  step %3d %-14s %-32s %s %.4f ms%s\n", i, xplan_step_kernel(plan, i),

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cost/cost.h"
+#include "measure/rounds.h"
 #include "measure/step_timer.h"
 #include "measure/wait_policy.h"
 
@@ -52,18 +53,6 @@ int xcost_keep_runs(const unsigned char *kind, int n, double *t, int ns, double 
         k++;
     }
     return k;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 typedef struct kms {
@@ -216,14 +205,14 @@ static ts_status time_plan(ts_costdb *db, const ts_graph *g, int warmup, int ite
         for (int i = 0; i < ns; i++) tot += t[(size_t)it * (size_t)ns + (size_t)i];
         col[it] = tot;
     }
-    r->steps_ms = median(col, iters);
+    r->steps_ms = ts_median(col, iters);
     for (int i = 0; i < ns; i++) {
         for (int it = 0; it < iters; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
-        sm[i] = median(col, iters);
+        sm[i] = ts_median(col, iters);
         r->medians_ms += sm[i];
     }
-    r->run_ms = median(run, iters);
-    r->plain_ms = paired ? median(plain, iters) : 0;
+    r->run_ms = ts_median(run, iters);
+    r->plain_ms = paired ? ts_median(plain, iters) : 0;
     for (int n = 0; n < nn; n++) slot[n] = -1;
     int ng = 0;
     for (int n = 0; n < nn; n++)

@@ -71,10 +71,10 @@ enum { TS_WAIT_SPIN = 0, TS_WAIT_SLEEP = 1 };
 #define TS_WAIT_WINDOW_MS 10.0
 /* Spinning stops when the team's threads together waited for a CPU more
  * than this share of the wall time (undisturbed: 0.2-0.6%; beside one busy
- * loop with spinning threads 30% and more: docs/runtime.md; the measure of
- * opt/measure.c).  Summed, not averaged over the threads: a region ends
- * with its last thread, so one thread that waits stalls the whole team,
- * however large. */
+ * loop with spinning threads 30% and more: docs/runtime.md; rounds.c
+ * judges a round's run delay by it too).  Summed, not averaged over the
+ * threads: a region ends with its last thread, so one thread that waits
+ * stalls the whole team, however large. */
 #define TS_WAIT_DELAY_MAX 0.08
 /* ... in this many windows in a row. */
 #define TS_WAIT_STRIKES 2

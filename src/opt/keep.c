@@ -1,15 +1,10 @@
 /* The keep decision on alternating rounds (keep.h). */
 #include <math.h>
 #include <stdlib.h>
+#include "measure/rounds.h"
 #include "opt/keep.h"
 
 #define WALSH_MAX (TS_KEEP_MAX_ROUNDS * (TS_KEEP_MAX_ROUNDS + 1) / 2)
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The largest c with P(T+ <= c) <= alpha under the null (T+ the sum of the
  * ranks 1..n given a + sign, each sign a fair coin), or -1 when even
@@ -45,8 +40,7 @@ void ts_keep_hl_bound(const double *x, int n, double alpha, double *estimate, do
     int m = 0;
     for (int i = 0; i < n; i++)
         for (int j = i; j < n; j++) w[m++] = (x[i] + x[j]) / 2;
-    qsort(w, (size_t)m, sizeof *w, cmp_double);
-    *estimate = m % 2 ? w[m / 2] : (w[m / 2 - 1] + w[m / 2]) / 2;
+    *estimate = ts_median(w, m); /* sorts w */
     /* P(theta >= the (c+1)-th largest average) = P(T+ <= c) <= alpha */
     int c = critical(n, alpha);
     *upper = c < 0 ? INFINITY : w[m - 1 - c];

@@ -1,4 +1,4 @@
-/* The keep decision under load (src/opt/measure.c): the judgment over
+/* The keep decision under load (src/opt/measure.c, src/measure/rounds.c): the judgment over
  * recorded rounds is tested on synthetic samples, so nothing here depends
  * on how fast or how busy the machine is; the one test that times real
  * plans checks only facts that hold under any load. */
