@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tsopt.h"
+#include "onnx/model_copy.h"
 #include "util/path.h"
 
 static ts_status number(const char *key, const char *value, double *out, ts_error *err)
@@ -113,7 +114,7 @@ ts_status ts_optimize_file(const char *src, const char *dst, const ts_input_bind
     ts_model_io_free(io);
     if (!nall) o.source_path = src; /* as the CLI: the file as ORT loads it */
     if (!st) st = ts_optimize(g, &o, &res, err);
-    if (!st) st = res.copy_source ? ts_path_copy(src, dst, err) : ts_onnx_save_with(res.graph, dst, &so, err);
+    if (!st) st = res.copy_source ? ts_onnx_copy_model(res.graph, src, dst, err) : ts_onnx_save_with(res.graph, dst, &so, err);
     if (!st && !(*json = ts_optimize_result_json(&res, src, dst)))
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory writing the optimize result");
     ts_optimize_result_free(&res);

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "ir/meta.h"
 #include "opt/report.h"
+#include "onnx/model_copy.h"
 #include "util/path.h"
 
 static const char USAGE[] =
@@ -204,7 +205,7 @@ int cli_optimize(int argc, char **argv)
     }
     /* a kept model is the user's file unchanged, even with --external-data
      * (a file that holds its weights is under protobuf's 2 GB) */
-    if ((res.copy_source ? ts_path_copy(model, out, &err) : ts_onnx_save_with(res.graph, out, &save_opts, &err)) ||
+    if ((res.copy_source ? ts_onnx_copy_model(res.graph, model, out, &err) : ts_onnx_save_with(res.graph, out, &save_opts, &err)) ||
         (report && ts_opt_report_write(report, model, out, g, &o, &res, &err))) {
         if (report) remove(out); /* written together or not at all */
         rc = cli_error_from(CLI_USAGE, &err);

@@ -60,6 +60,8 @@ void ts_model_meta_unref(ts_model_meta *m)
     for (int i = 0; i < m->nliterals; i++) ts_tensor_unref(m->literals[i]);
     free(m->literals);
     ts_opaque_table_free(m->opaque);
+    for (int i = 0; i < m->nexternal; i++) free(m->external[i]);
+    free(m->external);
     free(m);
 }
 

@@ -87,6 +87,11 @@ typedef struct ts_model_meta {
     /* import folded only small constants: folding everything made the
      * weights more than 10% larger than the file's (docs/onnx-models.md) */
     bool small_folds;
+    /* the distinct external-data locations of the file's initializers
+     * (relative to its folder): a model written as its file's bytes is
+     * only whole with them beside it (ts_onnx_copy_model) */
+    char **external;
+    int nexternal;
 } ts_model_meta;
 
 /* A zeroed record holding one reference; NULL when out of memory. */

@@ -1018,6 +1018,26 @@ static void syms_record(ts_model_meta *m, bool *bad)
     }
 }
 
+/* Adds tp's external-data location to m->external once (a model written
+ * as its file's bytes needs each of them beside it). */
+static void external_note(ts_model_meta *m, const Onnx__TensorProto *tp, bool *bad)
+{
+    const char *loc = NULL;
+    for (size_t i = 0; i < tp->n_external_data; i++)
+        if (tp->external_data[i]->key && !strcmp(tp->external_data[i]->key, "location"))
+            loc = tp->external_data[i]->value;
+    if (!loc || !*loc || *bad) return;
+    for (int i = 0; i < m->nexternal; i++)
+        if (!strcmp(m->external[i], loc)) return;
+    char **grown = realloc(m->external, (size_t)(m->nexternal + 1) * sizeof *grown);
+    if (!grown) {
+        *bad = true;
+        return;
+    }
+    m->external = grown;
+    if ((m->external[m->nexternal] = dup_str(loc, bad))) m->nexternal++;
+}
+
 static ts_model_meta *meta_record(const Onnx__ModelProto *mp, const ts_graph *g)
 {
     const Onnx__GraphProto *gp = mp->graph;
@@ -1043,6 +1063,10 @@ static ts_model_meta *meta_record(const Onnx__ModelProto *mp, const ts_graph *g)
         m->opsets[i].domain = dup_opt(o->domain, &bad);
         m->opsets[i].version = o->has_version ? o->version : -1;
     }
+    for (size_t i = 0; i < gp->n_initializer; i++) external_note(m, gp->initializer[i], &bad);
+    for (size_t i = 0; i < gp->n_node; i++) /* a Constant's value may be external too */
+        for (size_t a = 0; a < gp->node[i]->n_attribute; a++)
+            if (gp->node[i]->attribute[a]->t) external_note(m, gp->node[i]->attribute[a]->t, &bad);
     /* Node doc strings: usually none, so this costs nothing; names as the
      * graph's nodes have them (Constant nodes are no nodes and lose theirs). */
     size_t ndocs = 0;
