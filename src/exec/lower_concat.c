@@ -2,7 +2,8 @@
  * reading a Concat (vec.concat) and DenseNet's chains of channel Concats
  * sharing one buffer (dnnl.dense_concat, dense_concat.c says why and how
  * it runs).  The kernels bind buffers from what is decided here and read
- * no other node (tests/cli/kernel_nodes.sh). */
+ * no other node (tests/cli/kernel_nodes.sh).  Stated tolerance of both: 0,
+ * bit for bit (copies, max(x, 0) once for every Relu; test_lowering). */
 #include <stdlib.h>
 #include <string.h>
 #include "dnnl/dnnl_layout.h"

@@ -196,7 +196,9 @@ static bool layernorm_ops(const xplan *p, int n, xgroup *gr)
 /* ------------------------------- BatchNormalization (inference) [-> Relu]
  *
  * The Relu is taken when it alone reads the normalized value (float32);
- * vec.batchnorm applies it in the same pass. */
+ * vec.batchnorm applies it in the same pass.  Stated tolerance 0: the
+ * same float32 operations as the unfused BatchNormalization and Relu
+ * steps (test_lowering). */
 
 static bool batchnorm_relu(const xplan *p, int n, xgroup *gr)
 {
@@ -216,7 +218,8 @@ static bool batchnorm_relu(const xplan *p, int n, xgroup *gr)
  *
  * Concat(axis 1) of float32 [N, C, H, W] -> Reshape [N, g, C/g, H, W] ->
  * Transpose [0, 2, 1, 3, 4] -> Reshape [N, C, H, W], each value but the
- * last read by the next node only and no graph output. */
+ * last read by the next node only and no graph output.  Stated tolerance
+ * 0: a copy (test_lowering; another permutation is not taken). */
 
 /* The sole reader of value v when it is a node of op `op` reading v first (else -1). */
 static int first_reader(const xplan *p, int v, const ts_op_desc *op)
@@ -266,7 +269,9 @@ static bool channel_shuffle(const xplan *p, int n, xgroup *gr)
  * quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
  * [-> Relu], s a float32 scalar computed per run, b a constant [N] bias,
  * each value read by the next node only: the kernel runs it as oneDNN
- * post-ops of the product (dnnl_int8.c, which states the roundings).
+ * post-ops of the product (dnnl_int8.c, which states the roundings:
+ * tolerance 0, bit for bit; a scale that is not one value is not taken,
+ * test_lowering's near misses).
  * Choice 0 the chain (TSOPT_SKIP=int8.dyn_chain: none), choice 1 the
  * product alone (oneDNN refused the post-ops). */
 

@@ -13,7 +13,23 @@
  *
  * Also here: dnnl.conv_gated's group (ts_fold_gate's Mul(W, gate) read
  * only by a Conv as its weights, with the Conv's tail) and the sum of the
- * plan's product weights (dnnl.conv's Winograd budget). */
+ * plan's product weights (dnnl.conv's Winograd budget).
+ *
+ * Stated tolerances against the unfused steps, relative to the largest
+ * output (tests/unit/test_lowering.c checks each, and that a step off by
+ * more, or a near miss taken into the group, is refuted):
+ *   - element-wise post-ops (Relu, Clip, LeakyRelu, ...) and the residual
+ *     sum: 0, bit for bit (oneDNN applies them to the accumulated float32
+ *     as the next step would);
+ *   - an Add of a per-channel constant folded into the bias (also in
+ *     vec.dwconv's and deconv.gemm's tails, vec_post.c): 2^-20 (the bias
+ *     and the constant summed first, one rounding less);
+ *   - SiLU and GELU as post-ops: 2^-20 (oneDNN's own exp / erf against
+ *     vec.eltwise's, a few ulp);
+ *   - dnnl.conv_gated: 2^-20 (W * gate rounded once, then the convolution
+ *     in oneDNN's order against the reference kernel's);
+ *   - vec.se: 2^-20 (the pooled mean and the 1x1 convolutions as dot
+ *     products in vec_se.c's order). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>

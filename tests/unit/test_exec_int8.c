@@ -8,7 +8,8 @@
  *   land on .5 (rounding half to even);
  * - opt/fuse_qdq.c: a QDQ graph and its fused form within one step, and the
  *   rewrites the pass must refuse (a Relu before a Q whose zero point is not
- *   the type's minimum, a bias whose scale is not x_scale * w_scale). */
+ *   the type's minimum, a bias whose scale is not x_scale * w_scale), and
+ *   the fused forms a pass without those conditions would write, refuted. */
 #include "exec_check.h"
 #include "exec/roofline.h"
 #include "opt/passes.h"
@@ -339,6 +340,63 @@ Test(int8, fuse_qdq_refuses)
     g = qdq_conv_graph(false, 60, 1.01);
     cr_expect_eq(ts_fuse_qdq(g, &e), 0, "fused a bias of another scale");
     ts_graph_free(g);
+}
+
+/* The largest difference of a's and b's outputs, both by the reference
+ * interpreter on one input, in units of `step`. */
+static double steps_apart(const ts_graph *a, const ts_graph *b, double step)
+{
+    ts_error e = {0};
+    ts_tensor *in = ts_tensor_new(TS_F32, &a->values[a->inputs[0]].shape, &e), *ya = NULL, *yb = NULL;
+    uint64_t r = 77;
+    ts_tensor_fill_random(in, &r, -2, 2);
+    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, &ya, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, &yb, &e), TS_OK, "%s", e.msg);
+    double worst = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ya); i++)
+        worst = fmax(worst, fabs(((float *)ya->data)[i] - ((float *)yb->data)[i]) / step);
+    ts_tensor_unref(in);
+    ts_tensor_unref(ya);
+    ts_tensor_unref(yb);
+    return worst;
+}
+
+/* The planted wrong variants of fuse_qdq, one per condition the pass
+ * checks, are refuted by the comparison fuse_qdq_conv makes (within one
+ * output step of the QDQ graph): the QDQ graph's fused form as a pass
+ * without the condition would write it, built from the same integers
+ * (rng restored) with the condition's difference left out:
+ *   - a Relu before a Q of zero point 60 dropped (as if the Q's clamp at
+ *     its zero point made it): the negative half lands below 60;
+ *   - a bias at twice x_scale * w_scale requantized as if at x_scale *
+ *     w_scale: the bias halved.
+ * Each is more than one step from the QDQ graph, and the pass refuses both
+ * graphs (fuse_qdq_refuses). */
+Test(int8, fuse_qdq_wrong_variants_refuted)
+{
+    for (int plant = 0; plant < 2; plant++) {
+        const uint64_t seed = rng;
+        ts_graph *g = plant ? qdq_conv_graph(false, 60, 2.0) : qdq_conv_graph(true, 60, 1.0);
+        rng = seed;
+        ts_graph *bad = qdq_conv_graph(false, 60, 1.0), *f = ts_graph_copy(g);
+        ts_error e = {0};
+        cr_assert_eq(ts_fuse_qdq(f, &e), 0, "plant %d: the pass fused the graph: %s", plant, e.msg);
+        cr_assert_eq(ts_fuse_qdq(bad, &e), 1, "plant %d: %s", plant, e.msg);
+        cr_expect_eq(count_op(bad, "QLinearConv"), 1);
+        double d = steps_apart(g, bad, 0.04);
+        cr_log_info("fuse_qdq plant %d: %.1f steps from the QDQ graph", plant, d);
+        cr_expect_gt(d, 1.001, "plant %d: the wrong fusion is within one step (%.3g)", plant, d);
+        /* the same integers, the condition kept: the right fusion passes */
+        rng = seed;
+        ts_graph *g2 = qdq_conv_graph(false, 60, 1.0), *f2 = ts_graph_copy(g2);
+        cr_assert_eq(ts_fuse_qdq(f2, &e), 1, "%s", e.msg);
+        cr_expect_leq(steps_apart(g2, f2, 0.04), 1.001);
+        ts_graph_free(g2);
+        ts_graph_free(f2);
+        ts_graph_free(bad);
+        ts_graph_free(f);
+        ts_graph_free(g);
+    }
 }
 
 /* DQ -> MatMul(DQ(const per-column weights)) -> Q and Gemm -> Q (a 1x1 QLinearConv). */
