@@ -779,6 +779,23 @@ static ts_graph *matmul_add_per_row(void)
     return g;
 }
 
+/* Longformer's band read by a MatMul with two columns on the other side
+ * (1x2x12x8x2): vec.band computes one (lower_band.c: the other operand's
+ * last dim 1), so neither the MatMul nor the Gather is its. */
+static ts_graph *band_two_columns(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int k = xt_input(g, "k", "1x2x12x8"), q = xt_input(g, "q", "1x2x12x8x2");
+    double ix[12 * 3];
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 3; j++) ix[i * 3 + j] = (i + 2 * (j - 1) + 12) % 12 - (j == 2 ? 12 : 0);
+    int gb = xt_node(g, "Gather", INS(k, xt_const_values(g, TS_I64, "12x3", ix, 36)), ATTRS(ts_attr_int("axis", -2)));
+    int y = xt_node(g, "MatMul", INS(gb, q), NOATTR);
+    Miss = producer(g, y);
+    xt_output(g, y);
+    return g;
+}
+
 typedef struct near_miss {
     const char *kernel; /* the fusion it nearly is */
     ts_graph *(*build)(void);
@@ -804,6 +821,7 @@ static const near_miss near_misses[] = {
     {"vec.attention", attention_query_softmax, 1e-5, false},
     {"vec.concat", concat_other_reader, 0, false},
     {"vec.shuffle", shuffle_other_perm, 0, false},
+    {"vec.band", band_two_columns, 0x1p-20, false},
 };
 
 Test(lowering, near_misses_not_fused)
