@@ -292,14 +292,15 @@ static ts_graph *attention(void)
     return g;
 }
 
-/* Three one-row products by one 512x160 weight (320 KiB, from an eighth
- * of L2 up to 2.5 MiB L2s), the first with Tanh after it, summed: the
+/* Three one-row products by one 512x512 weight (1 MiB: an eighth of the
+ * largest L2 roofline.c believes, 8 MiB, so stacked on any machine), the
+ * first with Tanh after it, summed: the
  * first product's step stacks the other two (lower_gemv.c) and runs the
  * Tanh on its result; the Adds read the stacked outputs. */
 static ts_graph *gemv_stack(void)
 {
     ts_graph *g = ts_graph_new("t", 14);
-    int w = xt_const_random(g, "512x160", -0.1, 0.1, &Rng), y = -1;
+    int w = xt_const_random(g, "512x512", -0.1, 0.1, &Rng), y = -1;
     for (int i = 0; i < 3; i++) {
         char name[4] = {'x', (char)('0' + i), 0};
         int m = xt_node(g, "MatMul", INS(xt_input(g, name, "1x512"), w), NOATTR);
@@ -596,13 +597,13 @@ static ts_graph *conv_add_along_width(void)
     return g;
 }
 
-/* Two one-row products by two weights of one shape (512x160, stackable
- * sizes): not stacked (lower_gemv.c: the same weights value). */
+/* Two one-row products by two weights of one shape (512x512, stackable
+ * sizes on any machine): not stacked (lower_gemv.c: the same weights value). */
 static ts_graph *gemv_two_weights(void)
 {
     ts_graph *g = ts_graph_new("t", 14);
-    int a = xt_node(g, "MatMul", INS(xt_input(g, "x0", "1x512"), xt_const_random(g, "512x160", -0.1, 0.1, &Rng)), NOATTR);
-    int b = xt_node(g, "MatMul", INS(xt_input(g, "x1", "1x512"), xt_const_random(g, "512x160", -0.1, 0.1, &Rng)), NOATTR);
+    int a = xt_node(g, "MatMul", INS(xt_input(g, "x0", "1x512"), xt_const_random(g, "512x512", -0.1, 0.1, &Rng)), NOATTR);
+    int b = xt_node(g, "MatMul", INS(xt_input(g, "x1", "1x512"), xt_const_random(g, "512x512", -0.1, 0.1, &Rng)), NOATTR);
     Miss = producer(g, b);
     xt_output(g, xt_node(g, "Add", INS(a, b), NOATTR));
     return g;
