@@ -1038,6 +1038,22 @@ static void external_note(ts_model_meta *m, const Onnx__TensorProto *tp, bool *b
     if ((m->external[m->nexternal] = dup_str(loc, bad))) m->nexternal++;
 }
 
+/* Every external-data location of gp: its initializers, tensor
+ * attributes (a Constant's value) and control-flow bodies, to a depth. */
+static void externals_note(ts_model_meta *m, const Onnx__GraphProto *gp, int depth, bool *bad)
+{
+    if (!gp || depth > 16) return;
+    for (size_t i = 0; i < gp->n_initializer; i++) external_note(m, gp->initializer[i], bad);
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t a = 0; a < gp->node[i]->n_attribute; a++) {
+            const Onnx__AttributeProto *at = gp->node[i]->attribute[a];
+            if (at->t) external_note(m, at->t, bad);
+            for (size_t k = 0; k < at->n_tensors; k++) external_note(m, at->tensors[k], bad);
+            externals_note(m, at->g, depth + 1, bad);
+            for (size_t k = 0; k < at->n_graphs; k++) externals_note(m, at->graphs[k], depth + 1, bad);
+        }
+}
+
 static ts_model_meta *meta_record(const Onnx__ModelProto *mp, const ts_graph *g)
 {
     const Onnx__GraphProto *gp = mp->graph;
@@ -1063,10 +1079,7 @@ static ts_model_meta *meta_record(const Onnx__ModelProto *mp, const ts_graph *g)
         m->opsets[i].domain = dup_opt(o->domain, &bad);
         m->opsets[i].version = o->has_version ? o->version : -1;
     }
-    for (size_t i = 0; i < gp->n_initializer; i++) external_note(m, gp->initializer[i], &bad);
-    for (size_t i = 0; i < gp->n_node; i++) /* a Constant's value may be external too */
-        for (size_t a = 0; a < gp->node[i]->n_attribute; a++)
-            if (gp->node[i]->attribute[a]->t) external_note(m, gp->node[i]->attribute[a]->t, &bad);
+    externals_note(m, gp, 0, &bad);
     /* Node doc strings: usually none, so this costs nothing; names as the
      * graph's nodes have them (Constant nodes are no nodes and lose theirs). */
     size_t ndocs = 0;
