@@ -29,6 +29,12 @@ typedef struct conv_state {
     int res_in;           /* index of the residual operand among the step inputs */
     size_t in_off;        /* scratch offset of the reordered input */
     xd_reorder in_r, res_r;
+    /* a half plan's conv made Winograd after the plan was built
+     * (xd_conv_to_winograd): its result in Winograd's layout at out_off in
+     * scratch, reordered into the layout its readers were built for */
+    bool reorder_out;
+    size_t out_off;
+    xd_reorder out_r;
     dnnl_exec_arg_t args[6];
     int nargs;
     /* on Winograd: transformed weights beyond the direct ones, and the
@@ -37,7 +43,7 @@ typedef struct conv_state {
     /* in a half plan (direct, 16-bit weights): the transformed weights the
      * float32 plan of the graph holds beyond the direct ones here, when it
      * takes Winograd (half.c's byte budget, xd_conv_f32_wino_extra) */
-    size_t f32_wino_extra;
+    size_t f32_wino_extra, f32_wino_pad, f32_direct_bytes;
     void *own_pad; /* Winograd's own scratchpad mapping (wino_pad_own), or NULL */
     size_t own_pad_bytes;
     /* SiLU / sigmoid and what follows them, applied by tsopt to the result
@@ -90,6 +96,7 @@ static void conv_destroy(void *state)
     xd_mem_fini(&c->pad);
     xd_reorder_fini(&c->in_r);
     xd_reorder_fini(&c->res_r);
+    xd_reorder_fini(&c->out_r);
     if (c->own_pad) munmap(c->own_pad, c->own_pad_bytes);
     if (c->cprim) dnnl_primitive_destroy(c->cprim);
     xd_mem_fini(&c->cs);
@@ -170,10 +177,12 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
         xd_mem_bind(&c->wei, in[1], c->stream);
     }
     if (c->has_bias) xd_mem_bind(&c->bias, in[2], c->stream);
-    xd_mem_bind(&c->dst, out[0], c->stream);
+    void *dst = c->reorder_out ? (char *)scratch + c->out_off : out[0];
+    xd_mem_bind(&c->dst, dst, c->stream);
     xd_mem_bind(&c->pad, c->own_pad ? c->own_pad : scratch, c->stream);
     dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
     dnnl_stream_wait(c->stream);
+    if (c->reorder_out) xd_reorder_run(&c->out_r, dst, out[0], c->stream);
     if (c->ntail) xv_post_run(c->tail, c->ntail, out[0], c->tail_n, c->serial ? 1 : c->tail_threads);
     xd_serial_leave(c->serial, threads);
 }
@@ -558,8 +567,9 @@ again:;
     /* not in a half-precision plan: its transformed weights cannot be stored
      * 16-bit (half.c), and held in float32 they are 3.5x the model's; there
      * it is only asked what the float32 plan would take beyond the direct
-     * weights (half.c's byte budget for float32 copies) */
-    size_t f32_wino = 0;
+     * weights (half.c's byte budget, which may then convert the step to
+     * Winograd after all: xd_conv_to_winograd) */
+    size_t f32_wino = 0, f32_wino_pad = 0;
     if (!transposed && !gt && !p->opts.plain_layout && !xplan_skips(p, "winograd") && wino_worth(xs, &W->shape, G, &ge)) {
         geom gw = ge;
         gw.alg = dnnl_convolution_winograd;
@@ -576,7 +586,8 @@ again:;
             pad_used = wino_pad_used(pd);
         }
         if (pd && (p->half || xd_pd_is_ref(pd) || !wino_budget_ok(p, wei_extra, pad_used))) {
-            if (p->half && !xd_pd_is_ref(pd) && wino_budget_ok(p, wei_extra, pad_used)) f32_wino = wei_extra;
+            if (p->half && !xd_pd_is_ref(pd) && wino_budget_ok(p, wei_extra, pad_used))
+                f32_wino = wei_extra, f32_wino_pad = pad_used;
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
             wei_extra = pad_used = 0;
@@ -689,6 +700,8 @@ again:;
     }
     if (is_wino(pd)) c->wino_wei_extra = wei_extra, c->wino_pad_used = pad_used;
     c->f32_wino_extra = f32_wino;
+    c->f32_wino_pad = f32_wino_pad;
+    c->f32_direct_bytes = W->nbytes;
     const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -878,6 +891,140 @@ size_t xd_conv_f32_wino_extra(const xstep *s)
     const conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
     return c ? c->f32_wino_extra : 0;
 }
+/* Half plans (half.c's byte budget): a direct convolution whose float32
+ * plan takes Winograd, made a Winograd one after the plan is built (the
+ * budget is known only then).  Only a plain case: one primitive (no
+ * chunks, no gate, no tail of tsopt's, no input reorder, not serial, no
+ * residual sum) whose Winograd scratchpad fits the shared scratch (no
+ * mapping of its own).  The neighbours' steps were built for the direct
+ * kernel's layouts (channels-last, brgconv, in ResNet-50's half plan):
+ * the input and the result are converted inside the step, through its
+ * scratch. */
+static bool wino_convertible(const conv_state *c, const xstep *s)
+{
+    return c && c->f32_wino_extra && c->prim && !c->cprim && !c->gated && !c->ntail && !c->reorder_in && !c->serial &&
+           !c->has_sum && s->nin >= 2;
+}
+
+size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s)
+{
+    const conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
+    if (!wino_convertible(c, s)) return 0;
+    /* weights, the scratchpad, and (at most) both activations converted in
+     * scratch when Winograd's layouts are not the neighbours' */
+    size_t wino = c->f32_direct_bytes + c->f32_wino_extra, now = p->bufs[s->in[1]].bytes,
+           acts = p->bufs[s->in[0]].bytes + p->bufs[s->out[0]].bytes;
+    return (wino > now ? wino - now : 0) + c->f32_wino_pad + acts;
+}
+
+ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err)
+{
+    conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
+    xbuf *wb = wino_convertible(c, s) ? &p->bufs[s->in[1]] : NULL;
+    if (!wb || wb->half) return TS_ERR_UNSUPPORTED;
+    const_dnnl_primitive_desc_t opd = NULL;
+    const dnnl_convolution_desc_t *od = NULL;
+    const_dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_get_primitive_desc(c->prim, &opd) != dnnl_success ||
+        dnnl_primitive_desc_query(opd, dnnl_query_convolution_d, 0, &od) != dnnl_success ||
+        dnnl_primitive_desc_get_attr(opd, &attr) != dnnl_success)
+        return TS_ERR_UNSUPPORTED;
+    /* copies: opd goes with the old primitive */
+    const dnnl_memory_desc_t osrc_ = *dnnl_primitive_desc_query_md(opd, dnnl_query_src_md, 0),
+                             odst_ = *dnnl_primitive_desc_query_md(opd, dnnl_query_dst_md, 0),
+                             owei_ = *dnnl_primitive_desc_query_md(opd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *osrc = &osrc_, *odst = &odst_, *owei = &owei_;
+    if (dnnl_memory_desc_get_size(owei) != wb->bytes) return TS_ERR_UNSUPPORTED;
+    dnnl_convolution_desc_t d = *od;
+    d.alg_kind = dnnl_convolution_winograd;
+    dnnl_memory_desc_init_by_tag(&d.src_desc, osrc->ndims, osrc->dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d.dst_desc, odst->ndims, odst->dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d.weights_desc, od->weights_desc.ndims, od->weights_desc.dims, dnnl_f32,
+                                 dnnl_format_tag_any);
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    void *w = NULL;
+    ts_status st = TS_ERR_UNSUPPORTED;
+    if (dnnl_primitive_desc_create(&pd, &d, attr, p->engine, NULL) != dnnl_success) return st;
+    const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+                             *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
+                             *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+                             *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    dnnl_memory_desc_t bmd = {0};
+    if (c->has_bias) bmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1);
+    if (xd_pd_is_ref(pd) || !is_wino(pd) || wino_pad_own(pd)) goto out;
+    size_t wbytes = dnnl_memory_desc_get_size(cwei);
+    if (!(w = xd_alloc(wbytes))) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* through the plain layout: oneDNN reorders into Winograd's only from it */
+    dnnl_memory_desc_t plain;
+    dnnl_memory_desc_init_by_tag(&plain, owei->ndims, owei->dims, dnnl_f32, dnnl_oihw);
+    float *wp = xd_alloc(dnnl_memory_desc_get_size(&plain));
+    if (!wp) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    st = reorder_now(p, s->node, owei, wb->data, &plain, wp, err);
+    if (!st) st = reorder_now(p, s->node, &plain, wp, cwei, w, err);
+    free(wp);
+    if (st) goto out;
+    /* the neighbours' layouts: converted in the step, in its scratch */
+    xd_reorder ri = {0}, ro = {0};
+    bool rin = !xd_md_same_bytes(osrc, csrc), rout = !xd_md_same_bytes(cdst, odst);
+    if ((rin && (st = xd_reorder_init(&ri, osrc, csrc, p, s->node, err))) ||
+        (rout && (st = xd_reorder_init(&ro, cdst, odst, p, s->node, err))) ||
+        (st = xd_check(dnnl_primitive_create(&prim, pd), p, s->node, "primitive_create", err))) {
+        xd_reorder_fini(&ri);
+        xd_reorder_fini(&ro);
+        goto out;
+    }
+    xd_mem_fini(&c->src);
+    xd_mem_fini(&c->wei);
+    xd_mem_fini(&c->bias);
+    xd_mem_fini(&c->dst);
+    xd_mem_fini(&c->pad);
+    c->nargs = 0; /* the argument list written anew */
+    const xd_weighted mw = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
+    if ((st = xd_weighted_init(&mw, csrc, cwei, cdst, cpad, c->has_bias ? &bmd : NULL, p, s->node, c->args, &c->nargs,
+                               err))) {
+        dnnl_primitive_destroy(prim); /* the step is unusable now: the plan fails (out of memory only) */
+        xd_reorder_fini(&ri);
+        xd_reorder_fini(&ro);
+        goto out;
+    }
+    dnnl_primitive_destroy(c->prim);
+    c->prim = prim;
+    free(wb->data);
+    wb->data = w;
+    wb->bytes = wbytes;
+    wb->md = *cwei;
+    w = NULL;
+    c->wino_wei_extra = c->f32_wino_extra;
+    c->wino_pad_used = c->f32_wino_pad;
+    c->f32_wino_extra = c->f32_wino_pad = 0;
+    size_t off = xd_round(dnnl_memory_desc_get_size(cpad));
+    if (rin) {
+        c->in_r = ri;
+        c->reorder_in = true;
+        c->in_off = off;
+        off += xd_round(dnnl_memory_desc_get_size(csrc));
+    }
+    if (rout) {
+        c->out_r = ro;
+        c->reorder_out = true;
+        c->out_off = off;
+        off += xd_round(dnnl_memory_desc_get_size(cdst));
+    }
+    s->scratch_bytes = off;
+    st = TS_OK;
+out:
+    free(w);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 const xkernel xk_dnnl_deconv = {"dnnl.deconv", deconv_build, conv_run, conv_destroy};
 
 extern const xkernel xk_dnnl_conv_gated;

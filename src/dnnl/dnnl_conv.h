@@ -16,6 +16,14 @@ bool xd_conv_is_winograd(const xstep *s, size_t *extra);
  * weights: the transformed weights beyond the direct ones that the float32
  * plan of the same graph holds for step s on Winograd (0: it runs direct). */
 size_t xd_conv_f32_wino_extra(const xstep *s);
+/* Half plans: what making step s (a direct convolution whose float32 plan
+ * takes Winograd) a Winograd one adds to what the plan holds (its weights'
+ * growth from their bytes now, plus the scratchpad Winograd writes), 0 when
+ * it cannot be; xd_conv_to_winograd does it (its weight buffer float32 by
+ * then), TS_ERR_UNSUPPORTED leaving the step as it was when oneDNN's
+ * Winograd kernel would change its layouts. */
+size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s);
+ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err);
 /* Number of activations (SiLU, sigmoid and what follows) step s, a dnnl.conv
  * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as
  * oneDNN post-ops (vec_post.c); 0 for any other step. */

@@ -940,6 +940,66 @@ static bool budget_before(const xplan *p, int a, int b)
     return ca != cb ? cb : p->bufs[a].bytes > p->bufs[b].bytes;
 }
 
+/* The room goes first to Winograd for the direct convolutions whose
+ * float32 plan takes it (dnnl_conv.c xd_conv_to_winograd): their weights
+ * widened, transformed and held float32, neither widened nor convolved
+ * direct per run.  Cheapest first (the smallest transformed weights: the
+ * early layers, whose large images give Winograd the most time back per
+ * byte held).  ResNet-50, per step, both plans' medians side by side
+ * (tsopt profile --roofline, loaded): layer1's 64-channel 3x3 convs at
+ * 56x56 1.27-1.35 ms direct on 16-bit weights against 0.85-1.13 on
+ * Winograd, for 0.5 MiB more held each; layer2's 128-channel ones 1.21-1.27
+ * against 1.02-1.07 for 2 MiB; layer3's 256-channel 1.29-1.34 against
+ * 1.0-1.08 for 8 MiB; widening a weight kept float32 instead saves a
+ * conversion pass only (the large ones are convolved in chunks that stay
+ * in cache).  A step Winograd would change the layouts of is left direct.
+ * TSOPT_SKIP=half.wino turns it off (A/B). */
+static int cmp_cost(const void *a, const void *b)
+{
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static ts_status spend_on_winograd(xplan *p, double *room, bool *changed, ts_error *err)
+{
+    if (xplan_skips(p, "half.wino")) return TS_OK;
+    size_t(*cand)[2] = malloc(sizeof *cand * ((size_t)p->nsteps + 1));
+    int nc = 0;
+    if (!cand) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *in = xhalf_inner(&p->steps[i]);
+        size_t cost = xd_conv_half_wino_cost(p, in);
+        if (cost && p->bufs[in->in[1]].half) {
+            cand[nc][0] = cost;
+            cand[nc++][1] = (size_t)i;
+        }
+    }
+    qsort(cand, (size_t)nc, sizeof *cand, cmp_cost);
+    ts_status st = TS_OK;
+    for (int k = 0; k < nc && !st; k++) {
+        if ((double)cand[k][0] > *room) break;
+        xstep *in = (xstep *)xhalf_inner(&p->steps[cand[k][1]]);
+        xbuf *wb = &p->bufs[in->in[1]];
+        size_t before = wb->bytes;
+        if (!store_float(p, wb)) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+            break;
+        }
+        *changed = true;
+        ts_error e = {0};
+        st = xd_conv_to_winograd(p, in, &e);
+        if (st == TS_ERR_NOMEM) {
+            *err = e;
+            break;
+        }
+        /* declined: kept float32 (direct), which costs less than planned */
+        *room -= st ? (double)(wb->bytes - before) : (double)cand[k][0];
+        st = TS_OK;
+    }
+    free(cand);
+    return st;
+}
+
 ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
 {
     *changed = false;
@@ -961,6 +1021,7 @@ ts_status xhalf_spend_budget(xplan *p, bool *changed, ts_error *err)
     double a16 = (double)p->arena_bytes, h16 = (double)w16 + a16 + HALF_FIXED_BYTES;
     double h32 = (double)(w16 + wh + x) + a16 - (double)s_max + HALF_FIXED_BYTES, room = HALF_PEAK_SHARE * h32 - h16;
     if (room <= 0) return TS_OK;
+    if (spend_on_winograd(p, &room, changed, err)) return err->code;
     int *cand = malloc(sizeof(int) * ((size_t)p->nbufs + 1)), nc = 0;
     if (!cand) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int b = 0; b < p->nbufs; b++)

@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include "dnnl/dnnl_conv.h"
 #include "exec/half.h"
+#include "exec/plan_internal.h"
 #include "tsopt.h"
 
 static uint16_t narrow1(ts_dtype t, float v)
@@ -778,7 +780,8 @@ Test(half, float32_weights_kept_within_the_byte_budget)
         ts_tensor_set_f64(xf, i, v);
         ts_tensor_set_f64(xh, i, v);
     }
-    run_out kept = run(h.g, xh), all16 = run_skip(h.g, xh, "half.budget"), f32 = run(f.g, xf);
+    /* the float32 copies alone (Winograd's share of the budget: the next test) */
+    run_out kept = run_skip(h.g, xh, "half.wino"), all16 = run_skip(h.g, xh, "half.budget"), f32 = run(f.g, xf);
     size_t w16 = (size_t)12 * 256 * 256 * 9 * 2;
     cr_assert_geq(all16.st.weight_bytes, w16);
     cr_assert_gt(f32.st.weight_bytes, 2 * all16.st.weight_bytes, "float32 plan %zu: no Winograd extras?",
@@ -820,4 +823,85 @@ Test(half, round_into_equals_copy_and_round)
         xhalf_round_into(types[k], x, x, N);
         cr_assert_eq(memcmp(x, want, sizeof x), 0, "%s: in place", ts_dtype_name(types[k]));
     }
+}
+
+/* A stack of 3x3 convolutions: the budget goes first to Winograd for convolutions the
+ * float32 plan runs on Winograd (half.c spend_on_winograd, dnnl_conv.c
+ * xd_conv_to_winograd: weights transformed and held float32, the
+ * neighbours' layouts converted in the step).  Some of the 48 take it,
+ * the plan still holds at most 0.6 of the float32 plan's (fixed part on
+ * both sides), and the output is that of the plan without it
+ * (TSOPT_SKIP=half.wino) to 2 units in the last place at the output's
+ * scale (Winograd's sums differ from the direct kernel's in float32
+ * rounding only; each layer's output is then rounded to float16). */
+/* 24 convolutions of 128 channels (weights of 0.3 MiB float16 each, not
+ * convolved in chunks) */
+static void build_wino_stack128(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1x128x8x8");
+    int y = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    for (int i = 0; i < 48; i++)
+        y = N("Relu", node(b, "Conv", (const int[]){y, cst(b, "128x128x3x3", -0.06, 0.06), cst(b, "128", -0.1, 0.1)}, 3,
+                           &pads, 1));
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+static int wino_steps(const ts_graph *g, const char *skip, run_out *r, const ts_tensor *x)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    int n = 0;
+    for (int i = 0; i < q->nsteps; i++) n += xd_conv_is_winograd(xhalf_inner(&q->steps[i]), NULL);
+    ts_plan_stats_get(p, &r->st);
+    r->out[0] = ts_tensor_new(g->values[g->outputs[0]].dtype, &g->values[g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, r->out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return n;
+}
+
+Test(half, winograd_within_the_byte_budget)
+{
+    ts_error e = {0};
+    gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
+    build_wino_stack128(&h);
+    build_wino_stack128(&f);
+    ts_shape xs = shp("1x128x8x8");
+    ts_tensor *xh = ts_tensor_new(TS_F16, &xs, &e), *xf = ts_tensor_new(TS_F32, &xs, &e);
+    uint64_t rng = 7;
+    ts_tensor_fill_random(xf, &rng, -1, 1);
+    for (int64_t i = 0; i < ts_tensor_numel(xf); i++) {
+        double v = ts_dtype_round(TS_F16, ts_tensor_get_f64(xf, i));
+        ts_tensor_set_f64(xf, i, v);
+        ts_tensor_set_f64(xh, i, v);
+    }
+    run_out wino = {0}, direct = {0}, f32 = {0};
+    int nw = wino_steps(h.g, NULL, &wino, xh), nd = wino_steps(h.g, "half.wino", &direct, xh);
+    int n32 = wino_steps(f.g, NULL, &f32, xf);
+    cr_assert_geq(n32, 48, "the float32 plan runs %d of 48 on Winograd", n32);
+    cr_assert_eq(nd, 0);
+    cr_assert(nw >= 1 && nw < 48, "%d of 48 on Winograd: the budget is spent on none or on all", nw);
+    double fixed = 24.0 * 1048576, held = (double)(wino.st.weight_bytes + wino.st.arena_bytes) + fixed,
+           held32 = (double)(f32.st.weight_bytes + f32.st.arena_bytes) + fixed;
+    cr_assert_leq(held, 0.6 * held32, "half plan holds %.0f, float32 plan %.0f", held, held32);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(direct.out[0]); i++) {
+        double a = ts_tensor_get_f64(wino.out[0], i), b = ts_tensor_get_f64(direct.out[0], i);
+        scale = fmax(scale, fabs(b));
+        worst = fmax(worst, fabs(a - b));
+    }
+    cr_assert_gt(scale, 0);
+    cr_assert_leq(worst, 2 * ulp(TS_F16, scale), "Winograd and direct differ by %g at scale %g", worst, scale);
+    ts_tensor_unref(wino.out[0]);
+    ts_tensor_unref(direct.out[0]);
+    ts_tensor_unref(f32.out[0]);
+    ts_tensor_unref(xh);
+    ts_tensor_unref(xf);
+    ts_graph_free(h.g);
+    ts_graph_free(f.g);
 }
