@@ -78,4 +78,17 @@ node "$ORT_RUN" "$T/out/e.onnx" --inputs "$T/x" --save-outputs "$T/got" --thread
     >/dev/null 2>"$T/e2log" || { cat "$T/e2log"; fail "--target ort into the model's folder failed"; }
 cmp "$T/ext/m.onnx" "$T/ext/e2.onnx" || fail "same folder: not byte for byte"
 [ ! -e "$T/ext/m.data.tmp" ] || fail "same folder: a temp file left"
+# the library entry point (Python's tsopt.optimize, ts_optimize_file) writes it the same way;
+# not in a sanitized build: python3 cannot load an ASan library without LD_PRELOAD
+if [ -n "${TSOPT_LIBRARY:-}" ] && [ -n "${TSOPT_SRC:-}" ] &&
+    ! grep -qs '^TSOPT_SANITIZE:BOOL=ON' "${TSOPT_BUILD:-/nonexistent}/CMakeCache.txt"; then
+    mkdir -p "$T/py"
+    PYTHONPATH=$TSOPT_SRC/python /usr/bin/python3 - "$T/ext/m.onnx" "$T/py/p.onnx" <<'P' || fail "Python: the kept model"
+import sys, tsopt
+r = tsopt.optimize(sys.argv[1], sys.argv[2], 3, target='ort', threads=1, min_gain=90)
+print(r)
+P
+    cmp "$T/ext/m.onnx" "$T/py/p.onnx" && cmp "$T/ext/m.data" "$T/py/m.data" && cmp "$T/ext/w/v.data" "$T/py/w/v.data" ||
+        fail "Python: the kept external-data model is not its files byte for byte"
+fi
 echo "optimize_ort_copy: ok"
