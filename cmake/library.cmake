@@ -37,10 +37,10 @@ set_target_properties(tsopt_shared PROPERTIES
   OUTPUT_NAME tsopt
   VERSION ${PROJECT_VERSION}
   SOVERSION ${TSOPT_SOVERSION}
-  LINK_DEPENDS "${GEN_DIR}/tsopt.map;${CMAKE_SOURCE_DIR}/cmake/resolvers.ld")
+  LINK_DEPENDS "${GEN_DIR}/tsopt.map;${CMAKE_SOURCE_DIR}/cmake/hot_text.ld")
 target_link_libraries(tsopt_shared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,tsopt_lib>")
 target_link_options(tsopt_shared PRIVATE -Wl,--version-script=${GEN_DIR}/tsopt.map -Wl,--no-undefined
-  -Wl,-T,${CMAKE_SOURCE_DIR}/cmake/resolvers.ld) # the resolvers together (resolvers.ld)
+  -Wl,-T,${CMAKE_SOURCE_DIR}/cmake/hot_text.ld) # resolvers and hot functions first (hot_text.ld)
 
 # pkg-config file, relocatable: the prefix is found from where it lies.
 file(WRITE ${CMAKE_BINARY_DIR}/tsopt.pc.new
