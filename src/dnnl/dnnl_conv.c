@@ -325,9 +325,6 @@ static ts_status make_pd(const xplan *p, int n, bool transposed, const geom *ge,
  * measurements quoted in build(). */
 static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const geom *ge)
 {
-    if (x->rank != 4 || G != 1 || w->dims[2] != 3 || w->dims[3] != 3) return false;
-    for (int i = 0; i < 2; i++)
-        if (ge->stride[i] != 1 || ge->dil[i] != 0) return false;
     /* Winograd's transformed weights are 16/9 (F(2,3)) or 4x (F(4,3)) the
      * direct ones, streamed from memory at batch 1 on small images; still,
      * ResNet's 14x14 and 7x7 layers (256 and 512 channels) gain from it:
@@ -336,8 +333,12 @@ static bool wino_worth(const ts_shape *x, const ts_shape *w, int64_t G, const ge
      * 0.61 vs 0.77 / 0.89.  In the models (sum of per-step minima over 20
      * runs, load ~15, three rounds): resnet18 16.5-16.9 -> 13.0-13.4 ms
      * with 7x7 and up, 14.9-15.4 with 14x14 and up; resnet50 40.7-41.4 ->
-     * 36.9-37.0; inception_v3 unchanged.  So images from 7x7 qualify. */
-    return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 7 * 7;
+     * 36.9-37.0; inception_v3 unchanged.  So images from 7x7 qualify
+     * (xd_wino_shape, dnnl_layout.h: the rule, shared with the lowering
+     * stage's xlow_blocks_readers). */
+    if (x->rank != 4) return false;
+    int64_t stride[2] = {ge->stride[0], ge->stride[1]}, dil[2] = {ge->dil[0] + 1, ge->dil[1] + 1};
+    return xd_wino_shape(x, w, G, stride, dil);
 }
 
 /* Winograd's memory: its transformed weights (16/9 or 4x the direct ones)

@@ -30,6 +30,21 @@ bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
  * writes v so that every Concat reading it takes it as a view of the
  * Concat's result (nothing copied), or 0 when some reader cannot. */
 int xdc_slice_block(const xplan *p, int v);
+/* Winograd F(2x2 / 4x4, 3x3) pays off for 2-D 3x3 stride-1 undilated
+ * (dil: ONNX's, 1 = none) ungrouped convolutions with enough channels
+ * (dnnl_conv.c's wino_worth: the measurements there). */
+static inline bool xd_wino_shape(const ts_shape *x, const ts_shape *w, int64_t G, const int64_t *stride,
+                                 const int64_t *dil)
+{
+    if (x->rank != 4 || w->rank != 4 || G != 1 || w->dims[2] != 3 || w->dims[3] != 3) return false;
+    for (int i = 0; i < 2; i++)
+        if (stride[i] != 1 || dil[i] != 1) return false;
+    return w->dims[0] >= 32 && w->dims[1] >= 32 && x->dims[2] * x->dims[3] >= 7 * 7;
+}
+/* lower_post.c: every reader of value v is a Conv that runs on Winograd
+ * (xd_wino_shape, winograd not skipped), so reads 16-channel blocks
+ * whatever layout v is written in. */
+bool xlow_blocks_readers(const xplan *p, int v);
 /* s (rank 4, float32) in 16- or 8-channel blocks (dense_concat.c). */
 void xdc_block_md(dnnl_memory_desc_t *md, const ts_shape *s, int block);
 

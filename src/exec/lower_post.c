@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dnnl/dnnl_util.h"
+#include "dnnl/dnnl_layout.h"
 #include "exec/half.h"
 #include "vec/vec.h"
 #include "ops/attrs.h"
@@ -483,4 +484,31 @@ size_t xplan_product_weight_bytes(const xplan *p)
     }
     free(seen);
     return sum;
+}
+
+/* Whether every reader of value v is a Conv that runs on Winograd (the
+ * shape rule of dnnl_conv.c, xd_wino_shape), which reads 16-channel blocks
+ * whatever its producer wrote: a producer that writes them saves the
+ * reader's conversion and changes no arithmetic. */
+bool xlow_blocks_readers(const xplan *p, int v)
+{
+    const ts_graph *g = p->g;
+    if (ts_graph_is_output(g, v) || g->values[v].shape.rank != 4 || xplan_skips(p, "winograd")) return false;
+    int readers = 0;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *nd = &g->nodes[m];
+        bool reads = false;
+        for (int j = 0; j < nd->ninputs; j++) reads |= nd->inputs[j] == v;
+        if (!reads || nd->dead) continue;
+        if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) return false;
+        const ts_conv_attrs *ca = nd->attrs;
+        const ts_shape *xs = &g->values[v].shape, *ws = &g->values[nd->inputs[1]].shape;
+        ts_window_geom wg;
+        char why[256];
+        if (ws->rank != 4 || !ts_window_resolve(&ca->win, 2, xs->dims + 2, ws->dims + 2, &wg, why, sizeof why) ||
+            !xd_wino_shape(xs, ws, ca->group, wg.stride, wg.dil))
+            return false;
+        readers++;
+    }
+    return readers > 0;
 }

@@ -1,6 +1,7 @@
 /* 2-D MaxPool on the layouts oneDNN's convolutions leave: channels-last
  * (acdb) and 16- or 8-channel blocks (aBcd16b, aBcd8b), written back in the
- * same layout, so nothing is converted on either side.
+ * same layout, so nothing is converted on either side (or channels-last
+ * into 16-channel blocks for readers on Winograd, mp_build).
  *
  * oneDNN 2.6's pooling (jit:avx512_core) was the slowest step kind beside
  * ORT's NCHWc pooling in the classic CNNs at batch 1: per-step medians in
@@ -27,6 +28,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dnnl/dnnl_layout.h"
 #include "dnnl/dnnl_util.h"
 #include "vec/vec.h"
 #include "vec/vec_layout.h"
@@ -38,6 +40,7 @@ typedef struct mp_state {
     int64_t planes;    /* N (channels-last) or N x channel blocks */
     int64_t cb;        /* floats per pixel of a plane: C, or the block */
     int64_t H, W, OH, OW, KH, KW, sh, sw, pt, pl;
+    bool to_blocks;    /* channels-last in, 16-channel blocks out */
     int threads;
 } mp_state;
 
@@ -96,6 +99,11 @@ XV_CLONES static void mp_rows(const mp_state *d, const float *x, float *y, int64
             const float *xw = xp + (h0 * d->W + w0) * cb;
             float *yp = yr + ow * cb;
             int64_t c = 0;
+            if (d->to_blocks) { /* block c / 16 of image pl: [pl][c / 16][oh][ow][16] */
+                float *yb = y + ((pl * (cb / 16) * d->OH + oh) * d->OW + ow) * 16;
+                for (; c < cb; c += 16) mp_win16(xw + c, yb + c / 16 * d->OH * d->OW * 16, rs, cb, h1 - h0, w1 - w0);
+                continue;
+            }
             for (; c < c16; c += 16) mp_win16(xw + c, yp + c, rs, cb, h1 - h0, w1 - w0);
             for (; c < c8; c += 8) mp_win8(xw + c, yp + c, rs, cb, h1 - h0, w1 - w0);
             for (; c < cb; c++) {
@@ -174,20 +182,34 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
     int block = buf_block(&p->bufs[xb]);
     bool cl = !block && xbuf_dense_order(&p->bufs[xb], order) && !memcmp(order, nhwc, sizeof nhwc);
     if (!block && !cl) return TS_ERR_UNSUPPORTED;
+    /* Channels-last in, 16-channel blocks out when every reader is a conv
+     * on Winograd (xlow_blocks_readers), which reads blocks whatever it is
+     * given: the conversion moves from the conv's step into this one, where
+     * it costs only another write address.  The max of a window is the
+     * same in any layout and the conv reads the same blocks: the results
+     * are bit-identical.  vgg11: its stem conv writes channels-last
+     * (brgconv, oneDNN's fastest for 3 input channels) and the Winograd
+     * conv after the pooling converted 64x112x112 (3.2 MB) every run.
+     * TSOPT_SKIP=maxpool.blocks turns it off. */
+    bool to_blocks = cl && C % 16 == 0 && !p->half && !xplan_skips(p, "maxpool.blocks") && xlow_blocks_readers(p, yv);
     mp_state *d = xv_state(sizeof *d, err);
     if (!d) return err->code;
     s->state = d;
     *d = (mp_state){.planes = block ? N * ((C + block - 1) / block) : N, .cb = block ? block : C,
                     .H = xs->dims[2], .W = xs->dims[3], .OH = ys->dims[2], .OW = ys->dims[3],
                     .KH = wg.kernel[0], .KW = wg.kernel[1], .sh = wg.stride[0], .sw = wg.stride[1],
-                    .pt = wg.pad_begin[0], .pl = wg.pad_begin[1], .threads = xv_threads(p)};
+                    .pt = wg.pad_begin[0], .pl = wg.pad_begin[1], .to_blocks = to_blocks, .threads = xv_threads(p)};
     ts_status st = xstep_alloc(s, 1, 1, err);
     if (st) return st;
     s->in[0] = xb;
     if ((s->out[0] = xplan_value_buf(p, yv)) < 0)
         return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
     xbuf *y = &p->bufs[s->out[0]];
-    if (cl) {
+    if (to_blocks) {
+        block_md(&y->md, ys, 16);
+        y->blocked = true;
+        y->bytes = dnnl_memory_desc_get_size(&y->md);
+    } else if (cl) {
         xv_set_order(p, s->out[0], nhwc);
     } else { /* the padding channels of the blocks pool zeros into zeros */
         block_md(&y->md, ys, block);

@@ -181,3 +181,92 @@ Test(exec_maxpool, hand_computed)
     ts_tensor_unref(out);
     ts_graph_free(g);
 }
+
+/* Layout of the vec.maxpool step's output: 'c' channels-last, 'b' blocked,
+ * 0 when no such step. */
+static char pool_output_layout(const ts_plan *plan)
+{
+    const xplan *p = (const xplan *)plan;
+    for (int i = 0; i < p->nsteps; i++) {
+        if (strcmp(p->steps[i].k->name, "vec.maxpool")) continue;
+        const xbuf *b = &p->bufs[p->steps[i].out[0]];
+        return b->md.format_desc.blocking.inner_nblks ? 'b' : 'c';
+    }
+    return 0;
+}
+
+/* x (1 x 3 x 24 x 24) -> 1x1 conv to C (channels-last) -> Relu -> 2x2
+ * stride-2 MaxPool -> the readers reader[0..nr) ('w': 3x3 pads 1 conv to 32,
+ * Winograd's shape; '1': 1x1 conv to 32; 's': 3x3 stride-2 conv to 32),
+ * each a graph output.  Checks every plan against the reference interpreter
+ * and the default plan's outputs bit for bit against the one with
+ * TSOPT_SKIP=maxpool.blocks (the pool then writes channels-last and the
+ * conv converts); returns the pool's output layout in the default plan. */
+static char blocks_case(int C, const char *readers, int threads)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    char w1[32], w3[32], w1x1[32];
+    snprintf(w1, sizeof w1, "%dx3x1x1", C);
+    snprintf(w3, sizeof w3, "32x%dx3x3", C);
+    snprintf(w1x1, sizeof w1x1, "32x%dx1x1", C);
+    int y = xt_node(g, "Conv", (int[]){xt_input(g, "x", "1x3x24x24"), cst(g, w1, -0.5, 0.5)}, 2, NULL, 0);
+    y = xt_node(g, "Relu", &y, 1, NULL, 0);
+    y = xt_node(g, "MaxPool", &y, 1,
+                (ts_attr[]){ts_attr_ints("kernel_shape", I(2, 2), 2), ts_attr_ints("strides", I(2, 2), 2)}, 2);
+    int nr = (int)strlen(readers);
+    for (int r = 0; r < nr; r++) {
+        ts_attr pads[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_ints("strides", I(2, 2), 2)};
+        int w = readers[r] == '1' ? cst(g, w1x1, -0.5, 0.5) : cst(g, w3, -0.5, 0.5);
+        int na = readers[r] == '1' ? 0 : readers[r] == 's' ? 2 : 1;
+        xt_output(g, xt_node(g, "Conv", (int[]){y, w}, 2, pads, na));
+    }
+    ts_error e = {0};
+    ts_shape xs = ts_shape_make(4, I(1, 3, 24, 24));
+    ts_tensor *x = ts_tensor_new(TS_F32, &xs, &e), *out[2][4] = {{0}};
+    cr_assert(x);
+    float *xd = x->data;
+    for (int k = 0; k < 3 * 24 * 24; k++) xd[k] = (float)((k * 37 % 101) - 50) / 25.0f;
+    char lay = 0;
+    for (int v = 0; v < 2; v++) {
+        ts_plan_opts o = {.threads = threads, .skip = v ? "maxpool.blocks" : NULL};
+        ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+        cr_assert_eq(xt_steps_of(plan, "vec.maxpool"), 1);
+        if (!v) lay = pool_output_layout(plan);
+        else cr_assert_eq(pool_output_layout(plan), 'c');
+        for (int r = 0; r < nr; r++) {
+            ts_shape os = ts_shape_make(4, readers[r] == 's' ? I(1, 32, 6, 6) : I(1, 32, 12, 12));
+            out[v][r] = ts_tensor_new(TS_F32, &os, &e);
+            cr_assert(out[v][r]);
+        }
+        cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){x}, out[v], &e), TS_OK, "%s", e.msg);
+        ts_plan_free(plan);
+    }
+    for (int r = 0; r < nr; r++) {
+        cr_assert_eq(memcmp(out[0][r]->data, out[1][r]->data, out[0][r]->nbytes), 0, "reader %d differs", r);
+        ts_tensor_unref(out[0][r]);
+        ts_tensor_unref(out[1][r]);
+    }
+    ts_tensor_unref(x);
+    ts_graph_free(g);
+    return lay;
+}
+
+/* Channels-last in, 16-channel blocks out when every reader is a conv on
+ * Winograd (which reads blocks whatever it is given: VGG's pools after its
+ * stem), bit-identical to converting in the conv; channels-last kept for a
+ * channel count off the blocks, a 1x1 or a stride-2 reader (which run on
+ * channels-last as they are), or a Winograd reader beside a 1x1 one. */
+Test(exec_maxpool, blocks_for_winograd_readers)
+{
+    bool wino = __builtin_cpu_supports("avx512f"); /* Winograd's avx512 kernel; else no blocks */
+    for (int threads = 1; threads <= 2; threads++) {
+        char lay = blocks_case(32, "w", threads);
+        if (wino) cr_assert_eq(lay, 'b', "threads %d", threads);
+        lay = blocks_case(48, "ww", threads);
+        if (wino) cr_assert_eq(lay, 'b', "threads %d", threads);
+        cr_assert_eq(blocks_case(40, "w", threads), 'c');
+        cr_assert_eq(blocks_case(32, "1", threads), 'c');
+        cr_assert_eq(blocks_case(32, "s", threads), 'c');
+        cr_assert_eq(blocks_case(32, "w1", threads), 'c');
+    }
+}
