@@ -410,6 +410,11 @@ ts_status ts_plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **out,
  * p is unusable, free it.  The graph p was built from must still outlive
  * p; g must outlive p or the next re-bind. */
 ts_status ts_plan_rebind(ts_plan *p, const ts_graph *g, ts_error *err);
+/* Steps p's re-binds so far made for the new sizes by lowering them again
+ * (a scratch plan over the whole graph) and by resizing them in place (the
+ * kernel's sizes from the new shapes; a decoder token's Concats, attention
+ * and position row: nothing lowered). */
+void ts_plan_rebind_stats(const ts_plan *p, int64_t *lowered, int64_t *resized);
 /* inputs[i] match g->inputs[i]; outputs[i] are caller-allocated tensors of
  * the graph outputs' dtype and shape (plain layout), distinct from each other
  * and from the inputs (an output may be written before an input is read). */
@@ -678,6 +683,11 @@ int64_t ts_session_plan_builds(const ts_session *s);
 /* Runs at new sizes that re-bound a cached plan of the same class instead
  * (ts_plan_rebind: a decoder's every token after the first). */
 int64_t ts_session_plan_rebinds(const ts_session *s);
+/* Steps those re-binds made for the new sizes by lowering them again and by
+ * resizing them in place (ts_plan_rebind_stats summed over the session's
+ * plans: a decoder's tokens lower none), and the derived graphs that were
+ * derived in place of the one before instead of a copy (*inplace). */
+void ts_session_rebind_stats(const ts_session *s, int64_t *lowered, int64_t *resized, int64_t *inplace);
 /* Of those, runs whose graph was derived from the re-bound plan's (shapes
  * re-inferred, size-dependent constants recomputed) instead of loading and
  * rewriting the model again (docs/decoder.md). */

@@ -234,6 +234,17 @@ class InferenceSession:
         return int(_lib.lib.ts_session_plan_rebinds(self._s)) if self._s is not None else 0
 
     @property
+    def rebind_steps(self):
+        """Steps the re-binds made for new sizes: 'lowered' again (a scratch
+        plan over the graph) or 'resized' in place (ts_session_rebind_stats;
+        a decoder's tokens lower none); 'derived_inplace': derived graphs
+        made in place of the one before, not copied."""
+        lo, rs, ip = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
+        if self._s is not None:
+            _lib.lib.ts_session_rebind_stats(self._s, ctypes.byref(lo), ctypes.byref(rs), ctypes.byref(ip))
+        return {'lowered': lo.value, 'resized': rs.value, 'derived_inplace': ip.value}
+
+    @property
     def graph_derives(self):
         """Of the re-binds, runs whose graph was derived from the re-bound one
         (shapes re-inferred, size-dependent constants recomputed) instead of

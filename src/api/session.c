@@ -90,7 +90,9 @@ struct ts_session {
     uint64_t clock;
     int64_t plan_builds; /* ts_session_plan_builds */
     int64_t plan_rebinds; /* ts_session_plan_rebinds */
+    int64_t rebind_lowered, rebind_resized; /* ts_session_rebind_stats */
     int64_t graph_derives; /* ts_session_graph_derives */
+    int64_t graph_derives_inplace; /* of those, derived in place (ts_session_rebind_stats) */
     /* derive(): checked once against the model loaded at the sizes it
      * derived for; off for the session when the two differed */
     bool derive_checked, derive_off;
@@ -357,6 +359,15 @@ void ts_session_sized_fold_stats(const ts_session *s, int64_t *folded, int64_t *
     pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 }
 
+void ts_session_rebind_stats(const ts_session *s, int64_t *lowered, int64_t *resized, int64_t *inplace)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    *lowered = s->rebind_lowered;
+    *resized = s->rebind_resized;
+    *inplace = s->graph_derives_inplace;
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+}
+
 int64_t ts_session_plan_rebinds(const ts_session *s)
 {
     pthread_mutex_t *m = (pthread_mutex_t *)&s->lock;
@@ -536,14 +547,20 @@ static bool same_contents(const ts_tensor *a, const ts_tensor *b)
  * not depend on the cache's length, and layer i + 1's keys are known before
  * layer i's mask is recomputed.  derive checks the guesses (every sized
  * constant recomputed at the final shapes must be the one taken, then a
- * strict re-inference). */
-static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess)
+ * strict re-inference).  touched (NULL: every node): only the nodes reading
+ * a value marked there are inferred, and an output whose shape changes is
+ * marked; inference being a function of the inputs' types, shapes and
+ * constants, the others would come out as they are. */
+static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess, bool *touched)
 {
     ts_error e = {0};
     for (int k = 0; k < cnt; k++) {
         const ts_node *n = &g->nodes[order[k]];
         ts_dtype dt[16];
         ts_shape sh[16];
+        bool any = !touched;
+        for (int i = 0; !any && i < n->ninputs; i++) any = n->inputs[i] >= 0 && touched[n->inputs[i]];
+        if (!any) continue;
         bool known = n->noutputs <= 16;
         for (int i = 0; known && i < n->ninputs; i++) known = n->inputs[i] < 0 || g->values[n->inputs[i]].shape.rank >= 0;
         if (!known || ts_node_infer(g, order[k], dt, sh, &e)) {
@@ -554,6 +571,7 @@ static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess)
             if (n->outputs[o] < 0) continue;
             ts_value *y = &g->values[n->outputs[o]];
             if (y->dtype != dt[o]) return false;
+            if (touched && !ts_shape_eq(&y->shape, &sh[o])) touched[n->outputs[o]] = true;
             y->shape = sh[o];
         }
     }
@@ -572,22 +590,34 @@ static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess)
  * are inferred again after and must not change).  A constant that is
  * neither a weight shared by both graphs seen (built and bound) nor
  * computed from a size (a rewrite's, a Constant's) must have been equal in
- * both, or this declines.  NULL when it declines (the caller loads). */
-static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds)
+ * both, or this declines.  NULL when it declines (the caller loads).
+ *
+ * In place (the bound graph is the entry's own, derived or loaded at an
+ * earlier re-bind, not the one the plan was built from): g2 itself takes the
+ * new sizes, and only the nodes downstream of a changed input or constant
+ * are inferred again (a decoder token: the cache's Concats and the
+ * attention, ~50 of 184 nodes), where the copy, the full re-inference and
+ * freeing the previous graph were half of derive's CPU (perf, 1 thread).
+ * A failure then leaves g2 changed: the caller drops the entry. */
+static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds,
+                        bool inplace)
 {
     const ts_graph *g1 = c->built, *g2 = c->g;
-    ts_graph *g = ts_graph_copy(g2);
+    ts_graph *g = inplace ? c->g : ts_graph_copy(g2);
     int nv = g ? g->nvalues : 0, nw = 0, cnt = 0;
     const char **names = calloc((size_t)nv + 1, sizeof *names);
     int *which = calloc((size_t)nv + 1, sizeof *which), *order = g ? calloc((size_t)g->nnodes + 1, sizeof *order) : NULL;
     ts_tensor **got = calloc((size_t)nv + 1, sizeof *got);
     ts_shape *first = calloc((size_t)nv + 1, sizeof *first);
     bool *later = calloc((size_t)nv + 1, sizeof *later);
+    bool *touched = inplace ? calloc((size_t)nv + 1, sizeof *touched) : NULL;
     ts_error e = {0};
-    bool ok = g && names && which && order && got && first && later && g->ninputs == s->nin && g1->nvalues == nv;
+    bool ok = g && names && which && order && got && first && later && (touched || !inplace) && g->ninputs == s->nin &&
+              g1->nvalues == nv;
     for (int i = 0; ok && i < s->nin; i++) {
         ts_value *v = &g->values[g->inputs[i]];
         ok = !strcmp(v->name, s->ins[i].name) && v->dtype == inputs[i]->dtype;
+        if (touched && !ts_shape_eq(&v->shape, &inputs[i]->shape)) touched[g->inputs[i]] = true;
         v->shape = inputs[i]->shape;
     }
     for (int v = 0; ok && v < nv; v++)
@@ -595,7 +625,8 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             names[nw] = g->values[v].name;
             which[nw++] = v;
         }
-    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true) && ts_graph_index_names(g, true);
+    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true, touched) &&
+         ts_graph_index_names(g, true);
     /* rounds until a fixed point: the first folds every sized constant at
      * the shapes re-inferred with guesses (one import for the position row
      * and every layer's mask, where a mask read layer i's keys only once
@@ -620,16 +651,17 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
                 ts_tensor_unref(v->constant);
                 v->constant = got[k];
                 v->shape = got[k]->shape;
+                if (touched) touched[which[k]] = true;
                 changed = true;
             }
             got[k] = NULL;
         }
         if (!changed) break;
-        ok = ok && reinfer(g, order, cnt, true);
+        ok = ok && reinfer(g, order, cnt, true, touched);
     }
     if (g) ts_graph_index_names(g, false);
     for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
-    ok = ok && reinfer(g, order, cnt, false);
+    ok = ok && reinfer(g, order, cnt, false, touched);
     for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);
     for (int k = 0; got && k < nw; k++) ts_tensor_unref(got[k]);
     free(names);
@@ -638,8 +670,9 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
     free(got);
     free(first);
     free(later);
+    free(touched);
     if (ok) return g;
-    ts_graph_free(g);
+    if (!inplace) ts_graph_free(g);
     return NULL;
 }
 
@@ -667,15 +700,20 @@ static bool same_graph(const ts_graph *a, const ts_graph *b)
  * at the same sizes, whose graph is then used (and derive turned off for
  * the session if the two differ); NULL when it declines or that load
  * fails (the caller loads and reports). */
-static ts_graph *derived(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds)
+static ts_graph *derived(ts_session *s, entry *c, ts_tensor *const *inputs, const ts_input_bind *binds)
 {
     const char *env = getenv("TSOPT_SKIP"); /* TSOPT_SKIP=session.derive: load every re-bind's graph (A/B) */
     if (!c->built || s->derive_off || !s->kept || (env && strstr(env, "session.derive")) ||
         (s->popts.skip && strstr(s->popts.skip, "session.derive")))
         return NULL;
-    ts_graph *d = derive(s, c, inputs, binds), *full = NULL;
+    /* in place once checked, and when the bound graph is the entry's own */
+    const bool inplace = s->derive_checked && c->g != c->built && c->g != s->graph && !(env && strstr(env, "derive.copy"));
+    ts_graph *d = derive(s, c, inputs, binds, inplace), *full = NULL;
+    if (inplace && !d) /* c->g changed under its plan: c goes */
+        entry_clear(s, c);
     if (!d || s->derive_checked) {
         s->graph_derives += d != NULL;
+        s->graph_derives_inplace += d && inplace;
         return d;
     }
     ts_error e = {0};
@@ -698,14 +736,23 @@ static entry *rebind(ts_session *s, entry *c, ts_graph *g)
 {
     if (!c) return NULL;
     ts_error e = {0};
+    int64_t low0, res0, low1, res1;
+    ts_plan_rebind_stats(c->p, &low0, &res0);
     ts_status st = ts_plan_rebind(c->p, g, &e);
+    ts_plan_rebind_stats(c->p, &low1, &res1);
+    s->rebind_lowered += low1 - low0;
+    s->rebind_resized += res1 - res0;
     if (st) {
-        if (st != TS_ERR_UNSUPPORTED) entry_clear(s, c);
+        /* g derived in place is c->g, changed under c's plan: c goes */
+        if (g == c->g) c->g = NULL; /* g stays the caller's: a plan is built for it */
+        if (st != TS_ERR_UNSUPPORTED || !c->g) entry_clear(s, c);
         return NULL;
     }
     s->retired[s->nretired++ % 8] = signature_hash(s, c->shapes);
-    if (c->built) ts_graph_free(c->g); /* the previous re-bind's */
-    else c->built = c->g;
+    if (c->built) {
+        if (g != c->g) ts_graph_free(c->g); /* the previous re-bind's (not derived in place) */
+    } else
+        c->built = c->g;
     c->g = g;
     s->plan_rebinds++;
     return c;
@@ -778,6 +825,8 @@ static entry *plan_for(ts_session *s, ts_tensor *const *inputs, ts_error *err)
                                                        "model", &s->kept, err))) ||
                   (st = ts_onnx_kept_load(s->kept, s->base_dir, "model", binds, n, &g, err)) || (st = rewrite(s, g, err))))
             ts_error_prefix(err, "model '%s' at the inputs' sizes", s->path);
+        if (c && !c->p) /* derived in place and declined: c was dropped */
+            c = NULL;
         if (!st && (e = rebind(s, c, g))) {
             memcpy(e->shapes, shapes, sizeof *shapes * (size_t)n);
             free(binds);

@@ -82,6 +82,18 @@ typedef struct xkernel {
     void (*destroy)(void *state);
 } xkernel;
 
+/* Re-binding (plan_rebind.c): step s as built, made for graph g (the
+ * plan's graph at other sizes: the same nodes and wiring; its buffers'
+ * values may have other shapes, constants other contents) without lowering
+ * again: *state receives the step's new state (NULL: the one it has stays
+ * right), *scratch its scratch bytes.  Reads values' shapes only.
+ * TS_ERR_UNSUPPORTED declines (the step is lowered again).  The kernels
+ * that have one are listed in plan_rebind.c (vec.concat, vec.attention,
+ * vec.eltwise: a decoder token's re-bound steps, so that a token lowers
+ * nothing; issue 29 §3). */
+typedef ts_status (*xresize_fn)(const xplan *p, const xstep *s, const ts_graph *g, void **state, size_t *scratch,
+                                ts_error *err);
+
 struct xplan {
     const ts_graph *g;
     ts_plan_opts opts;
@@ -111,6 +123,9 @@ struct xplan {
      * it), which steps were rebuilt since (NULL: none), the arena's size */
     const ts_graph *built_g;
     bool *rebound;
+    bool *rebuf; /* buffer -> a re-bind gave it other than the built shape or constant */
+    /* ts_plan_rebind_stats: steps re-bound by lowering again, by resizing */
+    int64_t rebind_lowered, rebind_resized;
     size_t arena_cap;
     /* The node being lowered and the group the lowering stage handed its
      * kernel (lower_group.c; NULL: none); a node a kernel read through
@@ -256,6 +271,11 @@ bool xgroup_serves_post(const struct xkernel *k);
 /* lower_chain.c: vec.eltwise's chain; lower_attention.c: vec.attention's six nodes */
 bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr);
 bool xgroup_attention(const xplan *p, int n, xgroup *gr);
+/* The attention group's shape conditions (lower_attention.c) for Q, K, V
+ * and the mask (NULL: none): the flattened leading dims and the mask's
+ * strides; false where the group would not form. */
+bool xattention_shapes(const ts_shape *qs, const ts_shape *ks, const ts_shape *vs, const ts_shape *ms, int64_t *nb,
+                       int64_t *mstride);
 /* lower_chain.c: extends gr by the sole-reader element-wise chain after
  * value cur, lowered into ch; half: with half plans' roundings (vec.eltwise)
  * or none (vec.gemv's epilogue).  Returns the chain's last value. */

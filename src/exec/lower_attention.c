@@ -56,6 +56,25 @@ static bool mask_strides(const ts_shape *ms, const ts_shape *ss, int64_t nb, int
     return true;
 }
 
+bool xattention_shapes(const ts_shape *qs, const ts_shape *ks, const ts_shape *vs, const ts_shape *ms, int64_t *nb,
+                       int64_t *mstride)
+{
+    /* Q [L..., s, d], K [L..., t, d], V [L..., t, dv], no broadcast */
+    const int r = ks->rank;
+    if (r < 3 || qs->rank != r || vs->rank != r) return false;
+    *nb = 1;
+    for (int d = 0; d < r - 2; d++) {
+        if (qs->dims[d] != ks->dims[d] || vs->dims[d] != ks->dims[d]) return false;
+        *nb *= ks->dims[d];
+    }
+    if (qs->dims[r - 2] > ATT_MAX_ROWS || qs->dims[r - 1] != ks->dims[r - 1] || vs->dims[r - 2] != ks->dims[r - 2] ||
+        ks->dims[r - 2] < 1)
+        return false;
+    ts_shape ss = *qs; /* the scores: [L..., s, t] */
+    ss.dims[r - 1] = ks->dims[r - 2];
+    return !ms || mask_strides(ms, &ss, *nb, mstride);
+}
+
 bool xgroup_attention(const xplan *p, int n, xgroup *gr)
 {
     const ts_graph *g = p->g;
@@ -116,18 +135,12 @@ bool xgroup_attention(const xplan *p, int n, xgroup *gr)
         return false;
     gr->nodes[gr->nnodes++] = mm2;
     in[XATT_V] = g->nodes[mm2].inputs[1];
-    /* shapes: Q [L..., s, d], K [L..., t, d], V [L..., t, dv], no broadcast */
-    const ts_shape *qs = &g->values[in[XATT_Q]].shape, *vs = &g->values[in[XATT_V]].shape;
     const ts_shape *ys = &g->values[g->nodes[mm2].outputs[0]].shape;
-    if (qs->rank != r || vs->rank != r || ys->rank != r || ss->rank != r) return false;
-    int64_t nb = 1;
-    for (int d = 0; d < r - 2; d++) {
-        if (qs->dims[d] != ks->dims[d] || vs->dims[d] != ks->dims[d]) return false;
-        nb *= ks->dims[d];
-    }
-    if (qs->dims[r - 2] > ATT_MAX_ROWS || qs->dims[r - 1] != ks->dims[r - 1] || vs->dims[r - 2] != ks->dims[r - 2] || ks->dims[r - 2] < 1)
+    int64_t nb;
+    if (ys->rank != r || ss->rank != r ||
+        !xattention_shapes(&g->values[in[XATT_Q]].shape, ks, &g->values[in[XATT_V]].shape,
+                           in[XATT_MASK] >= 0 ? &g->values[in[XATT_MASK]].shape : NULL, &nb, gr->att_mstride))
         return false;
-    if (in[XATT_MASK] >= 0 && !mask_strides(&g->values[in[XATT_MASK]].shape, ss, nb, gr->att_mstride)) return false;
     gr->att_fills = fills;
     gr->y = g->nodes[mm2].outputs[0];
     return true;

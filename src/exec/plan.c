@@ -596,6 +596,7 @@ static void plan_destroy(xplan *p)
     free(p->claimed_by);
     free(p->consumers);
     free(p->rebound);
+    free(p->rebuf);
     free(p->arena);
     free(p->ptrs);
     ts_graph_free(p->own_g);

@@ -20,11 +20,28 @@
  * Steps never rebuilt may still point into the graph the plan was built
  * from (built_g): it must live as long as the plan.  A step rebuilt once is
  * rebuilt at every later re-bind (its state points into the graph of that
- * re-bind, which the caller frees at the next). */
+ * re-bind, which the caller frees at the next, or has the sizes of that
+ * re-bind, not the built ones).
+ *
+ * When every step to rebuild has a resize hook (xresize_fn, resize_of) and every
+ * constant that changed is one of those steps' input buffers (not a scalar
+ * a kernel took in at build), the steps are resized in place instead: no
+ * scratch plan, nothing lowered.  A decoder token's steps (the cache's
+ * Concats, vec.attention, the position row's Add) all resize, so a token's
+ * re-bind lowers nothing: half of a re-bind's CPU was the scratch plan
+ * (perf, 1 thread, 65-token loop: xplan_build_step and the replay). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "exec/plan_internal.h"
+#include "vec/vec.h"
+
+/* The kernels whose steps resize in place (xresize_fn). */
+static xresize_fn resize_of(const xkernel *k)
+{
+    return k == &xk_vec_concat ? xv_concat_resize : k == &xk_vec_attention ? xv_attention_resize
+         : k == &xk_vec_eltwise ? xv_eltwise_resize : NULL;
+}
 
 /* Same nodes, values and wiring, value types; shapes may differ. */
 static bool same_structure(const ts_graph *a, const ts_graph *b)
@@ -161,31 +178,77 @@ static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, 
     return st;
 }
 
-/* The rebuilt steps and the new sizes into p; false when out of memory
- * for the arena (p is then unusable: the caller frees it). */
-static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, const int *made)
+/* The states of the steps marked in redo resized to g's shapes (ns[i]:
+ * the new state, NULL to keep it; sb[i] the scratch bytes), when every one
+ * has a resize hook and every constant that differs from the built graph's
+ * is an input buffer of one of them; TS_ERR_UNSUPPORTED otherwise (the
+ * caller lowers them), nothing of p changed either way. */
+static ts_status resize_steps(const xplan *p, const ts_graph *g, const bool *redo, void **ns, size_t *sb, ts_error *err)
+{
+    bool *read = calloc((size_t)g->nvalues + 1, sizeof *read);
+    ts_status st = read ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        if (!redo[i]) continue;
+        if (!resize_of(s->k))
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: %s does not resize", s->k->name);
+        for (int j = 0; !st && j < s->nin; j++)
+            if (s->in[j] >= 0 && p->bufs[s->in[j]].value >= 0) read[p->bufs[s->in[j]].value] = true;
+    }
+    for (int v = 0; !st && v < g->nvalues; v++)
+        if (g->values[v].constant && !read[v] && value_changed(p->built_g, g, v))
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: constant '%s' changes inside a step", g->values[v].name);
+    for (int i = 0; !st && i < p->nsteps; i++)
+        if (redo[i]) st = resize_of(p->steps[i].k)(p, &p->steps[i], g, &ns[i], &sb[i], err);
+    if (st)
+        for (int i = 0; i < p->nsteps; i++)
+            if (ns[i]) {
+                p->steps[i].k->destroy(ns[i]);
+                ns[i] = NULL;
+            }
+    free(read);
+    return st;
+}
+
+/* The rebuilt steps (built in q, or resized: ns, sb) and the new sizes
+ * into p; false when out of memory for the arena (p is then unusable: the
+ * caller frees it). */
+static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, const int *made, void **ns,
+                   const size_t *sb)
 {
     for (int i = 0; i < p->nsteps; i++) {
         xstep *s = &p->steps[i];
-        if (redo[i]) {
+        if (!redo[i]) continue;
+        if (q) {
             xstep *t = &q->steps[made[i]];
             if (s->state && s->k->destroy) s->k->destroy(s->state);
             s->state = t->state;
             t->state = NULL;
             s->scratch_bytes = t->scratch_bytes;
             s->ref_impl = t->ref_impl;
-            p->rebound[i] = true;
+            p->rebind_lowered++;
+        } else {
+            if (ns[i]) {
+                if (s->state && s->k->destroy) s->k->destroy(s->state);
+                s->state = ns[i];
+                ns[i] = NULL;
+            }
+            s->scratch_bytes = sb[i];
+            p->rebind_resized++;
         }
+        p->rebound[i] = true;
     }
     /* A value an earlier re-bind changed and this one brings back to its
      * built shape and contents (a session re-bound to a past length it had
      * before) takes them again: its buffer had the earlier shape, and a
-     * constant pointed into that re-bind's graph, which the caller frees. */
+     * constant pointed into that re-bind's graph, which the caller frees.
+     * Known by the buffer (rebuf), not by comparing with the previous
+     * graph: the session derives a token's graph in place of it. */
     for (int b = 0; b < p->nbufs; b++) {
         xbuf *x = &p->bufs[b];
-        bool back = !buf_changed(p, g, b) && p->g != p->built_g && x->value >= 0 &&
-                    value_changed(p->built_g, p->g, x->value);
-        if (!back && !buf_changed(p, g, b)) continue;
+        bool ch = buf_changed(p, g, b), back = !ch && p->rebuf[b];
+        p->rebuf[b] = ch;
+        if (!back && !ch) continue;
         const ts_value *v = &g->values[x->value];
         x->shape = v->shape;
         x->bytes = (size_t)ts_shape_numel(&v->shape) * ts_dtype_size(v->dtype);
@@ -217,12 +280,31 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
     bool *redo = calloc((size_t)p->nsteps + 1, sizeof *redo);
     int *made = calloc((size_t)p->nsteps + 1, sizeof *made);
     if (!p->rebound) p->rebound = calloc((size_t)p->nsteps + 1, sizeof *p->rebound);
-    if (!redo || !made || !p->rebound) {
+    if (!p->rebuf) p->rebuf = calloc((size_t)p->nbufs + 1, sizeof *p->rebuf);
+    if (!redo || !made || !p->rebound || !p->rebuf) {
         free(redo);
         free(made);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
     ts_status st = mark_steps(p, g, redo, err);
+    void **ns = st ? NULL : calloc((size_t)p->nsteps + 1, sizeof *ns);
+    size_t *sb = ns ? calloc((size_t)p->nsteps + 1, sizeof *sb) : NULL;
+    ts_error rerr = {0};
+    const char *env = getenv("TSOPT_SKIP"); /* TSOPT_SKIP=rebind.resize: lower every re-bound step (A/B) */
+    bool skip = (env && strstr(env, "rebind.resize")) || xplan_skips(p, "rebind.resize");
+    if (!st && (!ns || !sb)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    else if (!st && !skip && !resize_steps(p, g, redo, ns, sb, &rerr)) {
+        if (!commit(p, NULL, g, redo, NULL, ns, sb))
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
+        free(redo);
+        free(made);
+        free(ns);
+        free(sb);
+        return st;
+    } else if (!st && rerr.code == TS_ERR_NOMEM)
+        st = ts_error_set(err, TS_ERR_NOMEM, "%s", rerr.msg);
+    free(ns);
+    free(sb);
     xplan *q = st ? NULL : calloc(1, sizeof *q);
     if (!st && !q) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     int caller_threads = omp_get_max_threads();
@@ -242,7 +324,7 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
         for (int b = 0; !st && b < q->nbufs; b++) /* a state may point into memory q owns */
             if (q->bufs[b].owns_data || q->bufs[b].shared)
                 st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: a rebuilt step packed a constant");
-        if (!st && !commit(p, q, g, redo, made))
+        if (!st && !commit(p, q, g, redo, made, NULL, NULL))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
         omp_set_num_threads(caller_threads);
         q->engine = NULL;
@@ -252,4 +334,11 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
     free(redo);
     free(made);
     return st;
+}
+
+void ts_plan_rebind_stats(const ts_plan *plan, int64_t *lowered, int64_t *resized)
+{
+    const xplan *p = (const xplan *)plan;
+    if (lowered) *lowered = p ? p->rebind_lowered : 0;
+    if (resized) *resized = p ? p->rebind_resized : 0;
 }

@@ -167,6 +167,15 @@ extern const xkernel xk_vec_eltwise, xk_vec_softmax, xk_vec_layernorm, xk_vec_re
     xk_vec_band, xk_vec_band_defer;
 extern const xkernel xk_vec_pad, xk_vec_batchnorm; /* vec_pad.c, vec_batchnorm.c */
 extern const xkernel xk_vec_layernorm_ops; /* vec_layernorm.c: LayerNorm written out in ops */
+extern const xkernel xk_vec_attention; /* vec_attention.c */
+/* Steps of these kernels re-bound to other sizes without lowering again
+ * (xresize_fn, plan_rebind.c): vec_movement.c, vec_attention.c, vec_fuse.c. */
+ts_status xv_concat_resize(const xplan *p, const xstep *s, const ts_graph *g, void **state, size_t *scratch,
+                           ts_error *err);
+ts_status xv_attention_resize(const xplan *p, const xstep *s, const ts_graph *g, void **state, size_t *scratch,
+                              ts_error *err);
+ts_status xv_eltwise_resize(const xplan *p, const xstep *s, const ts_graph *g, void **state, size_t *scratch,
+                            ts_error *err);
 /* A vec.layernorm.ops step of a half plan, its output rounded (half.c skips it) */
 bool xv_layernorm_rounds(const xstep *s);
 

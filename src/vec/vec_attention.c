@@ -132,4 +132,38 @@ static ts_status att_build(xplan *p, int n, xstep *st, ts_error *err)
     return TS_OK;
 }
 
+/* Re-bound to a cache of another length (a decoder's next token): the
+ * sizes and the mask's strides from the new shapes, under the conditions
+ * the group formed on (xattention_shapes); the mask and scalars stay step
+ * inputs, read through their buffers at run time. */
+ts_status xv_attention_resize(const xplan *p, const xstep *st, const ts_graph *g, void **state, size_t *scratch,
+                            ts_error *err)
+{
+    const att_state *o = st->state;
+    const ts_shape *sh[XATT_N] = {0};
+    for (int j = 0; j <= XATT_MASK; j++) {
+        if (st->in[j] < 0) continue;
+        if (p->bufs[st->in[j]].value < 0) /* a plan-made copy: not followed */
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "vec.attention: an input is a plan buffer");
+        sh[j] = &g->values[p->bufs[st->in[j]].value].shape;
+    }
+    int64_t nb, ms[3] = {0};
+    if (!xattention_shapes(sh[XATT_Q], sh[XATT_K], sh[XATT_V], sh[XATT_MASK], &nb, ms))
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "vec.attention: not an attention at the new sizes");
+    att_state *s = malloc(sizeof *s);
+    if (!s) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    *s = *o;
+    const int r = sh[XATT_K]->rank;
+    s->nb = nb;
+    s->s = sh[XATT_Q]->dims[r - 2];
+    s->t = sh[XATT_K]->dims[r - 2];
+    s->d = sh[XATT_K]->dims[r - 1];
+    s->dv = sh[XATT_V]->dims[r - 1];
+    if (sh[XATT_MASK]) memcpy(s->mstride, ms, sizeof s->mstride);
+    s->row = (s->t + 15) & ~(int64_t)15;
+    *scratch = sizeof(float) * (size_t)s->row * (size_t)s->threads;
+    *state = s;
+    return TS_OK;
+}
+
 const xkernel xk_vec_attention = {"vec.attention", att_build, att_run, free};

@@ -124,4 +124,21 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
     return TS_OK;
 }
 
+/* Re-bound with every buffer of the same shape (a decoder's position row,
+ * a constant input of new contents): the program reads its inputs through
+ * their buffers at run time (a scalar taken in as an immediate is no input:
+ * plan_rebind.c declines when one changes), so it stays as it is. */
+ts_status xv_eltwise_resize(const xplan *p, const xstep *s, const ts_graph *g, void **state, size_t *scratch,
+                                ts_error *err)
+{
+    for (int j = 0; j < s->nin + s->nout; j++) {
+        int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
+        if (b >= 0 && (p->bufs[b].value < 0 || !ts_shape_eq(&p->bufs[b].shape, &g->values[p->bufs[b].value].shape)))
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "vec.eltwise: shapes change");
+    }
+    *state = NULL;
+    *scratch = s->scratch_bytes;
+    return TS_OK;
+}
+
 const xkernel xk_vec_eltwise = {"vec.eltwise", eltwise_build, xv_prog_run, free};

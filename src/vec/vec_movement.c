@@ -25,6 +25,8 @@ typedef struct mv_state {
     bool relu;                         /* Concat: writes max(x, 0) (its Relu readers fused) */
     int64_t pieces;                    /* Concat: byte ranges each output row is cut into */
     int64_t nidx, src_rows;
+    int axis;      /* Concat: the axis */
+    bool permuted; /* Concat: done in a permuted layout (not resized) */
 } mv_state;
 
 static void mv_free(void *p)
@@ -271,6 +273,24 @@ static void concat_run(const xstep *st, void *const *in, void *const *out, void 
     });
 }
 
+/* outer, inner_bytes, bytes and pieces of a concatenation into y (dims
+ * in `order`, the axis at pax); the bytes per unit of the axis. */
+static int64_t concat_sizes(mv_state *s, const ts_shape *y, const int *order, int pax)
+{
+    s->outer = 1;
+    for (int k = 0; k < pax; k++) s->outer *= y->dims[order[k]];
+    int64_t inner = (int64_t)s->es;
+    for (int k = pax + 1; k < y->rank; k++) inner *= y->dims[order[k]];
+    s->inner_bytes = inner * y->dims[order[pax]];
+    s->bytes = s->outer * s->inner_bytes;
+    s->pieces = 1;
+    if (s->outer < 2 * s->threads) { /* pieces of at least 64 KiB, a few per thread */
+        s->pieces = s->inner_bytes >> 16;
+        s->pieces = s->pieces < 1 ? 1 : s->pieces > 4 * s->threads ? 4 * s->threads : s->pieces;
+    }
+    return inner;
+}
+
 /* Inputs in one dense permuted layout (channels-last conv outputs) are
  * concatenated in it: the same block copies over the physical dims, with
  * the concat axis at its physical position; the result keeps the layout. */
@@ -295,17 +315,9 @@ static ts_status concat_build(xplan *p, int n, xstep *st, ts_error *err)
     s->nin = nd->ninputs;
     if (!(s->blk = calloc((size_t)s->nin + 1, sizeof *s->blk)))
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
-    s->outer = 1;
-    for (int k = 0; k < pax; k++) s->outer *= y->shape.dims[order[k]];
-    int64_t inner = (int64_t)s->es;
-    for (int k = pax + 1; k < y->shape.rank; k++) inner *= y->shape.dims[order[k]];
-    s->inner_bytes = inner * y->shape.dims[axis];
-    s->bytes = s->outer * s->inner_bytes;
-    s->pieces = 1;
-    if (s->outer < 2 * s->threads) { /* pieces of at least 64 KiB, a few per thread */
-        s->pieces = s->inner_bytes >> 16;
-        s->pieces = s->pieces < 1 ? 1 : s->pieces > 4 * s->threads ? 4 * s->threads : s->pieces;
-    }
+    s->axis = axis;
+    for (int k = 0; k < y->shape.rank; k++) s->permuted |= order[k] != k;
+    const int64_t inner = concat_sizes(s, &y->shape, order, pax);
     if (xstep_alloc(st, nd->ninputs, 1, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
         s->blk[j] = inner * p->g->values[nd->inputs[j]].shape.dims[axis];
@@ -403,5 +415,44 @@ static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
 const xkernel xk_vec_transpose = {"vec.transpose", transpose_build, strided_run, mv_free};
 const xkernel xk_vec_slice = {"vec.slice", slice_build, strided_run, mv_free};
 const xkernel xk_vec_expand = {"vec.expand", expand_build, strided_run, mv_free};
+/* Re-bound to other sizes (a decoder's cache one row longer): the block
+ * sizes from the new shapes, in the plain layout only. */
+ts_status xv_concat_resize(const xplan *p, const xstep *st, const ts_graph *g, void **state, size_t *scratch,
+                               ts_error *err)
+{
+    const mv_state *o = st->state;
+    bool graph = st->nout == 1 && st->nin == o->nin && p->bufs[st->out[0]].value >= 0;
+    for (int j = 0; graph && j < st->nin; j++) graph = st->in[j] >= 0 && p->bufs[st->in[j]].value >= 0;
+    if (o->permuted || !graph || o->axis >= g->values[p->bufs[st->out[0]].value].shape.rank)
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "vec.concat: laid out permuted or over plan buffers");
+    const ts_shape *y = &g->values[p->bufs[st->out[0]].value].shape;
+    int order[TS_MAX_RANK];
+    for (int k = 0; k < y->rank; k++) order[k] = k;
+    mv_state *s = malloc(sizeof *s);
+    int64_t *blk = malloc(sizeof *blk * ((size_t)o->nin + 1));
+    if (!s || !blk) {
+        free(s);
+        free(blk);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    }
+    *s = *o;
+    s->blk = blk;
+    const int64_t inner = concat_sizes(s, y, order, o->axis);
+    int64_t sum = 0;
+    for (int j = 0; j < s->nin; j++) {
+        const ts_shape *x = &g->values[p->bufs[st->in[j]].value].shape;
+        s->blk[j] = inner * x->dims[o->axis];
+        sum += s->blk[j];
+    }
+    *state = s;
+    *scratch = st->scratch_bytes;
+    if (sum != s->inner_bytes) { /* the shapes do not concatenate (never for an inferred graph) */
+        mv_free(s);
+        *state = NULL;
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "vec.concat: inputs do not add up at the new sizes");
+    }
+    return TS_OK;
+}
+
 const xkernel xk_vec_concat = {"vec.concat", concat_build, concat_run, mv_free};
 const xkernel xk_vec_gather = {"vec.gather", gather_build, gather_run, mv_free};

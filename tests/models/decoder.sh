@@ -64,6 +64,17 @@ builds = s.plan_builds
 if builds != 2 or builds_first_token != 2 or s.plan_rebinds != new - 2:
     fail.append(f'{builds} plan builds ({builds_first_token} after the first token), {s.plan_rebinds} re-binds '
                 f'for {new} steps: want 2 builds, then one re-bind a token')
+# a token's re-bind resizes its steps in place (the cache's Concats, the
+# attention, the position row's Add: 2 layers x 3 + 1) and lowers none
+# (plan_rebind.c; TSOPT_SKIP=rebind.resize lowers them: this fails)
+rs = s.rebind_steps
+if rs['lowered'] != 0 or rs['resized'] < 7 * s.plan_rebinds:
+    fail.append(f're-bound steps {rs} over {s.plan_rebinds} re-binds: want none lowered, at least 7 resized a token')
+# and each derived graph is derived in place of the one before (session.c:
+# no copy, only the nodes after a changed size inferred; TSOPT_SKIP=derive.copy
+# copies: this fails)
+if rs['derived_inplace'] != s.graph_derives:
+    fail.append(f'{rs["derived_inplace"]} of {s.graph_derives} derived graphs derived in place: want all')
 # the first re-bind loads the graph, the next checks a derived graph against
 # a load; every later token derives its graph from the last one's
 if s.graph_derives != new - 4:
