@@ -6,8 +6,8 @@
  * vec.attention step per block and the unfused none.  Covers a token over
  * a cache (one query row, a mask row), a chunk of tokens (causal mask,
  * Where's other operand order, no scale), what declines (a prompt's square
- * block, K transposed for a second reader), and a plan re-bound to a longer cache and back (ts_plan_rebind rebuilds
- * the step and equals a cold plan bit for bit). */
+ * block, K transposed for a second reader), and a plan re-bound to a longer cache and back (ts_plan_rebind resizes
+ * the step, or lowers it again, and equals a cold plan bit for bit). */
 #define XT_GLOBAL_GRAPH
 #include "exec_check.h"
 
@@ -151,11 +151,13 @@ static void equals_cold(ts_plan *p, const ts_plan_opts *o)
 }
 
 /* A plan built at a cache of 20 re-bound to the same graph at 23 (the mask
- * row changes too): the step is rebuilt, outputs equal a cold plan's; then
- * re-bound to the graph loaded again at 20, the 23 one freed (as a session
- * does): its buffers take the built sizes back and its mask the built
- * graph's (they kept 23's shapes and read the freed mask) */
-Test(vec_attention, rebind_to_longer_cache)
+ * row changes too): the step is resized in place (ts_plan_rebind_stats:
+ * nothing lowered), or with skip "rebind.resize" lowered again; outputs
+ * equal a cold plan's; then re-bound to the graph loaded again at 20, the
+ * 23 one freed (as a session does): its buffers take the built sizes back
+ * and its mask the built graph's (they kept 23's shapes and read the freed
+ * mask) */
+static void rebind_to_longer(const char *skip)
 {
     ts_graph *g[3];
     const int len[3] = {20, 23, 20};
@@ -170,16 +172,27 @@ Test(vec_attention, rebind_to_longer_cache)
     }
     ts_error e = {0};
     ts_plan *p = NULL;
-    ts_plan_opts o = {.threads = 2};
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    int64_t lowered, resized;
     cr_assert_eq(ts_plan_build(g[0], &o, &p, &e), TS_OK, "%s", e.msg);
     cr_assert_eq(ts_plan_rebind(p, g[1], &e), TS_OK, "%s", e.msg);
     cr_assert_eq(xt_steps_of(p, "vec.attention"), 1);
+    ts_plan_rebind_stats(p, &lowered, &resized);
+    cr_assert(skip ? lowered == 1 && resized == 0 : lowered == 0 && resized == 1, "lowered %lld resized %lld",
+              (long long)lowered, (long long)resized);
     G = g[1];
     equals_cold(p, &o);
     cr_assert_eq(ts_plan_rebind(p, g[2], &e), TS_OK, "%s", e.msg);
     ts_graph_free(g[1]);
     G = g[2];
     equals_cold(p, &o);
+    ts_plan_rebind_stats(p, &lowered, &resized);
+    cr_assert_eq(skip ? lowered : resized, 2);
     ts_plan_free(p);
-    ts_graph_free(g[0]); /* G (g[2]) is freed by the suite */
+    ts_graph_free(g[0]);
+    ts_graph_free(G);
+    G = NULL;
 }
+
+Test(vec_attention, rebind_to_longer_cache) { rebind_to_longer(NULL); }
+Test(vec_attention, rebind_to_longer_cache_lowered) { rebind_to_longer("rebind.resize"); }
