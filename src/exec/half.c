@@ -960,6 +960,25 @@ static int cmp_cost(const void *a, const void *b)
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* Steps reading buffer b.  A packed copy read by several steps (nodes
+ * sharing a weight may share it: packed_from) is not converted: the
+ * others would get Winograd's layout.  (A half plan's convolutions pack
+ * their own widened copies: 48 convolutions of one 128-channel weight
+ * held 48 buffers; the guard is for kernels that share.) */
+static int buf_readers(const xplan *p, int b)
+{
+    int n = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        for (int j = 0; j < s->nin; j++)
+            if (s->in[j] == b) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 static ts_status spend_on_winograd(xplan *p, double *room, bool *changed, ts_error *err)
 {
     if (xplan_skips(p, "half.wino")) return TS_OK;
@@ -969,7 +988,7 @@ static ts_status spend_on_winograd(xplan *p, double *room, bool *changed, ts_err
     for (int i = 0; i < p->nsteps; i++) {
         const xstep *in = xhalf_inner(&p->steps[i]);
         size_t cost = xd_conv_half_wino_cost(p, in);
-        if (cost && p->bufs[in->in[1]].half) {
+        if (cost && p->bufs[in->in[1]].half && buf_readers(p, in->in[1]) == 1) {
             cand[nc][0] = cost;
             cand[nc++][1] = (size_t)i;
         }
