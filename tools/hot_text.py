@@ -78,6 +78,10 @@ def main():
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     names = set()
+    profiled = []
+    for m in a.models:  # the model a callgrind output ran (its cmd: line), or the model itself
+        cmd = [l.split()[3] for l in open(m, errors="replace") if l.startswith("cmd:")][:1] if m.endswith(".out") else [m]
+        profiled.append(os.path.basename(cmd[0] if cmd else m).replace(".onnx", ""))
     with tempfile.TemporaryDirectory() as tmp:
         for m in a.models:
             got = functions(a.bin, m, tmp)
@@ -85,7 +89,7 @@ def main():
             names |= got
     body = "\n".join("    *(.text.%s .text.%s.*)" % (n, n) for n in sorted(names))
     with open(a.o, "w") as f:
-        f.write(HEAD % (" ".join(os.path.basename(m) for m in a.models), body))
+        f.write(HEAD % ("tsopt bench of " + " ".join(profiled), body))
     print("%d functions -> %s" % (len(names), a.o), file=sys.stderr)
 
 
