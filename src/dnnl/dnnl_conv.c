@@ -867,7 +867,9 @@ static ts_status conv_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_shape *w = &g->values[nd->inputs[1]].shape;
     double per_out = 1; /* multiply-adds per output element: (C / group) * kernel */
     for (int i = 1; i < w->rank; i++) per_out *= (double)w->dims[i];
-    bool serial = xd_serial(p, 2 * per_out * (double)ts_shape_numel(&g->values[nd->outputs[0]].shape));
+    double out_n = (double)ts_shape_numel(&g->values[nd->outputs[0]].shape);
+    double moved = 4.0 * ((double)ts_shape_numel(&g->values[nd->inputs[0]].shape) + out_n + (double)ts_shape_numel(w));
+    bool serial = xd_serial(p, 2 * per_out * out_n, moved);
     int threads = xd_serial_enter(serial);
     ts_status st = build(p, n, s, false, NULL, err);
     xd_serial_leave(serial, threads);
@@ -1095,7 +1097,9 @@ static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
     const ts_tensor *W = xplan_const(p, gt.w);
     double flops = 2.0 * (double)ts_tensor_numel(W) / (double)W->shape.dims[0] *
                    (double)ts_shape_numel(&g->values[cn->outputs[0]].shape);
-    bool serial = xd_serial(p, flops);
+    double moved = 4.0 * ((double)ts_shape_numel(&g->values[cn->inputs[0]].shape) +
+                          (double)ts_shape_numel(&g->values[cn->outputs[0]].shape) + (double)ts_tensor_numel(W));
+    bool serial = xd_serial(p, flops, moved);
     int threads = xd_serial_enter(serial);
     ts_status st = build(p, c, s, false, &gt, err);
     xd_serial_leave(serial, threads);
@@ -1106,3 +1110,9 @@ static ts_status gated_build(xplan *p, int n, xstep *s, ts_error *err)
 }
 
 const xkernel xk_dnnl_conv_gated = {"dnnl.conv_gated", gated_build, conv_run, conv_destroy};
+
+bool xd_conv_serial(const xstep *s)
+{
+    const conv_state *c = s->k == &xk_dnnl_conv || s->k == &xk_dnnl_conv_gated ? s->state : NULL;
+    return c && c->serial;
+}

@@ -28,5 +28,8 @@ ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err);
  * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as
  * oneDNN post-ops (vec_post.c); 0 for any other step. */
 int xd_conv_post_tail(const xstep *s);
+/* True when step s, a dnnl.conv or dnnl.conv_gated step, was built and runs
+ * on one thread (dnnl_serial.h); false for any other step. */
+bool xd_conv_serial(const xstep *s);
 
 #endif

@@ -160,8 +160,8 @@ static ts_status pool_build_sized(xplan *p, int n, xstep *s, ts_error *err)
     }
     /* pooling is memory-bound: a large input is worth the second thread
      * even when its window work is small (resnet50's first MaxPool, 1.8 M
-     * window operations over 3.2 MB) */
-    bool serial = xd_serial(p, win * (double)ts_shape_numel(ys)) &&
+     * window operations over 3.2 MB); its own bytes rule below */
+    bool serial = xd_serial(p, win * (double)ts_shape_numel(ys), 0) &&
                   ts_shape_numel(xs) * (int64_t)sizeof(float) < xd_serial_pool_bytes();
     int threads = xd_serial_enter(serial);
     ts_status st = pool_build(p, n, s, err);

@@ -21,15 +21,26 @@
 #include <omp.h>
 #include "exec/exec.h"
 #include "exec/roofline.h"
+#include "vec/vec.h"
 
 #define XD_SERIAL_FLOPS 4e6
 /* Input bytes below which a small pooling runs on one thread (plan time). */
 static inline int64_t xd_serial_pool_bytes(void) { return xroof_caches_get().l2 / 4; }
 
-/* True when a step of `flops` work should be built and run on one thread. */
-static inline bool xd_serial(const xplan *p, double flops)
+/* True when a step of `flops` work that moves `moved` bytes (activations
+ * in and out, weights) should be built and run on one thread.
+ * XD_SERIAL_FLOPS stands for a time: nasnet_a's dense convs under it take
+ * 5-30 us on one core.  A depthwise conv does 2 x kernel FLOPs per element
+ * it reads, so the same FLOPs take 5-10x as long: mnasnet1_0's depthwise
+ * convs of 0.6-2.9 MFLOP took 17-46 us on one core, and their per-step
+ * minima (60 runs x 3, 2 threads, spinning workers, loaded) fell to
+ * 0.48-0.75x of the serial time when built on two threads, 0.17 ms of a
+ * 3.3 ms run.  Such a step moves more bytes than the measured split
+ * threshold (vec.h: region cost x one core's L2 rate, the rule the vec
+ * kernels split by), so it is split like them. */
+static inline bool xd_serial(const xplan *p, double flops, double moved)
 {
-    return p->opts.threads != 1 && flops < XD_SERIAL_FLOPS;
+    return p->opts.threads != 1 && flops < XD_SERIAL_FLOPS && !XV_SPLITS(p->opts.threads, moved);
 }
 
 /* Sets one thread when serial; returns what to restore. */
