@@ -43,7 +43,8 @@ static inline bool xd_wino_shape(const ts_shape *x, const ts_shape *w, int64_t G
 }
 /* lower_post.c: every reader of value v is a Conv that runs on Winograd
  * (xd_wino_shape, winograd not skipped), so reads 16-channel blocks
- * whatever layout v is written in. */
+ * whatever layout v is written in, or a 1x1 conv whose result (through a
+ * Relu) only such convs read. */
 bool xlow_blocks_readers(const xplan *p, int v);
 /* s (rank 4, float32) in 16- or 8-channel blocks (dense_concat.c). */
 void xdc_block_md(dnnl_memory_desc_t *md, const ts_shape *s, int block);

@@ -486,29 +486,59 @@ size_t xplan_product_weight_bytes(const xplan *p)
     return sum;
 }
 
+/* The node reading value v when it is the only reader (-1: none or more). */
+static int only_reader(const ts_graph *g, int v)
+{
+    int r = -1;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *nd = &g->nodes[m];
+        for (int j = 0; j < nd->ninputs && !nd->dead; j++)
+            if (nd->inputs[j] == v) {
+                if (r >= 0) return -1;
+                r = m;
+            }
+    }
+    return r;
+}
+
 /* Whether every reader of value v is a Conv that runs on Winograd (the
  * shape rule of dnnl_conv.c, xd_wino_shape), which reads 16-channel blocks
- * whatever its producer wrote: a producer that writes them saves the
- * reader's conversion and changes no arithmetic. */
-bool xlow_blocks_readers(const xplan *p, int v)
+ * whatever its producer wrote, or (at depth 0) a group-1 1x1 stride-1 conv
+ * to a multiple of 16 channels whose result, through an optional Relu, only
+ * such Winograd convs read: on blocks it writes blocks (jit_1x1, as fast as
+ * brgconv_1x1 on channels-last), so the conversion the Winograd conv made
+ * is gone too. */
+static bool blocks_readers(const xplan *p, int v, int depth)
 {
     const ts_graph *g = p->g;
-    if (ts_graph_is_output(g, v) || g->values[v].shape.rank != 4 || xplan_skips(p, "winograd")) return false;
+    if (ts_graph_is_output(g, v) || g->values[v].shape.rank != 4) return false;
     int readers = 0;
     for (int m = 0; m < g->nnodes; m++) {
         const ts_node *nd = &g->nodes[m];
         bool reads = false;
         for (int j = 0; j < nd->ninputs; j++) reads |= nd->inputs[j] == v;
         if (!reads || nd->dead) continue;
-        if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) return false;
+        if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2 || nd->noutputs != 1) return false;
         const ts_conv_attrs *ca = nd->attrs;
         const ts_shape *xs = &g->values[v].shape, *ws = &g->values[nd->inputs[1]].shape;
         ts_window_geom wg;
         char why[256];
-        if (ws->rank != 4 || !ts_window_resolve(&ca->win, 2, xs->dims + 2, ws->dims + 2, &wg, why, sizeof why) ||
-            !xd_wino_shape(xs, ws, ca->group, wg.stride, wg.dil))
+        if (ws->rank != 4 || !ts_window_resolve(&ca->win, 2, xs->dims + 2, ws->dims + 2, &wg, why, sizeof why))
             return false;
         readers++;
+        if (xd_wino_shape(xs, ws, ca->group, wg.stride, wg.dil)) continue;
+        bool pointwise = ca->group == 1 && ws->dims[2] == 1 && ws->dims[3] == 1 && ws->dims[0] % 16 == 0 &&
+                         wg.stride[0] == 1 && wg.stride[1] == 1 && wg.pad_begin[0] == 0 && wg.pad_begin[1] == 0 &&
+                         wg.pad_end[0] == 0 && wg.pad_end[1] == 0;
+        if (depth > 0 || !pointwise) return false;
+        int y = nd->outputs[0], r = only_reader(g, y);
+        if (r >= 0 && g->nodes[r].op == &ts_op_relu && !ts_graph_is_output(g, y)) y = g->nodes[r].outputs[0];
+        if (!blocks_readers(p, y, depth + 1)) return false;
     }
     return readers > 0;
+}
+
+bool xlow_blocks_readers(const xplan *p, int v)
+{
+    return !xplan_skips(p, "winograd") && blocks_readers(p, v, 0);
 }
