@@ -653,6 +653,14 @@ again:;
                          !xplan_skips(p, "conv.concat_blocks")
                      ? xdc_slice_block(p, f.out_value)
                      : 0;
+    /* oneDNN's float32 kernels for 8-channel blocks are its AVX2 ones (rank
+     * 2): against an AVX-512 kernel (rank 3) that candidate is never kept,
+     * and asking costs peak RSS: the pd's creation runs the init code of
+     * each jit kernel it considers, ~1 MiB of libdnnl's text mapped once
+     * per process (shufflenet_v2_x1_0, 232-channel branches: libdnnl
+     * resident 6840 vs 5752 KiB, bench peak RSS 28608 vs 27528 KiB with
+     * the same plan; issue 27, 2-core EPYC, loaded). */
+    if (cblock == 8 && xd_pd_rank(pd) >= 3) cblock = 0;
     if (cblock) {
         dnnl_memory_desc_t bd, sd = xmd;
         dnnl_dims_t d = {ys->dims[0], ys->dims[1], ys->dims[2], ys->dims[3]};
