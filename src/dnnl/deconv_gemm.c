@@ -258,11 +258,12 @@ static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
      * anything else is made plain NCHW (after the primitive is known to be
      * usable: declining must not leave a reorder behind) and read
      * transposed; with one pixel plain is NHWC too */
-    int xb = xplan_value_buf(p, xv);
+    xbuf scratch;
+    const xbuf *x = xplan_value_layout(p, xv, &scratch); /* X's buffer made once the primitive is usable */
     dnnl_memory_desc_t nhwc_in, src, wei, dst;
     dnnl_dims_t xd4 = {N, C, H, W};
     dnnl_memory_desc_init_by_tag(&nhwc_in, 4, xd4, dnnl_f32, dnnl_nhwc);
-    bool keep_in = p->bufs[xb].blocked && dnnl_memory_desc_equal(&p->bufs[xb].md, &nhwc_in);
+    bool keep_in = x->blocked && dnnl_memory_desc_equal(&x->md, &nhwc_in);
     bool in_nhwc = keep_in || H * W == 1;
     if (planar) {
         dnnl_dims_t sd = {KF, C}, wd = {C, H * W}, ws = {in_nhwc ? 1 : H * W, in_nhwc ? C : 1}, dd = {KF, H * W};
@@ -300,6 +301,8 @@ static ts_status dg_build(xplan *p, int n, xstep *s, ts_error *err)
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (!st && xd_pd_is_ref(pd)) st = TS_ERR_UNSUPPORTED; /* dnnl.deconv will do better */
     if (st) goto fail;
+    int xb = xplan_value_buf(p, xv);
+    if (xb < 0) goto nomem;
     if (!keep_in && (xb = xplan_plain(p, xb, err)) < 0) {
         st = err->code ? err->code : TS_ERR_NOMEM;
         if (!err->code) goto nomem;

@@ -163,7 +163,7 @@ static ts_status dc_build(xplan *p, int n, xstep *s, ts_error *err)
             }
     }
     free(choff);
-    return st; /* on failure the planner rolls back and destroys the state */
+    return st; /* declined only before the plan was touched; later failures are errors */
 }
 
 const xkernel xk_dense_concat = {"dnnl.dense_concat", dc_build, dc_run, dc_destroy};

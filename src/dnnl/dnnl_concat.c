@@ -107,23 +107,26 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
                     (!j || !memcmp(order, order0, sizeof(int) * (size_t)ys->rank));
     }
     if (!st && (!blocked || dense)) st = TS_ERR_UNSUPPORTED;
-    for (int j = 0; j < nin && !st; j++) {
-        if ((bufs[j] = xplan_value_buf(p, nd->inputs[j])) < 0) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        else xd_md_of(&p->bufs[bufs[j]], &src[j]);
-    }
+    /* the primitive from the layouts the buffers have or will have: made
+     * only once oneDNN takes it */
     dnnl_primitive_desc_t pd = NULL;
-    int yb = -1;
+    int cl[TS_MAX_RANK], yb = -1; /* channels-last: logical dims 0, 2, ..., rank-1, 1 */
+    cl[0] = 0;
+    for (int k = 1; k < ys->rank - 1; k++) cl[k] = k + 1;
+    cl[ys->rank - 1] = 1;
+    if (!st) {
+        xbuf scratch, y;
+        for (int j = 0; j < nin; j++) xd_md_of(xplan_value_layout(p, nd->inputs[j], &scratch), &src[j]);
+        y = *xplan_value_layout(p, yv, &scratch);
+        xv_buf_set_order(&y, cl);
+        st = make_pd(p, n, &y.md, nin, src, &pd, err);
+    }
+    for (int j = 0; j < nin && !st; j++)
+        if ((bufs[j] = xplan_value_buf(p, nd->inputs[j])) < 0) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     if (!st) {
         yb = xplan_value_buf(p, yv);
         if (yb < 0) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    }
-    if (!st) { /* channels-last: logical dims 0, 2, ..., rank-1, 1 */
-        int cl[TS_MAX_RANK], r = ys->rank;
-        cl[0] = 0;
-        for (int k = 1; k < r - 1; k++) cl[k] = k + 1;
-        cl[r - 1] = 1;
-        xv_set_order(p, yb, cl);
-        st = make_pd(p, n, &p->bufs[yb].md, nin, src, &pd, err);
+        else xv_set_order(p, yb, cl);
     }
     concat_state *c = NULL;
     if (!st && !(c = calloc(1, sizeof *c))) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -157,7 +160,7 @@ static ts_status concat_build(xplan *p, int n, xstep *s, ts_error *err)
     if (pd) dnnl_primitive_desc_destroy(pd);
     free(src);
     free(bufs);
-    return st; /* on failure the planner rolls back and destroys the state */
+    return st; /* declined only before the plan was touched; later failures are errors */
 }
 
 const xkernel xk_dnnl_concat = {"dnnl.concat", concat_build, concat_run, concat_destroy};

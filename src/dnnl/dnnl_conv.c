@@ -529,10 +529,13 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     if (!xplan_skips(p, "post_tail")) xv_post_tail_split(&f, tail, &ntail);
 again:;
     bool plain_out = p->opts.plain_layout || ts_graph_is_output(g, f.out_value);
-    int xb = xplan_value_buf(p, xv);
+    /* X's layout as it is or would be made: its buffer is made once the
+     * primitive is known (a declined conv leaves the plan as it found it) */
+    xbuf xscratch;
+    const bool x_blocked = xplan_value_layout(p, xv, &xscratch)->blocked;
     dnnl_memory_desc_t xmd, src, wei, dst, bmd, *bias = NULL;
-    xd_md_of(&p->bufs[xb], &xmd);
-    if (p->bufs[xb].blocked || p->opts.plain_layout)
+    xd_md_of(xplan_value_layout(p, xv, &xscratch), &xmd);
+    if (x_blocked || p->opts.plain_layout)
         src = xmd; /* consume the producer's layout as is (first choice) */
     else
         xd_md_any(&src, xs);
@@ -577,7 +580,7 @@ again:;
         ts_error e2 = {0};
         dnnl_memory_desc_t wsrc = src, wdst = dst;
         if (plain_out) xd_md_any(&wdst, ys); /* a graph output: reordered by the planner */
-        if (make_pd(p, n, transposed, &gw, &wsrc, &wei, bias, &wdst, &f, &pd, &e2) && p->bufs[xb].blocked) {
+        if (make_pd(p, n, transposed, &gw, &wsrc, &wei, bias, &wdst, &f, &pd, &e2) && x_blocked) {
             xd_md_any(&wsrc, xs);
             e2 = (ts_error){0};
             if (make_pd(p, n, transposed, &gw, &wsrc, &wei, bias, &wdst, &f, &pd, &e2)) pd = NULL;
@@ -600,7 +603,7 @@ again:;
     } else {
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
-    if (st == TS_ERR_UNSUPPORTED && !p->opts.plain_layout && p->bufs[xb].blocked) {
+    if (st == TS_ERR_UNSUPPORTED && !p->opts.plain_layout && x_blocked) {
         xd_md_any(&src, xs); /* the producer's layout is not usable: convert in the step */
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
@@ -619,7 +622,7 @@ again:;
     if (!p->opts.plain_layout && !is_wino(pd)) {
         int best = xd_pd_rank(pd);
         dnnl_memory_desc_t csrc, cdst;
-        bool pinned = p->bufs[xb].blocked;
+        bool pinned = x_blocked;
         for (int cand = pinned && !plain_out ? 0 : 1; cand < 2 && best < 3; cand++) {
             if (cand == 1 && !pinned && !plain_out) break; /* the first pd already had both free */
             if (cand == 0) {
@@ -649,7 +652,7 @@ again:;
      * oneDNN's kernel for it is of a lower rank.  squeezenet1_1's first two
      * fire modules wrote channels-last (brgconv) and their Concats copied
      * 1.5 MB each.  TSOPT_SKIP=conv.concat_blocks turns it off. */
-    int cblock = !plain_out && !p->opts.plain_layout && !p->half && !is_wino(pd) && ys->rank == 4 && p->bufs[xb].blocked &&
+    int cblock = !plain_out && !p->opts.plain_layout && !p->half && !is_wino(pd) && ys->rank == 4 && x_blocked &&
                          !xplan_skips(p, "conv.concat_blocks")
                      ? xdc_slice_block(p, f.out_value)
                      : 0;
@@ -696,6 +699,11 @@ again:;
     }
     s->ref_impl = xd_pd_is_ref(pd);
 
+    int xb = xplan_value_buf(p, xv);
+    if (xb < 0) {
+        dnnl_primitive_desc_destroy(pd);
+        return ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory for a buffer", nd->name, nd->op->name);
+    }
     conv_state *c = calloc(1, sizeof *c);
     float *wplain = NULL;
     void *wpacked = NULL;

@@ -343,15 +343,11 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     bool has_bias = (m.cv >= 0 && m.beta != 0.0) || f.scale;
     double out_alpha = Bt ? 1.0 : m.alpha;
 
-    int ab = xplan_plain(p, xplan_value_buf(p, m.av), err);
-    if (ab < 0) return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
-    int bb_in = -1;
-    if (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0)
-        return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
     /* A 2-D constant B with batched A: one 2-D product (flatten_rows),
      * unless a blocked residual needs the N-D dst to reorder into */
+    xbuf scratch;
     if (!gemm && Bt && Bt->shape.rank == 2 && m.r > 2 &&
-        !(f.sum_value >= 0 && p->bufs[xplan_value_buf(p, f.sum_value)].blocked))
+        !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked))
         flatten_rows(&m);
     /* A weight shared with another graph (a session re-planning from the
      * model it keeps: ts_pack_cache's test) is read where it lies, plain,
@@ -384,6 +380,13 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
     }
     if (st) return st; /* with post-ops: the affine folds alone are offered next */
+    /* A and run-time B made plain only now: a declined product leaves the
+     * plan as it found it (no reorder steps, no buffers) */
+    int ab = xplan_plain(p, xplan_value_buf(p, m.av), err), bb_in = -1;
+    if (ab < 0 || (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0)) {
+        dnnl_primitive_desc_destroy(pd);
+        return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
+    }
     s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
     mm_state *c = calloc(1, sizeof *c);
     float *wplain = NULL;

@@ -37,6 +37,24 @@ static void cf_destroy(void *state)
 static ts_status cf_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     const ts_node *nd = xplan_node(p, n);
+    cf_state *st = calloc(1, sizeof *st);
+    if (!st) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    s->state = st;
+    st->node = nd;
+    /* the bodies first: one the fast runtime cannot plan declines the node
+     * before the outer plan is touched */
+    ts_body *bodies[TS_CF_MAX_BODIES];
+    int nb = ts_cf_bodies(nd, bodies);
+    ts_plan_opts o = p->opts;
+    o.release_packed_weights = false; /* a body the plan declines runs in the interpreter, on its weights */
+    for (int k = 0; k < nb; k++) {
+        ts_status r = ts_plan_build(bodies[k]->g, &o, &st->plans[k], err);
+        if (r) {
+            if (r != TS_ERR_UNSUPPORTED) ts_error_prefix(err, "node '%s' (%s): body '%s'", nd->name, nd->op->name,
+                                                         bodies[k]->g->name);
+            return r;
+        }
+    }
     if (xstep_alloc(s, nd->ninputs, nd->noutputs, err)) return err->code;
     for (int j = 0; j < nd->ninputs; j++) {
         int v = nd->inputs[j];
@@ -47,11 +65,7 @@ static ts_status cf_build(xplan *p, int n, xstep *s, ts_error *err)
     }
     for (int o = 0; o < nd->noutputs; o++)
         if ((s->out[o] = xplan_value_buf(p, nd->outputs[o])) < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    cf_state *st = calloc(1, sizeof *st);
-    if (!st) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    s->state = st;
     size_t ni = (size_t)nd->ninputs, no = (size_t)nd->noutputs;
-    st->node = nd;
     st->nin = nd->ninputs;
     st->nout = nd->noutputs;
     st->tin = calloc(ni + 1, sizeof *st->tin);
@@ -69,18 +83,6 @@ static ts_status cf_build(xplan *p, int n, xstep *s, ts_error *err)
         const xbuf *b = &p->bufs[s->out[o]];
         st->tout[o] = (ts_tensor){.dtype = b->dtype, .shape = b->shape, .nbytes = b->bytes, .refcount = 1};
         st->pout[o] = &st->tout[o];
-    }
-    ts_body *bodies[TS_CF_MAX_BODIES];
-    int nb = ts_cf_bodies(nd, bodies);
-    ts_plan_opts o = p->opts;
-    o.release_packed_weights = false; /* a body the plan declines runs in the interpreter, on its weights */
-    for (int k = 0; k < nb; k++) {
-        ts_status r = ts_plan_build(bodies[k]->g, &o, &st->plans[k], err);
-        if (r) {
-            if (r != TS_ERR_UNSUPPORTED) ts_error_prefix(err, "node '%s' (%s): body '%s'", nd->name, nd->op->name,
-                                                         bodies[k]->g->name);
-            return r;
-        }
     }
     return TS_OK;
 }

@@ -75,7 +75,10 @@ typedef struct xkernel {
     /* Plan time: lower node n into s (inputs/outputs via xplan_value_buf /
      * xplan_new_buf / xplan_plain, state, scratch size); may claim following
      * nodes.  Returning TS_ERR_UNSUPPORTED declines without error: the next
-     * candidate is tried. */
+     * candidate is tried, on the plan as the kernel found it, so a kernel
+     * decides everything it may decline on before it makes a buffer or a
+     * step (xplan_value_layout looks at a layout without making one);
+     * xplan_build_step fails the plan on a decline that did not. */
     ts_status (*build)(xplan *p, int n, xstep *s, ts_error *err);
     /* Run time: must not allocate. in/out are the step's buffers' pointers. */
     void (*run)(const xstep *s, void *const *in, void *const *out, void *scratch);
@@ -293,7 +296,8 @@ bool xgroup_dense_concat(const xplan *p, int n, xgroup *gr);
 size_t xplan_product_weight_bytes(const xplan *p);
 /* Node n built by kernel k into s, handed its group's variant-th choice
  * when the lowering stage serves k (plan.c; also what plan_rebind.c
- * replays, with the step's variant). */
+ * replays, with the step's variant).  TS_ERR_INVALID when k declined after
+ * making steps or buffers, or (step check on) read what its step may not. */
 ts_status xplan_build_step(xplan *p, const struct xkernel *k, int n, int variant, xstep *s, ts_error *err);
 
 /* ---- for kernels, at plan time */
@@ -313,6 +317,11 @@ bool xbuf_order_plain(const int *order, int rank);
 /* Buffer currently holding graph value v (created on first use: graph
  * inputs/outputs/constants/arena). */
 int xplan_value_buf(xplan *p, int v);
+/* The buffer graph value v is read from, without making one: the one
+ * holding it, or (none made yet) the plain one xplan_value_buf would make,
+ * described in *scratch.  For a kernel's decisions on its inputs' layouts,
+ * taken before it touches the plan (it must not decline after). */
+const xbuf *xplan_value_layout(const xplan *p, int v, xbuf *scratch);
 /* A new buffer for graph value v (or -1 for internal), plain layout. */
 int xplan_new_buf(xplan *p, int v, ts_dtype dt, const ts_shape *shape);
 /* Makes buffer b the current holder of value v (after a kernel chose a
@@ -343,11 +352,11 @@ bool xplan_inplace_ok_step(const xplan *p, int b);
  * lowered before): c may join the step (fusion, stacking). */
 bool xplan_inputs_ready(const xplan *p, int c, int cur);
 /* The lowering's contract (step_check.c): step s, just built, reads only
- * inputs of the nodes it claimed (claimed now, not in claimed_before),
+ * inputs of its node s->node and of the nodes[0..nnodes) of its group,
  * buffers made by its build (ids >= nbufs_before) or packed constants;
- * else TS_ERR_INVALID naming the value read.  Checked while building a plan when
- * xstep_checking(): debug builds, $TSOPT_CHECK_STEPS=1. */
-ts_status xstep_check_reads(const xplan *p, const xstep *s, const bool *claimed_before, int nbufs_before,
+ * else TS_ERR_INVALID naming the value read.  Checked by xplan_build_step
+ * when xstep_checking(): debug builds, $TSOPT_CHECK_STEPS=1. */
+ts_status xstep_check_reads(const xplan *p, const xstep *s, const int *nodes, int nnodes, int nbufs_before,
                             ts_error *err);
 bool xstep_checking(void);
 /* True when the plan must not use kernel or feature `name`: listed in

@@ -7,7 +7,7 @@
  * alone (it reads no node: xplan_node refuses one it was not handed, and
  * tests/cli/kernel_nodes.sh keeps graph walks out of its file), and the
  * plan claims the group's nodes for the step.  A kernel so served never
- * declines after touching the plan, so it needs no undo.
+ * declines after touching the plan.
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
  * vec.eltwise's element-wise chains (lower_chain.c), vec.attention
@@ -19,8 +19,11 @@
  * with the requantization after it, and the convolutions and products
  * with their post-op tails (lower_post.c: dnnl.conv, dnnl.deconv,
  * deconv.gemm, vec.dwconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
- * vec.se).  The others still match in their build and are undone by plan.c when they decline (the list in
- * tests/cli/kernel_nodes.sh says which files are served). */
+ * vec.se).  The list in tests/cli/kernel_nodes.sh says which files are
+ * served.  Every kernel, served or not, decides what it may decline on
+ * before it makes a buffer or a step (xplan_value_layout answers layout
+ * questions without making one): the plan keeps no undo, and
+ * xplan_build_step fails a plan whose kernel declined after changing it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -56,9 +56,10 @@ int xplan_new_buf(xplan *p, int v, ts_dtype dt, const ts_shape *shape)
     return add_buf(p, &b);
 }
 
-int xplan_value_buf(xplan *p, int v)
+/* The buffer xplan_value_buf makes for value v on first use: the
+ * constant's data, the graph input or output slot, or arena memory. */
+static xbuf first_buf(const xplan *p, int v)
 {
-    if (p->value_buf[v] >= 0) return p->value_buf[v];
     const ts_graph *g = p->g;
     const ts_value *val = &g->values[v];
     xbuf b = plain_buf(v, val->dtype, &val->shape, XB_ARENA);
@@ -73,9 +74,23 @@ int xplan_value_buf(xplan *p, int v)
         b.kind = XB_OUTPUT;
         b.offset = slot;
     }
+    return b;
+}
+
+int xplan_value_buf(xplan *p, int v)
+{
+    if (p->value_buf[v] >= 0) return p->value_buf[v];
+    xbuf b = first_buf(p, v);
     int id = add_buf(p, &b);
     if (id >= 0) p->value_buf[v] = id;
     return id;
+}
+
+const xbuf *xplan_value_layout(const xplan *p, int v, xbuf *scratch)
+{
+    if (p->value_buf[v] >= 0) return &p->bufs[p->value_buf[v]];
+    *scratch = first_buf(p, v);
+    return scratch;
 }
 
 void xplan_bind_value(xplan *p, int v, int b) { p->value_buf[v] = b; }
@@ -401,25 +416,6 @@ static int try_split_view(xplan *p, int n, ts_error *err)
 
 /* ------------------------------------------------------------- lowering */
 
-/* State to undo a kernel that declines after touching the plan. */
-typedef struct undo {
-    int *value_buf, *consumers;
-    bool *claimed;
-} undo;
-
-static void rollback(xplan *p, const undo *u, int nsteps, int nbufs)
-{
-    while (p->nsteps > nsteps) step_clear(&p->steps[--p->nsteps]);
-    while (p->nbufs > nbufs) {
-        xbuf *b = &p->bufs[--p->nbufs];
-        if (b->owns_data) free(b->data);
-        xpack_unref(b->shared);
-    }
-    memcpy(p->value_buf, u->value_buf, sizeof(int) * (size_t)p->g->nvalues);
-    memcpy(p->consumers, u->consumers, sizeof(int) * (size_t)p->g->nvalues);
-    memcpy(p->claimed, u->claimed, sizeof(bool) * (size_t)p->g->nnodes);
-}
-
 /* The step's buffer ids must all exist (a kernel may have hit an
  * out-of-memory in xplan_new_buf without noticing). */
 static bool step_valid(const xplan *p, const xstep *s)
@@ -434,8 +430,16 @@ static bool step_valid(const xplan *p, const xstep *s)
 /* Kernel k builds node n into s.  A kernel the lowering stage serves
  * (lower_group.c) is handed its group's variant-th choice, decided first
  * (TS_ERR_UNSUPPORTED when none forms), and the plan claims the group's
- * nodes for the step; with the step check on, a kernel that read a node it
- * was not handed (xplan_node) fails the plan. */
+ * nodes for the step.
+ *
+ * A kernel decides before it touches the plan: it declines
+ * (TS_ERR_UNSUPPORTED) only while the plan is as it found it, so that the
+ * next candidate starts from the same plan and nothing needs undoing (the
+ * plan keeps no copy to restore).  A decline that made steps or buffers
+ * fails the plan here, naming the kernel: two counts compared, so on in
+ * every build.  With the step check on (xstep_checking), a kernel that read
+ * a node it was not handed (xplan_node) or a value none of the step's nodes
+ * reads (step_check.c) fails it too. */
 ts_status xplan_build_step(xplan *p, const xkernel *k, int n, int variant, xstep *s, ts_error *err)
 {
     xgroup grp;
@@ -446,10 +450,18 @@ ts_status xplan_build_step(xplan *p, const xkernel *k, int n, int variant, xstep
     p->lowering = n;
     p->group = formed ? &grp : NULL;
     p->stray_node = -1;
+    const int nsteps = p->nsteps, nbufs = p->nbufs;
     ts_status st = k->build(p, n, s, err);
+    if (st == TS_ERR_UNSUPPORTED && (p->nsteps != nsteps || p->nbufs != nbufs))
+        st = ts_error_set(err, TS_ERR_INVALID,
+                          "kernel %s of node '%s' declined after changing the plan (%d steps, %d buffers made): it "
+                          "must decide before it touches the plan",
+                          k->name, p->g->nodes[n].name, p->nsteps - nsteps, p->nbufs - nbufs);
     if (st == TS_OK && p->stray_node >= 0)
         st = ts_error_set(err, TS_ERR_INVALID, "kernel %s of node '%s' reads node '%s', which is not its own", k->name,
                           p->g->nodes[n].name, p->g->nodes[p->stray_node].name);
+    if (st == TS_OK && xstep_checking())
+        st = xstep_check_reads(p, s, formed ? grp.nodes : NULL, formed ? grp.nnodes : 0, nbufs, err);
     for (int i = 1; st == TS_OK && formed && i < grp.nnodes; i++) xplan_claim(p, grp.nodes[i], s);
     if (formed) xgroup_free(&grp);
     p->group = NULL;
@@ -457,7 +469,7 @@ ts_status xplan_build_step(xplan *p, const xkernel *k, int n, int variant, xstep
     return st;
 }
 
-static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
+static ts_status lower_node(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
     int r = try_view(p, n, err);
@@ -471,25 +483,18 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
     }
     const xkernel *cand[XKERNELS_MAX + 2];
     int nc = 0;
-    bool checking = xstep_checking();
     xkernels_for(nd->op, cand);
     while (cand[nc]) nc++;
     cand[nc++] = &xk_ref;
     /* each candidate with each choice of its group (lower_group.c), largest first */
     for (int i = 0; i < nc * XGROUP_VARIANTS; i++) {
-        int c = i / XGROUP_VARIANTS, variant = i % XGROUP_VARIANTS, nsteps = p->nsteps, nbufs = p->nbufs;
+        int c = i / XGROUP_VARIANTS, variant = i % XGROUP_VARIANTS;
         bool last = c == nc - 1;
         if ((!last && xplan_skips(p, cand[c]->name)) || variant >= xgroup_choices(cand[c])) continue;
-        if (!last || checking) {
-            memcpy(u->value_buf, p->value_buf, sizeof(int) * (size_t)p->g->nvalues);
-            memcpy(u->consumers, p->consumers, sizeof(int) * (size_t)p->g->nvalues);
-            memcpy(u->claimed, p->claimed, sizeof(bool) * (size_t)p->g->nnodes);
-        }
         xstep s = {.k = cand[c], .node = n};
         ts_error e = {0};
-        ts_status st = xplan_build_step(p, cand[c], n, variant, &s, &e);
+        ts_status st = xplan_build_step(p, cand[c], n, variant, &s, &e); /* a decline left the plan as it was */
         if (st == TS_OK && !step_valid(p, &s)) st = ts_error_set(&e, TS_ERR_NOMEM, "out of memory");
-        if (st == TS_OK && checking) st = xstep_check_reads(p, &s, u->claimed, nbufs, &e); /* step_check.c */
         if (st == TS_OK) {
             p->claimed[n] = true;
             p->claimed_by[n] = cand[c];
@@ -504,7 +509,6 @@ static ts_status lower_node(xplan *p, int n, undo *u, ts_error *err)
                 ts_error_prefix(err, "node '%s' (%s), kernel %s", nd->name, nd->op->name, cand[c]->name);
             return st;
         }
-        rollback(p, u, nsteps, nbufs);
     }
     return ts_error_set(err, TS_ERR_UNSUPPORTED, "node '%s' (%s): no kernel", nd->name, nd->op->name);
 }
@@ -642,10 +646,8 @@ static ts_status lower_all(xplan *p, ts_error *err)
 {
     const ts_graph *g = p->g;
     int *order = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), cnt = 0;
-    undo u = {malloc(sizeof(int) * ((size_t)g->nvalues + 1)), malloc(sizeof(int) * ((size_t)g->nvalues + 1)),
-              malloc(sizeof(bool) * ((size_t)g->nnodes + 1))};
     ts_status st = TS_OK;
-    if (!order || !u.value_buf || !u.consumers || !u.claimed)
+    if (!order)
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     else
         st = ts_graph_topo_order(g, order, &cnt, err);
@@ -653,14 +655,11 @@ static ts_status lower_all(xplan *p, ts_error *err)
     for (int k = 0; !st && k < cnt; k++) {
         if (p->claimed[order[k]]) continue;
         int nbufs = p->nbufs;
-        if (!(st = xhalf_before_node(p, order[k], err)) && !(st = lower_node(p, order[k], &u, err)) && once)
+        if (!(st = xhalf_before_node(p, order[k], err)) && !(st = lower_node(p, order[k], err)) && once)
             xweights_once_node(p, order[k]); /* this layer's originals go before the next layer packs */
         if (!st) st = xhalf_after_node(p, nbufs, err); /* its packed weights stored 16-bit again */
     }
     free(order);
-    free(u.value_buf);
-    free(u.consumers);
-    free(u.claimed);
     return st;
 }
 

@@ -44,7 +44,7 @@ static bool node_reads(const xplan *p, int m, int b)
     return false;
 }
 
-ts_status xstep_check_reads(const xplan *p, const xstep *s, const bool *claimed_before, int nbufs_before,
+ts_status xstep_check_reads(const xplan *p, const xstep *s, const int *nodes, int nnodes, int nbufs_before,
                             ts_error *err)
 {
     const ts_graph *g = p->g;
@@ -54,8 +54,7 @@ ts_status xstep_check_reads(const xplan *p, const xstep *s, const bool *claimed_
          * or a constant's copy packed by an earlier step (shared weights) */
         if (b < 0 || b >= nbufs_before || (p->bufs[b].kind == XB_CONST && p->bufs[b].packed_from)) continue;
         bool own = node_reads(p, s->node, b);
-        for (int m = 0; !own && m < g->nnodes; m++)
-            own = m != s->node && p->claimed[m] && !claimed_before[m] && node_reads(p, m, b);
+        for (int i = 0; !own && i < nnodes; i++) own = nodes[i] != s->node && node_reads(p, nodes[i], b);
         if (own) continue;
         int v = p->bufs[b].value;
         if (v < 0 || v >= g->nvalues)

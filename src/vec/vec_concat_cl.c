@@ -121,23 +121,16 @@ static ts_status cc_build(xplan *p, int n, xstep *s, ts_error *err)
     if (p->opts.plain_layout || nin < 2 || ys->rank != 4 || !xv_all_f32(p, n) || ts_graph_is_output(g, yv) ||
         !ts_axis_norm(((const ts_concat_attrs *)nd->attrs)->axis, 4, &axis) || axis != 1)
         return TS_ERR_UNSUPPORTED;
-    int *bufs = calloc((size_t)nin, sizeof *bufs), *lay = calloc((size_t)nin, sizeof *lay);
-    if (!bufs || !lay) {
-        free(bufs);
-        free(lay);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
-    }
+    int *lay = calloc((size_t)nin, sizeof *lay);
+    if (!lay) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    /* every input's layout decided before the plan is touched: an input
+     * with no buffer yet would get a plain one, which declines */
     ts_status st = TS_OK;
     bool any_block = false;
     for (int j = 0; j < nin && !st; j++) {
+        xbuf scratch;
         int v = nd->inputs[j];
-        if (v < 0) {
-            st = TS_ERR_UNSUPPORTED;
-        } else if ((bufs[j] = xplan_value_buf(p, v)) < 0) {
-            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-        } else if ((lay[j] = in_layout(&p->bufs[bufs[j]])) < 0) {
-            st = TS_ERR_UNSUPPORTED;
-        }
+        if (v < 0 || (lay[j] = in_layout(xplan_value_layout(p, v, &scratch))) < 0) st = TS_ERR_UNSUPPORTED;
         any_block |= !st && lay[j] > 0;
     }
     if (!st && !any_block) st = TS_ERR_UNSUPPORTED;
@@ -155,16 +148,15 @@ static ts_status cc_build(xplan *p, int n, xstep *s, ts_error *err)
         for (int j = 0; j < nin; j++) {
             c->in[j] = (cc_in){.C = g->values[nd->inputs[j]].shape.dims[1], .off = off, .block = lay[j]};
             off += c->in[j].C;
-            s->in[j] = bufs[j];
+            if ((s->in[j] = xplan_value_buf(p, nd->inputs[j])) < 0) st = TS_ERR_NOMEM;
         }
-        if ((s->out[0] = xplan_value_buf(p, yv)) < 0)
-            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-        else
+        if (!st && (s->out[0] = xplan_value_buf(p, yv)) >= 0)
             xv_set_order(p, s->out[0], nhwc);
+        else
+            st = ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     }
-    free(bufs);
     free(lay);
-    return st; /* on failure the planner rolls back and destroys the state */
+    return st; /* declined only above, before the plan was touched; later failures are errors */
 }
 
 const xkernel xk_vec_concat_cl = {"vec.concat_cl", cc_build, cc_run, cc_destroy};

@@ -212,8 +212,9 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
         return TS_ERR_UNSUPPORTED;
     int64_t C = xs->dims[1];
     if (ca->group != C || ys->dims[1] != C || W->shape.dims[0] != C || W->shape.dims[1] != 1) return TS_ERR_UNSUPPORTED;
-    int xb = xplan_value_buf(p, xv), order[TS_MAX_RANK];
-    if (xb < 0 || !xbuf_dense_order(&p->bufs[xb], order) || memcmp(order, nhwc, sizeof nhwc))
+    xbuf scratch; /* X's layout decided before the plan is touched */
+    int order[TS_MAX_RANK];
+    if (!xbuf_dense_order(xplan_value_layout(p, xv, &scratch), order) || memcmp(order, nhwc, sizeof nhwc))
         return TS_ERR_UNSUPPORTED;
     ts_window_geom wg;
     char why[256];
@@ -248,9 +249,9 @@ static ts_status dw_build(xplan *p, int n, xstep *s, ts_error *err)
         d->b[c] = f.scale ? b * f.scale[c] + f.shift[c] : b;
     }
     if ((st = xstep_alloc(s, 1, 1, err))) return st;
-    s->in[0] = xb;
+    s->in[0] = xplan_value_buf(p, xv); /* X is channels-last: its buffer exists */
     s->out[0] = xplan_value_buf(p, f.out_value);
-    if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    if (s->in[0] < 0 || s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     xv_set_order(p, s->out[0], nhwc);
     return TS_OK;
 }

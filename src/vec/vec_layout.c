@@ -12,9 +12,10 @@ ts_status xv_step_unary(xplan *p, int n, xstep *st, int xb, const int *order, ts
     return TS_OK;
 }
 
-void xv_set_order(xplan *p, int b, const int *order)
+void xv_set_order(xplan *p, int b, const int *order) { xv_buf_set_order(&p->bufs[b], order); }
+
+void xv_buf_set_order(xbuf *x, const int *order)
 {
-    xbuf *x = &p->bufs[b];
     int r = x->shape.rank;
     if (r == 0 || xbuf_order_plain(order, r)) return;
     dnnl_dims_t dims, strides;

@@ -14,6 +14,9 @@
  * the dense layout `order`: blocked with a strided md, or plain for the
  * identity. */
 void xv_set_order(xplan *p, int b, const int *order);
+/* The same on a buffer description (one not yet in the plan: a kernel's
+ * decision before it touches the plan). */
+void xv_buf_set_order(xbuf *x, const int *order);
 
 /* Wires a one-input, one-output step: input buffer xb (< 0: resolving it
  * failed, err says why), output = node n's output value in the dense

@@ -176,11 +176,12 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
         int64_t last = (ys->dims[2 + i] - 1) * wg.stride[i] - wg.pad_begin[i];
         if (wg.kernel[i] <= wg.pad_begin[i] || last >= xs->dims[2 + i] || ys->dims[2 + i] < 1) return TS_ERR_UNSUPPORTED;
     }
-    int xb = xplan_value_buf(p, xv), order[TS_MAX_RANK];
-    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
+    xbuf scratch; /* X's layout decided before the plan is touched */
+    const xbuf *x = xplan_value_layout(p, xv, &scratch);
+    int order[TS_MAX_RANK];
     int64_t N = xs->dims[0], C = xs->dims[1];
-    int block = buf_block(&p->bufs[xb]);
-    bool cl = !block && xbuf_dense_order(&p->bufs[xb], order) && !memcmp(order, nhwc, sizeof nhwc);
+    int block = buf_block(x);
+    bool cl = !block && xbuf_dense_order(x, order) && !memcmp(order, nhwc, sizeof nhwc);
     if (!block && !cl) return TS_ERR_UNSUPPORTED;
     /* Channels-last in, 16-channel blocks out when every reader is a conv
      * on Winograd (xlow_blocks_readers), which reads blocks whatever it is
@@ -192,6 +193,8 @@ static ts_status mp_build(xplan *p, int n, xstep *s, ts_error *err)
      * conv after the pooling converted 64x112x112 (3.2 MB) every run.
      * TSOPT_SKIP=maxpool.blocks turns it off. */
     bool to_blocks = cl && C % 16 == 0 && !p->half && !xplan_skips(p, "maxpool.blocks") && xlow_blocks_readers(p, yv);
+    int xb = xplan_value_buf(p, xv); /* blocked or channels-last: its buffer exists */
+    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
     mp_state *d = xv_state(sizeof *d, err);
     if (!d) return err->code;
     s->state = d;

@@ -138,13 +138,15 @@ static bool const_ints(const xplan *p, const ts_node *nd, int i, int64_t *out, i
  * every further input in [1, nshared) have in common, for a result that may
  * keep it (not a graph output, float32): false when it is plain or they
  * differ. */
-static bool common_order(xplan *p, const ts_node *nd, int nshared, int *order)
+static bool common_order(const xplan *p, const ts_node *nd, int nshared, int *order)
 {
     const ts_value *y = &p->g->values[nd->outputs[0]];
     if (y->dtype != TS_F32 || y->shape.rank < 2 || ts_graph_is_output(p->g, nd->outputs[0])) return false;
     for (int j = 0; j < nshared; j++) {
-        int o[TS_MAX_RANK], b = nd->inputs[j] >= 0 ? xplan_value_buf(p, nd->inputs[j]) : -1;
-        if (b < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank || !xbuf_dense_order(&p->bufs[b], o))
+        xbuf scratch; /* the layouts as they are or will be: the buffers are made once nothing declines */
+        int o[TS_MAX_RANK];
+        if (nd->inputs[j] < 0 || p->g->values[nd->inputs[j]].shape.rank != y->shape.rank ||
+            !xbuf_dense_order(xplan_value_layout(p, nd->inputs[j], &scratch), o))
             return false;
         if (j == 0)
             memcpy(order, o, sizeof o);

@@ -251,14 +251,20 @@ static void out_like(xplan *p, int yb, int xb, ts_dtype yt, int64_t bytes)
 
 /* Buffer of the [N, C, H, W] value v plain or channels-last (*cl), in
  * place when it is one of them, else made plain. */
+static bool is_cl(const xbuf *b)
+{
+    int order[TS_MAX_RANK];
+    return b->blocked && xbuf_dense_order(b, order) && order[0] == 0 && order[1] == 2 && order[2] == 3 &&
+           order[3] == 1;
+}
+
 static int nchw_or_cl(xplan *p, int v, bool *cl, ts_error *err)
 {
     int b = xplan_value_buf(p, v), order[TS_MAX_RANK];
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
     *cl = false;
     if (!p->bufs[b].blocked) return b;
-    if (xbuf_dense_order(&p->bufs[b], order) && order[0] == 0 && order[1] == 2 && order[2] == 3 && order[3] == 1)
-        return *cl = true, b;
+    if (is_cl(&p->bufs[b])) return *cl = true, b;
     if (xbuf_dense_order(&p->bufs[b], order) && xbuf_order_plain(order, 4)) return b;
     return xplan_plain(p, b, err);
 }
@@ -271,6 +277,11 @@ static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
     for (int i = 1; i < 6; i++)
         if (i != 3 && !xplan_const(p, nd->inputs[i])) return TS_ERR_UNSUPPORTED;
     if (x->dtype != y->dtype) return TS_ERR_UNSUPPORTED;
+    /* the output in x's layout when x is channels-last; a graph output is
+     * the caller's plain tensor (decided before the plan is touched) */
+    xbuf scratch;
+    if (is_cl(xplan_value_layout(p, nd->inputs[0], &scratch)) && ts_graph_is_output(g, nd->outputs[0]))
+        return TS_ERR_UNSUPPORTED;
     vqe *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
@@ -288,10 +299,7 @@ static ts_status chmul_build(xplan *p, int n, xstep *st, ts_error *err)
     st->in[0] = xb, st->in[1] = gb;
     int yb = xplan_value_buf(p, nd->outputs[0]);
     if (yb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    if (s->cl) { /* the output in x's layout (a graph output is the caller's plain tensor) */
-        if (ts_graph_is_output(g, nd->outputs[0])) return TS_ERR_UNSUPPORTED;
-        out_like(p, yb, xb, y->dtype, s->n);
-    }
+    if (s->cl) out_like(p, yb, xb, y->dtype, s->n); /* not a graph output: declined above */
     st->out[0] = yb;
     return TS_OK;
 }

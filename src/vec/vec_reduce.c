@@ -104,9 +104,9 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
      * mnasnet's and the mobile nets' heads), walked in physical order; the
      * kept dims must come in their logical order (the result is plain).
      * Else converted to plain first. */
-    int xb = xplan_value_buf(p, nd->inputs[0]), order[TS_MAX_RANK], last_kept = -1;
-    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
-    bool dense = xbuf_dense_order(&p->bufs[xb], order);
+    xbuf scratch; /* decided on X's layout before the plan is touched */
+    int order[TS_MAX_RANK], last_kept = -1;
+    bool dense = xbuf_dense_order(xplan_value_layout(p, nd->inputs[0], &scratch), order);
     for (int k = 0; dense && k < sh->rank; k++) {
         int d = order[k];
         if (sh->dims[d] == 1 || mask[d]) continue;
@@ -133,6 +133,8 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
         }
     }
     if (r == 0 || ts_shape_numel(sh) == 0) return TS_ERR_UNSUPPORTED;
+    int xb = xplan_value_buf(p, nd->inputs[0]);
+    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
     rd_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;

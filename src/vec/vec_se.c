@@ -252,10 +252,13 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
     /* a gate: something must squash it (the block's Mul scales by it) */
     if (!xv_post_supported(f1) || !f2->npo || !xv_post_supported(f2) || ts_graph_is_output(g, f2->out_value))
         return TS_ERR_UNSUPPORTED;
-    int xb = xplan_value_buf(p, xv), order[TS_MAX_RANK];
-    if (xb < 0 || HW < 1 || !xbuf_dense_order(&p->bufs[xb], order)) return TS_ERR_UNSUPPORTED;
+    xbuf scratch; /* X's layout decided before the plan is touched */
+    int order[TS_MAX_RANK];
+    if (HW < 1 || !xbuf_dense_order(xplan_value_layout(p, xv, &scratch), order)) return TS_ERR_UNSUPPORTED;
     bool is_nhwc = !memcmp(order, nhwc, sizeof nhwc);
     if (!is_nhwc && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
+    int xb = xplan_value_buf(p, xv);
+    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     se_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;

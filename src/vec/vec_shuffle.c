@@ -150,10 +150,19 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
     s->src_ch = malloc(sizeof *s->src_ch * (size_t)C);
     if (!s->in || !s->src_in || !s->src_ch || xstep_alloc(st, nin, 1, err))
         return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
+    /* every input checked before the plan is touched: present, and plain
+     * or channels-last, or in another layout that is made plain below */
+    for (int j = 0; j < nin; j++) {
+        xbuf scratch;
+        int v = nd->inputs[j], order[TS_MAX_RANK];
+        if (v < 0) return TS_ERR_UNSUPPORTED;
+        if (xbuf_dense_order(xplan_value_layout(p, v, &scratch), order) && memcmp(order, nhwc, sizeof nhwc) &&
+            !xbuf_order_plain(order, 4))
+            return TS_ERR_UNSUPPORTED;
+    }
     bool any_nhwc = false, all_nhwc = true;
     for (int j = 0; j < nin; j++) {
-        int v = nd->inputs[j], b = v >= 0 ? xplan_value_buf(p, v) : -1, order[TS_MAX_RANK];
-        if (v < 0) return TS_ERR_UNSUPPORTED;
+        int v = nd->inputs[j], b = xplan_value_buf(p, v), order[TS_MAX_RANK];
         if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
         /* a blocked input (oneDNN's nChw8c/16c: what convs write on CPUs
          * without AVX-512) is converted to plain first */
@@ -161,8 +170,7 @@ static ts_status sh_build(xplan *p, int n, xstep *st, ts_error *err)
             if ((b = xplan_plain(p, b, err)) < 0) return err->code;
             xbuf_dense_order(&p->bufs[b], order);
         }
-        bool cl = !memcmp(order, nhwc, sizeof nhwc);
-        if (!cl && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
+        bool cl = !memcmp(order, nhwc, sizeof nhwc); /* else plain: checked above */
         s->in[j] = (sh_in){.C = g->values[v].shape.dims[1], .nhwc = cl};
         st->in[j] = b;
         any_nhwc |= cl;

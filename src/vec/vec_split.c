@@ -57,9 +57,11 @@ static ts_status split_build(xplan *p, int n, xstep *st, ts_error *err)
     s->nout = nd->noutputs;
     if (!(s->blk = calloc((size_t)s->nout + 1, sizeof *s->blk)))
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a kernel state");
-    int xb = xplan_value_buf(p, nd->inputs[0]), order[TS_MAX_RANK], rank = x->shape.rank;
-    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    bool keep = x->dtype == TS_F32 && rank >= 2 && xbuf_dense_order(&p->bufs[xb], order) && !xbuf_order_plain(order, rank);
+    xbuf scratch; /* X's layout: its buffer is made once nothing can decline */
+    int order[TS_MAX_RANK], rank = x->shape.rank;
+    bool keep = x->dtype == TS_F32 && rank >= 2 &&
+                xbuf_dense_order(xplan_value_layout(p, nd->inputs[0], &scratch), order) &&
+                !xbuf_order_plain(order, rank);
     for (int j = 0; j < nd->noutputs && keep; j++) {
         /* a graph output is the caller's plain tensor */
         for (int k = 0; k < p->g->noutputs; k++) keep &= p->g->outputs[k] != nd->outputs[j];
@@ -84,6 +86,8 @@ static ts_status split_build(xplan *p, int n, xstep *st, ts_error *err)
     s->in_row = inner * sum;
     s->bytes = s->outer * s->in_row;
     if (xstep_alloc(st, 1, s->nout, err)) return err->code;
+    int xb = xplan_value_buf(p, nd->inputs[0]);
+    if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if ((st->in[0] = keep ? xb : xplan_plain(p, xb, err)) < 0) return err->code ? err->code : TS_ERR_INVALID;
     for (int j = 0; j < s->nout; j++) {
         if ((st->out[j] = xplan_value_buf(p, nd->outputs[j])) < 0)

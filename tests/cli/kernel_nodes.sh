@@ -5,8 +5,9 @@
 # nor of the group the lowering stage handed it: test_lowering) and walk no
 # graph: no node array, consumer counts, producers or claims.  A file comes
 # onto the list when its kernels stop matching neighbours themselves (the rest
-# of src/exec/ still does, and plan.c undoes a kernel that declines).  Checked
-# on the tree, then shown failing on a planted read.
+# of src/exec/ still does; no kernel declines after touching the plan, which
+# keeps no undo: test_lowering's kernel_declining_after_touching_the_plan_refused).
+# Checked on the tree, then shown failing on a planted read.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../../src" && pwd)
 # where kernel file $2 lies under src/ folder $1: the plan core or a kernel family

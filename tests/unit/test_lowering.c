@@ -925,3 +925,67 @@ Test(lowering, kernel_reading_another_node_refused)
     }
     ts_graph_free(g);
 }
+
+/* ---- a kernel declines only on the plan as it found it (issue 27 §3: the
+ * per-candidate undo in plan.c is gone).  A kernel decides everything it
+ * may decline on before it makes a buffer or a step; xplan_build_step fails
+ * the plan, naming the kernel, on a decline that left buffers or steps
+ * behind.  Planted: one declining after making its output's buffer, one
+ * after inserting a step; the one declining first passes through as a
+ * decline (the next candidate is tried). */
+
+static ts_status decline_first_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    (void)p, (void)n, (void)s, (void)err;
+    return TS_ERR_UNSUPPORTED;
+}
+
+static ts_status buffer_then_decline_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    (void)s, (void)err;
+    (void)xplan_value_buf(p, xplan_node(p, n)->outputs[0]); /* e.g. to look at the layout it would get */
+    return TS_ERR_UNSUPPORTED;
+}
+
+static ts_status step_then_decline_build(xplan *p, int n, xstep *s, ts_error *err)
+{
+    xstep t = {.k = &own, .node = n};
+    if (own_build(p, n, &t, err) || xplan_push_step(p, &t, err)) return err->code;
+    (void)s;
+    return TS_ERR_UNSUPPORTED;
+}
+
+Test(lowering, kernel_declining_after_touching_the_plan_refused)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int x = xt_input(g, "x", "4x8");
+    xt_output(g, xt_node(g, "Neg", INS(xt_node(g, "Relu", INS(x), NOATTR)), NOATTR));
+    const int relu = 0;
+    cr_assert_eq(g->nodes[relu].op, &ts_op_relu);
+    static const xkernel first = {"test.decline_first", decline_first_build, NULL, NULL},
+                         buffer = {"test.buffer_then_decline", buffer_then_decline_build, NULL, NULL},
+                         step = {"test.step_then_decline", step_then_decline_build, NULL, NULL};
+    const xkernel *k[3] = {&first, &buffer, &step};
+    const char *made[3] = {NULL, "(0 steps, 1 buffers made)", "(1 steps, 2 buffers made)"};
+    for (int i = 0; i < 3; i++) {
+        ts_error e = {0};
+        xplan *p = calloc(1, sizeof *p);
+        p->g = p->built_g = g;
+        cr_assert_eq(xplan_init(p, &e), TS_OK, "%s", e.msg);
+        xstep s = {.k = k[i], .node = relu};
+        ts_status st = xplan_build_step(p, k[i], relu, 0, &s, &e);
+        if (i == 0) {
+            cr_assert_eq(st, TS_ERR_UNSUPPORTED, "a clean decline is a decline: %d %s", st, e.msg);
+            cr_assert_eq(p->nsteps, 0);
+            cr_assert_eq(p->nbufs, 0);
+        } else {
+            cr_assert_eq(st, TS_ERR_INVALID, "kernel %s declined after touching the plan and passed", k[i]->name);
+            cr_assert(strstr(e.msg, k[i]->name) && strstr(e.msg, "declined after changing the plan") &&
+                          strstr(e.msg, made[i]),
+                      "%s", e.msg);
+        }
+        xstep_clear(&s);
+        ts_plan_free((ts_plan *)p);
+    }
+    ts_graph_free(g);
+}
