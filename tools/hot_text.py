@@ -2,7 +2,7 @@
 """Write cmake/hot_text.ld: the library's functions that running a model
 executes, laid out together at the start of the text.
 
-Why (issue 27, measured on the 2-core EPYC): a page fault on a file's text
+Why (issue 27, measured on the 2-core Intel Xeon VM of 12-07): a page fault on a file's text
 maps the pages around it (fault-around), so the code a process touches costs
 its peak RSS in whole windows.  `tsopt bench` of a small model executes ~400
 of the library's functions (callgrind), spread over 2.4 MB of text among the

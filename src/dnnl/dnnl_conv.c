@@ -662,7 +662,7 @@ again:;
      * each jit kernel it considers, ~1 MiB of libdnnl's text mapped once
      * per process (shufflenet_v2_x1_0, 232-channel branches: libdnnl
      * resident 6840 vs 5752 KiB, bench peak RSS 28608 vs 27528 KiB with
-     * the same plan; issue 27, 2-core EPYC, loaded). */
+     * the same plan; issue 27, the 2-core Intel Xeon VM of 12-07, loaded). */
     if (cblock == 8 && xd_pd_rank(pd) >= 3) cblock = 0;
     if (cblock) {
         dnnl_memory_desc_t bd, sd = xmd;
