@@ -765,21 +765,31 @@ static void build_wino_stack(gb *b)
     cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
 }
 
-Test(half, float32_weights_kept_within_the_byte_budget)
+/* One seeded input in [-1, 1] rounded to float16, as float16 (*xh) and
+ * float32 (*xf) tensors of shape xs. */
+static void f16_input(const ts_shape *xs, ts_tensor **xh, ts_tensor **xf)
 {
     ts_error e = {0};
+    *xh = ts_tensor_new(TS_F16, xs, &e);
+    *xf = ts_tensor_new(TS_F32, xs, &e);
+    cr_assert(*xh && *xf, "%s", e.msg);
+    uint64_t rng = 7;
+    ts_tensor_fill_random(*xf, &rng, -1, 1);
+    for (int64_t i = 0; i < ts_tensor_numel(*xf); i++) {
+        double v = ts_dtype_round(TS_F16, ts_tensor_get_f64(*xf, i));
+        ts_tensor_set_f64(*xf, i, v);
+        ts_tensor_set_f64(*xh, i, v);
+    }
+}
+
+Test(half, float32_weights_kept_within_the_byte_budget)
+{
     gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
     build_wino_stack(&h);
     build_wino_stack(&f);
     ts_shape xs = shp("1x256x8x8");
-    ts_tensor *xh = ts_tensor_new(TS_F16, &xs, &e), *xf = ts_tensor_new(TS_F32, &xs, &e);
-    uint64_t rng = 7;
-    ts_tensor_fill_random(xf, &rng, -1, 1);
-    for (int64_t i = 0; i < ts_tensor_numel(xf); i++) {
-        double v = ts_dtype_round(TS_F16, ts_tensor_get_f64(xf, i));
-        ts_tensor_set_f64(xf, i, v);
-        ts_tensor_set_f64(xh, i, v);
-    }
+    ts_tensor *xh, *xf;
+    f16_input(&xs, &xh, &xf);
     /* the float32 copies alone (Winograd's share of the budget: the next test) */
     run_out kept = run_skip(h.g, xh, "half.wino"), all16 = run_skip(h.g, xh, "half.budget"), f32 = run(f.g, xf);
     size_t w16 = (size_t)12 * 256 * 256 * 9 * 2;
@@ -867,19 +877,12 @@ static int wino_steps(const ts_graph *g, const char *skip, run_out *r, const ts_
 
 Test(half, winograd_within_the_byte_budget)
 {
-    ts_error e = {0};
     gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
     build_wino_stack128(&h);
     build_wino_stack128(&f);
     ts_shape xs = shp("1x128x8x8");
-    ts_tensor *xh = ts_tensor_new(TS_F16, &xs, &e), *xf = ts_tensor_new(TS_F32, &xs, &e);
-    uint64_t rng = 7;
-    ts_tensor_fill_random(xf, &rng, -1, 1);
-    for (int64_t i = 0; i < ts_tensor_numel(xf); i++) {
-        double v = ts_dtype_round(TS_F16, ts_tensor_get_f64(xf, i));
-        ts_tensor_set_f64(xf, i, v);
-        ts_tensor_set_f64(xh, i, v);
-    }
+    ts_tensor *xh, *xf;
+    f16_input(&xs, &xh, &xf);
     run_out wino = {0}, direct = {0}, f32 = {0};
     int nw = wino_steps(h.g, NULL, &wino, xh), nd = wino_steps(h.g, "half.wino", &direct, xh);
     int n32 = wino_steps(f.g, NULL, &f32, xf);

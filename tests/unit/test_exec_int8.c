@@ -290,16 +290,25 @@ static int count_op(const ts_graph *g, const char *op)
     return k;
 }
 
+/* a's and b's outputs, both by the reference interpreter on one seeded
+ * input in [-2, 2] (the caller unrefs them). */
+static void reference_both(const ts_graph *a, const ts_graph *b, ts_tensor **ya, ts_tensor **yb)
+{
+    ts_error e = {0};
+    ts_tensor *in = ts_tensor_new(TS_F32, &a->values[a->inputs[0]].shape, &e);
+    uint64_t r = 77;
+    ts_tensor_fill_random(in, &r, -2, 2);
+    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, ya, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, yb, &e), TS_OK, "%s", e.msg);
+    ts_tensor_unref(in);
+}
+
 /* The fused graph and the QDQ graph on the same inputs, both by the
  * reference interpreter: within one step (0.04) everywhere. */
 static void expect_within_step(const ts_graph *a, const ts_graph *b, double step)
 {
-    ts_error e = {0};
-    ts_tensor *in = ts_tensor_new(TS_F32, &a->values[a->inputs[0]].shape, &e), *ya = NULL, *yb = NULL;
-    uint64_t r = 77;
-    ts_tensor_fill_random(in, &r, -2, 2);
-    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, &ya, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, &yb, &e), TS_OK, "%s", e.msg);
+    ts_tensor *ya = NULL, *yb = NULL;
+    reference_both(a, b, &ya, &yb);
     int64_t differ = 0;
     for (int64_t i = 0; i < ts_tensor_numel(ya); i++) {
         double d = fabs(((float *)ya->data)[i] - ((float *)yb->data)[i]);
@@ -308,7 +317,6 @@ static void expect_within_step(const ts_graph *a, const ts_graph *b, double step
     }
     cr_expect_leq(differ, ts_tensor_numel(ya) / 50, "%lld of %lld elements a step apart", (long long)differ,
                   (long long)ts_tensor_numel(ya));
-    ts_tensor_unref(in);
     ts_tensor_unref(ya);
     ts_tensor_unref(yb);
 }
@@ -346,16 +354,11 @@ Test(int8, fuse_qdq_refuses)
  * interpreter on one input, in units of `step`. */
 static double steps_apart(const ts_graph *a, const ts_graph *b, double step)
 {
-    ts_error e = {0};
-    ts_tensor *in = ts_tensor_new(TS_F32, &a->values[a->inputs[0]].shape, &e), *ya = NULL, *yb = NULL;
-    uint64_t r = 77;
-    ts_tensor_fill_random(in, &r, -2, 2);
-    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, &ya, &e), TS_OK, "%s", e.msg);
-    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, &yb, &e), TS_OK, "%s", e.msg);
+    ts_tensor *ya = NULL, *yb = NULL;
+    reference_both(a, b, &ya, &yb);
     double worst = 0;
     for (int64_t i = 0; i < ts_tensor_numel(ya); i++)
         worst = fmax(worst, fabs(((float *)ya->data)[i] - ((float *)yb->data)[i]) / step);
-    ts_tensor_unref(in);
     ts_tensor_unref(ya);
     ts_tensor_unref(yb);
     return worst;

@@ -334,17 +334,24 @@ static ts_graph *dense_block(void)
     return g;
 }
 
-/* Longformer's band: MatMul(Gather(K, idx, axis -2), Q) read through the
- * index, the Gather deferred (lower_band.c). */
-static ts_graph *band_scores(void)
+/* Longformer's band: MatMul(Gather(K, idx, axis -2), Q) with Q of shape
+ * qshape; the MatMul's output. */
+static int band_matmul(ts_graph *g, const char *qshape)
 {
-    ts_graph *g = ts_graph_new("t", 14);
-    int k = xt_input(g, "k", "1x2x12x8"), q = xt_input(g, "q", "1x2x12x8x1");
+    int k = xt_input(g, "k", "1x2x12x8"), q = xt_input(g, "q", qshape);
     double ix[12 * 3];
     for (int i = 0; i < 12; i++)
         for (int j = 0; j < 3; j++) ix[i * 3 + j] = (i + 2 * (j - 1) + 12) % 12 - (j == 2 ? 12 : 0);
     int gb = xt_node(g, "Gather", INS(k, xt_const_values(g, TS_I64, "12x3", ix, 36)), ATTRS(ts_attr_int("axis", -2)));
-    xt_output(g, xt_node(g, "MatMul", INS(gb, q), NOATTR));
+    return xt_node(g, "MatMul", INS(gb, q), NOATTR);
+}
+
+/* The band read through the index with one column on the other side, the
+ * Gather deferred (lower_band.c). */
+static ts_graph *band_scores(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    xt_output(g, band_matmul(g, "1x2x12x8x1"));
     return g;
 }
 
@@ -786,12 +793,7 @@ static ts_graph *matmul_add_per_row(void)
 static ts_graph *band_two_columns(void)
 {
     ts_graph *g = ts_graph_new("t", 14);
-    int k = xt_input(g, "k", "1x2x12x8"), q = xt_input(g, "q", "1x2x12x8x2");
-    double ix[12 * 3];
-    for (int i = 0; i < 12; i++)
-        for (int j = 0; j < 3; j++) ix[i * 3 + j] = (i + 2 * (j - 1) + 12) % 12 - (j == 2 ? 12 : 0);
-    int gb = xt_node(g, "Gather", INS(k, xt_const_values(g, TS_I64, "12x3", ix, 36)), ATTRS(ts_attr_int("axis", -2)));
-    int y = xt_node(g, "MatMul", INS(gb, q), NOATTR);
+    int y = band_matmul(g, "1x2x12x8x2");
     Miss = producer(g, y);
     xt_output(g, y);
     return g;
