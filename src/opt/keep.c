@@ -65,3 +65,22 @@ void ts_keep_decide(const double *fast0, const double *fast1, const double *med0
     v->ratio_med = exp(em);
     v->faster = k >= TS_KEEP_MIN_ROUNDS && uf < 0 && v->ratio <= 1 - min_gain / 100 && em <= 0;
 }
+
+/* Before 12-07 the score was the larger of the per-round ratio and the
+ * fastest run over the original's, so a graph had to look faster both
+ * ways.  With 2 to 15 single runs each at load 13-20 the fastest runs come
+ * from different moments: resnext50's group-conv-as-blocks (by hand x1.111,
+ * 1-thread CPU time) had per round 0.677 and its fastest run 241 ms against
+ * the original's 125 ms over 5 rounds, and the original was written without
+ * the keep decision ever timing it. */
+int ts_keep_rank_choose(const double *fast, const double *ratio, int n)
+{
+    int k = 0;
+    double best = 1;
+    for (int i = 1; i < n; i++)
+        if (!isnan(fast[i]) && ratio[i] < best) { /* NaN ratios never compare below */
+            best = ratio[i];
+            k = i;
+        }
+    return k;
+}

@@ -48,4 +48,15 @@ typedef struct ts_keep_verdict {
 void ts_keep_decide(const double *fast0, const double *fast1, const double *med0, const double *med1, int n,
                     double min_gain, ts_keep_verdict *v);
 
+/* The ranking of graphs timed whole before the keep decision (optimize.c
+ * ort_rank): ratio[i] is graph i's per-round ratio to the original (the
+ * median over rounds of its run over the original's run in the same
+ * round), fast[i] its fastest run (NaN: not timed), for i in 1..n-1.
+ * Returns the graph with the lowest per-round ratio when that is below 1,
+ * else 0 (none looked faster).  The fastest runs only mark graphs not
+ * timed: at load, a few single runs' minima come from different moments
+ * (keep.c says what they did); the keep decision refuses a chosen graph
+ * that is not faster. */
+int ts_keep_rank_choose(const double *fast, const double *ratio, int n);
+
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include "opt/check.h"
 #include "opt/driver.h"
+#include "opt/keep.h"
 #include "opt/measure.h"
 #include "opt/ort_target.h"
 #include "ops/opaque.h"
@@ -217,15 +218,16 @@ static ts_status take_import(ts_drive_result *dr, ts_graph *imp, ts_error *err)
  * across regions (its fusions over a region boundary, NCHWc layout kept
  * between convolutions): the search's best few graphs, and tsopt's import
  * alone (*imp, when the original is the user's file), are timed whole with
- * the original in one ORT process, and the one faster than the original
- * both by the median over rounds of its run over the original's in the
- * same round and by its fastest run, by the larger of the two, becomes the
- * result (dr->best) the keep decision confirms.  Either alone chose badly
- * on a loaded machine: the fastest runs of two graphs come from different
- * moments, and one run each per round is noise at load 13 (shufflenet_v2,
- * 1 thread: a graph with per round 0.936 had its fastest run 2.3 times the
- * original's).  None faster: res->reason says so and the original is
- * written.  *imp is taken (NULL) when it is the result. */
+ * the original in one ORT process, and the one with the lowest median over
+ * rounds of its run over the original's in the same round, when below 1,
+ * becomes the result (dr->best) that the keep decision then confirms or
+ * refuses on rounds of its own.  The fastest runs are not compared: they
+ * come from different moments, and at load 13 one graph's fastest run was
+ * 2.3 times the original's at per round 0.936 (shufflenet_v2, 1 thread) and
+ * another's 1.93 times at per round 0.677 (resnext50, a x1.111 rewrite),
+ * which the larger of the two ratios, used before, dropped.  None faster:
+ * res->reason says so and the original is written.  *imp is taken (NULL)
+ * when it is the result. */
 static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp, ts_drive_result *dr,
                           const ts_optimize_opts *o, double budget_s, ts_optimize_result *res, ts_error *err)
 {
@@ -263,13 +265,12 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp,
         int rounds;
         ts_status st = ts_ort_target_rank(ort, gs, n, budget_s, med, fast, ratio, &rounds, err);
         if (st) return st;
-        /* a graph's score: the larger of its per-round ratio and its
-         * fastest run over the original's, so that it must look faster
-         * both ways (nan: not loaded in time, never chosen) */
-        double score[TS_ORT_RANK_MAX];
-        for (int i = 1; i < n; i++) score[i] = isnan(fast[i]) ? INFINITY : fmax(ratio[i], fast[i] / fast[0]);
-        for (int i = 2; i < n; i++)
-            if (score[i] < score[k]) k = i;
+        /* the lowest per-round ratio below 1 (keep.c: why not the
+         * fastest runs too); 0: none looked faster */
+        int c = ts_keep_rank_choose(fast, ratio, n);
+        k = c ? c : 1;
+        for (int i = 2; i < n && !c; i++) /* none: the reason names the lowest */
+            if (!isnan(fast[i]) && (isnan(fast[k]) || !(ratio[k] <= ratio[i]))) k = i;
         if (o->progress) {
             fprintf(stderr,
                     "optimize: ONNX Runtime whole graphs (%d rounds, fastest / median ms, per round / original; "
@@ -283,7 +284,7 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp,
         for (int i = 1; i < n; i++) res->whole_candidates += !isnan(fast[i]); /* nan: not loaded in time */
         res->whole_before_ms = med[0];
         res->whole_after_ms = med[k];
-        if (!(score[k] < 1)) {
+        if (!c) {
             res->latency_before_ms = med[0];
             res->fastest_before_ms = fast[0];
             res->fastest_after_ms = fast[k];

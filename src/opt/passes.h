@@ -64,6 +64,14 @@ int ts_prelu_as_dwconv(ts_graph *g, ts_error *err);
  * -1 (err set). */
 int ts_group_conv_blocks(ts_graph *g, ts_error *err);
 
+/* Conv(x, W) over [N, C, T, H, W] with group 1 and temporal dilation 1 ->
+ * a 2-D Conv over the frames in the batch, the temporal taps stacked on
+ * its input channels (Transpose, Pad, Slice per tap, Concat, Reshape before
+ * it; Reshape, Transpose after; conv3d_frames.c: why it is exact and why it
+ * pays in ONNX Runtime).  Models at opset 11 or newer.  Returns the number
+ * of convolutions rewritten, or -1 (err set). */
+int ts_conv3d_as_frames(ts_graph *g, ts_error *err);
+
 /* Resize (or Upsample), mode linear, of a float tensor over its last two
  * axes with constant scales or sizes -> MatMul(A_h, MatMul(x, A_w^T)) (the
  * cheaper order first; an axis that is the identity skipped), A the
