@@ -267,6 +267,25 @@ Test(vec, transpose)
     compare(-1, 1, 0, 4, 0, 0);
 }
 
+/* Transposes whose last two output dims are a 2-D transpose of the input
+ * (vec_movement.c's tiled path): attention's K^T ([s, h, d] -> [h, d, s]),
+ * channels-last to NCHW, blocks of rows and columns with remainders (19
+ * rows = 16 + 3, 35 columns = 4 x 8 + 3), fewer rows than one tile, a
+ * broadcast (Expand of a column: input stride 0 along the output's last
+ * dim); bit-identical to the reference, split over both threads in the
+ * _split run. */
+Test(vec, transpose_tiles)
+{
+    graph(17);
+    output(op("Transpose", INS(input("197x12x64")), ATTRS(ts_attr_ints("perm", (const int64_t[]){1, 2, 0}, 3))));
+    output(op("Transpose", INS(input("1x28x28x96")), ATTRS(ts_attr_ints("perm", (const int64_t[]){0, 3, 1, 2}, 4))));
+    output(op("Transpose", INS(input("2x7x5x19")), ATTRS(ts_attr_ints("perm", (const int64_t[]){0, 3, 1, 2}, 4))));
+    output(op("Transpose", INS(input("4x3x40")), ATTRS(ts_attr_ints("perm", (const int64_t[]){0, 2, 1}, 3))));
+    output(op("Transpose", INS(input("64x16")), NOATTR)); /* exactly one tile of rows, two of columns */
+    output(op("Expand", INS(input("37x1"), I64("2", 37, 20)), NOATTR));
+    compare(-1, 1, 0, 6, 0, 0);
+}
+
 Test(vec, slice_concat_gather_expand)
 {
     graph(13);
