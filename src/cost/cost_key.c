@@ -23,7 +23,7 @@
 static bool post_op(const char *op)
 {
     static const char *const ok[] = {"BatchNormalization", "Add", "Mul", "Relu", "LeakyRelu", "Sigmoid",
-                                     "Tanh", "HardSwish", "HardSigmoid", "Clip", "PRelu", NULL};
+                                     "Tanh", "HardSwish", "HardSigmoid", "Clip", "PRelu", "Gelu", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(op, ok[i])) return true;
     return false;

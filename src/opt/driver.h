@@ -51,6 +51,10 @@ typedef double (*ts_drive_cost_fn)(void *ctx, const ts_graph *g);
 ts_status ts_drive_costed(const ts_graph *g, const ts_optimize_opts *opts, ts_costdb *db, ts_drive_cost_fn cost_fn,
                           void *cost_ctx, const ts_source *const *sources, void *const *states, int nsrc,
                           ts_const_cache *cc, ts_drive_result *res, ts_error *err);
+/* tsopt's cost of g (ms) as the driver charges it: g as the runtime runs
+ * it (graph optimization level all), by the roofline (opts->roofline) or
+ * the measured cost model (db). */
+double ts_drive_graph_cost(const ts_optimize_opts *opts, ts_costdb *db, const ts_graph *g);
 void ts_drive_result_free(ts_drive_result *res);
 /* Makes alts[i] the best graph (its cost cost_after, its rewrites in
  * names, gains, per_source and nsteps); the old best leaves the result. */
