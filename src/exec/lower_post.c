@@ -120,8 +120,16 @@ static bool const_scalar(const xplan *p, const ts_node *nd, int i, float *out)
  * relu post-op (x > 0 ? x : alpha x), so it fuses like any activation.
  * Only a finite alpha: at x = 0 the post-op computes alpha * 0, NaN for an
  * infinite or NaN slope where PRelu gives 0.
- * A slope that varies per channel needs a post-op reading memory at run
- * time, which the callers do not bind: it stays a vectorized step. */
+ * A slope that varies per channel stays a step of its own (vec.eltwise,
+ * whose rows of a channels-last result run several to a block:
+ * vec_eltwise.c prog_rows).  oneDNN's prelu post-op would take it, but the
+ * installed oneDNN (2.6) implements it for convolutions only in ref:any:
+ * iterating the implementations of a 3x3 conv 12 -> 12 at 64x64 with
+ * dnnl_post_ops_append_prelu(mask 2) gave ref:any alone, for any, nhwc and
+ * nChw16c layouts, where a per-channel binary_mul post-op gets brgconv,
+ * jit:avx512_core, jit:avx2, gemm and ref (this Xeon, issue 27).  FSRCNN's
+ * seven convolutions with the post-op ran 0.9-3.6 s each on ref:any
+ * (ONEDNN_VERBOSE, loaded), 10-32 ms each on brgconv without it. */
 static bool prelu_uniform_slope(const xplan *p, const ts_node *nd, int v, float *alpha)
 {
     if (nd->ninputs != 2 || nd->inputs[0] != v || nd->inputs[1] == v) return false;

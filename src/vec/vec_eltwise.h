@@ -46,6 +46,10 @@ typedef struct xv_prog {
     int64_t dims[TS_MAX_RANK];
     int64_t stride[XV_MAXIN][TS_MAX_RANK];
     int64_t nrows, len, numel;
+    /* rows run together in one block (vec_eltwise.c prog_rows) when a
+     * row is at most half a block: XV_BLK / len of them; 1: a row at a
+     * time (TSOPT_SKIP=eltwise.rows) */
+    int64_t rows_per;
     int threads;
     bool rounded; /* a half plan's result left on the 16-bit grid (half.step need not round it) */
     int round_on_load; /* value id + 1 of a 16-bit input the program rounds as it reads it (half.c: its

@@ -120,6 +120,7 @@ static ts_status eltwise_build(xplan *p, int n, xstep *s, ts_error *err)
     if (s->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     if (keep) xv_set_order(p, s->out[0], order);
     xv_geometry_order(pr, &shape, shapes, keep ? order : NULL, in_order);
+    if (xplan_skips(p, "eltwise.rows")) pr->rows_per = 1;
     pr->threads = xv_threads(p);
     return TS_OK;
 }

@@ -1,4 +1,4 @@
-/* PRelu after a Conv / ConvTranspose / MatMul (dnnl_util.c,
+/* PRelu after a Conv / ConvTranspose / MatMul (lower_post.c,
  * prelu_uniform_slope): a constant, finite slope with one value (scalar,
  * [1], rank 0, [C,1,1] all equal, negative) fuses as the relu post-op with
  * that alpha (fused_nodes counts it); a NaN/infinite slope or one that
