@@ -15,6 +15,7 @@
 #include "util/mem_check.h"
 #include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
+#include "ops/attrs.h"
 #include "ops/list.h"
 #include "ops/opaque.h"
 
@@ -320,11 +321,33 @@ static bool is_dropout_view(const xplan *p, const ts_node *nd)
     return nd->noutputs < 2 || nd->outputs[1] < 0 || p->consumers[nd->outputs[1]] == 0;
 }
 
+/* A Transpose that moves only dims of extent 1 leaves every element at its
+ * row-major offset: a Reshape.  nn.MultiheadAttention's exports (ViT,
+ * transformer_encoder) go [1, s, e] -> [s, 1, e] before the in-projection
+ * and back after the out-projection at batch 1: two copies of the
+ * activations a layer (vec.transpose, as a memcpy), now none. */
+static bool is_transpose_view(const xplan *p, const ts_node *nd)
+{
+    if (nd->op != &ts_op_transpose || nd->noutputs != 1 || nd->ninputs < 1 || nd->inputs[0] < 0) return false;
+    const ts_value *x = &p->g->values[nd->inputs[0]];
+    if (x->dtype == TS_MODP) return false;
+    const ts_transpose_attrs *a = nd->attrs;
+    int64_t last = -1;
+    for (int d = 0; d < x->shape.rank; d++) {
+        int64_t pd = a->nperm < 0 ? x->shape.rank - 1 - d : a->perm[d];
+        if (pd < 0 || pd >= x->shape.rank) return false;
+        if (x->shape.dims[pd] == 1) continue;
+        if (pd < last) return false; /* two dims of extent > 1 swap */
+        last = pd;
+    }
+    return true;
+}
+
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
 static int try_view(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (!is_view(nd) && !is_dropout_view(p, nd)) return 0;
+    if (!is_view(nd) && !is_dropout_view(p, nd) && !is_transpose_view(p, nd)) return 0;
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */

@@ -286,6 +286,19 @@ Test(vec, transpose_tiles)
     compare(-1, 1, 0, 6, 0, 0);
 }
 
+/* A Transpose that moves only dims of extent 1 is a view (plan.c
+ * is_transpose_view): no step; one that swaps two dims of extent > 1, or
+ * writes a graph output, still copies. */
+Test(vec, transpose_unit_dims_view)
+{
+    graph(17);
+    int t = op("Transpose", INS(input("1x7x5")), ATTRS(ts_attr_ints("perm", (const int64_t[]){1, 0, 2}, 3)));
+    output(op("Neg", INS(t), NOATTR));                                                     /* reads the view */
+    output(op("Transpose", INS(input("3x1x4")), ATTRS(ts_attr_ints("perm", (const int64_t[]){1, 0, 2}, 3)))); /* output */
+    output(op("Transpose", INS(input("1x7x5")), ATTRS(ts_attr_ints("perm", (const int64_t[]){2, 0, 1}, 3))));
+    compare(-1, 1, 0, 3, 0, 0);
+}
+
 Test(vec, slice_concat_gather_expand)
 {
     graph(13);
