@@ -61,8 +61,8 @@ fi
 
 # the server's requests, the fuzzer's run among them
 M=$T/m.onnx
-printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\nrank\t-\t1\t20000\t%s\t%s\t%s\n' \
-    "$M" "$M" "$M" "$M" "$M" "$M" "$T" "$M" "$M" "$M" | node "$SERVE" >"$T/replies"
+printf 'time\t%s\t-\t1\t5\npair\t%s\t%s\t-\t1\t2\t5\ncompare\t%s\t%s\t-:3\t1\nrun\t%s\t-\t%s/out\nnope\nrank\t-\t1\t20000\t%s\t%s\t%s\npair\t%s\t%s\t-\t1\t3\t5\t2000\n' \
+    "$M" "$M" "$M" "$M" "$M" "$M" "$T" "$M" "$M" "$M" "$M" "$M" | node "$SERVE" >"$T/replies"
 cat "$T/replies"
 /usr/bin/python3 - "$T/replies" <<'P' || fail "serve.js replies"
 import sys
@@ -80,6 +80,9 @@ assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]
 assert r[6][0] == 'ok' and len(r[6]) == 5 and int(r[6][4]) >= 2, r[6]
 assert all(0 < float(x.split()[1]) <= float(x.split()[0]) and float(x.split()[2]) > 0 for x in r[6][1:4]), r[6]
 assert float(r[6][1].split()[2]) == 1, r[6]
+# pair with a budget: rounds sized from the warm-up runs (at least the 3 asked, at most 15): a
+# sub-millisecond model gets 15 rounds of many runs within the 2 s
+assert r[7][0] == 'ok' and r[7][5] == '15' and len(r[7]) == 7 + 15, r[7]
 P
 ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"
 

@@ -12,10 +12,12 @@
 //   request:   time <TAB> MODEL <TAB> INPUTS <TAB> THREADS <TAB> MIN_MS
 //   reply:     ok <TAB> MEDIAN_MS <TAB> FASTEST_MS <TAB> RUNS
 //              after 2 warm-up runs, at least 5 timed runs, more until they add up to MIN_MS
-//   request:   pair <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS <TAB> ROUNDS <TAB> MIN_MS
+//   request:   pair <TAB> MODEL_A <TAB> MODEL_B <TAB> INPUTS <TAB> THREADS <TAB> ROUNDS <TAB> MIN_MS [<TAB> BUDGET_MS]
 //   reply:     ok <TAB> MEDIAN_A <TAB> MEDIAN_B <TAB> FASTEST_A <TAB> FASTEST_B <TAB> ROUNDS <TAB> B_WINS
 //              both sessions open at once, timed in alternating rounds (A B B A ...), each half-round
-//              at least one run and MIN_MS; medians and fastest over the runs of all rounds; B_WINS: the
+//              at least one run and MIN_MS; with BUDGET_MS > 0, ROUNDS is the fewest rounds and the
+//              rounds and MIN_MS are sized from the warm-up runs to fit BUDGET_MS from the request's
+//              start (sizeRounds); medians and fastest over the runs of all rounds; B_WINS: the
 //              rounds whose B half-round median was below its A half-round's; then per round, one field
 //              FASTEST_A FASTEST_B MEDIAN_A MEDIAN_B of its half-rounds, space-separated (src/opt/keep.c)
 //   request:   rank <TAB> INPUTS <TAB> THREADS <TAB> BUDGET_MS <TAB> MODEL_0 <TAB> MODEL_1 ...
@@ -180,16 +182,35 @@ async function time(model, dir, n, minMs) {
   }
 }
 
-async function pair(a, b, dir, n, rounds, minMs) {
+// pair's rounds sized by the time left after the warm-ups: as many rounds
+// of three runs per half-round as fit in avail ms, from minRounds to 15,
+// each half-round at least avail / (2 rounds) ms (at most 1 s); the runs'
+// time judged by the slower graph's second warm-up run, taken now and not
+// predicted: at load a run can take twice what the client predicted before
+// its search (r3d_18: 1786 ms against 768), and rounds sized for three runs
+// then got one each and overran the client's time
+function sizeRounds(avail, runMs, minRounds) {
+  const run = Math.max(runMs, 0.01);
+  const r = Math.min(Math.max(Math.floor(avail / (2 * 3 * run)), minRounds), 15);
+  return [r, Math.min(Math.max(avail / (2 * r), 0), 1000)];
+}
+
+async function pair(a, b, dir, n, rounds, minMs, budgetMs) {
   const k = Math.max(1, count(n, 'threads'));
+  const t0 = process.hrtime.bigint();
   const sa = await open(a, k);
   let sb = null;
   try {
     sb = await open(b, k);
-    const fa = feedsFor(sa, dir), fb = feedsFor(sb, dir);
-    await runs(sa, fa, 2, 0, []);
-    await runs(sb, fb, 2, 0, []);
-    const ta = [], tb = [], r = Math.max(1, count(rounds, 'rounds')), m = count(minMs, 'min_ms');
+    const fa = feedsFor(sa, dir), fb = feedsFor(sb, dir), wa = [], wb = [];
+    await runs(sa, fa, 2, 0, wa);
+    await runs(sb, fb, 2, 0, wb);
+    let r = Math.max(1, count(rounds, 'rounds')), m = count(minMs, 'min_ms');
+    if (budgetMs !== undefined && count(budgetMs, 'budget_ms') > 0) {
+      const spent = Number(process.hrtime.bigint() - t0) / 1e6;
+      [r, m] = sizeRounds(Number(budgetMs) - spent, Math.max(wa[1], wb[1]), r);
+    }
+    const ta = [], tb = [];
     let wins = 0;
     const per = [];
     for (let i = 0; i < r; i++) {
@@ -301,7 +322,7 @@ async function run(model, inDir, outDir) {
 const REQUESTS = {
   run: [4, (f) => run(f[1], f[2], f[3]).then(() => '')],
   time: [5, (f) => time(f[1], f[2], f[3], f[4])],
-  pair: [7, (f) => pair(f[1], f[2], f[3], f[4], f[5], f[6])],
+  pair: [-7, (f) => pair(f[1], f[2], f[3], f[4], f[5], f[6], f[7])], // BUDGET_MS optional
   compare: [5, (f) => compare(f[1], f[2], f[3], f[4])],
   rank: [-6, (f) => rank(f[1], f[2], f[3], f.slice(4))], // -N: N fields or more
 };
