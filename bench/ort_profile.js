@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // Per-operator time of ONNX Runtime on one model, from ORT's own profiler:
-//   node bench/ort_profile.js MODEL --inputs DIR [--iters N] [--threads N] [--nodes]
+//   node bench/ort_profile.js MODEL --inputs DIR [--iters N] [--threads N] [--nodes [--min]]
 // prints one JSON object {"op_ms": {OP: ms per run}, "runs": N}, ORT's fused
 // kernels mapped back to the op they start from (FusedConv -> Conv, ...),
 // so that bench.py can say which kernel tsopt loses on.  Profiling adds
@@ -57,10 +57,12 @@ async function main() {
     opMs[op] = (opMs[op] || 0) + e.dur / 1000 / iters;
   }
   if (argv.includes('--nodes')) {
-    // per node: the median over the runs (what tsopt profile prints per step)
+    // per node: the median over the runs (what tsopt profile prints per step),
+    // --min the fastest (tsopt profile --roofline --min: under load, nearest a quiet run)
+    const useMin = argv.includes('--min');
     for (const [node, t] of Object.entries(nodeMs)) {
       t.sort((a, b) => a - b);
-      process.stdout.write(`${t[t.length >> 1].toFixed(4)} ${node}\n`);
+      process.stdout.write(`${t[useMin ? 0 : t.length >> 1].toFixed(4)} ${node}\n`);
     }
   }
   process.stdout.write(JSON.stringify({ op_ms: opMs, runs: iters }) + '\n');

@@ -42,6 +42,8 @@ static const char USAGE[] =
     "                faster), the range over the rounds' ratios (A's round median / B's).\n"
     "                --json: A's object as above plus \"against\" (B's fields), \"speedup\",\n"
     "                \"quiet_speedup\", \"pair_rounds\" and the ratios' spread\n"
+    "  --against-skip NAME,...  with --against: kernels or features B's plan must not use too\n"
+    "                (B may be MODEL itself: one kernel's A/B in one process)\n"
     "  --rounds N    with --against: alternating rounds (A B or B A) at least (default 8;\n"
     "                rounded up to an even count so each model goes first equally often)\n"
     CLI_PLAN_OPT_USAGE;
@@ -82,6 +84,9 @@ static int parse(int argc, char **argv, bench_args *a)
             if (!val) return CLI_USAGE;
             if (!*val) return cli_error(CLI_USAGE, "bench: --against needs a model file");
             a->against = val;
+        } else if (cli_opt(argc, argv, &i, "--against-skip", &val)) {
+            if (!val) return CLI_USAGE;
+            a->against_skip = val;
         } else if (cli_opt(argc, argv, &i, "--rounds", &val)) {
             if (!val || !cli_parse_int("--rounds", val, 2, 100000, &a->rounds)) return CLI_USAGE;
         } else if (cli_opt(argc, argv, &i, "--iters", &val)) {
@@ -103,6 +108,7 @@ static int parse(int argc, char **argv, bench_args *a)
         return CLI_USAGE;
     }
     if (a->rounds && !a->against) return cli_error(CLI_USAGE, "bench: --rounds needs --against");
+    if (a->against_skip && !a->against) return cli_error(CLI_USAGE, "bench: --against-skip needs --against");
     /* the files' sizes bind the symbolic dimensions (A's declaration; B is loaded at the same) */
     if (a->inputs && !cli_binds_from_dir(&a->binds, a->model, a->inputs, "bench")) return CLI_FAIL;
     return CLI_OK;

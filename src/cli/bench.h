@@ -13,6 +13,7 @@
 typedef struct bench_args {
     const char *model;
     const char *against; /* --against B.onnx, NULL: one model */
+    const char *against_skip; /* --against-skip: what B's plan must not use besides --skip */
     const char *inputs;  /* --inputs DIR: the inputs (NAME.npy each), NULL: random */
     long iters, warmup, threads;
     long rounds;      /* --against: alternating rounds at least (even) */

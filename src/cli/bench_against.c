@@ -168,6 +168,7 @@ int bench_against(const bench_args *a)
     side s[2] = {{.path = a->model}, {.path = a->against}};
     int rc = CLI_FAIL;
     double *ratio = NULL;
+    char *skip_b = NULL; /* B's skip list, when --against-skip adds to it */
     ts_plan_opts o = a->plan;
     o.threads = (int)a->threads;
     o.release_packed_weights = true;
@@ -193,8 +194,18 @@ int bench_against(const bench_args *a)
         for (int i = 0; i < s[0].g->ninputs; i++)
             if (!strcmp(s[0].g->values[s[0].g->inputs[i]].name, s[1].g->values[s[1].g->inputs[j]].name))
                 s[1].in[j] = s[0].in[i];
-    for (int k = 0; k < 2; k++)
-        if (!build(&s[k], &o)) goto done;
+    /* B's plan: --skip and --against-skip */
+    ts_plan_opts ob = o;
+    if (a->against_skip) {
+        size_t n = (o.skip ? strlen(o.skip) : 0) + strlen(a->against_skip) + 2;
+        if (!(skip_b = malloc(n))) {
+            cli_error(CLI_FAIL, "out of memory");
+            goto done;
+        }
+        snprintf(skip_b, n, "%s%s%s", o.skip ? o.skip : "", o.skip ? "," : "", a->against_skip);
+        ob.skip = skip_b;
+    }
+    if (!build(&s[0], &o) || !build(&s[1], &ob)) goto done;
     ts_error err = {0};
     for (int k = 0; k < 2; k++)
         for (long i = 0; i < a->warmup; i++)
@@ -282,5 +293,6 @@ done:
         bench_runs_free(&s[k].br);
         ts_graph_free(s[k].g);
     }
+    free(skip_b);
     return rc;
 }

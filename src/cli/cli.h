@@ -20,6 +20,8 @@ int cli_verify(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_optimize(int argc, char **argv);
 int cli_profile(int argc, char **argv);
+/* tsopt profile MODEL --against-skip NAME,...: per-step A/B in one process (profile_ab.c) */
+int cli_profile_ab(const ts_graph *g, const char *skip, long iters, bool use_min, bool json);
 int cli_peak(int argc, char **argv);
 int cli_draw(int argc, char **argv);
 int cli_ops(int argc, char **argv);

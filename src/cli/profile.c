@@ -27,12 +27,19 @@ static const char USAGE[] =
     "  validation of in-context timing: times every group inside MODEL's plan, then each group\n"
     "  again in context, one at a time, as if it were new, and compares the two per op type\n"
     "  (TSOPT_COST_DEBUG=1: per group and per step of each cut-out plan, on stderr)\n"
-    "usage: tsopt profile MODEL --roofline [--input ...] [--cache FILE] [--iters N] [--json]\n"
+    "usage: tsopt profile MODEL --roofline [--input ...] [--cache FILE] [--iters N] [--min] [--json]\n"
     "  only the per-step roofline (also printed after the groups without --roofline): the plan\n"
     "  `tsopt bench` runs (graph optimization level all), each step's median time over N timed\n"
     "  runs, the least bytes it must move (inputs read once, outputs written once, each weight\n"
     "  once per run) and its FLOPs, its limit max(bytes / bandwidth, FLOPs / peak) and the share\n"
-    "  of its time that limit is; the total against the median untimed run\n"
+    "  of its time that limit is; the total against the median untimed run.  --min: the fastest\n"
+    "  run of each step and of the untimed runs instead of the median (under load, the nearest to\n"
+    "  a quiet machine's cost)\n"
+    "usage: tsopt profile MODEL --against-skip NAME,... [--input ...] [--iters N] [--min] [--json]\n"
+    "  one kernel's A/B per step in one process: the plan above (A) and the same graph's plan\n"
+    "  with NAME,... skipped as with $TSOPT_SKIP (B), N runs each alternating A B / B A, each\n"
+    "  step's median (--min: fastest) time in both, steps matched by the node they are named\n"
+    "  after, and the ratio (a loaded machine's moments move separate runs' figures by 2x)\n"
     "usage: tsopt peak [--cache FILE] [--remeasure] [--json]\n"
     "  measured peak GFLOP/s (best of 1024^3 and 2048^3 matmuls and a 256-channel 3x3 conv on 56x56,\n"
     "  fastest of 15 runs each, in the runtime) and GB/s (the better of STREAM's copy and triad on\n"
@@ -254,7 +261,7 @@ static void sroof_free(sroof *r)
 /* The plan `tsopt bench` runs (level all), timed step by step: medians of
  * iters timed runs, each paired with an untimed one (the end-to-end time,
  * same load), in a random order within the pair (as cost_plan.c). */
-static ts_status roofline_measure(const ts_graph *g0, long iters, sroof *r, ts_error *err)
+static ts_status roofline_measure(const ts_graph *g0, long iters, bool use_min, sroof *r, ts_error *err)
 {
     memset(r, 0, sizeof *r);
     ts_graph *g = ts_graph_copy(g0);
@@ -308,10 +315,10 @@ static ts_status roofline_measure(const ts_graph *g0, long iters, sroof *r, ts_e
     for (int i = 0; i < ns; i++) {
         for (long it = 0; it < iters; it++) col[it] = t[(size_t)it * (size_t)ns + (size_t)i];
         qsort(col, (size_t)iters, sizeof *col, cmp_dbl);
-        r->ms[i] = col[iters / 2];
+        r->ms[i] = col[use_min ? 0 : iters / 2];
     }
     qsort(plain, (size_t)iters, sizeof *plain, cmp_dbl);
-    r->e2e_ms = plain[iters / 2];
+    r->e2e_ms = plain[use_min ? 0 : iters / 2];
 done:
     for (int i = 0; i < nin; i++)
         if (in) ts_tensor_unref(in[i]);
@@ -389,9 +396,9 @@ static void roofline_print(const sroof *r, const xroof_machine *m, bool json)
 
 int cli_profile(int argc, char **argv)
 {
-    const char *model = NULL, *cache = NULL, *val;
+    const char *model = NULL, *cache = NULL, *against_skip = NULL, *val;
     long iters = 20;
-    bool json = false, do_predict = false, do_context = false, only_roofline = false;
+    bool json = false, do_predict = false, do_context = false, only_roofline = false, use_min = false;
     const char *with[16];
     int nwith = 0;
     cli_binds binds = {0};
@@ -408,6 +415,11 @@ int cli_profile(int argc, char **argv)
             do_context = true;
         } else if (!strcmp(argv[i], "--roofline")) {
             only_roofline = true;
+        } else if (!strcmp(argv[i], "--min")) {
+            use_min = true;
+        } else if (cli_opt(argc, argv, &i, "--against-skip", &val)) {
+            if (!val || !*val) return cli_binds_free(&binds), cli_error(CLI_USAGE, "profile: --against-skip needs names");
+            against_skip = val;
         } else if (cli_opt(argc, argv, &i, "--with", &val)) {
             if (!val || nwith == 16)
                 return cli_binds_free(&binds), cli_error(CLI_USAGE, "profile: --with needs a file (16 at most)");
@@ -441,12 +453,16 @@ int cli_profile(int argc, char **argv)
         cli_binds_free(&binds);
         return cli_error(CLI_USAGE, "profile: --with goes with --predict");
     }
-    if (do_predict + do_context + only_roofline > 1) {
+    if (do_predict + do_context + only_roofline + (against_skip != NULL) > 1) {
         cli_binds_free(&binds);
-        return cli_error(CLI_USAGE, "profile: --predict, --context and --roofline are separate runs");
+        return cli_error(CLI_USAGE, "profile: --predict, --context, --roofline and --against-skip are separate runs");
     }
     ts_graph *g = do_predict ? NULL : cli_load_model(model, &binds);
     if ((!g && !do_predict) || (g && !cli_mem_ok(g))) goto done;
+    if (against_skip) {
+        rc = cli_profile_ab(g, against_skip, iters, use_min, json);
+        goto done;
+    }
     if (ts_costdb_open(cache, &db, &err)) {
         rc = cli_error_from(CLI_USAGE, &err);
         goto done;
@@ -461,7 +477,7 @@ int cli_profile(int argc, char **argv)
     }
     if (only_roofline) {
         xroof_machine mach;
-        if (xcost_machine(db, false, &mach, &err) || roofline_measure(g, iters, &roof, &err) ||
+        if (xcost_machine(db, false, &mach, &err) || roofline_measure(g, iters, use_min, &roof, &err) ||
             ts_costdb_save(db, &err)) {
             cli_error_from(CLI_FAIL, &err);
             goto done;
@@ -545,7 +561,7 @@ int cli_profile(int argc, char **argv)
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }
-    if (roofline_measure(g, iters, &roof, &err)) {
+    if (roofline_measure(g, iters, use_min, &roof, &err)) {
         cli_error_from(CLI_FAIL, &err);
         goto done;
     }

@@ -97,6 +97,25 @@ d = json.load(open('$T/ba.json'))
 assert d['speedup'] > 1.4, d['speedup']
 " || fail "slow against base: $(cat "$T/ba.json")"
 
+# --against-skip: B is the same file, its plan built without the kernel A's
+# MatMul step uses (dnnl.matmul): A keeps its one fused step, B falls back
+# (the reference MatMul and a separate Relu); --skip adds to both
+"$TSOPT" bench "$T/base.onnx" --against "$T/base.onnx" --against-skip dnnl.matmul --threads 1 --iters 3 --rounds 2 \
+    --json >"$T/skip.json"
+/usr/bin/python3 - "$T/skip.json" <<'PY' || fail "bad --against-skip result"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+b = d["against"]
+assert d["steps"] == 1 and d["fallback_steps"] == 0, d
+assert b["steps"] == 2 and b["fallback_steps"] >= 1, b
+PY
+"$TSOPT" bench "$T/base.onnx" --against "$T/base.onnx" --skip vec.eltwise --against-skip dnnl.matmul --threads 1 \
+    --iters 3 --rounds 2 --json | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+# A: one fused step as before; B: neither kernel, so the Relu is not a vec.eltwise step of its own either
+assert d["steps"] == 1 and d["against"]["fallback_steps"] == d["against"]["steps"], d' || fail "--skip with --against-skip"
+
 # errors: one line naming what differs, non-zero exit
 expect_fail() {
     local name=$1 pat=$2 rc=0
@@ -114,6 +133,7 @@ expect_fail name "input 'bias' of .*name\.onnx is not an input of .*base\.onnx" 
 expect_fail missing "missing\.onnx" "$TSOPT" bench "$T/base.onnx" --against "$T/missing.onnx"
 expect_fail no_file "--against" "$TSOPT" bench "$T/base.onnx" --against
 expect_fail rounds_alone "--rounds needs --against" "$TSOPT" bench "$T/base.onnx" --rounds 4
+expect_fail skip_alone "--against-skip needs --against" "$TSOPT" bench "$T/base.onnx" --against-skip dnnl.matmul
 expect_fail rounds_bad "--rounds" "$TSOPT" bench "$T/base.onnx" --against "$T/base.onnx" --rounds 1
 "$TSOPT" bench --help | grep -q -- '--against B' || fail "--help does not describe --against"
 echo "bench --against OK"

@@ -51,6 +51,32 @@ assert abs(sum(x["limit_ms"] for x in s) - d["limit_ms"]) <= 1e-3 * d["limit_ms"
 assert abs(sum(x["bytes"] for x in s) - d["bytes"]) <= 1 and d["flops"] > 0 and d["floor_ms"] <= d["limit_ms"], d
 assert d["run_ms"] > 0 and d["pct_of_limit"] > 0, d'
 grep -q '^roofline: [1-9][0-9]* steps' "$T/1.txt" || fail "profile printed no roofline line"
+# --min: the fastest run of each step, never above the median of the same runs' kind
+"$TSOPT" profile "$T/m.onnx" --cache "$T/c.tsv" --iters 5 --roofline --min --json | /usr/bin/python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+assert d["steps"] and all(x["ms"] >= 0 for x in d["steps"]) and d["run_ms"] > 0, d'
+
+# --against-skip: A (the bench plan) and B (vec.gemv skipped) alternating in one
+# process, steps matched by node: the RNN's products run on vec.gemv, so B's
+# steps take another kernel, and every A step is listed once; the text form
+# prints the sums
+"$TSOPT" profile "$T/m.onnx" --against-skip vec.gemv --iters 3 --min --json >"$T/ab.json"
+/usr/bin/python3 - "$T/ab.json" <<'PY' || fail "bad --against-skip JSON"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["skip"] == "vec.gemv" and d["stat"] == "fastest" and d["iters"] == 3, d
+a = [s for s in d["steps"] if "a_kernel" in s]
+assert len(a) == d["a_steps"] and d["a_sum_ms"] > 0 and d["b_sum_ms"] > 0, d
+assert any(s["a_kernel"] == "vec.gemv" for s in a), a
+assert not any(s.get("b_kernel") == "vec.gemv" for s in d["steps"]), d
+assert abs(sum(s["a_ms"] for s in a) - d["a_sum_ms"]) <= 1e-3 * d["a_sum_ms"] + 1e-4, d
+PY
+"$TSOPT" profile "$T/m.onnx" --against-skip vec.gemv --iters 2 >"$T/ab.txt"
+grep -qE '^sum of the steps: A [0-9.]+ ms \([0-9]+ steps\), B [0-9.]+ ms' "$T/ab.txt" || fail "--against-skip: no sums line"
+rc=0
+"$TSOPT" profile "$T/m.onnx" --roofline --against-skip vec.gemv 2>"$T/err" >/dev/null || rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$T/err")" -eq 1 ] || fail "--roofline with --against-skip: rc $rc"
 
 "$TSOPT" peak --cache "$T/c.tsv" --json | /usr/bin/python3 -c '
 import json, sys
