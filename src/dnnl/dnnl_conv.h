@@ -31,5 +31,13 @@ int xd_conv_post_tail(const xstep *s);
 /* True when step s, a dnnl.conv or dnnl.conv_gated step, was built and runs
  * on one thread (dnnl_serial.h); false for any other step. */
 bool xd_conv_serial(const xstep *s);
+/* Whether plan p runs its convolutions on AMX-BF16 in three exact passes
+ * (dnnl_conv.c conv_state x3, bf16_split.h): a float16 plan, the CPU's AMX
+ * (xd_cpu_amx_bf16), not TSOPT_SKIP=half.amx.  A convolution that asks
+ * still falls back to float32 when its post-ops, weights (off the float16
+ * grid after folding) or oneDNN's kernels do not allow it. */
+bool xd_conv_amx_wanted(const xplan *p);
+/* True when step s is a dnnl.conv step running those passes. */
+bool xd_conv_is_amx(const xstep *s);
 
 #endif

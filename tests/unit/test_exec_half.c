@@ -665,8 +665,9 @@ Test(half, conv_wide_weight_in_chunks)
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
     }
-    run_out whole = run_skip(b.g, x, "half.chunk,half.budget"), chunks = run_skip(b.g, x, "half.budget"),
-            kept = run(b.g, x);
+    /* the float32 kernels' mechanism: not on AMX (conv_amx_* below) */
+    run_out whole = run_skip(b.g, x, "half.amx,half.chunk,half.budget"), chunks = run_skip(b.g, x, "half.amx,half.budget"),
+            kept = run_skip(b.g, x, "half.amx");
     cr_assert_eq(memcmp(chunks.out[0]->data, whole.out[0]->data, whole.out[0]->nbytes), 0,
                  "chunked and whole convolutions differ");
     cr_assert_eq(memcmp(kept.out[0]->data, whole.out[0]->data, whole.out[0]->nbytes), 0,
@@ -791,7 +792,8 @@ Test(half, float32_weights_kept_within_the_byte_budget)
     ts_tensor *xh, *xf;
     f16_input(&xs, &xh, &xf);
     /* the float32 copies alone (Winograd's share of the budget: the next test) */
-    run_out kept = run_skip(h.g, xh, "half.wino"), all16 = run_skip(h.g, xh, "half.budget"), f32 = run(f.g, xf);
+    run_out kept = run_skip(h.g, xh, "half.amx,half.wino"), all16 = run_skip(h.g, xh, "half.amx,half.budget"),
+            f32 = run(f.g, xf);
     size_t w16 = (size_t)12 * 256 * 256 * 9 * 2;
     cr_assert_geq(all16.st.weight_bytes, w16);
     cr_assert_gt(f32.st.weight_bytes, 2 * all16.st.weight_bytes, "float32 plan %zu: no Winograd extras?",
@@ -884,7 +886,7 @@ Test(half, winograd_within_the_byte_budget)
     ts_tensor *xh, *xf;
     f16_input(&xs, &xh, &xf);
     run_out wino = {0}, direct = {0}, f32 = {0};
-    int nw = wino_steps(h.g, NULL, &wino, xh), nd = wino_steps(h.g, "half.wino", &direct, xh);
+    int nw = wino_steps(h.g, "half.amx", &wino, xh), nd = wino_steps(h.g, "half.amx,half.wino", &direct, xh);
     int n32 = wino_steps(f.g, NULL, &f32, xf);
     cr_assert_geq(n32, 48, "the float32 plan runs %d of 48 on Winograd", n32);
     cr_assert_eq(nd, 0);

@@ -1,0 +1,26 @@
+/* float16 convolutions on AMX-BF16 without bfloat16's rounding
+ * (bf16_split.c, docs/runtime.md "Half precision"): a float32 value x is
+ * split into hi + lo, both bfloat16, hi = x truncated to 8 significant
+ * bits and lo = x - hi rounded to bfloat16.  Every float16 value (11
+ * significant bits) splits exactly; other values keep 16 of their bits. */
+#ifndef TS_DNNL_BF16_SPLIT_H
+#define TS_DNNL_BF16_SPLIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* hi[i] + lo[i] = x[i] (float32 input), over OpenMP threads when large. */
+void xd_bf16_split(const float *x, uint16_t *hi, uint16_t *lo, size_t n);
+/* The same from float16 input. */
+void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n);
+
+/* Whether oneDNN runs bfloat16 convolutions on AMX on this CPU: the one
+ * place a float16 plan asks (oneDNN's effective ISA, so DNNL_MAX_CPU_ISA
+ * lowers it as it lowers oneDNN's kernels).  oneDNN 2.6 has no float16
+ * convolution on CPUs (dnnl_unimplemented, also with AVX512-FP16). */
+bool xd_cpu_amx_bf16(void);
+/* Tests: force the answer (0 no, 1 yes), -1 back to asking oneDNN. */
+void xd_cpu_amx_bf16_force(int v);
+
+#endif

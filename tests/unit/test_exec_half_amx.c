@@ -1,0 +1,206 @@
+/* float16 convolutions on AMX-BF16 in three exact passes (dnnl_conv.c
+ * conv_state x3, dnnl/bf16_split.h).  The split against every float16
+ * value; the decision (xd_conv_amx_wanted) with the CPU's answer forced
+ * both ways, so that it is tested on any CPU; and, where the CPU has
+ * AMX-BF16 (skipped with a message elsewhere), a ResNet block in float16
+ * run on the passes: against the reference interpreter (which rounds every
+ * node's output to float16 as ONNX does) and against the float32-kernel
+ * plan of the same graph (TSOPT_SKIP=half.amx), within 2 units in the last
+ * place of the output's scale each.  Plain bfloat16 (the inputs and weights
+ * rounded to 8 bits) misses that by far: ResNet-50's output moved 0.177
+ * from ONNX Runtime's at a tolerance of 0.053. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "dnnl/bf16_split.h"
+#include "dnnl/dnnl_conv.h"
+#include "exec/half.h"
+#include "exec/plan_internal.h"
+#include "tsopt.h"
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+Test(half_amx, split_is_exact_for_every_float16)
+{
+    static uint16_t h[65536], hi[65536], lo[65536], hi2[65536], lo2[65536];
+    static float x[65536];
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    xhalf_widen(TS_F16, h, x, 65536);
+    xd_bf16_split(x, hi, lo, 65536);
+    xd_bf16_split_f16(h, hi2, lo2, 65536);
+    int finite = 0;
+    for (int i = 0; i < 65536; i++) {
+        cr_assert(hi[i] == hi2[i] && lo[i] == lo2[i], "float16 0x%04x: the float16 and float32 splits differ", i);
+        if (!isfinite(x[i])) {
+            cr_assert_eq(lo[i], 0, "0x%04x: lo of infinity/NaN %04x", i, lo[i]);
+            continue;
+        }
+        finite++;
+        cr_assert_eq(bf16_value(hi[i]) + bf16_value(lo[i]), x[i], "0x%04x: %g + %g != %g", i, bf16_value(hi[i]),
+                     bf16_value(lo[i]), x[i]);
+    }
+    cr_assert_eq(finite, 63488);
+    /* hand values: 1 + 2^-10 is 1 and 2^-10; a float32 value with more
+     * than 16 significant bits keeps 16 of them (lo rounded) */
+    float v[3] = {1.0f + 0x1p-10f, -3.140625f, 1.0f + 0x1p-10f + 0x1p-20f};
+    uint16_t vh[3], vl[3];
+    xd_bf16_split(v, vh, vl, 3);
+    cr_assert(vh[0] == 0x3F80 && bf16_value(vl[0]) == 0x1p-10f);
+    cr_assert_eq(bf16_value(vh[1]) + bf16_value(vl[1]), -3.140625f);
+    cr_assert(vh[2] == 0x3F80 && bf16_value(vl[2]) == 0x1p-10f, "1 + 2^-10 + 2^-20: lo %04x", vl[2]);
+}
+
+static int node(ts_graph *g, const char *op, const int *ins, int nin, const ts_attr *at, int na)
+{
+    ts_error e = {0};
+    int out;
+    cr_assert_geq(ts_graph_add_node(g, op, NULL, ins, nin, at, na, 1, NULL, &out, &e), 0, "%s: %s", op, e.msg);
+    return out;
+}
+
+/* values uniform in [-a, a], float16-rounded */
+static int cst(ts_graph *g, ts_dtype dt, const ts_shape *s, double a, uint64_t *rng)
+{
+    ts_error e = {0};
+    ts_tensor *t = ts_tensor_new(dt, s, &e);
+    cr_assert_not_null(t);
+    for (int64_t i = 0; i < ts_tensor_numel(t); i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(*rng >> 11) / 9007199254740992.0;
+        ts_tensor_set_f64(t, i, ts_dtype_round(TS_F16, a * (2 * u - 1)));
+    }
+    char name[32];
+    snprintf(name, sizeof name, "c%d", g->nvalues);
+    int v = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    cr_assert_geq(v, 0, "%s", e.msg);
+    return v;
+}
+
+/* x -> Conv 3x3 (bias) -> Relu -> Conv 1x1 (bias) -> + x -> Relu, C
+ * channels at HxH: a ResNet block's convolutions and post-ops. */
+static ts_graph *build_block(ts_dtype dt, int64_t C, int64_t H)
+{
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("amx", 17);
+    uint64_t rng = 7;
+    ts_shape xs = {.rank = 4, .dims = {1, C, H, H}}, w3 = {.rank = 4, .dims = {C, C, 3, 3}},
+             w1 = {.rank = 4, .dims = {C, C, 1, 1}}, bs = {.rank = 1, .dims = {C}};
+    int x = ts_graph_add_input(g, "x", dt, &xs, &e);
+    cr_assert_geq(x, 0, "%s", e.msg);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    double a3 = 1.0 / sqrt(9.0 * (double)C), a1 = 1.0 / sqrt((double)C);
+    int c1 = node(g, "Conv", (const int[]){x, cst(g, dt, &w3, a3, &rng), cst(g, dt, &bs, 0.5, &rng)}, 3, &pads, 1);
+    int r1 = node(g, "Relu", &c1, 1, NULL, 0);
+    int c2 = node(g, "Conv", (const int[]){r1, cst(g, dt, &w1, a1, &rng), cst(g, dt, &bs, 0.5, &rng)}, 3, NULL, 0);
+    int s = node(g, "Add", (const int[]){c2, x}, 2, NULL, 0);
+    int y = node(g, "Relu", &s, 1, NULL, 0);
+    cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK);
+    return g;
+}
+
+/* Builds g's plan; its AMX conv steps in *namx, whether the plan wants
+ * them in *wanted; runs it on x into *out when x is given. */
+static void plan_of(const ts_graph *g, const char *skip, int *namx, bool *wanted, const ts_tensor *x, ts_tensor **out)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    *wanted = xd_conv_amx_wanted(q);
+    *namx = 0;
+    for (int i = 0; i < q->nsteps; i++) *namx += xd_conv_is_amx(&q->steps[i]);
+    if (x) {
+        ts_plan_stats st;
+        ts_plan_stats_get(p, &st);
+        cr_assert_eq(st.fallback_steps, 0);
+        *out = ts_tensor_new(g->values[g->outputs[0]].dtype, &g->values[g->outputs[0]].shape, &e);
+        ts_tensor *in[] = {(ts_tensor *)x};
+        cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+    }
+    ts_plan_free(p);
+}
+
+/* The decision, on any CPU: forced off, no step asks; forced on, a float16
+ * plan wants the passes (its steps then depend on oneDNN's kernels: none
+ * where oneDNN has no AMX one), a float32 plan and TSOPT_SKIP=half.amx do
+ * not. */
+Test(half_amx, decision_with_the_cpu_forced)
+{
+    ts_graph *h = build_block(TS_F16, 32, 8), *f = build_block(TS_F32, 32, 8);
+    int n;
+    bool w;
+    xd_cpu_amx_bf16_force(0);
+    plan_of(h, NULL, &n, &w, NULL, NULL);
+    cr_assert(!w && n == 0, "no AMX: wanted %d, %d steps on it", w, n);
+    xd_cpu_amx_bf16_force(1);
+    plan_of(h, NULL, &n, &w, NULL, NULL);
+    cr_assert(w, "float16 plan, AMX: not wanted");
+    plan_of(h, "half.amx", &n, &w, NULL, NULL);
+    cr_assert(!w && n == 0, "TSOPT_SKIP=half.amx: wanted %d, %d steps", w, n);
+    plan_of(f, NULL, &n, &w, NULL, NULL);
+    cr_assert(!w && n == 0, "float32 plan: wanted %d, %d steps", w, n);
+    xd_cpu_amx_bf16_force(-1);
+    ts_graph_free(h);
+    ts_graph_free(f);
+}
+
+static double ulp16(double v)
+{
+    int ex;
+    frexp(fabs(v) > 0x1p-14 ? v : 0x1p-14, &ex);
+    return ldexp(1.0, ex - 11);
+}
+
+Test(half_amx, block_on_amx_matches_reference_and_float32_kernels)
+{
+    if (!xd_cpu_amx_bf16()) cr_skip_test("this CPU (oneDNN's effective ISA) has no AMX-BF16: the float32 kernels run");
+    const int64_t C = 64, H = 14;
+    ts_graph *g = build_block(TS_F16, C, H);
+    ts_error e = {0};
+    ts_shape xs = {.rank = 4, .dims = {1, C, H, H}};
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *amx = NULL, *f32k = NULL,
+              *ref = NULL;
+    uint64_t rng = 3;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
+        ts_tensor_set_f64(x, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    int n, n32;
+    bool w, w32;
+    plan_of(g, NULL, &n, &w, x, &amx);
+    plan_of(g, "half.amx", &n32, &w32, x, &f32k);
+    cr_assert(w && n == 2, "AMX CPU: wanted %d, %d of the 2 convolutions on it", w, n);
+    cr_assert_eq(n32, 0);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+    double scale = 0, worst = 0, worst32 = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(ref, i)));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) {
+        double want = ts_tensor_get_f64(ref, i), got = ts_tensor_get_f64(amx, i), k = ts_tensor_get_f64(f32k, i);
+        worst = fmax(worst, fabs(got - want));
+        worst32 = fmax(worst32, fabs(got - k));
+        differ += got != k;
+    }
+    cr_assert_leq(worst, 2 * ulp16(scale), "against the reference: %g, scale %g", worst, scale);
+    cr_assert_leq(worst32, 2 * ulp16(scale), "against the float32 kernels: %g, scale %g", worst32, scale);
+    cr_log_info("AMX passes: max |diff| %g vs reference, %g vs float32 kernels (%lld of %lld differ), scale %g",
+                worst, worst32, (long long)differ, (long long)ts_tensor_numel(ref), scale);
+    ts_tensor_unref(amx);
+    ts_tensor_unref(f32k);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+    ts_graph_free(g);
+}
