@@ -5,6 +5,7 @@
  * writing exp into y, then a scale, each a vector loop over a row that
  * stays in cache.  inner > 1 runs the same passes across `inner`. */
 #include <float.h>
+#include <immintrin.h>
 #include <stdlib.h>
 #include "vec/vec.h"
 #include "ops/attrs.h"
@@ -13,6 +14,7 @@
 typedef struct sm_state {
     int64_t outer, len, inner;
     bool log;
+    bool avx512; /* short rows by sm_row_short_avx512 */
     int threads;
 } sm_state;
 
@@ -54,6 +56,60 @@ XV_CLONES static void sm_row_short(const float *x, float *y, int64_t n)
     float r = 1.0f / sum;
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) y[i] = xv_flush(b[i] * r);
+}
+
+/* The same short row with AVX-512's masked loads and stores: no copy into
+ * a padded buffer and no scalar tail (Swin's rows of 49: the copy-in and
+ * the tail were a third of the row's instructions).  The exponential is
+ * sm_exp's operations in the same order (this file is built without FMA
+ * contraction: ISO C11), the lanes past n load as -inf and give 0.
+ * Same results as sm_row_short but for the order of the sum's additions. */
+__attribute__((target("avx512f"))) static __m512 sm_exp16(__m512 d)
+{
+    const __m512 lo = _mm512_set1_ps(SM_EXP_MIN), magic = _mm512_set1_ps(12582912.0f);
+    const __mmask16 under = _mm512_cmp_ps_mask(d, lo, _CMP_LT_OQ); /* d < -80 (NaN: no) */
+    const __m512 c = _mm512_mask_blend_ps(under, d, lo);           /* in [-80, 0] or NaN: xv_exp's clamps hold */
+    const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
+    __m512 r = _mm512_sub_ps(c, _mm512_mul_ps(k, _mm512_set1_ps(0.693359375f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(k, _mm512_set1_ps(-2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201E-1f));
+    __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r), _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(k), _mm512_set1_epi32(127)), 23);
+    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q), y, c); /* NaN passes */
+    return _mm512_maskz_mov_ps((__mmask16)~under, y);
+}
+
+__attribute__((target("avx512f"))) static void sm_row_short_avx512(const float *x, float *y, int64_t n)
+{
+    __m512 v[SM_SHORT / 16];
+    __mmask16 mk[SM_SHORT / 16];
+    const int nv = (int)((n + 15) / 16);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m = ninf;
+    for (int i = 0; i < nv; i++) {
+        const int64_t left = n - 16 * (int64_t)i;
+        mk[i] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        v[i] = _mm512_mask_loadu_ps(ninf, mk[i], x + 16 * i);
+        m = _mm512_max_ps(v[i], m); /* v > m ? v : m, as sm_row_short's max: a NaN never wins */
+    }
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < nv; i++) {
+        v[i] = sm_exp16(_mm512_sub_ps(v[i], mx));
+        sum = _mm512_add_ps(sum, v[i]);
+    }
+    const __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum)), tiny = _mm512_set1_ps(FLT_MIN);
+    for (int i = 0; i < nv; i++) {
+        __m512 q = _mm512_mul_ps(v[i], r);
+        q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, tiny, _CMP_NLT_UQ), q); /* xv_flush: below FLT_MIN 0, NaN kept */
+        _mm512_mask_storeu_ps(y + 16 * i, mk[i], q);
+    }
 }
 
 XV_CLONES static void sm_row(const float *x, float *y, int64_t n, bool lg)
@@ -125,6 +181,12 @@ static void sm_run(const xstep *st, void *const *in, void *const *out, void *scr
     float *y = out[0];
     const int64_t nchunk = (s->inner + SM_CHUNK - 1) / SM_CHUNK, items = s->outer * nchunk;
     (void)scratch;
+    if (s->inner == 1 && !s->log && s->len < SM_SHORT && s->len % 16 && s->avx512) {
+#pragma omp parallel for schedule(static) num_threads(s->threads) \
+    if (s->threads > 1 && s->outer > 1 && s->outer * s->len >= XV_PAR_MIN / 4)
+        for (int64_t o = 0; o < s->outer; o++) sm_row_short_avx512(x + o * s->len, y + o * s->len, s->len);
+        return;
+    }
     if (s->inner == 1) { /* rows: no chunk arithmetic (two divisions a row cost Swin's rows of 49 a third) */
 #pragma omp parallel for schedule(static) num_threads(s->threads) \
     if (s->threads > 1 && s->outer > 1 && s->outer * s->len >= XV_PAR_MIN / 4)
@@ -165,6 +227,7 @@ static ts_status sm_build(xplan *p, int n, xstep *st, ts_error *err)
     }
     s->log = nd->op == &ts_op_logsoftmax;
     s->threads = xv_threads(p);
+    s->avx512 = __builtin_cpu_supports("avx512f") && !xplan_skips(p, "softmax.avx512"); /* TSOPT_SKIP: A/B */
     st->state = s;
     /* each row is read before it is written: in place when x dies here
      * (half plans: ViT-B/16-l4's attention scores, 7.5 MB at batch 4) */

@@ -201,6 +201,43 @@ Test(vec, softmax_last_axis)
     compare(-8, 8, 1e-5, 2, 0, 0);
 }
 
+/* Rows shorter than 64 and no multiple of 16 (Swin's windows: 49): the
+ * AVX-512 masked path where the CPU has it (vec_softmax.c
+ * sm_row_short_avx512), rows of 1, 5, 17 and 49; a row of large negative
+ * scores (Swin's mask adds -100: exponentials below e^-80 become 0, tiny
+ * probabilities flushed) and a NaN, which makes its row NaN as the
+ * reference does. */
+Test(vec, softmax_short_rows)
+{
+    graph(13);
+    const char *shapes[] = {"192x49", "3x7x17", "11x5", "4x1"};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        output(op("Softmax", INS(input(shapes[i])), ATTRS(ts_attr_int("axis", -1))));
+    compare(-8, 8, 1e-5, 4, 0, 0);
+    xt_done();
+    graph(13);
+    float row[2][49];
+    for (int j = 0; j < 49; j++) row[0][j] = j % 7 ? -100.0f - (float)j : 3.0f, row[1][j] = (float)j / 10;
+    row[1][20] = NAN;
+    int x = input("2x49");
+    output(op("Softmax", INS(x), ATTRS(ts_attr_int("axis", 1))));
+    ts_tensor *in = ts_tensor_new(TS_F32, &G->values[x].shape, &E), *out = ts_tensor_new(TS_F32, &G->values[x].shape, &E);
+    cr_assert(in && out);
+    memcpy(in->data, row, sizeof row);
+    ts_plan *pl = NULL;
+    cr_assert_eq(ts_plan_build(G, &(ts_plan_opts){.threads = 1}, &pl, &E), TS_OK, "%s", E.msg);
+    cr_assert_eq(ts_plan_run(pl, &in, &out, &E), TS_OK, "%s", E.msg);
+    const float *y = out->data;
+    for (int j = 0; j < 49; j++) {
+        float want = j % 7 ? 0.0f : 1.0f / 7;
+        cr_assert_float_eq(y[j], want, 1e-6, "row 0, %d: %g, expected %g", j, y[j], want);
+        cr_assert(isnan(y[49 + j]), "row 1, %d: %g, expected NaN", j, y[49 + j]);
+    }
+    ts_plan_free(pl);
+    ts_tensor_unref(out);
+    ts_tensor_unref(in);
+}
+
 Test(vec, softmax_inner_axis_and_flatten)
 {
     graph(13);
