@@ -377,7 +377,9 @@ extern const xkernel xk_ref;     /* reference kernel on plain float32 buffers */
 extern const xkernel xk_reorder; /* layout conversion (inserted by xplan_plain) */
 
 /* ---- memory planning (memplan.c) */
-/* Assigns arena offsets to XB_ARENA buffers and scratch; returns arena size. */
-size_t xmemplan_assign(xplan *p);
+/* Assigns arena offsets to XB_ARENA buffers and scratch; returns arena size.
+ * every_order: the smallest of three greedy placements (a plan's build),
+ * else the first alone (a decoder token's re-bind, per token). */
+size_t xmemplan_assign(xplan *p, bool every_order);
 
 #endif

@@ -710,13 +710,13 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
         return st;
     }
     compute_lifetimes(p);
-    p->arena_bytes = xmemplan_assign(p);
+    p->arena_bytes = xmemplan_assign(p, true);
     bool kept_float = false; /* half plans: float32 copies of weights within a byte budget */
     if (xhalf_spend_budget(p, &kept_float, err)) {
         plan_destroy(p);
         return err->code;
     }
-    if (kept_float) p->arena_bytes = xmemplan_assign(p);
+    if (kept_float) p->arena_bytes = xmemplan_assign(p, true);
     /* ptrs: one per buffer, then room for the largest step's in+out
      * argument vectors, so that running needs no allocation. */
     size_t args = 0;

@@ -258,7 +258,7 @@ static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, cons
         if (p->steps[i].k == &xk_copy) *(size_t *)p->steps[i].state = p->bufs[p->steps[i].out[0]].bytes;
     p->g = g;
     xplan_relayout(p);
-    size_t need = xmemplan_assign(p);
+    size_t need = xmemplan_assign(p, false);
     p->arena_bytes = need;
     if (need > p->arena_cap) {
         size_t cap = ((need + need / 2) + 63) & ~(size_t)63;
