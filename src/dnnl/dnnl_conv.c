@@ -835,9 +835,16 @@ again:;
             dnnl_memory_desc_init_by_tag(&sd, 4, dx, dnnl_f32, cblock == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
             if (!xd_md_same_bytes(&xmd, &sd)) sd = xmd;
         }
+        /* asked only where oneDNN has a jit kernel for it: a channels-last
+         * src into blocks gets the reference kernel (rank 0, never kept)
+         * and asking maps the init code of every kernel oneDNN tries.
+         * nasnet_a's 13 pointwise convs of 176 channels and deeplabv3's 4
+         * ASPP convs asked for one: peak RSS +1.0 / +0.6 MiB with the plan
+         * the same (libdnnl's resident text; issue 27, loaded Intel Xeon) */
         dnnl_primitive_desc_t pd2 = NULL;
         ts_error e2 = {0};
-        if (!dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &bd) &&
+        if (xd_conv_blocks_candidate(&sd, xs, cblock) &&
+            !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &bd) &&
             !make_pd(p, n, transposed, &ge, &sd, &wei, bias, &bd, &f, &pd2, &e2) && xd_pd_rank(pd2) >= xd_pd_rank(pd)) {
             dnnl_primitive_desc_destroy(pd);
             pd = pd2;

@@ -50,3 +50,13 @@ bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
     return (dnnl_memory_desc_equal(a, &cl) && dnnl_memory_desc_equal(b, &bl)) ||
            (dnnl_memory_desc_equal(a, &bl) && dnnl_memory_desc_equal(b, &cl));
 }
+
+bool xd_conv_blocks_candidate(const dnnl_memory_desc_t *src, const ts_shape *xs, int block)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    unsigned need = block == 16 ? dnnl_cpu_isa_avx512_core : block == 8 ? dnnl_cpu_isa_avx2 : 0;
+    if (!need || ((unsigned)isa & need) != need || xs->rank != 4) return false;
+    dnnl_memory_desc_t md;
+    return (md_tag(&md, xs, block == 16 ? dnnl_aBcd16b : dnnl_aBcd8b) && xd_md_same_bytes(src, &md)) ||
+           (md_tag(&md, xs, dnnl_abcd) && dnnl_memory_desc_equal(src, &md));
+}

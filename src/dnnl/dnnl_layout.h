@@ -26,6 +26,16 @@ bool xd_md_same_layout(const dnnl_memory_desc_t *like, const ts_shape *like_s, c
  * (one block: the same array). */
 bool xd_md_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
 
+/* Whether oneDNN may run a forward convolution reading src (shape xs,
+ * rank 4, float32) and writing `block`-channel blocks (16 or 8) on a
+ * kernel other than its reference one: its jit kernels read the dst's own
+ * blocks (or the same bytes: a 16-channel channels-last tensor is one
+ * 16-channel block) or, first layers, plain NCHW; 16-channel blocks are
+ * its AVX-512 kernels', 8-channel ones its AVX2 kernels'.  Channels-last
+ * into blocks gets the reference kernel alone (test_dnnl_layout checks
+ * each claim against the installed oneDNN). */
+bool xd_conv_blocks_candidate(const dnnl_memory_desc_t *src, const ts_shape *xs, int block);
+
 /* lower_concat.c: the channel block (16 or 8) in which value v's producer
  * writes v so that every Concat reading it takes it as a view of the
  * Concat's result (nothing copied), or 0 when some reader cannot. */

@@ -7,6 +7,7 @@
  * input is left to dnnl.concat. */
 #include <stdlib.h>
 #include "exec_check.h"
+#include "dnnl/dnnl_layout.h"
 
 static uint64_t rng = 9091;
 
@@ -191,4 +192,64 @@ Test(concat_cl, expand_convs_write_blocks)
             ts_plan_free(plan);
         }
     ts_graph_free(g);
+}
+
+/* xd_conv_blocks_candidate's claims against the installed oneDNN on this
+ * CPU: where it says no, oneDNN has only its reference kernel (or none)
+ * for a 1x1 conv reading that src into 16- or 8-channel blocks, so the
+ * concat-blocks candidate it spares could never be kept (dnnl_conv.c); where
+ * it says yes (but for plain NCHW, asked on the chance of a first layer's
+ * kernel) oneDNN has a kernel other than the reference one.
+ * 176 channels as nasnet_a's pointwise convs; 16 (one block, the squeeze
+ * conv of squeezenet1_1) read channels-last. */
+Test(concat_cl, blocks_candidate_only_where_onednn_has_a_kernel)
+{
+    dnnl_engine_t eng;
+    cr_assert_eq(dnnl_engine_create(&eng, dnnl_cpu, 0), dnnl_success);
+    static const dnnl_format_tag_t srcs[] = {dnnl_acdb, dnnl_aBcd16b, dnnl_aBcd8b, dnnl_abcd};
+    int said_no = 0, said_yes = 0;
+    for (int c = 0; c < 2; c++)
+        for (int si = 0; si < 4; si++)
+            for (int block = 8; block <= 16; block += 8) {
+                int64_t C = c ? 176 : 16;
+                ts_shape xs = ts_shape_make(4, (int64_t[]){1, C, 14, 14});
+                dnnl_memory_desc_t src, wei, dst;
+                dnnl_memory_desc_init_by_tag(&src, 4, (dnnl_dims_t){1, C, 14, 14}, dnnl_f32, srcs[si]);
+                dnnl_memory_desc_init_by_tag(&wei, 4, (dnnl_dims_t){64, C, 1, 1}, dnnl_f32, dnnl_format_tag_any);
+                dnnl_memory_desc_init_by_tag(&dst, 4, (dnnl_dims_t){1, 64, 14, 14}, dnnl_f32,
+                                             block == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
+                /* dnnl_conv.c asks with the blocks when they are src's bytes */
+                dnnl_memory_desc_t ask = src, bmd;
+                xdc_block_md(&bmd, &xs, block);
+                if (xd_md_same_bytes(&src, &bmd)) ask = bmd;
+                dnnl_convolution_desc_t d;
+                cr_assert_eq(dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
+                                                                &ask, &wei, NULL, &dst, (dnnl_dims_t){1, 1},
+                                                                (dnnl_dims_t){0, 0}, (dnnl_dims_t){0, 0}),
+                             dnnl_success);
+                dnnl_primitive_desc_t pd = NULL;
+                int rank = dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL) == dnnl_success ? xd_pd_rank(pd) : 0;
+                if (pd) dnnl_primitive_desc_destroy(pd);
+                bool yes = xd_conv_blocks_candidate(&src, &xs, block);
+                bool own = srcs[si] == (block == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
+                if (!yes) {
+                    cr_assert_eq(rank, 0, "C %lld, src tag %d, %d-channel blocks: declined, yet oneDNN has rank %d",
+                                 (long long)C, (int)srcs[si], block, rank);
+                    said_no++;
+                } else if (srcs[si] != dnnl_abcd) {
+                    /* plain NCHW is asked on the chance of a first layer's kernel */
+                    cr_assert_gt(rank, 0, "C %lld, src tag %d, %d-channel blocks: asked, yet oneDNN has only its "
+                                 "reference kernel", (long long)C, (int)srcs[si], block);
+                }
+                if (yes && own) {
+                    cr_assert_geq(rank, 2, "C %lld, %d-channel blocks in and out: oneDNN's rank %d", (long long)C,
+                                  block, rank);
+                    said_yes++;
+                }
+            }
+    /* nasnet_a's case is declined everywhere; an AVX2 or AVX-512 CPU has
+     * a kernel on its own blocks */
+    cr_assert_geq(said_no, 2, "nothing declined: nothing tested");
+    if (__builtin_cpu_supports("avx2")) cr_assert_geq(said_yes, 2, "nothing accepted: nothing tested");
+    dnnl_engine_destroy(eng);
 }
