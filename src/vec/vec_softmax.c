@@ -14,7 +14,7 @@
 typedef struct sm_state {
     int64_t outer, len, inner;
     bool log;
-    bool avx512; /* short rows by sm_row_short_avx512 */
+    bool avx512; /* rows that are no whole number of vectors by sm_row_avx512 */
     int threads;
 } sm_state;
 
@@ -58,12 +58,14 @@ XV_CLONES static void sm_row_short(const float *x, float *y, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = xv_flush(b[i] * r);
 }
 
-/* The same short row with AVX-512's masked loads and stores: no copy into
- * a padded buffer and no scalar tail (Swin's rows of 49: the copy-in and
- * the tail were a third of the row's instructions).  The exponential is
+/* Rows that are no whole number of vectors (Swin's windows: 49, ViT's
+ * 197 tokens) with AVX-512's masked loads and stores: no copy into a
+ * padded buffer (rows under 64) and no scalar tail of up to 15 elements a
+ * pass, each with a scalar exponential (longer rows).  The exponential is
  * sm_exp's operations in the same order (this file is built without FMA
- * contraction: ISO C11), the lanes past n load as -inf and give 0.
- * Same results as sm_row_short but for the order of the sum's additions. */
+ * contraction: ISO C11); lanes past the row load as -inf and give 0.
+ * The same results as sm_row / sm_row_short but for the order of the
+ * sum's additions. */
 __attribute__((target("avx512f"))) static __m512 sm_exp16(__m512 d)
 {
     const __m512 lo = _mm512_set1_ps(SM_EXP_MIN), magic = _mm512_set1_ps(12582912.0f);
@@ -85,30 +87,35 @@ __attribute__((target("avx512f"))) static __m512 sm_exp16(__m512 d)
     return _mm512_maskz_mov_ps((__mmask16)~under, y);
 }
 
-__attribute__((target("avx512f"))) static void sm_row_short_avx512(const float *x, float *y, int64_t n)
+__attribute__((target("avx512f"))) static void sm_row_avx512(const float *x, float *y, int64_t n)
 {
-    __m512 v[SM_SHORT / 16];
-    __mmask16 mk[SM_SHORT / 16];
-    const int nv = (int)((n + 15) / 16);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const int64_t nf = n & ~(int64_t)15;
+    const __mmask16 tm = (__mmask16)((1u << (n - nf)) - 1); /* the tail's lanes; 0 for whole vectors */
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), tiny = _mm512_set1_ps(FLT_MIN);
     __m512 m = ninf;
-    for (int i = 0; i < nv; i++) {
-        const int64_t left = n - 16 * (int64_t)i;
-        mk[i] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-        v[i] = _mm512_mask_loadu_ps(ninf, mk[i], x + 16 * i);
-        m = _mm512_max_ps(v[i], m); /* v > m ? v : m, as sm_row_short's max: a NaN never wins */
-    }
+    for (int64_t i = 0; i < nf; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m); /* v > m ? v : m: a NaN never wins */
+    if (tm) m = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tm, x + nf), m);
     const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
     __m512 sum = _mm512_setzero_ps();
-    for (int i = 0; i < nv; i++) {
-        v[i] = sm_exp16(_mm512_sub_ps(v[i], mx));
-        sum = _mm512_add_ps(sum, v[i]);
+    for (int64_t i = 0; i < nf; i += 16) {
+        __m512 e = sm_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
+        _mm512_storeu_ps(y + i, e);
+        sum = _mm512_add_ps(sum, e);
     }
-    const __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum)), tiny = _mm512_set1_ps(FLT_MIN);
-    for (int i = 0; i < nv; i++) {
-        __m512 q = _mm512_mul_ps(v[i], r);
-        q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, tiny, _CMP_NLT_UQ), q); /* xv_flush: below FLT_MIN 0, NaN kept */
-        _mm512_mask_storeu_ps(y + 16 * i, mk[i], q);
+    if (tm) {
+        __m512 e = sm_exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, tm, x + nf), mx));
+        _mm512_mask_storeu_ps(y + nf, tm, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    /* xv_flush: below FLT_MIN 0, NaN kept */
+    for (int64_t i = 0; i < nf; i += 16) {
+        __m512 q = _mm512_mul_ps(_mm512_loadu_ps(y + i), r);
+        _mm512_storeu_ps(y + i, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, tiny, _CMP_NLT_UQ), q));
+    }
+    if (tm) {
+        __m512 q = _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, y + nf), r);
+        _mm512_mask_storeu_ps(y + nf, tm, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, tiny, _CMP_NLT_UQ), q));
     }
 }
 
@@ -181,10 +188,10 @@ static void sm_run(const xstep *st, void *const *in, void *const *out, void *scr
     float *y = out[0];
     const int64_t nchunk = (s->inner + SM_CHUNK - 1) / SM_CHUNK, items = s->outer * nchunk;
     (void)scratch;
-    if (s->inner == 1 && !s->log && s->len < SM_SHORT && s->len % 16 && s->avx512) {
+    if (s->inner == 1 && !s->log && s->len % 16 && s->avx512) {
 #pragma omp parallel for schedule(static) num_threads(s->threads) \
     if (s->threads > 1 && s->outer > 1 && s->outer * s->len >= XV_PAR_MIN / 4)
-        for (int64_t o = 0; o < s->outer; o++) sm_row_short_avx512(x + o * s->len, y + o * s->len, s->len);
+        for (int64_t o = 0; o < s->outer; o++) sm_row_avx512(x + o * s->len, y + o * s->len, s->len);
         return;
     }
     if (s->inner == 1) { /* rows: no chunk arithmetic (two divisions a row cost Swin's rows of 49 a third) */
