@@ -87,6 +87,13 @@ static int predict(const char *model, const cli_binds *binds, const char *const 
     for (int f = 0; f <= nwith && rc == CLI_OK; f++) {
         const char *path = f ? with[f - 1] : model;
         ts_graph *g = cli_load_model(path, binds);
+        /* costed as the optimizer charges a graph (ts_drive_graph_cost):
+         * as the runtime runs it, at graph optimization level all */
+        if (g && ts_graph_opt_apply(g, TS_GRAPH_OPT_ALL, &err) < 0) {
+            rc = cli_error_from(CLI_FAIL, &err);
+            ts_graph_free(g);
+            break;
+        }
         int *group_of = g ? malloc(sizeof *group_of * ((size_t)g->nnodes + 1)) : NULL;
         if (!g) {
             rc = CLI_FAIL;
@@ -459,6 +466,13 @@ int cli_profile(int argc, char **argv)
     }
     ts_graph *g = do_predict ? NULL : cli_load_model(model, &binds);
     if ((!g && !do_predict) || (g && !cli_mem_ok(g))) goto done;
+    /* the groups the runtime runs (graph optimization level all, as tsopt
+     * bench and the optimizer's costs: a spelled-out GELU is the MatMul's
+     * post-op, not a step of its own); --roofline applies it itself */
+    if (g && !only_roofline && ts_graph_opt_apply(g, TS_GRAPH_OPT_ALL, &err) < 0) {
+        rc = cli_error_from(CLI_FAIL, &err);
+        goto done;
+    }
     if (against_skip) {
         rc = cli_profile_ab(g, against_skip, iters, use_min, json);
         goto done;

@@ -64,6 +64,13 @@ done
 # the reference interpreter runs the model as written: the same outputs
 "$TSOPT" run "$T/gelu_ln.onnx" --reference --save-outputs "$T/ref" >/dev/null
 "$TSOPT" compare "$T/ref" "$T/gelu_ln.all" >/dev/null || fail "gelu_ln: all differs from the reference"
+# tsopt profile times the groups the runtime runs (level all, as the
+# optimizer costs them, ts_drive_graph_cost): the GELU is the MatMul's
+# post-op, no Erf step of its own
+"$TSOPT" profile "$T/gelu_ln.onnx" --cache "$T/c.tsv" --iters 2 >"$T/prof.txt"
+grep -q '^MatMul+Gelu ' "$T/prof.txt" || { cat "$T/prof.txt"; fail "profile: no MatMul+Gelu group"; }
+! grep -q 'Erf' "$T/prof.txt" || { cat "$T/prof.txt"; fail "profile: the GELU spelled out"; }
+"$TSOPT" profile "$T/gelu_ln.onnx" --predict --cache "$T/c.tsv" >/dev/null || fail "profile --predict"
 # --skip takes kernels and features by name; it changes the plan, not the outputs
 "$TSOPT" run "$T/transition.onnx" --skip "winograd,dnnl.conv,vec.se" --save-outputs "$T/skip" >/dev/null
 "$TSOPT" compare "$T/transition.none" "$T/skip" >/dev/null || fail "--skip changed the outputs"
