@@ -47,6 +47,8 @@ struct ts_costdb {
     size_t evict_bytes;  /* its size (allocated lazily, up to the cap) */
     volatile long evict_sink; /* keeps the reads */
     int nplan;                /* "@plan" entries: 0 until a graph was primed */
+    double deadline;          /* ts_clock_s() after which nothing is timed (0: none) */
+    int late;                 /* groups costed on the roofline because of it */
 };
 
 static centry *lookup(const ts_costdb *db, const char *key)
@@ -103,6 +105,17 @@ void xcost_cpu_id(char *buf, size_t n)
 
 const char *xcost_db_path(const ts_costdb *db) { return db->path; }
 int xcost_db_measured(const ts_costdb *db) { return db->measured; }
+
+double xcost_db_set_deadline(ts_costdb *db, double end_s)
+{
+    double old = db->deadline;
+    db->deadline = end_s;
+    return old;
+}
+
+int xcost_db_late(const ts_costdb *db) { return db->late; }
+
+bool xcost_db_past_deadline(const ts_costdb *db) { return db->deadline > 0 && ts_clock_s() > db->deadline; }
 int xcost_db_size(const ts_costdb *db) { return (int)db->n; }
 
 static ts_status mkdir_p(char *dir, ts_error *err)
@@ -590,6 +603,11 @@ static double roofline(ts_costdb *db, const ts_graph *g, const int *members, int
     double gflops = 0, gbps = 0, flops, bytes;
     ts_error e = {0};
     xcost_group_work(g, members, nm, &flops, &bytes);
+    /* past the deadline a peak missing from the cache (seconds to measure)
+     * is not measured either: the estimate is 0, and counted late by the
+     * caller (group_cost), whose caller drops such a cost */
+    const centry *pf = lookup(db, "!peak_gflops");
+    if (xcost_db_past_deadline(db) && !(pf && pf->key)) return 0;
     if (xcost_peak(db, &gflops, &gbps, &e) || gflops <= 0 || gbps <= 0) return 0;
     return xroof_limit_ms(bytes, flops, gbps, gflops);
 }
@@ -823,6 +841,9 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
     int nm = xcost_members(g, group_of, head, members + np);
     char *key = group_key(g, members, np, nm);
     if (!key) return *src = XCOST_ROOFLINE, roofline(db, g, members + np, nm);
+    /* past the deadline a missing group is estimated, and counted */
+    bool late = measure && xcost_db_past_deadline(db);
+    if (late) measure = false;
     const centry *e;
     if (in_context) {
         if ((e = get_prefixed(db, XCOST_PLAN_PREFIX, key))) {
@@ -855,6 +876,7 @@ static double group_cost(ts_costdb *db, const ts_graph *g, const int *group_of, 
         } else {
             ms = roofline(db, g, members + np, nm);
             *src = XCOST_ROOFLINE;
+            db->late += late;
         }
     }
     free(key);
@@ -961,7 +983,7 @@ static ts_status measure_heads(ts_costdb *db, const ts_graph *g, const int *grou
          * primed, a move rewriting a whole chain) in pieces of
          * XCOST_CTX_MAX_GROUPS consecutive groups, each piece with its own
          * neighbours; never the whole graph as one plan */
-        for (int a = 0; a < ncl; a += XCOST_CTX_MAX_GROUPS) {
+        for (int a = 0; a < ncl && !xcost_db_past_deadline(db); a += XCOST_CTX_MAX_GROUPS) {
             int m = ncl - a < XCOST_CTX_MAX_GROUPS ? ncl - a : XCOST_CTX_MAX_GROUPS;
             ts_error e1 = {0};
             ts_status s1 = xcost_ctx_measure(db, g, group_of, cl + a, m, NULL, NULL, &e1);
@@ -1055,11 +1077,12 @@ static double graph_cost(ts_costdb *db, const ts_graph *g, bool measure, bool ma
          * not timed as a whole (nasrnn: such a graph, primed inside a
          * search, predicted 1.31 ms; costed afresh in context 1.78 ms;
          * measured 1.95-2.15 ms). */
-        if (measure && may_prime && k && k == ng && !db->nplan && !prime(db, g, group_of, &err)) {
+        if (measure && may_prime && k && k == ng && !db->nplan && !xcost_db_past_deadline(db) &&
+            !prime(db, g, group_of, &err)) {
             for (int i = 0; i < k; i++) ms += xcost_group(db, g, group_of, heads[i], false, &src);
             k = 0;
         }
-        if (measure && k) {
+        if (measure && k && !xcost_db_past_deadline(db)) {
             /* one group per key: repeated blocks (nasnet_a's cells) share
              * keys, and a search has a few seconds for its new groups */
             int nt = distinct_keys(g, group_of, heads, k, pending);

@@ -196,6 +196,15 @@ ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_erro
 void xcost_cpu_id(char *buf, size_t n);
 const char *xcost_db_path(const ts_costdb *db);
 int xcost_db_measured(const ts_costdb *db); /* measurements made since open */
+/* The measuring deadline, a ts_clock_s() time (0: none; returns the one it
+ * replaces).  Past it, a group missing from the cache is not timed (one
+ * candidate's new groups took 65 s under load, issue 27) but costed on the
+ * roofline, and counted: xcost_db_late says how many since open, so a
+ * caller can tell a cost that is partly an estimate and discard it. */
+double xcost_db_set_deadline(ts_costdb *db, double end_s);
+int xcost_db_late(const ts_costdb *db);
+/* true once db's deadline (if any) has passed */
+bool xcost_db_past_deadline(const ts_costdb *db);
 int xcost_db_size(const ts_costdb *db);
 
 /* Median ms of running g with the fast runtime on random inputs: warm-up,

@@ -567,6 +567,7 @@ ts_status xcost_ctx_measure(ts_costdb *db, const ts_graph *g, const int *group_o
         good += kind[runs] == XCOST_RUN_GOOD;
         runs++;
         if (runs >= min_iters && spent > budget_ms && (good >= min_iters || spent > 3 * budget_ms)) break;
+        if (runs >= min_iters && xcost_db_past_deadline(db)) break; /* the caller's time is up: what is there */
     }
     if (st) goto done;
     runs = xcost_keep_runs(kind, runs, t, ns, NULL, NULL);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "cost/cost.h"
 #include "opt/bodies.h"
 #include "opt/driver.h"
 #include "opt/passes.h"
@@ -347,6 +348,21 @@ static double graph_cost(const dctx *s, const ts_graph *g)
     return s->cost_fn && !s->o->roofline ? s->cost_fn(s->cost_ctx, g) : ts_drive_graph_cost(s->o, s->db, g);
 }
 
+/* g's cost, NAN when costing it ran into the search's time limit (the cost
+ * db's deadline, set by ts_drive_costed): groups it could not time were
+ * estimated on the roofline, which does not compare with measured costs,
+ * so the candidate is dropped and the search ends ("time limit"). */
+static double graph_cost_in_time(dctx *s, const ts_graph *g)
+{
+    int late = s->db ? xcost_db_late(s->db) : 0;
+    double c = graph_cost(s, g);
+    if (s->db && xcost_db_late(s->db) > late) {
+        s->stop = "time limit";
+        return NAN;
+    }
+    return c;
+}
+
 /* ---- limits and progress */
 
 static void tick(dctx *s, bool final)
@@ -439,8 +455,12 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
         return false;
     }
     s->generated++;
-    double tc = ts_clock_s(), c = graph_cost(s, ng);
+    double tc = ts_clock_s(), c = graph_cost_in_time(s, ng);
     if (ts_clock_s() - tc > s->cost_s) s->cost_s = ts_clock_s() - tc;
+    if (isnan(c)) {
+        ts_graph_free(ng);
+        return false;
+    }
     e->gain = s->cur_cost - c;
     if (c < s->cur_cost) s->sched[s->cur_src].won = true;
     hist *h = hist_push(s->cur_h, s->cur_src, what, count);
@@ -530,8 +550,8 @@ static bool try_pass(dctx *s, int k, bool always, ts_graph **cur, double *cost, 
         *s->err = (ts_error){0};
         return true;
     }
-    double c = n > 0 ? graph_cost(s, ng) : 0;
-    if (n == 0 || (!always && !(c < *best_c))) {
+    double c = n > 0 ? graph_cost_in_time(s, ng) : 0;
+    if (n == 0 || isnan(c) || (!always && !(c < *best_c))) {
         ts_graph_free(ng);
         return true;
     }
@@ -656,12 +676,15 @@ ts_status ts_drive_costed(const ts_graph *g0, const ts_optimize_opts *o, ts_cost
     s.tty = isatty(2);
     s.last_line = s.t0;
     s.rss0 = rss_mb();
+    /* no group is timed past the limit (graph_cost_in_time) */
+    double deadline0 = db && o->time_limit > 0 ? xcost_db_set_deadline(db, s.t0 + o->time_limit) : 0;
     ts_graph *start = ts_graph_copy(g0);
     s.sched = calloc((size_t)nsrc + 1, sizeof *s.sched);
     if (!start || !s.sched || !pset_init(&s.orig, g0)) {
         ts_graph_free(start);
         free(s.sched);
         free(s.orig.slot);
+        if (db && o->time_limit > 0) xcost_db_set_deadline(db, deadline0);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory copying the graph");
     }
     res->cost_before = s.cost0 = graph_cost(&s, g0);
@@ -736,6 +759,7 @@ done:
     res->best_hist = s.best_h;
     res->nsrc = nsrc;
     res->nalts = s.nalts;
+    if (db && o->time_limit > 0) xcost_db_set_deadline(db, deadline0);
     for (int i = 0; i < s.nalts; i++) {
         res->alts[i] = s.alts[i];
         res->alt_costs[i] = s.alt_cost[i];
