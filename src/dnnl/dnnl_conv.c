@@ -403,6 +403,14 @@ static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
  * 9.4 MB, left the arena), from 400 66.8, none (half.amx) 75.8; the three
  * thresholds are within the noise of each other. */
 #define X3_MIN_PIXELS 196
+/* Multiply-adds per output pixel (the weight's elements) below which too:
+ * per pixel the passes also split the input's channels and add into dst
+ * three times.  ResNet-50 float16 b1, `tsopt profile --against-skip
+ * half.amx --min` (per step, alternating in one process, load 8-12): 64->64
+ * 1x1 (4096) 1.40 of the float32 kernels' time, 64->256 / 256->64 1x1
+ * (16384) 0.93-1.27, the 7x7 stem from 3 channels (9408) 1.20; from 256->128
+ * 1x1 (32768) 0.85 and 64->64 3x3 (36864) 0.46-0.65 up, 0.38-0.87. */
+#define X3_MIN_MACS 32768
 
 /* The passes' post-ops: a residual sum may come first (each pass adds onto
  * dst), element-wise ones only after it (the last pass applies them). */
@@ -675,7 +683,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
      * be packed, folded, must be float16 values (then they split exactly) */
     float *wfold = NULL;
     if (!transposed && !gt && xd_conv_amx_wanted(p) && x3_post_ok(&f) &&
-        ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS) {
+        ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS && ts_shape_numel(&W->shape) >= X3_MIN_MACS) {
         if (f.scale && !(wfold = folded_weights(W, G, transposed, f.scale)))
             return ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory", nd->name, nd->op->name);
         ge.bf16 = on_f16_grid(wfold ? wfold : W->data, (size_t)ts_shape_numel(&W->shape));
