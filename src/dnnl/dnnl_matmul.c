@@ -44,6 +44,7 @@ typedef struct mm_state {
     int64_t ccols, rows;       /* columns per chunk, rows of A */
     size_t celems, coff, doff; /* weight elements per chunk; the widened chunk's and the product's offsets in the scratch */
     ts_dtype chalf;      /* TS_UNDEFINED: not handed over, the plain path runs */
+    bool csum;           /* a sum post-op (residual Add): each chunk's product starts from the residual's columns */
 } mm_state;
 
 static void mm_destroy(void *state)
@@ -75,9 +76,13 @@ static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, 
     xd_mem_bind(&m->cw, w, c->stream);
     xd_mem_bind(&m->cd, d, c->stream);
     xd_mem_bind(&m->cpad, scratch, c->stream);
+    /* the residual: its own plain buffer, or dst itself when it is accumulated where it lies */
+    const float *r = !c->csum ? NULL : c->has_sum ? (const float *)in[c->res_in] : y;
     for (int j = 0; j < c->nchunks; j++) {
         xhalf_widen(c->chalf, (const uint16_t *)in[c->wei_in] + (size_t)j * c->celems, w, c->celems);
         if (c->has_bias) xd_mem_bind(&m->cb, (float *)in[c->bias_in] + j * cols, c->stream);
+        /* chunk j's columns of the residual are read before the same columns of y are written */
+        for (int64_t i = 0; r && i < c->rows; i++) memcpy(d + i * cols, r + i * N + j * cols, sizeof(float) * (size_t)cols);
         dnnl_primitive_execute(c->cprim, c->stream, c->cnargs, c->cargs);
         dnnl_stream_wait(c->stream);
         /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
@@ -261,8 +266,10 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
                            bool has_bias, const xd_fuse *f)
 {
     const int64_t K = m->K, N = m->N;
-    if (!p->half || xplan_skips(p, "half.chunk") || m->r != 2 || m->ta || f->sum_value >= 0 || K % 16 || N % 64 ||
-        (size_t)(K * N) * sizeof(float) < 2 * MM_CHUNK_BYTES)
+    /* a sum post-op reads dst: chunks start from the residual's columns when it is plain (copied, not reordered) */
+    bool sum = f->sum_value >= 0, sum_plain = !c->has_sum || (!c->res_r.prim && !c->res_r.cl_c);
+    if (!p->half || xplan_skips(p, "half.chunk") || m->r != 2 || m->ta || (sum && (!sum_plain || xplan_skips(p, "half.chunk_sum"))) ||
+        K % 16 || N % 64 || (size_t)(K * N) * sizeof(float) < 2 * MM_CHUNK_BYTES)
         return;
     dnnl_memory_desc_t whole, src, wei, dst, bmd;
     if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
@@ -292,6 +299,7 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
         c->cprim = NULL;
     } else {
         c->ccols = cols;
+        c->csum = sum;
         c->nchunks = (int)(N / cols);
         c->celems = (size_t)(K * cols);
         c->rows = m->M;

@@ -1,9 +1,10 @@
 /* float16 / bfloat16 graphs (docs/runtime.md, "Half precision").
  *
- * This CPU class has no float16 arithmetic (no AVX-512 FP16, no AMX) and
- * oneDNN 2.6 has no CPU float16 convolution, so a float16 graph computes in
- * float32, operator by operator, as ONNX Runtime's CPU provider does (its
- * inserted Casts).  What stays 16-bit is what costs memory: the weights.
+ * oneDNN 2.6 has no CPU float16 convolution or matmul (not even with
+ * AVX512-FP16), so a float16 graph computes in float32, operator by
+ * operator, as ONNX Runtime's CPU provider does (its inserted Casts); where
+ * the CPU has native float16 the steps round as native kernels would
+ * (xhalf_native_f16).  What stays 16-bit is what costs memory: the weights.
  *
  * The plan lowers a copy of the graph (xhalf_begin) in which every 16-bit
  * value is float32, graph inputs and outputs keep their 16-bit type through
@@ -18,6 +19,7 @@
  * one streaming conversion per weight and run (F16C / AVX-512), into a
  * scratch the memory plan shares between steps.  So the weights are held
  * once, in 16 bits, and one layer's float32 weights exist at a time. */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <malloc.h>
 #include <omp.h>
@@ -489,7 +491,9 @@ static int const_value(const ts_graph *c, int v)
  * counted on such a value from plan start until its producer is lowered:
  * every fusion looks for a sole consumer (or an exact count), so none
  * looks past it, and nothing else reads the count then.  TSOPT_SKIP=half.round
- * leaves both out (the float32 plan of before, for A/B timing). */
+ * leaves both out (the float32 plan of before, for A/B timing); a native
+ * float16 CPU leaves out the refusals and the rounding inside steps, not
+ * the steps' own (rounds_inside). */
 #define PHANTOM (1 << 24)
 
 /* Output on the 16-bit grid whenever the inputs are: the op selects, moves
@@ -506,6 +510,40 @@ bool xhalf_grid_exact(const ts_op_desc *op)
     return false;
 }
 
+/* Native float16 (see half.h): AVX512-FP16 is CPUID leaf 7, EDX bit 23;
+ * its registers are AVX-512's, so the OS must save those (avx512f usable). */
+static bool cpu_has_avx512fp16(void)
+{
+    unsigned a, b, c, d;
+    if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return d >> 23 & 1;
+}
+
+bool xhalf_native_f16(const xplan *p)
+{
+    if (xplan_skips(p, "half.native")) return false;
+    const char *e = getenv("TSOPT_HALF_NATIVE");
+    if (e && *e) return *e == '1';
+    static int cpu = -1; /* cpuid once per process */
+    if (cpu < 0) cpu = cpu_has_avx512fp16();
+    return cpu;
+}
+
+/* Rounding inside fused steps (program round ops, the refusals), as ONNX
+ * rounds every node: off with TSOPT_SKIP=half.round, and for float16 where
+ * the CPU is native (xhalf_native_f16: steps round at their outputs only). */
+static bool rounds_inside(const xplan *p)
+{
+    return p->half && !xplan_skips(p, "half.round") && !(p->half == TS_F16 && xhalf_native_f16(p));
+}
+
+/* Node n is a Cast: an explicit rounding the graph asks for, kept inside
+ * fused steps in every mode. */
+static bool is_cast(const xplan *p, int n)
+{
+    return n >= 0 && !strcmp(p->g->nodes[n].op->name, "Cast");
+}
+
 /* Value v is typed 16-bit in the caller's graph, produced by a node, and
  * computed in float32 here. */
 static bool rounds(const xplan *p, int v)
@@ -519,7 +557,7 @@ ts_dtype xhalf_node_round(const xplan *p, int n)
 {
     const ts_node *nd = &p->g->nodes[n];
     if (!p->half || xplan_skips(p, "half.round") || nd->noutputs != 1 || !rounds(p, nd->outputs[0]) ||
-        xhalf_grid_exact(nd->op))
+        xhalf_grid_exact(nd->op) || (!rounds_inside(p) && !is_cast(p, n)))
         return TS_UNDEFINED;
     return p->half;
 }
@@ -527,6 +565,7 @@ ts_dtype xhalf_node_round(const xplan *p, int n)
 ts_dtype xhalf_round_on_load(const xplan *p, int v)
 {
     if (!p->half || xplan_skips(p, "half.round") || xplan_skips(p, "half.fuse") || !rounds(p, v) ||
+        (!rounds_inside(p) && !is_cast(p, p->g->values[v].producer)) ||
         ts_value_uses(p->g, v) != 1 || ts_graph_is_output(p->g, v))
         return TS_UNDEFINED;
     return p->half;
@@ -555,7 +594,8 @@ static void add_phantoms(xplan *p)
         if (nd->dead || xhalf_grid_exact(nd->op)) continue;
         for (int j = 0; j < nd->ninputs; j++) {
             int v = nd->inputs[j];
-            if (rounds(p, v) && p->consumers[v] < PHANTOM / 2) p->consumers[v] += PHANTOM;
+            if (rounds(p, v) && p->consumers[v] < PHANTOM / 2 && (rounds_inside(p) || is_cast(p, c->values[v].producer)))
+                p->consumers[v] += PHANTOM;
         }
     }
 }

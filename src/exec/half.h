@@ -39,6 +39,18 @@ void xhalf_round(ts_dtype half, float *x, size_t n);
 /* y = x rounded so, in one pass, on the calling thread (x == y allowed). */
 void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n);
 
+/* The CPU computes float16 natively (AVX512-FP16: Intel Sapphire Rapids
+ * and later).  There a float16 plan rounds as native float16 kernels do
+ * (oneDNN's f16 primitives, ONNX Runtime's fused ones): each step computes
+ * in float32 inside, post-ops and fused chains included, and rounds once,
+ * at its 16-bit outputs; a Cast to float16 still rounds where it stands.
+ * So MatMul + bias + GELU, + residual Add and LayerNorm fuse as in the
+ * float32 plan.  Elsewhere (no FP16: AMD Zen 4) every node rounds, as the
+ * float32-per-operator route of ONNX says.  TSOPT_SKIP=half.native forces
+ * "not native"; TSOPT_HALF_NATIVE=1 / 0 forces the decision either way
+ * (tests: the native rounding needs no FP16 instruction). */
+bool xhalf_native_f16(const xplan *p);
+
 /* Rounding inside a fused program (vec_fuse.c, vec_layernorm.c): a kernel
  * that rounds every 16-bit value it computes where the unfused graph would
  * may fuse past the refusal half plans put on those values.

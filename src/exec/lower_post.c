@@ -39,6 +39,7 @@
 #include "exec/half.h"
 #include "vec/vec.h"
 #include "ops/attrs.h"
+#include "ops/gelu_form.h"
 #include "ops/list.h"
 
 static bool is_f32(const ts_graph *g, int v) { return g->values[v].dtype == TS_F32; }
@@ -231,6 +232,29 @@ static int swish_after(const xplan *p, int v, int *sig)
     return m;
 }
 
+/* A float16 model's GELU, 0.5 v (1 + erf(v / c)) with c = sqrt 2 stored
+ * 16-bit (1.4140625: not GELU, so fuse_gelu leaves it written out), in a
+ * half plan that rounds at step outputs only (the native one: in the
+ * per-node plan v carries half.c's refusal): oneDNN's gelu_erf between two
+ * scalings, gelu_erf(k v) / k with k = sqrt2 / c, which is 0.5 v (1 +
+ * erf(v / c)) up to float32 roundings of the scalings (the tolerance of
+ * GELU as a post-op above, 2^-20).  The second scaling is eltwise_pow
+ * (alpha x^1): two eltwise_linear of different alpha in one chain are
+ * what alg_conflicts refuses.  Returns how many nodes (in nodes[]), 0 when
+ * v is not read so; TSOPT_SKIP=half.gelu for A/B. */
+static int scaled_gelu_after(const xplan *p, int v, int *nodes, double *k)
+{
+    const ts_graph *g = p->g;
+    int nn = 0;
+    double s = 0;
+    if (!p->half || xplan_skips(p, "half.gelu") || xhalf_consumers(p, v) != p->consumers[v] || ts_graph_is_output(g, v))
+        return 0;
+    int y = ts_gelu_spelling_scaled(g, v, p->claimed, nodes, GELU_MAX_NODES, &nn, &s);
+    if (y < 0 || !is_f32(g, y)) return 0;
+    *k = 1.4142135623730951 * s;
+    return nn;
+}
+
 /* Walks the sole-reader chain from value v (the product's raw output with
  * `channels` channels on axis `caxis`) and records what its step can
  * compute too.  Anything not understood ends the chain; TS_ERR_NOMEM only
@@ -243,7 +267,22 @@ static ts_status xd_fuse_collect(const xplan *p, int v, int caxis, int64_t chann
     f->in_value = f->out_value = v;
     if (p->opts.no_fusion) return TS_OK;
     while (f->nnodes < XD_MAX_FUSE) {
-        int c = xplan_sole_consumer(p, v), sig;
+        int c = xplan_sole_consumer(p, v), sig, gn[GELU_MAX_NODES], ng;
+        double k;
+        if (c < 0 && (ng = scaled_gelu_after(p, v, gn, &k)) > 0) {
+            xd_po pre = {.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_linear, .alpha = (float)k},
+                  ge = {.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_gelu_erf},
+                  post = {.kind = XD_PO_ELTWISE, .alg = dnnl_eltwise_pow, .alpha = (float)(1 / k), .beta = 1};
+            if (f->nnodes + ng > XD_MAX_FUSE || f->npo + 3 > XD_MAX_FUSE || alg_conflicts(f, &pre) ||
+                alg_conflicts(f, &ge) || alg_conflicts(f, &post))
+                break;
+            f->po[f->npo++] = pre;
+            f->po[f->npo++] = ge;
+            f->po[f->npo++] = post;
+            for (int i = 0; i < ng; i++) f->nodes[f->nnodes++] = gn[i];
+            v = f->out_value = g->nodes[gn[ng - 1]].outputs[0];
+            continue;
+        }
         if (c < 0) {
             int m = swish_after(p, v, &sig);
             if (m < 0 || f->nnodes + 2 > XD_MAX_FUSE || f->npo + 1 > XD_MAX_FUSE ||

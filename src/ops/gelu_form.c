@@ -147,7 +147,7 @@ static bool sym_step(const ts_op_desc *op, const sym *a, const sym *b, bool b_co
  * than sampled: the result must be 0.5 x (1 + erf(x / sqrt 2)) or
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as polynomials, the
  * constants equal to float32 rounding.  0: neither, 1: erf, 2: tanh. */
-static int which_gelu(const ts_graph *g, const int *nodes, int nn, const int *vals)
+static int which_gelu(const ts_graph *g, const int *nodes, int nn, const int *vals, double *erf_s)
 {
     sym v[GELU_MAX_NODES + 1];
     memset(v, 0, sizeof v);
@@ -174,13 +174,20 @@ static int which_gelu(const ts_graph *g, const int *nodes, int nn, const int *va
     static const double half_x[4] = {0, 0.5, 0, 0}, erf_u[4] = {0, 0.70710678118654752, 0, 0},
                         tanh_u[4] = {0, 0.7978845608028654, 0, 0.7978845608028654 * 0.044715};
     if (!y->gate || y->atom || !poly_is(y->c, half_x)) return 0;
+    if (erf_s) { /* erf(s x), s within a 16-bit rounding of 1/sqrt 2 (the export's 1.414.. stored 16-bit) */
+        if (gf.op != &ts_op_erf || !poly_is(gf.u, (double[4]){0, gf.u[1], 0, 0}) ||
+            !(fabs(gf.u[1] * 1.4142135623730951 - 1) <= 0x1p-8))
+            return 0;
+        *erf_s = gf.u[1];
+        return 1;
+    }
     if (gf.op == &ts_op_erf && poly_is(gf.u, erf_u)) return 1;
     if (gf.op == &ts_op_tanh && poly_is(gf.u, tanh_u)) return 2;
     return 0;
 }
 
-int ts_gelu_spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
-                     bool *tanh_form)
+static int spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
+                    bool *tanh_form, double *erf_s)
 {
     if (v < 0 || (!x_shared && ts_graph_is_output(g, v)) || g->values[v].dtype != TS_F32) return -1;
     const ts_shape *xs = &g->values[v].shape;
@@ -215,10 +222,22 @@ int ts_gelu_spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, 
         if (k < nn && (!inside || (outside && (k > 0 || !x_shared)) || (k > 0 && ts_graph_is_output(g, vals[k])))) return -1;
         if (k == nn && inside) return -1;
     }
-    int a = which_gelu(g, nodes, nn, vals);
+    int a = which_gelu(g, nodes, nn, vals, erf_s);
     if (!a) return -1;
-    *tanh_form = a == 2;
+    if (tanh_form) *tanh_form = a == 2;
     *nnodes = nn;
     return vals[nn];
+}
+
+int ts_gelu_spelling(const ts_graph *g, int v, bool x_shared, const bool *skip, int *nodes, int max, int *nnodes,
+                     bool *tanh_form)
+{
+    return spelling(g, v, x_shared, skip, nodes, max, nnodes, tanh_form, NULL);
+}
+
+int ts_gelu_spelling_scaled(const ts_graph *g, int v, const bool *skip, int *nodes, int max, int *nnodes,
+                            double *erf_s)
+{
+    return spelling(g, v, false, skip, nodes, max, nnodes, NULL, erf_s);
 }
 

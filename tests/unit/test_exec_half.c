@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dnnl/dnnl_conv.h"
 #include "exec/half.h"
@@ -171,6 +172,11 @@ static void build_block(gb *b)
     cr_assert_eq(ts_graph_add_output(b->g, sm, &e), TS_OK);
     cr_assert_eq(ts_graph_add_output(b->g, ln, &e), TS_OK);
 }
+
+/* These tests check ONNX's rounding of every node, the plan of a CPU
+ * without native float16 (half.h xhalf_native_f16), whatever this CPU has;
+ * the native plan's tests below force the decision on. */
+__attribute__((constructor)) static void per_node_rounding(void) { setenv("TSOPT_HALF_NATIVE", "0", 1); }
 
 typedef struct run_out {
     ts_tensor *out[2];
@@ -907,6 +913,184 @@ Test(half, winograd_within_the_byte_budget)
     ts_tensor_unref(f32.out[0]);
     ts_tensor_unref(xh);
     ts_tensor_unref(xf);
+    ts_graph_free(h.g);
+    ts_graph_free(f.g);
+}
+
+/* ---- native float16 (xhalf_native_f16 forced on: TSOPT_HALF_NATIVE=1,
+ * which needs no FP16 instruction): steps compute in float32 inside and
+ * round once, at their 16-bit outputs, as native float16 kernels do; so
+ * MatMul + bias + GELU, MatMul + residual Add and LayerNorm fuse as in the
+ * float32 plan.  Forced off (TSOPT_SKIP=half.native), the plan is the one
+ * that rounds every node (the tests above). */
+
+/* The transformer block: fewer steps than the per-node plan, and within
+ * 4 ulps of each output's scale of the float32 graph over the same 16-bit
+ * weights and input, run unrounded by the reference (float64).  Why 4:
+ * the native plan rounds 5 step outputs on the way to the scores (MLP's
+ * first and second products, the LayerNorm, the scores' product, the
+ * Softmax), each by half an ulp of its value; measured 1 ulp at most. */
+Test(half, native_block_rounds_at_step_outputs)
+{
+    ts_error e = {0};
+    gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 11}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 11};
+    build_block(&h);
+    build_block(&f);
+    ts_shape xs = shp("2x16x64");
+    ts_tensor *xh = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+    uint64_t rng = 3;
+    for (int64_t i = 0; i < ts_tensor_numel(xh); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = ts_dtype_round(TS_F16, (double)(rng >> 11) / 4503599627370496.0 - 1);
+        ts_tensor_set_f64(xh, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    run_out per_node = run_skip(h.g, xh, "half.native");
+    setenv("TSOPT_HALF_NATIVE", "1", 1);
+    run_out nat = run(h.g, xh), forced_off = run_skip(h.g, xh, "half.native");
+    cr_assert_eq(nat.st.fallback_steps, 0);
+    cr_assert_lt(nat.st.steps, per_node.st.steps, "native %d steps, per node %d", nat.st.steps, per_node.st.steps);
+    cr_assert_eq(forced_off.st.steps, per_node.st.steps, "TSOPT_SKIP=half.native is the per-node plan");
+    ts_tensor *ref[2] = {0};
+    cr_assert_eq(ts_graph_run_reference(f.g, TS_DOMAIN_F64, &x64, ref, &e), TS_OK, "%s", e.msg);
+    for (int o = 0; o < 2; o++) {
+        double scale = 0, worst = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(ref[o]); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(ref[o], i)));
+        for (int64_t i = 0; i < ts_tensor_numel(ref[o]); i++) {
+            double d = fabs(ts_tensor_get_f64(nat.out[o], i) - ts_tensor_get_f64(ref[o], i));
+            worst = fmax(worst, d);
+            cr_assert_leq(d, 4 * ulp(TS_F16, scale), "output %d [%lld]: %g, float32 reference %g (scale %g)", o,
+                          (long long)i, ts_tensor_get_f64(nat.out[o], i), ts_tensor_get_f64(ref[o], i), scale);
+        }
+        cr_log_info("output %d: worst %g = %.2f ulps of scale %g", o, worst, worst / ulp(TS_F16, scale), scale);
+        ts_tensor_unref(ref[o]);
+        ts_tensor_unref(nat.out[o]);
+        ts_tensor_unref(per_node.out[o]);
+        ts_tensor_unref(forced_off.out[o]);
+    }
+    ts_tensor_unref(xh);
+    ts_tensor_unref(x64);
+    ts_graph_free(h.g);
+    ts_graph_free(f.g);
+}
+
+/* y = MatMul(x, W) + b + x with a 4 MB float32-equivalent W (ViT's second
+ * MLP product with its residual): natively one step, the product in column
+ * chunks with the residual as oneDNN's sum post-op (each chunk starts from
+ * the residual's columns, dnnl_matmul.c).  On grid values every float32
+ * sum is exact, so the native result is the exact value rounded once:
+ * equal to ts_dtype_round of the float64 reference of the float32 graph,
+ * where the per-node plan (rounding the product and the bias sum too)
+ * differs; bit-equal to the weight widened whole, in a smaller arena. */
+static void build_matmul_residual(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("64x1024");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int y = N("Add", N("Add", N("MatMul", x, grid_cst(b, "1024x1024", 64)), grid_cst(b, "1024", 1024)), x);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, native_matmul_residual_in_chunks_rounds_once)
+{
+    ts_error e = {0};
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_matmul_residual(&b);
+    build_matmul_residual(&l);
+    ts_shape xs = shp("64x1024");
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+    uint64_t rng = 5;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = (double)((int64_t)((rng >> 33) % 33) - 16) / 16;
+        ts_tensor_set_f64(x, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    run_out per_node = run_skip(b.g, x, "half.native");
+    setenv("TSOPT_HALF_NATIVE", "1", 1);
+    run_out nat = run(b.g, x), whole = run_skip(b.g, x, "half.chunk");
+    cr_assert_eq(nat.st.fallback_steps, 0);
+    cr_assert_lt(nat.st.steps, per_node.st.steps, "native %d steps, per node %d", nat.st.steps, per_node.st.steps);
+    cr_assert_eq(memcmp(nat.out[0]->data, whole.out[0]->data, nat.out[0]->nbytes), 0, "chunked and whole differ");
+    cr_assert_lt(nat.st.arena_bytes + (1u << 20), whole.st.arena_bytes, "arena %zu, widened whole %zu",
+                 nat.st.arena_bytes, whole.st.arena_bytes);
+    ts_tensor *ref = NULL;
+    cr_assert_eq(ts_graph_run_reference(l.g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+    int differ = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) {
+        double want = ts_dtype_round(TS_F16, ts_tensor_get_f64(ref, i)), got = ts_tensor_get_f64(nat.out[0], i);
+        cr_assert_eq(got, want, "[%lld]: %.9g, exact rounded once %.9g", (long long)i, got, want);
+        differ += ts_tensor_get_f64(per_node.out[0], i) != want;
+    }
+    cr_assert_gt(differ, 0, "the per-node roundings change no output: the test cannot fail");
+    ts_tensor_unref(ref);
+    ts_tensor_unref(nat.out[0]);
+    ts_tensor_unref(whole.out[0]);
+    ts_tensor_unref(per_node.out[0]);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+}
+
+/* PyTorch's GELU export in float16: Div(h, 1.4140625) -- sqrt 2 stored
+ * 16-bit, so not GELU and not fused by fuse_gelu --, Erf, Add 1, Mul h,
+ * Mul 0.5, after MatMul + bias.  Natively one step (lower_post.c
+ * scaled_gelu_after: gelu_erf(k h) / k as post-ops, k = sqrt2 / 1.4140625),
+ * each output within one float16 ulp of its value from the float32
+ * graph's float64 reference (the one rounding, plus float32 sums and the
+ * post-ops' 2^-20) and 1e-6: where h < -2.5, 1 + erf(h / c) cancels in
+ * float32 (absolute error a few 2^-24, times 0.5 |h| < 2: below 1e-6, at
+ * outputs of 1e-4 in float16's subnormals); negative h included, where
+ * erf and the scalings matter most.  (k is 1 + 1.1e-4, below a float16
+ * ulp: what this checks is the chain computing the GELU, its sign and
+ * scale, not k itself.)  With TSOPT_SKIP=half.gelu the chain is a step of its own. */
+static void build_mlp_gelu(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("64x256");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int h = N("Add", N("MatMul", x, cst(b, "256x512", -0.15, 0.15)), cst(b, "512", -0.5, 0.5));
+    int er = N("Erf", N("Div", h, cst(b, "", 1.4142135623730951, 1.4142135623730951)));
+    int y = N("Mul", N("Mul", h, N("Add", er, cst(b, "", 1, 1))), cst(b, "", 0.5, 0.5));
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, native_gelu_with_rounded_sqrt2_as_post_ops)
+{
+    ts_error e = {0};
+    gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
+    build_mlp_gelu(&h);
+    build_mlp_gelu(&f);
+    ts_shape xs = shp("64x256");
+    ts_tensor *xh = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+    uint64_t rng = 7;
+    for (int64_t i = 0; i < ts_tensor_numel(xh); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
+        ts_tensor_set_f64(xh, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    setenv("TSOPT_HALF_NATIVE", "1", 1);
+    run_out nat = run(h.g, xh), apart = run_skip(h.g, xh, "half.gelu");
+    cr_assert_eq(nat.st.fallback_steps, 0);
+    cr_assert_eq(nat.st.steps + 1, apart.st.steps, "native %d steps, GELU apart %d", nat.st.steps, apart.st.steps);
+    cr_assert_geq(nat.st.fused_nodes, 6, "fused %d", nat.st.fused_nodes);
+    ts_tensor *ref = NULL;
+    cr_assert_eq(ts_graph_run_reference(f.g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+    int negative = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) {
+        double want = ts_tensor_get_f64(ref, i), got = ts_tensor_get_f64(nat.out[0], i);
+        cr_assert_leq(fabs(got - want), ulp(TS_F16, want) + 1e-6, "[%lld]: %.9g, float32 reference %.9g", (long long)i,
+                      got, want);
+        negative += want < 0;
+    }
+    cr_assert_gt(negative, 100, "negative outputs %d", negative);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(nat.out[0]);
+    ts_tensor_unref(apart.out[0]);
+    ts_tensor_unref(xh);
+    ts_tensor_unref(x64);
     ts_graph_free(h.g);
     ts_graph_free(f.g);
 }
