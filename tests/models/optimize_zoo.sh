@@ -6,10 +6,12 @@
 # the --json contract holds, and the written file's outputs match the
 # original's through tsopt's fast runtime and through ONNX Runtime (rtol
 # 1e-3 / atol 1e-4); tsopt optimize itself refuses to write a graph that
-# differs, this checks the written file independently.  On nasnet_a,
-# nasrnn, inception_v3 and resnext50 the search must find rewrites, the
-# predicted cost must drop, and the written file must be the optimized
-# graph: a run that writes the original fails.
+# differs, this checks the written file independently.  On nasrnn and
+# inception_v3 the search must find rewrites, the predicted cost must drop,
+# and the written file must be the optimized graph: a run that writes the
+# original fails.  On nasnet_a and resnext50 the search costs graphs as the
+# runtime runs them (level all), which folds their BatchNorms at load: the
+# folded graph ties with the original and, at --min-gain 0, must be written.
 # TSOPT_OPT_BUDGET sets the graphs explored per model (default 5).
 set -euo pipefail
 : "${TSOPT:?}" "${TSOPT_BUILD:?}" "${ORT_RUN:?}"
@@ -18,7 +20,8 @@ out=$TSOPT_BUILD/optimize_zoo
 rm -rf "$out" && mkdir -p "$out"
 export TSOPT_CACHE_DIR=${TSOPT_CACHE_DIR:-$out/cache}
 budget=${TSOPT_OPT_BUDGET:-5}
-must_gain=" nasnet_a nasrnn inception_v3 resnext50 "
+must_gain=" nasrnn inception_v3 "
+must_write=" nasnet_a resnext50 "
 
 pass=0 fail=0 failed=""
 names=$("$TSOPT" zoo list | tail -n +2 | awk '{print $1}')
@@ -34,6 +37,7 @@ for m in $names; do
     if [ $ok = 1 ]; then
         gain=0
         case "$must_gain" in *" $m "*) gain=1 ;; esac
+        case "$must_write" in *" $m "*) gain=2 ;; esac
         "$PY" - "$out/$m.json" $gain <<'P' | sed "s/^/  /" || ok=0
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -48,9 +52,11 @@ print("%s: %s, cost %.3f -> %.3f ms, %d explored, %d generated, applied %s" % (
     r["applied"]))
 if r["written"] == "original":
     assert applied == 0, r["applied"]
-if sys.argv[2] == "1":
+if sys.argv[2] != "0":
     assert r["generated"] > 0, "the search proposed nothing"
-    assert r["cost_after_ms"] < r["cost_before_ms"], "the predicted cost did not drop"
+    if sys.argv[2] == "1":
+        assert r["cost_after_ms"] < r["cost_before_ms"], "the predicted cost did not drop"
+    assert r["cost_after_ms"] <= r["cost_before_ms"], "the predicted cost rose"
     assert r["written"] == "optimized" and applied > 0, "the optimized graph was not written"
 P
     fi
