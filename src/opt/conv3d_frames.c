@@ -158,23 +158,12 @@ static int rewrite_at(ts_graph *g, int c, ts_error *err)
     if (bin[1] < 0 || (cur = add1(g, "Reshape", bin, 2, NULL, 0, err)) < 0) return -1;
     int n = g->nnodes, out = add1(g, "Transpose", &cur, 1, &tp, 1, err);
     if (out < 0) return -1;
-    /* the last Transpose writes the conv's value (a graph output keeps its
-     * name); its fresh value, produced and read by none, goes at compaction */
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, n, y); /* the last Transpose writes the conv's value */
     g->nodes[c].dead = true;
     return 1;
 }
 
 int ts_conv3d_as_frames(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int c = 0; c < nn; c++) {
-        int r = rewrite_at(g, c, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return ts_opt_settle(g, total, err);
+    return ts_opt_each_node(g, rewrite_at, err);
 }

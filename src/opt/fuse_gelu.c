@@ -27,12 +27,7 @@ static int fuse_at(ts_graph *g, int x, ts_error *err)
                                  NULL, &out, err) < 0)
         return -1;
     for (int k = 0; k < nn; k++) g->nodes[nodes[k]].dead = true;
-    /* the new node writes y itself (a graph output keeps its name); its
-     * fresh value, produced and read by none, goes at compaction */
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, n, y);
     return 1;
 }
 

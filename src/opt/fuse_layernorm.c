@@ -175,12 +175,7 @@ static int fuse_at(ts_graph *g, int n, ts_error *err)
                                  in[2] >= 0 ? 3 : 2, &la, 1, NULL, &out, err) < 0)
         return -1;
     for (int k = 0; k < nn; k++) g->nodes[nodes[k]].dead = true;
-    /* the new node writes y itself (a graph output keeps its name); its
-     * fresh value, produced and read by none, goes at compaction */
-    g->nodes[ln].outputs[0] = y;
-    g->values[y].producer = ln;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, ln, y);
     return 1;
 }
 

@@ -141,11 +141,7 @@ static int bias_of(const ts_graph *g, int b, int xs, int ws, int64_t m)
  * read by none, goes at compaction). */
 static void take_over(ts_graph *g, int n, int q)
 {
-    int y = g->nodes[q].outputs[0], out = g->nodes[n].outputs[0];
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, n, g->nodes[q].outputs[0]);
 }
 
 /* Replaces the Q node q's output by a new node of op on in[] (nin), attrs. */

@@ -72,23 +72,12 @@ static int rewrite_at(ts_graph *g, int c, ts_error *err)
     if (ts_graph_add_node_parsed(g, &ts_op_conv, ts_graph_fresh_name(g, "group_blocks_conv", name, sizeof name), cin,
                                  cin[2] >= 0 ? 3 : 2, &conv, 1, NULL, &out, err) < 0)
         return -1;
-    /* the new conv writes the old one's value (a graph output keeps its
-     * name); its fresh value, produced and read by none, goes at compaction */
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, n, y); /* the new conv writes the old one's value */
     g->nodes[c].dead = true;
     return 1;
 }
 
 int ts_group_conv_blocks(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int c = 0; c < nn; c++) {
-        int r = rewrite_at(g, c, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return ts_opt_settle(g, total, err);
+    return ts_opt_each_node(g, rewrite_at, err);
 }

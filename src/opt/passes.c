@@ -706,24 +706,12 @@ static int pool_first_at(ts_graph *g, int c, ts_error *err)
 
 int ts_pool_before_conv(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int c = 0; c < nn; c++) {
-        int r = pool_first_at(g, c, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return finish(g, total, err);
+    return ts_opt_each_node(g, pool_first_at, err);
 }
 
 int ts_swap_pool_conv(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int p = 0; p < nn; p++) {
-        int r = swap_at(g, p, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return finish(g, total, err);
+    return ts_opt_each_node(g, swap_at, err);
 }
 
 int ts_opt_settle(ts_graph *g, int total, ts_error *err)
@@ -733,4 +721,24 @@ int ts_opt_settle(ts_graph *g, int total, ts_error *err)
         if (ts_graph_validate(g, err)) return -1;
     }
     return total;
+}
+
+int ts_opt_each_node(ts_graph *g, int (*at)(ts_graph *g, int n, ts_error *err), ts_error *err)
+{
+    int total = 0, nn = g->nnodes;
+    for (int n = 0; n < nn; n++) {
+        int r = at(g, n, err);
+        if (r < 0) return -1;
+        total += r;
+    }
+    return ts_opt_settle(g, total, err);
+}
+
+void ts_opt_take_value(ts_graph *g, int n, int y)
+{
+    int fresh = g->nodes[n].outputs[0];
+    g->nodes[n].outputs[0] = y;
+    g->values[y].producer = n;
+    g->values[y].producer_slot = 0;
+    g->values[fresh].producer = -1;
 }

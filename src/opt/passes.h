@@ -146,5 +146,13 @@ int ts_opt_sole_user(const ts_graph *g, int v);
 /* The end of a pass that rewrote `total` places: the graph compacted and
  * validated when any; total, or -1 (err set). */
 int ts_opt_settle(ts_graph *g, int total, ts_error *err);
+/* A pass over the nodes g has now (nodes the rewrite adds are not
+ * candidates): at(g, n) rewrites at n (1), declines (0) or fails (-1);
+ * then ts_opt_settle. */
+int ts_opt_each_node(ts_graph *g, int (*at)(ts_graph *g, int n, ts_error *err), ts_error *err);
+/* Node n, just added with one fresh output, writes the value y instead (a
+ * graph output keeps its name); the fresh value, produced and read by
+ * none, goes at compaction. */
+void ts_opt_take_value(ts_graph *g, int n, int y);
 
 #endif

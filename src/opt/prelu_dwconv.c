@@ -73,23 +73,12 @@ static int rewrite_at(ts_graph *g, int p, ts_error *err)
     if (ts_graph_add_node(g, "Add", ts_graph_fresh_name(g, "prelu_dw_add", name, sizeof name), ain, 2, NULL, 0, 1,
                           NULL, &out, err) < 0)
         return -1;
-    /* the Add writes the PRelu's value (a graph output keeps its name); its
-     * fresh value, produced and read by none, goes at compaction */
-    g->nodes[n].outputs[0] = y;
-    g->values[y].producer = n;
-    g->values[y].producer_slot = 0;
-    g->values[out].producer = -1;
+    ts_opt_take_value(g, n, y); /* the Add writes the PRelu's value */
     g->nodes[p].dead = true;
     return 1;
 }
 
 int ts_prelu_as_dwconv(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int p = 0; p < nn; p++) {
-        int r = rewrite_at(g, p, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return ts_opt_settle(g, total, err);
+    return ts_opt_each_node(g, rewrite_at, err);
 }

@@ -134,24 +134,12 @@ static int rewrite_at(ts_graph *g, int k, ts_error *err)
             return -1;
         cur = o;
     }
-    /* the last MatMul writes the Resize's value (a graph output keeps its
-     * name); its fresh value, produced and read by none, goes at compaction */
-    int last = g->values[cur].producer;
-    g->nodes[last].outputs[0] = y;
-    g->values[y].producer = last;
-    g->values[y].producer_slot = 0;
-    g->values[cur].producer = -1;
+    ts_opt_take_value(g, g->values[cur].producer, y); /* the last MatMul writes the Resize's value */
     g->nodes[k].dead = true;
     return 1;
 }
 
 int ts_resize_as_matmul(ts_graph *g, ts_error *err)
 {
-    int total = 0, nn = g->nnodes; /* nodes added here are not candidates */
-    for (int k = 0; k < nn; k++) {
-        int r = rewrite_at(g, k, err);
-        if (r < 0) return -1;
-        total += r;
-    }
-    return ts_opt_settle(g, total, err);
+    return ts_opt_each_node(g, rewrite_at, err);
 }
