@@ -59,20 +59,6 @@ static void split_part(const float *x, uint16_t *hi, uint16_t *lo, size_t n)
 
 #define SPLIT_PAR_MIN (1u << 15)
 
-void xd_bf16_split(const float *x, uint16_t *hi, uint16_t *lo, size_t n)
-{
-    if (n < SPLIT_PAR_MIN) {
-        split_part(x, hi, lo, n);
-        return;
-    }
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t per = (n / (size_t)nt + 63) & ~(size_t)63, a = per * (size_t)t, b = a + per < n ? a + per : n;
-        if (a < b) split_part(x + a, hi + a, lo + a, b - a);
-    }
-}
-
 /* float16 in blocks widened on the stack (in L1), then split */
 static void split_f16_part(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n)
 {
@@ -84,18 +70,32 @@ static void split_f16_part(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t
     }
 }
 
-void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n)
+/* n values of f32 (x32) or float16 (x16), over the threads from
+ * SPLIT_PAR_MIN on, in parts of whole cache lines */
+static void split_any(const float *x32, const uint16_t *x16, uint16_t *hi, uint16_t *lo, size_t n)
 {
     if (n < SPLIT_PAR_MIN) {
-        split_f16_part(x, hi, lo, n);
+        if (x32) split_part(x32, hi, lo, n);
+        else split_f16_part(x16, hi, lo, n);
         return;
     }
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         size_t per = (n / (size_t)nt + 63) & ~(size_t)63, a = per * (size_t)t, b = a + per < n ? a + per : n;
-        if (a < b) split_f16_part(x + a, hi + a, lo + a, b - a);
+        if (a < b && x32) split_part(x32 + a, hi + a, lo + a, b - a);
+        else if (a < b) split_f16_part(x16 + a, hi + a, lo + a, b - a);
     }
+}
+
+void xd_bf16_split(const float *x, uint16_t *hi, uint16_t *lo, size_t n)
+{
+    split_any(x, NULL, hi, lo, n);
+}
+
+void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n)
+{
+    split_any(NULL, x, hi, lo, n);
 }
 
 static int amx_forced = -1;
