@@ -114,6 +114,9 @@ struct xplan {
     void *arena;
     void **ptrs; /* run-time pointer per buffer (resolved each run, no allocation) */
     ts_plan_stats stats;
+    /* of stats.released_bytes, what only the plan's end released
+     * (xweights_once_all): constants waited for the last node */
+    size_t released_late;
     double *step_ms; /* optional per-step timer (step_timer.h): NULL = off */
     /* half-precision graphs (half.c): the float32-computing copy the plan
      * lowers (g points to it; owned), the caller's graph, its 16-bit type */

@@ -19,10 +19,11 @@
  *     body reads an outer constant through an input of its node (a
  *     capture, ir/subgraph.h), which is no packing kernel: such a constant
  *     stays.
- * The check runs after each node is lowered, so that a layer's original is
- * freed before the next layer packs its own (the peak is the weights once
- * plus one layer, not twice the weights), and once more at the end for the
- * constants of nodes fused into a later step.
+ * The check runs after each node is lowered, for it and the nodes its step
+ * fused, so that a layer's original is freed before the next layer packs
+ * its own (the peak is the weights once plus one layer, not twice the
+ * weights), and once more at the end for the constants of nodes that a
+ * later step reads too.
  *
  * Releasing frees the tensor's data (or drops its hold on a memory-mapped
  * file) and leaves data NULL, nbytes unchanged: the value keeps its dtype
@@ -121,8 +122,10 @@ void xweights_once_node(xplan *p, int n)
 
 void xweights_once_all(xplan *p)
 {
+    size_t before = p->stats.released_bytes;
     for (int v = 0; v < p->g->nvalues; v++)
         if (p->g->values[v].constant && releasable(p, v)) release(p, v);
+    p->released_late += p->stats.released_bytes - before;
 }
 
 /* ---- packing that consumes the original

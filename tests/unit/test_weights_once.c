@@ -285,3 +285,33 @@ Test(weights_once, matmul_weight_packed_in_slices)
     check_large_product("MatMul", "64x4096", "4096x2048", false, false, 1); /* rows enough for oneDNN (not vec.gemv) */
 }
 Test(weights_once, padded_weight_packed_whole) { check_large_product("Gemm", "2x4200", "2000x4200", true, false, 1); }
+
+/* A squeeze-excite block's FC weights are read by nodes its step (vec.se)
+ * claims after its pool: they go when that step is made, not at the plan's
+ * end (mobilenet_v3_large held 5.8 MiB of them beside the packed weights at
+ * its peak).  Then a conv packs its own. */
+Test(weights_once, fused_nodes_constants_go_with_their_step)
+{
+    uint64_t rng = 23;
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = xt_input(g, "x", "1x8x10x10");
+    int b = xt_node(g, "Conv", (int[]){x, xt_const_random(g, "72x8x1x1", -0.5, 0.5, &rng)}, 2, NULL, 0);
+    int fc1 = xt_const_random(g, "18x72x1x1", -1, 1, &rng), fc2 = xt_const_random(g, "72x18x1x1", -1, 1, &rng);
+    int y = xt_node(g, "GlobalAveragePool", &b, 1, NULL, 0);
+    y = xt_node(g, "Conv", (int[]){y, fc1, xt_const_random(g, "18", -0.5, 0.5, &rng)}, 3, NULL, 0);
+    y = xt_node(g, "Relu", &y, 1, NULL, 0);
+    y = xt_node(g, "Conv", (int[]){y, fc2, xt_const_random(g, "72", -0.5, 0.5, &rng)}, 3, NULL, 0);
+    y = xt_node(g, "HardSigmoid", &y, 1, (ts_attr[]){ts_attr_float("alpha", 1.0f / 6), ts_attr_float("beta", 0.5f)},
+                2);
+    y = xt_node(g, "Mul", (int[]){b, y}, 2, NULL, 0);
+    xt_output(g, xt_node(g, "Conv", (int[]){y, xt_const_random(g, "16x72x1x1", -0.5, 0.5, &rng)}, 2, NULL, 0));
+    ts_plan_opts o = {.release_packed_weights = true};
+    ts_plan *p = xt_plan_check(g, &o, 5, -1, 1, 1e-4, XT_TOL_MAX);
+    cr_assert_eq(xt_steps_of(p, "vec.se"), 1, "the block is one vec.se step");
+    cr_assert_null(constant(g, fc1)->data);
+    cr_assert_null(constant(g, fc2)->data);
+    cr_assert_eq(((const xplan *)p)->released_late, 0, "%zu bytes waited for the plan's end",
+                 ((const xplan *)p)->released_late);
+    ts_plan_free(p);
+    ts_graph_free(g);
+}
