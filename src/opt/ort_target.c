@@ -10,6 +10,7 @@
 #include "opt/keep.h"
 #include "opt/ort_peer.h"
 #include "opt/ort_target.h"
+#include "opt/passes.h"
 
 /* Runs of a region add up to at least this before its median is taken: a
  * few-microsecond region's first runs are slower than its steady state. */
@@ -272,6 +273,62 @@ static void ort_groups(const ts_graph *g, int *group_of)
     }
 }
 
+/* ORT's transpose optimizer and LayerNorm fusion reach past tsopt's
+ * groups: a spelled-out LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add,
+ * Sqrt, Div, Mul, Add: no chain, so tsopt costs it as several groups) read
+ * from a Transpose is one region with the Transpose (and an identity
+ * Reshape between them, opt/layernorm_anchor.c), timed as ORT runs it:
+ * without the Reshape ORT pushes the Transpose into the LayerNorm and fuses
+ * only its tail; with it the LayerNorm is fused whole.  Members in
+ * `members` in an order that runs (each after what it reads); 0 when the
+ * Transpose at node k starts no such region. */
+enum { LN_REGION_MAX = 16 };
+static int layernorm_region(const ts_graph *g, int k, int *members)
+{
+    const ts_node *tn = &g->nodes[k];
+    if (tn->dead || tn->op != &ts_op_transpose || tn->noutputs != 1) return 0;
+    int t = tn->outputs[0], nm = 0, head = t;
+    members[nm++] = k;
+    if (!ts_layernorm_reads(g, t)) { /* the anchor: t's one reader a Reshape the LayerNorm reads */
+        int rd = -1, readers = 0;
+        for (int n = 0; n < g->nnodes; n++)
+            for (int j = 0; !g->nodes[n].dead && j < g->nodes[n].ninputs; j++)
+                if (g->nodes[n].inputs[j] == t) readers++, rd = n;
+        if (readers != 1 || g->nodes[rd].op != &ts_op_reshape || g->nodes[rd].noutputs != 1 ||
+            !ts_layernorm_reads(g, g->nodes[rd].outputs[0]))
+            return 0;
+        members[nm++] = rd;
+        head = g->nodes[rd].outputs[0];
+    }
+    /* the LayerNorm's nodes: those of its operators that read only the
+     * region's values and constants, added once what they read is there */
+    for (bool grew = true; grew && nm < LN_REGION_MAX;) {
+        grew = false;
+        for (int n = 0; n < g->nnodes && nm < LN_REGION_MAX; n++) {
+            const ts_node *nd = &g->nodes[n];
+            const ts_op_desc *op = nd->op;
+            if (nd->dead || nd->noutputs != 1 ||
+                (op != &ts_op_reducemean && op != &ts_op_sub && op != &ts_op_pow && op != &ts_op_mul &&
+                 op != &ts_op_add && op != &ts_op_sqrt && op != &ts_op_div))
+                continue;
+            bool in = false, ok = true, inner = false;
+            for (int m = 0; m < nm; m++) in |= members[m] == n;
+            for (int j = 0; !in && ok && j < nd->ninputs; j++) {
+                int v = nd->inputs[j];
+                if (v < 0 || g->values[v].constant) continue;
+                bool mine = v == head;
+                for (int m = 0; m < nm && !mine; m++) mine = g->nodes[members[m]].outputs[0] == v && members[m] != k;
+                ok = mine;
+                inner |= mine;
+            }
+            if (in || !ok || !inner) continue;
+            members[nm++] = n;
+            grew = true;
+        }
+    }
+    return nm > 3 ? nm : 0;
+}
+
 double ts_ort_target_cost(void *ctx, const ts_graph *g)
 {
     ts_ort_target *t = ctx;
@@ -280,13 +337,24 @@ double ts_ort_target_cost(void *ctx, const ts_graph *g)
         return INFINITY;
     int *group_of = malloc(sizeof *group_of * ((size_t)g->nnodes + 1));
     int *members = malloc(sizeof *members * ((size_t)g->nnodes + 1));
+    char *covered = calloc((size_t)g->nnodes + 1, 1);
     double ms = t->overhead_ms;
-    if (!group_of || !members || xcost_groups(g, group_of)) ms = INFINITY;
+    if (!group_of || !members || !covered || xcost_groups(g, group_of)) ms = INFINITY;
     else {
         ort_groups(g, group_of);
+        int ln[LN_REGION_MAX];
+        for (int n = 0; n < g->nnodes; n++) {
+            int nl = layernorm_region(g, n, ln);
+            if (!nl) continue;
+            ms += region_cost(t, g, ln, nl);
+            for (int i = 0; i < nl; i++) covered[ln[i]] = 1;
+        }
         for (int n = 0; n < g->nnodes; n++) {
             if (group_of[n] != n || xcost_is_free(&g->nodes[n])) continue;
-            int nm = xcost_members(g, group_of, n, members);
+            int all = xcost_members(g, group_of, n, members), nm = 0;
+            for (int i = 0; i < all; i++) /* a group's nodes in a LayerNorm region are costed there */
+                if (!covered[members[i]]) members[nm++] = members[i];
+            if (!nm) continue;
             double r = region_cost(t, g, members, nm);
             /* a blocked-layout conv timed alone pays the reorders into and
              * out of ORT's layout, which a whole graph pays once at the
@@ -304,6 +372,7 @@ double ts_ort_target_cost(void *ctx, const ts_graph *g)
     }
     free(group_of);
     free(members);
+    free(covered);
     return ms;
 }
 

@@ -72,6 +72,16 @@ int ts_group_conv_blocks(ts_graph *g, ts_error *err);
  * of convolutions rewritten, or -1 (err set). */
 int ts_conv3d_as_frames(ts_graph *g, ts_error *err);
 
+/* Transpose whose value is read by a ReduceMean over its last axis and a
+ * Sub of it and that mean (a spelled-out LayerNorm) -> the Transpose, then
+ * Reshape(·, [0, ..., 0, -1]), the identity, writing the value
+ * (layernorm_anchor.c: why it is exact and why it pays in ONNX Runtime).
+ * Returns the number of anchors put, or -1 (err set). */
+int ts_anchor_layernorm_transpose(ts_graph *g, ts_error *err);
+/* Whether value v is read by a ReduceMean over its last axis and by a Sub
+ * of v and that mean: the head of a spelled-out LayerNorm. */
+bool ts_layernorm_reads(const ts_graph *g, int v);
+
 /* Resize (or Upsample), mode linear, of a float tensor over its last two
  * axes with constant scales or sizes -> MatMul(A_h, MatMul(x, A_w^T)) (the
  * cheaper order first; an axis that is the identity skipped), A the
