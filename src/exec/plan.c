@@ -344,11 +344,44 @@ static bool is_transpose_view(const xplan *p, const ts_node *nd)
     return true;
 }
 
+/* A Transpose whose input already lies in memory in the order of its
+ * result: the input's buffer is a dense permutation (a convolution's
+ * channels-last output, oneDNN's acdb) that the Transpose undoes, so the
+ * plain result is that memory as it is.  ConvNeXt permutes each block's
+ * depthwise conv output to NHWC for the LayerNorm and the MLP, Swin its
+ * patch embedding's: each was a copy of the tensor (dnnl.transpose, one
+ * reorder pass), now none.  Dims of extent 1 go anywhere.  Looked up, not
+ * made: a value with no buffer yet is plain.  TSOPT_SKIP=transpose.undo
+ * keeps the copy (A/B). */
+static bool is_transpose_undoing(const xplan *p, const ts_node *nd)
+{
+    if (nd->op != &ts_op_transpose || nd->noutputs != 1 || nd->ninputs < 1 || nd->inputs[0] < 0) return false;
+    int b = p->value_buf[nd->inputs[0]];
+    const ts_shape *xs = &p->g->values[nd->inputs[0]].shape;
+    int order[TS_MAX_RANK], r = xs->rank;
+    if (b < 0 || !p->bufs[b].blocked || !xbuf_dense_order(&p->bufs[b], order) || xplan_skips(p, "transpose.undo"))
+        return false;
+    const ts_transpose_attrs *a = nd->attrs;
+    /* the result's dims of extent > 1, in logical order, must be the
+     * input's in physical order */
+    int k = 0;
+    for (int d = 0; d < r; d++) {
+        int64_t pd = a->nperm < 0 ? r - 1 - d : a->perm[d];
+        if (pd < 0 || pd >= r) return false;
+        if (xs->dims[pd] == 1) continue;
+        while (k < r && xs->dims[order[k]] == 1) k++;
+        if (k >= r || order[k] != pd) return false;
+        k++;
+    }
+    return true;
+}
+
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
 static int try_view(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    if (!is_view(nd) && !is_dropout_view(p, nd) && !is_transpose_view(p, nd)) return 0;
+    bool undoing = is_transpose_undoing(p, nd);
+    if (!undoing && !is_view(nd) && !is_dropout_view(p, nd) && !is_transpose_view(p, nd)) return 0;
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */
@@ -357,7 +390,7 @@ static int try_view(xplan *p, int n, ts_error *err)
         return 0;
     int b = xplan_value_buf(p, vi);
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
-    if ((b = xplan_plain(p, b, err)) < 0) return -1;
+    if (!undoing && (b = xplan_plain(p, b, err)) < 0) return -1;
     xbuf a = plain_buf(vo, out->dtype, &out->shape, XB_ALIAS);
     a.alias_of = xbuf_root(p, b);
     a.offset = xbuf_alias_offset(p, b); /* a view of a Split piece */
