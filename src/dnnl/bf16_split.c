@@ -98,6 +98,26 @@ void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n)
     split_any(NULL, x, hi, lo, n);
 }
 
+void xd_bf16_split_hi_inplace(float *a, uint16_t *lo, int64_t rows, int64_t k)
+{
+    uint16_t *hi = (uint16_t *)a;
+    /* row 0's hi values overwrite its own first half: through a small
+     * buffer, front to back (part c's hi lands on floats read by parts <= c) */
+    for (int64_t i = 0; i < k; i += 512) {
+        float t[512];
+        size_t m = (size_t)(k - i < 512 ? k - i : 512);
+        memcpy(t, a + i, m * sizeof(float));
+        split_part(t, hi + i, lo + i, m);
+    }
+    /* row r's hi values land on floats of rows r/2 .. (r+1)/2 < r: rows
+     * [w, 2w) in parallel once rows [0, w) are read */
+    for (int64_t w = 1; w < rows; w *= 2) {
+        int64_t end = 2 * w < rows ? 2 * w : rows;
+#pragma omp parallel for schedule(static) if ((end - w) * k >= (int64_t)SPLIT_PAR_MIN)
+        for (int64_t r = w; r < end; r++) split_part(a + r * k, hi + r * k, lo + r * k, (size_t)k);
+    }
+}
+
 static int amx_forced = -1;
 
 void xd_cpu_amx_bf16_force(int v) { amx_forced = v; }

@@ -14,6 +14,14 @@
 void xd_bf16_split(const float *x, uint16_t *hi, uint16_t *lo, size_t n);
 /* The same from float16 input. */
 void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n);
+/* In place: a [rows, k] float32 matrix a becomes its hi values, a dense
+ * [rows, k] bfloat16 matrix in a's first half; its lo values go to lo.
+ * Why: a float16 product's input that dies at the product then needs
+ * scratch for Xl only (ViT-B/16 at batch 4: the MLP's hidden tensor, 9.2
+ * MiB, split with 4.6 MiB more instead of 9.2).  oneDNN 2.6's AMX matmul
+ * takes no strided rows (gemm:jit instead), so hi and lo cannot share the
+ * rows in place. */
+void xd_bf16_split_hi_inplace(float *a, uint16_t *lo, int64_t rows, int64_t k);
 
 /* Whether oneDNN runs bfloat16 convolutions on AMX on this CPU: the one
  * place a float16 plan asks (oneDNN's effective ISA, so DNNL_MAX_CPU_ISA

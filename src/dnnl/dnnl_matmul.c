@@ -13,6 +13,8 @@
  * library keeps the post-op fusion in the same call. */
 #include <stdlib.h>
 #include <string.h>
+#include "dnnl/bf16_split.h"
+#include "dnnl/dnnl_conv.h"
 #include "dnnl/dnnl_residual.h"
 #include "dnnl/dnnl_util.h"
 #include "exec/half.h"
@@ -45,6 +47,23 @@ typedef struct mm_state {
     size_t celems, coff, doff; /* weight elements per chunk; the widened chunk's and the product's offsets in the scratch */
     ts_dtype chalf;      /* TS_UNDEFINED: not handed over, the plain path runs */
     bool csum;           /* a sum post-op (residual Add): each chunk's product starts from the residual's columns */
+    /* A float16 plan's product on AMX-BF16 (x3; bf16_split.h, as dnnl_conv.c
+     * does for convolutions): the weight stays float16 at rest, packed in
+     * column chunks of whole panels in the bfloat16 primitives' layout
+     * (xcw 16-bit values each); a run splits A into Xh, Xl (xnx values, at
+     * xh_off / xl_off in the scratch) once, then per chunk the weight into
+     * Wh, Wl (wh_off, wl_off) and runs three passes into the chunk's dst
+     * (y itself when there is one chunk, else the scratch at xd_off, copied
+     * into y's columns): xprim[0] Xh.Wh + bias (+ a leading residual sum),
+     * xprim[1] + Xl.Wh, xprim[2] + Xh.Wl then the element-wise post-ops. */
+    bool x3, xsum, xinplace; /* xinplace: Xh where A lies (xd_bf16_split_hi_inplace), no scratch for it */
+    int64_t xk;
+    dnnl_primitive_t xprim[3];
+    xd_mem xs[3], xw[3], xdm[3], xpad[3], xb[3];
+    dnnl_exec_arg_t xargs[3][6];
+    int xnargs[3], xchunks;
+    int64_t xcols;
+    size_t xnx, xcw, xh_off, xl_off, wh_off, wl_off, xd_off;
 } mm_state;
 
 static void mm_destroy(void *state)
@@ -64,7 +83,50 @@ static void mm_destroy(void *state)
     xd_mem_fini(&c->cb);
     xd_mem_fini(&c->cd);
     xd_mem_fini(&c->cpad);
+    for (int i = 0; i < 3; i++) {
+        if (c->xprim[i]) dnnl_primitive_destroy(c->xprim[i]);
+        xd_mem_fini(&c->xs[i]);
+        xd_mem_fini(&c->xw[i]);
+        xd_mem_fini(&c->xdm[i]);
+        xd_mem_fini(&c->xpad[i]);
+        xd_mem_fini(&c->xb[i]);
+    }
     free(c);
+}
+
+/* The three AMX-BF16 passes (mm_state x3) of A (float32, plain) by the
+ * float16 weight, chunk by chunk. */
+static void mm_run_x3(mm_state *c, void *const *in, void *const *out, char *scratch)
+{
+    uint16_t *xh = (uint16_t *)(scratch + c->xh_off), *xl = (uint16_t *)(scratch + c->xl_off),
+             *wh = (uint16_t *)(scratch + c->wh_off), *wl = (uint16_t *)(scratch + c->wl_off);
+    float *y = out[0], *d = c->xchunks > 1 ? (float *)(scratch + c->xd_off) : y;
+    const int64_t cols = c->xcols, N = cols * c->xchunks;
+    if (c->xinplace) {
+        xd_bf16_split_hi_inplace(in[0], xl, c->rows, c->xk);
+        xh = in[0];
+    } else {
+        xd_bf16_split(in[0], xh, xl, c->xnx);
+    }
+    if (c->xchunks == 1 && c->has_sum) xd_reorder_run(&c->res_r, in[c->res_in], y, c->stream);
+    /* in chunks, the residual's columns start each chunk's dst: its own plain buffer, or y itself */
+    const float *r = c->xchunks == 1 || !c->xsum ? NULL : c->has_sum ? (const float *)in[c->res_in] : y;
+    uint16_t *srcs[3] = {xh, xl, xh}, *const weis[3] = {wh, wh, wl};
+    for (int j = 0; j < c->xchunks; j++) {
+        xd_bf16_split_f16((const uint16_t *)in[c->wei_in] + (size_t)j * c->xcw, wh, wl, c->xcw);
+        for (int64_t i = 0; r && i < c->rows; i++) memcpy(d + i * cols, r + i * N + j * cols, sizeof(float) * (size_t)cols);
+        if (c->has_bias) xd_mem_bind(&c->xb[0], (float *)in[c->bias_in] + j * cols, c->stream);
+        for (int k = 0; k < 3; k++) {
+            xd_mem_bind(&c->xs[k], srcs[k], c->stream);
+            xd_mem_bind(&c->xw[k], weis[k], c->stream);
+            xd_mem_bind(&c->xdm[k], d, c->stream);
+            xd_mem_bind(&c->xpad[k], scratch, c->stream);
+            dnnl_primitive_execute(c->xprim[k], c->stream, c->xnargs[k], c->xargs[k]);
+        }
+        dnnl_stream_wait(c->stream);
+        for (int64_t i = 0; d != y && i < c->rows; i++)
+            memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
+    }
 }
 
 static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
@@ -93,6 +155,10 @@ static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, 
 static void mm_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
     mm_state *c = s->state;
+    if (c->x3) {
+        mm_run_x3(c, in, out, scratch);
+        return;
+    }
     if (c->chalf) {
         mm_run_chunks(c, in, out, scratch);
         return;
@@ -309,6 +375,126 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
     dnnl_primitive_desc_destroy(pd);
 }
 
+/* ------------------------------------------------ float16 on AMX-BF16 (mm_state x3) */
+
+/* Rows of A and weight elements (multiply-adds per row) below which a
+ * product stays on the float32 kernels: per row the passes split A's row
+ * and add into dst three times, per weight element each run splits it, so
+ * the passes pay only where both are amortized.  The thresholds are the
+ * convolution's (dnnl_conv.c X3_MIN_PIXELS / X3_MIN_MACS, measured on
+ * ResNet-50 per step: output pixels there are A's rows here, the weight's
+ * elements per pixel its K x N); ViT-B/16's products (197 rows per image,
+ * 589824 to 2359296 weights) are far above, its classifier at batch 1 (one
+ * row) below. */
+#define MM_X3_MIN_ROWS 196
+#define MM_X3_MIN_MACS 32768
+
+static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+           strstr(impl, "amx");
+}
+
+/* The passes' post-ops: a residual sum may come first (each pass adds onto
+ * dst), element-wise ones only after it (the last pass applies them). */
+static bool x3_post_ok(const xd_fuse *f)
+{
+    for (int i = f->npo && f->po[0].kind == XD_PO_SUM ? 1 : 0; i < f->npo; i++)
+        if (f->po[i].kind == XD_PO_SUM) return false;
+    return true;
+}
+
+static bool on_f16_grid(const float *w, size_t n)
+{
+    float r[512];
+    for (size_t i = 0; i < n; i += 512) {
+        size_t k = n - i < 512 ? n - i : 512;
+        xhalf_round_into(TS_F16, w + i, r, k);
+        if (memcmp(r, w + i, k * sizeof(float))) return false;
+    }
+    return true;
+}
+
+/* Columns per chunk: the split chunk (Wh + Wl, 4 bytes a weight, as the
+ * float32 path's widened chunk) within MM_CHUNK_BYTES, whole 64-column
+ * panels dividing N; N itself when it fits or N is no multiple of 64. */
+static int64_t x3_cols(int64_t K, int64_t N)
+{
+    if ((size_t)(K * N) * 4 <= MM_CHUNK_BYTES || N % 64) return N;
+    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * 4)) / 64 * 64;
+    if (cols < 64) cols = 64;
+    while (N % cols) cols -= 64;
+    return cols;
+}
+
+/* The three passes' primitive descriptors for one chunk of cols columns
+ * (A [M, K] bfloat16 plain, the chunk's weight in the layout oneDNN picks
+ * for the first pass, dst [M, cols] float32 plain): q[0] with the bias and
+ * a leading residual sum, q[1] + sum, q[2] + sum and the element-wise
+ * post-ops; all on AMX in the same weight layout, else nonzero (none
+ * left). */
+static int x3_pds(const xplan *p, int n, const mm_prob *m, const xd_fuse *f, bool has_bias, int64_t cols,
+                  dnnl_primitive_desc_t q[3])
+{
+    dnnl_memory_desc_t src, wei, dst, bmd;
+    dims_md(&src, 2, m->a, false, false);
+    src.data_type = dnnl_bf16; /* strides in elements: the same layout, 16-bit */
+    dnnl_memory_desc_init_by_tag(&wei, 2, (dnnl_dims_t){m->K, cols}, dnnl_bf16, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 2, (dnnl_dims_t){m->M, cols}, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&bmd, 2, (dnnl_dims_t){1, cols}, dnnl_f32, dnnl_ab);
+    xd_fuse fs[3] = {*f, *f, *f};
+    int lead = f->npo && f->po[0].kind == XD_PO_SUM;
+    fs[0].npo = lead;
+    fs[1].npo = 1;
+    fs[1].po[0] = (xd_po){.kind = XD_PO_SUM};
+    fs[2].po[0] = fs[1].po[0];
+    for (int i = lead; i < f->npo; i++) fs[2].po[1 + i - lead] = f->po[i];
+    fs[2].npo = 1 + f->npo - lead;
+    int bad = 0;
+    q[0] = q[1] = q[2] = NULL;
+    for (int i = 0; i < 3 && !bad; i++) {
+        ts_error e = {0};
+        const dnnl_memory_desc_t *w = i ? dnnl_primitive_desc_query_md(q[0], dnnl_query_weights_md, 0) : &wei;
+        bad = make_pd(p, n, &src, w, i == 0 && has_bias ? &bmd : NULL, &dst, &fs[i], 1.0, &q[i], &e) ||
+              !pd_is_amx(q[i]) ||
+              (i && !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_weights_md, 0), w)) ||
+              !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_src_md, 0), &src) ||
+              !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_dst_md, 0), &dst);
+    }
+    if (bad)
+        for (int i = 0; i < 3; i++)
+            if (q[i]) dnnl_primitive_desc_destroy(q[i]), q[i] = NULL;
+    return bad;
+}
+
+bool xd_matmul_amx_wanted(const xplan *p, int64_t M, int64_t K, int64_t N)
+{
+    return xd_conv_amx_wanted(p) && M >= MM_X3_MIN_ROWS && K * N >= MM_X3_MIN_MACS;
+}
+
+/* Packs the float32 weight B (on the float16 grid) chunk by chunk into
+ * float16 values in the passes' layout (cw16: one chunk's md), into w. */
+static ts_status x3_pack(const xplan *p, int n, const mm_prob *m, const float *B, int64_t cols, int nchunks,
+                         const dnnl_memory_desc_t *cw16, uint16_t *w, ts_error *err)
+{
+    size_t per = dnnl_memory_desc_get_size(cw16) / sizeof(uint16_t);
+    for (int j = 0; j < nchunks; j++) {
+        dnnl_memory_desc_t sub;
+        /* chunk j's columns where they lie: B [K, N] (stride N) or, transposed, [N, K] */
+        dnnl_dims_t dims = {m->K, cols}, st = {m->tb ? 1 : m->N, m->tb ? m->K : 1};
+        dnnl_memory_desc_init_by_strides(&sub, 2, dims, dnnl_f32, st);
+        const float *from = B + (m->tb ? (size_t)(j * cols * m->K) : (size_t)(j * cols));
+        xd_reorder r;
+        ts_status s = xd_reorder_init(&r, &sub, cw16, p, n, err);
+        if (s) return s;
+        xd_reorder_run(&r, from, w + (size_t)j * per, p->stream);
+        dnnl_stream_wait(p->stream);
+        xd_reorder_fini(&r);
+    }
+    return TS_OK;
+}
+
 size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half)
 {
     extern const xkernel xk_dnnl_matmul, xk_dnnl_gemm;
@@ -388,23 +574,45 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
     }
     if (st) return st; /* with post-ops: the affine folds alone are offered next */
+    /* A float16 plan on AMX-BF16: the three passes (mm_state x3), for a
+     * constant weight on the float16 grid once folded (then it splits
+     * exactly), a plain A, a plain residual (copied into a chunk's dst) */
+    dnnl_primitive_desc_t xpd[3] = {NULL, NULL, NULL};
+    int64_t xcols = 0;
+    float *xfold = NULL;
+    if (Bt && !plain_w && m.r == 2 && !m.ta && x3_post_ok(&f) && xd_matmul_amx_wanted(p, m.M, m.K, m.N) &&
+        !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked)) {
+        xcols = x3_cols(m.K, m.N);
+        if ((m.alpha != 1.0 || wscale) && (xfold = xd_alloc(Bt->nbytes)))
+            fold_weights(xfold, Bt->data, Bt->nbytes, &m, wscale);
+        if (((m.alpha != 1.0 || wscale) && !xfold) || !on_f16_grid(xfold ? xfold : Bt->data, (size_t)(m.K * m.N)) ||
+            x3_pds(p, n, &m, &f, has_bias, xcols, xpd)) {
+            free(xfold);
+            xfold = NULL;
+        }
+    }
+    const bool x3 = xpd[0] != NULL;
     /* A and run-time B made plain only now: a declined product leaves the
      * plan as it found it (no reorder steps, no buffers) */
     int ab = xplan_plain(p, xplan_value_buf(p, m.av), err), bb_in = -1;
     if (ab < 0 || (!Bt && (bb_in = xplan_plain(p, xplan_value_buf(p, m.bv), err)) < 0)) {
         dnnl_primitive_desc_destroy(pd);
+        for (int i = 0; i < 3; i++)
+            if (xpd[i]) dnnl_primitive_desc_destroy(xpd[i]);
+        free(xfold);
         return err->code ? err->code : ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory", nd->name);
     }
-    s->ref_impl = xd_pd_is_ref(pd); /* counted in the plan stats */
+    s->ref_impl = !x3 && xd_pd_is_ref(pd); /* counted in the plan stats */
     mm_state *c = calloc(1, sizeof *c);
-    float *wplain = NULL;
+    float *wplain = xfold;
     void *wpacked = NULL;
     if (!c) goto nomem;
     s->state = c;
     c->stream = p->stream;
     const dnnl_memory_desc_t *cwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if ((st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
+    c->x3 = x3;
+    if (!x3 && (st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
 
     int wb = bb_in;
     dnnl_memory_desc_t wsrc;
@@ -412,7 +620,22 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     void *wdst = NULL;
     if (plain_w && (wb = xplan_value_buf(p, m.bv)) < 0) goto nomem;
     if (plain_w) xpack_note_plain(p->opts.pack_cache);
-    if (Bt && !plain_w) { /* fold alpha and column scales, pre-pack */
+    if (x3) { /* float16 (exact) in column chunks of the passes' layout, no float32 copy */
+        dnnl_memory_desc_t cw16 = *dnnl_primitive_desc_query_md(xpd[0], dnnl_query_weights_md, 0), all;
+        cw16.data_type = dnnl_f16;
+        c->xcols = xcols;
+        c->xchunks = (int)(m.N / xcols);
+        c->xcw = dnnl_memory_desc_get_size(&cw16) / sizeof(uint16_t);
+        dnnl_memory_desc_init_by_tag(&all, 1, (dnnl_dims_t){(int64_t)c->xcw * c->xchunks}, dnnl_f16, dnnl_a);
+        if (!(wpacked = xd_alloc(c->xcw * (size_t)c->xchunks * sizeof(uint16_t)))) goto nomem;
+        if ((st = x3_pack(p, n, &m, wplain ? wplain : Bt->data, xcols, c->xchunks, &cw16, wpacked, err))) goto fail;
+        free(wplain);
+        wplain = NULL;
+        ts_shape ws = Bt->shape;
+        if ((wb = xd_const_buf(p, &all, &ws, wpacked)) < 0) goto nomem;
+        wpacked = NULL;
+        p->bufs[wb].dtype = TS_F16; /* split by the step itself: half.c leaves it */
+    } else if (Bt && !plain_w) { /* fold alpha and column scales, pre-pack */
         fold = m.alpha != 1.0 || wscale;
         /* the graph's own tensor, released after this node: folded in place
          * and packed last, giving its pages back as it goes (weights_once.c);
@@ -468,6 +691,31 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         c->has_sum = true;
     }
     s->scratch_bytes = xd_round(dnnl_memory_desc_get_size(cpad));
+    if (x3) { /* [oneDNN's scratchpad | Xh | Xl | Wh | Wl | a chunk's dst] */
+        /* Xh where A lies when A dies here (read by this step's nodes
+         * only, plain arena memory, not the residual's or dst's storage) */
+        int ar = xbuf_root(p, ab);
+        c->xinplace = !xplan_skips(p, "half.amx_inplace") && xplan_inplace_ok_step(p, ab) &&
+                      p->bufs[ab].bytes == (size_t)(m.M * m.K) * sizeof(float) && ar != xbuf_root(p, yb) &&
+                      (rb < 0 || ar != xbuf_root(p, rb));
+        for (int i = 0; i < 3; i++)
+            if ((st = xd_check(dnnl_primitive_create(&c->xprim[i], xpd[i]), p, n, "primitive_create", err))) goto fail;
+        c->xk = m.K;
+        size_t pad = 0;
+        for (int i = 0; i < 3; i++) {
+            size_t ps = xd_round(dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(xpd[i], dnnl_query_scratchpad_md, 0)));
+            if (ps > pad) pad = ps;
+        }
+        c->xnx = (size_t)(m.M * m.K);
+        c->rows = m.M;
+        c->xsum = f.sum_value >= 0;
+        c->xh_off = pad;
+        c->xl_off = c->xh_off + (c->xinplace ? 0 : xd_round(c->xnx * sizeof(uint16_t)));
+        c->wh_off = c->xl_off + xd_round(c->xnx * sizeof(uint16_t));
+        c->wl_off = c->wh_off + xd_round(c->xcw * sizeof(uint16_t));
+        c->xd_off = c->wl_off + xd_round(c->xcw * sizeof(uint16_t));
+        s->scratch_bytes = c->xd_off + (c->xchunks > 1 ? xd_round((size_t)(m.M * xcols) * sizeof(float)) : 0);
+    }
     int nin = 2 + (biasb >= 0) + (rb >= 0), k = 0;
     if ((st = xstep_alloc(s, nin, 1, err))) goto fail;
     s->in[k++] = ab;
@@ -477,15 +725,30 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     s->out[0] = yb;
     c->has_bias = biasb >= 0;
     const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
-    if ((st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
-                               err)))
+    if (!x3 && (st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
+                                      err)))
         goto fail;
-    if (Bt && !plain_w) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
+    dnnl_memory_desc_t xbias;
+    dnnl_memory_desc_init_by_tag(&xbias, 2, (dnnl_dims_t){1, xcols ? xcols : 1}, dnnl_f32, dnnl_ab);
+    for (int i = 0; x3 && i < 3; i++) {
+        const xd_weighted wx = {&c->xs[i], &c->xw[i], &c->xdm[i], &c->xpad[i], &c->xb[i]};
+        const dnnl_primitive_desc_t q = xpd[i];
+        if ((st = xd_weighted_init(&wx, dnnl_primitive_desc_query_md(q, dnnl_query_src_md, 0),
+                                   dnnl_primitive_desc_query_md(q, dnnl_query_weights_md, 0),
+                                   dnnl_primitive_desc_query_md(q, dnnl_query_dst_md, 0),
+                                   dnnl_primitive_desc_query_md(q, dnnl_query_scratchpad_md, 0),
+                                   i == 0 && c->has_bias ? &xbias : NULL,
+                                   p, n, c->xargs[i], &c->xnargs[i], err)))
+            goto fail;
+    }
+    if (Bt && !plain_w && !x3) prepare_chunks(p, n, c, &m, cwei, c->has_bias, &f);
     fold_ctx fc = {Bt, &m, wscale};
     if (consume && (st = xweights_pack(p, n, Bt->data, Bt->nbytes, &wsrc, cwei, wdst, true,
                                        fold ? fold_in_place : NULL, &fc, err)))
         goto fail;
     dnnl_primitive_desc_destroy(pd);
+    for (int i = 0; i < 3; i++)
+        if (xpd[i]) dnnl_primitive_desc_destroy(xpd[i]);
     return TS_OK;
 
 nomem:
@@ -495,6 +758,8 @@ fail:
     free(wplain);
     free(wpacked);
     dnnl_primitive_desc_destroy(pd);
+    for (int i = 0; i < 3; i++)
+        if (xpd[i]) dnnl_primitive_desc_destroy(xpd[i]);
     mm_destroy(c);
     s->state = NULL;
     return st;
@@ -502,6 +767,14 @@ fail:
 
 static ts_status matmul_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, false, err); }
 static ts_status gemm_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, true, err); }
+
+bool xd_matmul_is_amx(const xstep *s)
+{
+    extern const xkernel xk_dnnl_matmul, xk_dnnl_gemm;
+    s = xhalf_inner(s);
+    const mm_state *c = s->k == &xk_dnnl_matmul || s->k == &xk_dnnl_gemm ? s->state : NULL;
+    return c && c->x3;
+}
 
 const xkernel xk_dnnl_matmul = {"dnnl.matmul", matmul_build, mm_run, mm_destroy};
 const xkernel xk_dnnl_gemm = {"dnnl.gemm", gemm_build, mm_run, mm_destroy};

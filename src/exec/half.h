@@ -70,6 +70,15 @@ ts_dtype xhalf_round_on_load(const xplan *p, int v);
  * 16-bit packed weight, as is and widens it chunk by chunk itself; the
  * scratch bytes it then needs, 0 when it cannot (half.c widens it whole). */
 size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half);
+/* Whether plan p runs an [M, K] x [K, N] product with a constant weight on
+ * AMX-BF16 in three exact passes (dnnl_matmul.c mm_state x3): the
+ * convolutions' gate (xd_conv_amx_wanted: float16 plan, AMX, not
+ * TSOPT_SKIP=half.amx) and M, K x N past the size floor.  The step still
+ * falls back to float32 when its post-ops, weights or oneDNN's kernels do
+ * not allow it. */
+bool xd_matmul_amx_wanted(const xplan *p, int64_t M, int64_t K, int64_t N);
+/* True when step s is a dnnl.matmul / dnnl.gemm step running those passes. */
+bool xd_matmul_is_amx(const xstep *s);
 /* dnnl_conv.c: the same for a convolution's weight (input 1), widened and
  * convolved in output-channel chunks. */
 size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);

@@ -204,3 +204,195 @@ Test(half_amx, block_on_amx_matches_reference_and_float32_kernels)
     ts_tensor_unref(x64);
     ts_graph_free(g);
 }
+
+/* ---- products (dnnl_matmul.c mm_state x3) */
+
+/* values uniform in [-a, a], float16-rounded, then rounded to `also`
+ * (TS_BF16: a float16 weight as bfloat16 alone would hold it) unless
+ * TS_F16 */
+static int cst_r(ts_graph *g, const ts_shape *s, double a, uint64_t *rng, ts_dtype also)
+{
+    int v = cst(g, TS_F16, s, a, rng);
+    ts_tensor *t = g->values[v].constant;
+    for (int64_t i = 0; also != TS_F16 && i < ts_tensor_numel(t); i++)
+        ts_tensor_set_f64(t, i, ts_dtype_round(TS_F16, ts_dtype_round(also, ts_tensor_get_f64(t, i))));
+    return v;
+}
+
+static int scalar(ts_graph *g, double v)
+{
+    ts_error e = {0};
+    ts_shape s = {.rank = 0};
+    ts_tensor *t = ts_tensor_new(TS_F16, &s, &e);
+    ts_tensor_set_f64(t, 0, ts_dtype_round(TS_F16, v));
+    char name[32];
+    snprintf(name, sizeof name, "s%d", g->nvalues);
+    int c = ts_graph_add_constant(g, name, t, &e);
+    ts_tensor_unref(t);
+    return c;
+}
+
+/* A ViT encoder's MLP in float16 as PyTorch exports it: x [1, M, D] ->
+ * MatMul W1 [D, H] + b1 -> GELU (Div by sqrt 2 stored 16-bit, 1.4140625,
+ * Erf, Add 1, Mul, Mul 0.5) -> MatMul W2 [H, D] + b2 -> + x.  Natively
+ * (AVX512-FP16, TSOPT_HALF_NATIVE=1) two steps: MatMul + bias + scaled
+ * GELU, MatMul + bias + residual sum.  Weights rounded to `wr` on top. */
+static ts_graph *build_mlp(int64_t M, int64_t D, int64_t H, ts_dtype wr)
+{
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("mlp", 17);
+    uint64_t rng = 11;
+    ts_shape xs = {.rank = 3, .dims = {1, M, D}}, w1 = {.rank = 2, .dims = {D, H}}, w2 = {.rank = 2, .dims = {H, D}},
+             b1 = {.rank = 1, .dims = {H}}, b2 = {.rank = 1, .dims = {D}};
+    int x = ts_graph_add_input(g, "x", TS_F16, &xs, &e);
+    cr_assert_geq(x, 0, "%s", e.msg);
+    int h = node(g, "MatMul", (const int[]){x, cst_r(g, &w1, 1.0 / sqrt((double)D), &rng, wr)}, 2, NULL, 0);
+    h = node(g, "Add", (const int[]){h, cst_r(g, &b1, 0.5, &rng, TS_F16)}, 2, NULL, 0);
+    int er = node(g, "Erf", (const int[]){node(g, "Div", (const int[]){h, scalar(g, 1.4142135623730951)}, 2, NULL, 0)}, 1,
+                  NULL, 0);
+    int ge = node(g, "Mul", (const int[]){h, node(g, "Add", (const int[]){er, scalar(g, 1.0)}, 2, NULL, 0)}, 2, NULL, 0);
+    ge = node(g, "Mul", (const int[]){ge, scalar(g, 0.5)}, 2, NULL, 0);
+    int y = node(g, "MatMul", (const int[]){ge, cst_r(g, &w2, 1.0 / sqrt((double)H), &rng, wr)}, 2, NULL, 0);
+    y = node(g, "Add", (const int[]){y, cst_r(g, &b2, 0.5, &rng, TS_F16)}, 2, NULL, 0);
+    y = node(g, "Add", (const int[]){y, x}, 2, NULL, 0);
+    cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK);
+    return g;
+}
+
+/* g's plan's steps running products on the passes */
+static int plan_mm_amx(const ts_graph *g, const char *skip)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    int k = 0;
+    for (int i = 0; i < q->nsteps; i++) k += xd_matmul_is_amx(&q->steps[i]);
+    ts_plan_free(p);
+    return k;
+}
+
+/* The decision, on any CPU: the gate (forced off: never; forced on: a
+ * float16 plan past the size floor wants it, TSOPT_SKIP=half.amx and a
+ * float32 plan do not) and the floor (196 rows of A, 32768 weights): a
+ * batch-1 classifier's one row stays on the float32 kernels. */
+Test(half_amx, matmul_decision_with_the_cpu_forced)
+{
+    ts_graph *g = build_mlp(197, 64, 256, TS_F16);
+    ts_error e = {0};
+    ts_plan *p = NULL, *p32 = NULL;
+    ts_plan_opts o = {.threads = 1}, oskip = {.threads = 1, .skip = "half.amx"};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    xd_cpu_amx_bf16_force(0);
+    cr_assert(!xd_matmul_amx_wanted(q, 197, 768, 3072), "no AMX: wanted");
+    cr_assert_eq(plan_mm_amx(g, NULL), 0, "no AMX: products on the passes");
+    xd_cpu_amx_bf16_force(1);
+    cr_assert(xd_matmul_amx_wanted(q, 197, 768, 3072), "AMX, float16, ViT's MLP: not wanted");
+    cr_assert(xd_matmul_amx_wanted(q, 196, 128, 256), "AMX, at the floor: not wanted");
+    cr_assert(!xd_matmul_amx_wanted(q, 1, 768, 1000), "AMX, one row: wanted");
+    cr_assert(!xd_matmul_amx_wanted(q, 195, 768, 3072), "AMX, 195 rows: wanted");
+    cr_assert(!xd_matmul_amx_wanted(q, 4096, 64, 256), "AMX, 16384 weights: wanted");
+    ts_plan_free(p);
+    cr_assert_eq(ts_plan_build(g, &oskip, &p, &e), TS_OK, "%s", e.msg);
+    cr_assert(!xd_matmul_amx_wanted((const xplan *)p, 197, 768, 3072), "TSOPT_SKIP=half.amx: wanted");
+    cr_assert_eq(plan_mm_amx(g, "half.amx"), 0, "TSOPT_SKIP=half.amx: products on the passes");
+    ts_plan_free(p);
+    ts_graph *f = build_block(TS_F32, 32, 8);
+    cr_assert_eq(ts_plan_build(f, &o, &p32, &e), TS_OK, "%s", e.msg);
+    cr_assert(!xd_matmul_amx_wanted((const xplan *)p32, 197, 768, 3072), "float32 plan: wanted");
+    ts_plan_free(p32);
+    ts_graph_free(f);
+    xd_cpu_amx_bf16_force(-1);
+    ts_graph_free(g);
+}
+
+static ts_tensor *run_plan(const ts_graph *g, const char *skip, const ts_tensor *x, int *namx)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    *namx = 0;
+    for (int i = 0; i < q->nsteps; i++) *namx += xd_matmul_is_amx(&q->steps[i]);
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    cr_assert_eq(st.fallback_steps, 0);
+    ts_tensor *out = ts_tensor_new(TS_F16, &g->values[g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, &out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return out;
+}
+
+static double mean_diff(const ts_tensor *a, const ts_tensor *b)
+{
+    double w = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(a); i++) w += fabs(ts_tensor_get_f64(a, i) - ts_tensor_get_f64(b, i));
+    return w / (double)ts_tensor_numel(a);
+}
+
+static double max_diff(const ts_tensor *a, const ts_tensor *b)
+{
+    double w = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(a); i++) w = fmax(w, fabs(ts_tensor_get_f64(a, i) - ts_tensor_get_f64(b, i)));
+    return w;
+}
+
+/* The MLP on the passes, both products in two column chunks (D 512, H
+ * 1536: the split weight 3 MiB, over MM_CHUNK_BYTES; the second's chunks
+ * start from the residual's columns, the first's take their bias columns):
+ * within 4 float16 ulps of the output's scale from the reference
+ * interpreter (which rounds every node, the plan at step outputs only) and
+ * 2 from the float32-kernel plan (TSOPT_SKIP=half.amx), and on average
+ * within 1.1x of the latter's distance from the reference.  A wrong split
+ * fails that: the same MLP with bfloat16 weights (the Wl.Xh pass left out)
+ * is measured against the reference here and must miss the mean bound. */
+Test(half_amx, vit_mlp_on_amx_matches_reference_and_float32_kernels)
+{
+    if (!xd_cpu_amx_bf16()) cr_skip_test("this CPU (oneDNN's effective ISA) has no AMX-BF16: the float32 kernels run");
+    const int64_t M = 197, D = 512, H = 1536;
+    setenv("TSOPT_HALF_NATIVE", "1", 1);
+    ts_graph *g = build_mlp(M, D, H, TS_F16), *wrong = build_mlp(M, D, H, TS_BF16);
+    ts_error e = {0};
+    ts_shape xs = {.rank = 3, .dims = {1, M, D}};
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *ref = NULL, *refw = NULL;
+    uint64_t rng = 5;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
+        ts_tensor_set_f64(x, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+    int n, n32;
+    ts_tensor *amx = run_plan(g, NULL, x, &n), *f32k = run_plan(g, "half.amx", x, &n32);
+    cr_assert_eq(n, 2, "AMX CPU: %d of the 2 products on the passes", n);
+    cr_assert_eq(n32, 0);
+    cr_assert_eq(ts_graph_run_reference(g, TS_DOMAIN_F64, &x64, &ref, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(wrong, TS_DOMAIN_F64, &x64, &refw, &e), TS_OK, "%s", e.msg);
+    double scale = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(ref); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(ref, i)));
+    double worst = max_diff(amx, ref), worst32 = max_diff(amx, f32k), planted = max_diff(refw, ref);
+    double mean = mean_diff(amx, ref), mean32 = mean_diff(f32k, ref), mplanted = mean_diff(refw, ref);
+    cr_assert_leq(worst, 4 * ulp16(scale), "against the reference: %g, scale %g", worst, scale);
+    cr_assert_leq(worst32, 2 * ulp16(scale), "against the float32 kernels: %g, scale %g", worst32, scale);
+    /* on average as near the reference as the float32 kernels (measured
+     * 9.52e-5 vs 9.51e-5); bfloat16 weights are 2.6x as far (2.52e-4),
+     * while their largest error is 2 ulps: the mean is what refutes them */
+    cr_assert_leq(mean, 1.1 * mean32, "mean |diff| %g vs the float32 kernels' %g", mean, mean32);
+    cr_assert_gt(mplanted, 2 * mean32, "bfloat16 weights: mean |diff| %g, float32 kernels %g", mplanted, mean32);
+    cr_log_info("ViT MLP on AMX: max |diff| %g vs reference, %g vs float32 kernels; mean %g, float32 kernels %g, "
+                "bfloat16 weights %g (max %g); scale %g",
+                worst, worst32, mean, mean32, mplanted, planted, scale);
+    unsetenv("TSOPT_HALF_NATIVE");
+    ts_tensor_unref(amx);
+    ts_tensor_unref(f32k);
+    ts_tensor_unref(ref);
+    ts_tensor_unref(refw);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+    ts_graph_free(g);
+    ts_graph_free(wrong);
+}
