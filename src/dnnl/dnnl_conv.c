@@ -340,6 +340,11 @@ static ts_status reorder_now(const xplan *p, int n, const dnnl_memory_desc_t *fr
 {
     xd_reorder r;
     ts_status st = xd_reorder_init(&r, from, to, p, n, err);
+    /* a large one (Winograd's: oneDNN transforms the whole tensor into a
+     * buffer of its own first) sets the lowering's peak: the generators'
+     * code run so far need not be resident beside it (resnet18's 512-channel
+     * layers, issue 27) */
+    if (!st && dnnl_memory_desc_get_size(to) >= XWEIGHTS_RELEASE_CODE_BYTES) xplan_release_code(p);
     if (!st) {
         xd_reorder_run(&r, src, dst, p->stream);
         dnnl_stream_wait(p->stream);

@@ -117,6 +117,9 @@ struct xplan {
     /* of stats.released_bytes, what only the plan's end released
      * (xweights_once_all): constants waited for the last node */
     size_t released_late;
+    /* planning's code goes back as it goes (plan.c, xplan_release_code):
+     * a plan built once to be run, code_pages not skipped */
+    bool release_code;
     double *step_ms; /* optional per-step timer (step_timer.h): NULL = off */
     /* half-precision graphs (half.c): the float32-computing copy the plan
      * lowers (g points to it; owned), the caller's graph, its 16-bit type */
@@ -297,6 +300,13 @@ bool xgroup_dense_concat(const xplan *p, int n, xgroup *gr);
 /* The float32 weights of the plan's convolutions and products, each
  * constant once (dnnl.conv's Winograd budget; lower_post.c). */
 size_t xplan_product_weight_bytes(const xplan *p);
+/* Where p->release_code: the code pages loading and planning touched so far
+ * go back (util/code_pages.c), before a large packing transient (dnnl_conv.c)
+ * and at the plan's start and end (plan.c). */
+void xplan_release_code(const xplan *p);
+/* From this size of packed weight on, the code planning ran so far goes
+ * back before the packing: its transient is the lowering's peak. */
+#define XWEIGHTS_RELEASE_CODE_BYTES ((size_t)8 << 20)
 /* Node n built by kernel k into s, handed its group's variant-th choice
  * when the lowering stage serves k (plan.c; also what plan_rebind.c
  * replays, with the step's variant).  TS_ERR_INVALID when k declined after

@@ -735,21 +735,26 @@ static ts_status lower_all(xplan *p, ts_error *err)
     return st;
 }
 
-/* The code only planning ran goes back once the plan's primitives exist
- * (util/code_pages.c): libdnnl's (its kernel generators) and tsopt's own
- * (import, lowering), before the arena is made, so that the resident set
- * at run time holds the code running touches.  Only for a plan built once
+/* The code only loading and planning ran goes back (util/code_pages.c):
+ * tsopt's own import and graph passes as the plan starts, so that the
+ * lowering's peak (a layer packed beside the originals still held: dcgan,
+ * infogan, nasrnn) does not carry them; libdnnl's kernel generators and
+ * the lowering's code once the plan's primitives exist, before the arena is
+ * made, so that the resident set at run time holds the code running
+ * touches.  Only for a plan built once
  * to be run (ts_plan_opts.release_packed_weights: tsopt run/bench, a
  * session's graph); a decoder's per-token re-binds and the optimizer's
  * costing build plans again and again and would fault the generators back
  * in each time.  Measured (peak RSS, tsopt bench --iters 3, loaded Intel
  * Xeon, TSOPT_SKIP=code_pages / not): squeezenet1_1 28.0 -> 25.0 MiB,
  * densenet121 73.0 -> 69.9, efficientnet_b0 44.3 -> 41.8; the peak is
- * then the lowering's (packed weights beside originals not yet released).
- * TSOPT_SKIP=code_pages keeps them (A/B). */
-static void release_plan_code(void)
+ * then the lowering's; at the plan's start too: nasrnn 35.0 -> 33.9 MiB,
+ * infogan 43.3 -> 42.7 (355ae46: 34.6, 42.9).  TSOPT_SKIP=code_pages
+ * keeps them (A/B). */
+void xplan_release_code(const xplan *p)
 {
-    const uintptr_t in[] = {(uintptr_t)&dnnl_primitive_desc_create, (uintptr_t)&release_plan_code};
+    if (!p->release_code) return;
+    const uintptr_t in[] = {(uintptr_t)&dnnl_primitive_desc_create, (uintptr_t)&xplan_release_code};
     xcode_pages_release(in, 2);
     xmem_trace("plan: code pages released");
 }
@@ -767,6 +772,8 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
     omp_set_num_threads(p->opts.threads); /* oneDNN builds for the pool it will run on */
     ts_status st = xhalf_begin(p, err); /* float16/bfloat16: p->g becomes a float32-computing copy */
     if (!st) st = init_plan(p, err);
+    p->release_code = !st && lean && !xplan_skips(p, "code_pages");
+    xplan_release_code(p); /* the import's */
     xmem_trace("plan: start");
     if (!st) st = lower_all(p, err);
     xmem_trace("plan: nodes lowered");
@@ -778,7 +785,7 @@ static ts_status plan_build(const ts_graph *g, const ts_plan_opts *o, ts_plan **
         plan_destroy(p);
         return st;
     }
-    if (!st && lean && !xplan_skips(p, "code_pages")) release_plan_code();
+    xplan_release_code(p);
     compute_lifetimes(p);
     p->arena_bytes = xmemplan_assign(p, true);
     bool kept_float = false; /* half plans: float32 copies of weights within a byte budget */

@@ -223,6 +223,9 @@ ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memo
     size_t min = p->half ? XWEIGHTS_HALF_SLICE_MIN_BYTES : XWEIGHTS_SLICE_MIN_BYTES,
            slice = p->half ? wbytes / 8 : XWEIGHTS_SLICE_BYTES;
     int d = consume && wbytes >= min ? slice_dim(from, to, slice, &rows) : -1;
+    /* a large packing is the lowering's peak: the code run so far need not
+     * be resident beside it (plan.c, xplan_release_code) */
+    if (wbytes >= XWEIGHTS_RELEASE_CODE_BYTES) xplan_release_code(p);
     xd_reorder r[2];
     memset(r, 0, sizeof r);
     int64_t D = d >= 0 ? from->dims[d] : 0, last = d >= 0 ? D - (D - 1) / rows * rows : 0, off;
