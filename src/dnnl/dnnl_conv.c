@@ -416,6 +416,17 @@ static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
  * (16384) 0.93-1.27, the 7x7 stem from 3 channels (9408) 1.20; from 256->128
  * 1x1 (32768) 0.85 and 64->64 3x3 (36864) 0.46-0.65 up, 0.38-0.87. */
 #define X3_MIN_MACS 32768
+/* Input channels per group below which too: an AMX bfloat16 tile row
+ * multiplies 32 values along the reduction (TDPBF16PS, 64 bytes), which
+ * oneDNN 2.6's brgconv fills with a tap's input channels, so 3 channels
+ * leave ~90 % of each multiply padding.  Measured (in-process A/B, `tsopt
+ * profile --against-skip half.amx --min`, loaded Intel Xeon): ViT-B/16's
+ * patch embedding (3 channels, 16x16 stride 16, 196 pixels, 589824 MACs
+ * per pixel: past both floors above) 1.30 of the float32 kernels' time,
+ * and its split scratch (9.45 MiB) was the b1 arena's peak; ResNet-50's
+ * 3-channel stem 1.20 (already below X3_MIN_MACS).  Every ResNet-50 layer
+ * past the floors has 64 channels or more. */
+#define X3_MIN_CIN 32
 
 /* The passes' post-ops: a residual sum may come first (each pass adds onto
  * dst), element-wise ones only after it (the last pass applies them). */
@@ -688,7 +699,8 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
      * be packed, folded, must be float16 values (then they split exactly) */
     float *wfold = NULL;
     if (!transposed && !gt && xd_conv_amx_wanted(p) && x3_post_ok(&f) &&
-        ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS && ts_shape_numel(&W->shape) >= X3_MIN_MACS) {
+        ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS && ts_shape_numel(&W->shape) >= X3_MIN_MACS &&
+        W->shape.dims[1] >= X3_MIN_CIN) {
         if (f.scale && !(wfold = folded_weights(W, G, transposed, f.scale)))
             return ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory", nd->name, nd->op->name);
         ge.bf16 = on_f16_grid(wfold ? wfold : W->data, (size_t)ts_shape_numel(&W->shape));
