@@ -376,12 +376,32 @@ static bool is_transpose_undoing(const xplan *p, const ts_node *nd)
     return true;
 }
 
+/* A Transpose of a plain NHWC tensor back to NCHW (perm 0,3,1,2: the end
+ * of ConvNeXt's blocks, after the MLP) leaves every element where it is
+ * if the result is described as channels-last (oneDNN's acdb), the layout
+ * the convolutions read and write: a view.  Its readers take it as they
+ * take a conv's output: an element-wise step whose operands share that
+ * layout runs on it and keeps it (vec_fuse.c, ConvNeXt's residual sum), a
+ * convolution reads it without converting, a reader that needs NCHW gets
+ * one conversion (the copy this was).  TSOPT_SKIP=transpose.cl (A/B). */
+static bool is_transpose_to_cl_view(const xplan *p, const ts_node *nd)
+{
+    static const int64_t to_nchw[4] = {0, 3, 1, 2};
+    if (nd->op != &ts_op_transpose || nd->noutputs != 1 || nd->ninputs < 1 || nd->inputs[0] < 0) return false;
+    const ts_value *x = &p->g->values[nd->inputs[0]];
+    const ts_transpose_attrs *a = nd->attrs;
+    if (x->dtype != TS_F32 || x->shape.rank != 4 || a->nperm != 4 || memcmp(a->perm, to_nchw, sizeof to_nchw))
+        return false;
+    int b = p->value_buf[nd->inputs[0]];
+    return (b < 0 || !p->bufs[b].blocked) && !xplan_skips(p, "transpose.cl");
+}
+
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
 static int try_view(xplan *p, int n, ts_error *err)
 {
     const ts_node *nd = &p->g->nodes[n];
-    bool undoing = is_transpose_undoing(p, nd);
-    if (!undoing && !is_view(nd) && !is_dropout_view(p, nd) && !is_transpose_view(p, nd)) return 0;
+    bool undoing = is_transpose_undoing(p, nd), to_cl = !undoing && is_transpose_to_cl_view(p, nd);
+    if (!undoing && !to_cl && !is_view(nd) && !is_dropout_view(p, nd) && !is_transpose_view(p, nd)) return 0;
     int vi = nd->inputs[0], vo = nd->outputs[0];
     const ts_value *in = &p->g->values[vi], *out = &p->g->values[vo];
     /* A graph output must land in the caller's tensor: let a step copy it. */
@@ -392,6 +412,11 @@ static int try_view(xplan *p, int n, ts_error *err)
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
     if (!undoing && (b = xplan_plain(p, b, err)) < 0) return -1;
     xbuf a = plain_buf(vo, out->dtype, &out->shape, XB_ALIAS);
+    if (to_cl) {
+        dnnl_dims_t d = {out->shape.dims[0], out->shape.dims[1], out->shape.dims[2], out->shape.dims[3]};
+        if (dnnl_memory_desc_init_by_tag(&a.md, 4, d, dnnl_f32, dnnl_acdb) != dnnl_success) return 0;
+        a.blocked = true;
+    }
     a.alias_of = xbuf_root(p, b);
     a.offset = xbuf_alias_offset(p, b); /* a view of a Split piece */
     int id = add_buf(p, &a);

@@ -338,6 +338,42 @@ Test(xfmr, transpose_of_blocked_conv_output)
     }
 }
 
+/* ConvNeXt's block whole: conv -> NHWC -> LayerNorm over channels ->
+ * MatMul -> back to NCHW (perm 0,3,1,2) -> layer scale (Mul) + residual
+ * Add -> the next conv.  The way back is a view described channels-last
+ * (plan.c is_transpose_to_cl_view): no vec.transpose, the element-wise
+ * step runs in the conv output's layout and the next conv reads its
+ * result without a conversion; TSOPT_SKIP=transpose.cl puts the copy back.
+ * Two blocks in a row (the second's residual is the first's channels-last
+ * sum), 20 channels, batch 2, the 1-thread and 2-thread plans against the
+ * reference. */
+Test(xfmr, transpose_back_to_nchw_is_channels_last_view)
+{
+    static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    for (int skip = 0; skip < 2; skip++) {
+        graph(14);
+        int x = xt_conv3x3(G, input("2x20x9x7"), 20, &Rng);
+        for (int blk = 0; blk < 2; blk++) {
+            int c = xt_conv3x3(G, x, 20, &Rng);
+            int t = op("Transpose", INS(c), ATTRS(ts_attr_ints("perm", to_nhwc, 4)));
+            int l = ln_ops(t, (const int64_t[]){-1}, 1, false, 1e-5, 14);
+            int m = op("MatMul", INS(l, xt_const_random(G, "20x20", -0.3, 0.3, &Rng)), NOATTR);
+            int back = op("Transpose", INS(m), ATTRS(ts_attr_ints("perm", to_nchw, 4)));
+            int sc = op("Mul", INS(back, xt_const_random(G, "20x1x1", 0.5, 1.5, &Rng)), NOATTR);
+            x = op("Add", INS(sc, x), NOATTR);
+        }
+        output(xt_conv3x3(G, x, 20, &Rng));
+        for (int th = 1; th <= 2; th++) {
+            ts_plan_opts o = {.threads = th, .skip = skip ? "transpose.cl" : NULL};
+            ts_plan *p = xt_plan_check(G, &o, 41, -1, 1, 1e-4, XT_TOL_MAX);
+            cr_assert_eq(xt_steps_of(p, "vec.transpose"), skip ? 2 : 0, "skip %d, threads %d", skip, th);
+            /* only the graph output's conversion after the last conv */
+            if (!skip) cr_assert_eq(xt_steps_of(p, "reorder"), 1, "threads %d: a conversion added", th);
+            ts_plan_free(p);
+        }
+    }
+}
+
 /* Swin's q, k, v = qkv[0], qkv[1], qkv[2]: a Gather of one index with only
  * size-1 dims before the axis is a view at an offset (vec_movement.c); the
  * three are read by a scale, a transpose and a MatMul; a negative index; a
