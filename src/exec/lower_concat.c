@@ -133,6 +133,92 @@ int xdc_slice_block(const xplan *p, int v)
     return readers ? block : 0;
 }
 
+/* The Relu that is value y's one reader, or -1. */
+static int sole_relu(const ts_graph *g, int y)
+{
+    int r = -1;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *nd = &g->nodes[m];
+        bool reads = false;
+        for (int j = 0; j < nd->ninputs; j++) reads |= nd->inputs[j] == y;
+        if (!reads || nd->dead) continue;
+        if (r >= 0 || nd->op != &ts_op_relu || nd->noutputs != 1 || nd->outputs[0] < 0) return -1;
+        r = m;
+    }
+    return r >= 0 && !ts_graph_is_output(g, y) ? r : -1;
+}
+
+/* Whether a lone Concat's view would turn a conv after it from oneDNN's
+ * channels-last brgconv to jit on 16-channel blocks.  The view leaves the
+ * Concat's result in blocks, and on blocks oneDNN's convs stay on blocks:
+ * pointwise ones on jit_1x1 (as fast as brgconv_1x1, lower_post.c) and
+ * Winograd shapes read blocks whatever they are given, but a spatial conv
+ * that is no Winograd shape (5x5, 1x7, 7x1, 3x3 stride 2) runs jit where
+ * channels-last gets brgconv.  inception_v3 (Intel Xeon, quiet, A/B against
+ * TSOPT_SKIP=dnnl.dense_concat.single, 2026-12-07): 36 such convs after its
+ * Mixed Concats went brgconv -> jit and the whole run 1.031-1.054x slower;
+ * googlenet (mostly 1x1s and Winograd 3x3s after its Concats) 0.992,
+ * squeezenet1_1 0.905 (its 3x3 expand convs read 16 channels and write the
+ * next Concat's blocks anyway): the views pay there.  Looked for from value
+ * v through pools and Relus and, at depth 0, a pointwise conv; returns the
+ * multiply-adds of the convs turned.  Only where oneDNN has
+ * brgconv (AVX-512 cores): elsewhere (AVX2: the EPYC the views were tuned
+ * on) channels-last and blocks both run jit. */
+static double brgconv_macs_turned(const xplan *p, int v, int depth)
+{
+    const ts_graph *g = p->g;
+    if (depth > 3 || g->values[v].shape.rank != 4) return 0;
+    double macs = 0;
+    for (int m = 0; m < g->nnodes; m++) {
+        const ts_node *nd = &g->nodes[m];
+        bool reads = false;
+        for (int j = 0; j < nd->ninputs; j++) reads |= nd->inputs[j] == v;
+        if (!reads || nd->dead || nd->noutputs != 1 || nd->outputs[0] < 0) continue;
+        int y = nd->outputs[0];
+        if (nd->op == &ts_op_maxpool || nd->op == &ts_op_avgpool || nd->op == &ts_op_relu) {
+            macs += brgconv_macs_turned(p, y, depth + 1);
+            continue;
+        }
+        if (nd->op != &ts_op_conv || nd->inputs[0] != v || nd->ninputs < 2) continue;
+        const ts_conv_attrs *ca = nd->attrs;
+        const ts_shape *xs = &g->values[v].shape, *ws = &g->values[nd->inputs[1]].shape;
+        ts_window_geom wg;
+        char why[256];
+        if (ws->rank != 4 || !ts_window_resolve(&ca->win, 2, xs->dims + 2, ws->dims + 2, &wg, why, sizeof why))
+            continue;
+        /* its result, through the Relu its step takes in */
+        int r = sole_relu(g, y), out = r >= 0 ? g->nodes[r].outputs[0] : y;
+        if (xd_wino_shape(xs, ws, ca->group, wg.stride, wg.dil)) continue;
+        /* 16 channels channels-last are the bytes of one 16-channel block:
+         * such a conv writing its slice of a Concat stays on blocks */
+        if (xs->dims[1] == 16 && xdc_slice_block(p, out)) continue;
+        if (ws->dims[2] * ws->dims[3] > 1)
+            macs += (double)ts_shape_numel(&g->values[y].shape) * (double)(ws->dims[1] * ws->dims[2] * ws->dims[3]);
+        else if (depth == 0)
+            macs += brgconv_macs_turned(p, y, depth + 1);
+    }
+    return macs;
+}
+
+/* The view is declined where the convs it turns do at least
+ * DENSE_CONCAT_TURN_MACS multiply-adds per byte of the Concat's result
+ * (the copy it saves): the convs' work against the copy's.  Computed from
+ * the shapes: inception_v3's Mixed_5b/5c/5d/6a Concats 75.0 / 66.7 / 203.8
+ * / 74.7 (Mixed_5b: a 5x5 48->64 at 35x35, 94 M, for 1.25 MB); googlenet's
+ * inception4a/4b 6.8 (a 3x3 24->64 at 14x14), its others and squeezenet1_1's
+ * 0.  The threshold lies between the models the A/B figures above decided;
+ * it is no measured break-even.  TSOPT_SKIP=dense_concat.kind keeps every
+ * lone view (A/B). */
+#define DENSE_CONCAT_TURN_MACS 32.0
+
+static bool view_turns_brgconv(const xplan *p, int v)
+{
+    const unsigned need = (unsigned)dnnl_cpu_isa_avx512_core;
+    if (((unsigned)dnnl_get_effective_cpu_isa() & need) != need) return false;
+    double bytes = (double)ts_shape_numel(&p->g->values[v].shape) * sizeof(float);
+    return brgconv_macs_turned(p, v, 0) >= DENSE_CONCAT_TURN_MACS * bytes;
+}
+
 /* Concat n as a member of a dense chain: the chain's last member (whose
  * value B carries), B's buffer when an earlier member made it, the inputs
  * that member wrote, the block, and which inputs' producers write their
@@ -192,7 +278,7 @@ bool xgroup_dense_concat(const xplan *p, int n, xgroup *gr)
             int b = p->value_buf[nd->inputs[j]];
             if (b < 0 || p->bufs[b].kind != XB_ARENA || !p->bufs[b].blocked) return false;
         }
-        if (!direct_any) return false;
+        if (!direct_any || (!xplan_skips(p, "dense_concat.kind") && view_turns_brgconv(p, yv))) return false;
     }
     gr->nodes[0] = n;
     gr->nnodes = 1;

@@ -208,3 +208,49 @@ Test(dense_concat, forked_chain_declines)
     ts_plan_free(plan);
     ts_graph_free(g);
 }
+
+/* A conv of any kernel size (pads k/2, no bias). */
+static int conv_k(ts_graph *g, int x, int C, int F, int k)
+{
+    char w[64];
+    snprintf(w, sizeof w, "%dx%dx%dx%d", F, C, k, k);
+    int64_t pd = k / 2;
+    ts_attr at[] = {ts_attr_ints("pads", (int64_t[]){pd, pd, pd, pd}, 4)};
+    return xt_node(g, "Conv", (int[]){x, xt_const_random(g, w, -0.1, 0.1, &rng)}, 2, at, 1);
+}
+
+/* A lone Concat (inception's): a Winograd 3x3 conv leaves 16-channel blocks,
+ * two branches on them (1x1, 3x3) write their slices, and the Concat's
+ * result is read by a 1x1 conv, then (spatial) by a 5x5 one.  Its view
+ * keeps the convs after it on blocks: the pointwise reader alone stays on
+ * jit_1x1 (kept); a 5x5 turns from brgconv to jit with 300 multiply-adds
+ * per byte of the Concat (declined where oneDNN has brgconv: AVX-512). */
+static int lone_concat_views(bool spatial, const char *skip)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    int x = relu(g, conv3x3(g, xt_input(g, "x", "1x32x20x20"), 32, 32));
+    int a = relu(g, conv_k(g, x, 32, 32, 1)), b = relu(g, conv3x3(g, x, 32, 32));
+    int c = concat(g, (int[]){a, b}, 2);
+    int y = relu(g, conv_k(g, c, 64, 48, 1));
+    if (spatial) y = conv_k(g, y, 48, 64, 5);
+    xt_output(g, y);
+    ts_plan_opts o = {.skip = skip};
+    ts_plan *p = xt_plan_check(g, &o, 3, -1, 1, 1e-4, XT_TOL_MAX);
+    int views = count_steps((const xplan *)p, "dnnl.dense_concat");
+    ts_plan_free(p);
+    ts_graph_free(g);
+    return views;
+}
+
+Test(dense_concat, lone_view_kept_where_readers_keep_their_kernels)
+{
+    cr_assert_eq(lone_concat_views(false, NULL), 1, "a pointwise reader: the view stays");
+}
+
+Test(dense_concat, lone_view_declined_where_a_spatial_reader_turns_to_blocks)
+{
+    const unsigned need = (unsigned)dnnl_cpu_isa_avx512_core;
+    bool brg = ((unsigned)dnnl_get_effective_cpu_isa() & need) == need;
+    cr_assert_eq(lone_concat_views(true, NULL), brg ? 0 : 1, "brgconv %s", brg ? "available" : "absent");
+    cr_assert_eq(lone_concat_views(true, "dense_concat.kind"), 1, "the rule skipped: the view as before");
+}
