@@ -54,6 +54,10 @@ void xweights_once_all(xplan *p);
 /* Whether constant v is read by node n alone and released once n is
  * lowered: n's kernel may then give its pages back as it packs them. */
 bool xweights_once_consumable(const xplan *p, int v, int n);
+/* The whole pages of a consumable constant's data from *next up to end go
+ * back to the OS (*next: the first page not yet given back; start it at the
+ * data).  The data reads as zeros after: only once nothing can decline. */
+void xweights_drop_pages(uintptr_t *next, uintptr_t end);
 /* Packs the f32 weight w (wbytes, laid out as `from`, plain 2-D) into dst
  * (`to`) with a reorder; with consume, a weight of at least
  * XWEIGHTS_SLICE_MIN_BYTES goes a slice of about XWEIGHTS_SLICE_BYTES at a

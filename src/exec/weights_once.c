@@ -166,7 +166,7 @@ bool xweights_once_consumable(const xplan *p, int v, int n)
 
 /* Whole pages from *next up to `end` back to the OS; *next: the first
  * page not yet given back (start it at the data, rounded up). */
-static void drop_pages(uintptr_t *next, uintptr_t end)
+void xweights_drop_pages(uintptr_t *next, uintptr_t end)
 {
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096, a = (*next + page - 1) & ~(page - 1), b = end & ~(page - 1);
@@ -266,7 +266,7 @@ ts_status xweights_pack(xplan *p, int n, void *w, size_t wbytes, const dnnl_memo
         slice_md(to, d, r0, nr, &b, &doff);
         xd_reorder_run(&r[k], (float *)w + soff, (float *)dst + doff, p->stream);
         dnnl_stream_wait(p->stream);
-        drop_pages(&next, (uintptr_t)w + (size_t)(r0 + nr) * row_bytes);
+        xweights_drop_pages(&next, (uintptr_t)w + (size_t)(r0 + nr) * row_bytes);
     }
     xd_reorder_fini(&r[0]);
     xd_reorder_fini(&r[1]);
