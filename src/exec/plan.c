@@ -396,6 +396,54 @@ static bool is_transpose_to_cl_view(const xplan *p, const ts_node *nd)
     return (b < 0 || !p->bufs[b].blocked) && !xplan_skips(p, "transpose.cl");
 }
 
+/* A Reshape of a buffer in a dense permuted layout that only merges dims
+ * lying next to each other, in order, in memory (ViT's patch embedding:
+ * the conv's channels-last [1, 768, 14, 14] flattened to [1, 768, 196],
+ * H and W adjacent inside each channel-last pixel row) is the same bytes
+ * in a permuted layout of the new shape: *md gets it.  It was a conversion
+ * to NCHW for the Reshape and, after it, a copy for the Transpose to
+ * [1, 196, 768] that is_transpose_undoing now takes as a view.  False when
+ * the shape splits a dim or merges dims apart in memory (then the plain
+ * path: one conversion).  TSOPT_SKIP=reshape.order (A/B). */
+static bool reshape_keeps_order(const xplan *p, int b, const ts_shape *xs, const ts_shape *ys, dnnl_memory_desc_t *md)
+{
+    int order[TS_MAX_RANK], pos[TS_MAX_RANK];
+    if (b < 0 || !p->bufs[b].blocked || p->bufs[b].dtype != TS_F32 || !xbuf_dense_order(&p->bufs[b], order) ||
+        xplan_skips(p, "reshape.order"))
+        return false;
+    for (int k = 0; k < xs->rank; k++) pos[order[k]] = k;
+    const dnnl_dims_t *xst = &p->bufs[b].md.format_desc.blocking.strides;
+    dnnl_dims_t dims, strides;
+    int i = 0;
+    for (int j = 0; j < ys->rank; j++) {
+        dims[j] = ys->dims[j];
+        int64_t prod = 1;
+        int last = -1; /* the group's innermost dim of extent > 1 so far */
+        strides[j] = 1;
+        while (prod < ys->dims[j]) {
+            if (i >= xs->rank) return false;
+            int64_t e = xs->dims[i];
+            if (e != 1) {
+                if (last >= 0 && pos[i] != pos[last] + 1) return false; /* apart or reversed in memory */
+                last = i;
+            }
+            prod *= e;
+            i++;
+        }
+        if (prod != ys->dims[j]) return false;
+        if (last >= 0) strides[j] = (*xst)[last];
+    }
+    while (i < xs->rank && xs->dims[i] == 1) i++;
+    if (i != xs->rank || ys->rank > DNNL_MAX_NDIMS) return false;
+    /* extent-1 output dims: a stride inside their neighbours' keeps the layout dense */
+    for (int j = ys->rank - 1; j >= 0; j--)
+        if (dims[j] == 1) strides[j] = j + 1 < ys->rank ? strides[j + 1] * dims[j + 1] : 1;
+    if (dnnl_memory_desc_init_by_strides(md, ys->rank, dims, dnnl_f32, strides) != dnnl_success) return false;
+    xbuf t = {.blocked = true, .md = *md, .shape = *ys};
+    int o[TS_MAX_RANK];
+    return xbuf_dense_order(&t, o) && !xbuf_order_plain(o, ys->rank);
+}
+
 /* 1: node n became an alias of its input; 0: not a view here; -1: error. */
 static int try_view(xplan *p, int n, ts_error *err)
 {
@@ -410,8 +458,14 @@ static int try_view(xplan *p, int n, ts_error *err)
         return 0;
     int b = xplan_value_buf(p, vi);
     if (b < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory"), -1;
-    if (!undoing && (b = xplan_plain(p, b, err)) < 0) return -1;
+    dnnl_memory_desc_t kept;
+    bool keep = !undoing && !to_cl && is_view(nd) && reshape_keeps_order(p, b, &in->shape, &out->shape, &kept);
+    if (!undoing && !keep && (b = xplan_plain(p, b, err)) < 0) return -1;
     xbuf a = plain_buf(vo, out->dtype, &out->shape, XB_ALIAS);
+    if (keep) {
+        a.md = kept;
+        a.blocked = true;
+    }
     if (to_cl) {
         dnnl_dims_t d = {out->shape.dims[0], out->shape.dims[1], out->shape.dims[2], out->shape.dims[3]};
         if (dnnl_memory_desc_init_by_tag(&a.md, 4, d, dnnl_f32, dnnl_acdb) != dnnl_success) return 0;

@@ -374,6 +374,39 @@ Test(xfmr, transpose_back_to_nchw_is_channels_last_view)
     }
 }
 
+/* ViT's patch embedding: conv -> Reshape [N, C, H*W] -> Transpose (0,2,1).
+ * The conv writes channels-last, H and W lie next to each other in it, so
+ * the Reshape is a view in a permuted layout (plan.c reshape_keeps_order)
+ * and the Transpose undoes it: no conversion, no copy; with
+ * TSOPT_SKIP=reshape.order a conversion to NCHW and a copy.  A Reshape
+ * merging C and H (apart in memory) and one splitting W are not views of
+ * that kind: converted, then read plain.  Every plan against the
+ * reference at 1 and 2 threads. */
+Test(xfmr, reshape_of_channels_last_conv_output)
+{
+    static const int64_t to_rows[3] = {0, 2, 1};
+    for (int k = 0; k < 4; k++) {
+        graph(14);
+        int c = xt_conv3x3(G, input("2x19x9x8"), 19, &Rng);
+        const int64_t *sh = k == 2 ? (const int64_t[]){2, 171, 8} : k == 3 ? (const int64_t[]){2, 19, 9, 2, 4}
+                                                                              : (const int64_t[]){2, 19, 72};
+        int r = op("Reshape", INS(c, xt_const_values(G, TS_I64, k == 3 ? "5" : "3",
+                                                     (double[]){sh[0], sh[1], sh[2], k == 3 ? sh[3] : 0,
+                                                                k == 3 ? sh[4] : 0},
+                                                     k == 3 ? 5 : 3)),
+                   NOATTR);
+        int t = k == 3 ? op("Neg", INS(r), NOATTR) : op("Transpose", INS(r), ATTRS(ts_attr_ints("perm", to_rows, 3)));
+        output(op("Tanh", INS(t), NOATTR));
+        for (int th = 1; th <= 2; th++) {
+            ts_plan_opts o = {.threads = th, .skip = k == 1 ? "reshape.order" : NULL};
+            ts_plan *p = xt_plan_check(G, &o, 43, -1, 1, 1e-4, XT_TOL_MAX);
+            int copies = xt_steps_of(p, "reorder") + xt_steps_of(p, "vec.transpose") + xt_steps_of(p, "dnnl.transpose");
+            cr_assert(k == 0 ? copies == 0 : copies >= 1, "case %d, threads %d: %d copies", k, th, copies);
+            ts_plan_free(p);
+        }
+    }
+}
+
 /* Swin's q, k, v = qkv[0], qkv[1], qkv[2]: a Gather of one index with only
  * size-1 dims before the axis is a view at an offset (vec_movement.c); the
  * three are read by a scale, a transpose and a MatMul; a negative index; a
