@@ -161,9 +161,10 @@ static int sole_relu(const ts_graph *g, int y)
  * squeezenet1_1 0.905 (its 3x3 expand convs read 16 channels and write the
  * next Concat's blocks anyway): the views pay there.  Looked for from value
  * v through pools and Relus and, at depth 0, a pointwise conv; returns the
- * multiply-adds of the convs turned.  Only where oneDNN has
- * brgconv (AVX-512 cores): elsewhere (AVX2: the EPYC the views were tuned
- * on) channels-last and blocks both run jit. */
+ * multiply-adds of the convs turned.  Only where oneDNN has brgconv
+ * (AVX-512 cores; on AVX2 both layouts run jit).  That includes the AMD
+ * EPYC (Zen 4, AVX-512) the views were tuned on: whether inception_v3
+ * prefers its views there was not measured with this rule. */
 static double brgconv_macs_turned(const xplan *p, int v, int depth)
 {
     const ts_graph *g = p->g;
