@@ -128,3 +128,28 @@ bool xd_cpu_amx_bf16(void)
     const unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
     return ((unsigned)dnnl_get_effective_cpu_isa() & amx) == amx;
 }
+
+bool xd_pd_is_amx(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+           strstr(impl, "amx");
+}
+
+bool xd_x3_post_ok(const xd_fuse *f)
+{
+    for (int i = f->npo && f->po[0].kind == XD_PO_SUM ? 1 : 0; i < f->npo; i++)
+        if (f->po[i].kind == XD_PO_SUM) return false;
+    return true;
+}
+
+bool xd_on_f16_grid(const float *w, size_t n)
+{
+    float r[512];
+    for (size_t i = 0; i < n; i += 512) {
+        size_t k = n - i < 512 ? n - i : 512;
+        xhalf_round_into(TS_F16, w + i, r, k);
+        if (memcmp(r, w + i, k * sizeof(float))) return false;
+    }
+    return true;
+}

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <oneapi/dnnl/dnnl.h>
+#include "dnnl/dnnl_util.h"
 
 /* hi[i] + lo[i] = x[i] (float32 input), over OpenMP threads when large. */
 void xd_bf16_split(const float *x, uint16_t *hi, uint16_t *lo, size_t n);
@@ -30,5 +32,15 @@ void xd_bf16_split_hi_inplace(float *a, uint16_t *lo, int64_t rows, int64_t k);
 bool xd_cpu_amx_bf16(void);
 /* Tests: force the answer (0 no, 1 yes), -1 back to asking oneDNN. */
 void xd_cpu_amx_bf16_force(int v);
+
+/* The three passes, as convolutions (dnnl_conv.c) and products
+ * (dnnl_matmul.c) run them: whether oneDNN chose an AMX kernel for pd;
+ * whether the post-ops f fit the passes (a residual sum may come first, as
+ * each pass adds onto dst; element-wise ones only after it, applied by the
+ * last pass); whether the n float32 weights w all lie on the float16 grid
+ * (then they split exactly). */
+bool xd_pd_is_amx(const_dnnl_primitive_desc_t pd);
+bool xd_x3_post_ok(const xd_fuse *f);
+bool xd_on_f16_grid(const float *w, size_t n);
 
 #endif

@@ -392,13 +392,6 @@ bool xd_conv_amx_wanted(const xplan *p)
     return p->half == TS_F16 && !xplan_skips(p, "half.amx") && xd_cpu_amx_bf16();
 }
 
-static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
-{
-    const char *impl = NULL;
-    return pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-           strstr(impl, "amx");
-}
-
 /* Output pixels (batch x spatial) below which a convolution stays on the
  * float32 kernels: each run splits the weights (as the float32 path widens
  * them), and AMX gains per pixel.  ResNet-50 float16 b1, CPU per run
@@ -428,26 +421,6 @@ static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
  * past the floors has 64 channels or more. */
 #define X3_MIN_CIN 32
 
-/* The passes' post-ops: a residual sum may come first (each pass adds onto
- * dst), element-wise ones only after it (the last pass applies them). */
-static bool x3_post_ok(const xd_fuse *f)
-{
-    for (int i = f->npo && f->po[0].kind == XD_PO_SUM ? 1 : 0; i < f->npo; i++)
-        if (f->po[i].kind == XD_PO_SUM) return false;
-    return true;
-}
-
-static bool on_f16_grid(const float *w, size_t n)
-{
-    float r[512];
-    for (size_t i = 0; i < n; i += 512) {
-        size_t k = n - i < 512 ? n - i : 512;
-        xhalf_round_into(TS_F16, w + i, r, k);
-        if (memcmp(r, w + i, k * sizeof(float))) return false;
-    }
-    return true;
-}
-
 /* The three passes' primitives from the chosen one (*pd, every post-op):
  * *pd becomes the first (bias, the leading sum), x3pd the second (+ sum)
  * and the third (+ sum, the element-wise post-ops), all in *pd's layouts
@@ -471,7 +444,7 @@ static int x3_pds(const xplan *p, int n, const geom *ge, const xd_fuse *f, dnnl_
     int bad = 0;
     for (int i = 0; i < 3 && !bad; i++) {
         ts_error e = {0};
-        bad = make_pd(p, n, false, ge, src, wei, i ? NULL : bias, dst, fs[i], &q[i], &e) || !pd_is_amx(q[i]) ||
+        bad = make_pd(p, n, false, ge, src, wei, i ? NULL : bias, dst, fs[i], &q[i], &e) || !xd_pd_is_amx(q[i]) ||
               !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_src_md, 0), src) ||
               !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_weights_md, 0), wei) ||
               !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_dst_md, 0), dst);
@@ -698,12 +671,12 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     /* a float16 plan on AMX-BF16 (conv_state x3): the weights as they will
      * be packed, folded, must be float16 values (then they split exactly) */
     float *wfold = NULL;
-    if (!transposed && !gt && xd_conv_amx_wanted(p) && x3_post_ok(&f) &&
+    if (!transposed && !gt && xd_conv_amx_wanted(p) && xd_x3_post_ok(&f) &&
         ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS && ts_shape_numel(&W->shape) >= X3_MIN_MACS &&
         W->shape.dims[1] >= X3_MIN_CIN) {
         if (f.scale && !(wfold = folded_weights(W, G, transposed, f.scale)))
             return ts_error_set(err, TS_ERR_NOMEM, "node '%s' (%s): out of memory", nd->name, nd->op->name);
-        ge.bf16 = on_f16_grid(wfold ? wfold : W->data, (size_t)ts_shape_numel(&W->shape));
+        ge.bf16 = xd_on_f16_grid(wfold ? wfold : W->data, (size_t)ts_shape_numel(&W->shape));
         if (!ge.bf16) free(wfold), wfold = NULL;
     }
 again:;
@@ -786,7 +759,7 @@ again:;
         xd_md_any(&src, xs); /* the producer's layout is not usable: convert in the step */
         st = make_pd(p, n, transposed, &ge, &src, &wei, bias, &dst, &f, &pd, err);
     }
-    if (ge.bf16 && (st || !pd_is_amx(pd))) { /* no AMX kernel for it: float32 */
+    if (ge.bf16 && (st || !xd_pd_is_amx(pd))) { /* no AMX kernel for it: float32 */
         if (pd) dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         *err = (ts_error){0};

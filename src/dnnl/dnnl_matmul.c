@@ -389,33 +389,6 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
 #define MM_X3_MIN_ROWS 196
 #define MM_X3_MIN_MACS 32768
 
-static bool pd_is_amx(const_dnnl_primitive_desc_t pd)
-{
-    const char *impl = NULL;
-    return pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-           strstr(impl, "amx");
-}
-
-/* The passes' post-ops: a residual sum may come first (each pass adds onto
- * dst), element-wise ones only after it (the last pass applies them). */
-static bool x3_post_ok(const xd_fuse *f)
-{
-    for (int i = f->npo && f->po[0].kind == XD_PO_SUM ? 1 : 0; i < f->npo; i++)
-        if (f->po[i].kind == XD_PO_SUM) return false;
-    return true;
-}
-
-static bool on_f16_grid(const float *w, size_t n)
-{
-    float r[512];
-    for (size_t i = 0; i < n; i += 512) {
-        size_t k = n - i < 512 ? n - i : 512;
-        xhalf_round_into(TS_F16, w + i, r, k);
-        if (memcmp(r, w + i, k * sizeof(float))) return false;
-    }
-    return true;
-}
-
 /* Columns per chunk: the split chunk (Wh + Wl, 4 bytes a weight, as the
  * float32 path's widened chunk) within MM_CHUNK_BYTES, whole 64-column
  * panels dividing N; N itself when it fits or N is no multiple of 64. */
@@ -457,7 +430,7 @@ static int x3_pds(const xplan *p, int n, const mm_prob *m, const xd_fuse *f, boo
         ts_error e = {0};
         const dnnl_memory_desc_t *w = i ? dnnl_primitive_desc_query_md(q[0], dnnl_query_weights_md, 0) : &wei;
         bad = make_pd(p, n, &src, w, i == 0 && has_bias ? &bmd : NULL, &dst, &fs[i], 1.0, &q[i], &e) ||
-              !pd_is_amx(q[i]) ||
+              !xd_pd_is_amx(q[i]) ||
               (i && !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_weights_md, 0), w)) ||
               !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_src_md, 0), &src) ||
               !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(q[i], dnnl_query_dst_md, 0), &dst);
@@ -580,12 +553,12 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     dnnl_primitive_desc_t xpd[3] = {NULL, NULL, NULL};
     int64_t xcols = 0;
     float *xfold = NULL;
-    if (Bt && !plain_w && m.r == 2 && !m.ta && x3_post_ok(&f) && xd_matmul_amx_wanted(p, m.M, m.K, m.N) &&
+    if (Bt && !plain_w && m.r == 2 && !m.ta && xd_x3_post_ok(&f) && xd_matmul_amx_wanted(p, m.M, m.K, m.N) &&
         !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked)) {
         xcols = x3_cols(m.K, m.N);
         if ((m.alpha != 1.0 || wscale) && (xfold = xd_alloc(Bt->nbytes)))
             fold_weights(xfold, Bt->data, Bt->nbytes, &m, wscale);
-        if (((m.alpha != 1.0 || wscale) && !xfold) || !on_f16_grid(xfold ? xfold : Bt->data, (size_t)(m.K * m.N)) ||
+        if (((m.alpha != 1.0 || wscale) && !xfold) || !xd_on_f16_grid(xfold ? xfold : Bt->data, (size_t)(m.K * m.N)) ||
             x3_pds(p, n, &m, &f, has_bias, xcols, xpd)) {
             free(xfold);
             xfold = NULL;
