@@ -28,6 +28,17 @@ static float bf16_value(uint16_t h)
     return f;
 }
 
+/* x and x64 get the same seeded values in [-1, 1), on the float16 grid. */
+static void fill_f16(ts_tensor *x, ts_tensor *x64, uint64_t rng)
+{
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
+        ts_tensor_set_f64(x, i, v);
+        ts_tensor_set_f64(x64, i, v);
+    }
+}
+
 Test(half_amx, split_is_exact_for_every_float16)
 {
     static uint16_t h[65536], hi[65536], lo[65536], hi2[65536], lo2[65536];
@@ -170,13 +181,7 @@ Test(half_amx, block_on_amx_matches_reference_and_float32_kernels)
     ts_shape xs = {.rank = 4, .dims = {1, C, H, H}};
     ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *amx = NULL, *f32k = NULL,
               *ref = NULL;
-    uint64_t rng = 3;
-    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
-        ts_tensor_set_f64(x, i, v);
-        ts_tensor_set_f64(x64, i, v);
-    }
+    fill_f16(x, x64, 3);
     int n, n32;
     bool w, w32;
     plan_of(g, NULL, &n, &w, x, &amx);
@@ -359,13 +364,7 @@ Test(half_amx, vit_mlp_on_amx_matches_reference_and_float32_kernels)
     ts_error e = {0};
     ts_shape xs = {.rank = 3, .dims = {1, M, D}};
     ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *ref = NULL, *refw = NULL;
-    uint64_t rng = 5;
-    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        double v = ts_dtype_round(TS_F16, 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1);
-        ts_tensor_set_f64(x, i, v);
-        ts_tensor_set_f64(x64, i, v);
-    }
+    fill_f16(x, x64, 5);
     int n, n32;
     ts_tensor *amx = run_plan(g, NULL, x, &n), *f32k = run_plan(g, "half.amx", x, &n32);
     cr_assert_eq(n, 2, "AMX CPU: %d of the 2 products on the passes", n);
