@@ -589,7 +589,6 @@ ts_status xcost_machine(ts_costdb *db, bool remeasure, xroof_machine *m, ts_erro
     }
     m->int8_gops = lookup(db, "!int8_gops")->ms;
     m->fma_gflops = lookup(db, "!fma_gflops")->ms;
-    if (m->fma_gflops > m->gflops) m->gflops = m->fma_gflops;
     for (int l = 0; l < XROOF_DRAM; l++) m->gbps[l] = lookup(db, key[l])->ms;
     m->caches = xroof_caches_get();
     m->threads = omp_get_max_threads();

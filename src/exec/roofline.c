@@ -343,6 +343,11 @@ double xroof_measure_fma(void)
 
 const char *const xroof_level_name[XROOF_LEVELS] = {"L1", "L2", "L3", "mem"};
 
+double xroof_flop_ceiling(const xroof_machine *m)
+{
+    return m->fma_gflops > m->gflops ? m->fma_gflops : m->gflops;
+}
+
 int xroof_level(const xroof_machine *m, double bytes)
 {
     double t = m->threads > 0 ? m->threads : 1;
@@ -427,7 +432,7 @@ double xroof_step_limit_ms(const xroof_machine *m, const xroof_step *s, double r
 {
     double q = m->int8_gops > 0 ? s->int8_flops : 0;
     double tb = xroof_memory_ms(m, s, run_weight_bytes, level),
-           tf = xroof_limit_ms(0, s->flops - q, 0, m->gflops) + xroof_limit_ms(0, q, 0, m->int8_gops);
+           tf = xroof_limit_ms(0, s->flops - q, 0, xroof_flop_ceiling(m)) + xroof_limit_ms(0, q, 0, m->int8_gops);
     if (membound) *membound = tb >= tf;
     return tb > tf ? tb : tf;
 }

@@ -89,8 +89,11 @@ double xroof_measure_fma(void);
 
 /* What a step's limit is measured against: the peak, the bandwidth of
  * each level (DRAM: the STREAM figure above), the cache sizes and the
- * threads sharing the per-core levels.  gflops: the larger of the
- * measured matmul/conv peak and the FMA ceiling. */
+ * threads sharing the per-core levels.  gflops: the measured matmul/conv
+ * peak, the figure `tsopt peak` prints; fma_gflops: the FMA units' ceiling
+ * (0: not measured).  A step's FLOP limit is the larger of the two
+ * (xroof_flop_ceiling), kept apart so that what is printed as the peak is
+ * the peak. */
 typedef struct xroof_machine {
     double gflops, fma_gflops;
     double int8_gops; /* u8 x s8 products, GOP/s (a multiply-add 2); 0: unknown, counted at gflops */
@@ -101,6 +104,11 @@ typedef struct xroof_machine {
 
 /* The smallest level holding bytes: L1d and L2 are per core (threads of
  * them), the last level is shared. */
+/* The GFLOP/s a step's FLOPs are limited by: the larger of the measured
+ * peak and the FMA ceiling (a step can pass a matmul peak measured on a
+ * loaded machine, never the FMA units). */
+double xroof_flop_ceiling(const xroof_machine *m);
+
 int xroof_level(const xroof_machine *m, double bytes);
 
 /* A step's memory time in ms at the levels its data can live in: its

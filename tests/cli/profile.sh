@@ -105,6 +105,26 @@ parts = [d["matmul1024_gflops"], d["matmul2048_gflops"], d["conv_gflops"]]
 assert d["copy_gbps"] > 0 and d["triad_gbps"] > 0 and d["peak_gbps"] >= max(d["copy_gbps"], d["triad_gbps"]), d
 assert min(parts) > 0 and d["peak_gflops"] >= max(parts) and d["peak_gflops"] >= old["peak_gflops"], (old, d)' "$p1"
 
+# the peak profile prints is the one `tsopt peak` prints (the measured
+# matmul/conv figure), the FMA ceiling is printed apart and is what the
+# limits use: with a cached peak of 1 and a ceiling of 2 GFLOP/s the whole
+# run's floor is FLOP-bound at the ceiling (at the peak it would be 2x)
+sed -e 's/^!peak_gflops\t[^\t]*/!peak_gflops\t1/' -e 's/^!fma_gflops\t[^\t]*/!fma_gflops\t2/' \
+    "$T/c.tsv" >"$T/slow.tsv"
+grep -q $'^!fma_gflops\t2\t' "$T/slow.tsv" && grep -q $'^!peak_gflops\t1\t' "$T/slow.tsv" || fail "no peak entries to edit"
+pk=$("$TSOPT" peak --cache "$T/slow.tsv" --json)
+"$TSOPT" profile "$T/m.onnx" --cache "$T/slow.tsv" --iters 2 --roofline --json | /usr/bin/python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])
+d = json.loads(sys.stdin.read())
+assert p["peak_gflops"] == d["peak_gflops"] == 1 and d["ceiling_gflops"] == 2, (p["peak_gflops"], d)
+want = d["flops"] / (2 * 1e6)  # ms at 2 GFLOP/s
+assert abs(d["floor_ms"] - want) <= 1e-3 * want, (d["floor_ms"], want)
+assert want <= d["limit_ms"] < 1.5 * want, (d["limit_ms"], want)' "$pk" || fail "profile --roofline: peak or ceiling"
+"$TSOPT" profile "$T/m.onnx" --cache "$T/slow.tsv" --iters 2 --roofline >"$T/slow.txt"
+grep -q '^peak: 1.0 GFLOP/s, .*; FLOP ceiling of the limits 2.0 GFLOP/s (FMA units)$' "$T/slow.txt" ||
+    fail "profile --roofline: $(grep '^peak' "$T/slow.txt")"
+
 rc=0
 "$TSOPT" profile "$T/missing.onnx" 2>"$T/err" >/dev/null || rc=$?
 [ $rc -ne 0 ] && [ "$(wc -l <"$T/err")" -eq 1 ] || fail "missing model: rc $rc, stderr $(cat "$T/err")"
