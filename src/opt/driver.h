@@ -6,8 +6,11 @@
 
 #include "opt/source.h"
 
-/* Runners-up kept beside the best graph (ts_drive_result.alts). */
+/* Runners-up kept beside the best graph (ts_drive_result.alts): the
+ * search's, and the whole-graph passes' alternatives (driver.c,
+ * pass_runner_up: a target's region sums misjudge them). */
 #define TS_DRIVE_ALTS 3
+#define TS_DRIVE_PASS_ALTS 2
 
 /* Pseudo-source index of the graph passes in a history. */
 #define TS_DRIVE_PASSES (-1)
@@ -32,11 +35,13 @@ typedef struct ts_drive_result {
     /* The next-best distinct graphs the cost model ranked below best and
      * below the original (cheapest first; owned): a target whose region
      * sums miss fusions across regions (ort) times them whole too and may
-     * choose one with ts_drive_result_choose. */
-    int nalts;
-    ts_graph *alts[TS_DRIVE_ALTS];
-    double alt_costs[TS_DRIVE_ALTS];
-    void *alt_hist[TS_DRIVE_ALTS]; /* their rewrite paths (driver-private) */
+     * choose one with ts_drive_result_choose.  The first npass_alts are
+     * the passes' alternatives (cheapest first, whatever their cost: a
+     * target's region sums misjudge them), then the search's runners-up. */
+    int nalts, npass_alts;
+    ts_graph *alts[TS_DRIVE_ALTS + TS_DRIVE_PASS_ALTS];
+    double alt_costs[TS_DRIVE_ALTS + TS_DRIVE_PASS_ALTS];
+    void *alt_hist[TS_DRIVE_ALTS + TS_DRIVE_PASS_ALTS]; /* their rewrite paths (driver-private) */
     void *best_hist;
     int nsrc;
 } ts_drive_result;

@@ -253,8 +253,9 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp,
         *imp = NULL;
     }
     if (*imp) bytes *= 2;
-    /* the runners-up even when the best is the original: a pass's near
-     * miss (driver.c, PASS_NEAR) is timed whole here or never */
+    /* the runners-up even when the best is the original, the passes'
+     * alternatives first (driver.c, pass_runner_up): timed whole here or
+     * never */
     for (int i = dr->nsteps > 0 ? -1 : 0; i < dr->nalts && n < TS_ORT_RANK_MAX - (*imp != NULL); i++) {
         const ts_graph *c = i < 0 ? dr->best : dr->alts[i];
         double w = (double)ts_graph_weight_bytes(c);
