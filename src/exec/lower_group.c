@@ -18,7 +18,7 @@
  * dnnl.matmul_integer
  * with the requantization after it, and the convolutions and products
  * with their post-op tails (lower_post.c: dnnl.conv, dnnl.deconv,
- * deconv.gemm, vec.dwconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
+ * deconv.gemm, vec.dwconv, vec.gconv, dnnl.conv_gated, dnnl.matmul, dnnl.gemm,
  * vec.se).  The list in tests/cli/kernel_nodes.sh says which files are
  * served.  Every kernel, served or not, decides what it may decline on
  * before it makes a buffer or a step (xplan_value_layout answers layout

@@ -1,5 +1,5 @@
 /* The lowering stage's post-op tails (issue 27 §3): a convolution or a
- * product (dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv,
+ * product (dnnl.conv, dnnl.deconv, deconv.gemm, vec.dwconv, vec.gconv,
  * dnnl.conv_gated, dnnl.matmul, dnnl.gemm) is handed, with its node, the
  * nodes after its raw output that its step computes too: Adds of a
  * per-channel constant (into the bias), element-wise activations and a
@@ -331,19 +331,19 @@ void xd_fuse_free(xd_fuse *f)
 
 /* ------------------------------------------------------------- formers */
 
-extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_deconv_gemm, xk_vec_dwconv, xk_dnnl_conv_gated,
+extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_deconv_gemm, xk_vec_dwconv, xk_vec_gconv, xk_dnnl_conv_gated,
     xk_dnnl_matmul, xk_dnnl_gemm, xk_vec_se;
 
 /* Which choices each kernel is offered, largest first (1 << variant):
- * the whole tail, the affine folds alone, nothing.  vec.dwconv runs only
- * the whole tail (else dnnl.conv takes it). */
+ * the whole tail, the affine folds alone, nothing.  vec.dwconv and
+ * vec.gconv run only the whole tail (else dnnl.conv takes it). */
 enum { WHOLE = 1, AFFINE = 2, NONE = 4 };
 static const struct {
     const xkernel *k;
     int variants;
 } served[] = {
     {&xk_dnnl_conv, WHOLE | AFFINE},   {&xk_dnnl_deconv, WHOLE | AFFINE},  {&xk_deconv_gemm, WHOLE | AFFINE},
-    {&xk_dnnl_conv_gated, WHOLE | AFFINE}, {&xk_vec_dwconv, WHOLE},
+    {&xk_dnnl_conv_gated, WHOLE | AFFINE}, {&xk_vec_dwconv, WHOLE}, {&xk_vec_gconv, WHOLE},
     {&xk_dnnl_matmul, WHOLE | AFFINE | NONE}, {&xk_dnnl_gemm, WHOLE | AFFINE | NONE}, {&xk_vec_se, WHOLE},
 };
 

@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layernorm.c vec_layout.c vec_maxpool.c vec_pad.c vec_shuffle.c
         vec_quant.c vec_reduce.c vec_resize.c vec_softmax.c vec_split.c
-        dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c dnnl_residual.c vec_se.c
+        dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c vec_gconv.c dnnl_residual.c vec_se.c
         dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c
         vec_fuse.c vec_eltwise.c dnnl_int8.c vec_attention.c vec_gemv.c vec_band.c
         vec_movement.c dense_concat.c"

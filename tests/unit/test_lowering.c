@@ -218,6 +218,20 @@ static ts_graph *dwconv_tail(void)
     return g;
 }
 
+/* A 1x1 conv (channels-last for it) -> grouped 3x3 conv, 4 channels per
+ * group (vec.gconv) -> bias Add -> Relu -> a 1x1 conv. */
+static ts_graph *gconv_tail(void)
+{
+    ts_graph *g = ts_graph_new("t", 14);
+    int y = xt_conv1x1(g, xt_input(g, "x", "1x4x13x15"), 4, 32, &Rng);
+    y = xt_node(g, "Conv", INS(y, xt_const_random(g, "32x4x3x3", -0.5, 0.5, &Rng)),
+                ATTRS(ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_int("group", 8)));
+    y = xt_node(g, "Add", INS(y, xt_const_random(g, "32x1x1", -0.5, 0.5, &Rng)), NOATTR);
+    y = xt_node(g, "Relu", INS(y), NOATTR);
+    xt_output(g, xt_conv1x1(g, y, 32, 32, &Rng));
+    return g;
+}
+
 /* ConvTranspose (deconv.gemm) -> bias Add -> residual Add: vec_post.c has
  * no residual sum, so deconv.gemm declines the whole tail and takes the
  * bias alone (the stage's second choice); the residual Add is a step. */
@@ -373,6 +387,8 @@ static const fusion fusions[] = {
     /* the bias summed with the Add's constant first: one rounding */
     {"dnnl.conv", conv_bias_add, 2, 0x1p-20, 0},
     {"vec.dwconv", dwconv_tail, 2, 0x1p-20, 0},
+    /* the grouped sums in another order than oneDNN's (rotated accumulators) */
+    {"vec.gconv", gconv_tail, 2, 1e-5, 0},
     {"deconv.gemm", deconv_bias_residual, 1, 0x1p-20, 1},
     {"dnnl.matmul", matmul_runtime_bias, 0, 0, 2},
     {"dnnl.matmul_integer", matmul_integer_requant, 4, 0, 0},
