@@ -512,14 +512,14 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 /* ---- graph passes */
 
 enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
-       PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, NPASSES };
+       PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST, NPASSES };
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
                                          "stack-shared-weight-matmuls", "pool-after-pointwise-conv",
                                          "pool-before-pointwise-conv", "fold-gate-into-conv",
                                          "prelu-as-depthwise-conv", "group-conv-as-blocks",
                                          "resize-as-matmul", "conv3d-as-frames",
-                                         "anchor-layernorm-transpose"};
+                                         "anchor-layernorm-transpose", "scale-before-transpose"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -547,6 +547,13 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
     case PASS_RESIZE_MM: return ts_resize_as_matmul(g, s->err); /* likewise (ORT's slow linear Resize) */
     case PASS_CONV3D_FRAMES: return ts_conv3d_as_frames(g, s->err); /* likewise (ORT's 3-D conv outside NCHWc) */
     case PASS_LN_ANCHOR: return ts_anchor_layernorm_transpose(g, s->err); /* likewise (ORT's LayerNorm fusion) */
+    case PASS_SCALE_FIRST: {
+        /* the moved scale then folds into the product before it (ORT runs
+         * a Mul after a Transpose alone): the target's cost decides */
+        int n = ts_scale_before_transpose(g, s->err);
+        if (n > 0 && (ts_fold_affine(g, s->err) < 0 || ts_graph_fold_constants(g, s->err) < 0)) return -1;
+        return n;
+    }
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }

@@ -330,6 +330,75 @@ static int layernorm_region(const ts_graph *g, int k, int *members)
     return nm > 3 ? nm : 0;
 }
 
+/* ORT's activation fusions reach past tsopt's groups too: a spelled-out
+ * GELU (Div, Erf, Add, Mul, Mul: its input read twice, so tsopt's chains
+ * cut it in two) after a MatMul and its bias Add runs in ORT as MatMul +
+ * BiasGelu when its nodes keep the pattern ORT matches, and as five
+ * separate passes when a rewrite reorders them (taso-0144~rev moves the
+ * 0.5 onto erf + 1: convnext_tiny with 3 of its 18 GELUs so rewritten ran
+ * 1-thread CPU x0.956 of the graph without them, 12-07, loaded Intel Xeon),
+ * which the pieces timed apart cannot show.  So the product's group and
+ * the element-wise nodes that read only its value and each other, up to
+ * one value read outside (a diamond that closes), are one region, timed as
+ * ORT runs it.  Members in an order that runs; 0 when the group headed by
+ * node k starts no such region. */
+enum { ACT_REGION_MAX = 16 };
+static bool act_op(const ts_op_desc *op)
+{
+    return op == &ts_op_div || op == &ts_op_mul || op == &ts_op_add || op == &ts_op_sub || op == &ts_op_erf ||
+           op == &ts_op_tanh || op == &ts_op_sigmoid || op == &ts_op_pow || op == &ts_op_sqrt;
+}
+static int act_region(const ts_graph *g, const int *group_of, const char *covered, int k, int *members)
+{
+    const ts_node *hd = &g->nodes[k];
+    if (hd->dead || covered[k] || (hd->op != &ts_op_matmul && hd->op != &ts_op_gemm)) return 0;
+    int nm = xcost_members(g, group_of, k, members);
+    if (nm > ACT_REGION_MAX / 2) return 0;
+    for (int i = 0; i < nm; i++)
+        if (covered[members[i]]) return 0;
+    const ts_node *last = &g->nodes[members[nm - 1]];
+    if (last->noutputs != 1) return 0;
+    int head = last->outputs[0], chain = nm, readers = 0;
+    for (int n = 0; n < g->nnodes; n++)
+        for (int j = 0; !g->nodes[n].dead && j < g->nodes[n].ninputs; j++) readers += g->nodes[n].inputs[j] == head;
+    if (readers < 2 || ts_graph_is_output(g, head)) return 0;
+    for (bool grew = true; grew && nm < ACT_REGION_MAX;) {
+        grew = false;
+        for (int n = 0; n < g->nnodes && nm < ACT_REGION_MAX; n++) {
+            const ts_node *nd = &g->nodes[n];
+            if (nd->dead || covered[n] || nd->noutputs != 1 || !act_op(nd->op)) continue;
+            bool in = false, ok = true, inner = false;
+            for (int m = 0; m < nm; m++) in |= members[m] == n;
+            for (int j = 0; !in && ok && j < nd->ninputs; j++) {
+                int v = nd->inputs[j];
+                if (v < 0 || g->values[v].constant) continue;
+                bool mine = v == head;
+                for (int m = chain; m < nm && !mine; m++) mine = g->nodes[members[m]].outputs[0] == v;
+                ok = mine;
+                inner |= mine;
+            }
+            if (in || !ok || !inner) continue;
+            members[nm++] = n;
+            grew = true;
+        }
+    }
+    /* the diamond closes: the head and every added value but one are read
+     * only inside the region */
+    int open = 0;
+    for (int m = chain - 1; m < nm; m++) {
+        int v = g->nodes[members[m]].outputs[0];
+        bool out = ts_graph_is_output(g, v);
+        for (int n = 0; n < g->nnodes && !out; n++) {
+            bool mine = false;
+            for (int i = 0; i < nm; i++) mine |= members[i] == n;
+            for (int j = 0; !mine && !g->nodes[n].dead && j < g->nodes[n].ninputs; j++) out |= g->nodes[n].inputs[j] == v;
+        }
+        if (out && m == chain - 1) return 0;
+        open += out;
+    }
+    return nm > chain + 1 && open == 1 ? nm : 0;
+}
+
 double ts_ort_target_cost(void *ctx, const ts_graph *g)
 {
     ts_ort_target *t = ctx;
@@ -349,6 +418,14 @@ double ts_ort_target_cost(void *ctx, const ts_graph *g)
             if (!nl) continue;
             ms += region_cost(t, g, ln, nl);
             for (int i = 0; i < nl; i++) covered[ln[i]] = 1;
+        }
+        int act[ACT_REGION_MAX];
+        for (int n = 0; n < g->nnodes; n++) {
+            if (group_of[n] != n) continue;
+            int na = act_region(g, group_of, covered, n, act);
+            if (!na) continue;
+            ms += region_cost(t, g, act, na);
+            for (int i = 0; i < na; i++) covered[act[i]] = 1;
         }
         for (int n = 0; n < g->nnodes; n++) {
             if (group_of[n] != n || xcost_is_free(&g->nodes[n])) continue;

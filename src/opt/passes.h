@@ -82,6 +82,12 @@ int ts_anchor_layernorm_transpose(ts_graph *g, ts_error *err);
  * of v and that mean: the head of a spelled-out LayerNorm. */
 bool ts_layernorm_reads(const ts_graph *g, int v);
 
+/* Mul(Transpose(x, perm), c), c a constant with at most one dimension
+ * other than 1 -> Transpose(Mul(x, c'), perm), c' the same values on the
+ * axis of x the Transpose moves there (scale_transpose.c: why it is exact
+ * and where it pays).  Returns the number of Muls moved, or -1 (err set). */
+int ts_scale_before_transpose(ts_graph *g, ts_error *err);
+
 /* Resize (or Upsample), mode linear, of a float tensor over its last two
  * axes with constant scales or sizes -> MatMul(A_h, MatMul(x, A_w^T)) (the
  * cheaper order first; an axis that is the identity skipped), A the
