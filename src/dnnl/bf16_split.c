@@ -153,3 +153,76 @@ bool xd_on_f16_grid(const float *w, size_t n)
     }
     return true;
 }
+
+/* tmp's parts: two slot buffers (k values) per thread (phase 1 uses one
+ * per thread), the cycles' first slots (int64 each), a bit per slot */
+static size_t tmp_rows_bytes(int64_t k, int threads)
+{
+    return ((size_t)(threads > 1 ? threads : 1) * 2 * (size_t)k * sizeof(uint16_t) + 63) & ~(size_t)63;
+}
+
+size_t xd_bf16_split_inplace_tmp(int64_t rows, int64_t k, int threads)
+{
+    return tmp_rows_bytes(k, threads) + (size_t)(2 * rows) * sizeof(int64_t) + ((size_t)(2 * rows) + 63) / 64 * 8;
+}
+
+/* Slot s of 2 x rows slots after the row-local split: row s/2's hi (s
+ * even) or lo values; where they belong: hi rows first, then lo rows. */
+static inline int64_t slot_dest(int64_t s, int64_t rows) { return s % 2 ? rows + s / 2 : s / 2; }
+
+void xd_bf16_split_inplace(float *a, int64_t rows, int64_t k, void *tmp, int threads)
+{
+    uint16_t *u = (uint16_t *)a, *rowtmp = tmp;
+    const size_t slot = (size_t)k * sizeof(uint16_t);
+    if (threads < 1) threads = 1;
+    const bool par = rows * k >= (int64_t)SPLIT_PAR_MIN;
+    /* 1. each row in place, independently: its hi values over its first
+     * half (part by part through the stack, each landing on floats read
+     * already), its lo values through the thread's row buffer into its
+     * second half (they land on floats not read yet) */
+#pragma omp parallel for schedule(static) num_threads(threads) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = a + r * k;
+        uint16_t *h = u + 2 * r * k, *l = rowtmp + (size_t)omp_get_thread_num() * 2 * (size_t)k;
+        for (int64_t i = 0; i < k; i += 512) {
+            uint16_t th[512];
+            size_t m = (size_t)(k - i < 512 ? k - i : 512);
+            split_part(x + i, th, l + i, m);
+            memcpy(h + i, th, m * sizeof(uint16_t));
+        }
+        memcpy(h + k, l, slot);
+    }
+    /* 2. the slots (hi row r at 2r, lo row r at 2r + 1) to hi rows 0..rows-1
+     * then lo rows: the permutation's cycles found first (indices only, a
+     * bit per slot), then moved in parallel, each slot once, through the
+     * thread's two slot buffers.  (The cycles are the orbits of doubling
+     * modulo 2 rows - 1: ViT's 788 rows give 1575 = 9 x 25 x 7, cycles of
+     * at most 60 slots.) */
+    int64_t *lead = (int64_t *)((char *)tmp + tmp_rows_bytes(k, threads)), nlead = 0;
+    uint64_t *seen = (uint64_t *)(lead + 2 * rows);
+    memset(seen, 0, ((size_t)(2 * rows) + 63) / 64 * 8);
+    for (int64_t s0 = 0; s0 < 2 * rows; s0++) {
+        if (seen[s0 / 64] >> (s0 % 64) & 1) continue;
+        int64_t s = s0;
+        do {
+            seen[s / 64] |= 1ull << (s % 64);
+            s = slot_dest(s, rows);
+        } while (s != s0);
+        if (slot_dest(s0, rows) != s0) lead[nlead++] = s0;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (par && nlead > 1)
+    for (int64_t c = 0; c < nlead; c++) {
+        uint16_t *hand = rowtmp + (size_t)omp_get_thread_num() * 2 * (size_t)k, *next = hand + k;
+        int64_t s0 = lead[c], s = s0;
+        memcpy(hand, u + s0 * k, slot);
+        do {
+            int64_t d = slot_dest(s, rows);
+            memcpy(next, u + d * k, slot);
+            memcpy(u + d * k, hand, slot);
+            uint16_t *t = hand;
+            hand = next;
+            next = t;
+            s = d;
+        } while (s != s0);
+    }
+}

@@ -22,8 +22,16 @@ void xd_bf16_split_f16(const uint16_t *x, uint16_t *hi, uint16_t *lo, size_t n);
  * scratch for Xl only (ViT-B/16 at batch 4: the MLP's hidden tensor, 9.2
  * MiB, split with 4.6 MiB more instead of 9.2).  oneDNN 2.6's AMX matmul
  * takes no strided rows (gemm:jit instead), so hi and lo cannot share the
- * rows in place. */
+ * rows in place: xd_bf16_split_inplace below permutes them apart. */
 void xd_bf16_split_hi_inplace(float *a, uint16_t *lo, int64_t rows, int64_t k);
+/* Both halves in place: a's bytes become its hi values, a dense [rows, k]
+ * bfloat16 matrix, followed by its lo values, another; no scratch for Xl
+ * (ViT-B/16 at batch 4: the second MLP product's 4.6 MiB lo half set the
+ * arena's peak).  Each row is split where it lies (hi then lo), then the
+ * half-rows are permuted into place, a cycle at a time: one more pass over
+ * a.  tmp: xd_bf16_split_inplace_tmp(rows, k, threads) bytes. */
+size_t xd_bf16_split_inplace_tmp(int64_t rows, int64_t k, int threads);
+void xd_bf16_split_inplace(float *a, int64_t rows, int64_t k, void *tmp, int threads);
 
 /* Whether oneDNN runs bfloat16 convolutions on AMX on this CPU: the one
  * place a float16 plan asks (oneDNN's effective ISA, so DNNL_MAX_CPU_ISA

@@ -57,13 +57,15 @@ typedef struct mm_state {
      * into y's columns): xprim[0] Xh.Wh + bias (+ a leading residual sum),
      * xprim[1] + Xl.Wh, xprim[2] + Xh.Wl then the element-wise post-ops. */
     bool x3, xsum, xinplace; /* xinplace: Xh where A lies (xd_bf16_split_hi_inplace), no scratch for it */
+    bool xlo_inplace;        /* and Xl after it (xd_bf16_split_inplace): no scratch for either */
+    int xthreads;            /* the plan's threads, for the in-place split's row buffers (at xt_off) */
     int64_t xk;
     dnnl_primitive_t xprim[3];
     xd_mem xs[3], xw[3], xdm[3], xpad[3], xb[3];
     dnnl_exec_arg_t xargs[3][6];
     int xnargs[3], xchunks;
     int64_t xcols;
-    size_t xnx, xcw, xh_off, xl_off, wh_off, wl_off, xd_off;
+    size_t xnx, xcw, xh_off, xl_off, wh_off, wl_off, xd_off, xt_off;
 } mm_state;
 
 static void mm_destroy(void *state)
@@ -102,7 +104,11 @@ static void mm_run_x3(mm_state *c, void *const *in, void *const *out, char *scra
              *wh = (uint16_t *)(scratch + c->wh_off), *wl = (uint16_t *)(scratch + c->wl_off);
     float *y = out[0], *d = c->xchunks > 1 ? (float *)(scratch + c->xd_off) : y;
     const int64_t cols = c->xcols, N = cols * c->xchunks;
-    if (c->xinplace) {
+    if (c->xlo_inplace) {
+        xd_bf16_split_inplace(in[0], c->rows, c->xk, scratch + c->xt_off, c->xthreads);
+        xh = in[0];
+        xl = xh + c->xnx;
+    } else if (c->xinplace) {
         xd_bf16_split_hi_inplace(in[0], xl, c->rows, c->xk);
         xh = in[0];
     } else {
@@ -390,12 +396,19 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
 #define MM_X3_MIN_MACS 32768
 
 /* Columns per chunk: the split chunk (Wh + Wl, 4 bytes a weight, as the
- * float32 path's widened chunk) within MM_CHUNK_BYTES, whole 64-column
- * panels dividing N; N itself when it fits or N is no multiple of 64. */
-static int64_t x3_cols(int64_t K, int64_t N)
+ * float32 path's widened chunk) within `bytes`, whole 64-column panels
+ * dividing N; N itself when it fits or N is no multiple of 64.  The passes
+ * take X3_CHUNK_BYTES: the chunk and its dst are the step's scratch, which
+ * with ViT-B/16's float16 MLP at batch 4 (2 MiB: 1.5 MiB split weight,
+ * 1.54 MiB dst at its first product) set the arena's peak above the
+ * attention's 16.34 MiB; 1 MiB chunks (Wh + Wl then fit a 2 MiB L2
+ * beside A's rows) place it at that floor.  TSOPT_SKIP=half.amx_chunk:
+ * MM_CHUNK_BYTES, as before. */
+#define X3_CHUNK_BYTES (1024 * 1024)
+static int64_t x3_cols(int64_t K, int64_t N, size_t bytes)
 {
-    if ((size_t)(K * N) * 4 <= MM_CHUNK_BYTES || N % 64) return N;
-    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * 4)) / 64 * 64;
+    if ((size_t)(K * N) * 4 <= bytes || N % 64) return N;
+    int64_t cols = (int64_t)(bytes / ((size_t)K * 4)) / 64 * 64;
     if (cols < 64) cols = 64;
     while (N % cols) cols -= 64;
     return cols;
@@ -446,25 +459,60 @@ bool xd_matmul_amx_wanted(const xplan *p, int64_t M, int64_t K, int64_t N)
     return xd_conv_amx_wanted(p) && M >= MM_X3_MIN_ROWS && K * N >= MM_X3_MIN_MACS;
 }
 
+/* Narrows the float32 values of B (n, on the float16 grid: exact) to
+ * float16 in place, into its first half, block by block (each block's
+ * 16-bit values land on floats read already), and gives the second half's
+ * pages back. */
+static void narrow_in_place(float *B, size_t n)
+{
+    enum { BLK = 4096 };
+    uint16_t h[BLK];
+    for (size_t i = 0; i < n; i += BLK) {
+        size_t k = n - i < BLK ? n - i : BLK;
+        xhalf_narrow(TS_F16, B + i, h, k);
+        memcpy((uint16_t *)B + i, h, k * sizeof(uint16_t));
+    }
+    uintptr_t next = (uintptr_t)((uint16_t *)B + n);
+    xweights_drop_pages(&next, (uintptr_t)(B + n));
+}
+
 /* Packs the float32 weight B (on the float16 grid) chunk by chunk into
- * float16 values in the passes' layout (cw16: one chunk's md), into w. */
-static ts_status x3_pack(const xplan *p, int n, const mm_prob *m, const float *B, int64_t cols, int nchunks,
-                         const dnnl_memory_desc_t *cw16, uint16_t *w, ts_error *err)
+ * float16 values in the passes' layout (cw16: one chunk's md), into w.
+ * consume: B is this step's alone and released after it (weights_once.c):
+ * it is narrowed to float16 where it lies first and packed from there, so
+ * the packed copy never sits beside the float32 one (ViT-B/16's MLP
+ * weight: 9.4 MB widened + 4.7 MB packed set the float16 plan's build
+ * peak at batch 1, above its run's).  TSOPT_SKIP=half.amx_narrow: from
+ * float32.  The reorder from float16 is made before B changes (declined:
+ * B stays float32, packed from there); a failure after it fails the plan
+ * (a kernel that touched the plan cannot decline, plan.c), so no other
+ * kernel reads the narrowed B. */
+static ts_status x3_pack(const xplan *p, int n, const mm_prob *m, float *B, int64_t cols, int nchunks,
+                         const dnnl_memory_desc_t *cw16, uint16_t *w, bool consume, ts_error *err)
 {
     size_t per = dnnl_memory_desc_get_size(cw16) / sizeof(uint16_t);
-    for (int j = 0; j < nchunks; j++) {
-        dnnl_memory_desc_t sub;
-        /* chunk j's columns where they lie: B [K, N] (stride N) or, transposed, [N, K] */
-        dnnl_dims_t dims = {m->K, cols}, st = {m->tb ? 1 : m->N, m->tb ? m->K : 1};
-        dnnl_memory_desc_init_by_strides(&sub, 2, dims, dnnl_f32, st);
-        const float *from = B + (m->tb ? (size_t)(j * cols * m->K) : (size_t)(j * cols));
-        xd_reorder r;
-        ts_status s = xd_reorder_init(&r, &sub, cw16, p, n, err);
-        if (s) return s;
-        xd_reorder_run(&r, from, w + (size_t)j * per, p->stream);
-        dnnl_stream_wait(p->stream);
-        xd_reorder_fini(&r);
+    /* chunk j's columns where they lie: B [K, N] (stride N) or, transposed, [N, K] */
+    dnnl_dims_t dims = {m->K, cols}, st = {m->tb ? 1 : m->N, m->tb ? m->K : 1};
+    dnnl_memory_desc_t sub;
+    xd_reorder r;
+    ts_status s = TS_ERR_UNSUPPORTED; /* not narrowed (yet) */
+    if (consume && !xplan_skips(p, "half.amx_narrow")) {
+        ts_error e = {0};
+        dnnl_memory_desc_init_by_strides(&sub, 2, dims, dnnl_f16, st);
+        if (!(s = xd_reorder_init(&r, &sub, cw16, p, n, &e))) narrow_in_place(B, (size_t)(m->K * m->N));
     }
+    const bool narrowed = !s;
+    if (!narrowed) {
+        dnnl_memory_desc_init_by_strides(&sub, 2, dims, dnnl_f32, st);
+        if ((s = xd_reorder_init(&r, &sub, cw16, p, n, err))) return s;
+    }
+    for (int j = 0; j < nchunks; j++) {
+        size_t off = m->tb ? (size_t)(j * cols * m->K) : (size_t)(j * cols);
+        xd_reorder_run(&r, narrowed ? (void *)((uint16_t *)B + off) : (void *)(B + off), w + (size_t)j * per,
+                       p->stream);
+        dnnl_stream_wait(p->stream);
+    }
+    xd_reorder_fini(&r);
     return TS_OK;
 }
 
@@ -555,7 +603,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     float *xfold = NULL;
     if (Bt && !plain_w && m.r == 2 && !m.ta && xd_x3_post_ok(&f) && xd_matmul_amx_wanted(p, m.M, m.K, m.N) &&
         !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked)) {
-        xcols = x3_cols(m.K, m.N);
+        xcols = x3_cols(m.K, m.N, xplan_skips(p, "half.amx_chunk") ? MM_CHUNK_BYTES : X3_CHUNK_BYTES);
         if ((m.alpha != 1.0 || wscale) && (xfold = xd_alloc(Bt->nbytes)))
             fold_weights(xfold, Bt->data, Bt->nbytes, &m, wscale);
         if (((m.alpha != 1.0 || wscale) && !xfold) || !xd_on_f16_grid(xfold ? xfold : Bt->data, (size_t)(m.K * m.N)) ||
@@ -601,7 +649,9 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         c->xcw = dnnl_memory_desc_get_size(&cw16) / sizeof(uint16_t);
         dnnl_memory_desc_init_by_tag(&all, 1, (dnnl_dims_t){(int64_t)c->xcw * c->xchunks}, dnnl_f16, dnnl_a);
         if (!(wpacked = xd_alloc(c->xcw * (size_t)c->xchunks * sizeof(uint16_t)))) goto nomem;
-        if ((st = x3_pack(p, n, &m, wplain ? wplain : Bt->data, xcols, c->xchunks, &cw16, wpacked, err))) goto fail;
+        if ((st = x3_pack(p, n, &m, wplain ? wplain : Bt->data, xcols, c->xchunks, &cw16, wpacked,
+                          !wplain && xweights_once_consumable(p, m.bv, n), err)))
+            goto fail;
         free(wplain);
         wplain = NULL;
         ts_shape ws = Bt->shape;
@@ -683,11 +733,16 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         c->rows = m.M;
         c->xsum = f.sum_value >= 0;
         c->xh_off = pad;
+        c->xlo_inplace = c->xinplace && !xplan_skips(p, "half.amx_inplace_lo");
+        c->xthreads = p->opts.threads;
         c->xl_off = c->xh_off + (c->xinplace ? 0 : xd_round(c->xnx * sizeof(uint16_t)));
-        c->wh_off = c->xl_off + xd_round(c->xnx * sizeof(uint16_t));
+        c->wh_off = c->xl_off + (c->xlo_inplace ? 0 : xd_round(c->xnx * sizeof(uint16_t)));
         c->wl_off = c->wh_off + xd_round(c->xcw * sizeof(uint16_t));
         c->xd_off = c->wl_off + xd_round(c->xcw * sizeof(uint16_t));
+        c->xt_off = c->wh_off; /* the split's row buffers: used before the weight's chunks */
         s->scratch_bytes = c->xd_off + (c->xchunks > 1 ? xd_round((size_t)(m.M * xcols) * sizeof(float)) : 0);
+        size_t t = c->xt_off + xd_round(xd_bf16_split_inplace_tmp(m.M, m.K, c->xthreads));
+        if (c->xlo_inplace && t > s->scratch_bytes) s->scratch_bytes = t;
     }
     int nin = 2 + (biasb >= 0) + (rb >= 0), k = 0;
     if ((st = xstep_alloc(s, nin, 1, err))) goto fail;

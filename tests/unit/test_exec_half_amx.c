@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dnnl/bf16_split.h"
 #include "dnnl/dnnl_conv.h"
@@ -241,8 +242,10 @@ static int scalar(ts_graph *g, double v)
  * MatMul W1 [D, H] + b1 -> GELU (Div by sqrt 2 stored 16-bit, 1.4140625,
  * Erf, Add 1, Mul, Mul 0.5) -> MatMul W2 [H, D] + b2 -> + x.  Natively
  * (AVX512-FP16, TSOPT_HALF_NATIVE=1) two steps: MatMul + bias + scaled
- * GELU, MatMul + bias + residual sum.  Weights rounded to `wr` on top. */
-static ts_graph *build_mlp(int64_t M, int64_t D, int64_t H, ts_dtype wr)
+ * GELU, MatMul + bias + residual sum.  Weights rounded to `wr` on top.
+ * relu_in: the first product reads Relu(x) (which dies there, as ViT's
+ * LayerNorm output does), the residual x. */
+static ts_graph *build_mlp_in(int64_t M, int64_t D, int64_t H, ts_dtype wr, bool relu_in)
 {
     ts_error e = {0};
     ts_graph *g = ts_graph_new("mlp", 17);
@@ -251,7 +254,8 @@ static ts_graph *build_mlp(int64_t M, int64_t D, int64_t H, ts_dtype wr)
              b1 = {.rank = 1, .dims = {H}}, b2 = {.rank = 1, .dims = {D}};
     int x = ts_graph_add_input(g, "x", TS_F16, &xs, &e);
     cr_assert_geq(x, 0, "%s", e.msg);
-    int h = node(g, "MatMul", (const int[]){x, cst_r(g, &w1, 1.0 / sqrt((double)D), &rng, wr)}, 2, NULL, 0);
+    int xin = relu_in ? node(g, "Relu", &x, 1, NULL, 0) : x;
+    int h = node(g, "MatMul", (const int[]){xin, cst_r(g, &w1, 1.0 / sqrt((double)D), &rng, wr)}, 2, NULL, 0);
     h = node(g, "Add", (const int[]){h, cst_r(g, &b1, 0.5, &rng, TS_F16)}, 2, NULL, 0);
     int er = node(g, "Erf", (const int[]){node(g, "Div", (const int[]){h, scalar(g, 1.4142135623730951)}, 2, NULL, 0)}, 1,
                   NULL, 0);
@@ -263,6 +267,8 @@ static ts_graph *build_mlp(int64_t M, int64_t D, int64_t H, ts_dtype wr)
     cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK);
     return g;
 }
+
+static ts_graph *build_mlp(int64_t M, int64_t D, int64_t H, ts_dtype wr) { return build_mlp_in(M, D, H, wr, false); }
 
 /* g's plan's steps running products on the passes */
 static int plan_mm_amx(const ts_graph *g, const char *skip)
@@ -346,8 +352,8 @@ static double max_diff(const ts_tensor *a, const ts_tensor *b)
     return w;
 }
 
-/* The MLP on the passes, both products in two column chunks (D 512, H
- * 1536: the split weight 3 MiB, over MM_CHUNK_BYTES; the second's chunks
+/* The MLP on the passes, both products in three column chunks (D 512, H
+ * 1536: the split weight 3 MiB, over X3_CHUNK_BYTES; the second's chunks
  * start from the residual's columns, the first's take their bias columns):
  * within 4 float16 ulps of the output's scale from the reference
  * interpreter (which rounds every node, the plan at step outputs only) and
@@ -394,4 +400,182 @@ Test(half_amx, vit_mlp_on_amx_matches_reference_and_float32_kernels)
     ts_tensor_unref(x64);
     ts_graph_free(g);
     ts_graph_free(wrong);
+}
+
+static ts_tensor *run_plan_stats(const ts_graph *g, const char *skip, const ts_tensor *x, ts_plan_stats *st)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    ts_plan_stats_get(p, st);
+    ts_tensor *out = ts_tensor_new(TS_F16, &g->values[g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, &out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return out;
+}
+
+/* The split's both halves where A lies (xd_bf16_split_inplace: A's rows
+ * split in place, then the half-rows permuted into an Xh matrix followed
+ * by an Xl one) equal the out-of-place split, for odd shapes, one row, and
+ * values off the float16 grid. */
+Test(half_amx, split_in_place_equals_split)
+{
+    const int64_t shapes[][2] = {{1, 5}, {2, 16}, {7, 37}, {197, 768}, {33, 1030}, {64, 3072}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int64_t rows = shapes[c][0], k = shapes[c][1], n = rows * k;
+        float *a = malloc(sizeof(float) * (size_t)n);
+        uint16_t *hi = malloc(2 * (size_t)n), *lo = malloc(2 * (size_t)n);
+        void *tmp = malloc(xd_bf16_split_inplace_tmp(rows, k, 3));
+        uint64_t rng = 9 + c;
+        for (int64_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            double u = 2 * ((double)(rng >> 11) / 9007199254740992.0) - 1;
+            a[i] = (float)(c % 2 ? u * 1000 : ts_dtype_round(TS_F16, u * 8));
+        }
+        xd_bf16_split(a, hi, lo, (size_t)n);
+        xd_bf16_split_inplace(a, rows, k, tmp, 3);
+        const uint16_t *u = (const uint16_t *)a;
+        cr_assert(!memcmp(u, hi, 2 * (size_t)n), "%lldx%lld: hi values differ", (long long)rows, (long long)k);
+        cr_assert(!memcmp(u + n, lo, 2 * (size_t)n), "%lldx%lld: lo values differ", (long long)rows, (long long)k);
+        free(a);
+        free(hi);
+        free(lo);
+        free(tmp);
+    }
+}
+
+/* ViT's MLP at batch 4 in small: each product's input dies there, so
+ * both its halves are split where it lies (no scratch for Xl), and the
+ * passes take 1 MiB weight chunks (D 512, H 1536: three chunks of each
+ * product, two at MM_CHUNK_BYTES).  Each shrinks the arena (set at the
+ * first product: Relu(x), x, the hidden tensor, the chunk); the in-place
+ * split gives the same bits as the scratch one (TSOPT_SKIP=
+ * half.amx_inplace_lo), the smaller chunks (another accumulation order in
+ * oneDNN's kernel) agree within 2 float16 ulps of the output's scale. */
+Test(half_amx, mlp_lo_in_place_and_small_chunks_shrink_the_arena)
+{
+    if (!xd_cpu_amx_bf16()) cr_skip_test("this CPU (oneDNN's effective ISA) has no AMX-BF16: the float32 kernels run");
+    const int64_t M = 4 * 197, D = 512, H = 1536;
+    setenv("TSOPT_HALF_NATIVE", "1", 1);
+    ts_graph *g = build_mlp_in(M, D, H, TS_F16, true);
+    ts_error e = {0};
+    ts_shape xs = {.rank = 3, .dims = {1, M, D}};
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e);
+    fill_f16(x, x64, 13);
+    ts_plan_stats now, lo, chunk;
+    ts_tensor *a = run_plan_stats(g, NULL, x, &now), *b = run_plan_stats(g, "half.amx_inplace_lo", x, &lo),
+              *c = run_plan_stats(g, "half.amx_chunk", x, &chunk);
+    cr_assert(!memcmp(a->data, b->data, a->nbytes), "the in-place split's result differs from the scratch one's");
+    double scale = 0;
+    for (int64_t i = 0; i < ts_tensor_numel(c); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(c, i)));
+    cr_assert_leq(max_diff(a, c), 2 * ulp16(scale), "1 MiB vs 2 MiB chunks: %g, scale %g", max_diff(a, c), scale);
+    /* Xl of the first product: M x D bfloat16 values */
+    cr_assert_leq(now.arena_bytes + (size_t)(M * D) * 2, lo.arena_bytes, "arena %zu, Xl in scratch %zu",
+                  now.arena_bytes, lo.arena_bytes);
+    cr_assert_lt(now.arena_bytes, chunk.arena_bytes, "arena %zu, 2 MiB chunks %zu", now.arena_bytes, chunk.arena_bytes);
+    cr_log_info("MLP %lldx%lldx%lld arena: %zu, Xl in scratch %zu, 2 MiB chunks %zu", (long long)M, (long long)D,
+                (long long)H, now.arena_bytes, lo.arena_bytes, chunk.arena_bytes);
+    unsetenv("TSOPT_HALF_NATIVE");
+    ts_tensor_unref(a);
+    ts_tensor_unref(b);
+    ts_tensor_unref(c);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+    ts_graph_free(g);
+}
+
+static size_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t v = 0, kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') v = (size_t)strtoull(line + kl + 1, NULL, 10);
+    if (f) fclose(f);
+    return v * 1024;
+}
+
+/* How much the peak resident set grew while g's plan was built (the caller
+ * giving its weights up), and the plan's output for x in *out. */
+static size_t build_peak(ts_graph *g, const char *skip, const ts_tensor *x, ts_tensor **out, int *namx)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip, .release_packed_weights = true};
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) cr_skip_test("no /proc/self/clear_refs: the peak cannot be reset");
+    fputs("5", f); /* VmHWM := VmRSS */
+    fclose(f);
+    size_t base = status_kb("VmRSS");
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    size_t peak = status_kb("VmHWM");
+    const xplan *q = (const xplan *)p;
+    *namx = 0;
+    for (int i = 0; i < q->nsteps; i++) *namx += xd_matmul_is_amx(&q->steps[i]);
+    *out = ts_tensor_new(TS_F16, &g->values[g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return peak > base ? peak - base : 0;
+}
+
+static ts_graph *build_product(int64_t M, int64_t K, int64_t N)
+{
+    ts_error e = {0};
+    ts_graph *g = ts_graph_new("mm", 17);
+    uint64_t rng = 17;
+    ts_shape xs = {.rank = 2, .dims = {M, K}}, ws = {.rank = 2, .dims = {K, N}};
+    int x = ts_graph_add_input(g, "x", TS_F16, &xs, &e);
+    cr_assert_geq(x, 0, "%s", e.msg);
+    int y = node(g, "MatMul", (const int[]){x, cst(g, TS_F16, &ws, 1.0 / sqrt((double)K), &rng)}, 2, NULL, 0);
+    cr_assert_eq(ts_graph_add_output(g, y, &e), TS_OK);
+    return g;
+}
+
+/* Peaks mean nothing under ASan (its quarantine holds freed memory). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PEAKS_MEAN_SOMETHING 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PEAKS_MEAN_SOMETHING 0
+#endif
+#endif
+#ifndef PEAKS_MEAN_SOMETHING
+#define PEAKS_MEAN_SOMETHING 1
+#endif
+
+/* A float16 weight the passes pack (32 MiB, 64 MiB widened): narrowed to
+ * float16 where its widened copy lies, then packed from there, the plan's
+ * build grows the resident set by about the weight once (the widened copy
+ * with the original given back as it was read; then the narrowed copy and
+ * the packed one); packed from float32 (TSOPT_SKIP=half.amx_narrow), the
+ * widened copy and the packed one sit side by side: twice.  The same
+ * packed bits: the outputs are equal. */
+Test(half_amx, weight_packed_from_float16_where_it_was_widened)
+{
+    if (!xd_cpu_amx_bf16()) cr_skip_test("this CPU (oneDNN's effective ISA) has no AMX-BF16: the float32 kernels run");
+    if (!PEAKS_MEAN_SOMETHING) cr_skip_test("a sanitizer holds freed memory back: peaks mean nothing");
+    const int64_t M = 256, K = 4096, N = 4096;
+    const double w16 = (double)(K * N) * 2;
+    ts_graph *a = build_product(M, K, N), *b = build_product(M, K, N);
+    ts_error e = {0};
+    ts_shape xs = {.rank = 2, .dims = {M, K}};
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *ya = NULL, *yb = NULL;
+    fill_f16(x, x64, 21);
+    int na, nb;
+    size_t grew_b = build_peak(b, "half.amx_narrow", x, &yb, &nb), grew_a = build_peak(a, NULL, x, &ya, &na);
+    cr_assert(na == 1 && nb == 1, "the product on the passes: %d, %d", na, nb);
+    cr_assert(!memcmp(ya->data, yb->data, ya->nbytes), "packed from float16 and from float32: the outputs differ");
+    cr_log_info("build peak grew %.1f MiB from float16, %.1f from float32, for a %.1f MiB weight", grew_a / 1048576.0,
+                grew_b / 1048576.0, w16 / 1048576.0);
+    cr_assert_leq((double)grew_a, 1.5 * w16, "from float16: the peak grew %.1f MiB for a %.1f MiB weight",
+                  grew_a / 1048576.0, w16 / 1048576.0);
+    ts_tensor_unref(ya);
+    ts_tensor_unref(yb);
+    ts_tensor_unref(x);
+    ts_tensor_unref(x64);
+    ts_graph_free(a);
+    ts_graph_free(b);
 }
