@@ -57,6 +57,9 @@ typedef struct qent {
     hist *h;
 } qent;
 
+/* At least the number of graph passes (NPASSES, below). */
+#define NPASSES_MAX 16
+
 /* Set of pointers (the original's constant tensors). */
 typedef struct pset {
     const void **slot;
@@ -96,6 +99,11 @@ typedef struct dctx {
     double palt_cost[TS_DRIVE_PASS_ALTS];
     hist *palt_h[TS_DRIVE_PASS_ALTS];
     int pass_round; /* passes(): the round running (0: the first) */
+    bool pass_cont; /* passes(): continuing a first-round alternative (no alternatives of its own) */
+    int nfirst;     /* the first round's graphs not kept (pass_runner_up), continued after it */
+    ts_graph *first[NPASSES_MAX];
+    double first_cost[NPASSES_MAX];
+    hist *first_h[NPASSES_MAX];
     long seq;
     int explored, generated, duplicates;
     double t0, last_tick, last_line;
@@ -513,6 +521,7 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 
 enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
        PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST, NPASSES };
+_Static_assert(NPASSES <= NPASSES_MAX, "NPASSES_MAX");
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
                                          "stack-shared-weight-matmuls", "pool-after-pointwise-conv",
@@ -579,9 +588,16 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
  * whole it ran 0.75-0.93 of it per round (12-07, loaded Intel Xeon), and on
  * the AMD EPYC it was the x2.67 graph written; here the round kept
  * stack-shared-weight-matmuls (0.69-0.73 whole), and the runners-up, all
- * its descendants, gave the ranking no other graph to time.  The
- * alternatives have slots of their own in the result (TS_DRIVE_PASS_ALTS,
- * the cheapest kept), ahead of the search's runners-up. */
+ * its descendants, gave the ranking no other graph to time.  Each
+ * first-round alternative is continued by the later rounds as the kept
+ * graph is (the sums decide there, and its continuations are no
+ * alternatives): nasrnn's merge-siblings (x2.68 of the graph by its sum)
+ * then takes the stacking of the MatMuls it left, and that graph ran
+ * 0.53-0.73 of the original per round where the stacking alone ran
+ * 0.61-0.75 in the same requests (6 of 7 rank requests lower; loaded Intel
+ * Xeon).  The alternatives have slots of their own in the result
+ * (TS_DRIVE_PASS_ALTS, the cheapest kept), ahead of the search's
+ * runners-up. */
 #define PASS_NEAR 1.15
 
 /* A pass's graph ng (owned, cost c) made from cur (cost cur_c) that the
@@ -589,9 +605,10 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
  * (PASS_NEAR); target costs only. */
 static bool pass_runner_up(dctx *s, int k, int n, ts_graph *ng, double c, double cur_c, hist *cur_h)
 {
-    double ceiling = s->pass_round == 0 ? INFINITY : PASS_NEAR * cur_c;
-    if (!s->cost_fn || s->o->roofline || !(c < ceiling) ||
-        (s->npalts == TS_DRIVE_PASS_ALTS && !(c < s->palt_cost[TS_DRIVE_PASS_ALTS - 1]))) {
+    bool first = s->pass_round == 0;
+    double ceiling = first ? INFINITY : PASS_NEAR * cur_c;
+    if (!s->cost_fn || s->o->roofline || s->pass_cont || !(c < ceiling) ||
+        (!first && s->npalts == TS_DRIVE_PASS_ALTS && !(c < s->palt_cost[TS_DRIVE_PASS_ALTS - 1]))) {
         ts_graph_free(ng);
         return true;
     }
@@ -601,7 +618,10 @@ static bool pass_runner_up(dctx *s, int k, int n, ts_graph *ng, double c, double
         return nomem(s);
     }
     nh->gain = cur_c - c;
-    ranked_add(s->palts, s->palt_cost, s->palt_h, &s->npalts, TS_DRIVE_PASS_ALTS, ng, c, nh, ceiling);
+    if (first) /* all of them, continued after the round (passes) */
+        ranked_add(s->first, s->first_cost, s->first_h, &s->nfirst, NPASSES_MAX, ng, c, nh, ceiling);
+    else
+        ranked_add(s->palts, s->palt_cost, s->palt_h, &s->npalts, TS_DRIVE_PASS_ALTS, ng, c, nh, ceiling);
     return true;
 }
 
@@ -650,27 +670,14 @@ static bool try_pass(dctx *s, int k, bool always, ts_graph **cur, double *cost, 
     return ok;
 }
 
-/* BatchNormalization after a conv is folded first, whatever the cost model
- * says: the runtime fuses the pair anyway (the costs differ only by noise),
- * and only a folded conv matches a rule's conv (NasNet-A's branch sums are
- * Add(BN(conv), BN(conv)), which no ewadd(conv, conv) matches unfolded).
- * CSE never makes a graph slower and is kept likewise, and so are the
- * control-flow bodies' own passes (opt/bodies.c).  Then each merge
- * pass is applied to the whole graph and the cheapest kept when the cost
- * model says the graph got cheaper, until nothing improves: one whole-graph
- * merge stands for many rule applications (merging 8 MatMuls is 7 pairwise
- * merges, each of which Algorithm 2 would have had to cost and queue), so
- * the search starts from a much better graph. */
-static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
+/* Rounds from..to-1 of the merge passes on *cur: each applies every pass
+ * to the whole graph and keeps the cheapest when the cost model says the
+ * graph got cheaper, until nothing improves (*more false).  False on a
+ * hard error. */
+static bool pass_rounds(dctx *s, int from, int to, ts_graph **cur, double *cost, hist **h, bool *more)
 {
-    ts_graph *unused = NULL;
-    double unused_c = 0;
-    int uk = 0, un = 0;
-    if (!try_pass(s, PASS_BN, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
-        !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
-        !try_pass(s, PASS_BODIES, true, cur, cost, h, &unused, &unused_c, &uk, &un))
-        return false;
-    for (int round = 0; round < 8 && !must_stop(s); round++) {
+    *more = true;
+    for (int round = from; round < to && !must_stop(s); round++) {
         s->pass_round = round;
         /* moves overlap (the sums merge and the sibling merge compete for
          * the same MatMuls): each round keeps the cheapest */
@@ -682,7 +689,10 @@ static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
                 ts_graph_free(best);
                 return false;
             }
-        if (!best) break;
+        if (!best) {
+            *more = false;
+            break;
+        }
         hist *nh = hist_push(*h, TS_DRIVE_PASSES, PASS_NAMES[best_k], best_n);
         if (!nh) {
             ts_graph_free(best);
@@ -696,6 +706,43 @@ static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
         *cost = best_c;
     }
     return true;
+}
+
+#define PASS_ROUNDS 8
+
+/* BatchNormalization after a conv is folded first, whatever the cost model
+ * says: the runtime fuses the pair anyway (the costs differ only by noise),
+ * and only a folded conv matches a rule's conv (NasNet-A's branch sums are
+ * Add(BN(conv), BN(conv)), which no ewadd(conv, conv) matches unfolded).
+ * CSE never makes a graph slower and is kept likewise, and so are the
+ * control-flow bodies' own passes (opt/bodies.c).  Then each merge
+ * pass is applied to the whole graph and the cheapest kept when the cost
+ * model says the graph got cheaper, until nothing improves: one whole-graph
+ * merge stands for many rule applications (merging 8 MatMuls is 7 pairwise
+ * merges, each of which Algorithm 2 would have had to cost and queue), so
+ * the search starts from a much better graph.  The first round's graphs
+ * not kept are alternatives for the target (pass_runner_up). */
+static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
+{
+    ts_graph *unused = NULL;
+    double unused_c = 0;
+    int uk = 0, un = 0;
+    if (!try_pass(s, PASS_BN, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
+        !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
+        !try_pass(s, PASS_BODIES, true, cur, cost, h, &unused, &unused_c, &uk, &un))
+        return false;
+    bool more, cont, ok = pass_rounds(s, 0, 1, cur, cost, h, &more);
+    /* the first round's alternatives (pass_runner_up), each continued by
+     * the later rounds, the cheapest TS_DRIVE_PASS_ALTS kept */
+    s->pass_cont = true;
+    for (int i = 0; i < s->nfirst; i++) {
+        if (ok) ok = pass_rounds(s, 1, PASS_ROUNDS, &s->first[i], &s->first_cost[i], &s->first_h[i], &cont);
+        ranked_add(s->palts, s->palt_cost, s->palt_h, &s->npalts, TS_DRIVE_PASS_ALTS, s->first[i], s->first_cost[i],
+                   s->first_h[i], INFINITY);
+    }
+    s->nfirst = 0;
+    s->pass_cont = false;
+    return ok && (!more || pass_rounds(s, 1, PASS_ROUNDS, cur, cost, h, &more));
 }
 
 /* ---- result */

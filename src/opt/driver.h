@@ -10,7 +10,7 @@
  * search's, and the whole-graph passes' alternatives (driver.c,
  * pass_runner_up: a target's region sums misjudge them). */
 #define TS_DRIVE_ALTS 3
-#define TS_DRIVE_PASS_ALTS 2
+#define TS_DRIVE_PASS_ALTS 3
 
 /* Pseudo-source index of the graph passes in a history. */
 #define TS_DRIVE_PASSES (-1)

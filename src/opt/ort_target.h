@@ -66,10 +66,10 @@ ts_status ts_ort_target_pair(ts_ort_target *t, const ts_graph *g0, const ts_grap
  * process, in rounds of one run of each, the order rotated every round,
  * as many rounds as fit in budget_s (at least 3): per graph its median and
  * fastest run (ms) and the median over rounds of its run / the original's
- * run in the same round (what ranks them on a loaded machine).  7: the
- * original, the search's best, the passes' two alternatives and three
+ * run in the same round (what ranks them on a loaded machine).  8: the
+ * original, the search's best, the passes' three alternatives and three
  * runners-up (driver.h), or two and tsopt's import. */
-#define TS_ORT_RANK_MAX 7
+#define TS_ORT_RANK_MAX 8
 ts_status ts_ort_target_rank(ts_ort_target *t, const ts_graph *const *gs, int n, double budget_s, double *med,
                              double *fast, double *ratio, int *rounds, ts_error *err);
 
