@@ -11,9 +11,11 @@ extern const xkernel xk_dense_concat; /* dense_concat.c: DenseNet's Concat chain
 extern const xkernel xk_vec_concat_cl; /* vec_concat_cl.c: inputs channels-last and blocked mixed (else dnnl.concat) */
 extern const xkernel xk_vec_shuffle;  /* vec_shuffle.c: Concat -> Reshape -> Transpose -> Reshape (channel shuffle) as one copy */
 extern const xkernel xk_dnnl_qconv, xk_dnnl_conv_integer, xk_dnnl_qmatmul, xk_dnnl_matmul_integer; /* dnnl_int8.c */
+extern const xkernel xk_dnnl_patch; /* dnnl_patch.c: stride = kernel on few channels as patches x weight */
 extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: Mul(W, gate) -> Conv (ts_fold_gate's form) as one step */
 
 const xentry xkernels_dnnl[] = {
+    {&ts_op_conv, &xk_dnnl_patch},
     {&ts_op_conv, &xk_dnnl_conv},
     {&ts_op_conv_transpose, &xk_deconv_gemm},
     {&ts_op_conv_transpose, &xk_dnnl_deconv},

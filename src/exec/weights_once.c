@@ -41,12 +41,13 @@
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_deconv_gemm, xk_vec_gemv;
 extern const xkernel xk_vec_se, xk_vec_dwconv, xk_vec_gconv; /* vec_se.c, vec_depthwise.c, vec_gconv.c: copy their weights at build */
 extern const xkernel xk_dnnl_conv_gated; /* dnnl_conv.c: packs the conv's weights (scaled per run from that copy) */
+extern const xkernel xk_dnnl_patch; /* dnnl_patch.c: packs the weight, copies the bias */
 
 static bool packs_its_constants(const xkernel *k)
 {
     return k && (k == &xk_dnnl_conv || k == &xk_dnnl_deconv || k == &xk_dnnl_matmul || k == &xk_dnnl_gemm ||
                  k == &xk_deconv_gemm || k == &xk_vec_gemv || k == &xk_vec_se || k == &xk_vec_dwconv || k == &xk_vec_gconv ||
-                 k == &xk_dnnl_conv_gated);
+                 k == &xk_dnnl_conv_gated || k == &xk_dnnl_patch);
 }
 
 bool xweights_once_allowed(const xplan *p)

@@ -30,7 +30,7 @@ static int gc_case(const char *x, int C0, int C, int cg, int K, const ts_attr *a
     snprintf(b, sizeof b, "%d", C);
     int y = xt_node(g, "Conv", (int[]){xt_input(g, "x", x), cst(g, w1, -0.5, 0.5)}, 2, NULL, 0);
     ts_attr all[8];
-    memcpy(all, at, sizeof *at * (size_t)na);
+    if (na) memcpy(all, at, sizeof *at * (size_t)na); /* at may be NULL (no attributes) */
     all[na] = ts_attr_int("group", C / cg);
     y = xt_node(g, "Conv", (int[]){y, cst(g, wg, -0.5, 0.5), cst(g, b, -0.5, 0.5)}, 3, all, na + 1);
     if (act == ACT_RELU) {
