@@ -144,3 +144,74 @@ static void wino_chain(int C, int F, int hw)
 Test(conv_layout, winograd_64) { wino_chain(64, 64, 28); }
 Test(conv_layout, winograd_odd_channels) { wino_chain(33, 40, 29); }
 Test(conv_layout, winograd_large_tile) { wino_chain(128, 128, 28); }
+
+/* An inverted-residual network (MobileNetV2's pattern: stem, depthwise 3x3,
+ * 1x1 expand and project, a residual Add) with no step that
+ * wants channels-last: the stem writes 16-channel blocks and every conv
+ * after it keeps them (oneDNN's blocked jit kernels; dnnl_conv.c
+ * blocks_net), where an AVX-512 kernel exists for them.  With
+ * TSOPT_SKIP=conv.stem_blocks, or with a Sigmoid gate in the network (an
+ * SiLU: its vec kernels read channels-last), the stem writes channels-last
+ * as before.  Results equal the reference interpreter in all three. */
+static int dwnet(ts_graph *g, bool gate)
+{
+    int a = conv(g, xt_input(g, "x", "1x3x48x48"), 3, 16, 3, 2, 1);
+    a = conv(g, a, 16, 16, 3, 1, 16);
+    a = conv(g, a, 16, 24, 1, 1, 1);
+    a = conv(g, a, 24, 72, 1, 1, 1);
+    a = conv(g, a, 72, 72, 3, 2, 72);
+    if (gate) a = xt_node(g, "Mul", (int[]){a, xt_node(g, "Sigmoid", &a, 1, NULL, 0)}, 2, NULL, 0);
+    int r = conv(g, a, 72, 40, 1, 1, 1);
+    a = conv(g, r, 40, 120, 1, 1, 1);
+    a = conv(g, a, 120, 120, 3, 1, 120);
+    a = conv(g, a, 120, 40, 1, 1, 1);
+    return xt_node(g, "Add", (int[]){a, r}, 2, NULL, 0);
+}
+
+/* The number of conv steps writing 16-channel blocks (any padding), and
+ * of conv steps (the graph output's, plain, not counted). */
+static int convs_in_blocks(const xplan *p, int *nconv)
+{
+    int n = 0;
+    *nconv = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        const xstep *s = &p->steps[i];
+        if (strcmp(s->k->name, "dnnl.conv") != 0 || p->bufs[s->out[0]].kind == XB_OUTPUT) continue;
+        const xbuf *y = &p->bufs[s->out[0]];
+        const dnnl_blocking_desc_t *bk = &y->md.format_desc.blocking;
+        ++*nconv;
+        n += y->blocked && y->md.format_kind == dnnl_blocked && bk->inner_nblks == 1 && bk->inner_blks[0] == 16 &&
+             bk->inner_idxs[0] == 1;
+    }
+    return n;
+}
+
+static int dwnet_blocks(bool gate, const char *skip, int *nconv)
+{
+    ts_graph *g = ts_graph_new("t", 17);
+    ts_error e = {0};
+    cr_assert_eq(ts_graph_add_output(g, dwnet(g, gate), &e), TS_OK, "%s", e.msg);
+    ts_plan_opts o = {.skip = skip};
+    ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
+    ts_plan_stats st;
+    ts_plan_stats_get(plan, &st);
+    cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
+    int n = convs_in_blocks((const xplan *)plan, nconv);
+    ts_plan_free(plan);
+    ts_graph_free(g);
+    return n;
+}
+
+Test(conv_layout, depthwise_net_in_blocks)
+{
+    int nconv, blocks = dwnet_blocks(false, NULL, &nconv);
+    int nskip, skipped = dwnet_blocks(false, "conv.stem_blocks", &nskip);
+    int ngate, gated = dwnet_blocks(true, NULL, &ngate);
+    cr_assert_geq(nconv, 7, "%d conv steps", nconv);
+    if (!__builtin_cpu_supports("avx512f")) return; /* results checked; layouts are oneDNN's choice */
+    /* all but the last, whose result only the graph output's reorder reads
+     * (its layout is chosen free, as before) */
+    cr_assert_geq(blocks, nconv - 1, "%d of %d conv steps write 16-channel blocks", blocks, nconv);
+    cr_assert_lt(skipped, nskip / 2, "conv.stem_blocks skipped: %d of %d in 16-channel blocks", skipped, nskip);
+    cr_assert_lt(gated, ngate / 2, "with a Sigmoid gate: %d of %d in 16-channel blocks", gated, ngate);
+}
