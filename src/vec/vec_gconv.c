@@ -200,6 +200,15 @@ static void gc_run(const xstep *s, void *const *in, void *const *out, void *scra
     }
 }
 
+/* Output images of fewer pixels stay on oneDNN: in regnet_y_400mf's plan
+ * its 14 x 14 convs of 208 channels in groups of 8 took 1.18-1.25x
+ * oneDNN's time (in-process A/B per step, 100 runs, Intel Xeon, loaded;
+ * whole runs 1.02-1.045), although the same layer alone ran at 0.83 of it
+ * (buffers 64-byte aligned in both; the cause is not found).  From 28 x 28
+ * (ResNeXt's second stage: 0.55-0.82) and 56 x 56 (RegNet's first block:
+ * 0.79; ResNeXt's first stage: 0.34-0.42) it gains. */
+#define GC_MIN_PIXELS (28 * 28)
+
 static ts_status gc_build(xplan *p, int n, xstep *s, ts_error *err)
 {
     static const int nhwc[4] = {0, 2, 3, 1};
@@ -218,7 +227,7 @@ static ts_status gc_build(xplan *p, int n, xstep *s, ts_error *err)
     if (G < 2 || C % G || C % 16 || ys->dims[1] != C || W->shape.dims[0] != C || W->shape.dims[1] != C / G)
         return TS_ERR_UNSUPPORTED;
     int64_t cg = C / G;
-    if (cg != 4 && cg != 8) return TS_ERR_UNSUPPORTED;
+    if ((cg != 4 && cg != 8) || ys->dims[2] * ys->dims[3] < GC_MIN_PIXELS) return TS_ERR_UNSUPPORTED;
     xbuf scratch; /* X's layout decided before the plan is touched */
     int order[TS_MAX_RANK];
     if (!xbuf_dense_order(xplan_value_layout(p, xv, &scratch), order) || memcmp(order, nhwc, sizeof nhwc))

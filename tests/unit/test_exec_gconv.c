@@ -5,7 +5,8 @@
  * random and differ per (output, input) pair, so a rotation that pairs an
  * input lane with the wrong output channel fails; images are odd-sized and
  * non-square (blocks of 4 and 2 pixels plus pixels one by one at the
- * borders); channels span several 16-wide vectors and weight chunks. */
+ * borders), at least 28 x 28 outputs (the kernel's minimum); channels span
+ * several 16-wide vectors and weight chunks. */
 #include "exec_check.h"
 #include "tsopt.h"
 
@@ -53,7 +54,7 @@ static int gc_case(const char *x, int C0, int C, int cg, int K, const ts_attr *a
 Test(exec_gconv, cg4_3x3_relu)
 {
     ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    cr_assert_eq(gc_case("1x5x19x23", 5, 48, 4, 3, at, 1, ACT_RELU), 1);
+    cr_assert_eq(gc_case("1x5x29x31", 5, 48, 4, 3, at, 1, ACT_RELU), 1);
 }
 
 /* 8 channels per group, stride 2 (ResNeXt's stage entry), BatchNormalization
@@ -61,7 +62,7 @@ Test(exec_gconv, cg4_3x3_relu)
 Test(exec_gconv, cg8_s2_bn_relu6)
 {
     ts_attr at[] = {ts_attr_ints("strides", I(2, 2), 2), ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    cr_assert_eq(gc_case("1x6x21x17", 6, 272, 8, 3, at, 2, ACT_BN_CLIP), 1);
+    cr_assert_eq(gc_case("1x6x61x57", 6, 272, 8, 3, at, 2, ACT_BN_CLIP), 1);
 }
 
 /* 5x5, unequal strides, dilation 2, asymmetric pads, batch 2, no activation. */
@@ -69,20 +70,22 @@ Test(exec_gconv, cg4_5x5_strides_dilated_batch2)
 {
     ts_attr at[] = {ts_attr_ints("strides", I(1, 2), 2), ts_attr_ints("pads", I(0, 2, 3, 1), 4),
                     ts_attr_ints("dilations", I(2, 2), 2)};
-    cr_assert_eq(gc_case("2x3x22x25", 3, 32, 4, 5, at, 3, ACT_NONE), 1);
+    cr_assert_eq(gc_case("2x3x48x70", 3, 32, 4, 5, at, 3, ACT_NONE), 1);
 }
 
 /* 8 per group, 1x1 grouped conv (no taps outside the image). */
 Test(exec_gconv, cg8_1x1)
 {
-    cr_assert_eq(gc_case("1x4x9x11", 4, 64, 8, 1, NULL, 0, ACT_RELU), 1);
+    cr_assert_eq(gc_case("1x4x29x31", 4, 64, 8, 1, NULL, 0, ACT_RELU), 1);
 }
 
-/* Left to oneDNN: 16 or 2 channels per group, channels not a multiple of 16. */
-Test(exec_gconv, declines_other_groups)
+/* Left to oneDNN: 16 or 2 channels per group, channels not a multiple of
+ * 16, an output of fewer than 28 x 28 pixels (GC_MIN_PIXELS). */
+Test(exec_gconv, declines_other_groups_and_small_images)
 {
     ts_attr at[] = {ts_attr_ints("pads", I(1, 1, 1, 1), 4)};
-    cr_assert_eq(gc_case("1x5x15x15", 5, 64, 16, 3, at, 1, ACT_RELU), 0);
-    cr_assert_eq(gc_case("1x5x15x15", 5, 64, 2, 3, at, 1, ACT_RELU), 0);
-    cr_assert_eq(gc_case("1x5x15x15", 5, 40, 4, 3, at, 1, ACT_RELU), 0);
+    cr_assert_eq(gc_case("1x5x29x29", 5, 64, 16, 3, at, 1, ACT_RELU), 0);
+    cr_assert_eq(gc_case("1x5x29x29", 5, 64, 2, 3, at, 1, ACT_RELU), 0);
+    cr_assert_eq(gc_case("1x5x29x29", 5, 40, 4, 3, at, 1, ACT_RELU), 0);
+    cr_assert_eq(gc_case("1x5x19x23", 5, 48, 4, 3, at, 1, ACT_RELU), 0);
 }

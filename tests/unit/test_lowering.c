@@ -223,7 +223,7 @@ static ts_graph *dwconv_tail(void)
 static ts_graph *gconv_tail(void)
 {
     ts_graph *g = ts_graph_new("t", 14);
-    int y = xt_conv1x1(g, xt_input(g, "x", "1x4x13x15"), 4, 32, &Rng);
+    int y = xt_conv1x1(g, xt_input(g, "x", "1x4x29x29"), 4, 32, &Rng);
     y = xt_node(g, "Conv", INS(y, xt_const_random(g, "32x4x3x3", -0.5, 0.5, &Rng)),
                 ATTRS(ts_attr_ints("pads", I(1, 1, 1, 1), 4), ts_attr_int("group", 8)));
     y = xt_node(g, "Add", INS(y, xt_const_random(g, "32x1x1", -0.5, 0.5, &Rng)), NOATTR);
