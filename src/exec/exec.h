@@ -326,6 +326,10 @@ const ts_node *xplan_node(const xplan *p, int k);
 bool xbuf_dense_order(const xbuf *b, int *order);
 /* True when order is 0, 1, ..., rank-1 (plain row-major). */
 bool xbuf_order_plain(const int *order, int rank);
+/* True when buffer b is 4-D in oneDNN's 16-channel blocks (aBcd16b: N,
+ * C/16, H, W dense, 16 channels innermost) with no padding (C a multiple
+ * of 16).  buf_order.c */
+bool xbuf_is_blocks16(const xbuf *b);
 
 /* Buffer currently holding graph value v (created on first use: graph
  * inputs/outputs/constants/arena). */

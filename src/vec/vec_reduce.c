@@ -118,7 +118,19 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
     /* blocks of kept / reduced dims, size-1 dims ignored */
     int64_t outer = 1, r = 1, inner = 1;
     int phase = 0; /* 0: kept before, 1: reduced, 2: kept after */
-    for (int k = 0; k < sh->rank; k++) {
+    /* A global mean over H and W of 16-channel blocks (a conv's aBcd16b
+     * result in a net run in blocks, conv.stem_blocks: mnasnet1_0's head)
+     * read as it lies: [N][C/16][H][W][16] is [outer = N C/16, r = H W,
+     * inner = 16], whose result [N][C/16][16] is plain [N][C] when C is a
+     * multiple of 16 (no padding).  Before, a reorder step converted the
+     * 1280 x 7 x 7 input to plain first. */
+    bool blocks16 = !dense && sh->rank == 4 && sh->dims[1] % 16 == 0 && !mask[0] && !mask[1] && mask[2] && mask[3] &&
+                    xbuf_is_blocks16(xplan_value_layout(p, nd->inputs[0], &scratch));
+    if (blocks16) {
+        outer = sh->dims[0] * (sh->dims[1] / 16), r = sh->dims[2] * sh->dims[3], inner = 16;
+        phase = 3; /* the walk below is not needed */
+    }
+    for (int k = 0; k < sh->rank && phase != 3; k++) {
         int d = order[k];
         if (sh->dims[d] == 1) continue;
         if (mask[d]) {
@@ -144,7 +156,7 @@ static ts_status rd_build(xplan *p, int n, xstep *st, ts_error *err)
     s->inner = inner;
     s->threads = xv_threads(p);
     /* only X is read at run time: bind it and Y (the axes stay constant) */
-    return xv_step_unary(p, n, st, dense ? xb : xplan_plain(p, xb, err), NULL, err);
+    return xv_step_unary(p, n, st, dense || blocks16 ? xb : xplan_plain(p, xb, err), NULL, err);
 }
 
 const xkernel xk_vec_reduce = {"vec.reduce", rd_build, rd_run, free};
