@@ -620,10 +620,11 @@ ts_status xhalf_before_node(xplan *p, int n, ts_error *err)
 /* Kernels that bind their weight input per run (in[]) and never keep a
  * pointer into it: their packed weights may be stored 16-bit. */
 extern const xkernel xk_dnnl_conv, xk_dnnl_deconv, xk_dnnl_matmul, xk_dnnl_gemm, xk_vec_gemv, xk_dnnl_conv_gated;
+extern const xkernel xk_dnnl_patch; /* dnnl_patch.c: binds in[1] per run (ViT's patch weight, 1.1 MiB as float32) */
 static bool widenable(const xkernel *k)
 {
     return k == &xk_dnnl_conv || k == &xk_dnnl_deconv || k == &xk_dnnl_matmul || k == &xk_dnnl_gemm ||
-           k == &xk_vec_gemv || k == &xk_dnnl_conv_gated;
+           k == &xk_vec_gemv || k == &xk_dnnl_conv_gated || k == &xk_dnnl_patch;
 }
 
 /* Stores b 16-bit when that is exact (its values came from 16 bits: a

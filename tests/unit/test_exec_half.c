@@ -267,6 +267,23 @@ Test(half, cnn_bfloat16) { check_model(TS_BF16, build_cnn, "1x32x12x12"); }
 Test(half, block_float16) { check_model(TS_F16, build_block, "2x16x64"); }
 Test(half, block_bfloat16) { check_model(TS_BF16, build_block, "2x16x64"); }
 
+/* ViT's patch embedding in small (dnnl.patch: 3 x 16 x 16 patches as rows
+ * times the weight, 256 x 768 values) then Flatten: its packed weight is
+ * stored 16-bit and widened per run like the others' (half.c widenable;
+ * kept float32, the weights would be 0.74 of the float32 plan's). */
+static void build_patch(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1x3x64x64");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    cr_assert_geq(x, 0);
+    ts_attr st = ts_attr_ints("strides", (int64_t[]){16, 16}, 2);
+    int c = node(b, "Conv", (const int[]){x, cst(b, "256x3x16x16", -0.05, 0.05), cst(b, "256", -0.5, 0.5)}, 3, &st, 1);
+    cr_assert_eq(ts_graph_add_output(b->g, N("Flatten", c), &e), TS_OK);
+}
+
+Test(half, patch_float16) { check_model(TS_F16, build_patch, "1x3x64x64"); }
+
 /* y = Relu(x * 3 - 1) on hand values: the Cast-free 16-bit path end to end,
  * exact (every value is a float16 and a bfloat16). */
 Test(half, relu_hand_values)
