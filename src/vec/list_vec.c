@@ -7,6 +7,7 @@ extern const xkernel xk_einnet; /* einnet_kernel.c */
 extern const xkernel xk_vec_dwconv; /* vec_depthwise.c: strided depthwise conv on a large channels-last input */
 extern const xkernel xk_vec_gconv;  /* vec_gconv.c: grouped conv, 4 or 8 channels per group, channels-last */
 extern const xkernel xk_vec_se;     /* vec_se.c: squeeze-excite gate (pool, two 1x1 convs, activations) */
+extern const xkernel xk_vec_gap_blocks; /* vec_reduce.c: GlobalAveragePool of unpadded 16-channel blocks */
 extern const xkernel xk_half_cast;   /* half.c: Cast between float32 and float16/bfloat16 */
 extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize, xk_vec_cast_i32; /* vec_quant.c */
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
@@ -50,6 +51,7 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_conv, &xk_vec_dwconv},
     {&ts_op_conv, &xk_vec_gconv},
     {&ts_op_global_avgpool, &xk_vec_se},
+    {&ts_op_global_avgpool, &xk_vec_gap_blocks},
     {&ts_op_maxpool, &xk_vec_maxpool},
     {&ts_op_transpose, &xk_vec_attention},
     {NULL, NULL},

@@ -233,11 +233,12 @@ Test(layout, reduce_reads_channels_last)
 }
 
 /* A global mean of 16-channel blocks: a depthwise net whose convs run in
- * oneDNN's aBcd16b (conv.stem_blocks, MNASNet's head) ends in ReduceMean
- * over H and W; vec.reduce reads the blocks as they lie, no conversion,
- * when the channels are a multiple of 16 (32 here, batch 2); 24 channels
- * (padded blocks) convert first.  Against the reference, 1 and 2 threads. */
-static void reduce_blocks(int C, bool direct)
+ * oneDNN's aBcd16b (conv.stem_blocks) ends in ReduceMean over H and W
+ * (MNASNet's head) or GlobalAveragePool (MobileNetV2's); vec.reduce reads
+ * the blocks as they lie, no conversion, when the channels are a multiple
+ * of 16 (32 here, batch 2); 24 channels (padded blocks) convert first or
+ * pool on oneDNN.  Against the reference, 1 and 2 threads. */
+static void reduce_blocks(int C, bool direct, bool gap)
 {
     char w[32];
     snprintf(w, sizeof w, "%dx1x3x3", C);
@@ -245,13 +246,17 @@ static void reduce_blocks(int C, bool direct)
     int c = conv1x1(x, 3, C);
     c = op("Conv", INS(c, rnd(w, -0.5, 0.5)),
            ATTRS(ts_attr_int("group", C), ts_attr_ints("pads", (const int64_t[]){1, 1, 1, 1}, 4)));
-    output(op("ReduceMean", INS(c), ATTRS(ts_attr_ints("axes", (const int64_t[]){2, 3}, 2), ts_attr_int("keepdims", 0))));
+    if (gap) /* GlobalAveragePool, as mobilenet_v2's head; Flatten reads its plain result */
+        output(op("Flatten", INS(op("GlobalAveragePool", INS(c), NOATTR)), NOATTR));
+    else
+        output(op("ReduceMean", INS(c),
+                  ATTRS(ts_attr_ints("axes", (const int64_t[]){2, 3}, 2), ts_attr_int("keepdims", 0))));
     for (int threads = 1; threads <= 2; threads++) {
         ts_plan_opts o = {.threads = threads};
         ts_plan *plan = xt_plan_check(G, &o, 99, -1, 1, 1e-5, XT_TOL_ELEM);
         const xplan *p = (const xplan *)plan;
         bool blocks = xbuf_is_blocks16(&p->bufs[p->value_buf[c]]);
-        cr_assert_eq(xt_steps_of(plan, "vec.reduce"), 1);
+        cr_assert_eq(xt_steps_of(plan, "vec.reduce"), !gap || blocks); /* else dnnl.pool */
         if (__builtin_cpu_supports("avx512f") && direct)
             cr_assert(blocks, "the depthwise conv wrote no 16-channel blocks: nothing tested");
         if (blocks) cr_assert_eq(xt_steps_of(plan, "reorder"), 0);
@@ -263,11 +268,23 @@ static void reduce_blocks(int C, bool direct)
 Test(layout, reduce_reads_blocks16)
 {
     graph(17);
-    reduce_blocks(32, true);
+    reduce_blocks(32, true, false);
+}
+
+Test(layout, global_avgpool_reads_blocks16)
+{
+    graph(17);
+    reduce_blocks(32, true, true);
 }
 
 Test(layout, reduce_padded_blocks_converts)
 {
     graph(17);
-    reduce_blocks(24, false);
+    reduce_blocks(24, false, false);
+}
+
+Test(layout, global_avgpool_padded_blocks_pools)
+{
+    graph(17);
+    reduce_blocks(24, false, true);
 }
