@@ -640,34 +640,6 @@ typedef struct gated_in {
 static ts_status gate_runs(const xplan *p, int n, const ts_tensor *W, const dnnl_memory_desc_t *wsrc,
                            const dnnl_memory_desc_t *cwei, conv_state *c, ts_error *err);
 
-/* Whether a network runs its convs in 16-channel blocks (conv.stem_blocks
- * in build()): it has a depthwise conv and every node is one whose
- * lowering reads oneDNN's blocked layouts as they are (convs with their
- * activations and residual Adds as post-ops, pools, the head's global mean,
- * Flatten and Gemm).  A gate (Sigmoid, HardSigmoid, HardSwish, Mul: SE
- * blocks, SiLU) or a shuffle, Concat or Transpose runs on kernels that read
- * channels-last: in blocks, mobilenet_v3_large had 92 steps instead of 57
- * (reorders around each squeeze-excite) and was 1.03-1.07x slower,
- * efficientnet_b0 138 instead of 67, 1.15x. */
-static bool blocks_net(const ts_graph *g)
-{
-    static const char *const ok[] = {"Conv",    "Relu",       "Clip",    "Add",  "BatchNormalization",
-                                     "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
-                                     "Flatten", "Gemm",        "MatMul",  "Identity", "Dropout"};
-    bool dw = false;
-    for (int n = 0; n < g->nnodes; n++) {
-        const ts_node *nd = &g->nodes[n];
-        size_t k = 0;
-        while (k < sizeof ok / sizeof *ok && strcmp(nd->op->name, ok[k])) k++;
-        if (k == sizeof ok / sizeof *ok) return false;
-        if (!strcmp(nd->op->name, "Conv") && nd->ninputs > 1) {
-            const ts_shape *x = &g->values[nd->inputs[0]].shape, *w = &g->values[nd->inputs[1]].shape;
-            dw = dw || (x->rank == 4 && w->rank == 4 && w->dims[1] == 1 && x->dims[1] > 1 && w->dims[0] == x->dims[1]);
-        }
-    }
-    return dw;
-}
-
 /* Convolution node n with the post-op tail the lowering stage handed
  * (lower_post.c), whole or its affine folds alone: the step computes them
  * all or declines (then the stage offers the shorter choice). */
@@ -833,7 +805,7 @@ again:;
         }
     }
     /* A depthwise network whose every step reads oneDNN's blocked layouts
-     * (blocks_net: MobileNetV2, MNASNet) runs in 16-channel blocks: its
+     * (xplan_net_in_blocks: MobileNetV2, MNASNet) runs in 16-channel blocks: its
      * stem, reading the plain input, writes them, and each conv after it
      * keeps its producer's layout.  oneDNN's "any" picks channels-last
      * (brgconv_1x1, brdgmm_dw) on AVX-512, whose kernels were 10-35%
@@ -846,7 +818,7 @@ again:;
      * steps: mobilenet_v2 0.92-0.99, mnasnet1_0 0.98-1.03.
      * TSOPT_SKIP=conv.stem_blocks turns it off (A/B measurements). */
     if (!plain_out && !p->opts.plain_layout && !p->half && !transposed && !gt && !x_blocked && !is_wino(pd) &&
-        ys->rank == 4 && !xplan_skips(p, "conv.stem_blocks") && blocks_net(g)) {
+        ys->rank == 4 && !xplan_skips(p, "conv.stem_blocks") && xplan_net_in_blocks(p)) {
         dnnl_memory_desc_t bd, sany;
         dnnl_dims_t d = {ys->dims[0], ys->dims[1], ys->dims[2], ys->dims[3]};
         dnnl_memory_desc_init_by_tag(&bd, 4, d, dnnl_f32, dnnl_aBcd16b);

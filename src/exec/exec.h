@@ -106,6 +106,7 @@ struct xplan {
     int nsteps, cap_steps;
     int *value_buf; /* graph value id -> current buffer id (-1 none yet) */
     bool *claimed;  /* graph node -> already lowered (fused) */
+    signed char net_in_blocks; /* xplan_net_in_blocks: 0 not asked yet, 1 no, 2 yes (net_blocks.c) */
     const struct xkernel **claimed_by; /* graph node -> kernel of the step holding it (NULL: view, alias) */
     int *consumers; /* graph value id -> number of live consumer nodes (+1 if graph output) */
     dnnl_engine_t engine;
@@ -326,6 +327,11 @@ const ts_node *xplan_node(const xplan *p, int k);
 bool xbuf_dense_order(const xbuf *b, int *order);
 /* True when order is 0, 1, ..., rank-1 (plain row-major). */
 bool xbuf_order_plain(const int *order, int rank);
+/* Whether the plan's graph runs its convs in 16-channel blocks
+ * (conv.stem_blocks, dnnl_conv.c): a property of the whole graph, decided
+ * here by the planner side once per plan (kernels walk no graph:
+ * tests/cli/kernel_nodes.sh).  net_blocks.c */
+bool xplan_net_in_blocks(xplan *p);
 /* True when buffer b is 4-D in oneDNN's 16-channel blocks (aBcd16b: N,
  * C/16, H, W dense, 16 channels innermost) with no padding (C a multiple
  * of 16).  buf_order.c */

@@ -148,8 +148,8 @@ Test(conv_layout, winograd_large_tile) { wino_chain(128, 128, 28); }
 /* An inverted-residual network (MobileNetV2's pattern: stem, depthwise 3x3,
  * 1x1 expand and project, a residual Add) with no step that
  * wants channels-last: the stem writes 16-channel blocks and every conv
- * after it keeps them (oneDNN's blocked jit kernels; dnnl_conv.c
- * blocks_net), where an AVX-512 kernel exists for them.  With
+ * after it keeps them (oneDNN's blocked jit kernels; net_blocks.c
+ * xplan_net_in_blocks), where an AVX-512 kernel exists for them.  With
  * TSOPT_SKIP=conv.stem_blocks, or with a Sigmoid gate in the network (an
  * SiLU: its vec kernels read channels-last), the stem writes channels-last
  * as before.  Results equal the reference interpreter in all three. */
