@@ -274,6 +274,43 @@ static void ort_groups(const ts_graph *g, int *group_of)
     }
 }
 
+/* Grows a region by closure: adds each live node (not `covered`, one
+ * output) whose operator `accept` takes and whose every non-constant input
+ * is `head` or the output of members[from..nm), the latter at least once,
+ * until nothing more is added or the region holds `max`.  Members stay in
+ * an order that runs.  Returns the new count. */
+static int grow_region(const ts_graph *g, const char *covered, bool (*accept)(const ts_op_desc *), int head,
+                       int *members, int nm, int from, int max)
+{
+    for (bool grew = true; grew && nm < max;) {
+        grew = false;
+        for (int n = 0; n < g->nnodes && nm < max; n++) {
+            const ts_node *nd = &g->nodes[n];
+            if (nd->dead || (covered && covered[n]) || nd->noutputs != 1 || !accept(nd->op)) continue;
+            bool in = false, ok = true, inner = false;
+            for (int m = 0; m < nm; m++) in |= members[m] == n;
+            for (int j = 0; !in && ok && j < nd->ninputs; j++) {
+                int v = nd->inputs[j];
+                if (v < 0 || g->values[v].constant) continue;
+                bool mine = v == head;
+                for (int m = from; m < nm && !mine; m++) mine = g->nodes[members[m]].outputs[0] == v;
+                ok = mine;
+                inner |= mine;
+            }
+            if (in || !ok || !inner) continue;
+            members[nm++] = n;
+            grew = true;
+        }
+    }
+    return nm;
+}
+
+static bool ln_op(const ts_op_desc *op)
+{
+    return op == &ts_op_reducemean || op == &ts_op_sub || op == &ts_op_pow || op == &ts_op_mul || op == &ts_op_add ||
+           op == &ts_op_sqrt || op == &ts_op_div;
+}
+
 /* ORT's transpose optimizer and LayerNorm fusion reach past tsopt's
  * groups: a spelled-out LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add,
  * Sqrt, Div, Mul, Add: no chain, so tsopt costs it as several groups) read
@@ -302,31 +339,8 @@ static int layernorm_region(const ts_graph *g, int k, int *members)
         head = g->nodes[rd].outputs[0];
     }
     /* the LayerNorm's nodes: those of its operators that read only the
-     * region's values and constants, added once what they read is there */
-    for (bool grew = true; grew && nm < LN_REGION_MAX;) {
-        grew = false;
-        for (int n = 0; n < g->nnodes && nm < LN_REGION_MAX; n++) {
-            const ts_node *nd = &g->nodes[n];
-            const ts_op_desc *op = nd->op;
-            if (nd->dead || nd->noutputs != 1 ||
-                (op != &ts_op_reducemean && op != &ts_op_sub && op != &ts_op_pow && op != &ts_op_mul &&
-                 op != &ts_op_add && op != &ts_op_sqrt && op != &ts_op_div))
-                continue;
-            bool in = false, ok = true, inner = false;
-            for (int m = 0; m < nm; m++) in |= members[m] == n;
-            for (int j = 0; !in && ok && j < nd->ninputs; j++) {
-                int v = nd->inputs[j];
-                if (v < 0 || g->values[v].constant) continue;
-                bool mine = v == head;
-                for (int m = 0; m < nm && !mine; m++) mine = g->nodes[members[m]].outputs[0] == v && members[m] != k;
-                ok = mine;
-                inner |= mine;
-            }
-            if (in || !ok || !inner) continue;
-            members[nm++] = n;
-            grew = true;
-        }
-    }
+     * region's values (not the Transpose's own output) and constants */
+    nm = grow_region(g, NULL, ln_op, head, members, nm, 1, LN_REGION_MAX);
     return nm > 3 ? nm : 0;
 }
 
@@ -362,26 +376,7 @@ static int act_region(const ts_graph *g, const int *group_of, const char *covere
     for (int n = 0; n < g->nnodes; n++)
         for (int j = 0; !g->nodes[n].dead && j < g->nodes[n].ninputs; j++) readers += g->nodes[n].inputs[j] == head;
     if (readers < 2 || ts_graph_is_output(g, head)) return 0;
-    for (bool grew = true; grew && nm < ACT_REGION_MAX;) {
-        grew = false;
-        for (int n = 0; n < g->nnodes && nm < ACT_REGION_MAX; n++) {
-            const ts_node *nd = &g->nodes[n];
-            if (nd->dead || covered[n] || nd->noutputs != 1 || !act_op(nd->op)) continue;
-            bool in = false, ok = true, inner = false;
-            for (int m = 0; m < nm; m++) in |= members[m] == n;
-            for (int j = 0; !in && ok && j < nd->ninputs; j++) {
-                int v = nd->inputs[j];
-                if (v < 0 || g->values[v].constant) continue;
-                bool mine = v == head;
-                for (int m = chain; m < nm && !mine; m++) mine = g->nodes[members[m]].outputs[0] == v;
-                ok = mine;
-                inner |= mine;
-            }
-            if (in || !ok || !inner) continue;
-            members[nm++] = n;
-            grew = true;
-        }
-    }
+    nm = grow_region(g, covered, act_op, head, members, nm, chain, ACT_REGION_MAX);
     /* the diamond closes: the head and every added value but one are read
      * only inside the region */
     int open = 0;

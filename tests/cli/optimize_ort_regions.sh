@@ -7,6 +7,8 @@
 # both MatMul and Erf -- for PyTorch's spelling and for one with the 0.5 moved
 # onto erf + 1 (what taso-0144~rev writes); none where the MatMul's value is
 # also a graph output (the diamond does not close) or an inner GELU value is.
+# The same for a spelled-out LayerNorm read from a Transpose (layernorm_region):
+# one region key with the Transpose and the LayerNorm's Sqrt.
 set -euo pipefail
 : "${TSOPT:?TSOPT not set}" "${ORT_RUN:?ORT_RUN not set}"
 T=$(mktemp -d)
@@ -47,13 +49,25 @@ model("gelu", False, None)
 model("moved", True, None)
 model("h_out", False, "h")
 model("e1_out", False, "e1")
+
+# ConvNeXt's LayerNorm after its channels-last permute, as PyTorch exports it
+ln = [N("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), N("ReduceMean", ["t"], ["mu"], axes=[-1]),
+      N("Sub", ["t", "mu"], ["dv"]), N("Pow", ["dv", "two"], ["sq"]), N("ReduceMean", ["sq"], ["var"], axes=[-1]),
+      N("Add", ["var", "eps"], ["ve"]), N("Sqrt", ["ve"], ["sd"]), N("Div", ["dv", "sd"], ["nm"]),
+      N("Mul", ["nm", "gamma"], ["sc"]), N("Add", ["sc", "beta"], ["y"])]
+g = helper.make_graph(ln, "ln", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 64, 7, 7])],
+                      [helper.make_tensor_value_info("y", TP.FLOAT, [1, 7, 7, 64])],
+                      [k("two", 2.0), k("eps", 1e-6), c("gamma", 64), c("beta", 64)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), "%s/ln.onnx" % d)
 PY
-for m in gelu moved h_out e1_out; do
+for m in gelu moved h_out e1_out ln; do
     export TSOPT_CACHE_DIR=$T/cache_$m
     "$TSOPT" optimize "$T/$m.onnx" -o "$T/$m.out.onnx" --target ort --threads 1 --time-limit 2 --no-timing \
         >/dev/null 2>"$T/$m.log" || fail "$m: optimize failed: $(tail -3 "$T/$m.log")"
     n=$(cat "$TSOPT_CACHE_DIR"/*.tsv | grep '^@ort2 ' | grep 'MatMul{' | grep -c 'Erf{' || true)
     case $m in
+    ln) n=$(cat "$TSOPT_CACHE_DIR"/*.tsv | grep '^@ort2 ' | grep 'Transpose{' | grep -c 'Sqrt{' || true)
+        [ "$n" -ge 1 ] || fail "ln: no region with the Transpose and its LayerNorm timed" ;;
     gelu | moved) [ "$n" -ge 1 ] || fail "$m: no region with the MatMul and the GELU timed" ;;
     *) [ "$n" -eq 0 ] || fail "$m: the MatMul and the GELU timed as one region though a value leaves it" ;;
     esac
