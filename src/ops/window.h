@@ -41,6 +41,18 @@ bool ts_window_resolve(const ts_window *w, int nsp, const int64_t *in, const int
                        char *why, size_t n);
 int64_t ts_window_kernel_size(const ts_window_geom *g);
 
+/* The taps [*k0, *k1) of a K-tap window starting at input position base
+ * (negative: in the padding) with dilation dil whose positions lie inside
+ * an input of len: direct kernels loop over those only, padding unread. */
+static inline void ts_window_taps(int64_t base, int64_t dil, int64_t K, int64_t len, int64_t *k0, int64_t *k1)
+{
+    int64_t a = 0, b = K;
+    while (a < K && base + a * dil < 0) a++;
+    while (b > a && base + (b - 1) * dil >= len) b--;
+    *k0 = a;
+    *k1 = b;
+}
+
 /* Infer-time failure for a valid model tsopt does not implement. */
 static inline ts_status ts_nn_unsupported(ts_infer_ctx *c, const char *what)
 {

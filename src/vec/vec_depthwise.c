@@ -69,16 +69,6 @@ static void dw_destroy(void *state)
 typedef float dw_v16 __attribute__((vector_size(64), aligned(4)));
 typedef float dw_v8 __attribute__((vector_size(32), aligned(4)));
 
-/* First and one-past-last tap k whose input base + k*dil lies in [0, len). */
-static inline void tap_range(int64_t base, int64_t dil, int64_t K, int64_t len, int64_t *k0, int64_t *k1)
-{
-    int64_t a = 0, b = K;
-    while (a < K && base + a * dil < 0) a++;
-    while (b > a && base + (b - 1) * dil >= len) b--;
-    *k0 = a;
-    *k1 = b;
-}
-
 /* Raw convolution (bias, no activation) of output pixels ow..ow+3 (P4) or
  * ow (P1) of one row, channels [c, c + lanes of V).  Four pixels share
  * each weight load where all their taps lie inside the row (the
@@ -148,7 +138,7 @@ XV_CLONES static void dw_rows(const dw_state *d, const float *x, float *y, int64
         int64_t n = r / d->OH, oh = r % d->OH, kh0, kh1;
         const float *xn = x + n * d->H * d->W * C;
         int64_t ih0 = oh * d->sh - d->pt;
-        tap_range(ih0, d->dh, d->KH, d->H, &kh0, &kh1);
+        ts_window_taps(ih0, d->dh, d->KH, d->H, &kh0, &kh1);
         float *yr = y + r * d->OW * C;
         int64_t ow = 0;
         while (ow < d->OW) {
@@ -165,7 +155,7 @@ XV_CLONES static void dw_rows(const dw_state *d, const float *x, float *y, int64
                 continue;
             }
             int64_t kw0, kw1, c = 0;
-            tap_range(iw0, d->dw, d->KW, d->W, &kw0, &kw1);
+            ts_window_taps(iw0, d->dw, d->KW, d->W, &kw0, &kw1);
             for (; c < C16; c += 16) dw_p1_16(d, xn, yp, ih0, iw0, kh0, kh1, kw0, kw1, c);
             for (; c < C8; c += 8) dw_p1_8(d, xn, yp, ih0, iw0, kh0, kh1, kw0, kw1, c);
             for (; c < C; c++) dw_p1_scalar(d, xn, yp, ih0, iw0, kh0, kh1, kw0, kw1, c);

@@ -73,15 +73,6 @@ typedef int32_t gc_i16 __attribute__((vector_size(64)));
               ROT1(CG, r, 12), ROT1(CG, r, 13), ROT1(CG, r, 14), ROT1(CG, r, 15)})
 #define ROT1(CG, r, L) ((L) / (CG) * (CG) + ((L) % (CG) - (r) + (CG)) % (CG))
 
-static inline void tap_range(int64_t base, int64_t dil, int64_t K, int64_t len, int64_t *k0, int64_t *k1)
-{
-    int64_t a = 0, b = K;
-    while (a < K && base + a * dil < 0) a++;
-    while (b > a && base + (b - 1) * dil >= len) b--;
-    *k0 = a;
-    *k1 = b;
-}
-
 /* The output vector of one pixel from its CG accumulators: bias plus the
  * rotated sums.  CG is 4 or 8; the masks are constants. */
 GC_INLINE gc_v16 gc_fold4(const gc_v16 *a, gc_v16 bias)
@@ -150,7 +141,7 @@ GC_BLOCK(gc_b8_p1, 8, 1)
             int64_t n = r / d->OH, oh = r % d->OH, kh0, kh1;                                                      \
             const float *xn = x + n * d->H * d->W * C;                                                            \
             int64_t ih0 = oh * d->sh - d->pt;                                                                     \
-            tap_range(ih0, d->dh, d->KH, d->H, &kh0, &kh1);                                                       \
+            ts_window_taps(ih0, d->dh, d->KH, d->H, &kh0, &kh1);                                                  \
             float *yr = y + r * d->OW * C;                                                                        \
             for (int64_t c0 = 0; c0 < C; c0 += CB) {                                                              \
                 const int64_t c1 = c0 + CB < C ? c0 + CB : C;                                                     \
@@ -164,7 +155,7 @@ GC_BLOCK(gc_b8_p1, 8, 1)
                         continue;                                                                                 \
                     }                                                                                             \
                     int64_t kw0, kw1;                                                                             \
-                    tap_range(iw0, d->dw, d->KW, d->W, &kw0, &kw1);                                               \
+                    ts_window_taps(iw0, d->dw, d->KW, d->W, &kw0, &kw1);                                          \
                     for (int64_t c = c0; c < c1; c += 16) ONE(d, xn, yp, ih0, iw0, kh0, kh1, kw0, kw1, c);        \
                     ow++;                                                                                         \
                 }                                                                                                 \
