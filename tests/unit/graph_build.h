@@ -130,6 +130,28 @@ static inline void gb_assert_same(const ts_graph *a, const ts_graph *b, uint64_t
     for (int i = 0; i < a->ninputs; i++) ts_tensor_unref(in[i]);
 }
 
+/* The largest |a - b| over every output of a and b run by the reference
+ * interpreter on the same single input: the measure by which a test's
+ * planted wrong rewrite must be refuted. */
+static inline double gb_max_diff(const ts_graph *a, const ts_graph *b, ts_tensor *in)
+{
+    enum { MAXIO = 8 };
+    ts_error e = {0};
+    ts_tensor *oa[MAXIO] = {0}, *ob[MAXIO] = {0};
+    cr_assert(a->noutputs <= MAXIO && a->noutputs == b->noutputs);
+    cr_assert_eq(ts_graph_run_reference(a, TS_DOMAIN_F32, &in, oa, &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_run_reference(b, TS_DOMAIN_F32, &in, ob, &e), TS_OK, "%s", e.msg);
+    double worst = 0;
+    for (int k = 0; k < a->noutputs; k++) {
+        cr_assert_eq(ts_tensor_numel(oa[k]), ts_tensor_numel(ob[k]));
+        for (int64_t i = 0; i < ts_tensor_numel(oa[k]); i++)
+            worst = fmax(worst, fabs(ts_tensor_get_f64(oa[k], i) - ts_tensor_get_f64(ob[k], i)));
+        ts_tensor_unref(oa[k]);
+        ts_tensor_unref(ob[k]);
+    }
+    return worst;
+}
+
 /* gb_rewrite, and when the pass rewrote anything the copy checked against
  * g on the seed's inputs by the reference interpreter and the plan. */
 static inline ts_graph *gb_rewrite_checked(const ts_graph *g, int (*pass)(ts_graph *, ts_error *), int *n,
