@@ -64,28 +64,28 @@ static void gc_destroy(void *state)
 #define GC_INLINE static inline __attribute__((always_inline, target("avx512f")))
 
 typedef float gc_v16 __attribute__((vector_size(64), aligned(4)));
-typedef int32_t gc_i16 __attribute__((vector_size(64)));
 
-/* Rotation r of lanes within groups of CG: lane g*CG + j takes lane g*CG + (j - r) % CG. */
-#define GC_ROT(CG, r)                                                                                              \
-    ((gc_i16){ROT1(CG, r, 0), ROT1(CG, r, 1), ROT1(CG, r, 2), ROT1(CG, r, 3), ROT1(CG, r, 4), ROT1(CG, r, 5),      \
-              ROT1(CG, r, 6), ROT1(CG, r, 7), ROT1(CG, r, 8), ROT1(CG, r, 9), ROT1(CG, r, 10), ROT1(CG, r, 11),    \
-              ROT1(CG, r, 12), ROT1(CG, r, 13), ROT1(CG, r, 14), ROT1(CG, r, 15)})
+/* v with its lanes rotated by r within groups of CG: lane g*CG + j takes
+ * lane g*CG + (j - r) % CG.  __builtin_shufflevector, which GCC (12 on)
+ * and clang both know: the fuzzers are built by clang, which has no
+ * __builtin_shuffle. */
+#define GC_ROT(v, CG, r)                                                                                           \
+    __builtin_shufflevector(v, v, ROT1(CG, r, 0), ROT1(CG, r, 1), ROT1(CG, r, 2), ROT1(CG, r, 3), ROT1(CG, r, 4), \
+                            ROT1(CG, r, 5), ROT1(CG, r, 6), ROT1(CG, r, 7), ROT1(CG, r, 8), ROT1(CG, r, 9),         \
+                            ROT1(CG, r, 10), ROT1(CG, r, 11), ROT1(CG, r, 12), ROT1(CG, r, 13), ROT1(CG, r, 14),    \
+                            ROT1(CG, r, 15))
 #define ROT1(CG, r, L) ((L) / (CG) * (CG) + ((L) % (CG) - (r) + (CG)) % (CG))
 
 /* The output vector of one pixel from its CG accumulators: bias plus the
  * rotated sums.  CG is 4 or 8; the masks are constants. */
 GC_INLINE gc_v16 gc_fold4(const gc_v16 *a, gc_v16 bias)
 {
-    return bias + a[0] + __builtin_shuffle(a[1], GC_ROT(4, 1)) + __builtin_shuffle(a[2], GC_ROT(4, 2)) +
-           __builtin_shuffle(a[3], GC_ROT(4, 3));
+    return bias + a[0] + GC_ROT(a[1], 4, 1) + GC_ROT(a[2], 4, 2) + GC_ROT(a[3], 4, 3);
 }
 GC_INLINE gc_v16 gc_fold8(const gc_v16 *a, gc_v16 bias)
 {
-    return bias + a[0] + __builtin_shuffle(a[1], GC_ROT(8, 1)) + __builtin_shuffle(a[2], GC_ROT(8, 2)) +
-           __builtin_shuffle(a[3], GC_ROT(8, 3)) + __builtin_shuffle(a[4], GC_ROT(8, 4)) +
-           __builtin_shuffle(a[5], GC_ROT(8, 5)) + __builtin_shuffle(a[6], GC_ROT(8, 6)) +
-           __builtin_shuffle(a[7], GC_ROT(8, 7));
+    return bias + a[0] + GC_ROT(a[1], 8, 1) + GC_ROT(a[2], 8, 2) + GC_ROT(a[3], 8, 3) + GC_ROT(a[4], 8, 4) +
+           GC_ROT(a[5], 8, 5) + GC_ROT(a[6], 8, 6) + GC_ROT(a[7], 8, 7);
 }
 
 /* P output pixels (ow .. ow + P - 1 of one row, all their taps kw0..kw1
