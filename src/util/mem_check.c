@@ -137,6 +137,13 @@ size_t xmem_rss(void)
     return (size_t)v;
 }
 
+size_t xmem_peak_rss(void)
+{
+    uint64_t v = 0;
+    proc_kb("/proc/self/status", "VmHWM", &v);
+    return (size_t)v;
+}
+
 void xmem_trace(const char *where)
 {
     static int on = -1;

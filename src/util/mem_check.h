@@ -21,6 +21,8 @@ size_t xmem_io_bytes(const ts_graph *g);
 bool xmem_parse_size(const char *s, uint64_t *out);
 /* This process's resident memory (VmRSS), 0 when unknown. */
 size_t xmem_rss(void);
+/* Its peak resident memory (VmHWM), 0 when unknown. */
+size_t xmem_peak_rss(void);
 /* With TSOPT_MEM_TRACE set, one line on stderr: where, VmRSS and VmHWM
  * (finding where a model's peak memory goes). */
 void xmem_trace(const char *where);

@@ -20,6 +20,7 @@
 #include "exec/half.h"
 #include "exec/plan_internal.h"
 #include "tsopt.h"
+#include "util/mem_check.h"
 
 static float bf16_value(uint16_t h)
 {
@@ -486,17 +487,6 @@ Test(half_amx, mlp_lo_in_place_and_small_chunks_shrink_the_arena)
     ts_graph_free(g);
 }
 
-static size_t status_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    size_t v = 0, kl = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') v = (size_t)strtoull(line + kl + 1, NULL, 10);
-    if (f) fclose(f);
-    return v * 1024;
-}
-
 /* How much the peak resident set grew while g's plan was built (the caller
  * giving its weights up), and the plan's output for x in *out. */
 static size_t build_peak(ts_graph *g, const char *skip, const ts_tensor *x, ts_tensor **out, int *namx)
@@ -508,9 +498,9 @@ static size_t build_peak(ts_graph *g, const char *skip, const ts_tensor *x, ts_t
     if (!f) cr_skip_test("no /proc/self/clear_refs: the peak cannot be reset");
     fputs("5", f); /* VmHWM := VmRSS */
     fclose(f);
-    size_t base = status_kb("VmRSS");
+    size_t base = xmem_rss();
     cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
-    size_t peak = status_kb("VmHWM");
+    size_t peak = xmem_peak_rss();
     const xplan *q = (const xplan *)p;
     *namx = 0;
     for (int i = 0; i < q->nsteps; i++) *namx += xd_matmul_is_amx(&q->steps[i]);

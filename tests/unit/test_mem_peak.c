@@ -23,6 +23,7 @@
 #include "onnx/proto.h"
 #include "onnx_pack.h"
 #include "tsopt.h"
+#include "util/mem_check.h"
 
 static double wval(int64_t n, int64_t k) { return (double)((n * 7 + k * 3) % 9 - 4) / 8; }
 static double bval(int64_t n) { return (double)(n % 5) / 8; }
@@ -128,17 +129,6 @@ static void write_model(int64_t N, int64_t K)
     free(buf);
 }
 
-static size_t status_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    size_t v = 0, kl = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') v = (size_t)strtoull(line + kl + 1, NULL, 10);
-    if (f) fclose(f);
-    return v * 1024;
-}
-
 /* VmRSS now, after resetting VmHWM to it. */
 static size_t reset_peak(void)
 {
@@ -146,7 +136,7 @@ static size_t reset_peak(void)
     cr_assert_not_null(f, "cannot reset the peak through /proc/self/clear_refs");
     fputs("5", f);
     fclose(f);
-    return status_kb("VmRSS");
+    return xmem_rss();
 }
 
 /* Peaks are only meaningful without a sanitizer (ASan's quarantine holds
@@ -164,7 +154,7 @@ static size_t reset_peak(void)
 
 static void check_peak(size_t base, size_t weights, double at_most, const char *when)
 {
-    size_t peak = status_kb("VmHWM"), grew = peak > base ? peak - base : 0;
+    size_t peak = xmem_peak_rss(), grew = peak > base ? peak - base : 0;
     cr_log_info("%s: peak grew by %.1f MiB for %.1f MiB of weights", when, grew / 1048576.0, weights / 1048576.0);
     if (PEAKS_MEAN_SOMETHING)
         cr_assert_leq((double)grew, at_most * (double)weights, "%s: the peak grew by %.1f MiB for %.1f MiB of weights "
