@@ -12,6 +12,7 @@
 #include "cli/bench.h"
 #include "measure/wait_policy.h"
 #include "util/clock.h"
+#include "util/mem_check.h"
 
 static const char USAGE[] =
     "usage: tsopt bench MODEL [--input NAME:D0xD1x...]... [--iters N] [--min-time S] [--warmup N] [--threads N]\n"
@@ -47,18 +48,6 @@ static const char USAGE[] =
     "  --rounds N    with --against: alternating rounds (A B or B A) at least (default 8;\n"
     "                rounded up to an even count so each model goes first equally often)\n"
     CLI_PLAN_OPT_USAGE;
-
-long long bench_peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long long kb = 0;
-    if (!f) return 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atoll(line + 6);
-    fclose(f);
-    return kb * 1024;
-}
 
 static int parse(int argc, char **argv, bench_args *a)
 {
@@ -136,7 +125,7 @@ void bench_report_json(const bench_args *a, const ts_plan_opts *o, const ts_plan
 {
     double mean = 0;
     for (long i = 0; i < n; i++) mean += t[i] / (double)n;
-    long long rss = bench_peak_rss();
+    long long rss = (long long)xmem_peak_rss();
     printf("{\"model\": ");
     bench_json_string(a->model);
     printf(", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"iters\": %ld, "
@@ -176,7 +165,7 @@ static void report(const bench_args *a, const ts_plan_opts *o, const ts_plan_sta
     }
     double mean = 0;
     for (long i = 0; i < n; i++) mean += t[i] / (double)n;
-    long long rss = bench_peak_rss();
+    long long rss = (long long)xmem_peak_rss();
     const double mib = 1024.0 * 1024.0;
     printf("model: %s\n", a->model);
     printf("latency: median %.3f ms, min %.3f ms, max %.3f ms, mean %.3f ms (%ld runs after %ld warm-up, %d "

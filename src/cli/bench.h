@@ -78,8 +78,6 @@ ts_status bench_run_timed(ts_plan *p, ts_tensor *const *in, ts_tensor *const *ou
 void bench_report_json(const bench_args *a, const ts_plan_opts *o, const ts_plan_stats *st, const double *t, long n,
                        double med, double build_ms, const quiet_stats *q, bool open_end);
 void bench_json_string(const char *s);
-/* Peak resident set (VmHWM) in bytes, 0 when /proc is unavailable. */
-long long bench_peak_rss(void);
 extern const char *const BENCH_REASON_NAMES[5];
 
 /* The model as bench times it (bench_value.c): loaded at binds; with

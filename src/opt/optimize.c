@@ -16,6 +16,7 @@
 #include "opt/ort_target.h"
 #include "ops/opaque.h"
 #include "util/clock.h"
+#include "util/mem_check.h"
 
 /* Time left after the search for the check and the measurement: the whole
  * run ends within the time limit plus this. */
@@ -43,18 +44,6 @@ static const char *clip_words(const char *msg, char *buf, size_t n)
     if (cut == 0) cut = n - 4;
     snprintf(buf, n, "%.*s...", (int)cut, msg);
     return buf;
-}
-
-/* Peak resident size of this process (VmHWM), MiB. */
-static double peak_rss_mb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
-    if (f) fclose(f);
-    return kb / 1024;
 }
 
 /* Seconds the run has left after its search for the check and the
@@ -644,7 +633,7 @@ done:
     ts_costdb_free(db);
     ts_ort_target_close(ort);
     res->total_s = ts_clock_s() - start;
-    res->peak_rss_mb = peak_rss_mb();
+    res->peak_rss_mb = (double)xmem_peak_rss() / 1048576;
     if (st) ts_optimize_result_free(res);
     return st;
 }
