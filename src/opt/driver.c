@@ -914,6 +914,17 @@ void ts_drive_result_free(ts_drive_result *res)
     memset(res, 0, sizeof *res);
 }
 
+void ts_drive_result_describe(const ts_drive_result *res, int i, char *buf, size_t n)
+{
+    const hist *h0 = i < 0 ? res->best_hist : res->alt_hist[i];
+    size_t len = 0;
+    buf[0] = 0;
+    for (const hist *h = h0; h && len + 1 < n; h = h->parent) {
+        snprintf(buf + len, n - len, "%s%s x%d", h == h0 ? "" : " < ", h->what, h->count);
+        len = strlen(buf);
+    }
+}
+
 void ts_drive_result_choose(ts_drive_result *res, int i)
 {
     ts_graph *g = res->best;

@@ -63,6 +63,8 @@ double ts_drive_graph_cost(const ts_optimize_opts *opts, ts_costdb *db, const ts
 void ts_drive_result_free(ts_drive_result *res);
 /* Makes alts[i] the best graph (its cost cost_after, its rewrites in
  * names, gains, per_source and nsteps); the old best leaves the result. */
+/* The rewrite path of alts[i] (i < 0: best), last step first, for progress lines. */
+void ts_drive_result_describe(const ts_drive_result *res, int i, char *buf, size_t n);
 void ts_drive_result_choose(ts_drive_result *res, int i);
 
 /* Structural bytes of a graph copy (what a frontier entry holds beyond

@@ -73,7 +73,7 @@ void ts_keep_decide(const double *fast0, const double *fast1, const double *med0
  * 1-thread CPU time) had per round 0.677 and its fastest run 241 ms against
  * the original's 125 ms over 5 rounds, and the original was written without
  * the keep decision ever timing it. */
-int ts_keep_rank_choose(const double *fast, const double *ratio, int n)
+int ts_keep_rank_choose(const double *fast, const double *ratio, const double *pred, int n, double tie)
 {
     int k = 0;
     double best = 1;
@@ -82,5 +82,8 @@ int ts_keep_rank_choose(const double *fast, const double *ratio, int n)
             best = ratio[i];
             k = i;
         }
+    /* within tie of the lowest, the prediction decides (keep.h: why) */
+    for (int i = 1; i < n && k; i++)
+        if (!isnan(fast[i]) && ratio[i] < 1 && ratio[i] <= best + tie && pred[i] < pred[k]) k = i;
     return k;
 }

@@ -53,10 +53,18 @@ void ts_keep_decide(const double *fast0, const double *fast1, const double *med0
  * median over rounds of its run over the original's run in the same
  * round), fast[i] its fastest run (NaN: not timed), for i in 1..n-1.
  * Returns the graph with the lowest per-round ratio when that is below 1,
- * else 0 (none looked faster).  The fastest runs only mark graphs not
+ * else 0 (none looked faster); of the graphs whose ratio is below 1 and
+ * within tie of the lowest, the one with the lowest pred[i] (the target's
+ * prediction, ms): the ranking's rounds do not resolve differences that
+ * small, and taking the lowest then follows the noise.  lraspp (12-07,
+ * loaded): resize-as-matmul alone 0.931, the same with two PET grouped-conv
+ * mutants 0.924 (chosen), which measured 1.020 of it in five separate
+ * 1-thread processes (1.004-1.046), and whose region sums said so (10.611
+ * against 10.601 ms); optimize passes --min-gain as tie, a difference the
+ * keep decision would not act on.  The fastest runs only mark graphs not
  * timed: at load, a few single runs' minima come from different moments
  * (keep.c says what they did); the keep decision refuses a chosen graph
  * that is not faster. */
-int ts_keep_rank_choose(const double *fast, const double *ratio, int n);
+int ts_keep_rank_choose(const double *fast, const double *ratio, const double *pred, int n, double tie);
 
 #endif

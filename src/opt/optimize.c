@@ -270,7 +270,7 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp,
         if (st) return st;
         /* the lowest per-round ratio below 1 (keep.c: why not the
          * fastest runs too); 0: none looked faster */
-        int c = ts_keep_rank_choose(fast, ratio, n);
+        int c = ts_keep_rank_choose(fast, ratio, pred, n, o->min_gain / 100);
         k = c ? c : 1;
         for (int i = 2; i < n && !c; i++) /* none: the reason names the lowest */
             if (!isnan(fast[i]) && (isnan(fast[k]) || !(ratio[k] <= ratio[i]))) k = i;
@@ -283,6 +283,12 @@ static ts_status ort_rank(ts_ort_target *ort, const ts_graph *g, ts_graph **imp,
                 fprintf(stderr, ", %s%s%d %.3f / %.3f, %.3f (%.3f)", i != k ? "" : c ? "chosen " : "lowest ",
                         idx[i] == -3 ? "import " : "", i, fast[i], med[i], ratio[i], pred[i]);
             fprintf(stderr, "\n");
+            for (int i = 1; i < n; i++)
+                if (idx[i] != -3) {
+                    char path[600];
+                    ts_drive_result_describe(dr, idx[i], path, sizeof path);
+                    fprintf(stderr, "optimize:   %d: %s\n", i, path);
+                }
         }
         for (int i = 1; i < n; i++) res->whole_candidates += !isnan(fast[i]); /* nan: not loaded in time */
         res->whole_before_ms = med[0];
