@@ -58,7 +58,7 @@ typedef struct qent {
 } qent;
 
 /* At least the number of graph passes (NPASSES, below). */
-#define NPASSES_MAX 16
+#define NPASSES_MAX 20
 
 /* Set of pointers (the original's constant tensors). */
 typedef struct pset {
@@ -520,7 +520,8 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 /* ---- graph passes */
 
 enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
-       PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST, NPASSES };
+       PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST,
+       PASS_DEAD_TAPS, NPASSES };
 _Static_assert(NPASSES <= NPASSES_MAX, "NPASSES_MAX");
 static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
@@ -528,7 +529,8 @@ static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize
                                          "pool-before-pointwise-conv", "fold-gate-into-conv",
                                          "prelu-as-depthwise-conv", "group-conv-as-blocks",
                                          "resize-as-matmul", "conv3d-as-frames",
-                                         "anchor-layernorm-transpose", "scale-before-transpose"};
+                                         "anchor-layernorm-transpose", "scale-before-transpose",
+                                         "conv-trim-dead-taps"};
 
 static int apply_pass(dctx *s, int k, ts_graph *g)
 {
@@ -556,6 +558,7 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
     case PASS_RESIZE_MM: return ts_resize_as_matmul(g, s->err); /* likewise (ORT's slow linear Resize) */
     case PASS_CONV3D_FRAMES: return ts_conv3d_as_frames(g, s->err); /* likewise (ORT's 3-D conv outside NCHWc) */
     case PASS_LN_ANCHOR: return ts_anchor_layernorm_transpose(g, s->err); /* likewise (ORT's LayerNorm fusion) */
+    case PASS_DEAD_TAPS: return ts_conv_trim_dead_taps(g, s->err); /* fewer multiply-adds; the cost decides */
     case PASS_SCALE_FIRST: {
         /* the moved scale then folds into the product before it (ORT runs
          * a Mul after a Transpose alone): the target's cost decides */

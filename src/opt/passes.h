@@ -96,6 +96,13 @@ int ts_scale_before_transpose(ts_graph *g, ts_error *err);
  * Returns the number of Resizes rewritten, or -1 (err set). */
 int ts_resize_as_matmul(ts_graph *g, ts_error *err);
 
+/* Conv whose outer kernel taps read only padding for every output position
+ * (a spatial size known, finite weights) -> the same Conv with those taps
+ * cut from the kernel and the pads shrunk to match; one tap left: a 1x1
+ * conv (conv_dead_taps.c: why it is exact and where it pays).  Returns the
+ * number of convolutions rewritten, or -1 (err set). */
+int ts_conv_trim_dead_taps(ts_graph *g, ts_error *err);
+
 /* The plan `tsopt run` and `bench` run: o->graph_opt (0: all) applied to
  * g in place, then g planned with o (g must outlive the plan).  Optimize's
  * measurements and `tsopt profile` plan through it, so they time what a
