@@ -20,6 +20,7 @@
 #include "exec/half.h"
 #include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
+#include "exec/roofline.h"
 #include "ops/attrs.h"
 
 typedef struct mm_state {
@@ -395,20 +396,39 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
 #define MM_X3_MIN_ROWS 196
 #define MM_X3_MIN_MACS 32768
 
-/* Columns per chunk: the split chunk (Wh + Wl, 4 bytes a weight, as the
- * float32 path's widened chunk) within `bytes`, whole 64-column panels
- * dividing N; N itself when it fits or N is no multiple of 64.  The passes
- * take X3_CHUNK_BYTES: the chunk and its dst are the step's scratch, which
- * with ViT-B/16's float16 MLP at batch 4 (2 MiB: 1.5 MiB split weight,
- * 1.54 MiB dst at its first product) set the arena's peak above the
- * attention's 16.34 MiB; 1 MiB chunks (Wh + Wl then fit a 2 MiB L2
- * beside A's rows) place it at that floor.  TSOPT_SKIP=half.amx_chunk:
- * MM_CHUNK_BYTES, as before. */
+/* Columns per chunk of the three passes (mm_run_x3): each chunk's weight
+ * is split into Wh + Wl (4 bytes a weight) and its M x cols float32 dst
+ * is a scratch buffer the passes add into twice (sum post-ops); A's rows
+ * stream from the outer caches either way.  The chunk is sized so that
+ * that working set, Wh + Wl + dst, fits one core's L2 (read from the CPU,
+ * roofline.c): then passes 2 and 3 re-read the weight and accumulate into
+ * dst from L2, and the step's scratch is at most one L2.  The dst's rows
+ * are in the bound, so the chunk narrows as the batch grows: ViT-B/16
+ * float16 on a 2 MiB L2 gets 512 columns of its first MLP product at
+ * batch 1 (197 rows: 1.5 MiB of weight + 0.38 MiB dst) and 256 at batch 4
+ * (788 rows: 0.75 + 0.77 MiB).  Measured there (Intel Xeon, ViT-B/16-l4
+ * float16), a fixed weight chunk fits one batch only: 1 MiB (a6853b7, for
+ * b4's arena: 2 MiB chunks put the first MLP product's 1.5 MiB weight +
+ * 1.54 MiB dst above the attention's 16.34 MiB peak, RSS 0.593 -> 0.617
+ * of float32) cost b1 x1.19 in time (55.0 vs 46.0 ms, in-process A/B,
+ * quiet), its second MLP product then in 12 chunks of 64 columns.  This
+ * bound: b1 36.6 vs 39.8 ms against the fixed 1 MiB (in-process A/B, 14
+ * undisturbed rounds of a loaded machine), arena 4.41 -> 5.36 MiB (RSS
+ * 0.575 of float32); b4's arena stays at the attention's 16.34 MiB.
+ * Whole columns: whole 64-column panels dividing N; N
+ * itself when the weight alone fits `bytes` (one chunk: no dst scratch,
+ * the passes write the output) or N is no multiple of 64.
+ * TSOPT_SKIP=half.amx_chunk_l2: the fixed 1 MiB weight chunk (X3_CHUNK_
+ * BYTES); half.amx_chunk: MM_CHUNK_BYTES, 2 MiB (each as it was). */
 #define X3_CHUNK_BYTES (1024 * 1024)
-static int64_t x3_cols(int64_t K, int64_t N, size_t bytes)
+static int64_t x3_cols(const xplan *p, int64_t M, int64_t K, int64_t N)
 {
+    const bool fixed = xplan_skips(p, "half.amx_chunk") || xplan_skips(p, "half.amx_chunk_l2");
+    const size_t bytes = xplan_skips(p, "half.amx_chunk")      ? MM_CHUNK_BYTES
+                         : xplan_skips(p, "half.amx_chunk_l2") ? X3_CHUNK_BYTES
+                                                               : (size_t)xroof_caches_get().l2;
     if ((size_t)(K * N) * 4 <= bytes || N % 64) return N;
-    int64_t cols = (int64_t)(bytes / ((size_t)K * 4)) / 64 * 64;
+    int64_t cols = (int64_t)(bytes / ((size_t)(fixed ? K : K + M) * 4)) / 64 * 64;
     if (cols < 64) cols = 64;
     while (N % cols) cols -= 64;
     return cols;
@@ -603,7 +623,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     float *xfold = NULL;
     if (Bt && !plain_w && m.r == 2 && !m.ta && xd_x3_post_ok(&f) && xd_matmul_amx_wanted(p, m.M, m.K, m.N) &&
         !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked)) {
-        xcols = x3_cols(m.K, m.N, xplan_skips(p, "half.amx_chunk") ? MM_CHUNK_BYTES : X3_CHUNK_BYTES);
+        xcols = x3_cols(p, m.M, m.K, m.N);
         if ((m.alpha != 1.0 || wscale) && (xfold = xd_alloc(Bt->nbytes)))
             fold_weights(xfold, Bt->data, Bt->nbytes, &m, wscale);
         if (((m.alpha != 1.0 || wscale) && !xfold) || !xd_on_f16_grid(xfold ? xfold : Bt->data, (size_t)(m.K * m.N)) ||
@@ -802,6 +822,12 @@ bool xd_matmul_is_amx(const xstep *s)
     s = xhalf_inner(s);
     const mm_state *c = s->k == &xk_dnnl_matmul || s->k == &xk_dnnl_gemm ? s->state : NULL;
     return c && c->x3;
+}
+
+int64_t xd_matmul_amx_cols(const xstep *s)
+{
+    if (!xd_matmul_is_amx(s)) return 0;
+    return ((const mm_state *)xhalf_inner(s)->state)->xcols;
 }
 
 const xkernel xk_dnnl_matmul = {"dnnl.matmul", matmul_build, mm_run, mm_destroy};

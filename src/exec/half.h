@@ -79,6 +79,9 @@ size_t xd_matmul_half_chunks(xstep *s, int slot, ts_dtype half);
 bool xd_matmul_amx_wanted(const xplan *p, int64_t M, int64_t K, int64_t N);
 /* True when step s is a dnnl.matmul / dnnl.gemm step running those passes. */
 bool xd_matmul_is_amx(const xstep *s);
+/* The columns of each weight chunk those passes take (x3_cols), 0 when s
+ * runs none. */
+int64_t xd_matmul_amx_cols(const xstep *s);
 /* dnnl_conv.c: the same for a convolution's weight (input 1), widened and
  * convolved in output-channel chunks. */
 size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);

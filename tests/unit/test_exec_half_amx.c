@@ -19,6 +19,7 @@
 #include "dnnl/dnnl_conv.h"
 #include "exec/half.h"
 #include "exec/plan_internal.h"
+#include "exec/roofline.h"
 #include "tsopt.h"
 #include "util/mem_check.h"
 
@@ -449,8 +450,8 @@ Test(half_amx, split_in_place_equals_split)
 
 /* ViT's MLP at batch 4 in small: each product's input dies there, so
  * both its halves are split where it lies (no scratch for Xl), and the
- * passes take 1 MiB weight chunks (D 512, H 1536: three chunks of each
- * product, two at MM_CHUNK_BYTES).  Each shrinks the arena (set at the
+ * passes take chunks whose weight and dst fit one L2 (D 512, H 1536: four
+ * chunks of each product with a 2 MiB L2, two at MM_CHUNK_BYTES).  Each shrinks the arena (set at the
  * first product: Relu(x), x, the hidden tensor, the chunk); the in-place
  * split gives the same bits as the scratch one (TSOPT_SKIP=
  * half.amx_inplace_lo), the smaller chunks (another accumulation order in
@@ -471,7 +472,7 @@ Test(half_amx, mlp_lo_in_place_and_small_chunks_shrink_the_arena)
     cr_assert(!memcmp(a->data, b->data, a->nbytes), "the in-place split's result differs from the scratch one's");
     double scale = 0;
     for (int64_t i = 0; i < ts_tensor_numel(c); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(c, i)));
-    cr_assert_leq(max_diff(a, c), 2 * ulp16(scale), "1 MiB vs 2 MiB chunks: %g, scale %g", max_diff(a, c), scale);
+    cr_assert_leq(max_diff(a, c), 2 * ulp16(scale), "L2 vs 2 MiB chunks: %g, scale %g", max_diff(a, c), scale);
     /* Xl of the first product: M x D bfloat16 values */
     cr_assert_leq(now.arena_bytes + (size_t)(M * D) * 2, lo.arena_bytes, "arena %zu, Xl in scratch %zu",
                   now.arena_bytes, lo.arena_bytes);
@@ -485,6 +486,80 @@ Test(half_amx, mlp_lo_in_place_and_small_chunks_shrink_the_arena)
     ts_tensor_unref(x);
     ts_tensor_unref(x64);
     ts_graph_free(g);
+}
+
+static ts_graph *build_product(int64_t M, int64_t K, int64_t N);
+
+/* The chunk columns of the passes in g's plan (one product), and its
+ * output for x in *out. */
+static int64_t plan_cols(const ts_graph *g, const char *skip, const ts_tensor *x, ts_tensor **out)
+{
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .skip = skip};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &e), TS_OK, "%s", e.msg);
+    const xplan *q = (const xplan *)p;
+    int64_t cols = 0;
+    for (int i = 0; i < q->nsteps; i++)
+        if (xd_matmul_amx_cols(&q->steps[i])) cols = xd_matmul_amx_cols(&q->steps[i]);
+    *out = ts_tensor_new(TS_F16, &g->values[g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    return cols;
+}
+
+/* The passes' chunk per shape (dnnl_matmul.c x3_cols): the widest whole
+ * 64-column panels dividing N whose split weight and float32 dst (4 bytes
+ * each per K x cols weight and M x cols output) fit this CPU's L2, so the
+ * chunk narrows as the rows grow.  ViT-B/16's four products at batch 1
+ * and 4: with a 2 MiB L2 its MLP's first product takes 512 columns at
+ * batch 1 and 256 at 4, where the fixed 1 MiB weight chunk took 256 at
+ * both (b1 then 12 chunks of the second product of 64 columns each, 6
+ * here).  Each shape's output agrees with the fixed chunk's
+ * (TSOPT_SKIP=half.amx_chunk_l2; another accumulation order in oneDNN)
+ * within 2 float16 ulps of its scale. */
+Test(half_amx, chunk_fits_l2_and_narrows_with_rows)
+{
+    if (!xd_cpu_amx_bf16()) cr_skip_test("this CPU (oneDNN's effective ISA) has no AMX-BF16: the float32 kernels run");
+    const int64_t l2 = xroof_caches_get().l2;
+    const int64_t shapes[][3] = {{197, 768, 3072}, {788, 768, 3072}, {197, 3072, 768}, {788, 3072, 768},
+                                 {197, 768, 2304}, {788, 768, 2304}, {197, 768, 768},   {788, 768, 768}};
+    int64_t got[8];
+    for (int c = 0; c < 8; c++) {
+        const int64_t M = shapes[c][0], K = shapes[c][1], N = shapes[c][2];
+        int64_t want = N;
+        if (K * N * 4 > l2) {
+            want = 64;
+            for (int64_t w = 64; w <= N; w += 64)
+                if (N % w == 0 && w * (K + M) * 4 <= l2) want = w;
+        }
+        ts_graph *g = build_product(M, K, N);
+        ts_error e = {0};
+        ts_shape xs = {.rank = 2, .dims = {M, K}};
+        ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e), *x64 = ts_tensor_new(TS_F64, &xs, &e), *y = NULL, *yf = NULL;
+        fill_f16(x, x64, 31 + (uint64_t)c);
+        got[c] = plan_cols(g, NULL, x, &y);
+        int64_t fixed = plan_cols(g, "half.amx_chunk_l2", x, &yf);
+        cr_log_info("%lldx%lldx%lld: %lld columns a chunk (L2 %lld KiB), %lld at the fixed 1 MiB", (long long)M,
+                    (long long)K, (long long)N, (long long)got[c], (long long)(l2 >> 10), (long long)fixed);
+        cr_assert_eq(got[c], want, "%lldx%lldx%lld: %lld columns, the L2 rule gives %lld", (long long)M, (long long)K,
+                     (long long)N, (long long)got[c], (long long)want);
+        double scale = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(yf); i++) scale = fmax(scale, fabs(ts_tensor_get_f64(yf, i)));
+        cr_assert_leq(max_diff(y, yf), 2 * ulp16(scale), "%lldx%lldx%lld: %g from the fixed chunk's, scale %g",
+                      (long long)M, (long long)K, (long long)N, max_diff(y, yf), scale);
+        ts_tensor_unref(y);
+        ts_tensor_unref(yf);
+        ts_tensor_unref(x);
+        ts_tensor_unref(x64);
+        ts_graph_free(g);
+    }
+    for (int c = 0; c < 8; c += 2)
+        cr_assert_geq(got[c], got[c + 1], "batch 1 %lld columns, batch 4 %lld", (long long)got[c], (long long)got[c + 1]);
+    if (l2 == 2L << 20) /* this project's Intel Xeon: the figures in dnnl_matmul.c's comment */
+        cr_assert(got[0] == 512 && got[1] == 256 && got[2] == 128 && got[3] == 128, "%lld %lld %lld %lld",
+                  (long long)got[0], (long long)got[1], (long long)got[2], (long long)got[3]);
 }
 
 /* How much the peak resident set grew while g's plan was built (the caller
