@@ -199,7 +199,9 @@ static char pool_output_layout(const ts_plan *plan)
  * stride-2 MaxPool -> the readers reader[0..nr) ('w': 3x3 pads 1 conv to 32,
  * Winograd's shape; '1': 1x1 conv to 32; 's': 3x3 stride-2 conv to 32;
  * 'p': 1x1 conv to 32, Relu, then a 'w' conv; 'q': the same with a 1x1
- * conv last), each a graph output.  Checks every plan against the
+ * conv last; 'r': a 'w' conv plus the pool's output, ResNet's identity
+ * shortcut, C 32; 'd': a '1' conv plus a 'w' conv, ResNet-50's
+ * downsample beside its main branch), each a graph output.  Checks every plan against the
  * reference interpreter and, without 'p' (whose 1x1 conv runs another
  * kernel on blocks), the default plan's outputs bit for bit against the
  * one with TSOPT_SKIP=maxpool.blocks (the pool then writes channels-last
@@ -223,6 +225,11 @@ static char blocks_case(int C, const char *readers, int threads)
         int w = readers[r] == '1' || chain ? cst(g, w1x1, -0.5, 0.5) : cst(g, w3, -0.5, 0.5);
         int na = readers[r] == '1' || chain ? 0 : readers[r] == 's' ? 2 : 1;
         int z = xt_node(g, "Conv", (int[]){y, w}, 2, pads, na);
+        if (readers[r] == 'r') z = xt_node(g, "Add", (int[]){z, y}, 2, NULL, 0);
+        if (readers[r] == 'd') {
+            int a = xt_node(g, "Conv", (int[]){y, cst(g, w1x1, -0.5, 0.5)}, 2, NULL, 0);
+            z = xt_node(g, "Add", (int[]){a, z}, 2, NULL, 0);
+        }
         if (chain) {
             z = xt_node(g, "Relu", &z, 1, NULL, 0);
             bool q = readers[r] == 'q';
@@ -288,5 +295,14 @@ Test(exec_maxpool, blocks_for_winograd_readers)
         if (wino) cr_assert_eq(lay, 'b', "threads %d", threads);
         cr_assert_eq(blocks_case(32, "q", threads), 'c');
         cr_assert_eq(blocks_case(32, "pq", threads), 'c');
+        /* ResNet-18's stem pool: a Winograd conv and the Add of the identity
+         * shortcut (which reads blocks beside that conv's result) */
+        lay = blocks_case(32, "r", threads);
+        if (wino) cr_assert_eq(lay, 'b', "threads %d", threads);
+        lay = blocks_case(32, "rw", threads);
+        if (wino) cr_assert_eq(lay, 'b', "threads %d", threads);
+        /* not the Add after a 1x1 conv (ResNet-50's downsample: lower_post.c) */
+        cr_assert_eq(blocks_case(32, "d", threads), 'c');
+        cr_assert_eq(blocks_case(32, "r1", threads), 'c');
     }
 }
