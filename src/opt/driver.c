@@ -519,11 +519,12 @@ static bool consider(ts_source_emit *e, ts_graph *ng, const char *what, int coun
 
 /* ---- graph passes */
 
-enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK, PASS_POOL_CONV, PASS_POOL_FIRST,
-       PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM, PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST,
-       PASS_DEAD_TAPS, NPASSES };
+enum { PASS_BN, PASS_CSE, PASS_BODIES, PASS_SOFTMAX_FLUSH, PASS_SUMS, PASS_SIBLINGS, PASS_SUMS_SIBLINGS, PASS_STACK,
+       PASS_POOL_CONV, PASS_POOL_FIRST, PASS_FOLD_GATE, PASS_PRELU_DW, PASS_GROUP_BLOCKS, PASS_RESIZE_MM,
+       PASS_CONV3D_FRAMES, PASS_LN_ANCHOR, PASS_SCALE_FIRST, PASS_DEAD_TAPS, NPASSES };
 _Static_assert(NPASSES <= NPASSES_MAX, "NPASSES_MAX");
-static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies", "merge-matmul-sums",
+static const char *const PASS_NAMES[] = {"fold-conv-batchnorm", "cse", "optimize-bodies",
+                                         "flush-softmax-subnormals", "merge-matmul-sums",
                                          "merge-siblings", "merge-matmul-sums+siblings",
                                          "stack-shared-weight-matmuls", "pool-after-pointwise-conv",
                                          "pool-before-pointwise-conv", "fold-gate-into-conv",
@@ -566,6 +567,10 @@ static int apply_pass(dctx *s, int k, ts_graph *g)
         if (n > 0 && (ts_fold_affine(g, s->err) < 0 || ts_graph_fold_constants(g, s->err) < 0)) return -1;
         return n;
     }
+    case PASS_SOFTMAX_FLUSH:
+        /* only for a target that keeps subnormals (ORT): tsopt's softmax
+         * kernel flushes them itself (vec_softmax.c xv_flush) */
+        return s->cost_fn && !s->o->roofline ? ts_flush_softmax_subnormals(g, s->err) : 0;
     default: return ts_merge_siblings(g, -1, s->cc, s->err);
     }
 }
@@ -718,7 +723,13 @@ static bool pass_rounds(dctx *s, int from, int to, ts_graph **cur, double *cost,
  * and only a folded conv matches a rule's conv (NasNet-A's branch sums are
  * Add(BN(conv), BN(conv)), which no ewadd(conv, conv) matches unfolded).
  * CSE never makes a graph slower and is kept likewise, and so are the
- * control-flow bodies' own passes (opt/bodies.c).  Then each merge
+ * control-flow bodies' own passes (opt/bodies.c).  For a target that
+ * keeps subnormals (ORT) a masked Softmax's subnormal probabilities are
+ * flushed whatever the cost says: a region is timed alone on random
+ * inputs, and the MatMul after the Softmax timed so has no subnormal
+ * operand, so the sums need not see the 20-50x slower MatMul that the
+ * model's own mask causes (softmax_flush.c); the whole-graph ranking and
+ * the keep decision time the model whole.  Then each merge
  * pass is applied to the whole graph and the cheapest kept when the cost
  * model says the graph got cheaper, until nothing improves: one whole-graph
  * merge stands for many rule applications (merging 8 MatMuls is 7 pairwise
@@ -732,7 +743,8 @@ static bool passes(dctx *s, ts_graph **cur, double *cost, hist **h)
     int uk = 0, un = 0;
     if (!try_pass(s, PASS_BN, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
         !try_pass(s, PASS_CSE, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
-        !try_pass(s, PASS_BODIES, true, cur, cost, h, &unused, &unused_c, &uk, &un))
+        !try_pass(s, PASS_BODIES, true, cur, cost, h, &unused, &unused_c, &uk, &un) ||
+        !try_pass(s, PASS_SOFTMAX_FLUSH, true, cur, cost, h, &unused, &unused_c, &uk, &un))
         return false;
     bool more, cont, ok = pass_rounds(s, 0, 1, cur, cost, h, &more);
     /* the first round's alternatives (pass_runner_up), each continued by

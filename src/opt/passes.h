@@ -88,6 +88,14 @@ bool ts_layernorm_reads(const ts_graph *g, int v);
  * and where it pays).  Returns the number of Muls moved, or -1 (err set). */
 int ts_scale_before_transpose(ts_graph *g, ts_error *err);
 
+/* y = Softmax(s), s computed by Reshapes and Adds one of which adds a
+ * float constant holding a value in [-206.6, ln(FLT_MIN) = -87.3] (an
+ * additive attention mask such as Swin's -100) -> p = Softmax(s), y = Where(Less(p, FLT_MIN), 0, p): subnormal
+ * probabilities become 0, every other value is unchanged (softmax_flush.c:
+ * the error bound and why it pays in ONNX Runtime).  Models at opset 9 or
+ * newer.  Returns the number of Softmaxes flushed, or -1 (err set). */
+int ts_flush_softmax_subnormals(ts_graph *g, ts_error *err);
+
 /* Resize (or Upsample), mode linear, of a float tensor over its last two
  * axes with constant scales or sizes -> MatMul(A_h, MatMul(x, A_w^T)) (the
  * cheaper order first; an axis that is the identity skipped), A the
