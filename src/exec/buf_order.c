@@ -42,19 +42,25 @@ bool xbuf_dense_order(const xbuf *b, int *order)
     return true;
 }
 
-bool xbuf_is_blocks16(const xbuf *b)
+/* 16-channel blocks, the channel dim padded to a multiple of 16 where
+ * pad_ok (oneDNN zero-fills the padding of what it writes). */
+static bool blocks16(const xbuf *b, bool pad_ok)
 {
     const dnnl_memory_desc_t *md = &b->md;
     const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
     if (!b->blocked || md->format_kind != dnnl_blocked || md->ndims != 4 || md->offset0 != 0 || bd->inner_nblks != 1 ||
-        bd->inner_blks[0] != 16 || bd->inner_idxs[0] != 1 || md->dims[1] % 16)
+        bd->inner_blks[0] != 16 || bd->inner_idxs[0] != 1 || (!pad_ok && md->dims[1] % 16))
         return false;
+    const int64_t cp = (md->dims[1] + 15) / 16 * 16;
     for (int d = 0; d < 4; d++)
-        if (md->padded_dims[d] != md->dims[d] || md->padded_offsets[d] != 0) return false;
+        if (md->padded_dims[d] != (d == 1 ? cp : md->dims[d]) || md->padded_offsets[d] != 0) return false;
     /* outer dims N, C/16, H, W dense in that order, each block of 16 innermost */
-    const int64_t want[4] = {md->dims[1] * md->dims[2] * md->dims[3], 16 * md->dims[2] * md->dims[3],
-                             16 * md->dims[3], 16};
+    const int64_t want[4] = {cp * md->dims[2] * md->dims[3], 16 * md->dims[2] * md->dims[3], 16 * md->dims[3], 16};
     for (int d = 0; d < 4; d++)
-        if ((d == 1 ? md->dims[1] / 16 : md->dims[d]) != 1 && bd->strides[d] != want[d]) return false;
+        if ((d == 1 ? cp / 16 : md->dims[d]) != 1 && bd->strides[d] != want[d]) return false;
     return true;
 }
+
+bool xbuf_is_blocks16(const xbuf *b) { return blocks16(b, false); }
+
+bool xbuf_is_blocks16_padded(const xbuf *b) { return blocks16(b, true); }

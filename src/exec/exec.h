@@ -336,6 +336,9 @@ bool xplan_net_in_blocks(xplan *p);
  * C/16, H, W dense, 16 channels innermost) with no padding (C a multiple
  * of 16).  buf_order.c */
 bool xbuf_is_blocks16(const xbuf *b);
+/* The same with C padded to the next multiple of 16 allowed (the padding
+ * channels hold zeros wherever oneDNN wrote the buffer).  buf_order.c */
+bool xbuf_is_blocks16_padded(const xbuf *b);
 
 /* Buffer currently holding graph value v (created on first use: graph
  * inputs/outputs/constants/arena). */

@@ -3,12 +3,14 @@
  * 16-channel blocks"): it has a depthwise conv and every node is one whose
  * lowering reads oneDNN's blocked layouts as they are (convs with their
  * activations and residual Adds as post-ops, pools, the head's global mean,
- * Flatten and Gemm).  A gate (Sigmoid, HardSigmoid, HardSwish, Mul: SE
- * blocks, SiLU) or a shuffle, Concat or Transpose runs on kernels that read
- * channels-last: in blocks, mobilenet_v3_large had 92 steps instead of 57
- * (reorders around each squeeze-excite) and was 1.03-1.07x slower,
- * efficientnet_b0 138 instead of 67, 1.15x.  A property of the whole graph,
- * so it is the planner side's to decide, not a served kernel's. */
+ * Flatten and Gemm, the activations and gates of squeeze-excite blocks:
+ * vec.se pools and scales the blocks as they lie, a conv fuses its
+ * HardSwish or SiLU).  A shuffle, Concat or Transpose runs on kernels that
+ * read channels-last.  Before vec.se read blocks, mobilenet_v3_large had 92
+ * steps in blocks instead of 57 (reorders around each squeeze-excite) and
+ * was 1.03-1.07x slower, efficientnet_b0 138 instead of 67, 1.15x.  A
+ * property of the whole graph, so it is the planner side's to decide, not
+ * a served kernel's. */
 #include <string.h>
 #include "exec/exec.h"
 
@@ -16,7 +18,8 @@ static bool in_blocks(const ts_graph *g)
 {
     static const char *const ok[] = {"Conv",    "Relu",        "Clip",    "Add",  "BatchNormalization",
                                      "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
-                                     "Flatten", "Gemm",        "MatMul",  "Identity", "Dropout"};
+                                     "Flatten", "Gemm",        "MatMul",  "Identity", "Dropout",
+                                     "Sigmoid", "HardSigmoid", "HardSwish", "Mul"};
     bool dw = false;
     for (int n = 0; n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];

@@ -39,7 +39,9 @@
 
 typedef struct se_state {
     int64_t N, C, HW, R; /* batch, channels, pooled pixels, reduced channels */
-    bool nhwc;           /* input channels-last, else plain NCHW */
+    int64_t Cp;          /* C rounded up to whole blocks (blocks16), else C */
+    bool nhwc;           /* input channels-last, else plain NCHW (or blocks16) */
+    bool blocks16;       /* input in oneDNN's 16-channel blocks [N][Cp/16][HW][16] */
     bool scale;          /* the output is x * gate (the block's Mul), else the gate */
     float *w1, *b1;      /* [R][C] (scaled by 1/HW: the pool's mean), [R] */
     float *w2t, *b2;     /* [R][C]: the second conv transposed, [C] */
@@ -78,6 +80,20 @@ XV_CLONES static void se_sum_nchw(const float *x, int64_t HW, int64_t c0, int64_
 #pragma omp simd reduction(+ : a)
         for (int64_t p = 0; p < HW; p++) a += r[p];
         sum[c] = a;
+    }
+}
+
+/* Sums of blocks b0..b1 of one image in 16-channel blocks ([Cp/16][HW][16])
+ * into sum[16 b0 .. 16 b1) (a block's padding channels sum to zero). */
+XV_CLONES static void se_sum_b16(const float *x, int64_t HW, int64_t b0, int64_t b1, float *sum)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const float *r = x + b * HW * 16;
+        float a[16] = {0};
+        for (int64_t p = 0; p < HW; p++)
+#pragma omp simd
+            for (int j = 0; j < 16; j++) a[j] += r[p * 16 + j];
+        memcpy(sum + b * 16, a, sizeof a);
     }
 }
 
@@ -158,17 +174,39 @@ XV_CLONES static void se_scale_nchw(const float *x, const float *gate, float *y,
     }
 }
 
+XV_CLONES static void se_scale_b16(const float *x, const float *gate, float *y, int64_t HW, int64_t b0, int64_t b1)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const float *r = x + b * HW * 16, *g = gate + b * 16;
+        float *o = y + b * HW * 16;
+        for (int64_t p = 0; p < HW; p++)
+#pragma omp simd
+            for (int j = 0; j < 16; j++) o[p * 16 + j] = r[p * 16 + j] * g[j];
+    }
+}
+
 static void se_run(const xstep *st, void *const *in, void *const *out, void *scratch)
 {
     const se_state *s = st->state;
-    const int64_t C = s->C, HW = s->HW;
-    float *part = scratch, *h = part + 2 * C, *g = h + s->R;
+    const int64_t C = s->C, Cp = s->Cp, HW = s->HW, nb = Cp / 16;
+    float *part = scratch, *h = part + 2 * Cp, *g = h + s->R;
     /* a parallel region costs more than pooling a small tensor */
     int nt = s->threads > 1 && HW * C >= 4 * XV_PAR_MIN ? 2 : 1;
     for (int64_t n = 0; n < s->N; n++) {
-        const float *x = (const float *)in[0] + n * C * HW;
+        const float *x = (const float *)in[0] + n * Cp * HW;
         float *sum = part;
-        if (nt == 1) {
+        if (s->blocks16) {
+            /* whole blocks per thread, as the plain layout splits channels */
+            if (nt == 1) {
+                se_sum_b16(x, HW, 0, nb, sum);
+            } else {
+#pragma omp parallel num_threads(nt)
+                {
+                    int t = omp_get_thread_num(), k = omp_get_num_threads();
+                    se_sum_b16(x, HW, nb * t / k, nb * (t + 1) / k, sum);
+                }
+            }
+        } else if (nt == 1) {
             if (s->nhwc)
                 se_sum_nhwc(x, C, 0, HW, sum);
             else
@@ -196,7 +234,21 @@ static void se_run(const xstep *st, void *const *in, void *const *out, void *scr
         /* the block's Mul, split as the pooling was: each thread scales
          * the pixels (channels) it summed, still in its cache */
         se_gate(s, sum, h, g);
-        float *y = (float *)out[0] + n * C * HW;
+        float *y = (float *)out[0] + n * Cp * HW;
+        if (s->blocks16) {
+            /* the padding channels stay zero: x's are, times a zero gate */
+            for (int64_t c = C; c < Cp; c++) g[c] = 0;
+            if (nt == 1) {
+                se_scale_b16(x, g, y, HW, 0, nb);
+            } else {
+#pragma omp parallel num_threads(nt)
+                {
+                    int t = omp_get_thread_num(), k = omp_get_num_threads();
+                    se_scale_b16(x, g, y, HW, nb * t / k, nb * (t + 1) / k);
+                }
+            }
+            continue;
+        }
         if (nt == 1) {
             if (s->nhwc)
                 se_scale_nhwc(x, g, y, C, 0, HW);
@@ -254,15 +306,26 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
         return TS_ERR_UNSUPPORTED;
     xbuf scratch; /* X's layout decided before the plan is touched */
     int order[TS_MAX_RANK];
-    if (HW < 1 || !xbuf_dense_order(xplan_value_layout(p, xv, &scratch), order)) return TS_ERR_UNSUPPORTED;
-    bool is_nhwc = !memcmp(order, nhwc, sizeof nhwc);
-    if (!is_nhwc && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
+    const xbuf *xl = xplan_value_layout(p, xv, &scratch);
+    /* 16-channel blocks (a net run in blocks, conv.stem_blocks): pooled
+     * and scaled as they lie, the scaled result in the same blocks for the
+     * conv after it.  Before, the block was five steps around two reorders
+     * (oneDNN pool, two 1x1 convs, the gate and x made channels-last for
+     * an element-wise Mul).  TSOPT_SKIP=se.blocks declines it. */
+    const int mul_out = mul >= 0 ? xplan_node(p, mul)->outputs[0] : -1;
+    bool b16 = HW >= 1 && xs->rank == 4 && xbuf_is_blocks16_padded(xl) && !xplan_skips(p, "se.blocks") &&
+               (mul_out < 0 || !ts_graph_is_output(g, mul_out));
+    if (!b16 && (HW < 1 || !xbuf_dense_order(xl, order))) return TS_ERR_UNSUPPORTED;
+    bool is_nhwc = !b16 && !memcmp(order, nhwc, sizeof nhwc);
+    if (!b16 && !is_nhwc && !xbuf_order_plain(order, 4)) return TS_ERR_UNSUPPORTED;
+    const dnnl_memory_desc_t xmd = xl->md;
     int xb = xplan_value_buf(p, xv);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
     se_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    *s = (se_state){.N = N, .C = C, .HW = HW, .R = R, .nhwc = is_nhwc, .scale = mul >= 0, .npo1 = f1->npo,
+    *s = (se_state){.N = N, .C = C, .Cp = b16 ? (C + 15) / 16 * 16 : C, .HW = HW, .R = R, .nhwc = is_nhwc,
+                    .blocks16 = b16, .scale = mul >= 0, .npo1 = f1->npo,
                     .npo2 = f2->npo, .threads = xv_threads(p)};
     memcpy(s->po1, f1->po, sizeof f1->po);
     memcpy(s->po2, f2->po, sizeof f2->po);
@@ -281,9 +344,15 @@ static ts_status se_build(xplan *p, int n, xstep *st, ts_error *err)
     st->in[0] = xb;
     st->out[0] = xplan_value_buf(p, mul >= 0 ? xplan_node(p, mul)->outputs[0] : f2->out_value);
     if (st->out[0] < 0) return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
-    st->scratch_bytes = sizeof(float) * (size_t)(3 * C + R);
-    /* the scaled tensor keeps x's channels-last layout for the conv after it */
+    st->scratch_bytes = sizeof(float) * (size_t)(3 * s->Cp + R);
+    /* the scaled tensor keeps x's channels-last layout (or blocks) for the conv after it */
     if (mul >= 0 && is_nhwc) xv_set_order(p, st->out[0], nhwc);
+    if (mul >= 0 && b16) {
+        xbuf *yb = &p->bufs[st->out[0]];
+        yb->blocked = true;
+        yb->md = xmd;
+        yb->bytes = dnnl_memory_desc_get_size(&xmd);
+    }
     return TS_OK;
 }
 

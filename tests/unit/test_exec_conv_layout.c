@@ -146,72 +146,135 @@ Test(conv_layout, winograd_odd_channels) { wino_chain(33, 40, 29); }
 Test(conv_layout, winograd_large_tile) { wino_chain(128, 128, 28); }
 
 /* An inverted-residual network (MobileNetV2's pattern: stem, depthwise 3x3,
- * 1x1 expand and project, a residual Add) with no step that
- * wants channels-last: the stem writes 16-channel blocks and every conv
- * after it keeps them (oneDNN's blocked jit kernels; net_blocks.c
- * xplan_net_in_blocks), where an AVX-512 kernel exists for them.  With
- * TSOPT_SKIP=conv.stem_blocks, or with a Sigmoid gate in the network (an
- * SiLU: its vec kernels read channels-last), the stem writes channels-last
- * as before.  Results equal the reference interpreter in all three. */
-static int dwnet(ts_graph *g, bool gate)
+ * 1x1 expand and project, a residual Add) whose maps shrink from 48x48 to
+ * 6x6, with no step that wants channels-last: the stem writes 16-channel
+ * blocks and the convs after it keep them (oneDNN's blocked jit kernels;
+ * net_blocks.c xplan_net_in_blocks; from the residual Add of 40 channels,
+ * padded, oneDNN writes channels-last).  DW_SE adds a MobileNet-v3
+ * squeeze-excite block on 24 channels (16-channel blocks padded to 32):
+ * vec.se pools and scales them as they lie; DW_SE64 on 64 channels (no
+ * padding, large enough that two threads split the pool).  DW_CONCAT adds
+ * a channel Concat (its kernels read channels-last): the net stays
+ * channels-last, as with TSOPT_SKIP=conv.stem_blocks.  Results equal the
+ * reference interpreter in all of them. */
+typedef enum { DW_PLAIN, DW_SE, DW_SE64, DW_CONCAT } dw_kind;
+
+static int se_block(ts_graph *g, int x, int C, int R)
 {
-    int a = conv(g, xt_input(g, "x", "1x3x48x48"), 3, 16, 3, 2, 1);
+    char w1[32], w2[32], b1[16], b2[16];
+    snprintf(w1, sizeof w1, "%dx%dx1x1", R, C);
+    snprintf(w2, sizeof w2, "%dx%dx1x1", C, R);
+    snprintf(b1, sizeof b1, "%d", R);
+    snprintf(b2, sizeof b2, "%d", C);
+    int y = xt_node(g, "GlobalAveragePool", &x, 1, NULL, 0);
+    y = xt_node(g, "Conv", (int[]){y, cst(g, w1, -1, 1), cst(g, b1, -0.5, 0.5)}, 3, NULL, 0);
+    y = xt_node(g, "Relu", &y, 1, NULL, 0);
+    y = xt_node(g, "Conv", (int[]){y, cst(g, w2, -1, 1), cst(g, b2, -0.5, 0.5)}, 3, NULL, 0);
+    y = xt_node(g, "HardSigmoid", &y, 1, (ts_attr[]){ts_attr_float("alpha", 1.0f / 6), ts_attr_float("beta", 0.5f)},
+                2);
+    return xt_node(g, "Mul", (int[]){x, y}, 2, NULL, 0);
+}
+
+static int dwnet(ts_graph *g, dw_kind kind)
+{
+    int a = conv(g, xt_input(g, "x", "1x3x96x96"), 3, 16, 3, 2, 1); /* 48x48 */
     a = conv(g, a, 16, 16, 3, 1, 16);
-    a = conv(g, a, 16, 24, 1, 1, 1);
-    a = conv(g, a, 24, 72, 1, 1, 1);
-    a = conv(g, a, 72, 72, 3, 2, 72);
-    if (gate) a = xt_node(g, "Mul", (int[]){a, xt_node(g, "Sigmoid", &a, 1, NULL, 0)}, 2, NULL, 0);
-    int r = conv(g, a, 72, 40, 1, 1, 1);
+    const int m = kind == DW_SE64 ? 64 : 24;
+    a = conv(g, a, 16, m, 1, 1, 1);
+    if (kind == DW_SE || kind == DW_SE64) a = se_block(g, a, m, 8);
+    a = conv(g, a, m, 72, 1, 1, 1);
+    a = conv(g, a, 72, 72, 3, 2, 72); /* 24x24 */
+    int C = 72;
+    if (kind == DW_CONCAT) {
+        a = xt_node(g, "Concat", (int[]){a, a}, 2, (ts_attr[]){ts_attr_int("axis", 1)}, 1);
+        C = 144;
+    }
+    int r = conv(g, a, C, 40, 1, 1, 1);
     a = conv(g, r, 40, 120, 1, 1, 1);
     a = conv(g, a, 120, 120, 3, 1, 120);
     a = conv(g, a, 120, 40, 1, 1, 1);
-    return xt_node(g, "Add", (int[]){a, r}, 2, NULL, 0);
+    a = xt_node(g, "Add", (int[]){a, r}, 2, NULL, 0);
+    a = conv(g, a, 40, 40, 3, 2, 40); /* 12x12 */
+    a = conv(g, a, 40, 40, 3, 2, 40); /* 6x6 */
+    a = conv(g, a, 40, 64, 1, 1, 1);
+    return conv(g, a, 64, 32, 1, 1, 1);
 }
 
-/* The number of conv steps writing 16-channel blocks (any padding), and
- * of conv steps (the graph output's, plain, not counted). */
-static int convs_in_blocks(const xplan *p, int *nconv)
+/* Conv steps writing 16-channel blocks (any padding) among those reading
+ * the 48x48 maps and among the others; the graph output's conv (plain) not
+ * counted; vec.se steps, and those reading and writing blocks. */
+typedef struct {
+    int big, nbig, small, nsmall, se, se_blocks;
+} dw_count;
+
+static dw_count convs_in_blocks(const xplan *p)
 {
-    int n = 0;
-    *nconv = 0;
+    dw_count c = {0};
     for (int i = 0; i < p->nsteps; i++) {
         const xstep *s = &p->steps[i];
+        if (!strcmp(s->k->name, "vec.se")) {
+            c.se++;
+            c.se_blocks += xbuf_is_blocks16_padded(&p->bufs[s->in[0]]) && xbuf_is_blocks16_padded(&p->bufs[s->out[0]]);
+        }
         if (strcmp(s->k->name, "dnnl.conv") != 0 || p->bufs[s->out[0]].kind == XB_OUTPUT) continue;
-        const xbuf *y = &p->bufs[s->out[0]];
+        const xbuf *x = &p->bufs[s->in[0]], *y = &p->bufs[s->out[0]];
         const dnnl_blocking_desc_t *bk = &y->md.format_desc.blocking;
-        ++*nconv;
-        n += y->blocked && y->md.format_kind == dnnl_blocked && bk->inner_nblks == 1 && bk->inner_blks[0] == 16 &&
-             bk->inner_idxs[0] == 1;
+        bool b = y->blocked && y->md.format_kind == dnnl_blocked && bk->inner_nblks == 1 && bk->inner_blks[0] == 16 &&
+                 bk->inner_idxs[0] == 1;
+        if (x->shape.dims[2] >= 48) {
+            c.nbig++;
+            c.big += b;
+        } else {
+            c.nsmall++;
+            c.small += b;
+        }
     }
-    return n;
+    return c;
 }
 
-static int dwnet_blocks(bool gate, const char *skip, int *nconv)
+static dw_count dwnet_blocks(dw_kind kind, const char *skip)
 {
     ts_graph *g = ts_graph_new("t", 17);
     ts_error e = {0};
-    cr_assert_eq(ts_graph_add_output(g, dwnet(g, gate), &e), TS_OK, "%s", e.msg);
+    cr_assert_eq(ts_graph_add_output(g, dwnet(g, kind), &e), TS_OK, "%s", e.msg);
     ts_plan_opts o = {.skip = skip};
     ts_plan *plan = xt_plan_check(g, &o, rng++, -1, 1, 1e-4, XT_TOL_MAX);
     ts_plan_stats st;
     ts_plan_stats_get(plan, &st);
     cr_assert_eq(st.ref_impls, 0, "got %d oneDNN reference implementations", st.ref_impls);
-    int n = convs_in_blocks((const xplan *)plan, nconv);
+    dw_count c = convs_in_blocks((const xplan *)plan);
     ts_plan_free(plan);
     ts_graph_free(g);
-    return n;
+    return c;
 }
 
 Test(conv_layout, depthwise_net_in_blocks)
 {
-    int nconv, blocks = dwnet_blocks(false, NULL, &nconv);
-    int nskip, skipped = dwnet_blocks(false, "conv.stem_blocks", &nskip);
-    int ngate, gated = dwnet_blocks(true, NULL, &ngate);
-    cr_assert_geq(nconv, 7, "%d conv steps", nconv);
+    dw_count a = dwnet_blocks(DW_PLAIN, NULL), skipped = dwnet_blocks(DW_PLAIN, "conv.stem_blocks");
+    dw_count cat = dwnet_blocks(DW_CONCAT, NULL);
+    cr_assert_eq(a.nbig, 5, "%d conv steps reading 48x48 maps", a.nbig);
     if (!__builtin_cpu_supports("avx512f")) return; /* results checked; layouts are oneDNN's choice */
-    /* all but the last, whose result only the graph output's reorder reads
-     * (its layout is chosen free, as before) */
-    cr_assert_geq(blocks, nconv - 1, "%d of %d conv steps write 16-channel blocks", blocks, nconv);
-    cr_assert_lt(skipped, nskip / 2, "conv.stem_blocks skipped: %d of %d in 16-channel blocks", skipped, nskip);
-    cr_assert_lt(gated, ngate / 2, "with a Sigmoid gate: %d of %d in 16-channel blocks", gated, ngate);
+    cr_assert_eq(a.big, a.nbig, "%d of %d conv steps on 48x48 maps write 16-channel blocks", a.big, a.nbig);
+    cr_assert_geq(a.big + a.small, (a.nbig + a.nsmall) / 2, "%d of %d conv steps write 16-channel blocks",
+                  a.big + a.small, a.nbig + a.nsmall);
+    cr_assert_lt(skipped.big + skipped.small, (skipped.nbig + skipped.nsmall) / 2,
+                 "conv.stem_blocks skipped: %d of %d in 16-channel blocks", skipped.big + skipped.small,
+                 skipped.nbig + skipped.nsmall);
+    cr_assert_lt(cat.big + cat.small, (cat.nbig + cat.nsmall) / 2, "with a Concat: %d of %d in 16-channel blocks",
+                 cat.big + cat.small, cat.nbig + cat.nsmall);
+}
+
+/* A squeeze-excite block on 24 channels in padded blocks: one vec.se step
+ * reading and writing them (before: pool, two convs, two reorders and a
+ * Mul), the net in blocks as without it; TSOPT_SKIP=se.blocks: vec.se
+ * declines the blocks (the block's steps and reorders come back). */
+Test(conv_layout, squeeze_excite_in_blocks)
+{
+    dw_count a = dwnet_blocks(DW_SE, NULL), u = dwnet_blocks(DW_SE64, NULL), off = dwnet_blocks(DW_SE, "se.blocks");
+    if (!__builtin_cpu_supports("avx512f")) return;
+    cr_assert_eq(a.se, 1, "%d vec.se steps", a.se);
+    cr_assert_eq(a.se_blocks, 1, "vec.se reads and writes 16-channel blocks (24 channels)");
+    cr_assert_eq(u.se_blocks, 1, "vec.se reads and writes 16-channel blocks (64 channels)");
+    cr_assert_eq(a.big, a.nbig, "%d of %d conv steps on 48x48 maps write 16-channel blocks", a.big, a.nbig);
+    cr_assert_eq(off.se_blocks, 0, "se.blocks skipped");
 }
