@@ -23,6 +23,7 @@
 #include <time.h>
 #include <z3.h>
 #include "taso/verify.h"
+#include "taso/z3_load.h"
 #include "util/clock.h"
 
 #define MAX_VARS 32
@@ -321,6 +322,7 @@ done:
 
 ts_prover *ts_prover_new(ts_error *err)
 {
+    if (!xz3_load(err)) return NULL; /* every Z3 call goes through a prover */
     ts_prover *p = calloc(1, sizeof *p);
     if (!p) {
         ts_error_set(err, TS_ERR_NOMEM, "out of memory");

@@ -5,6 +5,8 @@
 #include <criterion/parameterized.h>
 #include <string.h>
 #include "taso/verify.h"
+#include "taso/z3_load.h"
+#include "tsopt.h"
 #include "verify_check.h"
 
 /* ------------------------------------------------ axioms, concretely */
@@ -288,4 +290,40 @@ Test(verify, parse_errors_are_one_line)
     cr_assert_eq(ts_aterm_parse("(conv s2 same relu ?x (Iconv k3))", &t, &err), TS_OK, "%s", err.msg);
     cr_assert_str_eq(t->t[1]->p[0]->name, "k3x3");
     ts_aterm_free(t);
+}
+
+/* ------------------------------------------------ libz3 on demand */
+
+/* libz3 is opened by the first prover (taso/z3_load.h), not at start: a
+ * process that builds and runs a plan never maps it (~1 MiB resident at
+ * ViT float16's peak when it was linked), and the prover still proves. */
+Test(z3_load, mapped_by_the_first_prover_only)
+{
+    ts_error err = {0};
+    ts_graph *g = ts_graph_new("relu", 17);
+    ts_shape s = {.rank = 1, .dims = {8}};
+    int x = ts_graph_add_input(g, "x", TS_F32, &s, &err), y;
+    cr_assert_geq(x, 0, "%s", err.msg);
+    cr_assert_geq(ts_graph_add_node(g, "Relu", NULL, &x, 1, NULL, 0, 1, NULL, &y, &err), 0, "%s", err.msg);
+    cr_assert_eq(ts_graph_add_output(g, y, &err), TS_OK);
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 1};
+    cr_assert_eq(ts_plan_build(g, &o, &p, &err), TS_OK, "%s", err.msg);
+    ts_tensor *in = ts_tensor_new(TS_F32, &s, &err), *out = ts_tensor_new(TS_F32, &s, &err);
+    for (int i = 0; i < 8; i++) ts_tensor_set_f64(in, i, i - 4);
+    cr_assert_eq(ts_plan_run(p, &in, &out, &err), TS_OK, "%s", err.msg);
+    cr_assert_eq(ts_tensor_get_f64(out, 0), 0.0);
+    cr_assert_eq(ts_tensor_get_f64(out, 7), 3.0);
+    cr_assert(!xz3_mapped(), "a plan was built and run: libz3 is mapped");
+    ts_prover *pr = ts_prover_new(&err);
+    cr_assert_not_null(pr, "%s", err.msg);
+    cr_assert(xz3_mapped(), "a prover was made: libz3 is not mapped");
+    char why[256];
+    cr_assert_eq(ts_prover_prove_text(pr, "(relu (transpose ?x))", "(transpose (relu ?x))", -1, false, 2000, why, sizeof why),
+                 TS_PROOF_PROVED, "%s", why);
+    ts_prover_free(pr);
+    ts_plan_free(p);
+    ts_tensor_unref(in);
+    ts_tensor_unref(out);
+    ts_graph_free(g);
 }
