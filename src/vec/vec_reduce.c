@@ -37,6 +37,18 @@ XV_CLONES static float rd_row(const float *x, int64_t n, int kind)
 /* y[0..cn) = reduction over r rows of stride `inner` starting at x. */
 XV_CLONES static void rd_cols(const float *x, float *y, int64_t r, int64_t inner, int64_t cn, int kind)
 {
+    if (cn == 16 && kind != RD_MAX) {
+        /* one vector of 16-channel blocks (a global mean of aBcd16b: the
+         * SE nets' heads): a fixed-width accumulator, where the general loop
+         * ran at half the speed of oneDNN's channels-last pool (960 x 7 x 7:
+         * 0.0165 vs 0.0083 ms, fastest of 60, loaded) */
+        float a[16] = {0};
+        for (int64_t l = 0; l < r; l++)
+#pragma omp simd
+            for (int j = 0; j < 16; j++) a[j] += x[l * inner + j];
+        for (int j = 0; j < 16; j++) y[j] = a[j];
+        return;
+    }
     for (int64_t i = 0; i < cn; i++) y[i] = kind == RD_MAX ? -INFINITY : 0.0f;
     for (int64_t l = 0; l < r; l++) {
         const float *xr = x + l * inner;
