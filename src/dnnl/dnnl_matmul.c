@@ -48,6 +48,13 @@ typedef struct mm_state {
     size_t celems, coff, doff; /* weight elements per chunk; the widened chunk's and the product's offsets in the scratch */
     ts_dtype chalf;      /* TS_UNDEFINED: not handed over, the plain path runs */
     bool csum;           /* a sum post-op (residual Add): each chunk's product starts from the residual's columns */
+    /* A half plan that rounds every node: the bias Add absorbed as
+     * round(round(y) + bias) (xd_fuse.half_bias), applied per row as each
+     * chunk is copied into place, or over y after a whole product; the
+     * bias is in[bias_in], not oneDNN's (rhalf: the 16-bit type). */
+    bool rbias;
+    ts_dtype rhalf;
+    int64_t rrows, rcols; /* the whole product */
     /* A float16 plan's product on AMX-BF16 (x3; bf16_split.h, as dnnl_conv.c
      * does for convolutions): the weight stays float16 at rest, packed in
      * column chunks of whole panels in the bfloat16 primitives' layout
@@ -136,6 +143,25 @@ static void mm_run_x3(mm_state *c, void *const *in, void *const *out, char *scra
     }
 }
 
+/* y[i][j] = round(round(d[i][j]) + b[j]) over `cols` columns: the
+ * unfused plan's arithmetic (the Add's program rounds its operand on
+ * load, adds in float32, rounds the sum), so the result is bit-identical. */
+static void round_bias_row(ts_dtype half, const float *d, const float *b, float *y, int64_t cols)
+{
+    xhalf_round_into(half, d, y, (size_t)cols);
+    for (int64_t j = 0; j < cols; j++) y[j] += b[j];
+    xhalf_round_into(half, y, y, (size_t)cols);
+}
+
+/* rows x cols of d (row stride ds) into y (row stride ys) with the bias
+ * of those columns, rows over the threads. */
+static void round_bias_rows(ts_dtype half, const float *d, int64_t ds, const float *b, float *y, int64_t ys,
+                            int64_t rows, int64_t cols)
+{
+#pragma omp parallel for schedule(static) if (rows * cols >= 16384)
+    for (int64_t i = 0; i < rows; i++) round_bias_row(half, d + i * ds, b, y + i * ys, cols);
+}
+
 static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
 {
     mm_state *m = (mm_state *)c;
@@ -155,7 +181,10 @@ static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, 
         dnnl_primitive_execute(c->cprim, c->stream, c->cnargs, c->cargs);
         dnnl_stream_wait(c->stream);
         /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
-        for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
+        if (c->rbias) /* and the bias Add applied as they are, still in cache */
+            round_bias_rows(c->rhalf, d, cols, (const float *)in[c->bias_in] + j * cols, y + j * cols, N, c->rows, cols);
+        else
+            for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
     }
 }
 
@@ -178,6 +207,8 @@ static void mm_run(const xstep *s, void *const *in, void *const *out, void *scra
     xd_mem_bind(&c->pad, scratch, c->stream);
     dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
     dnnl_stream_wait(c->stream);
+    if (c->rbias)
+        round_bias_rows(c->rhalf, out[0], c->rcols, in[c->bias_in], out[0], c->rcols, c->rrows, c->rcols);
 }
 
 /* Problem in oneDNN's terms: src [b.., M, K], wei [b.., K, N], dst [b.., M, N],
@@ -348,7 +379,8 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
     if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
         !dnnl_memory_desc_equal(&whole, cwei))
         return;
-    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * sizeof(float))) / 64 * 64;
+    size_t cb_ = getenv("H32_CHUNK") ? (size_t)atol(getenv("H32_CHUNK")) * 1024 : MM_CHUNK_BYTES;
+    int64_t cols = (int64_t)(cb_ / ((size_t)K * sizeof(float))) / 64 * 64;
     if (cols < 64) cols = 64;
     while (N % cols) cols -= 64;
     if (cols == N) return;
@@ -575,7 +607,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         if (f.scale[j] != 1.0f) wscale = f.scale;
     ts_status st;
     if (f.scale && !Bt) return TS_ERR_UNSUPPORTED; /* a column scale needs constant weights to fold into */
-    bool has_bias = (m.cv >= 0 && m.beta != 0.0) || f.scale;
+    bool has_bias = (m.cv >= 0 && m.beta != 0.0) || (f.scale && !f.half_bias);
     double out_alpha = Bt ? 1.0 : m.alpha;
 
     /* A 2-D constant B with batched A: one 2-D product (flatten_rows),
@@ -584,6 +616,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if (!gemm && Bt && Bt->shape.rank == 2 && m.r > 2 &&
         !(f.sum_value >= 0 && xplan_value_layout(p, f.sum_value, &scratch)->blocked))
         flatten_rows(&m);
+    /* the rounded bias (lower_post.c half_bias_collect): a 2-D product of
+     * a constant weight with no bias of its own, off the AMX passes */
+    if (f.half_bias && (!Bt || m.r != 2 || m.cv >= 0 || m.alpha != 1.0 || xd_matmul_amx_wanted(p, m.M, m.K, m.N)))
+        return TS_ERR_UNSUPPORTED;
     /* A weight shared with another graph (a session re-planning from the
      * model it keeps: ts_pack_cache's test) is read where it lies, plain,
      * when nothing is to be folded into it: such a plan is one of many
@@ -599,12 +635,12 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     dims_md(&src, r, m.a, m.ta, false);
     dims_md(&wei, r, m.b, m.tb, Bt != NULL && !plain_w);
     dims_md(&dst, r, m.d, false, false);
-    if (has_bias) {
+    if (has_bias || f.half_bias) {
         dnnl_dims_t bd;
         for (int i = 0; i < r; i++) bd[i] = 1;
         bd[r - 1] = m.N;
         dims_md(&bmd, r, bd, false, false);
-        bias = &bmd;
+        bias = has_bias ? &bmd : NULL; /* half_bias: tsopt adds it, after rounding */
     }
     dnnl_primitive_desc_t pd = NULL;
     st = make_pd(p, n, &src, &wei, bias, &dst, &f, out_alpha, &pd, err);
@@ -702,7 +738,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         wpacked = NULL;
     }
     int biasb = -1;
-    if (has_bias) {
+    if (has_bias || f.half_bias) {
         float *b = xd_alloc(sizeof(float) * (size_t)m.N);
         if (!b) goto nomem;
         for (int64_t j = 0; j < m.N; j++) {
@@ -711,7 +747,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
             b[j] = f.scale ? cval * f.scale[j] + f.shift[j] : cval;
         }
         ts_shape bs = {.rank = 1, .dims = {m.N}};
-        if ((biasb = xd_const_buf(p, bias, &bs, b)) < 0) {
+        if ((biasb = xd_const_buf(p, &bmd, &bs, b)) < 0) {
             free(b);
             goto nomem;
         }
@@ -771,7 +807,10 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     if (biasb >= 0) c->bias_in = k, s->in[k++] = biasb;
     if (rb >= 0) c->res_in = k, s->in[k++] = rb;
     s->out[0] = yb;
-    c->has_bias = biasb >= 0;
+    c->has_bias = biasb >= 0 && !f.half_bias;
+    c->rbias = f.half_bias;
+    c->rhalf = p->half;
+    c->rrows = m.M, c->rcols = m.N;
     const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};
     if (!x3 && (st = xd_weighted_init(&w, &src, cwei, &dst, cpad, c->has_bias ? bias : NULL, p, n, c->args, &c->nargs,
                                       err)))
@@ -815,6 +854,13 @@ fail:
 
 static ts_status matmul_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, false, err); }
 static ts_status gemm_build(xplan *p, int n, xstep *s, ts_error *err) { return build(p, n, s, true, err); }
+
+bool xd_matmul_rounds_bias(const xstep *s)
+{
+    extern const xkernel xk_dnnl_matmul;
+    s = xhalf_inner(s);
+    return s->k == &xk_dnnl_matmul && s->state && ((const mm_state *)s->state)->rbias;
+}
 
 bool xd_matmul_is_amx(const xstep *s)
 {

@@ -175,6 +175,11 @@ typedef struct xd_fuse {
     int npo;
     int sum_value; /* residual operand of the sum post-op, or -1 */
     int sum_node;  /* the Add reading it, or -1 */
+    /* A half plan that rounds every node (no AVX512-FP16): the product's
+     * bias Add (shift, scale all 1) absorbed as round(round(y) + shift),
+     * computed by the kernel (dnnl.matmul) where it copies or walks its
+     * result, never as oneDNN's bias (that adds before the rounding). */
+    bool half_bias;
 } xd_fuse;
 /* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
  * inner], normalized over d (mask: the reduced axes of x); gamma / beta

@@ -813,7 +813,8 @@ static size_t round_elems(const xplan *p, const xstep *s, int j)
     int b = s->out[j];
     if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast || rounded_on_load(p, p->bufs[b].value) ||
         (s->nfused == 0 && xhalf_grid_exact(p->g->nodes[s->node].op)) ||
-        (s->k == &xk_vec_eltwise && ((const xv_prog *)s->state)->rounded) || xv_layernorm_rounds(s)) /* rounded by it */
+        (s->k == &xk_vec_eltwise && ((const xv_prog *)s->state)->rounded) || xv_layernorm_rounds(s) ||
+        xd_matmul_rounds_bias(s)) /* rounded by it */
         return 0;
     const xbuf *x = &p->bufs[b], *r = &p->bufs[xbuf_root(p, b)];
     if (!rounds(p, x->value) || x->dtype != TS_F32 || (r->kind != XB_ARENA && r->kind != XB_OUTPUT)) return 0;

@@ -82,6 +82,9 @@ bool xd_matmul_is_amx(const xstep *s);
 /* The columns of each weight chunk those passes take (x3_cols), 0 when s
  * runs none. */
 int64_t xd_matmul_amx_cols(const xstep *s);
+/* dnnl_matmul.c: step s absorbed a bias Add as round(round(y) + bias)
+ * (xd_fuse.half_bias): its output is on the 16-bit grid already. */
+bool xd_matmul_rounds_bias(const xstep *s);
 /* dnnl_conv.c: the same for a convolution's weight (input 1), widened and
  * convolved in output-channel chunks. */
 size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);

@@ -319,6 +319,41 @@ static void drop_post(const xplan *p, xd_fuse *f)
     f->npo = 0;
     f->sum_value = f->sum_node = -1;
     f->out_value = f->naffine ? p->g->nodes[f->nodes[f->naffine - 1]].outputs[0] : f->in_value;
+    if (f->half_bias) { /* its shift is no fold: the product alone */
+        xd_fuse_free(f);
+        f->half_bias = false;
+    }
+}
+
+/* A half plan's MatMul whose result is read only by a bias Add (per-column
+ * constant) that the rounding refusal kept out of the chain: the Add joins
+ * the step as f->half_bias (see exec.h), the product and the sum each
+ * rounded as the unfused plan rounds them (the Add's program rounds its
+ * operand on load, then its sum).  Saves the Add's pass over the product
+ * where the sum has several readers (ViT-B/16: QKV's three slices, the
+ * first MLP product's GELU); TSOPT_SKIP=half.bias for A/B. */
+static ts_status half_bias_collect(const xplan *p, const xkernel *k, int n, int v, int caxis, int64_t channels,
+                                   xd_fuse *f)
+{
+    extern const xkernel xk_dnnl_matmul;
+    const ts_graph *g = p->g;
+    if (k != &xk_dnnl_matmul || f->nnodes || !p->half || xplan_skips(p, "half.bias") || xplan_skips(p, "bias_add") ||
+        p->opts.no_fusion || xhalf_node_round(p, n) == TS_UNDEFINED)
+        return TS_OK;
+    int c = xhalf_sole_consumer(p, v);
+    if (c < 0 || xhalf_node_round(p, c) != xhalf_node_round(p, n)) return TS_OK;
+    const ts_node *nd = &g->nodes[c];
+    if (nd->noutputs != 1 || !is_f32(g, nd->outputs[0]) || !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
+        return TS_OK;
+    /* a sum read by one node joins that node's element-wise chain instead
+     * (MLP down: bias + residual one program), which costs no pass more */
+    if (xhalf_consumers(p, nd->outputs[0]) < 2 && !ts_graph_is_output(g, nd->outputs[0])) return TS_OK;
+    int r = try_bias(p, c, v, caxis, channels, f);
+    if (r <= 0) return r < 0 ? TS_ERR_NOMEM : TS_OK;
+    f->half_bias = true;
+    f->nodes[f->nnodes++] = c;
+    f->out_value = nd->outputs[0];
+    return TS_OK;
 }
 
 void xd_fuse_free(xd_fuse *f)
@@ -496,7 +531,8 @@ bool xgroup_post(const xplan *p, const xkernel *k, int n, int variant, xgroup *g
     ts_error e = {0};
     /* no output to follow: the kernel declines such a node; out of
      * memory: the kernel is not asked either (the reference kernel is) */
-    if (v < 0 || xd_fuse_collect(p, v, caxis, channels, f, &e)) return false;
+    if (v < 0 || xd_fuse_collect(p, v, caxis, channels, f, &e) || half_bias_collect(p, k, n, v, caxis, channels, f))
+        return false;
     /* each choice offered once: a shorter one only when it differs */
     if (variant >= 1) {
         if (variant == 1 && f->nnodes == f->naffine) return false;

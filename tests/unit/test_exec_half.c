@@ -655,6 +655,55 @@ Test(half, matmul_wide_weight_in_chunks)
     ts_graph_free(c.g);
 }
 
+/* MatMul -> Add(bias) -> y * tanh(y), where every node rounds (no
+ * AVX512-FP16): the bias Add is absorbed by the product's step as
+ * round(round(y) + bias) (lower_post.c half_bias_collect, dnnl_matmul.c),
+ * over the whole product (64x256 by 256x64) or as each column chunk of a
+ * widened weight is copied into place (64x512 by 512x2048).  Exact against
+ * the reference (the rounding of the product and of the sum both show in
+ * the result), bit-equal to the plan running the Add as a step of its own
+ * (TSOPT_SKIP=half.bias), one step fewer. */
+static void build_matmul_bias_tanh(gb *b, const char *xd, const char *wd, const char *bd)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(xd);
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int y = N("Add", N("MatMul", x, grid_cst(b, wd, 64)), grid_cst(b, bd, 1024));
+    y = N("Mul", y, N("Tanh", y)); /* two readers: the Add does not join a chain after it (ViT's GELU) */
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, matmul_bias_rounded_in_step)
+{
+    const char *dims[][3] = {{"64x256", "256x64", "64"}, {"64x512", "512x2048", "2048"}};
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < 2; t++) {
+            gb b = grid_graph(types[t]), l = grid_graph(TS_F32);
+            build_matmul_bias_tanh(&b, dims[k][0], dims[k][1], dims[k][2]);
+            build_matmul_bias_tanh(&l, dims[k][0], dims[k][1], dims[k][2]);
+            check_exact(&b, &l, dims[k][0], 1);
+            ts_error e = {0};
+            ts_shape xs = shp(dims[k][0]);
+            ts_tensor *x = ts_tensor_new(types[t], &xs, &e);
+            uint64_t rng = 3;
+            for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+            }
+            run_out in = run(b.g, x), out = run_skip(b.g, x, "half.bias");
+            cr_assert_eq(in.st.steps + 1, out.st.steps, "%s %s: %d steps, %d with the Add a step of its own",
+                         ts_dtype_name(types[t]), dims[k][0], in.st.steps, out.st.steps);
+            cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s %s: outputs differ",
+                         ts_dtype_name(types[t]), dims[k][0]);
+            ts_tensor_unref(in.out[0]);
+            ts_tensor_unref(out.out[0]);
+            ts_tensor_unref(x);
+            ts_graph_free(b.g);
+            ts_graph_free(l.g);
+        }
+}
+
 /* float16 Conv 3x3 with a 2.4 MB float32-equivalent weight (256 -> 256
  * channels) -> Relu -> squared: the convolution runs in output-channel
  * chunks, each widened from its 16-bit weights into a scratch of 1 MB at
