@@ -214,6 +214,15 @@ typedef struct xgroup {
     union {
         xgroup_layernorm ln;
         int64_t shuffle_groups; /* vec.shuffle: g of the Reshape [N, g, C/g, H, W] */
+        /* vec.slice_transpose (lower_group.c; nodes[0] the Slice, then the
+         * Reshape if any, the Transpose, the Mul or Div if any): the
+         * Reshape (-1 none) and the Transpose, the scalar and 0 none,
+         * 1 multiply, 2 divide */
+        struct {
+            int st_reshape, st_transpose;
+            float st_scale;
+            int st_op;
+        };
         struct xv_chain *chain; /* vec.eltwise: the chain's program (lower_chain.c) */
         /* vec.band (nodes[0] the MatMul) and vec.band.defer (nodes[0]
          * the Gather: the MatMul that will read it through the index);

@@ -9,7 +9,7 @@
  * plan claims the group's nodes for the step.  A kernel so served never
  * declines after touching the plan.
  *
- * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle,
+ * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle, vec.slice_transpose,
  * vec.eltwise's element-wise chains (lower_chain.c), vec.attention
  * (lower_attention.c), vec.gemv's stacked products and epilogue chain
  * (lower_gemv.c), vec.band and the Gather it reads through (lower_band.c),
@@ -267,6 +267,67 @@ static bool channel_shuffle(const xplan *p, int n, xgroup *gr)
     return true;
 }
 
+/* ------------- Slice -> [Reshape] -> Transpose [-> Mul or Div by a scalar]
+ *
+ * torch's MultiheadAttention as exported (ViT, nn.TransformerEncoder): the
+ * packed in-projection [S, 3E] sliced into q, k and v, each reshaped to
+ * [S, H, d] heads and transposed, q then divided by sqrt(d).  Each is one
+ * strided copy reading the slice where it lies (vec_movement.c), in place
+ * of a copy for the Slice, one for the Transpose and one for the Div:
+ * ViT-B/16 and the encoder 7 steps a layer -> 3.  The Reshape must be a
+ * view of the slice (vec_movement.c declines otherwise); each value before
+ * the last read by the next node only, none a graph output; not a
+ * Transpose that starts vec.attention's group (a decoder's keys).  Not in
+ * half plans; TSOPT_SKIP=slice.transpose turns it off (A/B). */
+static bool slice_transpose(const xplan *p, int n, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    const ts_node *nd = &g->nodes[n];
+    if (p->opts.no_fusion || p->half || xplan_skips(p, "slice.transpose") || nd->op != &ts_op_slice ||
+        nd->noutputs != 1 || ts_graph_is_output(g, nd->outputs[0]))
+        return false;
+    int v = nd->outputs[0], k = 0;
+    gr->nodes[k++] = n;
+    int r = first_reader(p, v, &ts_op_reshape);
+    gr->st_reshape = r;
+    if (r >= 0) {
+        v = g->nodes[r].outputs[0];
+        if (ts_graph_is_output(g, v)) return false;
+        gr->nodes[k++] = r;
+    }
+    int t = first_reader(p, v, &ts_op_transpose);
+    if (t < 0) return false;
+    xgroup att; /* a decoder's keys: vec.attention's group starts at this Transpose */
+    memset(&att, 0, sizeof att);
+    att.k = &xk_vec_attention;
+    bool is_att = xgroup_attention(p, t, &att);
+    xgroup_free(&att);
+    if (is_att) return false;
+    gr->nodes[k++] = t;
+    gr->st_transpose = t;
+    v = g->nodes[t].outputs[0];
+    gr->st_op = 0;
+    gr->st_scale = 1.0f;
+    int c = xplan_sole_consumer(p, v);
+    const ts_node *cn = c >= 0 ? &g->nodes[c] : NULL;
+    if (cn && (cn->op == &ts_op_mul || cn->op == &ts_op_div) && cn->ninputs == 2 && cn->noutputs == 1 &&
+        !ts_graph_is_output(g, v) && g->values[v].dtype == TS_F32 &&
+        ts_shape_eq(&g->values[cn->outputs[0]].shape, &g->values[v].shape) &&
+        (cn->inputs[0] == v || cn->op == &ts_op_mul)) {
+        int o = cn->inputs[0] == v ? cn->inputs[1] : cn->inputs[0];
+        const ts_tensor *ct = o >= 0 ? xplan_const(p, o) : NULL;
+        if (ct && ct->dtype == TS_F32 && ts_tensor_numel(ct) == 1 && o != v) {
+            gr->st_scale = ((const float *)ct->data)[0];
+            gr->st_op = cn->op == &ts_op_mul ? 1 : 2;
+            gr->nodes[k++] = c;
+            v = cn->outputs[0];
+        }
+    }
+    gr->nnodes = k;
+    gr->y = v;
+    return true;
+}
+
 /* ------------------ requantization after an int8 product (dnnl.matmul_integer)
  *
  * quantize_dynamic's MatMulInteger -> Cast(float32) -> Mul(s) [-> Add(b)]
@@ -328,6 +389,7 @@ static bool requant_chain(const xplan *p, int n, int variant, xgroup *gr)
 /* ------------------------------------------------------------- the stage */
 
 extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
+extern const xkernel xk_vec_slice_transpose;    /* vec_movement.c */
 extern const xkernel xk_dnnl_matmul_integer;    /* dnnl_int8.c */
 extern const xkernel xk_vec_attention;          /* vec_attention.c */
 extern const xkernel xk_dense_concat;           /* dense_concat.c */
@@ -339,6 +401,7 @@ static const struct {
     {&xk_vec_layernorm_ops, layernorm_ops},
     {&xk_vec_batchnorm, batchnorm_relu},
     {&xk_vec_shuffle, channel_shuffle},
+    {&xk_vec_slice_transpose, slice_transpose},
     {&xk_vec_eltwise, xgroup_eltwise_chain}, /* lower_chain.c */
     {&xk_vec_attention, xgroup_attention},   /* lower_attention.c */
     {&xk_vec_gemv, xgroup_gemv},             /* lower_gemv.c */

@@ -13,6 +13,7 @@ extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
 extern const xkernel xk_vec_qadd, xk_vec_qlookup, xk_vec_qchannel_mul, xk_vec_qgap; /* vec_qlinear.c: fuse_qdq.c's */
 extern const xkernel xk_vec_attention; /* vec_attention.c: Transpose(K)-MatMul-(Mul)-(Where)-Softmax-MatMul */
+extern const xkernel xk_vec_slice_transpose; /* vec_movement.c: Slice-(Reshape)-Transpose-(Mul/Div) as one copy */
 
 const xentry xkernels_vec[] = {
     {&ts_op_add, &xk_vec_eltwise},       {&ts_op_sub, &xk_vec_eltwise},        {&ts_op_mul, &xk_vec_eltwise},
@@ -54,5 +55,6 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_global_avgpool, &xk_vec_gap_blocks},
     {&ts_op_maxpool, &xk_vec_maxpool},
     {&ts_op_transpose, &xk_vec_attention},
+    {&ts_op_slice, &xk_vec_slice_transpose},
     {NULL, NULL},
 };

@@ -5,6 +5,7 @@
  * transpose that keeps the last axis, a slice of whole rows or a broadcast
  * of a row become row memcpys.  Rows are split over threads when large. */
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include "exec/plan_internal.h"
 #include "vec/vec.h"
@@ -26,6 +27,8 @@ typedef struct mv_state {
      * the input (stride[rank-2] == 1): copied in tiles (mv_tile_rows) */
     bool tiled;
     int64_t tblocks; /* row blocks of MV_TILE output rows per outer index */
+    int scale_op;    /* vec.slice_transpose: 1 y = x * scale, 2 y = x / scale (float32), 0 a copy */
+    float scale;
     /* Concat / Gather */
     int nin;
     int64_t outer, inner_bytes, *blk;  /* Concat: bytes per input block; Gather: source row per index */
@@ -241,13 +244,11 @@ static bool common_order(const xplan *p, const ts_node *nd, int nshared, int *or
     return !xbuf_order_plain(order, y->shape.rank);
 }
 
-/* A dense permuted input (vec_layout.h) is sliced in its own order and the
- * result keeps it. */
-static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
+/* Slice node nd's start offset (*base) and per-dim strides of its result
+ * in its input, whose dims have strides xst (elements); false when its
+ * starts, ends, axes or steps are not constants this can read. */
+static bool slice_geom(const xplan *p, const ts_node *nd, const int64_t *xst, int64_t *base, int64_t *stride)
 {
-    const ts_node *nd = xplan_node(p, n);
-    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
-        return TS_ERR_UNSUPPORTED;
     const ts_slice_attrs *a = nd->attrs;
     const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
     int64_t starts[TS_MAX_RANK], ends[TS_MAX_RANK], axes[TS_MAX_RANK], steps[TS_MAX_RANK];
@@ -257,17 +258,43 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     memcpy(axes, a->axes, sizeof axes);
     if (nd->ninputs > 1) { /* opset 10+: everything is an input, and must be constant here */
         if (!const_ints(p, nd, 1, starts, TS_MAX_RANK, &ns) || !const_ints(p, nd, 2, ends, TS_MAX_RANK, &ne))
-            return TS_ERR_UNSUPPORTED;
+            return false;
         if (!const_ints(p, nd, 3, axes, TS_MAX_RANK, &na)) {
-            if (nd->ninputs > 3 && nd->inputs[3] >= 0) return TS_ERR_UNSUPPORTED;
+            if (nd->ninputs > 3 && nd->inputs[3] >= 0) return false;
             na = -1;
         }
         if (!const_ints(p, nd, 4, steps, TS_MAX_RANK, &nst)) {
-            if (nd->ninputs > 4 && nd->inputs[4] >= 0) return TS_ERR_UNSUPPORTED;
+            if (nd->ninputs > 4 && nd->inputs[4] >= 0) return false;
             nst = -1;
         }
     }
-    if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return TS_ERR_UNSUPPORTED;
+    if (ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns)) return false;
+    *base = 0;
+    for (int d = 0; d < xs->rank; d++) stride[d] = xst[d];
+    for (int i = 0; i < ns; i++) { /* the same clamping as src/ops/slice.c */
+        int d;
+        if (!ts_axis_norm(na >= 0 ? axes[i] : i, xs->rank, &d)) return false;
+        int64_t dim = xs->dims[d], s0 = starts[i], step = nst >= 0 ? steps[i] : 1;
+        if (step == 0) return false;
+        if (s0 < 0) s0 = s0 < -dim ? -1 - dim : s0 + dim;
+        if (step > 0)
+            s0 = s0 < 0 ? 0 : s0 > dim ? dim : s0;
+        else
+            s0 = s0 < 0 ? -1 : s0 > dim - 1 ? dim - 1 : s0;
+        if (ys->dims[d] > 0) *base += s0 * xst[d];
+        stride[d] = xst[d] * step;
+    }
+    return true;
+}
+
+/* A dense permuted input (vec_layout.h) is sliced in its own order and the
+ * result keeps it. */
+static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const ts_node *nd = xplan_node(p, n);
+    if (p->g->values[nd->inputs[0]].dtype == TS_MODP)
+        return TS_ERR_UNSUPPORTED;
+    const ts_shape *xs = &p->g->values[nd->inputs[0]].shape, *ys = &p->g->values[nd->outputs[0]].shape;
     int64_t xst[TS_MAX_RANK], stride[TS_MAX_RANK], base = 0;
     int order[TS_MAX_RANK];
     bool keep = common_order(p, nd, 1, order);
@@ -277,20 +304,7 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     } else {
         ts_shape_strides(xs, xst);
     }
-    for (int d = 0; d < xs->rank; d++) stride[d] = xst[d];
-    for (int i = 0; i < ns; i++) { /* the same clamping as src/ops/slice.c */
-        int d;
-        if (!ts_axis_norm(na >= 0 ? axes[i] : i, xs->rank, &d)) return TS_ERR_UNSUPPORTED;
-        int64_t dim = xs->dims[d], s0 = starts[i], step = nst >= 0 ? steps[i] : 1;
-        if (step == 0) return TS_ERR_UNSUPPORTED;
-        if (s0 < 0) s0 = s0 < -dim ? -1 - dim : s0 + dim;
-        if (step > 0)
-            s0 = s0 < 0 ? 0 : s0 > dim ? dim : s0;
-        else
-            s0 = s0 < 0 ? -1 : s0 > dim - 1 ? dim - 1 : s0;
-        if (ys->dims[d] > 0) base += s0 * xst[d];
-        stride[d] = xst[d] * step;
-    }
+    if (!slice_geom(p, nd, xst, &base, stride)) return TS_ERR_UNSUPPORTED;
     mv_state *s = mv_new(p, n, err);
     if (!s) return err->code;
     st->state = s;
@@ -305,6 +319,144 @@ static ts_status slice_build(xplan *p, int n, xstep *st, ts_error *err)
     for (int k = 0; k < ys->rank; k++) yp.dims[k] = ys->dims[order[k]], sp[k] = stride[order[k]];
     strided_setup(s, &yp, sp);
     return xv_step_unary(p, n, st, xplan_value_buf(p, nd->inputs[0]), order, err);
+}
+
+/* The strides (elements) that view a tensor of dims od / strides os as
+ * dims nd (the same count) without a copy, as NumPy's reshape finds them:
+ * each run of new dims must cover a run of old dims that lie evenly one
+ * inside the other.  False when it takes a copy. */
+static bool view_strides(const ts_shape *od, const int64_t *os, const ts_shape *nd, int64_t *ns)
+{
+    int64_t d[TS_MAX_RANK], st[TS_MAX_RANK];
+    int on = 0;
+    for (int k = 0; k < od->rank; k++) /* size-1 dims move nothing */
+        if (od->dims[k] != 1) d[on] = od->dims[k], st[on++] = os[k];
+    int oi = 0, ni = 0;
+    for (int k = 0; k < nd->rank; k++) ns[k] = 0;
+    while (ni < nd->rank && nd->dims[ni] == 1) ni++;
+    while (ni < nd->rank && oi < on) {
+        int oj = oi + 1, nj = ni + 1;
+        int64_t np = nd->dims[ni], op = d[oi];
+        while (np != op) {
+            if (np < op) {
+                if (nj >= nd->rank) return false;
+                np *= nd->dims[nj++];
+            } else {
+                if (oj >= on) return false;
+                op *= d[oj++];
+            }
+        }
+        for (int k = oi; k < oj - 1; k++)
+            if (st[k] != d[k + 1] * st[k + 1]) return false;
+        ns[nj - 1] = st[oj - 1];
+        for (int k = nj - 1; k > ni; k--) ns[k - 1] = ns[k] * nd->dims[k];
+        ni = nj, oi = oj;
+        while (ni < nd->rank && nd->dims[ni] == 1) ni++;
+    }
+    return ni == nd->rank && oi == on;
+}
+
+/* One output row of vec.slice_transpose: len elements at input stride is,
+ * times or divided by c (op 1 / 2) or copied (op 0). */
+XV_CLONES static void st_row(const float *x, float *y, int64_t len, int64_t is, int op, float c)
+{
+    if (is == 1) {
+        if (op == 1)
+            for (int64_t i = 0; i < len; i++) y[i] = x[i] * c;
+        else if (op == 2)
+            for (int64_t i = 0; i < len; i++) y[i] = x[i] / c;
+        else
+            memcpy(y, x, (size_t)len * sizeof *y);
+        return;
+    }
+    if (op == 1)
+        for (int64_t i = 0; i < len; i++) y[i] = x[i * is] * c;
+    else if (op == 2)
+        for (int64_t i = 0; i < len; i++) y[i] = x[i * is] / c;
+    else
+        for (int64_t i = 0; i < len; i++) y[i] = x[i * is];
+}
+
+/* Heads x tokens x head dims (rank 3 once adjacent dims merge: the
+ * attention's q, k, v) walked as nested loops over whole rows, the heads
+ * split over the threads: no division per row (strided_run's row index
+ * into an offset), and a scale on contiguous rows vectorizes.  Anything
+ * else, and k's 2-D transposes (tiled), by strided_run. */
+static void slice_transpose_run(const xstep *st, void *const *in, void *const *out, void *scratch)
+{
+    const mv_state *s = st->state;
+    if (s->rank != 3 || s->tiled || s->es != 4) {
+        strided_run(st, in, out, scratch);
+        return;
+    }
+    const float *x = (const float *)in[0] + s->base;
+    float *y = out[0];
+    const int64_t d1 = s->dims[1], len = s->len, is = s->stride[2], s0 = s->stride[0], s1 = s->stride[1];
+    const int op = s->scale_op;
+    const float c = s->scale;
+    XV_PAR_FOR(i0, s->dims[0], s->threads, XV_SPLITS(s->threads, 2 * s->bytes), {
+        for (int64_t i1 = 0; i1 < d1; i1++) st_row(x + i0 * s0 + i1 * s1, y + (i0 * d1 + i1) * len, len, is, op, c);
+    });
+}
+
+/* Served by the lowering stage (lower_group.c): a Slice, the Reshape after
+ * it (a view of the slice), a Transpose and a Mul or Div by a scalar, as one
+ * strided copy from the Slice's input (plain) into the last node's result:
+ * each output dim's stride is the Slice's, through the Reshape's view and
+ * the Transpose's permutation.  The scalar is applied as the node says
+ * (x * c or x / c): bit-identical to the steps it replaces. */
+static ts_status slice_transpose_build(xplan *p, int n, xstep *st, ts_error *err)
+{
+    const xgroup *gr = p->group;
+    const ts_node *sn = xplan_node(p, n);
+    const ts_graph *g = p->g;
+    if (g->values[sn->inputs[0]].dtype == TS_MODP || (gr->st_op && g->values[gr->y].dtype != TS_F32))
+        return TS_ERR_UNSUPPORTED;
+    const ts_shape *xs = &g->values[sn->inputs[0]].shape;
+    int64_t xst[TS_MAX_RANK], cur[TS_MAX_RANK], next[TS_MAX_RANK], base = 0;
+    ts_shape_strides(xs, xst);
+    if (!slice_geom(p, sn, xst, &base, cur)) return TS_ERR_UNSUPPORTED;
+    const ts_shape *shape = &g->values[sn->outputs[0]].shape;
+    const int chain[2] = {gr->st_reshape, gr->st_transpose};
+    for (int k = 0; k < 2; k++) {
+        if (chain[k] < 0) continue;
+        const ts_node *nd = xplan_node(p, chain[k]);
+        const ts_shape *ys = &g->values[nd->outputs[0]].shape;
+        if (nd->op == &ts_op_reshape) {
+            if (!view_strides(shape, cur, ys, next)) return TS_ERR_UNSUPPORTED;
+        } else {
+            const ts_transpose_attrs *a = nd->attrs;
+            for (int d = 0; d < ys->rank; d++) {
+                int64_t pd = a->nperm < 0 ? ys->rank - 1 - d : a->perm[d];
+                if (pd < 0 || pd >= shape->rank) return TS_ERR_UNSUPPORTED;
+                next[d] = cur[pd];
+            }
+        }
+        memcpy(cur, next, sizeof cur);
+        shape = ys;
+    }
+    mv_state *s = mv_new(p, n, err);
+    if (!s) return err->code;
+    st->state = s;
+    s->base = base;
+    strided_setup(s, shape, cur);
+    s->scale_op = gr->st_op;
+    s->scale = gr->st_scale;
+    /* x / c is x * (1 / c) bit for bit when c is a power of two (1 / c
+     * exact, both the correctly rounded x / c): ViT's sqrt(64) = 8; a
+     * division costs ~10x a product (the encoder's q by sqrt(32): 0.017-0.020
+     * ms alone, loaded) */
+    int ex;
+    if (s->scale_op == 2 && isfinite(s->scale) && frexpf(s->scale, &ex) == 0.5f && ex > -125 && ex < 126)
+        s->scale_op = 1, s->scale = 1.0f / s->scale;
+    if (s->scale_op) s->tiled = false; /* the scaled rows below */
+    int xb = xplan_plain(p, xplan_value_buf(p, sn->inputs[0]), err);
+    if (xb < 0) return err->code ? err->code : TS_ERR_INVALID;
+    if (xstep_alloc(st, 1, 1, err)) return err->code;
+    st->in[0] = xb;
+    if ((st->out[0] = xplan_value_buf(p, gr->y)) < 0)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory for a buffer");
+    return TS_OK;
 }
 
 static ts_status expand_build(xplan *p, int n, xstep *st, ts_error *err)
@@ -501,6 +653,7 @@ static ts_status gather_build(xplan *p, int n, xstep *st, ts_error *err)
 
 const xkernel xk_vec_transpose = {"vec.transpose", transpose_build, strided_run, mv_free};
 const xkernel xk_vec_slice = {"vec.slice", slice_build, strided_run, mv_free};
+const xkernel xk_vec_slice_transpose = {"vec.slice_transpose", slice_transpose_build, slice_transpose_run, mv_free};
 const xkernel xk_vec_expand = {"vec.expand", expand_build, strided_run, mv_free};
 /* Re-bound to other sizes (a decoder's cache one row longer): the block
  * sizes from the new shapes, in the plain layout only. */

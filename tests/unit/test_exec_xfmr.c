@@ -8,7 +8,9 @@
  *   - weights reached through an Identity (PyTorch's shared weights of
  *     cloned layers) are constants: pre-packed, the bias fused;
  *   - Softmax writes no subnormal probabilities (masked scores of -100 gave
- *     e^-100, which slows the next MatMul 10-20x), hand-computed rows. */
+ *     e^-100, which slows the next MatMul 10-20x), hand-computed rows;
+ *   - torch's MultiheadAttention in-projection split (Slice -> Reshape ->
+ *     Transpose [-> Div or Mul by a scalar]) as one strided copy each. */
 #define XT_GLOBAL_GRAPH
 #include <float.h>
 #include "exec_check.h"
@@ -472,3 +474,46 @@ Test(xfmr, softmax_masked_middle_axis_no_subnormals)
     ts_tensor_unref(out);
     ts_plan_free(p);
 }
+
+/* torch's MultiheadAttention as exported: the packed in-projection x
+ * [S 5, B 1, 3E 24] sliced into q, k, v (opset 13: constant inputs),
+ * reshaped to [S, H 2, d 4] heads, transposed (k to [H, d, S]), q divided
+ * by `c` (or multiplied with mul): vec.slice_transpose (lower_group.c,
+ * vec_movement.c), one step for each of the three, bit-identical to the
+ * seven steps of TSOPT_SKIP=slice.transpose. */
+static void qkv_split(double c, bool mul)
+{
+    graph(13);
+    int x = input("5x1x24");
+    static const int64_t pq[3] = {1, 0, 2}, pk[3] = {1, 2, 0};
+    for (int k = 0; k < 3; k++) {
+        int sl = op("Slice", INS(x, I64("1", 8.0 * k), I64("1", 8.0 * k + 8), I64("1", 2)), NOATTR);
+        int r = op("Reshape", INS(sl, I64("3", 5, 2, 4)), NOATTR);
+        int t = op("Transpose", INS(r), ATTRS(ts_attr_ints("perm", k == 1 ? pk : pq, 3)));
+        if (k == 0) t = op(mul ? "Mul" : "Div", INS(t, F32("", c)), NOATTR);
+        output(t);
+    }
+    ts_tensor *out[2][3] = {{0}};
+    for (int v = 0; v < 2; v++) {
+        ts_plan_opts o = {.threads = 2, .skip = v ? "slice.transpose" : NULL};
+        ts_plan *plan = xt_plan_check(G, &o, 77, -3, 3, 0, XT_TOL_MAX); /* tolerance 0 */
+        cr_assert_eq(xt_steps_of(plan, "vec.slice_transpose"), v ? 0 : 3);
+        cr_assert_eq(((const xplan *)plan)->nsteps, v ? 7 : 3);
+        ts_tensor *in = ts_tensor_new(TS_F32, &G->values[G->inputs[0]].shape, &E);
+        uint64_t rng = 5;
+        ts_tensor_fill_random(in, &rng, -3, 3);
+        for (int k = 0; k < 3; k++) out[v][k] = ts_tensor_new(TS_F32, &G->values[G->outputs[k]].shape, &E);
+        cr_assert_eq(ts_plan_run(plan, (ts_tensor *const[]){in}, out[v], &E), TS_OK, "%s", E.msg);
+        ts_tensor_unref(in);
+        ts_plan_free(plan);
+    }
+    for (int k = 0; k < 3; k++) {
+        cr_assert(!memcmp(out[0][k]->data, out[1][k]->data, out[0][k]->nbytes), "output %d differs", k);
+        ts_tensor_unref(out[0][k]);
+        ts_tensor_unref(out[1][k]);
+    }
+}
+
+Test(xfmr, qkv_split_div_power_of_two) { qkv_split(2.0, false); }
+Test(xfmr, qkv_split_div) { qkv_split(2.8284271247461903, false); }
+Test(xfmr, qkv_split_mul) { qkv_split(0.35355339059327373, true); }
