@@ -832,6 +832,7 @@ static ts_status wrap(xplan *p, xstep *s, ts_error *err)
         size_t cb = 0;
         if (j < 64 && !xplan_skips(p, "half.chunk") && !(cb = xd_matmul_half_chunks(s, j, p->half)))
             cb = xd_conv_half_chunks(s, j, p->half);
+        if (!cb && !xplan_skips(p, "half.gemv")) cb = xv_gemv_half(s, j, p->half);
         if (cb) {
             self |= (uint64_t)1 << j;
             if (cb > s->scratch_bytes) s->scratch_bytes = cb;

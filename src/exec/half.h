@@ -91,6 +91,11 @@ size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);
 /* Step s is a convolution that reads its input `slot` in chunks (as
  * xd_conv_half_chunks arranges, 16-bit or float32). */
 bool xd_conv_chunks_weight(const xstep *s, int slot);
+/* vec_gemv.c: the same for vec.gemv's packed panels, read as float16
+ * values (converted as they are loaded, AVX-512) instead of widened into
+ * the step's scratch; 0 when it declines (bfloat16, no AVX-512).
+ * TSOPT_SKIP=half.gemv for A/B. */
+size_t xv_gemv_half(xstep *s, int slot, ts_dtype half);
 bool xhalf_grid_exact(const ts_op_desc *op);
 int xhalf_sole_consumer(const xplan *p, int v);
 int xhalf_consumers(const xplan *p, int v);

@@ -17,6 +17,7 @@
  * Gemm without transA (a CNN's classifier head at batch 1: efficientnet_b0
  * 1280x1000, transB = 1) is taken too: B^T is packed into the same panels,
  * alpha and beta * C (C broadcast along rows) are applied per panel. */
+#include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 #include "exec/pack_cache.h"
 #include "exec/plan_internal.h"
+#include "exec/half.h"
 #include "exec/roofline.h"
 #include "vec/vec_eltwise.h"
 #include "ops/attrs.h"
@@ -68,6 +70,10 @@ typedef struct xg_state {
      * along rows (NULL: none); applied per panel while it is in cache */
     float alpha;
     float *bias;
+    /* A float16 plan's packed weight stored 16-bit (half.c store_half):
+     * the panels are float16 values, converted as they are loaded
+     * (panel16), not widened into scratch first (xv_gemv_half). */
+    bool w16;
 } xg_state;
 
 /* Weights are re-laid out once at plan time as panels of XG_NB columns,
@@ -97,9 +103,8 @@ typedef struct xg_state {
         const float x_ = (xv);                                                                                   \
         r##0 += x_ * w0, r##1 += x_ * w1, r##2 += x_ * w2, r##3 += x_ * w3;                                      \
     } while (0)
-#define XG_LOADW(w)                                                                                              \
-    const xg_v16 w0 = *(const xg_v16 *)(w), w1 = *(const xg_v16 *)((w) + 16), w2 = *(const xg_v16 *)((w) + 32),  \
-                 w3 = *(const xg_v16 *)((w) + 48)
+#define XG_LOADW(w) const xg_v16 w0 = XG_LD(w), w1 = XG_LD((w) + 16), w2 = XG_LD((w) + 32), w3 = XG_LD((w) + 48)
+#define XG_LD(p) (*(const xg_v16 *)(p))
 
 /* Rows m0..m0+MR-1 (MR a constant 1..6) of the product for panel P,
  * written to y at columns j0..j0+nb-1.  Six rows: 24 accumulators and 4
@@ -113,7 +118,8 @@ typedef struct xg_state {
         XG_ACC(d);                                                                                               \
         XG_ACC(e);                                                                                               \
         XG_ACC(f);                                                                                               \
-        const float *x0 = x + m0 * K, *w = P;                                                                    \
+        const float *x0 = x + m0 * K;                                                                            \
+        __typeof__(P) w = P;                                                                                     \
         for (int64_t k = 0; k < K; k++, w += XG_NB) {                                                            \
             XG_LOADW(w);                                                                                         \
             XG_FMA(a, x0[k]);                                                                                    \
@@ -140,43 +146,63 @@ typedef struct xg_state {
 #define XG_FP_CONTRACT __attribute__((optimize("fp-contract=fast")))
 #endif
 
+/* The panel body, for float32 panels (panel) and float16 ones (panel16:
+ * XG_LD converts as it loads). */
+#define XG_PANEL_BODY                                                                                             \
+    if (rows == 1) { /* two k at a time: eight independent accumulators hide the FMA latency */                   \
+        XG_ACC(a);                                                                                                \
+        XG_ACC(b);                                                                                                \
+        __typeof__(P) w = P;                                                                                      \
+        int64_t k = 0;                                                                                            \
+        for (; k + 2 <= K; k += 2, w += 2 * XG_NB) {                                                              \
+            {                                                                                                     \
+                XG_LOADW(w);                                                                                      \
+                XG_FMA(a, x[k]);                                                                                  \
+            }                                                                                                     \
+            {                                                                                                     \
+                XG_LOADW(w + XG_NB);                                                                              \
+                XG_FMA(b, x[k + 1]);                                                                              \
+            }                                                                                                     \
+        }                                                                                                         \
+        if (k < K) {                                                                                              \
+            XG_LOADW(w);                                                                                          \
+            XG_FMA(a, x[k]);                                                                                      \
+        }                                                                                                         \
+        XG_STORE(y + j0, a0 + b0, a1 + b1, a2 + b2, a3 + b3, nb);                                                 \
+        return;                                                                                                   \
+    }                                                                                                             \
+    int64_t m0 = 0;                                                                                               \
+    for (; m0 + 6 <= rows; m0 += 6) XG_ROWS(6);                                                                   \
+    switch (rows - m0) {                                                                                          \
+    case 5: XG_ROWS(5); break;                                                                                    \
+    case 4: XG_ROWS(4); break;                                                                                    \
+    case 3: XG_ROWS(3); break;                                                                                    \
+    case 2: XG_ROWS(2); break;                                                                                    \
+    case 1: XG_ROWS(1); break;                                                                                    \
+    default: break;                                                                                               \
+    }
+
 /* One panel (columns [j0, j0+nb)) for every row; the multiply-adds become FMAs. */
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) XG_FP_CONTRACT static void
 panel(const float *x, const float *P, float *y, int64_t rows, int64_t K, int64_t N, int64_t j0, int64_t nb)
 {
-    if (rows == 1) { /* two k at a time: eight independent accumulators hide the FMA latency */
-        XG_ACC(a);
-        XG_ACC(b);
-        const float *w = P;
-        int64_t k = 0;
-        for (; k + 2 <= K; k += 2, w += 2 * XG_NB) {
-            {
-                XG_LOADW(w);
-                XG_FMA(a, x[k]);
-            }
-            {
-                XG_LOADW(w + XG_NB);
-                XG_FMA(b, x[k + 1]);
-            }
-        }
-        if (k < K) {
-            XG_LOADW(w);
-            XG_FMA(a, x[k]);
-        }
-        XG_STORE(y + j0, a0 + b0, a1 + b1, a2 + b2, a3 + b3, nb);
-        return;
-    }
-    int64_t m0 = 0;
-    for (; m0 + 6 <= rows; m0 += 6) XG_ROWS(6);
-    switch (rows - m0) {
-    case 5: XG_ROWS(5); break;
-    case 4: XG_ROWS(4); break;
-    case 3: XG_ROWS(3); break;
-    case 2: XG_ROWS(2); break;
-    case 1: XG_ROWS(1); break;
-    default: break;
-    }
+    XG_PANEL_BODY
 }
+
+/* The same over float16 panels: each weight vector converted as it is
+ * loaded (vcvtph2ps), half the bytes streamed of the widened panels and
+ * no widening pass: a classifier head is a single pass over its weight
+ * (ResNet-50's 2048x1000 at batch 1-4), bound by memory.  AVX-512 only
+ * (xv_gemv_half declines elsewhere: the weight is widened as before). */
+#undef XG_LD
+#define XG_LD(p) ((xg_v16)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p))))
+__attribute__((target("arch=x86-64-v4"))) XG_FP_CONTRACT static void
+panel16(const float *x, const uint16_t *P, float *y, int64_t rows, int64_t K, int64_t N, int64_t j0, int64_t nb)
+{
+    XG_PANEL_BODY
+}
+#undef XG_LD
+#define XG_LD(p) (*(const xg_v16 *)(p))
 
 static void gemv_run(const xstep *s, void *const *in, void *const *out, void *scratch)
 {
@@ -196,7 +222,10 @@ static void gemv_run(const xstep *s, void *const *in, void *const *out, void *sc
     XV_PAR_FOR(p, npanel, c->threads, par, {
         int64_t j0 = p * XG_NB;
         const int64_t nb = N - j0 < XG_NB ? N - j0 : XG_NB;
-        panel(x, W + p * K * XG_NB, y, rows, K, N, j0, nb);
+        if (c->w16)
+            panel16(x, (const uint16_t *)W + p * K * XG_NB, y, rows, K, N, j0, nb);
+        else
+            panel(x, W + p * K * XG_NB, y, rows, K, N, j0, nb);
         if (c->alpha != 1.0f || c->bias)
             for (int64_t r = 0; r < rows; r++) {
                 float *yr = y + r * N + j0;
@@ -392,3 +421,11 @@ static ts_status gemv_build(xplan *p, int n, xstep *s, ts_error *err)
 }
 
 const xkernel xk_vec_gemv = {"vec.gemv", gemv_build, gemv_run, gemv_free};
+
+size_t xv_gemv_half(xstep *s, int slot, ts_dtype half)
+{
+    xg_state *c = s->state;
+    if (s->k != &xk_vec_gemv || !c || slot != 1 || half != TS_F16 || !__builtin_cpu_supports("avx512f")) return 0;
+    c->w16 = true;
+    return s->scratch_bytes ? s->scratch_bytes : 64;
+}

@@ -704,6 +704,51 @@ Test(half, matmul_bias_rounded_in_step)
         }
 }
 
+/* A float16 classifier head (Gemm transB + bias, 2 rows: vec.gemv) whose
+ * 512x512 weight is stored 16-bit: its panels are read as float16 values,
+ * converted as they are loaded (vec_gemv.c panel16), not widened into the
+ * step's scratch first (TSOPT_SKIP=half.gemv).  Exact against the
+ * reference, bit-equal to the widening plan, the 1 MiB widening scratch
+ * gone from the arena (more than half of it: the step keeps 64 bytes). */
+static void build_head(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("2x512");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr tb = ts_attr_int("transB", 1);
+    int ins[] = {x, grid_cst(b, "512x512", 64), grid_cst(b, "512", 1024)};
+    int y = node(b, "Gemm", ins, 3, &tb, 1);
+    y = N("Mul", y, N("Tanh", y)); /* the head's rounding shows in the result */
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, gemv_reads_float16_panels)
+{
+    if (!__builtin_cpu_supports("avx512f")) cr_skip_test("panel16 needs AVX-512");
+    gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+    build_head(&b);
+    build_head(&l);
+    check_exact(&b, &l, "2x512", 0);
+    ts_error e = {0};
+    ts_shape xs = shp("2x512");
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+    uint64_t rng = 7;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+    }
+    run_out in = run(b.g, x), wide = run_skip(b.g, x, "half.gemv");
+    cr_assert_eq(memcmp(in.out[0]->data, wide.out[0]->data, in.out[0]->nbytes), 0, "float16 panels and widened differ");
+    cr_assert_leq(in.st.weight_bytes, (size_t)512 * 512 * 2 + 65536, "weights %zu: not stored 16-bit", in.st.weight_bytes);
+    cr_assert_lt(in.st.arena_bytes + (size_t)512 * 512 * 2, wide.st.arena_bytes, "arena %zu, widening %zu",
+                  in.st.arena_bytes, wide.st.arena_bytes);
+    ts_tensor_unref(in.out[0]);
+    ts_tensor_unref(wide.out[0]);
+    ts_tensor_unref(x);
+    ts_graph_free(b.g);
+    ts_graph_free(l.g);
+}
+
 /* float16 Conv 3x3 with a 2.4 MB float32-equivalent weight (256 -> 256
  * channels) -> Relu -> squared: the convolution runs in output-channel
  * chunks, each widened from its 16-bit weights into a scratch of 1 MB at
