@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef TSOPT_Z3_SONAME
@@ -22,9 +23,17 @@ XZ3_FUNCS(XZ3_DEFINE)
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char load_error[256]; /* empty: loaded */
 
+/* TSOPT_Z3_LIB names another libz3 (a path, or a soname the loader finds):
+ * an installed tsopt whose Z3 is not where the build found it. */
+static const char *z3_name(void)
+{
+    const char *e = getenv("TSOPT_Z3_LIB");
+    return e && *e ? e : TSOPT_Z3_SONAME;
+}
+
 static void load(void)
 {
-    void *h = dlopen(TSOPT_Z3_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(z3_name(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         snprintf(load_error, sizeof load_error, "%s", e ? e : "dlopen failed");
@@ -37,7 +46,7 @@ static void load(void)
     do {                                                                                                               \
         void *s = dlsym(h, #f);                                                                                        \
         if (!s) {                                                                                                      \
-            snprintf(load_error, sizeof load_error, "%s: no symbol %s", TSOPT_Z3_SONAME, #f);                          \
+            snprintf(load_error, sizeof load_error, "%s: no symbol %s", z3_name(), #f);                          \
             return;                                                                                                    \
         }                                                                                                              \
         memcpy(&xz3_##f, &s, sizeof s);                                                                                \

@@ -327,3 +327,19 @@ Test(z3_load, mapped_by_the_first_prover_only)
     ts_tensor_unref(out);
     ts_graph_free(g);
 }
+
+/* A libz3 that cannot be opened (TSOPT_Z3_LIB, z3_load.c): making a
+ * prover fails with one error naming Z3 and the library, nothing else
+ * breaks.  Criterion runs each test in its own process, so this one's
+ * first prover is the one that loads. */
+Test(z3_load, missing_library_is_one_clear_error)
+{
+    setenv("TSOPT_Z3_LIB", "/nonexistent/libz3-missing.so", 1);
+    ts_error err = {0};
+    ts_prover *pr = ts_prover_new(&err);
+    cr_assert_null(pr);
+    cr_assert_eq(err.code, TS_ERR_UNSUPPORTED, "%d", err.code);
+    cr_assert(strstr(err.msg, "Z3 (the rule verifier's prover) cannot be loaded") != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg, "libz3-missing.so") != NULL, "%s", err.msg);
+    cr_assert(!xz3_mapped(), "libz3 mapped although it could not be opened");
+}
