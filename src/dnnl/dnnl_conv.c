@@ -91,6 +91,11 @@ typedef struct conv_state {
      * another) into Xh, Xl (xh_off, xl_off, nx values).  Three passes into
      * dst: prim Wh.Xh + bias (+ a leading residual sum), x3prim[0] + Wh.Xl,
      * x3prim[1] + Wl.Xh then the element-wise post-ops. */
+    /* A half plan's residual Add [+ Relu] (xd_fuse.half_sum): after the
+     * convolution, dst = relu(round(round(dst) + r)) in place, r the step's
+     * input res_in in dst's layout; hsum the 16-bit type, else 0. */
+    ts_dtype hsum;
+    bool hsum_relu;
     bool x3;
     dnnl_primitive_t x3prim[2];
     xd_mem x3s[2], x3w[2], x3d[2], x3p[2], x3b[2];
@@ -216,6 +221,7 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
     }
     if (c->cprim) {
         conv_run_chunks(c, src, in, out[0], scratch);
+        if (c->hsum) xhalf_round_add(c->hsum, out[0], in[c->res_in], (size_t)c->tail_n, c->hsum_relu);
         xd_serial_leave(c->serial, threads);
         return;
     }
@@ -238,6 +244,7 @@ static void conv_run(const xstep *s, void *const *in, void *const *out, void *sc
     dnnl_stream_wait(c->stream);
     if (c->reorder_out) xd_reorder_run(&c->out_r, dst, out[0], c->stream);
     if (c->ntail) xv_post_run(c->tail, c->ntail, out[0], c->tail_n, c->serial ? 1 : c->tail_threads);
+    if (c->hsum) xhalf_round_add(c->hsum, out[0], in[c->res_in], (size_t)c->tail_n, c->hsum_relu);
     xd_serial_leave(c->serial, threads);
 }
 
@@ -577,7 +584,7 @@ static void prepare_chunks(const xplan *p, int n, conv_state *c, const geom *ge,
                            const dnnl_memory_desc_t *bias, dnnl_memory_desc_t *cwk)
 {
     const ts_shape *ws = &p->g->values[xplan_node(p, n)->inputs[1]].shape;
-    if (!p->half || ge->bf16 || xplan_skips(p, "half.chunk") || f->sum_value >= 0 || c->ntail || ws->rank != 4 ||
+    if (!p->half || ge->bf16 || xplan_skips(p, "half.chunk") || (f->sum_value >= 0 && !f->half_sum) || c->ntail || ws->rank != 4 ||
         cdst->ndims != 4 || (size_t)ts_shape_numel(ws) * sizeof(float) < 2 * CONV_CHUNK_BYTES)
         return;
     const int64_t K = ws->dims[0], per = ws->dims[1] * ws->dims[2] * ws->dims[3];
@@ -671,7 +678,7 @@ static ts_status build(xplan *p, int n, xstep *s, bool transposed, const gated_i
     /* a float16 plan on AMX-BF16 (conv_state x3): the weights as they will
      * be packed, folded, must be float16 values (then they split exactly) */
     float *wfold = NULL;
-    if (!transposed && !gt && xd_conv_amx_wanted(p) && xd_x3_post_ok(&f) &&
+    if (!transposed && !gt && !f.half_sum && xd_conv_amx_wanted(p) && xd_x3_post_ok(&f) &&
         ts_shape_numel(ys) / ys->dims[1] >= X3_MIN_PIXELS && ts_shape_numel(&W->shape) >= X3_MIN_MACS &&
         W->shape.dims[1] >= X3_MIN_CIN) {
         if (f.scale && !(wfold = folded_weights(W, G, transposed, f.scale)))
@@ -945,6 +952,15 @@ again:;
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     const dnnl_memory_desc_t *cpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     c->tail_n = (int64_t)(dnnl_memory_desc_get_size(cdst) / sizeof(float));
+    if (f.half_sum) { /* the residual is read element by element beside dst: dst's layout, or no fusion */
+        int hb = xplan_value_buf(p, f.sum_value);
+        dnnl_memory_desc_t rmd;
+        if (hb >= 0) xd_md_of(&p->bufs[hb], &rmd);
+        if (hb < 0 || !dnnl_memory_desc_equal(&rmd, cdst)) {
+            st = TS_ERR_UNSUPPORTED; /* the stage offers the conv without the Add next */
+            goto fail;
+        }
+    }
     if ((st = xd_check(dnnl_primitive_create(&c->prim, pd), p, n, "primitive_create", err))) goto fail;
 
     /* weights: fold, reorder once, keep as a plan constant */
@@ -1012,7 +1028,7 @@ again:;
     /* a residual that dies at the fused Add and is laid out as dst is
      * accumulated onto where it lies (dnnl_residual.h): no copy into dst */
     int rb = f.sum_value >= 0 ? xplan_value_buf(p, f.sum_value) : -1, yb = -1;
-    if (rb >= 0) {
+    if (rb >= 0 && !f.half_sum) {
         dnnl_memory_desc_t rmd;
         xd_md_of(&p->bufs[rb], &rmd);
         if (dnnl_memory_desc_equal(&rmd, cdst)) yb = xd_residual_dst(p, &f, rb, &xb, 1);
@@ -1071,7 +1087,10 @@ again:;
         s->scratch_bytes += xd_round(dnnl_memory_desc_get_size(cwei));
     }
     if (res_inplace) rb = -1; /* read through dst */
-    if (rb >= 0) {
+    if (rb >= 0 && f.half_sum) {
+        c->hsum = p->half;
+        c->hsum_relu = f.half_relu;
+    } else if (rb >= 0) {
         dnnl_memory_desc_t rmd;
         xd_md_of(&p->bufs[rb], &rmd);
         if ((st = xd_reorder_init(&c->res_r, &rmd, cdst, p, n, err))) goto fail;
@@ -1123,6 +1142,12 @@ size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half)
     if (!c || !c->cprim || slot != 1) return 0;
     c->chalf = half;
     return s->scratch_bytes;
+}
+
+bool xd_conv_rounds_sum(const xstep *s)
+{
+    s = xhalf_inner(s);
+    return s->k == &xk_dnnl_conv && s->state && ((const conv_state *)s->state)->hsum;
 }
 
 bool xd_conv_chunks_weight(const xstep *s, int slot)
@@ -1177,7 +1202,7 @@ size_t xd_conv_f32_wino_extra(const xstep *s)
 static bool wino_convertible(const conv_state *c, const xstep *s)
 {
     return c && c->f32_wino_extra && c->prim && !c->cprim && !c->gated && !c->ntail && !c->reorder_in && !c->serial &&
-           !c->has_sum && s->nin >= 2;
+           !c->has_sum && !c->hsum && s->nin >= 2;
 }
 
 size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s)

@@ -180,6 +180,11 @@ typedef struct xd_fuse {
      * computed by the kernel (dnnl.matmul) where it copies or walks its
      * result, never as oneDNN's bias (that adds before the rounding). */
     bool half_bias;
+    /* The same for a convolution's residual Add (sum_value, sum_node; no
+     * sum post-op) and a Relu after it (half_relu): the step computes
+     * relu(round(round(y) + r)) over its result (dnnl.conv), the unfused
+     * plan's arithmetic, instead of a step of its own. */
+    bool half_sum, half_relu;
 } xd_fuse;
 /* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
  * inner], normalized over d (mask: the reduced axes of x); gamma / beta

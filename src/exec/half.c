@@ -212,6 +212,74 @@ void xhalf_round(ts_dtype half, float *x, size_t n)
     }
 }
 
+/* y = relu?(round(round(y) + r)) over n floats: a residual Add [+ Relu]
+ * as its convolution's tail (dnnl.conv, xd_fuse.half_sum), one pass, in
+ * registers (written as separate scalar loops GCC -O2 left them scalar and
+ * Relu a branch on a random sign: layer1's tail 2.4 ms against the Add
+ * step's 0.6).  Relu as the element-wise program has it, a > 0 ? a : 0
+ * (-0 and NaN give +0): maxps(a, 0) returns its second operand for zeros
+ * and NaN, so the result is the unfused plan's bit for bit. */
+#define RND512(v) _mm512_cvtph_ps(_mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+__attribute__((target("avx512f"))) static void f16_round_add_avx512(float *y, const float *r, size_t n, bool relu)
+{
+    const __m512 z = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = RND512(_mm512_add_ps(RND512(_mm512_loadu_ps(y + i)), _mm512_loadu_ps(r + i)));
+        _mm512_storeu_ps(y + i, relu ? _mm512_max_ps(v, z) : v);
+    }
+    for (; i < n; i++) {
+        float v = f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(y[i])) + r[i]));
+        y[i] = relu ? (v > 0 ? v : 0.0f) : v;
+    }
+}
+#undef RND512
+
+/* The AVX2 CPUs (older Zen) have F16C: 8 lanes. */
+#define RND256(v) _mm256_cvtph_ps(_mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+__attribute__((target("avx2,f16c"))) static void f16_round_add_avx2(float *y, const float *r, size_t n, bool relu)
+{
+    const __m256 z = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = RND256(_mm256_add_ps(RND256(_mm256_loadu_ps(y + i)), _mm256_loadu_ps(r + i)));
+        _mm256_storeu_ps(y + i, relu ? _mm256_max_ps(v, z) : v);
+    }
+    for (; i < n; i++) {
+        float v = f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(y[i])) + r[i]));
+        y[i] = relu ? (v > 0 ? v : 0.0f) : v;
+    }
+}
+#undef RND256
+
+static void round_add_part(ts_dtype half, float *y, const float *r, size_t n, bool relu)
+{
+    if (half == TS_F16 && __builtin_cpu_supports("avx512f")) {
+        f16_round_add_avx512(y, r, n, relu);
+        return;
+    }
+    if (half == TS_F16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+        f16_round_add_avx2(y, r, n, relu);
+        return;
+    }
+    round_part(half, y, n);
+    for (size_t i = 0; i < n; i++) y[i] += r[i];
+    round_part(half, y, n);
+    if (relu)
+        for (size_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0.0f;
+}
+
+void xhalf_round_add(ts_dtype half, float *y, const float *r, size_t n, bool relu)
+{
+    const size_t B = 4096; /* a block per task: 16 KiB of each operand */
+    const int64_t nb = (int64_t)((n + B - 1) / B);
+#pragma omp parallel for schedule(static) if (n >= (1u << 14))
+    for (int64_t b = 0; b < nb; b++) {
+        size_t a = (size_t)b * B, m = n - a < B ? n - a : B;
+        round_add_part(half, y + a, r + a, m, relu);
+    }
+}
+
 void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n)
 {
     uint16_t *d = dst;
@@ -814,7 +882,7 @@ static size_t round_elems(const xplan *p, const xstep *s, int j)
     if (b < 0 || s->k == &xk_reorder || s->k == &xk_copy || s->k == &xk_half_cast || rounded_on_load(p, p->bufs[b].value) ||
         (s->nfused == 0 && xhalf_grid_exact(p->g->nodes[s->node].op)) ||
         (s->k == &xk_vec_eltwise && ((const xv_prog *)s->state)->rounded) || xv_layernorm_rounds(s) ||
-        xd_matmul_rounds_bias(s)) /* rounded by it */
+        xd_matmul_rounds_bias(s) || xd_conv_rounds_sum(s)) /* rounded by it */
         return 0;
     const xbuf *x = &p->bufs[b], *r = &p->bufs[xbuf_root(p, b)];
     if (!rounds(p, x->value) || x->dtype != TS_F32 || (r->kind != XB_ARENA && r->kind != XB_OUTPUT)) return 0;

@@ -38,6 +38,9 @@ void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
 void xhalf_round(ts_dtype half, float *x, size_t n);
 /* y = x rounded so, in one pass, on the calling thread (x == y allowed). */
 void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n);
+/* y = round(round(y) + r) on the 16-bit grid, then Relu when relu (a > 0 ?
+ * a : 0), over the plan's threads: a residual Add as a conv's tail. */
+void xhalf_round_add(ts_dtype half, float *y, const float *r, size_t n, bool relu);
 
 /* The CPU computes float16 natively (AVX512-FP16: Intel Sapphire Rapids
  * and later).  There a float16 plan rounds as native float16 kernels do
@@ -85,6 +88,9 @@ int64_t xd_matmul_amx_cols(const xstep *s);
 /* dnnl_matmul.c: step s absorbed a bias Add as round(round(y) + bias)
  * (xd_fuse.half_bias): its output is on the 16-bit grid already. */
 bool xd_matmul_rounds_bias(const xstep *s);
+/* dnnl_conv.c: step s absorbed a residual Add [+ Relu] as relu(round(round(y)
+ * + r)) (xd_fuse.half_sum): its output is on the 16-bit grid already. */
+bool xd_conv_rounds_sum(const xstep *s);
 /* dnnl_conv.c: the same for a convolution's weight (input 1), widened and
  * convolved in output-channel chunks. */
 size_t xd_conv_half_chunks(xstep *s, int slot, ts_dtype half);

@@ -323,6 +323,7 @@ static void drop_post(const xplan *p, xd_fuse *f)
         xd_fuse_free(f);
         f->half_bias = false;
     }
+    f->half_sum = f->half_relu = false;
 }
 
 /* A half plan's MatMul whose result is read only by a bias Add (per-column
@@ -354,6 +355,37 @@ static ts_status half_bias_collect(const xplan *p, const xkernel *k, int n, int 
     f->nodes[f->nnodes++] = c;
     f->out_value = nd->outputs[0];
     return TS_OK;
+}
+
+/* A half plan's convolution whose result only a residual Add reads (the
+ * rounding refusal keeps it out of oneDNN's sum post-op, which adds before
+ * the conv's output is rounded), and a Relu reading that sum alone: both
+ * join the step as f->half_sum / half_relu (see exec.h), relu(round(round(y)
+ * + r)) computed by dnnl.conv over its result -- the unfused plan's
+ * arithmetic (the Add's program rounds y on load, adds, rounds; Relu is
+ * exact on the grid), so bit-identical.  Saves the Add's step and its pass
+ * over the product and the residual: ResNet-50's 16 residual Adds were
+ * 4.3 ms of the float16 plan's ~58 ms (docs/runtime.md, per-node rounding);
+ * TSOPT_SKIP=half.sum for A/B. */
+static void half_sum_collect(const xplan *p, const xkernel *k, int n, int v, xd_fuse *f)
+{
+    extern const xkernel xk_dnnl_conv;
+    const ts_graph *g = p->g;
+    if (k != &xk_dnnl_conv || f->nnodes != f->naffine || f->npo || !p->half || xplan_skips(p, "half.sum") ||
+        p->opts.no_fusion || xhalf_node_round(p, n) == TS_UNDEFINED || ts_graph_is_output(g, v))
+        return;
+    int c = xhalf_sole_consumer(p, v);
+    if (c < 0 || xhalf_node_round(p, c) != xhalf_node_round(p, n) || !try_residual(p, c, v, f)) return;
+    f->npo = 0; /* no sum post-op: the step adds after rounding */
+    f->half_sum = true;
+    f->nodes[f->nnodes++] = c;
+    v = f->out_value = g->nodes[c].outputs[0];
+    int r = ts_graph_is_output(g, v) ? -1 : xhalf_sole_consumer(p, v);
+    if (r >= 0 && g->nodes[r].op == &ts_op_relu && g->nodes[r].noutputs == 1 && is_f32(g, g->nodes[r].outputs[0])) {
+        f->half_relu = true;
+        f->nodes[f->nnodes++] = r;
+        f->out_value = g->nodes[r].outputs[0];
+    }
 }
 
 void xd_fuse_free(xd_fuse *f)
@@ -533,6 +565,7 @@ bool xgroup_post(const xplan *p, const xkernel *k, int n, int variant, xgroup *g
      * memory: the kernel is not asked either (the reference kernel is) */
     if (v < 0 || xd_fuse_collect(p, v, caxis, channels, f, &e) || half_bias_collect(p, k, n, v, caxis, channels, f))
         return false;
+    half_sum_collect(p, k, n, v, f);
     /* each choice offered once: a shorter one only when it differs */
     if (variant >= 1) {
         if (variant == 1 && f->nnodes == f->naffine) return false;

@@ -800,6 +800,56 @@ Test(half, conv_wide_weight_in_chunks)
     ts_graph_free(l.g);
 }
 
+/* A ResNet bottleneck's tail in float16: a = Relu(Conv 1x1 x), Conv 3x3 a
+ * -> Add(., a) -> Relu -> Conv 1x1.  Per-node rounding keeps the residual
+ * Add out of oneDNN's sum post-op (it adds before the conv's output is
+ * rounded); the conv step absorbs Add and Relu as relu(round(round(y) + a))
+ * over its result (lower_post.c half_sum_collect, dnnl_conv.c hsum).
+ * Exact against the reference, one step fewer than with the Add a step of
+ * its own (TSOPT_SKIP=half.sum) and bit-equal to it; the wide case (a
+ * 2.4 MB float32-equivalent weight) convolves in output-channel chunks. */
+static void build_conv_residual(gb *b, const char *xd, const char *w1, const char *w2, const char *bd)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(xd);
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    ts_attr pads = ts_attr_ints("pads", (int64_t[]){1, 1, 1, 1}, 4);
+    int a = N("Relu", N("Conv", x, grid_cst(b, w1, 8), grid_cst(b, bd, 16)));
+    int c = node(b, "Conv", (const int[]){a, grid_cst(b, w2, 64), grid_cst(b, bd, 16)}, 3, &pads, 1);
+    int y = N("Conv", N("Relu", N("Add", c, a)), grid_cst(b, w1, 8));
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, conv_residual_add_rounded_in_step)
+{
+    const char *dims[][4] = {{"1x16x8x8", "16x16x1x1", "16x16x3x3", "16"},
+                             {"1x256x6x6", "256x256x1x1", "256x256x3x3", "256"}};
+    for (int k = 0; k < 2; k++) {
+        gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+        build_conv_residual(&b, dims[k][0], dims[k][1], dims[k][2], dims[k][3]);
+        build_conv_residual(&l, dims[k][0], dims[k][1], dims[k][2], dims[k][3]);
+        if (k == 0) check_exact(&b, &l, dims[k][0], 0);
+        ts_error e = {0};
+        ts_shape xs = shp(dims[k][0]);
+        ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+        uint64_t rng = 11;
+        for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+        }
+        /* the float32 kernels' path (the AMX passes fuse nothing here) */
+        run_out in = run_skip(b.g, x, "half.amx"), out = run_skip(b.g, x, "half.amx,half.sum");
+        cr_assert_eq(in.st.steps + 1, out.st.steps, "%s: %d steps, %d with the Add a step of its own", dims[k][0],
+                     in.st.steps, out.st.steps);
+        cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s: outputs differ", dims[k][0]);
+        ts_tensor_unref(in.out[0]);
+        ts_tensor_unref(out.out[0]);
+        ts_tensor_unref(x);
+        ts_graph_free(b.g);
+        ts_graph_free(l.g);
+    }
+}
+
 /* float16 MatMul -> Add(bias) -> h * c + h -> Relu, and Mul -> Softmax ->
  * Relu: the bias Add writes over the product, the chain (reading h twice)
  * over h and Softmax over its input, each dying there (vec.h
