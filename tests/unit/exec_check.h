@@ -185,7 +185,7 @@ static inline ts_plan *xt_plan_check(const ts_graph *g, const ts_plan_opts *o, u
                 for (int64_t k = 0; k < n; k++) maxref = fmax(maxref, fabs(a[k]));
             for (int64_t k = 0; k < n; k++) {
                 double bound = mode == XT_TOL_MAX ? tol * maxref : tol + tol * fabs(a[k]);
-                cr_assert(fabs((double)a[k] - b[k]) <= bound || (isnan(a[k]) && isnan(b[k])),
+                cr_assert(a[k] == b[k] || fabs((double)a[k] - b[k]) <= bound || (isnan(a[k]) && isnan(b[k])),
                           "threads %d, run %d, output %d [%lld]: plan %.9g, reference %.9g", threads, rep, i,
                           (long long)k, b[k], a[k]);
             }

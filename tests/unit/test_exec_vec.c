@@ -402,6 +402,29 @@ Test(vec, resize_linear)
     }
 }
 
+/* Linear upscales by 8 (deeplabv3's and lraspp's 28 -> 224 heads), where
+ * eight output rows share one pair of source rows: vec.resize gathers the
+ * pair's source values once (rz_gather_pair) and runs the rows in vectors.
+ * Bit-identical to the reference (tol 0) on 1 and 2 threads, planes split
+ * between the threads; an infinity in the input tests the zero-weight
+ * corners (align_corners / asymmetric land on whole source positions: the
+ * reference skips their 0 * inf, so the output stays finite there). */
+Test(vec, resize_linear_pairs_exact)
+{
+    for (int c = 0; c < 6; c++) {
+        if (!strcmp(rz_coords[c], "tf_half_pixel_for_nn")) continue;
+        graph(13);
+        ts_attr at[2] = {ts_attr_string("mode", "linear"), ts_attr_string("coordinate_transformation_mode", rz_coords[c])};
+        int x = input("1x5x7x9"), big = input("1x21x7x7");
+        output(op("Resize", INS(x, -1, F32("4", 1, 1, 8, 8)), at, 2));   /* 56 x 72 */
+        output(op("Resize", INS(big, -1, F32("4", 1, 1, 8, 8)), at, 2)); /* 21 x 56 x 56: two threads */
+        int inf = op("Add", INS(x, F32("1x1x1x9", 0, 0, 0, 0, INFINITY, 0, 0, 0, 0)), NOATTR);
+        output(op("Resize", INS(inf, -1, F32("4", 1, 1, 2, 2)), at, 2));
+        compare(-2, 2, 0, 4, 0, 0);
+        xt_done();
+    }
+}
+
 /* Opset-10 Resize and Upsample-9 (asymmetric, ORT's "simple" nearest
  * rule) and Upsample-7's scales attribute; "bilinear" is Upsample's
  * spelling of linear. */
