@@ -59,8 +59,9 @@ class _Holder:
     """The base of an output array: numpy reads the tensor's memory through
     __array_interface__ and the holder keeps the reference.  (A ctypes array
     of the output's size was a new ctypes type at each new size, every token
-    of a decoder: 8 us an output, against 3.)"""
-    __slots__ = ('__array_interface__', 'ref')
+    of a decoder: 8 us an output, against 3.)  dims and dtype: the tensor's,
+    to recognize the array when it comes back as an input (_own_tensor)."""
+    __slots__ = ('__array_interface__', 'ref', 'dims', 'dtype')
 
 
 def _to_numpy(ref, dtype):
@@ -74,8 +75,22 @@ def _to_numpy(ref, dtype):
         return np.empty(dims, dtype=dtype)
     h = _Holder()
     h.ref = ref  # the array's base: the tensor lives as long as the array
+    h.dims, h.dtype = dims, dtype
     h.__array_interface__ = {'data': (t.data, False), 'shape': dims, 'typestr': dtype.str, 'version': 3}
     return np.asarray(h)
+
+
+def _own_tensor(a):
+    """The ts_tensor under `a` when `a` is an output array of a run, as that
+    run returned it (views of it have the array, not the holder, as their
+    base; shape, dtype and strides can be reassigned in place, so they are
+    compared): passed to the next run as it is, without a wrap and an unref
+    (a decoder's 12 presents fed back as pasts, every token).  None otherwise."""
+    h = getattr(a, 'base', None)
+    if type(h) is _Holder and type(a) is np.ndarray and a.shape == h.dims and a.dtype == h.dtype \
+            and a.flags.c_contiguous:
+        return h.ref.ptr
+    return None
 
 
 class GraphOptimizationLevel:
@@ -196,18 +211,23 @@ class InferenceSession:
                 if n not in outs:
                     raise TsoptError(f"run: '{n}' is not an output of the model (outputs: {outs})")
                 want.append(outs.index(n))
-        arrays = []
-        for name, dtype in zip(names, self._in_np):
-            a = np.require(input_feed[name], requirements='C')  # not ascontiguousarray: it makes scalars 1-D
-            if a.dtype != dtype:
-                raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects {dtype.name if dtype else 'a type numpy lacks'}")
-            arrays.append(a)
-        ins = (ctypes.c_void_p * max(1, len(arrays)))()
+        n = len(names)
+        ins = (ctypes.c_void_p * max(1, n))()
+        wrapped = []  # tensors wrapped here, unreferenced after the run (not the ones passed as they are)
         try:
-            for i, a in enumerate(arrays):
-                t = _lib.lib.ts_tensor_wrap(_BY_NAME[a.dtype.name], _lib.shape(a.shape), a.ctypes.data)
-                if not t:
-                    raise MemoryError('tsopt: out of memory wrapping an input')
+            for i, (name, dtype) in enumerate(zip(names, self._in_np)):
+                a = input_feed[name]
+                t = _own_tensor(a)
+                if t is None:
+                    a = np.require(a, requirements='C')  # not ascontiguousarray: it makes scalars 1-D
+                if a.dtype != dtype:
+                    raise TsoptError(f"run: input '{name}' is {a.dtype.name}, the model expects "
+                                     f"{dtype.name if dtype else 'a type numpy lacks'}")
+                if t is None:
+                    t = _lib.lib.ts_tensor_wrap(_BY_NAME[a.dtype.name], _lib.shape(a.shape), a.ctypes.data)
+                    if not t:
+                        raise MemoryError('tsopt: out of memory wrapping an input')
+                    wrapped.append(t)
                 ins[i] = ctypes.addressof(t.contents)
             res = (ctypes.POINTER(_lib.Tensor) * max(1, len(outs)))()
             err = _lib.Error()
@@ -217,9 +237,8 @@ class InferenceSession:
             refs = [_TensorRef(res[i]) for i in range(len(outs))]
             return [_to_numpy(refs[i], self._out_np[i]) for i in want]  # the others are released with refs
         finally:
-            for t in ins:
-                if t:
-                    _lib.lib.ts_tensor_unref(t)
+            for t in wrapped:
+                _lib.lib.ts_tensor_unref(t)
 
     @property
     def plan_builds(self):

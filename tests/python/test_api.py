@@ -162,6 +162,46 @@ class SessionTest(unittest.TestCase):
         z[0, 0] = 7.0
         self.assertEqual(float(z[0, 0]), 7.0)
 
+    def test_outputs_fed_back_are_passed_as_they_are(self):
+        """An output array fed back as an input (a decoder's presents as the
+        next pasts) is passed to the run as its own tensor, not wrapped
+        again; a view of it, or the array with its shape reassigned in place,
+        is wrapped as any array (the values each time: z + 1 per run)."""
+        from tsopt import _lib
+        s = tsopt.InferenceSession(Models.small, threads=1)
+        x = np.random.default_rng(5).standard_normal((3, 8)).astype(np.float32)
+        one = np.float32(1)
+        x1, x2, x3 = x + one, x + one + one, x + one + one + one  # float32 sums, as the run's
+        wrap, wraps = _lib.lib.ts_tensor_wrap, []
+
+        def counting(*a):
+            wraps.append(a)
+            return wrap(*a)
+        _lib.lib.ts_tensor_wrap = counting
+        try:
+            _, z = s.run(None, {'x': x})
+            self.assertEqual(len(wraps), 1)  # x, a caller's array
+            np.testing.assert_array_equal(z, x1)
+            _, z2 = s.run(None, {'x': z})  # z, the run's own: passed as it is
+            self.assertEqual(len(wraps), 1)
+            np.testing.assert_array_equal(z2, x2)
+            _, z3 = s.run(None, {'x': z2[1:]})  # a view: wrapped, one row fewer
+            self.assertEqual(len(wraps), 2)
+            np.testing.assert_array_equal(z3, x3[1:])
+            z2.shape = (6, 4)  # reassigned in place: no longer the tensor's shape
+            with self.assertRaisesRegex(tsopt.TsoptError, 'x'):
+                s.run(None, {'x': z2})
+            self.assertEqual(len(wraps), 3)
+            z2.shape = (3, 8)
+            _, z4 = s.run(None, {'x': z2})
+            self.assertEqual(len(wraps), 3)
+            np.testing.assert_array_equal(z4, x3)
+            del z, z2, z3
+            gc.collect()
+            np.testing.assert_array_equal(z4, x3)
+        finally:
+            _lib.lib.ts_tensor_wrap = wrap
+
     def test_errors_carry_tsopts_message(self):
         with self.assertRaisesRegex(tsopt.TsoptError, r"^cannot open model '.*nope\.onnx': No such file") as cm:
             tsopt.InferenceSession(os.path.join(Models.d, 'nope.onnx'))
