@@ -22,6 +22,7 @@
 #include "exec/plan_internal.h"
 #include "exec/roofline.h"
 #include "ops/attrs.h"
+#include "vec/vec_eltwise.h"
 
 typedef struct mm_state {
     dnnl_primitive_t prim;
@@ -55,6 +56,12 @@ typedef struct mm_state {
     bool rbias;
     ts_dtype rhalf;
     int64_t rrows, rcols; /* the whole product */
+    /* and the chain reading that sum (xd_fuse.half_chain: ViT's GELU) run
+     * on each row piece of it as it is made, y its result; NULL: none.
+     * rtab: the chain as a table of its 16-bit result for each 16-bit
+     * value of the sum (chain_table), NULL: the program runs */
+    xv_prog *rprog;
+    uint16_t *rtab;
     /* A float16 plan's product on AMX-BF16 (x3; bf16_split.h, as dnnl_conv.c
      * does for convolutions): the weight stays float16 at rest, packed in
      * column chunks of whole panels in the bfloat16 primitives' layout
@@ -81,6 +88,8 @@ static void mm_destroy(void *state)
     mm_state *c = state;
     if (!c) return;
     if (c->prim) dnnl_primitive_destroy(c->prim);
+    free(c->rprog);
+    free(c->rtab);
     xd_mem_fini(&c->src);
     xd_mem_fini(&c->wei);
     xd_mem_fini(&c->bias);
@@ -145,21 +154,73 @@ static void mm_run_x3(mm_state *c, void *const *in, void *const *out, char *scra
 
 /* y[i][j] = round(round(d[i][j]) + b[j]) over `cols` columns: the
  * unfused plan's arithmetic (the Add's program rounds its operand on
- * load, adds in float32, rounds the sum), so the result is bit-identical. */
-static void round_bias_row(ts_dtype half, const float *d, const float *b, float *y, int64_t cols)
+ * load, adds in float32, rounds the sum), so the result is bit-identical.
+ * With a chain after the sum (prog), y is the chain's result: the sum is
+ * made XV_BLK columns at a time aside (d may be y: a piece of d is read
+ * before the same piece of y is written) and the program reads it there,
+ * as vec.eltwise's step would read it from memory. */
+static void round_bias_row(ts_dtype half, const xv_prog *prog, const uint16_t *tab, const float *d, const float *b,
+                           float *y, int64_t cols)
 {
-    xhalf_round_into(half, d, y, (size_t)cols);
-    for (int64_t j = 0; j < cols; j++) y[j] += b[j];
-    xhalf_round_into(half, y, y, (size_t)cols);
+    if (!prog) {
+        xhalf_round_into(half, d, y, (size_t)cols);
+        for (int64_t j = 0; j < cols; j++) y[j] += b[j];
+        xhalf_round_into(half, y, y, (size_t)cols);
+        return;
+    }
+    float t[XV_BLK];
+    const float *src[XV_MAXIN];
+    for (int j = 0; j < prog->next; j++) src[j] = t; /* every operand is the sum (xv_chain_reading) */
+    for (int64_t j0 = 0; j0 < cols; j0 += XV_BLK) {
+        const int64_t n = cols - j0 < XV_BLK ? cols - j0 : XV_BLK;
+        xhalf_round_into(half, d + j0, t, (size_t)n);
+        for (int64_t j = 0; j < n; j++) t[j] += b[j0 + j];
+        if (tab) { /* the sum is on the 16-bit grid: narrowing is exact */
+            uint16_t h[XV_BLK];
+            xhalf_narrow(half, t, h, (size_t)n);
+            for (int64_t j = 0; j < n; j++) h[j] = tab[h[j]];
+            xhalf_widen(half, h, y + j0, (size_t)n);
+            continue;
+        }
+        xhalf_round_into(half, t, t, (size_t)n);
+        xv_prog_block(prog, y + j0, src, n);
+    }
+}
+
+/* The chain after the rounded sum reads the sum alone (xv_chain_reading)
+ * and ends rounded: a function from the sum's 16-bit values to 16-bit
+ * values, so a table of its 65536 results (128 KiB, made at build by the
+ * same program over every value) replaces it per element.  Why: ViT-B/16's
+ * GELU (Div, Erf, Add, Mul, Mul, each rounded) cost 0.80-0.85 ms per layer
+ * at batch 1 whether a step of its own or run in the product's copy (in
+ * cache): its erf and division are the cost, not memory (emulated EPYC,
+ * `tsopt profile --against-skip half.bias_chain`, loaded).  Bit-identical
+ * to the program (NaNs aside: a NaN result comes back as 16-bit NaN);
+ * TSOPT_SKIP=half.chain_table runs the program. */
+static uint16_t *chain_table(ts_dtype half, const xv_prog *prog)
+{
+    uint16_t *tab = malloc(sizeof *tab * 65536);
+    if (!tab) return NULL;
+    float x[XV_BLK], y[XV_BLK];
+    const float *src[XV_MAXIN];
+    for (int j = 0; j < prog->next; j++) src[j] = x;
+    for (uint32_t h0 = 0; h0 < 65536; h0 += XV_BLK) {
+        uint16_t h[XV_BLK];
+        for (uint32_t i = 0; i < XV_BLK; i++) h[i] = (uint16_t)(h0 + i);
+        xhalf_widen(half, h, x, XV_BLK);
+        xv_prog_block(prog, y, src, XV_BLK);
+        xhalf_narrow(half, y, tab + h0, XV_BLK);
+    }
+    return tab;
 }
 
 /* rows x cols of d (row stride ds) into y (row stride ys) with the bias
  * of those columns, rows over the threads. */
-static void round_bias_rows(ts_dtype half, const float *d, int64_t ds, const float *b, float *y, int64_t ys,
+static void round_bias_rows(const mm_state *c, const float *d, int64_t ds, const float *b, float *y, int64_t ys,
                             int64_t rows, int64_t cols)
 {
 #pragma omp parallel for schedule(static) if (rows * cols >= 16384)
-    for (int64_t i = 0; i < rows; i++) round_bias_row(half, d + i * ds, b, y + i * ys, cols);
+    for (int64_t i = 0; i < rows; i++) round_bias_row(c->rhalf, c->rprog, c->rtab, d + i * ds, b, y + i * ys, cols);
 }
 
 static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
@@ -182,7 +243,7 @@ static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, 
         dnnl_stream_wait(c->stream);
         /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
         if (c->rbias) /* and the bias Add applied as they are, still in cache */
-            round_bias_rows(c->rhalf, d, cols, (const float *)in[c->bias_in] + j * cols, y + j * cols, N, c->rows, cols);
+            round_bias_rows(c, d, cols, (const float *)in[c->bias_in] + j * cols, y + j * cols, N, c->rows, cols);
         else
             for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
     }
@@ -208,7 +269,7 @@ static void mm_run(const xstep *s, void *const *in, void *const *out, void *scra
     dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
     dnnl_stream_wait(c->stream);
     if (c->rbias)
-        round_bias_rows(c->rhalf, out[0], c->rcols, in[c->bias_in], out[0], c->rcols, c->rrows, c->rcols);
+        round_bias_rows(c, out[0], c->rcols, in[c->bias_in], out[0], c->rcols, c->rrows, c->rcols);
 }
 
 /* Problem in oneDNN's terms: src [b.., M, K], wei [b.., K, N], dst [b.., M, N],
@@ -809,6 +870,11 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
     s->out[0] = yb;
     c->has_bias = biasb >= 0 && !f.half_bias;
     c->rbias = f.half_bias;
+    if (f.half_chain) {
+        if (!(c->rprog = malloc(sizeof *c->rprog))) goto nomem;
+        *c->rprog = f.half_chain->prog;
+        if (!xplan_skips(p, "half.chain_table") && !(c->rtab = chain_table(p->half, c->rprog))) goto nomem;
+    }
     c->rhalf = p->half;
     c->rrows = m.M, c->rcols = m.N;
     const xd_weighted w = {&c->src, &c->wei, &c->dst, &c->pad, &c->bias};

@@ -218,3 +218,67 @@ bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr)
     gr->y = xgroup_chain_after(p, nd->outputs[0], gr, gr->chain, true);
     return true;
 }
+
+/* Node c can join a chain computing from value v (not stored yet: the
+ * step computes it) whose result is value cur. */
+static bool joinable_from(const xplan *p, int c, int v, int cur, const ts_shape *shape)
+{
+    const ts_node *nd = &p->g->nodes[c];
+    if (!(nd->op->flags & TS_OP_ELEMENTWISE) || nd->noutputs != 1 || !xv_all_f32(p, c) ||
+        !ts_shape_eq(&p->g->values[nd->outputs[0]].shape, shape))
+        return false;
+    for (int i = 0; i < nd->ninputs; i++) {
+        int w = nd->inputs[i];
+        if (w >= 0 && w != cur && w != v && p->g->values[w].producer >= 0 && p->value_buf[w] < 0) return false;
+    }
+    return true;
+}
+
+/* Half plans that round every node (lower_post.c half_chain_collect): the
+ * element-wise chain that reads value v as its only external input and is
+ * v's every reader -- ViT's GELU (Div, Erf, Add, Mul, Mul) reads the
+ * MLP's bias sum twice --, lowered with each node's rounding into ch,
+ * its nodes into nodes[] (*nn of them, max at most).  Returns the chain's
+ * last value, -1 where no such chain ends on the 16-bit grid. */
+int xv_chain_reading(const xplan *p, int v, xv_chain *ch, int *nodes, int *nn, int max)
+{
+    const ts_graph *g = p->g;
+    const ts_shape *shape = &g->values[v].shape;
+    memset(ch, 0, sizeof *ch);
+    *nn = 0;
+    if (ts_graph_is_output(g, v) || p->opts.no_fusion || max < 1) return -1;
+    int first = -1, cur = -1;
+    for (int n = 0; first < 0 && n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        for (int j = 0; !nd->dead && !p->claimed[n] && j < nd->ninputs; j++)
+            if (nd->inputs[j] == v) first = n;
+    }
+    if (first < 0 || !joinable_from(p, first, v, v, shape) || !lower_rounded(p, first, -1, &ch->prog, ch->ext))
+        return -1;
+    nodes[(*nn)++] = first;
+    cur = g->nodes[first].outputs[0];
+    while (*nn < max) { /* as xgroup_chain_after, v counted as ready */
+        int c = xhalf_sole_consumer(p, cur);
+        if (c < 0 || p->claimed[c] || !joinable_from(p, c, v, cur, shape)) break;
+        xv_prog trial = ch->prog;
+        int text[XV_MAXIN];
+        memcpy(text, ch->ext, sizeof text);
+        if (!lower_rounded(p, c, cur, &trial, text)) break;
+        ch->prog = trial;
+        memcpy(ch->ext, text, sizeof text);
+        nodes[(*nn)++] = c;
+        cur = g->nodes[c].outputs[0];
+    }
+    bool ok = ch->prog.rounded;
+    for (int j = 0; ok && j < ch->prog.next; j++) ok = ch->ext[j] == v;
+    /* v is never stored: every reader must be one of the chain's nodes */
+    for (int n = 0; ok && n < g->nnodes; n++) {
+        const ts_node *nd = &g->nodes[n];
+        bool reads = false, in = false;
+        for (int j = 0; !nd->dead && j < nd->ninputs; j++) reads |= nd->inputs[j] == v;
+        for (int i = 0; reads && i < *nn; i++) in |= nodes[i] == n;
+        ok = !reads || in;
+    }
+    if (!ok) *nn = 0;
+    return ok ? cur : -1;
+}

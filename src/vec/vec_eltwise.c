@@ -225,6 +225,11 @@ XV_CLONES static void run_block(const xv_prog *pr, float *y, const float *const 
     }
 }
 
+void xv_prog_block(const xv_prog *pr, float *y, const float *const *src, int64_t n)
+{
+    run_block(pr, y, src, n);
+}
+
 /* Items lo..hi-1 (blocks of a row) of the program. */
 static void prog_items(const xv_prog *pr, void *const *in, float *y, int64_t lo, int64_t hi)
 {

@@ -80,5 +80,8 @@ void xv_geometry_order(xv_prog *pr, const ts_shape *out, const ts_shape *const *
                        const bool *in_order);
 
 void xv_prog_run(const xstep *s, void *const *in, void *const *out, void *scratch);
+/* The program over n contiguous elements (at most XV_BLK) of y, operand j
+ * at src[j] (dnnl_matmul.c: the chain after a rounded bias sum, per row). */
+void xv_prog_block(const xv_prog *pr, float *y, const float *const *src, int64_t n);
 
 #endif

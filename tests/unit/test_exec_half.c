@@ -691,12 +691,80 @@ Test(half, matmul_bias_rounded_in_step)
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
             }
-            run_out in = run(b.g, x), out = run_skip(b.g, x, "half.bias");
+            /* the Mul, Tanh chain after the sum stays a step (half.bias_chain, below) */
+            run_out in = run_skip(b.g, x, "half.bias_chain"), out = run_skip(b.g, x, "half.bias,half.bias_chain");
             cr_assert_eq(in.st.steps + 1, out.st.steps, "%s %s: %d steps, %d with the Add a step of its own",
                          ts_dtype_name(types[t]), dims[k][0], in.st.steps, out.st.steps);
             cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s %s: outputs differ",
                          ts_dtype_name(types[t]), dims[k][0]);
             ts_tensor_unref(in.out[0]);
+            ts_tensor_unref(out.out[0]);
+            ts_tensor_unref(x);
+            ts_graph_free(b.g);
+            ts_graph_free(l.g);
+        }
+}
+
+/* MatMul -> Add(bias) -> GELU as torch exports it from float16 (Div by a
+ * 16-bit sqrt 2, Erf, Add 1, Mul by the sum, Mul 0.5: ViT's MLP), every
+ * node rounding: the chain reads the rounded bias sum alone and is its
+ * every reader, so it joins the product's step (lower_post.c
+ * half_chain_collect) and runs as a 65536-entry table of its 16-bit results
+ * (dnnl_matmul.c chain_table) on each row of the sum as it is written, the
+ * sum never stored.  Over the whole product (64x256 by 256x64) and per
+ * column chunk of a widened weight (64x512 by 512x2048).  Exact against the
+ * reference (each node's rounding shows), one step fewer than the chain as
+ * a step of its own (TSOPT_SKIP=half.bias_chain) and bit-equal to it and
+ * to the program run per element (half.chain_table). */
+static void build_matmul_bias_gelu(gb *b, const char *xd, const char *wd, const char *bd)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(xd);
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int y = N("Add", N("MatMul", x, grid_cst(b, wd, 64)), grid_cst(b, bd, 1024));
+    ts_shape one = {0};
+    ts_tensor *c = ts_tensor_new(b->dt, &one, &e), *h = ts_tensor_new(b->dt, &one, &e), *u = ts_tensor_new(b->dt, &one, &e);
+    ts_tensor_set_f64(c, 0, 1.4140625); /* sqrt 2 in float16 */
+    ts_tensor_set_f64(h, 0, 0.5);
+    ts_tensor_set_f64(u, 0, 1.0);
+    int vc = ts_graph_add_constant(b->g, "sqrt2", c, &e), vh = ts_graph_add_constant(b->g, "half", h, &e),
+        vu = ts_graph_add_constant(b->g, "one", u, &e);
+    ts_tensor_unref(c);
+    ts_tensor_unref(h);
+    ts_tensor_unref(u);
+    int g = N("Mul", N("Mul", y, N("Add", N("Erf", N("Div", y, vc)), vu)), vh);
+    cr_assert_eq(ts_graph_add_output(b->g, g, &e), TS_OK);
+}
+
+Test(half, matmul_bias_gelu_in_step)
+{
+    const char *dims[][3] = {{"64x256", "256x64", "64"}, {"64x512", "512x2048", "2048"}};
+    ts_dtype types[] = {TS_F16, TS_BF16};
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < 2; t++) {
+            gb b = grid_graph(types[t]), l = grid_graph(TS_F32);
+            build_matmul_bias_gelu(&b, dims[k][0], dims[k][1], dims[k][2]);
+            build_matmul_bias_gelu(&l, dims[k][0], dims[k][1], dims[k][2]);
+            check_exact(&b, &l, dims[k][0], 6);
+            ts_error e = {0};
+            ts_shape xs = shp(dims[k][0]);
+            ts_tensor *x = ts_tensor_new(types[t], &xs, &e);
+            uint64_t rng = 3;
+            for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+            }
+            run_out in = run(b.g, x), prog = run_skip(b.g, x, "half.chain_table"),
+                    out = run_skip(b.g, x, "half.bias_chain");
+            cr_assert_eq(in.st.steps + 1, out.st.steps, "%s %s: %d steps, %d with the chain a step of its own",
+                         ts_dtype_name(types[t]), dims[k][0], in.st.steps, out.st.steps);
+            cr_assert_eq(in.st.steps, prog.st.steps);
+            cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s %s: outputs differ",
+                         ts_dtype_name(types[t]), dims[k][0]);
+            cr_assert_eq(memcmp(in.out[0]->data, prog.out[0]->data, in.out[0]->nbytes), 0,
+                         "%s %s: table and program differ", ts_dtype_name(types[t]), dims[k][0]);
+            ts_tensor_unref(in.out[0]);
+            ts_tensor_unref(prog.out[0]);
             ts_tensor_unref(out.out[0]);
             ts_tensor_unref(x);
             ts_graph_free(b.g);
