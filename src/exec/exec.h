@@ -268,13 +268,14 @@ typedef struct xgroup {
             int dyn_scale, dyn_bias;
             bool dyn_relu;
         };
-        /* vec.attention (lower_attention.c; nodes[0] the keys' Transpose):
-         * the step's inputs, the mask's element strides along (batch,
+        /* vec.attention (lower_attention.c; nodes[0] the keys' Transpose)
+         * and vec.sdpa (nodes[0] the scores' MatMul): the step's inputs, the mask's element strides along (batch,
          * query row, key), whether true mask entries take the fill */
         struct {
             int att_in[XATT_N];
             int64_t att_mstride[3];
             bool att_fills;
+            bool att_ytr; /* vec.sdpa: a Transpose after it, the output [.., s, H, dv] */
         };
         /* convolutions, products (lower_post.c): the post-op tail; for
          * dnnl.conv_gated (nodes[0] the Mul) also the Mul's weight and
@@ -305,6 +306,8 @@ bool xgroup_serves_post(const struct xkernel *k);
 /* lower_chain.c: vec.eltwise's chain; lower_attention.c: vec.attention's six nodes */
 bool xgroup_eltwise_chain(const xplan *p, int n, xgroup *gr);
 bool xgroup_attention(const xplan *p, int n, xgroup *gr);
+/* lower_attention.c: vec.sdpa's MatMul-(Mul)-Softmax-MatMul-(Transpose) */
+bool xgroup_sdpa(const xplan *p, int n, xgroup *gr);
 /* The attention group's shape conditions (lower_attention.c) for Q, K, V
  * and the mask (NULL: none): the flattened leading dims and the mask's
  * strides; false where the group would not form. */

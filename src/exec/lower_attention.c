@@ -11,6 +11,7 @@
  * the step's inputs (Q, K, V, the mask, c, f) and the mask's strides;
  * what the kernel computes and its tolerance are stated there.  Not in
  * half plans, not with TSOPT_SKIP=vec.attention. */
+#include "exec/roofline.h"
 #include "vec/vec.h"
 #include "ops/attrs.h"
 #include "ops/list.h"
@@ -143,5 +144,89 @@ bool xgroup_attention(const xplan *p, int n, xgroup *gr)
         return false;
     gr->att_fills = fills;
     gr->y = g->nodes[mm2].outputs[0];
+    return true;
+}
+
+/* ---------------------------------------------- an encoder's whole attention
+ *
+ * torch's MultiheadAttention as exported (ViT, nn.TransformerEncoder) after
+ * vec.slice_transpose made its operands:
+ *     S = MatMul(Q, Kt)    [S = Mul(S, c)]    P = Softmax(S, last axis)
+ *     Y = MatMul(P, V)     [Y = Transpose(Y) swapping heads and rows]
+ * with Q [L..., s, d], Kt [L..., d, t] (the keys already transposed), V
+ * [L..., t, dv], dv a whole number of 16-float vectors, the same leading
+ * dims, each intermediate value read by the next node only.  vec.sdpa
+ * (vec_sdpa.c) computes it a block of query rows at a time with the
+ * scores in L1: the unfused plan writes and reads them three times (a
+ * [h, s, t] tensor: ViT-B/16's 1.9 MB, the encoder's 0.5 MB).  A
+ * Transpose [.., H, s, dv] -> [.., s, H, dv] after it (the heads merged
+ * back) is the step's output order.  AVX-512 only (elsewhere the nodes
+ * lower one by one); not in half plans; TSOPT_SKIP=vec.sdpa gives the
+ * unfused plan. */
+#define SDPA_ROWS 16 /* query rows an item (vec_sdpa.c: SD_BLOCK) */
+
+bool xgroup_sdpa(const xplan *p, int n, xgroup *gr)
+{
+    const ts_graph *g = p->g;
+    const ts_node *mm = &g->nodes[n];
+    if (p->opts.no_fusion || p->half || xplan_skips(p, "vec.sdpa") || !__builtin_cpu_supports("avx512f") ||
+        mm->op != &ts_op_matmul || mm->ninputs != 2 || mm->noutputs != 1 || !xv_all_f32(p, n) ||
+        mm->inputs[0] == mm->inputs[1])
+        return false;
+    const ts_shape *qs = &g->values[mm->inputs[0]].shape, *ks = &g->values[mm->inputs[1]].shape;
+    const int r = qs->rank;
+    if (r < 3 || ks->rank != r) return false;
+    for (int d = 0; d < r - 2; d++)
+        if (qs->dims[d] != ks->dims[d]) return false;
+    const int64_t s = qs->dims[r - 2], d = qs->dims[r - 1], t = ks->dims[r - 1];
+    if (ks->dims[r - 2] != d || s < 1 || d < 1 || t < 1) return false;
+    /* a block's scores (SDPA_ROWS rows of t, padded to vectors) within half of L1d */
+    const long l1 = xroof_caches_get().l1d;
+    if ((int64_t)sizeof(float) * SDPA_ROWS * ((t + 15) & ~(int64_t)15) > (l1 > 0 ? l1 : 32768) / 2) return false;
+    int *in = gr->att_in;
+    for (int j = 0; j < XATT_N; j++) in[j] = -1;
+    in[XATT_Q] = mm->inputs[0], in[XATT_K] = mm->inputs[1];
+    gr->nodes[0] = n, gr->nnodes = 1;
+    int cur = mm->outputs[0], c;
+    if ((c = reader(p, cur, &ts_op_mul)) >= 0 && xv_all_f32(p, c)) {
+        const ts_node *x = &g->nodes[c];
+        int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
+        if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
+            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
+            return false;
+        in[XATT_SCALE] = other;
+        gr->nodes[gr->nnodes++] = c;
+        cur = x->outputs[0];
+    }
+    if ((c = reader(p, cur, &ts_op_softmax)) < 0 || !xv_all_f32(p, c)) return false;
+    const ts_softmax_attrs *sa = g->nodes[c].attrs;
+    int axis;
+    if (!ts_axis_norm(sa->axis, r, &axis) || axis != r - 1) return false;
+    gr->nodes[gr->nnodes++] = c;
+    cur = g->nodes[c].outputs[0];
+    int m2 = reader(p, cur, &ts_op_matmul);
+    if (m2 < 0 || g->nodes[m2].inputs[0] != cur || g->nodes[m2].inputs[1] == cur || !xv_all_f32(p, m2) ||
+        !xplan_inputs_ready(p, m2, cur))
+        return false;
+    const ts_shape *vs = &g->values[g->nodes[m2].inputs[1]].shape;
+    if (vs->rank != r || vs->dims[r - 2] != t || vs->dims[r - 1] % 16 || vs->dims[r - 1] < 16) return false;
+    for (int k = 0; k < r - 2; k++)
+        if (vs->dims[k] != qs->dims[k]) return false;
+    in[XATT_V] = g->nodes[m2].inputs[1];
+    gr->nodes[gr->nnodes++] = m2;
+    gr->y = g->nodes[m2].outputs[0];
+    gr->att_ytr = false;
+    int tr = reader(p, gr->y, &ts_op_transpose);
+    if (tr >= 0 && xv_all_f32(p, tr)) {
+        const ts_transpose_attrs *ta = g->nodes[tr].attrs;
+        bool swap = ta->nperm == r;
+        for (int k = 0; swap && k < r; k++)
+            swap = ta->perm[k] == (k == r - 3 ? r - 2 : k == r - 2 ? r - 3 : k);
+        if (swap) {
+            gr->nodes[gr->nnodes++] = tr;
+            gr->y = g->nodes[tr].outputs[0];
+            gr->att_ytr = true;
+        }
+    }
     return true;
 }

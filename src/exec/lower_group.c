@@ -10,8 +10,8 @@
  * declines after touching the plan.
  *
  * Kernels served so far: vec.layernorm.ops, vec.batchnorm, vec.shuffle, vec.slice_transpose,
- * vec.eltwise's element-wise chains (lower_chain.c), vec.attention
- * (lower_attention.c), vec.gemv's stacked products and epilogue chain
+ * vec.eltwise's element-wise chains (lower_chain.c), vec.attention and
+ * vec.sdpa (lower_attention.c), vec.gemv's stacked products and epilogue chain
  * (lower_gemv.c), vec.band and the Gather it reads through (lower_band.c),
  * vec.concat with the Relus reading it and dnnl.dense_concat's chains
  * (lower_concat.c),
@@ -392,6 +392,7 @@ extern const xkernel xk_vec_shuffle, xk_vec_se; /* vec_shuffle.c, vec_se.c */
 extern const xkernel xk_vec_slice_transpose;    /* vec_movement.c */
 extern const xkernel xk_dnnl_matmul_integer;    /* dnnl_int8.c */
 extern const xkernel xk_vec_attention;          /* vec_attention.c */
+extern const xkernel xk_vec_sdpa;               /* vec_sdpa.c */
 extern const xkernel xk_dense_concat;           /* dense_concat.c */
 
 static const struct {
@@ -404,6 +405,7 @@ static const struct {
     {&xk_vec_slice_transpose, slice_transpose},
     {&xk_vec_eltwise, xgroup_eltwise_chain}, /* lower_chain.c */
     {&xk_vec_attention, xgroup_attention},   /* lower_attention.c */
+    {&xk_vec_sdpa, xgroup_sdpa},             /* lower_attention.c */
     {&xk_vec_gemv, xgroup_gemv},             /* lower_gemv.c */
     {&xk_vec_band, xgroup_band_matmul},      /* lower_band.c */
     {&xk_vec_band_defer, xgroup_band_gather},

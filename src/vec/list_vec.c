@@ -13,6 +13,7 @@ extern const xkernel xk_vec_quantize, xk_vec_dequantize, xk_vec_dynamic_quantize
 extern const xkernel xk_vec_maxpool; /* vec_maxpool.c: 2-D MaxPool on channels-last or 16/8-channel blocks */
 extern const xkernel xk_vec_qadd, xk_vec_qlookup, xk_vec_qchannel_mul, xk_vec_qgap; /* vec_qlinear.c: fuse_qdq.c's */
 extern const xkernel xk_vec_attention; /* vec_attention.c: Transpose(K)-MatMul-(Mul)-(Where)-Softmax-MatMul */
+extern const xkernel xk_vec_sdpa; /* vec_sdpa.c: an encoder's MatMul-(Mul)-Softmax-MatMul-(Transpose), AVX-512 */
 extern const xkernel xk_vec_slice_transpose; /* vec_movement.c: Slice-(Reshape)-Transpose-(Mul/Div) as one copy */
 
 const xentry xkernels_vec[] = {
@@ -48,6 +49,7 @@ const xentry xkernels_vec_first[] = {
     {&ts_op_gemm, &xk_vec_gemv}, /* batch-1 classifier heads: constant B, bias broadcast along rows */
     {&ts_op_matmul, &xk_vec_band},
     {&ts_op_gather, &xk_vec_band_defer},
+    {&ts_op_matmul, &xk_vec_sdpa},
     {&ts_op_reducemean, &xk_vec_layernorm_ops}, /* vec_layernorm.c: the whole decomposed LayerNorm */
     {&ts_op_conv, &xk_vec_dwconv},
     {&ts_op_conv, &xk_vec_gconv},

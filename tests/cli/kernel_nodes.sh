@@ -19,7 +19,7 @@ SERVED="dnnl_pool.c dnnl_transpose.c einnet_kernel.c vec_batchnorm.c vec_layerno
         dnnl_conv.c dnnl_matmul.c deconv_gemm.c vec_depthwise.c vec_gconv.c dnnl_residual.c vec_se.c
         dnnl_concat.c vec_concat_cl.c vec_qlinear.c ref_kernel.c control_flow.c
         vec_fuse.c vec_eltwise.c dnnl_int8.c vec_attention.c vec_gemv.c vec_band.c
-        vec_movement.c dense_concat.c dnnl_patch.c"
+        vec_movement.c dense_concat.c dnnl_patch.c vec_sdpa.c"
 # what walking the graph looks like in C here
 WALK='nodes\[|sole_consumer|xhalf_consumers|consumers\[|claimed|xplan_claim|xd_fuse_claim|xd_fuse_collect|xplan_inputs_ready|(\.|->)producer\b'
 
