@@ -95,6 +95,57 @@ static uint16_t f32_to_bf16(float f)
     return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
 
+/* Which float16 conversions the CPU has: 2 AVX-512 (16 lanes), 1 AVX2 +
+ * F16C (8 lanes: older Zen), 0 none (the scalar code above).  Without
+ * the F16C paths an AVX2 CPU widened every weight, rounded every node's
+ * output and narrowed by the scalar code, a branch per value.  Capped by
+ * oneDNN's effective ISA, so DNNL_MAX_CPU_ISA=AVX2 emulates such a CPU
+ * for these as for oneDNN's kernels (the AMX gate reads it too). */
+static int f16_level_forced = -1;
+
+void xhalf_isa_force(int level) { __atomic_store_n(&f16_level_forced, level, __ATOMIC_RELAXED); }
+
+static int f16_level(void)
+{
+    static int level = -1;
+    int forced = __atomic_load_n(&f16_level_forced, __ATOMIC_RELAXED), l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (forced >= 0) return forced;
+    if (l < 0) {
+        const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), a512 = (unsigned)dnnl_cpu_isa_avx512_core,
+                       a2 = (unsigned)dnnl_cpu_isa_avx2;
+        l = __builtin_cpu_supports("avx512f") && (isa & a512) == a512                                  ? 2
+            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && (isa & a2) == a2 ? 1
+                                                                                                   : 0;
+        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_widen_avx2(const uint16_t *s, float *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const void *)(s + i))));
+    for (; i < n; i++) d[i] = f16_to_f32(s[i]);
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_narrow_avx2(const float *s, uint16_t *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((void *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) d[i] = f32_to_f16(s[i]);
+}
+
+/* y = x rounded (x == y allowed) */
+__attribute__((target("avx2,f16c"))) static void f16_round_into_avx2(const float *x, float *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; i < n; i++) y[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
 __attribute__((target("avx512f"))) static void f16_widen_avx512(const uint16_t *s, float *d, size_t n)
 {
     size_t i = 0;
@@ -120,10 +171,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void bf16_wi
 
 static void widen_part(ts_dtype half, const uint16_t *s, float *d, size_t n)
 {
+    const int l = half == TS_BF16 ? -1 : f16_level();
     if (half == TS_BF16)
         bf16_widen(s, d, n);
-    else if (__builtin_cpu_supports("avx512f"))
+    else if (l == 2)
         f16_widen_avx512(s, d, n);
+    else if (l == 1)
+        f16_widen_avx2(s, d, n);
     else
         for (size_t i = 0; i < n; i++) d[i] = f16_to_f32(s[i]);
 }
@@ -167,10 +221,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void bf16_ro
 
 static void round_part(ts_dtype half, float *x, size_t n)
 {
+    const int l = half == TS_BF16 ? -1 : f16_level();
     if (half == TS_BF16)
         bf16_round(x, n);
-    else if (__builtin_cpu_supports("avx512f"))
+    else if (l == 2)
         f16_round_avx512(x, n);
+    else if (l == 1)
+        f16_round_into_avx2(x, x, n);
     else
         for (size_t i = 0; i < n; i++) x[i] = f16_to_f32(f32_to_f16(x[i]));
 }
@@ -190,8 +247,13 @@ __attribute__((target("avx512f"))) static void f16_round_into_avx512(const float
 
 void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n)
 {
-    if (half == TS_F16 && __builtin_cpu_supports("avx512f")) {
+    const int l = half == TS_F16 ? f16_level() : -1;
+    if (l == 2) {
         f16_round_into_avx512(x, y, n);
+        return;
+    }
+    if (l == 1) {
+        f16_round_into_avx2(x, y, n);
         return;
     }
     if (y != x) memcpy(y, x, n * sizeof *y);
@@ -283,10 +345,13 @@ void xhalf_round_add(ts_dtype half, float *y, const float *r, size_t n, bool rel
 void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n)
 {
     uint16_t *d = dst;
+    const int l = half == TS_BF16 ? -1 : f16_level();
     if (half == TS_BF16)
         for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
-    else if (__builtin_cpu_supports("avx512f"))
+    else if (l == 2)
         f16_narrow_avx512(src, d, n);
+    else if (l == 1)
+        f16_narrow_avx2(src, d, n);
     else
         for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
 }

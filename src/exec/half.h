@@ -38,6 +38,9 @@ void xhalf_narrow(ts_dtype half, const float *src, void *dst, size_t n);
 void xhalf_round(ts_dtype half, float *x, size_t n);
 /* y = x rounded so, in one pass, on the calling thread (x == y allowed). */
 void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n);
+/* Tests: the conversions' instruction set forced (2 AVX-512, 1 AVX2 +
+ * F16C, 0 the scalar code; -1 the CPU's, capped by oneDNN's ISA). */
+void xhalf_isa_force(int level);
 /* y = round(round(y) + r) on the 16-bit grid, then Relu when relu (a > 0 ?
  * a : 0), over the plan's threads: a residual Add as a conv's tail. */
 void xhalf_round_add(ts_dtype half, float *y, const float *r, size_t n, bool relu);

@@ -50,26 +50,45 @@ Test(half, hand_values)
 }
 
 /* Every conversion path (vector body, scalar tail, threads) agrees with
- * ts_dtype_round on values over float16's whole range. */
+ * ts_dtype_round on values over float16's whole range, on each instruction
+ * set the CPU has: AVX-512, AVX2 + F16C (older Zen: before, the scalar
+ * code), the scalar code (xhalf_isa_force). */
 Test(half, sweep_matches_dtype_round)
 {
     enum { N = 200003 };
-    static float src[N], back[N];
+    static float src[N], back[N], r1[N], r2[N];
     static uint16_t h[N];
     uint64_t rng = 7;
     ts_dtype types[] = {TS_F16, TS_BF16};
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < N; i++) {
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            double m = (double)(rng >> 11) / 9007199254740992.0 - 0.5;
-            src[i] = (float)ldexp(m, (int)((rng >> 3) % 44) - 28);
+    const bool has[3] = {true, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"),
+                         __builtin_cpu_supports("avx512f")};
+    for (int level = 2; level >= 0; level--) {
+        if (!has[level]) continue;
+        xhalf_isa_force(level);
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < N; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                double m = (double)(rng >> 11) / 9007199254740992.0 - 0.5;
+                src[i] = (float)ldexp(m, (int)((rng >> 3) % 44) - 28);
+            }
+            xhalf_narrow(types[k], src, h, N);
+            xhalf_widen(types[k], h, back, N);
+            memcpy(r1, src, sizeof r1);
+            xhalf_round(types[k], r1, N);
+            xhalf_round_into(types[k], src, r2, N - 5); /* a tail past the vectors */
+            for (int i = 0; i < N; i++) {
+                double want = ts_dtype_round(types[k], src[i]);
+                cr_assert_eq((double)back[i], want, "level %d %s: %a -> %a, want %a", level, ts_dtype_name(types[k]),
+                             src[i], back[i], want);
+                cr_assert_eq((double)r1[i], want, "level %d %s round: %a -> %a", level, ts_dtype_name(types[k]), src[i],
+                             r1[i]);
+                if (i < N - 5)
+                    cr_assert_eq((double)r2[i], want, "level %d %s round_into: %a -> %a", level,
+                                 ts_dtype_name(types[k]), src[i], r2[i]);
+            }
         }
-        xhalf_narrow(types[k], src, h, N);
-        xhalf_widen(types[k], h, back, N);
-        for (int i = 0; i < N; i++)
-            cr_assert_eq((double)back[i], ts_dtype_round(types[k], src[i]), "%s: %a -> %a, want %a",
-                         ts_dtype_name(types[k]), src[i], back[i], ts_dtype_round(types[k], src[i]));
     }
+    xhalf_isa_force(-1);
 }
 
 /* ---- graphs built twice: in the 16-bit type, and in float32 holding the
