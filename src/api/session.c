@@ -625,8 +625,11 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             names[nw] = g->values[v].name;
             which[nw++] = v;
         }
+    /* the name index stays on a graph derived in place: its values and
+     * their names never change there, and every token looks names up
+     * (building it was 7 % of a decoder token's plan_for, perf) */
     ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true, touched) &&
-         ts_graph_index_names(g, true);
+         ((inplace && g->index) || ts_graph_index_names(g, true));
     /* rounds until a fixed point: the first folds every sized constant at
      * the shapes re-inferred with guesses (one import for the position row
      * and every layer's mask, where a mask read layer i's keys only once
@@ -659,7 +662,7 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
         if (!changed) break;
         ok = ok && reinfer(g, order, cnt, true, touched);
     }
-    if (g) ts_graph_index_names(g, false);
+    if (g && !inplace) ts_graph_index_names(g, false);
     for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
     ok = ok && reinfer(g, order, cnt, false, touched);
     for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);
