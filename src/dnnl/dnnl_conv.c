@@ -1192,34 +1192,38 @@ size_t xd_conv_f32_wino_extra(const xstep *s)
 }
 /* Half plans (half.c's byte budget): a direct convolution whose float32
  * plan takes Winograd, made a Winograd one after the plan is built (the
- * budget is known only then).  Only a plain case: one primitive (no
- * chunks, no gate, no tail of tsopt's, no input reorder, not serial, no
- * residual sum) whose Winograd scratchpad fits the shared scratch (no
- * mapping of its own).  The neighbours' steps were built for the direct
+ * budget is known only then).  Only a plain case: no gate, no tail of
+ * tsopt's, no input reorder, not serial, no residual sum, a Winograd
+ * scratchpad that fits the shared scratch (no mapping of its own); a conv
+ * run in output-channel chunks has its chunks' weights reordered back to
+ * the plain layout chunk by chunk and runs whole (ResNet-50's 256-channel
+ * layers; TSOPT_SKIP=half.wino_chunks leaves them direct).  The neighbours' steps were built for the direct
  * kernel's layouts (channels-last, brgconv, in ResNet-50's half plan):
  * the input and the result are converted inside the step, through its
  * scratch. */
-static bool wino_convertible(const conv_state *c, const xstep *s)
+static bool wino_convertible(const xplan *p, const conv_state *c, const xstep *s)
 {
-    return c && c->f32_wino_extra && c->prim && !c->cprim && !c->gated && !c->ntail && !c->reorder_in && !c->serial &&
-           !c->has_sum && !c->hsum && s->nin >= 2;
+    return c && c->f32_wino_extra && c->prim && (!c->cprim || !xplan_skips(p, "half.wino_chunks")) && !c->gated &&
+           !c->ntail && !c->reorder_in && !c->serial && !c->has_sum && !c->hsum && s->nin >= 2;
 }
 
-size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s)
+size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s, size_t *scratch)
 {
     const conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
-    if (!wino_convertible(c, s)) return 0;
-    /* weights, the scratchpad, and (at most) both activations converted in
-     * scratch when Winograd's layouts are not the neighbours' */
+    *scratch = 0;
+    if (!wino_convertible(p, c, s)) return 0;
+    /* weights, then the scratchpad and (at most) both activations converted
+     * in scratch when Winograd's layouts are not the neighbours' */
     size_t wino = c->f32_direct_bytes + c->f32_wino_extra, now = p->bufs[s->in[1]].bytes,
            acts = p->bufs[s->in[0]].bytes + p->bufs[s->out[0]].bytes;
-    return (wino > now ? wino - now : 0) + c->f32_wino_pad + acts;
+    *scratch = c->f32_wino_pad + acts;
+    return wino > now ? wino - now : 1;
 }
 
 ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err)
 {
     conv_state *c = s->k == &xk_dnnl_conv ? s->state : NULL;
-    xbuf *wb = wino_convertible(c, s) ? &p->bufs[s->in[1]] : NULL;
+    xbuf *wb = wino_convertible(p, c, s) ? &p->bufs[s->in[1]] : NULL;
     if (!wb || wb->half) return TS_ERR_UNSUPPORTED;
     const_dnnl_primitive_desc_t opd = NULL;
     const dnnl_convolution_desc_t *od = NULL;
@@ -1233,7 +1237,18 @@ ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err)
                              odst_ = *dnnl_primitive_desc_query_md(opd, dnnl_query_dst_md, 0),
                              owei_ = *dnnl_primitive_desc_query_md(opd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *osrc = &osrc_, *odst = &odst_, *owei = &owei_;
-    if (dnnl_memory_desc_get_size(owei) != wb->bytes) return TS_ERR_UNSUPPORTED;
+    /* a weight convolved in output-channel chunks lies chunk after chunk in
+     * the chunk primitive's layout (prepare_chunks) */
+    const dnnl_memory_desc_t *cwk = NULL;
+    const_dnnl_primitive_desc_t cpd = NULL;
+    if (c->cprim) {
+        if (owei->ndims != 4 || dnnl_primitive_get_primitive_desc(c->cprim, &cpd) != dnnl_success ||
+            (size_t)c->nchunks * c->celems * sizeof(float) != wb->bytes)
+            return TS_ERR_UNSUPPORTED;
+        cwk = dnnl_primitive_desc_query_md(cpd, dnnl_query_weights_md, 0);
+    } else if (dnnl_memory_desc_get_size(owei) != wb->bytes) {
+        return TS_ERR_UNSUPPORTED;
+    }
     dnnl_convolution_desc_t d = *od;
     d.alg_kind = dnnl_convolution_winograd;
     dnnl_memory_desc_init_by_tag(&d.src_desc, osrc->ndims, osrc->dims, dnnl_f32, dnnl_format_tag_any);
@@ -1265,7 +1280,17 @@ ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err)
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    st = reorder_now(p, s->node, owei, wb->data, &plain, wp, err);
+    if (cwk) { /* chunk j: output channels [j coc, (j + 1) coc), their plain rows */
+        dnnl_memory_desc_t pc;
+        dnnl_dims_t cd = {c->coc, owei->dims[1], owei->dims[2], owei->dims[3]};
+        dnnl_memory_desc_init_by_tag(&pc, 4, cd, dnnl_f32, dnnl_oihw);
+        const size_t per = (size_t)(c->coc * owei->dims[1] * owei->dims[2] * owei->dims[3]);
+        st = TS_OK;
+        for (int j = 0; j < c->nchunks && !st; j++)
+            st = reorder_now(p, s->node, cwk, (float *)wb->data + (size_t)j * c->celems, &pc, wp + (size_t)j * per, err);
+    } else {
+        st = reorder_now(p, s->node, owei, wb->data, &plain, wp, err);
+    }
     if (!st) st = reorder_now(p, s->node, &plain, wp, cwei, w, err);
     free(wp);
     if (st) goto out;
@@ -1295,6 +1320,17 @@ ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err)
     }
     dnnl_primitive_destroy(c->prim);
     c->prim = prim;
+    if (c->cprim) { /* the whole Winograd primitive runs it now */
+        dnnl_primitive_destroy(c->cprim);
+        c->cprim = NULL;
+        xd_mem_fini(&c->cs);
+        xd_mem_fini(&c->cw);
+        xd_mem_fini(&c->cb);
+        xd_mem_fini(&c->cd);
+        xd_mem_fini(&c->cpad);
+        c->nchunks = 0;
+        c->chalf = TS_UNDEFINED;
+    }
     free(wb->data);
     wb->data = w;
     wb->bytes = wbytes;

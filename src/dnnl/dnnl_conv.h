@@ -17,12 +17,14 @@ bool xd_conv_is_winograd(const xstep *s, size_t *extra);
  * plan of the same graph holds for step s on Winograd (0: it runs direct). */
 size_t xd_conv_f32_wino_extra(const xstep *s);
 /* Half plans: what making step s (a direct convolution whose float32 plan
- * takes Winograd) a Winograd one adds to what the plan holds (its weights'
- * growth from their bytes now, plus the scratchpad Winograd writes), 0 when
- * it cannot be; xd_conv_to_winograd does it (its weight buffer float32 by
- * then), TS_ERR_UNSUPPORTED leaving the step as it was when oneDNN's
- * Winograd kernel would change its layouts. */
-size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s);
+ * takes Winograd) a Winograd one adds to what the plan holds: its weights'
+ * growth from their bytes now (returned, 0 when it cannot be made one), and
+ * in *scratch the step's scratch then (the scratchpad Winograd writes and
+ * at most both activations converted), which lives during the step only;
+ * xd_conv_to_winograd does it (its weight buffer float32 by then),
+ * TS_ERR_UNSUPPORTED leaving the step as it was when oneDNN's Winograd
+ * kernel would change its layouts. */
+size_t xd_conv_half_wino_cost(const xplan *p, const xstep *s, size_t *scratch);
 ts_status xd_conv_to_winograd(xplan *p, xstep *s, ts_error *err);
 /* Number of activations (SiLU, sigmoid and what follows) step s, a dnnl.conv
  * or dnnl.deconv step, applies itself after oneDNN's primitive instead of as

@@ -1132,8 +1132,8 @@ static bool budget_before(const xplan *p, int a, int b)
  * TSOPT_SKIP=half.wino turns it off (A/B). */
 static int cmp_cost(const void *a, const void *b)
 {
-    const size_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
+    const size_t *x = a, *y = b; /* [0]: the cost; [1]: the step, the tie-break (plan order) */
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
 }
 
 /* Steps reading buffer b.  A packed copy read by several steps (nodes
@@ -1155,24 +1155,43 @@ static int buf_readers(const xplan *p, int b)
     return n;
 }
 
+/* Direct convolutions made Winograd ones (their float32 plan's choice)
+ * while the room lasts, the smallest weight growth first (ResNet-50:
+ * layer1's 64-channel 3x3 +0.19 MB each, layer2's +0.76, layer3's +3.0,
+ * layer4's +12; per-step medians in docs/runtime.md: Winograd gains
+ * 0.2-0.5 ms a layer at every width).  The weights add up; a step's
+ * scratch (Winograd's scratchpad, the converted activations) lives during
+ * that step only, in the arena the memory plan shares between steps, so
+ * the converted steps' scratch costs at most the largest of them once.
+ * Counted per step, ResNet-50 b1's 9.6 MiB of room took three of layer1's
+ * (2.9 MiB each, 0.2 of it weights) and layer3's chunked layers were not
+ * convertible.  TSOPT_SKIP=half.wino_scratch counts the scratch per step
+ * again (A/B). */
 static ts_status spend_on_winograd(xplan *p, double *room, bool *changed, ts_error *err)
 {
     if (xplan_skips(p, "half.wino")) return TS_OK;
-    size_t(*cand)[2] = malloc(sizeof *cand * ((size_t)p->nsteps + 1));
+    const bool per_step = xplan_skips(p, "half.wino_scratch");
+    size_t(*cand)[3] = malloc(sizeof *cand * ((size_t)p->nsteps + 1));
     int nc = 0;
     if (!cand) return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (int i = 0; i < p->nsteps; i++) {
         const xstep *in = xhalf_inner(&p->steps[i]);
-        size_t cost = xd_conv_half_wino_cost(p, in);
+        size_t scratch = 0, cost = xd_conv_half_wino_cost(p, in, &scratch);
         if (cost && p->bufs[in->in[1]].half && buf_readers(p, in->in[1]) == 1) {
-            cand[nc][0] = cost;
-            cand[nc++][1] = (size_t)i;
+            cand[nc][0] = per_step ? cost + scratch : cost;
+            cand[nc][1] = (size_t)i;
+            cand[nc++][2] = per_step ? 0 : scratch;
         }
     }
     qsort(cand, (size_t)nc, sizeof *cand, cmp_cost);
     ts_status st = TS_OK;
+    size_t smax = 0; /* the largest converted step's scratch, counted once */
     for (int k = 0; k < nc && !st; k++) {
-        if ((double)cand[k][0] > *room) break;
+        size_t grow = cand[k][2] > smax ? cand[k][2] - smax : 0;
+        if ((double)(cand[k][0] + grow) > *room) {
+            if (per_step) break;
+            continue; /* a later one may still fit: its scratch may be smaller */
+        }
         xstep *in = (xstep *)xhalf_inner(&p->steps[cand[k][1]]);
         xbuf *wb = &p->bufs[in->in[1]];
         size_t before = wb->bytes;
@@ -1188,7 +1207,12 @@ static ts_status spend_on_winograd(xplan *p, double *room, bool *changed, ts_err
             break;
         }
         /* declined: kept float32 (direct), which costs less than planned */
-        *room -= st ? (double)(wb->bytes - before) : (double)cand[k][0];
+        if (st) {
+            *room -= (double)(wb->bytes - before);
+        } else {
+            *room -= (double)(cand[k][0] + grow);
+            if (cand[k][2] > smax) smax = cand[k][2];
+        }
         st = TS_OK;
     }
     free(cand);

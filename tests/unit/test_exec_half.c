@@ -1131,6 +1131,60 @@ static int wino_steps(const ts_graph *g, const char *skip, run_out *r, const ts_
     return n;
 }
 
+/* The budget's Winograd share (half.c spend_on_winograd): the converted
+ * steps' scratch (Winograd's scratchpad, converted activations) lives in
+ * the arena the steps share, so it is counted once (TSOPT_SKIP=
+ * half.wino_scratch counts it per step: fewer take it), and convolutions
+ * run in output-channel chunks (256 channels: 2.4 MB float32 weights) are
+ * converted too (TSOPT_SKIP=half.wino_chunks: none of them).  The plan
+ * still holds at most 0.6 of the float32 plan's; outputs within 2 ulps of
+ * the direct plan's. */
+Test(half, winograd_budget_counts_scratch_once_and_takes_chunked_convs)
+{
+    for (int k = 0; k < 2; k++) {
+        gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
+        if (k == 0) {
+            build_wino_stack128(&h);
+            build_wino_stack128(&f);
+        } else {
+            build_wino_stack(&h);
+            build_wino_stack(&f);
+        }
+        ts_shape xs = shp(k == 0 ? "1x128x8x8" : "1x256x8x8");
+        ts_tensor *xh, *xf;
+        f16_input(&xs, &xh, &xf);
+        run_out now = {0}, old = {0}, direct = {0}, f32 = {0};
+        int nn = wino_steps(h.g, "half.amx", &now, xh),
+            no = wino_steps(h.g, k == 0 ? "half.amx,half.wino_scratch" : "half.amx,half.wino_chunks", &old, xh),
+            nd = wino_steps(h.g, "half.amx,half.wino", &direct, xh);
+        wino_steps(f.g, NULL, &f32, xf);
+        cr_assert_eq(nd, 0);
+        if (k == 0)
+            cr_assert_gt(nn, no, "128 channels: %d on Winograd, %d with the scratch counted per step", nn, no);
+        else
+            cr_assert(nn >= 1 && no == 0, "256 channels (chunked): %d on Winograd, %d without chunked ones", nn, no);
+        double fixed = 24.0 * 1048576, held = (double)(now.st.weight_bytes + now.st.arena_bytes) + fixed,
+               held32 = (double)(f32.st.weight_bytes + f32.st.arena_bytes) + fixed;
+        cr_assert_leq(held, 0.6 * held32, "half plan holds %.0f, float32 plan %.0f", held, held32);
+        double scale = 0, worst = 0;
+        for (int64_t i = 0; i < ts_tensor_numel(direct.out[0]); i++) {
+            double a = ts_tensor_get_f64(now.out[0], i), b = ts_tensor_get_f64(direct.out[0], i);
+            scale = fmax(scale, fabs(b));
+            worst = fmax(worst, fabs(a - b));
+        }
+        cr_assert_gt(scale, 0);
+        cr_assert_leq(worst, 2 * ulp(TS_F16, scale), "Winograd and direct differ by %g at scale %g", worst, scale);
+        ts_tensor_unref(now.out[0]);
+        ts_tensor_unref(old.out[0]);
+        ts_tensor_unref(direct.out[0]);
+        ts_tensor_unref(f32.out[0]);
+        ts_tensor_unref(xh);
+        ts_tensor_unref(xf);
+        ts_graph_free(h.g);
+        ts_graph_free(f.g);
+    }
+}
+
 Test(half, winograd_within_the_byte_budget)
 {
     gb h = {ts_graph_new("h", 17), TS_F16, TS_F16, 13}, f = {ts_graph_new("f", 17), TS_F32, TS_F16, 13};
