@@ -26,7 +26,7 @@
 
 typedef struct rz_state {
     bool linear;
-    bool pairs; /* linear: reuse a gathered pair of source rows (TSOPT_SKIP=resize.pairs: gather every row) */
+    bool pairs; /* linear: reuse gathered source rows (TSOPT_SKIP=resize.pairs: gather every output row's) */
     int64_t planes, hin, win, hout, wout;
     int64_t *plane; /* per output plane: offset of its source plane (elements) */
     int64_t nblk; /* row blocks per plane: parallel work items are planes * nblk */
@@ -58,21 +58,22 @@ XV_CLONES static void rz_nearest_row(const float *restrict src, float *restrict 
     for (int64_t i = 0; i < n; i++) dst[i] = src[ix[i]];
 }
 
-/* The four source values of every output column for one pair of source
- * rows (r0, r1), in the row's column order: [r0 at c0 | r1 at c0 | r0 at
- * c1 | r1 at c1].  An upscale by k maps k output rows to the same pair
- * (deeplabv3's 28 -> 224 head: 8), so gathering once per pair instead of
- * once per output row takes the gathers out of the inner loop; the values
- * are the same floats, so the sums below are the reference's to the bit. */
-static void rz_gather_pair(const float *restrict r0, const float *restrict r1, const rz_state *s, float *restrict e)
+/* Source row r's values at every output column's two source columns:
+ * [r at c0 | r at c1] (2 x wout floats).  Linear reads rows h0 and h1 =
+ * h0 or h0 + 1, so two slots by the row's parity hold every row a pair
+ * needs, and an upscale reads each source row's gathered values for all
+ * the output rows that use it: deeplabv3's 28 -> 224 head gathers each
+ * of a plane's 28 rows once (224 output rows; before: once per output
+ * row), lraspp's 14 -> 28 once (28 output rows, each its own pair).  The
+ * values are the same floats, so the sums below are the reference's to
+ * the bit. */
+static void rz_gather_row(const float *restrict r, const rz_state *s, float *restrict e)
 {
     const int64_t w = s->wout;
     const int32_t *restrict i0 = s->c0, *restrict i1 = s->c1;
     for (int64_t i = 0; i < w; i++) {
-        e[i] = r0[i0[i]];
-        e[w + i] = r1[i0[i]];
-        e[2 * w + i] = r0[i1[i]];
-        e[3 * w + i] = r1[i1[i]];
+        e[i] = r[i0[i]];
+        e[w + i] = r[i1[i]];
     }
 }
 
@@ -92,11 +93,12 @@ static inline double rz_term(double w, double t)
     return b.d;
 }
 
-XV_CLONES static void rz_linear_row(const float *restrict e, double a0, double a1, const rz_state *s,
-                                    float *restrict dst)
+/* e0, e1: rows h0 and h1 gathered (rz_gather_row). */
+XV_CLONES static void rz_linear_row(const float *restrict e0, const float *restrict e1, double a0, double a1,
+                                    const rz_state *s, float *restrict dst)
 {
     const int64_t w = s->wout;
-    const float *restrict e00 = e, *restrict e10 = e + w, *restrict e01 = e + 2 * w, *restrict e11 = e + 3 * w;
+    const float *restrict e00 = e0, *restrict e10 = e1, *restrict e01 = e0 + w, *restrict e11 = e1 + w;
     const double *restrict b0 = s->ww0, *restrict b1 = s->ww1;
 #pragma omp simd
     for (int64_t i = 0; i < w; i++) {
@@ -110,12 +112,13 @@ XV_CLONES static void rz_linear_row(const float *restrict e, double a0, double a
     }
 }
 
-/* Rows hb..he of output plane pl; e: this thread's 4 x wout floats. */
+/* Rows hb..he of output plane pl; e: this thread's 4 x wout floats (two
+ * gathered source rows, rz_gather_row). */
 static void rz_rows(const rz_state *s, const float *x, float *y, int64_t pl, int64_t hb, int64_t he, float *e)
 {
     const float *xp = x + s->plane[pl];
     float *yp = y + pl * s->hout * s->wout;
-    int64_t g0 = -1, g1 = -1; /* the source rows gathered in e */
+    int64_t tag[2] = {-1, -1}; /* the source row gathered in each slot of e */
     for (int64_t h = hb; h < he; h++) {
         float *dst = yp + h * s->wout;
         /* Upscaling repeats source rows: copy the row just written. */
@@ -125,12 +128,16 @@ static void rz_rows(const rz_state *s, const float *x, float *y, int64_t pl, int
             continue;
         }
         if (s->linear) {
-            if (s->h0[h] != g0 || s->h1[h] != g1 || !s->pairs) {
-                g0 = s->h0[h];
-                g1 = s->h1[h];
-                rz_gather_pair(xp + g0 * s->win, xp + g1 * s->win, s, e);
+            const int64_t r0 = s->h0[h], r1 = s->h1[h];
+            if (!s->pairs) tag[0] = tag[1] = -1; /* TSOPT_SKIP=resize.pairs: gather every row */
+            for (int k = 0; k < 2; k++) {
+                int64_t r = k ? r1 : r0;
+                if (tag[r & 1] != r) {
+                    rz_gather_row(xp + r * s->win, s, e + (r & 1) * 2 * s->wout);
+                    tag[r & 1] = r;
+                }
             }
-            rz_linear_row(e, s->hw0[h], s->hw1[h], s, dst);
+            rz_linear_row(e + (r0 & 1) * 2 * s->wout, e + (r1 & 1) * 2 * s->wout, s->hw0[h], s->hw1[h], s, dst);
         } else
             rz_nearest_row(xp + s->h0[h] * s->win, dst, s->c0, s->wout);
     }

@@ -403,12 +403,14 @@ Test(vec, resize_linear)
 }
 
 /* Linear upscales by 8 (deeplabv3's and lraspp's 28 -> 224 heads), where
- * eight output rows share one pair of source rows: vec.resize gathers the
- * pair's source values once (rz_gather_pair) and runs the rows in vectors.
- * Bit-identical to the reference (tol 0) on 1 and 2 threads, planes split
- * between the threads; an infinity in the input tests the zero-weight
- * corners (align_corners / asymmetric land on whole source positions: the
- * reference skips their 0 * inf, so the output stays finite there). */
+ * eight output rows share one pair of source rows, by 2 (lraspp's 14 ->
+ * 28: each output row its own pair) and a downscale: vec.resize gathers
+ * each source row's values once (rz_gather_row, two slots by parity) and
+ * runs the rows in vectors.  Bit-identical to the reference (tol 0) on 1
+ * and 2 threads, planes split between the threads; an infinity in the
+ * input tests the zero-weight corners (align_corners / asymmetric land on
+ * whole source positions: the reference skips their 0 * inf, so the
+ * output stays finite there). */
 Test(vec, resize_linear_pairs_exact)
 {
     for (int c = 0; c < 6; c++) {
@@ -420,7 +422,9 @@ Test(vec, resize_linear_pairs_exact)
         output(op("Resize", INS(big, -1, F32("4", 1, 1, 8, 8)), at, 2)); /* 21 x 56 x 56: two threads */
         int inf = op("Add", INS(x, F32("1x1x1x9", 0, 0, 0, 0, INFINITY, 0, 0, 0, 0)), NOATTR);
         output(op("Resize", INS(inf, -1, F32("4", 1, 1, 2, 2)), at, 2));
-        compare(-2, 2, 0, 4, 0, 0);
+        output(op("Resize", INS(big, -1, F32("4", 1, 1, 2, 2)), at, 2));     /* 21 x 14 x 14 */
+        output(op("Resize", INS(x, -1, F32("4", 1, 1, 0.6, 0.5)), at, 2));   /* down: 4 x 4 */
+        compare(-2, 2, 0, 6, 0, 0);
         xt_done();
     }
 }
