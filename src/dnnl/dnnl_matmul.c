@@ -440,8 +440,7 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
     if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
         !dnnl_memory_desc_equal(&whole, cwei))
         return;
-    size_t cb_ = getenv("H32_CHUNK") ? (size_t)atol(getenv("H32_CHUNK")) * 1024 : MM_CHUNK_BYTES;
-    int64_t cols = (int64_t)(cb_ / ((size_t)K * sizeof(float))) / 64 * 64;
+    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * sizeof(float))) / 64 * 64;
     if (cols < 64) cols = 64;
     while (N % cols) cols -= 64;
     if (cols == N) return;
