@@ -432,7 +432,7 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
 {
     const int64_t K = m->K, N = m->N;
     /* a sum post-op reads dst: chunks start from the residual's columns when it is plain (copied, not reordered) */
-    bool sum = f->sum_value >= 0, sum_plain = !c->has_sum || (!c->res_r.prim && !c->res_r.cl_c);
+    bool sum = f->sum_value >= 0, sum_plain = !c->has_sum || (!c->res_r.prim && !c->res_r.cl_c && !c->res_r.bl_cb);
     if (!p->half || xplan_skips(p, "half.chunk") || m->r != 2 || m->ta || (sum && (!sum_plain || xplan_skips(p, "half.chunk_sum"))) ||
         K % 16 || N % 64 || (size_t)(K * N) * sizeof(float) < 2 * MM_CHUNK_BYTES)
         return;

@@ -66,6 +66,11 @@ typedef struct xd_reorder {
      * before a network's first conv): tsopt's own loop (dnnl_util.c) */
     int64_t cl_n, cl_c, cl_hw;
     int cl_size; /* its element bytes: 4 (f32) or 1 (u8/s8) */
+    /* float32 channels-last -> 16-channel blocks (dnnl_util.c): the
+     * blocks per pixel (0: not this reorder), pixels per image, images,
+     * and whether the pixels are split between threads */
+    int64_t bl_cb, bl_hw, bl_n;
+    bool bl_par;
 } xd_reorder;
 ts_status xd_reorder_init(xd_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, const xplan *p,
                           int n, ts_error *err);
