@@ -56,6 +56,8 @@ static inline bool xd_wino_shape(const ts_shape *x, const ts_shape *w, int64_t G
  * whatever layout v is written in, or a 1x1 conv whose result (through a
  * Relu) only such convs read. */
 bool xlow_blocks_readers(const xplan *p, int v);
+/* lower_post.c: v's one reader is a Flatten or Reshape (reads it plain). */
+bool xlow_flatten_reader(const xplan *p, int v);
 /* s (rank 4, float32) in 16- or 8-channel blocks (dense_concat.c). */
 void xdc_block_md(dnnl_memory_desc_t *md, const ts_shape *s, int block);
 

@@ -732,3 +732,15 @@ bool xlow_blocks_readers(const xplan *p, int v)
 {
     return !xplan_skips(p, "winograd") && blocks_readers(p, v, 0);
 }
+
+/* True when value v's one reader is a Flatten or Reshape and v is no graph
+ * output: what it reads is v's elements in plain order, whatever layout the
+ * step writing v would otherwise choose (vec.reduce's mean of padded
+ * 16-channel blocks writes plain for such a reader only). */
+bool xlow_flatten_reader(const xplan *p, int v)
+{
+    const ts_graph *g = p->g;
+    int r = ts_graph_is_output(g, v) ? -1 : only_reader(g, v);
+    return r >= 0 && (g->nodes[r].op == &ts_op_flatten || g->nodes[r].op == &ts_op_reshape) &&
+           g->nodes[r].inputs[0] == v;
+}

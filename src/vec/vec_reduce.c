@@ -5,6 +5,7 @@
  * GlobalAveragePool-like means) are [outer, R, inner] with contiguous loops.
  * Other patterns decline to the reference kernel. */
 #include <stdlib.h>
+#include "dnnl/dnnl_layout.h"
 #include "vec/vec.h"
 #include "vec/vec_layout.h"
 #include "ops/attrs.h"
@@ -15,6 +16,7 @@ enum { RD_SUM, RD_MEAN, RD_MAX };
 typedef struct rd_state {
     int kind;
     int64_t outer, r, inner;
+    int64_t pc, pnb; /* padded 16-channel blocks (gap_build): C and blocks per image, else 0 */
     int threads;
 } rd_state;
 
@@ -79,6 +81,11 @@ static void rd_run(const xstep *st, void *const *in, void *const *out, void *scr
         int64_t o = it / nchunk, c0 = (it % nchunk) * RD_CHUNK;
         int64_t cn = s->inner - c0 < RD_CHUNK ? s->inner - c0 : RD_CHUNK;
         float *yo = y + o * s->inner + c0;
+        if (s->pc) { /* block o % pnb of image o / pnb: its channels below C, written plain */
+            int64_t b = o % s->pnb;
+            yo = y + o / s->pnb * s->pc + b * 16;
+            cn = s->pc - b * 16 < 16 ? s->pc - b * 16 : 16;
+        }
         rd_cols(x + o * s->r * s->inner + c0, yo, s->r, s->inner, cn, s->kind);
         if (scale != 1.0f)
             for (int64_t i = 0; i < cn; i++) yo[i] *= scale;
@@ -177,22 +184,37 @@ const xkernel xk_vec_reduce = {"vec.reduce", rd_build, rd_run, free};
  * net run in blocks, conv.stem_blocks): the mean above, [N C/16, H W, 16],
  * written plain (N x C x 1 x 1).  oneDNN's pooling kept the blocks and a
  * reorder step then made the 1280 means plain for the classifier (0.024 +
- * 0.012 ms against 0.010 channels-last, loaded).  Any other input declines
- * to dnnl.pool. */
+ * 0.012 ms against 0.010 channels-last, loaded).
+ *
+ * Padded blocks (C not a multiple of 16) too when the means' one reader is
+ * a Flatten or Reshape (the classifier's input, which reads them plain):
+ * each block's channels below C written plain.  squeezenet1_1's head
+ * (1000 x 13 x 13 in 1008-channel blocks) ran dnnl.pool, means in blocks,
+ * then a reorder step for the Flatten.  Padded means read by anything else
+ * stay on dnnl.pool.  TSOPT_SKIP=gap.padded.  Any other input declines to
+ * dnnl.pool. */
 static ts_status gap_build(xplan *p, int n, xstep *st, ts_error *err)
 {
     const ts_node *nd = xplan_node(p, n);
     if (nd->ninputs != 1 || nd->noutputs != 1 || p->g->values[nd->inputs[0]].dtype != TS_F32) return TS_ERR_UNSUPPORTED;
     const ts_shape *sh = &p->g->values[nd->inputs[0]].shape;
+    if (sh->rank != 4) return TS_ERR_UNSUPPORTED;
     xbuf scratch;
-    if (sh->rank != 4 || !xbuf_is_blocks16(xplan_value_layout(p, nd->inputs[0], &scratch))) return TS_ERR_UNSUPPORTED;
+    const xbuf *xl = xplan_value_layout(p, nd->inputs[0], &scratch);
+    bool padded = false;
+    if (!xbuf_is_blocks16(xl)) {
+        padded = xbuf_is_blocks16_padded(xl) && !xplan_skips(p, "gap.padded") &&
+                 xlow_flatten_reader(p, nd->outputs[0]);
+        if (!padded) return TS_ERR_UNSUPPORTED;
+    }
     int xb = xplan_value_buf(p, nd->inputs[0]);
     if (xb < 0) return ts_error_set(err, TS_ERR_NOMEM, "node '%s': out of memory for a buffer", nd->name);
     rd_state *s = xv_state(sizeof *s, err);
     if (!s) return err->code;
     st->state = s;
-    *s = (rd_state){.kind = RD_MEAN, .outer = sh->dims[0] * (sh->dims[1] / 16), .r = sh->dims[2] * sh->dims[3],
-                    .inner = 16, .threads = xv_threads(p)};
+    const int64_t nb = (sh->dims[1] + 15) / 16;
+    *s = (rd_state){.kind = RD_MEAN, .outer = sh->dims[0] * nb, .r = sh->dims[2] * sh->dims[3], .inner = 16,
+                    .pc = padded ? sh->dims[1] : 0, .pnb = padded ? nb : 0, .threads = xv_threads(p)};
     return xv_step_unary(p, n, st, xb, NULL, err);
 }
 
