@@ -62,6 +62,7 @@ typedef struct mm_state {
      * value of the sum (chain_table), NULL: the program runs */
     xv_prog *rprog;
     uint16_t *rtab;
+    int rext[XV_MAXIN]; /* the program's operand j: -1 the sum, else in[rext[j]] (y's shape, plain) */
     /* A float16 plan's product on AMX-BF16 (x3; bf16_split.h, as dnnl_conv.c
      * does for convolutions): the weight stays float16 at rest, packed in
      * column chunks of whole panels in the bfloat16 primitives' layout
@@ -160,7 +161,7 @@ static void mm_run_x3(mm_state *c, void *const *in, void *const *out, char *scra
  * before the same piece of y is written) and the program reads it there,
  * as vec.eltwise's step would read it from memory. */
 static void round_bias_row(ts_dtype half, const xv_prog *prog, const uint16_t *tab, const float *d, const float *b,
-                           float *y, int64_t cols)
+                           float *y, int64_t cols, const float *const *ext)
 {
     if (!prog) {
         xhalf_round_into(half, d, y, (size_t)cols);
@@ -170,9 +171,9 @@ static void round_bias_row(ts_dtype half, const xv_prog *prog, const uint16_t *t
     }
     float t[XV_BLK];
     const float *src[XV_MAXIN];
-    for (int j = 0; j < prog->next; j++) src[j] = t; /* every operand is the sum (xv_chain_reading) */
     for (int64_t j0 = 0; j0 < cols; j0 += XV_BLK) {
         const int64_t n = cols - j0 < XV_BLK ? cols - j0 : XV_BLK;
+        for (int j = 0; j < prog->next; j++) src[j] = ext[j] ? ext[j] + j0 : t; /* the sum or a residual's row */
         xhalf_round_into(half, d + j0, t, (size_t)n);
         for (int64_t j = 0; j < n; j++) t[j] += b[j0 + j];
         if (tab) { /* the sum is on the 16-bit grid: narrowing is exact */
@@ -216,11 +217,16 @@ static uint16_t *chain_table(ts_dtype half, const xv_prog *prog)
 
 /* rows x cols of d (row stride ds) into y (row stride ys) with the bias
  * of those columns, rows over the threads. */
-static void round_bias_rows(const mm_state *c, const float *d, int64_t ds, const float *b, float *y, int64_t ys,
-                            int64_t rows, int64_t cols)
+static void round_bias_rows(const mm_state *c, void *const *in, int64_t col0, const float *d, int64_t ds,
+                            const float *b, float *y, int64_t ys, int64_t rows, int64_t cols)
 {
 #pragma omp parallel for schedule(static) if (rows * cols >= 16384)
-    for (int64_t i = 0; i < rows; i++) round_bias_row(c->rhalf, c->rprog, c->rtab, d + i * ds, b, y + i * ys, cols);
+    for (int64_t i = 0; i < rows; i++) {
+        const float *ext[XV_MAXIN] = {NULL}; /* the chain's other operands: row i, from column col0 (y's indexing) */
+        for (int j = 0; c->rprog && j < c->rprog->next; j++)
+            ext[j] = c->rext[j] < 0 ? NULL : (const float *)in[c->rext[j]] + i * ys + col0;
+        round_bias_row(c->rhalf, c->rprog, c->rtab, d + i * ds, b, y + i * ys, cols, ext);
+    }
 }
 
 static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, void *scratch)
@@ -243,7 +249,7 @@ static void mm_run_chunks(const mm_state *c, void *const *in, void *const *out, 
         dnnl_stream_wait(c->stream);
         /* oneDNN's fast matmul writes a dense dst only: the chunk's columns copied into place */
         if (c->rbias) /* and the bias Add applied as they are, still in cache */
-            round_bias_rows(c, d, cols, (const float *)in[c->bias_in] + j * cols, y + j * cols, N, c->rows, cols);
+            round_bias_rows(c, in, j * cols, d, cols, (const float *)in[c->bias_in] + j * cols, y + j * cols, N, c->rows, cols);
         else
             for (int64_t i = 0; i < c->rows; i++) memcpy(y + i * N + j * cols, d + i * cols, sizeof(float) * (size_t)cols);
     }
@@ -269,7 +275,7 @@ static void mm_run(const xstep *s, void *const *in, void *const *out, void *scra
     dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
     dnnl_stream_wait(c->stream);
     if (c->rbias)
-        round_bias_rows(c, out[0], c->rcols, in[c->bias_in], out[0], c->rcols, c->rrows, c->rcols);
+        round_bias_rows(c, in, 0, out[0], c->rcols, in[c->bias_in], out[0], c->rcols, c->rrows, c->rcols);
 }
 
 /* Problem in oneDNN's terms: src [b.., M, K], wei [b.., K, N], dst [b.., M, N],
@@ -860,19 +866,34 @@ static ts_status build(xplan *p, int n, xstep *s, bool gemm, ts_error *err)
         size_t t = c->xt_off + xd_round(xd_bf16_split_inplace_tmp(m.M, m.K, c->xthreads));
         if (c->xlo_inplace && t > s->scratch_bytes) s->scratch_bytes = t;
     }
-    int nin = 2 + (biasb >= 0) + (rb >= 0), k = 0;
+    /* the rounded sum's chain (xd_fuse.half_chain): operands other than the sum read where they lie, plain */
+    const int hsum = f.half_chain ? f.half_chain_sum : -1;
+    int next = 0, nother = 0, xb[XV_MAXIN];
+    for (int j = 0; f.half_chain && j < f.half_chain->prog.next; j++, next++) {
+        int w = f.half_chain->ext[j];
+        xb[j] = w == hsum ? -1 : xplan_plain(p, xplan_value_buf(p, w), err);
+        if (w != hsum && xb[j] < 0) {
+            st = err->code ? err->code : TS_ERR_INVALID;
+            goto fail;
+        }
+        nother += w != hsum;
+    }
+    int nin = 2 + (biasb >= 0) + (rb >= 0) + nother, k = 0;
     if ((st = xstep_alloc(s, nin, 1, err))) goto fail;
     s->in[k++] = ab;
     c->wei_in = k, s->in[k++] = wb;
     if (biasb >= 0) c->bias_in = k, s->in[k++] = biasb;
     if (rb >= 0) c->res_in = k, s->in[k++] = rb;
+    for (int j = 0; j < next; j++)
+        if ((c->rext[j] = xb[j] < 0 ? -1 : k) >= 0) s->in[k++] = xb[j];
     s->out[0] = yb;
     c->has_bias = biasb >= 0 && !f.half_bias;
     c->rbias = f.half_bias;
     if (f.half_chain) {
         if (!(c->rprog = malloc(sizeof *c->rprog))) goto nomem;
         *c->rprog = f.half_chain->prog;
-        if (!xplan_skips(p, "half.chain_table") && !(c->rtab = chain_table(p->half, c->rprog))) goto nomem;
+        /* a function of the sum alone: its table */
+        if (!nother && !xplan_skips(p, "half.chain_table") && !(c->rtab = chain_table(p->half, c->rprog))) goto nomem;
     }
     c->rhalf = p->half;
     c->rrows = m.M, c->rcols = m.N;

@@ -185,11 +185,13 @@ typedef struct xd_fuse {
      * relu(round(round(y) + r)) over its result (dnnl.conv), the unfused
      * plan's arithmetic, instead of a step of its own. */
     bool half_sum, half_relu;
-    /* A half_bias sum's element-wise chain reading that sum as its only operand,
-     * every reader of it (ViT's GELU), each node rounded as vec.eltwise's
+    /* A half_bias sum's element-wise chain, every reader of that sum, its
+     * other operands of the sum's shape (ViT's GELU; the MLP's residual
+     * Add), each node rounded as vec.eltwise's
      * program rounds it, run on the sum's rows as they are written (the
      * sum is never stored); NULL: none (lower_chain.c xv_chain_reading) */
     struct xv_chain *half_chain;
+    int half_chain_sum; /* the rounded sum's value: the chain's operand read from the step itself */
 } xd_fuse;
 /* LayerNorm written out (vec.layernorm.ops): x viewed as [outer, d,
  * inner], normalized over d (mask: the reduced axes of x); gamma / beta
@@ -317,8 +319,9 @@ bool xattention_shapes(const ts_shape *qs, const ts_shape *ks, const ts_shape *v
  * value cur, lowered into ch; half: with half plans' roundings (vec.eltwise)
  * or none (vec.gemv's epilogue).  Returns the chain's last value. */
 int xgroup_chain_after(const xplan *p, int cur, xgroup *gr, struct xv_chain *ch, bool half);
-/* lower_chain.c: the chain reading value v as its only operand and being
- * v's every reader, each node rounded (half plans); its nodes into
+/* lower_chain.c: the chain reading value v (and values of v's shape
+ * computed already) and being v's every reader, each node rounded (half
+ * plans); its nodes into
  * nodes[] (*nn, at most max).  Returns its last value, -1: none. */
 int xv_chain_reading(const xplan *p, int v, struct xv_chain *ch, int *nodes, int *nn, int max);
 /* lower_gemv.c: vec.gemv's stacked products and epilogue chain */

@@ -235,11 +235,12 @@ static bool joinable_from(const xplan *p, int c, int v, int cur, const ts_shape 
 }
 
 /* Half plans that round every node (lower_post.c half_chain_collect): the
- * element-wise chain that reads value v as its only external input and is
- * v's every reader -- ViT's GELU (Div, Erf, Add, Mul, Mul) reads the
- * MLP's bias sum twice --, lowered with each node's rounding into ch,
- * its nodes into nodes[] (*nn of them, max at most).  Returns the chain's
- * last value, -1 where no such chain ends on the 16-bit grid. */
+ * element-wise chain that reads value v and is v's every reader -- ViT's
+ * GELU (Div, Erf, Add, Mul, Mul) reads the MLP's bias sum twice --, its
+ * other inputs values of v's shape computed already (a residual), lowered
+ * with each node's rounding into ch, its nodes into nodes[] (*nn of them,
+ * max at most).  Returns the chain's last value, -1 where no such chain
+ * ends on the 16-bit grid. */
 int xv_chain_reading(const xplan *p, int v, xv_chain *ch, int *nodes, int *nn, int max)
 {
     const ts_graph *g = p->g;
@@ -270,7 +271,11 @@ int xv_chain_reading(const xplan *p, int v, xv_chain *ch, int *nodes, int *nn, i
         cur = g->nodes[c].outputs[0];
     }
     bool ok = ch->prog.rounded;
-    for (int j = 0; ok && j < ch->prog.next; j++) ok = ch->ext[j] == v;
+    for (int j = 0; ok && j < ch->prog.next; j++) {
+        int w = ch->ext[j];
+        ok = w == v || (ts_shape_eq(&g->values[w].shape, shape) && g->values[w].dtype == TS_F32 &&
+                        (g->values[w].producer < 0 || p->value_buf[w] >= 0));
+    }
     /* v is never stored: every reader must be one of the chain's nodes */
     for (int n = 0; ok && n < g->nnodes; n++) {
         const ts_node *nd = &g->nodes[n];

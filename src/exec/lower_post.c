@@ -328,8 +328,9 @@ static void drop_post(const xplan *p, xd_fuse *f)
 }
 
 /* The rounded bias sum's readers, when they are one element-wise chain
- * reading nothing else (ViT's GELU: Div, Erf, Add, Mul by the sum, Mul),
- * join the product's step too (f->half_chain), run on each row of the sum
+ * reading nothing else but tensors of its shape (ViT's GELU: Div, Erf, Add,
+ * Mul by the sum, Mul; the MLP's second product: the residual Add), join
+ * the product's step too (f->half_chain), run on each row of the sum
  * as it is written: a chunk's columns while they are in cache, the sum
  * never stored (dnnl_matmul.c runs it as a table of its 16-bit results:
  * ViT-B/16's GELU step took 0.73-0.85 ms per layer at batch 1, emulated
@@ -347,6 +348,7 @@ static ts_status half_chain_collect(const xplan *p, xd_fuse *f)
     }
     for (int i = 0; i < nn; i++) f->nodes[f->nnodes++] = nodes[i];
     f->half_chain = ch;
+    f->half_chain_sum = f->out_value;
     f->out_value = y;
     return TS_OK;
 }
@@ -372,14 +374,24 @@ static ts_status half_bias_collect(const xplan *p, const xkernel *k, int n, int 
     if (nd->noutputs != 1 || !is_f32(g, nd->outputs[0]) || !ts_shape_eq(&g->values[nd->outputs[0]].shape, &g->values[v].shape))
         return TS_OK;
     /* a sum read by one node joins that node's element-wise chain instead
-     * (MLP down: bias + residual one program), which costs no pass more */
-    if (xhalf_consumers(p, nd->outputs[0]) < 2 && !ts_graph_is_output(g, nd->outputs[0])) return TS_OK;
+     * (MLP down: bias + residual one program), which costs no pass more,
+     * unless that chain joins the product's step too (half_chain_collect:
+     * the residual Add then runs in the chunks' copy, no step of its own) */
+    bool alone = xhalf_consumers(p, nd->outputs[0]) < 2 && !ts_graph_is_output(g, nd->outputs[0]);
+    if (alone && xplan_skips(p, "half.bias_chain")) return TS_OK;
     int r = try_bias(p, c, v, caxis, channels, f);
     if (r <= 0) return r < 0 ? TS_ERR_NOMEM : TS_OK;
     f->half_bias = true;
     f->nodes[f->nnodes++] = c;
     f->out_value = nd->outputs[0];
-    return half_chain_collect(p, f);
+    ts_status st = half_chain_collect(p, f);
+    if (!st && alone && !f->half_chain) { /* as before: the Add's chain step */
+        xd_fuse_free(f);
+        f->half_bias = false;
+        f->nnodes = 0;
+        f->out_value = v;
+    }
+    return st;
 }
 
 /* A half plan's convolution whose result only a residual Add reads (the

@@ -797,6 +797,52 @@ Test(half, matmul_bias_gelu_in_step)
         }
 }
 
+/* MatMul -> Add(bias) -> Add(residual) (the MLP's second product; the
+ * residual computed before, Tanh(x)), every node rounding: the sum's one
+ * reader, the residual Add, joins the product's step with it (the chain
+ * reads the residual where it lies, row by row as each chunk is copied),
+ * one step fewer than with half.bias_chain skipped (the bias and residual
+ * Adds then one vec.eltwise step), bit-equal to it, exact against the
+ * reference.  Whole product (64x256 by 256x256) and column chunks of a
+ * widened weight (64x1024 by 1024x1024). */
+static void build_matmul_bias_residual(gb *b, const char *xd, const char *wd, const char *bd)
+{
+    ts_error e = {0};
+    ts_shape xs = shp(xd);
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int r = N("Tanh", x); /* computed before the product (ViT's residual stream) */
+    int y = N("Add", N("Add", N("MatMul", x, grid_cst(b, wd, 64)), grid_cst(b, bd, 1024)), r);
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+Test(half, matmul_bias_residual_in_step)
+{
+    const char *dims[][3] = {{"64x256", "256x256", "256"}, {"64x1024", "1024x1024", "1024"}};
+    for (int k = 0; k < 2; k++) {
+        gb b = grid_graph(TS_F16), l = grid_graph(TS_F32);
+        build_matmul_bias_residual(&b, dims[k][0], dims[k][1], dims[k][2]);
+        build_matmul_bias_residual(&l, dims[k][0], dims[k][1], dims[k][2]);
+        check_exact(&b, &l, dims[k][0], 2);
+        ts_error e = {0};
+        ts_shape xs = shp(dims[k][0]);
+        ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+        uint64_t rng = 3;
+        for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+        }
+        run_out in = run(b.g, x), out = run_skip(b.g, x, "half.bias_chain");
+        cr_assert_eq(in.st.steps + 1, out.st.steps, "%s: %d steps, %d with the Adds a step of their own", dims[k][0],
+                     in.st.steps, out.st.steps);
+        cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s: outputs differ", dims[k][0]);
+        ts_tensor_unref(in.out[0]);
+        ts_tensor_unref(out.out[0]);
+        ts_tensor_unref(x);
+        ts_graph_free(b.g);
+        ts_graph_free(l.g);
+    }
+}
+
 /* A float16 classifier head (Gemm transB + bias, 2 rows: vec.gemv) whose
  * 512x512 weight is stored 16-bit: its panels are read as float16 values,
  * converted as they are loaded (vec_gemv.c panel16), not widened into the
@@ -1314,7 +1360,8 @@ Test(half, native_matmul_residual_in_chunks_rounds_once)
         ts_tensor_set_f64(x, i, v);
         ts_tensor_set_f64(x64, i, v);
     }
-    run_out per_node = run_skip(b.g, x, "half.native");
+    /* the per-node plan without its own fusion of the Adds into the step (half.bias_chain, rounding each) */
+    run_out per_node = run_skip(b.g, x, "half.native,half.bias_chain");
     setenv("TSOPT_HALF_NATIVE", "1", 1);
     run_out nat = run(b.g, x), whole = run_skip(b.g, x, "half.chunk");
     cr_assert_eq(nat.st.fallback_steps, 0);
