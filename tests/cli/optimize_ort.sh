@@ -80,9 +80,10 @@ assert r[5][0] == 'error' and 'bad request' in r[5][1], r[5]
 assert r[6][0] == 'ok' and len(r[6]) == 5 and int(r[6][4]) >= 2, r[6]
 assert all(0 < float(x.split()[1]) <= float(x.split()[0]) and float(x.split()[2]) > 0 for x in r[6][1:4]), r[6]
 assert float(r[6][1].split()[2]) == 1, r[6]
-# pair with a budget: rounds sized from the warm-up runs (at least the 3 asked, at most 15): a
-# sub-millisecond model gets 15 rounds of many runs within the 2 s
-assert r[7][0] == 'ok' and r[7][5] == '15' and len(r[7]) == 7 + 15, r[7]
+# pair with a budget: rounds sized from the warm-up runs (at least the 3 asked, at most 15), one
+# field per round.  How many fit the 2 s depends on the machine's load (a sub-millisecond model
+# gets 15 on an idle one, 12 were seen at load 11), so only the bounds are asserted.
+assert r[7][0] == 'ok' and 3 <= int(r[7][5]) <= 15 and len(r[7]) == 7 + int(r[7][5]), r[7]
 P
 ls "$T/out"/*.npy >/dev/null || fail "run wrote no outputs"
 
