@@ -318,11 +318,12 @@ __attribute__((target("avx2,f16c"))) static void f16_round_add_avx2(float *y, co
 
 static void round_add_part(ts_dtype half, float *y, const float *r, size_t n, bool relu)
 {
-    if (half == TS_F16 && __builtin_cpu_supports("avx512f")) {
+    const int l = half == TS_F16 ? f16_level() : -1; /* the conversions' level (capped by oneDNN's ISA) */
+    if (l == 2) {
         f16_round_add_avx512(y, r, n, relu);
         return;
     }
-    if (half == TS_F16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    if (l == 1) {
         f16_round_add_avx2(y, r, n, relu);
         return;
     }

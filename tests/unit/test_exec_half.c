@@ -86,6 +86,17 @@ Test(half, sweep_matches_dtype_round)
                     cr_assert_eq((double)r2[i], want, "level %d %s round_into: %a -> %a", level,
                                  ts_dtype_name(types[k]), src[i], r2[i]);
             }
+            /* a conv's residual tail (half.sum): relu(round(round(y) + r)), r on the grid */
+            memcpy(r1, src, sizeof r1);
+            xhalf_round_add(types[k], r1, back, N - 3, k == 0);
+            for (int i = 0; i < N - 3; i++) {
+                float sum = (float)ts_dtype_round(types[k], src[i]) + back[i]; /* in float32, as the plan adds */
+                double v = ts_dtype_round(types[k], sum);
+                double want = k == 0 ? (v > 0 ? v : 0.0) : v;
+                cr_assert_eq((double)r1[i], want, "level %d %s round_add: %a + %a -> %a, want %a", level,
+                             ts_dtype_name(types[k]), src[i], back[i], r1[i], want);
+                if (k == 0) cr_assert(!signbit(r1[i]), "level %d round_add relu: -0 (%a + %a)", level, src[i], back[i]);
+            }
         }
     }
     xhalf_isa_force(-1);
@@ -978,7 +989,8 @@ Test(half, conv_residual_add_rounded_in_step)
         }
         /* the float32 kernels' path (the AMX passes fuse nothing here) */
         run_out in = run_skip(b.g, x, "half.amx"), out = run_skip(b.g, x, "half.amx,half.sum");
-        cr_assert_eq(in.st.steps + 1, out.st.steps, "%s: %d steps, %d with the Add a step of its own", dims[k][0],
+        /* one fewer (more where the Add's step needs its operands reordered: AVX2's 8-channel blocks) */
+        cr_assert_lt(in.st.steps, out.st.steps, "%s: %d steps, %d with the Add a step of its own", dims[k][0],
                      in.st.steps, out.st.steps);
         cr_assert_eq(memcmp(in.out[0]->data, out.out[0]->data, in.out[0]->nbytes), 0, "%s: outputs differ", dims[k][0]);
         ts_tensor_unref(in.out[0]);
@@ -1209,7 +1221,7 @@ Test(half, winograd_budget_counts_scratch_once_and_takes_chunked_convs)
         int nn = wino_steps(h.g, "half.amx", &now, xh),
             no = wino_steps(h.g, k == 0 ? "half.amx,half.wino_scratch" : "half.amx,half.wino_chunks", &old, xh),
             nd = wino_steps(h.g, "half.amx,half.wino", &direct, xh);
-        wino_steps(f.g, NULL, &f32, xf);
+        if (!wino_steps(f.g, NULL, &f32, xf)) cr_skip_test("no Winograd in the float32 plan (no AVX-512 kernel)");
         cr_assert_eq(nd, 0);
         if (k == 0)
             cr_assert_gt(nn, no, "128 channels: %d on Winograd, %d with the scratch counted per step", nn, no);
