@@ -692,6 +692,11 @@ void ts_session_rebind_stats(const ts_session *s, int64_t *lowered, int64_t *res
  * re-inferred, size-dependent constants recomputed) instead of loading and
  * rewriting the model again (docs/decoder.md). */
 int64_t ts_session_graph_derives(const ts_session *s);
+/* What those derives recomputed: topological orders of a graph (*orders: a
+ * graph derived in place keeps its order from token to token, its nodes do
+ * not change) and shape re-inference passes over it (*passes: the strict
+ * check pass runs only when a pass kept a node's old shapes as a guess). */
+void ts_session_derive_stats(const ts_session *s, int64_t *orders, int64_t *passes);
 /* Of the size-dependent constants those derived graphs recomputed, how many
  * were folded by importing their slice of the model (*folded) and how many
  * were taken from another's fold, the same nodes at the same shapes

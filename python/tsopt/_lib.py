@@ -103,6 +103,7 @@ _PROTOS = {
     'ts_session_plan_builds': (c_int64, [c_void_p]),
     'ts_session_plan_rebinds': (c_int64, [c_void_p]),
     'ts_session_graph_derives': (c_int64, [c_void_p]),
+    'ts_session_derive_stats': (None, [c_void_p, POINTER(c_int64), POINTER(c_int64)]),
     'ts_session_rebind_stats': (None, [c_void_p, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)]),
     'ts_session_sized_fold_stats': (None, [c_void_p, POINTER(c_int64), POINTER(c_int64)]),
     'ts_session_pack_stats': (PackCacheStats, [c_void_p]),

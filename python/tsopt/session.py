@@ -271,6 +271,16 @@ class InferenceSession:
         return int(_lib.lib.ts_session_graph_derives(self._s)) if self._s is not None else 0
 
     @property
+    def derive_stats(self):
+        """What the derived graphs recomputed (ts_session_derive_stats):
+        'orders' topological orders (a graph derived in place keeps its own),
+        'passes' shape re-inference passes over the graph."""
+        o, p = ctypes.c_int64(0), ctypes.c_int64(0)
+        if self._s is not None:
+            _lib.lib.ts_session_derive_stats(self._s, ctypes.byref(o), ctypes.byref(p))
+        return {'orders': o.value, 'passes': p.value}
+
+    @property
     def sized_folds(self):
         """Of the size-dependent constants derived graphs recomputed: 'folded'
         by importing their slice of the model, 'shared' taken from another's

@@ -52,6 +52,11 @@ typedef struct entry {
      * built for sizes that may run once, a decoder's prompt): built again,
      * packed, when these sizes run again (repack) */
     bool plain;
+    /* g's topological order (ts_graph_topo_order), kept while g is derived
+     * in place: derive changes shapes and constants there, never nodes or
+     * their edges, and recomputing it each token was 10 % of derive's CPU
+     * (perf, decoder, 1 thread).  Dropped whenever g is replaced. */
+    int *order, norder;
 } entry;
 
 struct ts_session {
@@ -93,6 +98,7 @@ struct ts_session {
     int64_t rebind_lowered, rebind_resized; /* ts_session_rebind_stats */
     int64_t graph_derives; /* ts_session_graph_derives */
     int64_t graph_derives_inplace; /* of those, derived in place (ts_session_rebind_stats) */
+    int64_t derive_orders, derive_passes; /* ts_session_derive_stats */
     /* derive(): checked once against the model loaded at the sizes it
      * derived for; off for the session when the two differed */
     bool derive_checked, derive_off;
@@ -298,6 +304,7 @@ static void entry_clear(ts_session *s, entry *e)
     free(e->values);
     free(e->slot);
     free(e->shapes);
+    free(e->order);
     memset(e, 0, sizeof *e);
 }
 
@@ -356,6 +363,14 @@ void ts_session_sized_fold_stats(const ts_session *s, int64_t *folded, int64_t *
 {
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
     ts_onnx_kept_fold_stats(s->kept, folded, shared);
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+}
+
+void ts_session_derive_stats(const ts_session *s, int64_t *orders, int64_t *passes)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    *orders = s->derive_orders;
+    *passes = s->derive_passes;
     pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 }
 
@@ -550,10 +565,12 @@ static bool same_contents(const ts_tensor *a, const ts_tensor *b)
  * strict re-inference).  touched (NULL: every node): only the nodes reading
  * a value marked there are inferred, and an output whose shape changes is
  * marked; inference being a function of the inputs' types, shapes and
- * constants, the others would come out as they are. */
-static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess, bool *touched)
+ * constants, the others would come out as they are.  *guessed: the nodes
+ * that kept their old shapes (0 when strict). */
+static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess, bool *touched, int *guessed)
 {
     ts_error e = {0};
+    *guessed = 0;
     for (int k = 0; k < cnt; k++) {
         const ts_node *n = &g->nodes[order[k]];
         ts_dtype dt[16];
@@ -565,6 +582,7 @@ static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess, bool *to
         for (int i = 0; known && i < n->ninputs; i++) known = n->inputs[i] < 0 || g->values[n->inputs[i]].shape.rank >= 0;
         if (!known || ts_node_infer(g, order[k], dt, sh, &e)) {
             if (!guess) return false;
+            ++*guessed;
             continue;
         }
         for (int o = 0; o < n->noutputs; o++) {
@@ -599,14 +617,16 @@ static bool reinfer(ts_graph *g, const int *order, int cnt, bool guess, bool *to
  * attention, ~50 of 184 nodes), where the copy, the full re-inference and
  * freeing the previous graph were half of derive's CPU (perf, 1 thread).
  * A failure then leaves g2 changed: the caller drops the entry. */
-static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs, const ts_input_bind *binds,
-                        bool inplace)
+static ts_graph *derive(ts_session *s, entry *c, ts_tensor *const *inputs, const ts_input_bind *binds, bool inplace)
 {
     const ts_graph *g1 = c->built, *g2 = c->g;
     ts_graph *g = inplace ? c->g : ts_graph_copy(g2);
-    int nv = g ? g->nvalues : 0, nw = 0, cnt = 0;
+    int nv = g ? g->nvalues : 0, nw = 0, cnt = 0, guessed = 0;
+    /* in place, the order kept from the entry's previous derive (same graph, same nodes) */
+    const bool kept_order = inplace && c->order && c->norder <= g->nnodes;
     const char **names = calloc((size_t)nv + 1, sizeof *names);
-    int *which = calloc((size_t)nv + 1, sizeof *which), *order = g ? calloc((size_t)g->nnodes + 1, sizeof *order) : NULL;
+    int *which = calloc((size_t)nv + 1, sizeof *which),
+        *order = kept_order ? c->order : g ? calloc((size_t)g->nnodes + 1, sizeof *order) : NULL;
     ts_tensor **got = calloc((size_t)nv + 1, sizeof *got);
     ts_shape *first = calloc((size_t)nv + 1, sizeof *first);
     bool *later = calloc((size_t)nv + 1, sizeof *later);
@@ -628,7 +648,18 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
     /* the name index stays on a graph derived in place: its values and
      * their names never change there, and every token looks names up
      * (building it was 7 % of a decoder token's plan_for, perf) */
-    ok = ok && !ts_graph_topo_order(g, order, &cnt, &e) && reinfer(g, order, cnt, true, touched) &&
+    if (kept_order)
+        cnt = c->norder;
+    else if (ok) {
+        ok = !ts_graph_topo_order(g, order, &cnt, &e);
+        s->derive_orders++;
+        if (ok && inplace) { /* kept for the next token's derive of this graph */
+            c->order = order;
+            c->norder = cnt;
+        }
+    }
+    s->derive_passes += ok;
+    ok = ok && reinfer(g, order, cnt, true, touched, &guessed) &&
          ((inplace && g->index) || ts_graph_index_names(g, true));
     /* rounds until a fixed point: the first folds every sized constant at
      * the shapes re-inferred with guesses (one import for the position row
@@ -645,7 +676,12 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             if (!names[k]) continue; /* not computed from a size: checked */
             ok = !later[k]; /* shapes are guessed, never unknown */
             if (!got[k]) {
-                ok = ok && same_contents(g1->values[which[k]].constant, v->constant);
+                /* compared once per graph: a kept order means this graph's
+                 * previous derive in place succeeded, which compared this
+                 * constant, and nothing but derive's sized constants
+                 * replaces a constant here (a memcmp each token was 8 % of
+                 * derive, the decoder's rewritten constants, perf) */
+                ok = ok && (kept_order || same_contents(g1->values[which[k]].constant, v->constant));
                 names[k] = NULL;
             } else if (got[k] == v->constant) /* the memo's: folded at these shapes */
                 ts_tensor_unref(got[k]);
@@ -660,16 +696,27 @@ static ts_graph *derive(ts_session *s, const entry *c, ts_tensor *const *inputs,
             got[k] = NULL;
         }
         if (!changed) break;
-        ok = ok && reinfer(g, order, cnt, true, touched);
+        s->derive_passes += ok;
+        ok = ok && reinfer(g, order, cnt, true, touched, &guessed);
     }
     if (g && !inplace) ts_graph_index_names(g, false);
-    for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
-    ok = ok && reinfer(g, order, cnt, false, touched);
-    for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);
+    /* The strict pass checks the guesses; when the last pass (after the
+     * last constant changed) kept no node's old shapes, every node it
+     * reached was inferred from its final inputs and the others read no
+     * changed value, so a strict pass would infer the same shapes again
+     * (inference is a function of the inputs' types, shapes and constants):
+     * skipped (it was a third of derive's re-inference, a decoder token). */
+    if (guessed) {
+        for (int v = 0; ok && v < nv; v++) first[v] = g->values[v].shape;
+        s->derive_passes += ok;
+        int strict = 0;
+        ok = ok && reinfer(g, order, cnt, false, touched, &strict);
+        for (int v = 0; ok && v < nv; v++) ok = first[v].rank < 0 || ts_shape_eq(&first[v], &g->values[v].shape);
+    }
     for (int k = 0; got && k < nw; k++) ts_tensor_unref(got[k]);
     free(names);
     free(which);
-    free(order);
+    if (order != c->order) free(order);
     free(got);
     free(first);
     free(later);
@@ -756,6 +803,11 @@ static entry *rebind(ts_session *s, entry *c, ts_graph *g)
         if (g != c->g) ts_graph_free(c->g); /* the previous re-bind's (not derived in place) */
     } else
         c->built = c->g;
+    if (g != c->g) { /* another graph: its order is computed again */
+        free(c->order);
+        c->order = NULL;
+        c->norder = 0;
+    }
     c->g = g;
     s->plan_rebinds++;
     return c;

@@ -1517,6 +1517,7 @@ typedef struct ks_scratch {
     Onnx__TensorProto **tps;
     ts_input_bind *bs;
     ts_tensor **inits;
+    bool *iused; /* per initializer: read by the slice (all false between calls) */
 } ks_scratch;
 
 static void ks_scratch_free(ks_scratch *x)
@@ -1534,6 +1535,7 @@ static void ks_scratch_free(ks_scratch *x)
     free(x->tps);
     free(x->bs);
     free(x->inits);
+    free(x->iused);
     *x = (ks_scratch){0};
 }
 
@@ -1544,6 +1546,12 @@ struct ts_onnx_kept {
      * producing node (-1 a graph input, -2 an initializer), per node whether
      * it reads an input's size (ks_sized), and the folded constants by name */
     ts_name_map prod, memo_at;
+    /* initializer name -> its index, and 1 + the inputs of all nodes (bounds
+     * a slice's cuts): made with prod, where each call walked the model's
+     * 718 nodes or ~100 initializers for them, with cold caches after a run
+     * (the loop's own samples were 30 % of a decoder token's calls, perf) */
+    ts_name_map init_at;
+    size_t ne;
     unsigned char *sized;
     ks_memo *memo;
     int nmemo;
@@ -1558,6 +1566,7 @@ void ts_onnx_kept_free(ts_onnx_kept *k)
     free(k->inits);
     ts_name_map_free(&k->prod);
     ts_name_map_free(&k->memo_at);
+    ts_name_map_free(&k->init_at);
     free(k->sized);
     for (int i = 0; i < k->nmemo; i++) {
         free(k->memo[i].name);
@@ -1697,7 +1706,12 @@ static bool ks_index(ts_onnx_kept *k)
     size_t nn = gp->n_node;
     if (k->sized) return true;
     bool ok = true;
-    for (size_t i = 0; ok && i < gp->n_initializer; i++) ok = !gp->initializer[i]->name || ts_name_map_put(&k->prod, gp->initializer[i]->name, -2);
+    for (size_t i = 0; ok && i < gp->n_initializer; i++)
+        ok = !gp->initializer[i]->name || (ts_name_map_put(&k->prod, gp->initializer[i]->name, -2) &&
+                                           (ts_name_map_find(&k->init_at, gp->initializer[i]->name, NULL) ||
+                                            ts_name_map_put(&k->init_at, gp->initializer[i]->name, (int)i)));
+    k->ne = 1;
+    for (size_t i = 0; i < nn; i++) k->ne += gp->node[i]->n_input;
     for (size_t i = 0; ok && i < gp->n_input; i++)
         ok = !gp->input[i]->name || ts_name_map_find(&k->prod, gp->input[i]->name, NULL) ||
              ts_name_map_put(&k->prod, gp->input[i]->name, -1);
@@ -1825,14 +1839,14 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
                                     const char *const *names, int n, ts_tensor **out, bool *later, ts_error *err)
 {
     const Onnx__GraphProto *gp = k->mp->graph;
-    size_t nn = gp->n_node, ni = gp->n_initializer, nin = gp->n_input, ne = 1; /* ne: bounds the cuts */
-    for (size_t i = 0; i < nn; i++) ne += gp->node[i]->n_input;
     for (int i = 0; i < n; i++) out[i] = NULL;
-    ts_name_map cut = {0}, used = {0};
+    const bool indexed = ks_index(k);
+    size_t nn = gp->n_node, ni = gp->n_initializer, nin = gp->n_input, ne = k->ne; /* ne: bounds the cuts */
+    ts_name_map cut = {0};
     ks_scratch *x = &k->scratch;
     const size_t cap = (size_t)n + (size_t)nbinds + nin;
     if (x->want && x->cap < cap) ks_scratch_free(x);
-    if (!x->want) { /* the model's sizes do not change: made once, or again for more names */
+    if (!x->want && indexed) { /* the model's sizes do not change: made once, or again for more names */
         x->cap = cap;
         x->want = calloc(nn + 1, sizeof *x->want), x->visit = calloc(nn + 1, sizeof *x->visit);
         x->cuts = calloc(ne, sizeof *x->cuts), x->cutp = calloc(ne, sizeof *x->cutp), x->key = calloc(ne, sizeof *x->key);
@@ -1840,11 +1854,12 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
         x->inp = calloc(cap + ne, sizeof *x->inp), x->types = calloc(ne, sizeof *x->types);
         x->tts = calloc(ne, sizeof *x->tts), x->tps = calloc(ni + 1, sizeof *x->tps);
         x->bs = calloc(cap + ne, sizeof *x->bs), x->inits = calloc(ni + 1, sizeof *x->inits);
+        x->iused = calloc(ni + 1, sizeof *x->iused);
         if (!(x->want && x->visit && x->cuts && x->cutp && x->key && x->nodes && x->vis && x->inp && x->types &&
-              x->tts && x->tps && x->bs && x->inits))
+              x->tts && x->tps && x->bs && x->inits && x->iused))
             ks_scratch_free(x);
     }
-    bool *want = x->want, *visit = x->visit, *take = calloc((size_t)n + 1, 1);
+    bool *want = x->want, *visit = x->visit, *iused = x->iused, *take = calloc((size_t)n + 1, 1);
     /* per name: its memo's index, and the earlier name of this call whose
      * fold it takes (the same slice at the same shapes; -1: none) */
     int *mi = malloc(sizeof(int) * ((size_t)n + 1)), *alias = malloc(sizeof(int) * ((size_t)n + 1));
@@ -1860,7 +1875,7 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     ts_input_bind *bs = x->bs;
     ts_tensor **inits = x->inits;
     bool mem = want && visit && take && mi && alias && cuts && cutp && key && nodes && vis && outp && inp && types &&
-               tts && tps && bs && inits && ks_index(k);
+               tts && tps && bs && inits && iused && indexed;
     ts_status st = mem ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     Onnx__GraphProto sub = *gp;
     sub.node = nodes;
@@ -1955,13 +1970,16 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
         if (is_control_flow(gp->node[i]->op_type))
             st = ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: a size-dependent constant is computed through control flow", model);
         nodes[sub.n_node++] = gp->node[i];
-        for (size_t j = 0; !st && j < gp->node[i]->n_input; j++)
-            if (gp->node[i]->input[j] && *gp->node[i]->input[j] && !ts_name_map_put(&used, gp->node[i]->input[j], 1))
-                st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        for (size_t j = 0; j < gp->node[i]->n_input; j++) {
+            int q;
+            if (gp->node[i]->input[j] && *gp->node[i]->input[j] && ts_name_map_find(&k->init_at, gp->node[i]->input[j], &q))
+                iused[q] = true;
+        }
     }
-    /* only the initializers the slice reads */
-    for (size_t i = 0; !st && i < ni; i++) {
-        if (!gp->initializer[i]->name || !ts_name_map_find(&used, gp->initializer[i]->name, NULL)) continue;
+    /* only the initializers the slice reads, in the model's order */
+    for (size_t i = 0; !st && sub.n_node && i < ni; i++) {
+        if (!iused[i]) continue;
+        iused[i] = false; /* all false again for the next call */
         inits[sub.n_initializer] = k->inits && k->inits[i] ? ts_tensor_ref(k->inits[i]) : NULL;
         tps[sub.n_initializer++] = gp->initializer[i];
     }
@@ -1993,8 +2011,8 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     ts_opaque_table_free(opaque);
     for (size_t i = 0; inits && i < sub.n_initializer; i++) ts_tensor_unref(inits[i]);
     ts_name_map_free(&cut);
-    ts_name_map_free(&used);
     if (want && st) memset(want, 0, nn + 1); /* the node loop stopped early */
+    if (iused && st) memset(iused, 0, ni + 1); /* so did the initializers' */
     free(take);
     free(mi);
     free(alias);

@@ -86,6 +86,14 @@ folds = s.sized_folds
 if folds['shared'] < s.graph_derives or folds['folded'] >= 3 * s.graph_derives:
     fail.append(f'sized constants {folds} over {s.graph_derives} derived graphs: want a shared mask each and fewer '
                 f'than three folds a derived graph')
+# the graph derived in place keeps its topological order from token to
+# token (the checked copy and the first in-place derive order it), and a
+# token re-infers twice (before and after its sized constants), without the
+# strict pass when no guess was kept (session.c derive)
+ds = s.derive_stats
+if ds['orders'] != 2 or ds['passes'] > 2 * (s.graph_derives + 1):
+    fail.append(f'derive {ds} over {s.graph_derives} derived graphs: want 2 orders, at most 2 passes a graph')
+print('derive_stats', ds, 'derives', s.graph_derives)
 last = s.run(None, prev)
 if s.plan_builds != builds:
     fail.append(f'a repeated signature built a plan ({builds} -> {s.plan_builds})')

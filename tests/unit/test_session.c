@@ -197,6 +197,13 @@ Test(session, sizes_of_one_class_rebind)
     cr_assert_eq(ts_session_plan_rebinds(s), 4);
     /* 3 loads its graph, 4 checks a derived one against a load, 5 and 6 derive it */
     cr_assert_eq(ts_session_graph_derives(s), 2);
+    /* 4 (a copy, checked) and 5 (in place, kept) order the graph, 6 reuses
+     * 5's order; each derive re-infers once: this model has no size-dependent
+     * constant and no node keeps a guessed shape, so no strict pass */
+    int64_t orders, passes;
+    ts_session_derive_stats(s, &orders, &passes);
+    cr_assert_eq(orders, 2, "orders %lld", (long long)orders);
+    cr_assert_eq(passes, 3, "passes %lld", (long long)passes);
     cr_assert_eq(ts_session_plan_builds(s), 2, "5 and 6 alternating: 5 builds its own plan once");
     ts_session_free(s);
 }
