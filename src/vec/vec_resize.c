@@ -62,9 +62,10 @@ XV_CLONES static void rz_nearest_row(const float *restrict src, float *restrict 
  * [r at c0 | r at c1] (2 x wout floats).  Linear reads rows h0 and h1 =
  * h0 or h0 + 1, so two slots by the row's parity hold every row a pair
  * needs, and an upscale reads each source row's gathered values for all
- * the output rows that use it: deeplabv3's 28 -> 224 head gathers each
- * of a plane's 28 rows once (224 output rows; before: once per output
- * row), lraspp's 14 -> 28 once (28 output rows, each its own pair).  The
+ * the output rows that use it: lraspp's 28 -> 224 head gathers each of
+ * a plane's 28 rows once for 224 output rows (deeplabv3's 14 -> 224: 14
+ * rows; before: four values per output row), lraspp's 14 -> 28 once (28
+ * output rows, each its own pair).  The
  * values are the same floats, so the sums below are the reference's to
  * the bit. */
 static void rz_gather_row(const float *restrict r, const rz_state *s, float *restrict e)
@@ -81,7 +82,7 @@ static void rz_gather_row(const float *restrict r, const rz_state *s, float *res
  * weight is zero (so 0 * inf never makes a NaN the reference does not).
  * Every product is computed and the zero-weight ones masked to +0.0 by
  * their bits: GCC (-ftrapping-math) keeps a `w != 0 ? w * x : 0.0` as a
- * branch per term and the row ran scalar (deeplabv3's 28 -> 224 head, 21
+ * branch per term and the row ran scalar (deeplabv3's 14 -> 224 head, 21
  * planes: 3.7 ms per step, loaded); the mask lets it run in vectors. */
 static inline double rz_term(double w, double t)
 {

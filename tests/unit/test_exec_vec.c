@@ -402,7 +402,7 @@ Test(vec, resize_linear)
     }
 }
 
-/* Linear upscales by 8 (deeplabv3's and lraspp's 28 -> 224 heads), where
+/* Linear upscales by 8 (lraspp's 28 -> 224 head; deeplabv3's 14 -> 224), where
  * eight output rows share one pair of source rows, by 2 (lraspp's 14 ->
  * 28: each output row its own pair) and a downscale: vec.resize gathers
  * each source row's values once (rz_gather_row, two slots by parity) and
