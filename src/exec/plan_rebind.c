@@ -77,20 +77,24 @@ static bool value_changed(const ts_graph *old, const ts_graph *g, int v)
     return !a->data || !b->data || a->nbytes != b->nbytes || memcmp(a->data, b->data, a->nbytes);
 }
 
-static bool buf_changed(const xplan *p, const ts_graph *g, int b)
+/* chg: value_changed of every value of g, computed once per re-bind (each
+ * buffer was compared once per step touching it and again in commit, a
+ * memcmp of every rewritten constant each time: mark_steps was half of a
+ * decoder token's re-bind, perf) */
+static bool buf_changed(const xplan *p, const bool *chg, int b)
 {
-    return b >= 0 && p->bufs[b].value >= 0 && value_changed(p->built_g, g, p->bufs[b].value);
+    return b >= 0 && p->bufs[b].value >= 0 && chg[p->bufs[b].value];
 }
 
 /* The lowered steps (not planner-inserted reorders and copies) to rebuild:
  * rebuilt before, or touching a changed value.  TS_ERR_UNSUPPORTED for a
  * changed value this cannot follow (in a blocked, packed or plan-owned
  * buffer, a Split piece, read by a reorder). */
-static ts_status mark_steps(const xplan *p, const ts_graph *g, bool *redo, ts_error *err)
+static ts_status mark_steps(const xplan *p, const ts_graph *g, const bool *chg, bool *redo, ts_error *err)
 {
     for (int b = 0; b < p->nbufs; b++) {
         const xbuf *x = &p->bufs[b];
-        if (!buf_changed(p, g, b)) continue;
+        if (!buf_changed(p, chg, b)) continue;
         if (x->blocked || x->half || x->packed_from || x->owns_data || x->shared || (x->kind == XB_ALIAS && x->offset))
             return ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: '%s' changes in a %s buffer",
                                 g->values[x->value].name, x->blocked ? "blocked" : x->kind == XB_ALIAS ? "split" : "packed");
@@ -98,8 +102,8 @@ static ts_status mark_steps(const xplan *p, const ts_graph *g, bool *redo, ts_er
     for (int i = 0; i < p->nsteps; i++) {
         const xstep *s = &p->steps[i];
         bool ch = p->rebound && p->rebound[i];
-        for (int j = 0; j < s->nin; j++) ch |= buf_changed(p, g, s->in[j]);
-        for (int j = 0; j < s->nout; j++) ch |= buf_changed(p, g, s->out[j]);
+        for (int j = 0; j < s->nin; j++) ch |= buf_changed(p, chg, s->in[j]);
+        for (int j = 0; j < s->nout; j++) ch |= buf_changed(p, chg, s->out[j]);
         redo[i] = ch && s->k != &xk_copy; /* an output copy takes the new size below */
         bool ok = !redo[i] || (s->k != &xk_reorder && s->node >= 0);
         for (int j = 0; redo[i] && j < s->nin + s->nout; j++) {
@@ -183,7 +187,8 @@ static ts_status rebuild(const xplan *p, xplan *q, const bool *redo, int *made, 
  * has a resize hook and every constant that differs from the built graph's
  * is an input buffer of one of them; TS_ERR_UNSUPPORTED otherwise (the
  * caller lowers them), nothing of p changed either way. */
-static ts_status resize_steps(const xplan *p, const ts_graph *g, const bool *redo, void **ns, size_t *sb, ts_error *err)
+static ts_status resize_steps(const xplan *p, const ts_graph *g, const bool *chg, const bool *redo, void **ns, size_t *sb,
+                              ts_error *err)
 {
     bool *read = calloc((size_t)g->nvalues + 1, sizeof *read);
     ts_status st = read ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -196,7 +201,7 @@ static ts_status resize_steps(const xplan *p, const ts_graph *g, const bool *red
             if (s->in[j] >= 0 && p->bufs[s->in[j]].value >= 0) read[p->bufs[s->in[j]].value] = true;
     }
     for (int v = 0; !st && v < g->nvalues; v++)
-        if (g->values[v].constant && !read[v] && value_changed(p->built_g, g, v))
+        if (g->values[v].constant && !read[v] && chg[v])
             st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: constant '%s' changes inside a step", g->values[v].name);
     for (int i = 0; !st && i < p->nsteps; i++)
         if (redo[i]) st = resize_of(p->steps[i].k)(p, &p->steps[i], g, &ns[i], &sb[i], err);
@@ -213,7 +218,7 @@ static ts_status resize_steps(const xplan *p, const ts_graph *g, const bool *red
 /* The rebuilt steps (built in q, or resized: ns, sb) and the new sizes
  * into p; false when out of memory for the arena (p is then unusable: the
  * caller frees it). */
-static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, const int *made, void **ns,
+static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *chg, const bool *redo, const int *made, void **ns,
                    const size_t *sb)
 {
     for (int i = 0; i < p->nsteps; i++) {
@@ -246,7 +251,7 @@ static bool commit(xplan *p, xplan *q, const ts_graph *g, const bool *redo, cons
      * graph: the session derives a token's graph in place of it. */
     for (int b = 0; b < p->nbufs; b++) {
         xbuf *x = &p->bufs[b];
-        bool ch = buf_changed(p, g, b), back = !ch && p->rebuf[b];
+        bool ch = buf_changed(p, chg, b), back = !ch && p->rebuf[b];
         p->rebuf[b] = ch;
         if (!back && !ch) continue;
         const ts_value *v = &g->values[x->value];
@@ -277,26 +282,29 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
     xplan *p = (xplan *)plan;
     if (p->half || p->own_g || !same_structure(p->built_g, g))
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: not the graph the plan was built from");
-    bool *redo = calloc((size_t)p->nsteps + 1, sizeof *redo);
+    bool *redo = calloc((size_t)p->nsteps + 1, sizeof *redo), *chg = malloc((size_t)g->nvalues + 1);
     int *made = calloc((size_t)p->nsteps + 1, sizeof *made);
     if (!p->rebound) p->rebound = calloc((size_t)p->nsteps + 1, sizeof *p->rebound);
     if (!p->rebuf) p->rebuf = calloc((size_t)p->nbufs + 1, sizeof *p->rebuf);
-    if (!redo || !made || !p->rebound || !p->rebuf) {
+    if (!redo || !chg || !made || !p->rebound || !p->rebuf) {
         free(redo);
+        free(chg);
         free(made);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
-    ts_status st = mark_steps(p, g, redo, err);
+    for (int v = 0; v < g->nvalues; v++) chg[v] = value_changed(p->built_g, g, v);
+    ts_status st = mark_steps(p, g, chg, redo, err);
     void **ns = st ? NULL : calloc((size_t)p->nsteps + 1, sizeof *ns);
     size_t *sb = ns ? calloc((size_t)p->nsteps + 1, sizeof *sb) : NULL;
     ts_error rerr = {0};
     const char *env = getenv("TSOPT_SKIP"); /* TSOPT_SKIP=rebind.resize: lower every re-bound step (A/B) */
     bool skip = (env && strstr(env, "rebind.resize")) || xplan_skips(p, "rebind.resize");
     if (!st && (!ns || !sb)) st = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    else if (!st && !skip && !resize_steps(p, g, redo, ns, sb, &rerr)) {
-        if (!commit(p, NULL, g, redo, NULL, ns, sb))
+    else if (!st && !skip && !resize_steps(p, g, chg, redo, ns, sb, &rerr)) {
+        if (!commit(p, NULL, g, chg, redo, NULL, ns, sb))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
         free(redo);
+        free(chg);
         free(made);
         free(ns);
         free(sb);
@@ -324,7 +332,7 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
         for (int b = 0; !st && b < q->nbufs; b++) /* a state may point into memory q owns */
             if (q->bufs[b].owns_data || q->bufs[b].shared)
                 st = ts_error_set(err, TS_ERR_UNSUPPORTED, "plan re-bind: a rebuilt step packed a constant");
-        if (!st && !commit(p, q, g, redo, made, NULL, NULL))
+        if (!st && !commit(p, q, g, chg, redo, made, NULL, NULL))
             st = ts_error_set(err, TS_ERR_NOMEM, "out of memory: plan arena of %zu bytes", p->arena_bytes);
         omp_set_num_threads(caller_threads);
         q->engine = NULL;
@@ -332,6 +340,7 @@ ts_status ts_plan_rebind(ts_plan *plan, const ts_graph *g, ts_error *err)
         ts_plan_free((ts_plan *)q);
     }
     free(redo);
+    free(chg);
     free(made);
     return st;
 }
