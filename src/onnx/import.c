@@ -50,6 +50,9 @@ typedef struct importer {
     struct ts_opaque_table *opaque; /* records of the opaque nodes (src/ops/opaque.h), NULL when none */
     ts_seq_set *seqs; /* sequences resolved at import (onnx/sequence.h), NULL when none */
     bool small_folds; /* fold only nodes whose outputs are small (the model grew too much otherwise) */
+    /* the nodes are in dependency order already (a slice, in file order, of
+     * a kept model whose file is: ks_index); sort_nodes keeps it as it is */
+    bool presorted;
     /* control-flow bodies (docs/control-flow.md): the enclosing graph's
      * importer, and the outer names this body captured */
     struct importer *parent;
@@ -325,6 +328,10 @@ static ts_status sort_nodes(importer *im)
 {
     const Onnx__GraphProto *gp = im->gp;
     int nn = (int)gp->n_node;
+    if (im->presorted) { /* a sized constant's slice: sorting it was a quarter of its import (perf) */
+        for (int i = 0; i < nn; i++) im->order[i] = i;
+        return TS_OK;
+    }
     ts_name_map prod = {0};
     int *indeg = calloc((size_t)nn + 1, sizeof(int));
     int *ustart = calloc((size_t)nn + 2, sizeof(int));
@@ -897,10 +904,10 @@ out:
  * entries) receives each decoded initializer, or supplies it when set. */
 static ts_status import_graph(const Onnx__GraphProto *gp, int opset, const char *base_dir, const char *model,
                               const ts_input_bind *binds, int nbinds, ts_tensor **inits, ts_graph **out,
-                              struct ts_opaque_table **opaque, bool small_folds, ts_error *err)
+                              struct ts_opaque_table **opaque, bool small_folds, bool presorted, ts_error *err)
 {
     importer im = {.gp = gp, .base_dir = base_dir, .model = model, .err = err, .inits = inits, .binds = binds,
-                   .nbinds = nbinds, .small_folds = small_folds};
+                   .nbinds = nbinds, .small_folds = small_folds, .presorted = presorted};
     *opaque = NULL;
     im.g = ts_graph_new(str_or(gp->name, "graph"), opset);
     im.names = calloc(gp->n_node + 1, sizeof *im.names);
@@ -1261,7 +1268,7 @@ static ts_status probe_sizes(ts_model_meta *m, const Onnx__GraphProto *gp, int o
         }
         ts_error e = {0};
         struct ts_opaque_table *tab = NULL;
-        if (import_graph(gp, opset, base_dir, model, binds, m->ninputs, inits, &p, &tab, m->small_folds, &e) && !attempt)
+        if (import_graph(gp, opset, base_dir, model, binds, m->ninputs, inits, &p, &tab, m->small_folds, false, &e) && !attempt)
             perr = e;
         ts_opaque_table_free(tab); /* the probe's graph is compared, never written */
     }
@@ -1373,7 +1380,7 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
     struct ts_opaque_table *opaque = NULL;
     for (size_t i = 0; kept && i < gp->n_initializer; i++) inits[i] = kept[i] ? ts_tensor_ref(kept[i]) : NULL;
     ts_status st = decode_cut(gp, src, spans, base_dir, inits, err);
-    if (!st && (st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, err)))
+    if (!st && (st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, false, false, err)))
         note_unbound(gp, binds, nbinds, err);
     bool small_folds = false;
     if (!st && ts_graph_weight_bytes(g) > file_weight_bytes(gp, inits) / 10 * 11 + SMALL_FOLD_BYTES) {
@@ -1385,7 +1392,7 @@ static ts_status import_model(const Onnx__ModelProto *mp, const char *base_dir, 
         g = NULL;
         opaque = NULL;
         small_folds = true;
-        st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, true, err);
+        st = import_graph(gp, opset, base_dir, model, binds, nbinds, inits, &g, &opaque, true, false, err);
     }
     if (!st && !(g->meta = meta_record(mp, g)))
         st = ts_error_set(err, TS_ERR_NOMEM, "out of memory importing ONNX model");
@@ -1552,6 +1559,9 @@ struct ts_onnx_kept {
      * (the loop's own samples were 30 % of a decoder token's calls, perf) */
     ts_name_map init_at;
     size_t ne;
+    /* every node's inputs are produced by earlier nodes (or are inputs or
+     * initializers): a slice in file order needs no sort (import_graph) */
+    bool file_sorted;
     unsigned char *sized;
     ks_memo *memo;
     int nmemo;
@@ -1710,14 +1720,22 @@ static bool ks_index(ts_onnx_kept *k)
         ok = !gp->initializer[i]->name || (ts_name_map_put(&k->prod, gp->initializer[i]->name, -2) &&
                                            (ts_name_map_find(&k->init_at, gp->initializer[i]->name, NULL) ||
                                             ts_name_map_put(&k->init_at, gp->initializer[i]->name, (int)i)));
-    k->ne = 1;
-    for (size_t i = 0; i < nn; i++) k->ne += gp->node[i]->n_input;
     for (size_t i = 0; ok && i < gp->n_input; i++)
         ok = !gp->input[i]->name || ts_name_map_find(&k->prod, gp->input[i]->name, NULL) ||
              ts_name_map_put(&k->prod, gp->input[i]->name, -1);
     for (size_t i = 0; ok && i < nn; i++)
         for (size_t j = 0; ok && j < gp->node[i]->n_output; j++)
             ok = !gp->node[i]->output[j] || !*gp->node[i]->output[j] || ts_name_map_put(&k->prod, gp->node[i]->output[j], (int)i);
+    k->ne = 1;
+    k->file_sorted = ok;
+    for (size_t i = 0; i < nn; i++) {
+        k->ne += gp->node[i]->n_input;
+        for (size_t j = 0; j < gp->node[i]->n_input; j++) {
+            int p;
+            const char *t = gp->node[i]->input[j];
+            if (t && *t && (!ts_name_map_find(&k->prod, t, &p) || p >= (int)i)) k->file_sorted = false;
+        }
+    }
     unsigned char *m = ok ? calloc(nn + 1, 1) : NULL;
     for (size_t i = 0; m && i < nn; i++) ks_sized(gp, &k->prod, (int)i, m);
     k->sized = m;
@@ -1987,7 +2005,7 @@ ts_status ts_onnx_kept_sized_consts(ts_onnx_kept *k, const char *base_dir, const
     ts_graph *g = NULL;
     struct ts_opaque_table *opaque = NULL;
     if (!st && sub.n_output && !(st = read_opset(k->mp, model, &opset, err)))
-        st = import_graph(&sub, opset, base_dir, model, bs, nbs, inits, &g, &opaque, false, err);
+        st = import_graph(&sub, opset, base_dir, model, bs, nbs, inits, &g, &opaque, false, k->file_sorted, err);
     for (int i = 0; !st && g && i < n; i++) {
         int v;
         if (!take[i]) continue;
