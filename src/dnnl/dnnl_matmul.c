@@ -446,7 +446,13 @@ static void prepare_chunks(const xplan *p, int n, mm_state *c, const mm_prob *m,
     if (dnnl_memory_desc_init_by_tag(&whole, 2, (dnnl_dims_t){K, N}, dnnl_f32, dnnl_BA16a64b) != dnnl_success ||
         !dnnl_memory_desc_equal(&whole, cwei))
         return;
-    int64_t cols = (int64_t)(MM_CHUNK_BYTES / ((size_t)K * sizeof(float))) / 64 * 64;
+    /* the widened chunk and the product's chunk (M rows of it) together
+     * within MM_CHUNK_BYTES: at ViT's batch 4 (788 rows) the dense dst
+     * chunk was as large as the weight's (1.8 MB for 576 columns), both
+     * in the arena at the MLP's peak (TSOPT_SKIP=half.chunk_dst: the
+     * weight's chunk alone counted) */
+    const size_t per_col = (size_t)(xplan_skips(p, "half.chunk_dst") ? K : K + m->M) * sizeof(float);
+    int64_t cols = (int64_t)(MM_CHUNK_BYTES / per_col) / 64 * 64;
     if (cols < 64) cols = 64;
     while (N % cols) cols -= 64;
     if (cols == N) return;

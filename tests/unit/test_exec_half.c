@@ -854,6 +854,60 @@ Test(half, matmul_bias_residual_in_step)
     }
 }
 
+/* Column chunks of a widened weight sized with the product's chunk counted
+ * (dnnl_matmul.c prepare_chunks): 1024 rows by a 512x2048 float16 weight
+ * had chunks of 1024 columns, a 2 MB widened chunk and a 4 MB dense dst
+ * chunk in the arena; now both within 2 MB (256 columns).  Bit-equal to
+ * the chunks of TSOPT_SKIP=half.chunk_dst, an arena at least 2 MB smaller. */
+static void build_matmul_tall(gb *b)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1024x512");
+    int x = ts_graph_add_input(b->g, "x", b->dt, &xs, &e);
+    int y = N("Relu", N("MatMul", x, grid_cst(b, "512x2048", 64)));
+    cr_assert_eq(ts_graph_add_output(b->g, y, &e), TS_OK);
+}
+
+/* Runs a fresh build_matmul_tall graph whose weights the plan may release
+ * (the chunked 16-bit path), TSOPT_SKIP-like `skip`. */
+static run_out run_tall(const ts_tensor *x, const char *skip)
+{
+    gb b = grid_graph(TS_F16);
+    build_matmul_tall(&b);
+    ts_error e = {0};
+    ts_plan *p = NULL;
+    ts_plan_opts o = {.threads = 2, .release_packed_weights = true, .skip = skip};
+    cr_assert_eq(ts_plan_build(b.g, &o, &p, &e), TS_OK, "%s", e.msg);
+    run_out r = {0};
+    ts_plan_stats_get(p, &r.st);
+    r.out[0] = ts_tensor_new(TS_F16, &b.g->values[b.g->outputs[0]].shape, &e);
+    ts_tensor *in[] = {(ts_tensor *)x};
+    cr_assert_eq(ts_plan_run(p, in, r.out, &e), TS_OK, "%s", e.msg);
+    ts_plan_free(p);
+    ts_graph_free(b.g);
+    return r;
+}
+
+Test(half, matmul_chunks_count_the_product)
+{
+    ts_error e = {0};
+    ts_shape xs = shp("1024x512");
+    ts_tensor *x = ts_tensor_new(TS_F16, &xs, &e);
+    uint64_t rng = 3;
+    for (int64_t i = 0; i < ts_tensor_numel(x); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ts_tensor_set_f64(x, i, (double)((int64_t)((rng >> 33) % 33) - 16) / 16);
+    }
+    /* the float32 kernels over widened chunks (the AMX passes size their own: x3_cols) */
+    run_out in = run_tall(x, "half.amx"), old = run_tall(x, "half.amx,half.chunk_dst");
+    cr_assert_eq(memcmp(in.out[0]->data, old.out[0]->data, in.out[0]->nbytes), 0, "outputs differ");
+    cr_assert_leq(in.st.arena_bytes + (2u << 20), old.st.arena_bytes, "arena %zu, weight's chunk alone counted %zu",
+                  in.st.arena_bytes, old.st.arena_bytes);
+    ts_tensor_unref(in.out[0]);
+    ts_tensor_unref(old.out[0]);
+    ts_tensor_unref(x);
+}
+
 /* A float16 classifier head (Gemm transB + bias, 2 rows: vec.gemv) whose
  * 512x512 weight is stored 16-bit: its panels are read as float16 values,
  * converted as they are loaded (vec_gemv.c panel16), not widened into the
