@@ -276,6 +276,50 @@ Test(xfmr, layernorm_ops_over_channels)
     }
 }
 
+/* Over the channels, the same bits as the step's order written out here
+ * with scalar sqrtf (the path before vec_layernorm.c was built with
+ * -fno-math-errno, which lets the per-position 1 / sqrt(v / d + eps)
+ * vectorize: vsqrtps is correctly rounded as sqrtss is).  6 channels over
+ * 2 x 300 positions (three chunks of at most 256), one thread. */
+Test(xfmr, layernorm_ops_over_channels_bits)
+{
+    graph(14);
+    int x = input("1x6x2x300");
+    output(ln_ops(x, (const int64_t[]){1}, 1, false, 1e-6, 14));
+    ts_plan_opts o = {.threads = 1};
+    ts_plan *p = xt_plan_check(G, &o, 31, -2, 2, 1e-4, XT_TOL_MAX);
+    ts_plan_stats st;
+    ts_plan_stats_get(p, &st);
+    cr_assert_eq(st.steps, 1);
+    enum { C = 6, P = 600 };
+    ts_error e = {0};
+    ts_tensor *in = ts_tensor_new(TS_F32, &G->values[x].shape, &e);
+    ts_tensor *out = ts_tensor_new(TS_F32, &G->values[G->outputs[0]].shape, &e);
+    float *xv = in->data;
+    uint64_t r = 77;
+    for (int i = 0; i < C * P; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        xv[i] = (float)((double)(r >> 40) / (double)(1u << 24) * 4.0 - 2.0);
+    }
+    cr_assert_eq(ts_plan_run(p, &in, &out, &e), TS_OK, "%s", e.msg);
+    const float *y = out->data, eps = 1e-6f;
+    for (int i = 0; i < P; i++) {
+        float m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += xv[c * P + i];
+        m /= (float)C;
+        for (int c = 0; c < C; c++) v += (xv[c * P + i] - m) * (xv[c * P + i] - m);
+        float rs = 1.0f / sqrtf(v / (float)C + eps);
+        for (int c = 0; c < C; c++) {
+            float want = (xv[c * P + i] - m) * rs * 1.0f + 0.0f;
+            cr_assert(memcmp(&want, &y[c * P + i], sizeof want) == 0, "[%d][%d] = %a, want %a", c, i,
+                      (double)y[c * P + i], (double)want);
+        }
+    }
+    ts_tensor_unref(in);
+    ts_tensor_unref(out);
+    ts_plan_free(p);
+}
+
 /* Normalized axes not adjacent (1 and 3 of 4): the ops run one by one */
 Test(xfmr, layernorm_ops_split_axes_declined)
 {
