@@ -360,12 +360,18 @@ static bool view_strides(const ts_shape *od, const int64_t *os, const ts_shape *
  * times or divided by c (op 1 / 2) or copied (op 0). */
 XV_CLONES static void st_row(const float *x, float *y, int64_t len, int64_t is, int op, float c)
 {
+    /* omp simd: the output never overlaps the Slice's input (another
+     * buffer), which GCC's -O2 cost model would not check at run time, so
+     * the scaled rows (ViT's q) ran as scalar mulss/divss (-fopt-info-vec-
+     * missed); mulps/divps round as those do: the same bits. */
     if (is == 1) {
-        if (op == 1)
+        if (op == 1) {
+#pragma omp simd
             for (int64_t i = 0; i < len; i++) y[i] = x[i] * c;
-        else if (op == 2)
+        } else if (op == 2) {
+#pragma omp simd
             for (int64_t i = 0; i < len; i++) y[i] = x[i] / c;
-        else
+        } else
             memcpy(y, x, (size_t)len * sizeof *y);
         return;
     }

@@ -525,14 +525,16 @@ Test(xfmr, softmax_masked_middle_axis_no_subnormals)
  * by `c` (or multiplied with mul): vec.slice_transpose (lower_group.c,
  * vec_movement.c), one step for each of the three, bit-identical to the
  * seven steps of TSOPT_SKIP=slice.transpose. */
-static void qkv_split(double c, bool mul)
+static void qkv_split_d(double c, bool mul, int64_t d)
 {
     graph(13);
-    int x = input("5x1x24");
+    char xd[32];
+    snprintf(xd, sizeof xd, "5x1x%d", (int)(6 * d));
+    int x = input(xd);
     static const int64_t pq[3] = {1, 0, 2}, pk[3] = {1, 2, 0};
     for (int k = 0; k < 3; k++) {
-        int sl = op("Slice", INS(x, I64("1", 8.0 * k), I64("1", 8.0 * k + 8), I64("1", 2)), NOATTR);
-        int r = op("Reshape", INS(sl, I64("3", 5, 2, 4)), NOATTR);
+        int sl = op("Slice", INS(x, I64("1", 2.0 * d * k), I64("1", 2.0 * d * (k + 1)), I64("1", 2)), NOATTR);
+        int r = op("Reshape", INS(sl, I64("3", 5, 2, (double)d)), NOATTR);
         int t = op("Transpose", INS(r), ATTRS(ts_attr_ints("perm", k == 1 ? pk : pq, 3)));
         if (k == 0) t = op(mul ? "Mul" : "Div", INS(t, F32("", c)), NOATTR);
         output(t);
@@ -556,6 +558,16 @@ static void qkv_split(double c, bool mul)
         ts_tensor_unref(out[0][k]);
         ts_tensor_unref(out[1][k]);
     }
+}
+
+static void qkv_split(double c, bool mul) { qkv_split_d(c, mul, 4); }
+
+/* Head dim 37: whole vectors of q's scaled rows and a tail (st_row's
+ * contiguous rows under omp simd, vectorized: the same bits) */
+Test(xfmr, qkv_split_wide_heads)
+{
+    qkv_split_d(0.35355339059327373, true, 37);
+    qkv_split_d(2.8284271247461903, false, 37);
 }
 
 Test(xfmr, qkv_split_div_power_of_two) { qkv_split(2.0, false); }
