@@ -43,6 +43,8 @@ void xhalf_round_into(ts_dtype half, const float *x, float *y, size_t n);
 void xhalf_isa_force(int level);
 /* The level in use (kernels with float16 vector paths of their own). */
 int xhalf_isa(void);
+/* Whether the CPU has F16C (the AVX2 conversions need it). */
+bool xhalf_cpu_f16c(void);
 /* y = round(round(y) + r) on the 16-bit grid, then Relu when relu (a > 0 ?
  * a : 0), over the plan's threads: a residual Add as a conv's tail. */
 void xhalf_round_add(ts_dtype half, float *y, const float *r, size_t n, bool relu);

@@ -61,7 +61,7 @@ Test(half, sweep_matches_dtype_round)
     static uint16_t h[N];
     uint64_t rng = 7;
     ts_dtype types[] = {TS_F16, TS_BF16};
-    const bool has[3] = {true, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"),
+    const bool has[3] = {true, __builtin_cpu_supports("avx2") && xhalf_cpu_f16c(),
                          __builtin_cpu_supports("avx512f")};
     for (int level = 2; level >= 0; level--) {
         if (!has[level]) continue;
