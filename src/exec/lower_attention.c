@@ -76,6 +76,24 @@ bool xattention_shapes(const ts_shape *qs, const ts_shape *ks, const ts_shape *v
     return !ms || mask_strides(ms, &ss, *nb, mstride);
 }
 
+/* The scores' optional Mul by a float scalar constant, taken into gr (its
+ * constant as XATT_SCALE): the value after it, cur when no such Mul reads
+ * cur, -1 when one does in a form the kernels do not compute. */
+static int take_scale(const xplan *p, xgroup *gr, int cur)
+{
+    const ts_graph *g = p->g;
+    const int c = reader(p, cur, &ts_op_mul);
+    if (c < 0 || !xv_all_f32(p, c)) return cur;
+    const ts_node *x = &g->nodes[c];
+    const int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
+    if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
+        !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
+        return -1;
+    gr->att_in[XATT_SCALE] = other;
+    gr->nodes[gr->nnodes++] = c;
+    return x->outputs[0];
+}
+
 bool xgroup_attention(const xplan *p, int n, xgroup *gr)
 {
     const ts_graph *g = p->g;
@@ -99,16 +117,7 @@ bool xgroup_attention(const xplan *p, int n, xgroup *gr)
     gr->nodes[0] = n, gr->nodes[1] = mm, gr->nnodes = 2;
     int cur = g->nodes[mm].outputs[0], c;
     bool fills = true;
-    if ((c = reader(p, cur, &ts_op_mul)) >= 0 && xv_all_f32(p, c)) {
-        const ts_node *x = &g->nodes[c];
-        int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
-        if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
-            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
-            return false;
-        in[XATT_SCALE] = other;
-        gr->nodes[gr->nnodes++] = c;
-        cur = x->outputs[0];
-    }
+    if ((cur = take_scale(p, gr, cur)) < 0) return false;
     if ((c = reader(p, cur, &ts_op_where)) >= 0) {
         const ts_node *x = &g->nodes[c];
         const ts_tensor *mt = xplan_const(p, x->inputs[0]);
@@ -188,16 +197,7 @@ bool xgroup_sdpa(const xplan *p, int n, xgroup *gr)
     in[XATT_Q] = mm->inputs[0], in[XATT_K] = mm->inputs[1];
     gr->nodes[0] = n, gr->nnodes = 1;
     int cur = mm->outputs[0], c;
-    if ((c = reader(p, cur, &ts_op_mul)) >= 0 && xv_all_f32(p, c)) {
-        const ts_node *x = &g->nodes[c];
-        int other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
-        if (x->inputs[0] == x->inputs[1] || !f32_scalar(p, other) ||
-            !ts_shape_eq(&g->values[x->outputs[0]].shape, &g->values[cur].shape))
-            return false;
-        in[XATT_SCALE] = other;
-        gr->nodes[gr->nnodes++] = c;
-        cur = x->outputs[0];
-    }
+    if ((cur = take_scale(p, gr, cur)) < 0) return false;
     if ((c = reader(p, cur, &ts_op_softmax)) < 0 || !xv_all_f32(p, c)) return false;
     const ts_softmax_attrs *sa = g->nodes[c].attrs;
     int axis;

@@ -59,6 +59,10 @@ int xv_threads(const xplan *p);
 
 /* True when every input present and every output of node n is float32. */
 bool xv_all_f32(const xplan *p, int n);
+/* Softmax of one row of n floats, AVX-512 (vec_softmax.c; the caller has
+ * checked avx512f): y may be x; lanes of -inf give 0, so a row padded to
+ * whole vectors with -inf (vec_sdpa.c's scores) needs no tail. */
+void xv_softmax_row_avx512(const float *x, float *y, int64_t n);
 
 /* Allocates a zeroed kernel state; NULL sets err (out of memory). */
 void *xv_state(size_t size, ts_error *err);

@@ -24,11 +24,11 @@
  * head's Kt and V (50 KB each, L2) every 8 rows and took more CPU than
  * the unfused plan (docs/runtime.md).  Parallel over (head, row block).
  * AVX-512 only: the group forms only where the CPU has it. */
-#include <float.h>
+#include <immintrin.h>
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include "vec/vec.h"
-#include "vec/vec_exp16.h"
 
 #define SD_ROWS 8 /* query rows in registers */
 #define SD_COLS 2 /* vectors of 16 scores (or outputs) a row handled together */
@@ -76,27 +76,6 @@ sd_scores(const float *const *q, const float *kt, int64_t d, int64_t t, int64_t 
             if (v == nv - 1) x = _mm512_mask_blend_ps(last, ninf, x);
             _mm512_storeu_ps(sc + r * tp + j0 + 16 * v, x);
         }
-}
-
-/* Softmax over a scratch row of tp floats (-inf past the keys), in place:
- * sm_row_avx512's passes (vec_softmax.c). */
-__attribute__((target("avx512f"))) static void sd_softmax(float *x, int64_t tp)
-{
-    const __m512 tiny = _mm512_set1_ps(FLT_MIN);
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    for (int64_t i = 0; i < tp; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m); /* a NaN never wins */
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t i = 0; i < tp; i += 16) {
-        __m512 e = xv_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
-        _mm512_storeu_ps(x + i, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    const __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int64_t i = 0; i < tp; i += 16) {
-        __m512 q = _mm512_mul_ps(_mm512_loadu_ps(x + i), r);
-        _mm512_storeu_ps(x + i, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, tiny, _CMP_NLT_UQ), q));
-    }
 }
 
 /* y[r] (rows < rows) columns c0 .. c0 + 16 nv = sum over keys j of P[r][j] V[j]. */
@@ -164,7 +143,7 @@ __attribute__((target("avx512f"))) static void sd_block(const sd_state *s, const
                 sd_scores(qr[u], kt, d, t, j0, 1, last, su, tp, c, cp != NULL);
         }
     }
-    for (int r = 0; r < rows; r++) sd_softmax(sc + r * tp, tp);
+    for (int r = 0; r < rows; r++) xv_softmax_row_avx512(sc + r * tp, sc + r * tp, tp); /* -inf past the keys */
     for (int64_t c0 = 0; c0 < dv; c0 += 16 * SD_COLS) {
         const int64_t nvec = (dv - c0) / 16; /* dv is whole vectors (lower_attention.c) */
         for (int u = 0; u < nsub; u++) {

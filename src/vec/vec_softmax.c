@@ -15,7 +15,7 @@
 typedef struct sm_state {
     int64_t outer, len, inner;
     bool log;
-    bool avx512; /* rows (inner 1, not LogSoftmax) by sm_row_avx512 */
+    bool avx512; /* rows (inner 1, not LogSoftmax) by xv_softmax_row_avx512 */
     int threads;
 } sm_state;
 
@@ -71,7 +71,7 @@ XV_CLONES static void sm_row_short(const float *x, float *y, int64_t n)
  * results as sm_row / sm_row_short within an ulp or two of each
  * probability (the exponential's rounding, the order of the sum's
  * additions). */
-__attribute__((target("avx512f"))) static void sm_row_avx512(const float *x, float *y, int64_t n)
+__attribute__((target("avx512f"))) void xv_softmax_row_avx512(const float *x, float *y, int64_t n)
 {
     const int64_t nf = n & ~(int64_t)15;
     const __mmask16 tm = (__mmask16)((1u << (n - nf)) - 1); /* the tail's lanes; 0 for whole vectors */
@@ -175,7 +175,7 @@ static void sm_run(const xstep *st, void *const *in, void *const *out, void *scr
     if (s->inner == 1 && !s->log && s->avx512) {
 #pragma omp parallel for schedule(static) num_threads(s->threads) \
     if (s->threads > 1 && s->outer > 1 && s->outer * s->len >= XV_PAR_MIN / 4)
-        for (int64_t o = 0; o < s->outer; o++) sm_row_avx512(x + o * s->len, y + o * s->len, s->len);
+        for (int64_t o = 0; o < s->outer; o++) xv_softmax_row_avx512(x + o * s->len, y + o * s->len, s->len);
         return;
     }
     if (s->inner == 1) { /* rows: no chunk arithmetic (two divisions a row cost Swin's rows of 49 a third) */
