@@ -292,7 +292,7 @@ void xhalf_round(ts_dtype half, float *x, size_t n)
  * (-0 and NaN give +0): maxps(a, 0) returns its second operand for zeros
  * and NaN, so the result is the unfused plan's bit for bit. */
 #define RND512(v) _mm512_cvtph_ps(_mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-__attribute__((target("avx512f"))) static void f16_round_add_avx512(float *y, const float *r, size_t n, bool relu)
+__attribute__((target("avx512f"))) static size_t f16_round_add_avx512(float *y, const float *r, size_t n, bool relu)
 {
     const __m512 z = _mm512_setzero_ps();
     size_t i = 0;
@@ -300,16 +300,13 @@ __attribute__((target("avx512f"))) static void f16_round_add_avx512(float *y, co
         __m512 v = RND512(_mm512_add_ps(RND512(_mm512_loadu_ps(y + i)), _mm512_loadu_ps(r + i)));
         _mm512_storeu_ps(y + i, relu ? _mm512_max_ps(v, z) : v);
     }
-    for (; i < n; i++) {
-        float v = f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(y[i])) + r[i]));
-        y[i] = relu ? (v > 0 ? v : 0.0f) : v;
-    }
+    return i; /* the tail: round_add_part's generic passes */
 }
 #undef RND512
 
 /* The AVX2 CPUs (older Zen) have F16C: 8 lanes. */
 #define RND256(v) _mm256_cvtph_ps(_mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-__attribute__((target("avx2,f16c"))) static void f16_round_add_avx2(float *y, const float *r, size_t n, bool relu)
+__attribute__((target("avx2,f16c"))) static size_t f16_round_add_avx2(float *y, const float *r, size_t n, bool relu)
 {
     const __m256 z = _mm256_setzero_ps();
     size_t i = 0;
@@ -317,24 +314,15 @@ __attribute__((target("avx2,f16c"))) static void f16_round_add_avx2(float *y, co
         __m256 v = RND256(_mm256_add_ps(RND256(_mm256_loadu_ps(y + i)), _mm256_loadu_ps(r + i)));
         _mm256_storeu_ps(y + i, relu ? _mm256_max_ps(v, z) : v);
     }
-    for (; i < n; i++) {
-        float v = f16_to_f32(f32_to_f16(f16_to_f32(f32_to_f16(y[i])) + r[i]));
-        y[i] = relu ? (v > 0 ? v : 0.0f) : v;
-    }
+    return i; /* the tail: round_add_part's generic passes */
 }
 #undef RND256
 
 static void round_add_part(ts_dtype half, float *y, const float *r, size_t n, bool relu)
 {
     const int l = half == TS_F16 ? f16_level() : -1; /* the conversions' level (capped by oneDNN's ISA) */
-    if (l == 2) {
-        f16_round_add_avx512(y, r, n, relu);
-        return;
-    }
-    if (l == 1) {
-        f16_round_add_avx2(y, r, n, relu);
-        return;
-    }
+    const size_t done = l == 2 ? f16_round_add_avx512(y, r, n, relu) : l == 1 ? f16_round_add_avx2(y, r, n, relu) : 0;
+    y += done, r += done, n -= done;
     round_part(half, y, n);
     for (size_t i = 0; i < n; i++) y[i] += r[i];
     round_part(half, y, n);
